@@ -1,0 +1,88 @@
+import { randomUUID } from 'node:crypto';
+import { Kafka, logLevel } from 'kafkajs';
+import { ALL_TOPICS, DEAD_LETTER_TOPIC, decodeMessage, formatMessageLine } from '@robustrl/contracts';
+import { fromDeadLetterRecord } from '@robustrl/bus';
+
+export interface TailOptions {
+  brokers: string[];
+  topics: string[];
+  job?: string;
+  json: boolean;
+  fromBeginning: boolean;
+  /** Stop after this many printed records (for scripts and tests); undefined = follow forever. */
+  limit?: number;
+  out: (line: string) => void;
+  err: (line: string) => void;
+}
+
+/**
+ * `robustrl tail`: follow robustrl topics and print one line per record. It joins a throwaway
+ * consumer group and never commits, so tailing never moves a service's offsets.
+ */
+export async function tail(options: TailOptions): Promise<{ stop(): Promise<void>; done: Promise<void> }> {
+  const kafka = new Kafka({ clientId: 'robustrl-tail', brokers: options.brokers, logLevel: logLevel.NOTHING });
+  const consumer = kafka.consumer({ groupId: `robustrl-tail-${randomUUID()}` });
+  let printed = 0;
+  let finish!: () => void;
+  const done = new Promise<void>((resolve) => (finish = resolve));
+
+  await consumer.connect();
+  const existing = new Set(await listTopics(kafka));
+  const topics = options.topics.filter((t) => existing.has(t));
+  const missing = options.topics.filter((t) => !existing.has(t));
+  if (missing.length > 0) options.err(`not (yet) on the broker, skipped: ${missing.join(', ')}`);
+  if (topics.length === 0) throw new Error(`none of the topics exist on ${options.brokers.join(',')}: ${options.topics.join(', ')}`);
+  await consumer.subscribe({ topics, fromBeginning: options.fromBeginning });
+
+  consumer.on(consumer.events.GROUP_JOIN, () =>
+    options.err(`following ${topics.length} topic(s) on ${options.brokers.join(',')}${options.job ? ` for job ${options.job}` : ''}`),
+  );
+  await consumer.run({
+    autoCommit: false,
+    eachMessage: async ({ topic, partition, message }) => {
+      const key = message.key?.toString('utf8') ?? null;
+      if (options.job && key !== options.job) return;
+      const headers: Record<string, string> = {};
+      for (const [k, v] of Object.entries(message.headers ?? {})) if (v !== undefined) headers[k] = String(Array.isArray(v) ? v[0] : v);
+      options.out(render(topic, partition, message.offset, key, message.value, headers, options.json));
+      printed += 1;
+      if (options.limit !== undefined && printed >= options.limit) finish();
+    },
+  });
+  return { stop: () => consumer.disconnect(), done };
+}
+
+function render(
+  topic: string,
+  partition: number,
+  offset: string,
+  key: string | null,
+  value: Buffer | null,
+  headers: Record<string, string>,
+  json: boolean,
+): string {
+  if (topic === DEAD_LETTER_TOPIC) {
+    const dl = fromDeadLetterRecord({ key, value, headers });
+    if (json) return JSON.stringify({ topic, partition, offset, deadLetter: { ...dl, value: value?.toString('utf8') ?? null } });
+    return `${dl.deadLetteredAt} dead-letter  ${dl.originalTopic}/${dl.originalPartition}@${dl.originalOffset} job=${key} group=${dl.consumerGroup} ${dl.kind}: ${dl.reason}`;
+  }
+  const decoded = decodeMessage(value);
+  if (!decoded.ok) {
+    if (json) return JSON.stringify({ topic, partition, offset, key, invalid: decoded.reason, value: value?.toString('utf8') ?? null });
+    return `${'?'.padEnd(24)} ${topic.replace(/^robustrl\./, '').padEnd(12)} INVALID job=${key} offset=${offset}: ${decoded.reason}`;
+  }
+  if (json) return JSON.stringify({ topic, partition, offset, message: decoded.message });
+  return formatMessageLine(decoded.message, topic);
+}
+
+async function listTopics(kafka: Kafka): Promise<string[]> {
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    return await admin.listTopics();
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+export const DEFAULT_TAIL_TOPICS = [...ALL_TOPICS, DEAD_LETTER_TOPIC];

@@ -1,0 +1,417 @@
+#!/usr/bin/env bash
+# Local single-node Apache Kafka (KRaft, combined broker+controller) without Docker.
+#
+# The broker is the real Apache Kafka, assembled from Maven Central jars
+# (org.apache.kafka:kafka_2.13 + a logging backend, see kafka/pom.xml) and run
+# with plain `java -cp 'libs/*' kafka.Kafka server.properties`.
+#
+# Usage: deploy/local/kafka.sh <install|start|stop|restart|status|env|logs [-f]>
+#
+# Environment overrides:
+#   ROBUSTRL_LOCAL_DIR     state dir (default: <repo>/.local); Kafka lives in $ROBUSTRL_LOCAL_DIR/kafka
+#   KAFKA_VERSION          kafka_2.13 version from Maven Central (default 3.9.1; 4.x supported)
+#   KAFKA_PORT             client listener port on 127.0.0.1 (default 19092)
+#   KAFKA_CONTROLLER_PORT  KRaft controller port on 127.0.0.1 (default 19093)
+#   KAFKA_NUM_PARTITIONS   default partitions for auto-created topics (default 3)
+#   KAFKA_CLUSTER_ID       cluster id used to format storage (default fixed value)
+#   KAFKA_HEAP_OPTS        JVM heap flags (default "-Xms256m -Xmx512m")
+#   KAFKA_START_TIMEOUT    seconds to wait for readiness (default 90)
+#   KAFKA_STOP_TIMEOUT     seconds to wait after SIGTERM before SIGKILL (default 30)
+set -euo pipefail
+
+SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+LOG_TAG="kafka"
+# shellcheck source=lib/common.sh source-path=SCRIPTDIR
+source "${SCRIPT_DIR}/lib/common.sh"
+
+KAFKA_VERSION="${KAFKA_VERSION:-3.9.1}"
+KAFKA_HOST="127.0.0.1"
+KAFKA_PORT="${KAFKA_PORT:-19092}"
+KAFKA_CONTROLLER_PORT="${KAFKA_CONTROLLER_PORT:-19093}"
+KAFKA_NUM_PARTITIONS="${KAFKA_NUM_PARTITIONS:-3}"
+# Any valid Kafka UUID (22 chars of base64 for 16 bytes). This one is from the Kafka docs.
+KAFKA_CLUSTER_ID="${KAFKA_CLUSTER_ID:-MkU3OEVBNTcwNTJENDM2Qg}"
+KAFKA_HEAP_OPTS="${KAFKA_HEAP_OPTS:--Xms256m -Xmx512m}"
+KAFKA_START_TIMEOUT="${KAFKA_START_TIMEOUT:-90}"
+KAFKA_STOP_TIMEOUT="${KAFKA_STOP_TIMEOUT:-30}"
+
+POM="${SCRIPT_DIR}/kafka/pom.xml"
+KAFKA_DIR="${STATE_DIR}/kafka"
+LIBS_DIR="${KAFKA_DIR}/libs"
+DATA_DIR="${KAFKA_DIR}/data"
+PROPS_FILE="${KAFKA_DIR}/server.properties"
+LOG4J_FILE="${KAFKA_DIR}/log4j.properties"
+LOG4J2_FILE="${KAFKA_DIR}/log4j2.properties"
+LOG_FILE="${KAFKA_DIR}/kafka.log"
+PID_FILE="${KAFKA_DIR}/kafka.pid"
+LOCK_FILE="${KAFKA_DIR}/.lock"
+VERSION_MARKER="${LIBS_DIR}/.kafka-version"
+# KafkaBroker.STARTED_MESSAGE, logged by KafkaRaftServer once the broker serves requests.
+STARTED_MESSAGE="Kafka Server started"
+
+usage() {
+  cat >&2 <<EOF
+Usage: $(basename "$0") <install|start|stop|restart|status|env|logs [-f]>
+
+  install  download Kafka ${KAFKA_VERSION} jars from Maven Central (+ kcat via apt, best effort)
+  start    install if needed, format storage if needed, start the broker and wait until ready
+  stop     stop the broker (SIGTERM, then SIGKILL after ${KAFKA_STOP_TIMEOUT}s)
+  restart  stop + start
+  status   exit 0 and print "kafka up at ${KAFKA_HOST}:${KAFKA_PORT}" if reachable, else exit 1
+  env      print KAFKA_BROKERS=${KAFKA_HOST}:${KAFKA_PORT}
+  logs     print the last 200 log lines (-f, or a terminal on stdout: follow)
+
+State: ${KAFKA_DIR}
+EOF
+}
+
+# Serialize install/start/stop across concurrent invocations.
+take_lock() {
+  mkdir -p "${KAFKA_DIR}"
+  exec 9>"${LOCK_FILE}"
+  if ! flock -w 600 9; then
+    die "timed out waiting for ${LOCK_FILE} (another kafka.sh still running?)"
+  fi
+}
+
+is_kafka_4() { [[ "${KAFKA_VERSION}" == 4.* ]]; }
+
+java_major() {
+  java -XshowSettings:properties -version 2>&1 |
+    sed -n 's/^ *java\.specification\.version = //p' | sed 's/^1\.//' | cut -d. -f1
+}
+
+# jar_has JAR ENTRY...: true when every ENTRY is in the jar's listing.
+jar_has() {
+  local jar="$1" listing entry
+  shift
+  if command -v unzip >/dev/null 2>&1; then
+    listing="$(unzip -Z1 "${jar}" 2>/dev/null)" || return 1
+  elif command -v jar >/dev/null 2>&1; then
+    listing="$(jar tf "${jar}" 2>/dev/null)" || return 1
+  else
+    # No listing tool: fall back to a byte search for the entry names.
+    listing="$(grep -aoE 'kafka/(Kafka|tools/StorageTool)\.class' "${jar}" 2>/dev/null)" || return 1
+  fi
+  for entry in "$@"; do
+    grep -qxF "${entry}" <<<"${listing}" || return 1
+  done
+}
+
+# libs_ok DIR: DIR holds the broker jar with kafka.Kafka and StorageTool.
+libs_ok() {
+  local dir="$1" jar
+  for jar in "${dir}"/kafka_2.13-*.jar; do
+    [[ -f "${jar}" ]] || continue
+    [[ "${jar}" == *-sources.jar || "${jar}" == *-test.jar ]] && continue
+    if jar_has "${jar}" kafka/Kafka.class kafka/tools/StorageTool.class; then
+      return 0
+    fi
+  done
+  return 1
+}
+
+is_installed() {
+  [[ -f "${VERSION_MARKER}" ]] &&
+    [[ "$(cat "${VERSION_MARKER}")" == "${KAFKA_VERSION}" ]] &&
+    libs_ok "${LIBS_DIR}"
+}
+
+install_kcat() {
+  if command -v kcat >/dev/null 2>&1 || command -v kafkacat >/dev/null 2>&1; then
+    return 0
+  fi
+  if ! command -v apt-get >/dev/null 2>&1 || ! can_be_root; then
+    warn "kcat/kafkacat not found and apt-get is not usable; install it yourself (Debian package 'kafkacat')"
+    return 0
+  fi
+  log "installing kcat (Debian package 'kafkacat') via apt-get"
+  if apt_install kafkacat; then
+    log "kcat installed: $(command -v kcat || command -v kafkacat || echo '?')"
+  else
+    warn "could not install 'kafkacat' via apt-get; continuing without kcat"
+  fi
+  return 0
+}
+
+cmd_install() {
+  ensure_state_dir
+  take_lock
+  if is_installed; then
+    log "Kafka ${KAFKA_VERSION} already installed in ${LIBS_DIR}"
+  else
+    if running_pid >/dev/null; then
+      die "a broker is running from ${LIBS_DIR} with a different version; run '$0 stop' first"
+    fi
+    command -v java >/dev/null 2>&1 || die "java not found (need Java 17: apt-get install openjdk-17-jre-headless)"
+    command -v mvn >/dev/null 2>&1 || die "mvn not found (apt-get install maven)"
+    local major need=11
+    is_kafka_4 && need=17
+    major="$(java_major)"
+    if [[ -n "${major}" && "${major}" -lt "${need}" ]]; then
+      die "Kafka ${KAFKA_VERSION} needs Java >= ${need}, found ${major}"
+    fi
+
+    local tmp profile=()
+    is_kafka_4 && profile=(-Pkafka4)
+    tmp="$(mktemp -d "${KAFKA_DIR}/libs.tmp.XXXXXX")"
+    # shellcheck disable=SC2064  # expand now: tmp is local
+    trap "rm -rf '${tmp}'" EXIT
+    log "downloading Kafka ${KAFKA_VERSION} jars from Maven Central (first time: a few minutes)..."
+    local t0=${SECONDS}
+    # Maven 3.8 emits stray ANSI resets even in batch/quiet mode; strip them (pipefail keeps mvn's status).
+    if ! mvn -B -q -Dstyle.color=never -f "${POM}" "${profile[@]}" -Dkafka.version="${KAFKA_VERSION}" \
+      dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="${tmp}" 2>&1 |
+      sed -e 's/\x1b\[[0-9;]*m//g' -e '/^[[:space:]]*$/d' >&2; then
+      die "mvn dependency:copy-dependencies failed for kafka_2.13:${KAFKA_VERSION}"
+    fi
+    libs_ok "${tmp}" || die "kafka_2.13-${KAFKA_VERSION}.jar lacks kafka.Kafka / kafka.tools.StorageTool"
+    printf '%s\n' "${KAFKA_VERSION}" >"${tmp}/.kafka-version"
+    rm -rf "${LIBS_DIR}"
+    mv "${tmp}" "${LIBS_DIR}"
+    trap - EXIT
+    log "installed Kafka ${KAFKA_VERSION}: $(find "${LIBS_DIR}" -name '*.jar' | wc -l) jars in ${LIBS_DIR} ($((SECONDS - t0))s)"
+  fi
+  install_kcat
+}
+
+write_config() {
+  mkdir -p "${DATA_DIR}"
+  cat >"${PROPS_FILE}" <<EOF
+# Generated by deploy/local/kafka.sh; rewritten on every start. Edit the script, not this file.
+# Single node, combined KRaft mode (broker + controller), static quorum.
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@${KAFKA_HOST}:${KAFKA_CONTROLLER_PORT}
+listeners=PLAINTEXT://${KAFKA_HOST}:${KAFKA_PORT},CONTROLLER://${KAFKA_HOST}:${KAFKA_CONTROLLER_PORT}
+advertised.listeners=PLAINTEXT://${KAFKA_HOST}:${KAFKA_PORT}
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+log.dirs=${DATA_DIR}
+
+auto.create.topics.enable=true
+num.partitions=${KAFKA_NUM_PARTITIONS}
+default.replication.factor=1
+min.insync.replicas=1
+group.initial.rebalance.delay.ms=0
+
+# Internal topics default to 3 replicas; a single node needs 1 or groups/transactions fail.
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+# Kafka 4.x share groups (ignored with an "unknown config" warning by 3.x).
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+EOF
+  # Kafka 3.x (reload4j) logging: everything to stdout, which start redirects to kafka.log.
+  cat >"${LOG4J_FILE}" <<'EOF'
+log4j.rootLogger=INFO, stdout
+log4j.appender.stdout=org.apache.log4j.ConsoleAppender
+log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
+log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.org.apache.kafka.clients.NetworkClient=WARN
+log4j.logger.state.change.logger=WARN
+EOF
+  # Kafka 4.x (log4j2) logging, same layout.
+  cat >"${LOG4J2_FILE}" <<'EOF'
+status = warn
+appender.stdout.type = Console
+appender.stdout.name = STDOUT
+appender.stdout.layout.type = PatternLayout
+appender.stdout.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = info
+rootLogger.appenderRef.stdout.ref = STDOUT
+logger.statechange.name = state.change.logger
+logger.statechange.level = warn
+EOF
+}
+
+java_log_opts() {
+  printf '%s\n' "-Dlog4j.configuration=file:${LOG4J_FILE}" \
+    "-Dlog4j2.configurationFile=${LOG4J2_FILE}" \
+    "-Dkafka.logs.dir=${KAFKA_DIR}"
+}
+
+format_storage() {
+  if [[ -f "${DATA_DIR}/meta.properties" ]]; then
+    return 0
+  fi
+  log "formatting KRaft storage in ${DATA_DIR} (cluster id ${KAFKA_CLUSTER_ID})"
+  local out opts
+  mapfile -t opts < <(java_log_opts)
+  if ! out="$(java -Xmx256m "${opts[@]}" -cp "${LIBS_DIR}/*" kafka.tools.StorageTool format \
+    -t "${KAFKA_CLUSTER_ID}" -c "${PROPS_FILE}" --ignore-formatted 2>&1)"; then
+    printf '%s\n' "${out}" >&2
+    die "kafka-storage format failed"
+  fi
+}
+
+# Print the pid of our running broker (pid file + process is a kafka.Kafka JVM); else fail.
+running_pid() {
+  local pid
+  [[ -f "${PID_FILE}" ]] || return 1
+  pid="$(tr -dc '0-9' <"${PID_FILE}")"
+  pid_alive "${pid}" || return 1
+  if [[ -r "/proc/${pid}/cmdline" ]] && ! tr '\0' ' ' <"/proc/${pid}/cmdline" | grep -q 'kafka\.Kafka'; then
+    return 1 # pid was reused by something else
+  fi
+  printf '%s\n' "${pid}"
+}
+
+started_in_log() { [[ -f "${LOG_FILE}" ]] && grep -qF "${STARTED_MESSAGE}" "${LOG_FILE}"; }
+
+show_log_tail() {
+  if [[ -f "${LOG_FILE}" ]]; then
+    printf -- '----- last 50 lines of %s -----\n' "${LOG_FILE}" >&2
+    tail -n 50 "${LOG_FILE}" >&2
+    printf -- '-----\n' >&2
+  fi
+}
+
+# wait_ready PID: wait until the port accepts connections and the log shows the started message.
+wait_ready() {
+  local pid="$1" deadline=$((SECONDS + KAFKA_START_TIMEOUT))
+  while ((SECONDS < deadline)); do
+    if ! pid_alive "${pid}"; then
+      show_log_tail
+      rm -f "${PID_FILE}"
+      die "broker process ${pid} exited during startup (see ${LOG_FILE})"
+    fi
+    if port_open "${KAFKA_HOST}" "${KAFKA_PORT}" && started_in_log; then
+      return 0
+    fi
+    sleep 0.5
+  done
+  show_log_tail
+  warn "broker not ready after ${KAFKA_START_TIMEOUT}s; stopping pid ${pid}"
+  stop_pid "${pid}"
+  die "Kafka failed to start (see ${LOG_FILE})"
+}
+
+stop_pid() {
+  local pid="$1" deadline
+  kill -TERM "${pid}" 2>/dev/null || true
+  deadline=$((SECONDS + KAFKA_STOP_TIMEOUT))
+  while pid_alive "${pid}" && ((SECONDS < deadline)); do
+    sleep 0.5
+  done
+  if pid_alive "${pid}"; then
+    warn "pid ${pid} still alive after ${KAFKA_STOP_TIMEOUT}s; sending SIGKILL"
+    kill -KILL "${pid}" 2>/dev/null || true
+    while pid_alive "${pid}"; do sleep 0.2; done
+  fi
+  rm -f "${PID_FILE}"
+}
+
+cmd_start() {
+  local pid t0=${SECONDS}
+  if pid="$(running_pid)"; then
+    if port_open "${KAFKA_HOST}" "${KAFKA_PORT}"; then
+      log "already running (pid ${pid}) at ${KAFKA_HOST}:${KAFKA_PORT}"
+      return 0
+    fi
+  fi
+  cmd_install
+  # cmd_install took the lock (fd 9); it is held until this script exits.
+  if pid="$(running_pid)"; then
+    log "broker pid ${pid} is starting; waiting for it"
+    wait_ready "${pid}"
+    log "kafka up at ${KAFKA_HOST}:${KAFKA_PORT} (pid ${pid})"
+    return 0
+  fi
+  local p
+  for p in "${KAFKA_PORT}" "${KAFKA_CONTROLLER_PORT}"; do
+    if port_open "${KAFKA_HOST}" "${p}"; then
+      die "${KAFKA_HOST}:${p} is already in use by another process (pid: $(pid_listening_on "${p}")); stop it or set KAFKA_PORT/KAFKA_CONTROLLER_PORT"
+    fi
+  done
+
+  write_config
+  format_storage
+
+  # One log per run, so the readiness check only sees this run's messages.
+  if [[ -f "${LOG_FILE}" ]]; then
+    mv -f "${LOG_FILE}" "${LOG_FILE}.prev"
+  fi
+  local heap opts
+  read -r -a heap <<<"${KAFKA_HEAP_OPTS}"
+  mapfile -t opts < <(java_log_opts)
+  log "starting Kafka ${KAFKA_VERSION} at ${KAFKA_HOST}:${KAFKA_PORT} (log: ${LOG_FILE})"
+  (
+    cd "${KAFKA_DIR}"
+    # setsid: own session, so the broker survives the calling shell/terminal.
+    # Not a process-group leader here, so setsid execs in place and $! is the JVM pid.
+    exec nohup setsid java "${heap[@]}" -server \
+      -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 \
+      -XX:+ExplicitGCInvokesConcurrent -XX:+ExitOnOutOfMemoryError \
+      -Djava.awt.headless=true "${opts[@]}" \
+      -cp "${LIBS_DIR}/*" kafka.Kafka "${PROPS_FILE}" \
+      </dev/null >>"${LOG_FILE}" 2>&1 9>&-
+  ) &
+  pid=$!
+  printf '%s\n' "${pid}" >"${PID_FILE}"
+  wait_ready "${pid}"
+  log "kafka up at ${KAFKA_HOST}:${KAFKA_PORT} (pid ${pid}, $((SECONDS - t0))s)"
+}
+
+cmd_stop() {
+  take_lock
+  local pid
+  if ! pid="$(running_pid)"; then
+    rm -f "${PID_FILE}"
+    log "not running"
+    if port_open "${KAFKA_HOST}" "${KAFKA_PORT}"; then
+      warn "${KAFKA_HOST}:${KAFKA_PORT} is still served by another process (pid: $(pid_listening_on "${KAFKA_PORT}")), not started by this script"
+    fi
+    return 0
+  fi
+  log "stopping pid ${pid}"
+  stop_pid "${pid}"
+  log "stopped"
+}
+
+cmd_status() {
+  if port_open "${KAFKA_HOST}" "${KAFKA_PORT}"; then
+    echo "kafka up at ${KAFKA_HOST}:${KAFKA_PORT}"
+    return 0
+  fi
+  echo "kafka down (${KAFKA_HOST}:${KAFKA_PORT} not reachable)"
+  return 1
+}
+
+cmd_env() { echo "KAFKA_BROKERS=${KAFKA_HOST}:${KAFKA_PORT}"; }
+
+cmd_logs() {
+  [[ -f "${LOG_FILE}" ]] || die "no log yet at ${LOG_FILE}"
+  if [[ "${1:-}" == "-f" || -t 1 ]]; then
+    exec tail -n 200 -F "${LOG_FILE}"
+  fi
+  tail -n 200 "${LOG_FILE}"
+}
+
+main() {
+  local cmd="${1:-}"
+  shift || true
+  case "${cmd}" in
+    install) cmd_install ;;
+    start) cmd_start ;;
+    stop) cmd_stop ;;
+    restart)
+      cmd_stop
+      cmd_start
+      ;;
+    status) cmd_status ;;
+    env) cmd_env ;;
+    logs) cmd_logs "$@" ;;
+    -h | --help | help)
+      usage
+      ;;
+    *)
+      usage
+      exit 2
+      ;;
+  esac
+}
+
+main "$@"

@@ -1,0 +1,175 @@
+import { setMaxListeners } from 'node:events';
+import { DEAD_LETTER_TOPIC, RobustrlMessage } from '@robustrl/contracts';
+import { InboundRecord, processInbound, retryPolicy, SubscriptionClosingError } from '../inbound';
+import { BusLogger, MessageBus, RawRecord, stderrLogger, SubscribeOptions, Subscription } from '../message-bus';
+import { OutboundRecord, publishTraced } from '../outbound';
+import { partitionFor } from './partitioner';
+
+interface StoredRecord {
+  offset: number;
+  key: string | null;
+  value: Buffer | null;
+  headers: Record<string, string>;
+}
+
+/** An append-only partition with a wake-up for consumers waiting at its end. */
+class PartitionLog {
+  readonly records: StoredRecord[] = [];
+  private waiters: Array<() => void> = [];
+
+  append(record: Omit<StoredRecord, 'offset'>): void {
+    this.records.push({ ...record, offset: this.records.length });
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const wake of waiters) wake();
+  }
+
+  /** Resolves when a record at `offset` exists or `signal` fires. */
+  waitFor(offset: number, signal: AbortSignal): Promise<void> {
+    if (offset < this.records.length || signal.aborted) return Promise.resolve();
+    return new Promise((resolve) => {
+      const wake = () => {
+        signal.removeEventListener('abort', wake);
+        resolve();
+      };
+      this.waiters.push(wake);
+      signal.addEventListener('abort', wake, { once: true });
+    });
+  }
+}
+
+export interface InProcessBusOptions {
+  partitions?: number;
+  logger?: BusLogger;
+}
+
+/**
+ * The bus in one process, for the embedded mode and unit tests, with Kafka's contract: topics split
+ * into partitions by key hash, committed offsets per consumer group (kept across subscriptions, so a
+ * restarted consumer resumes where it stopped), records serialised to bytes and validated on the way
+ * in exactly as from Kafka. Not durable across process restarts: that is what Kafka is for.
+ */
+export class InProcessBus implements MessageBus {
+  readonly adapter = 'in-process' as const;
+  private readonly topics = new Map<string, PartitionLog[]>();
+  private readonly committed = new Map<string, number>();
+  private readonly activeGroups = new Set<string>();
+  private readonly subscriptions = new Set<Subscription>();
+  private readonly partitions: number;
+  private readonly logger: BusLogger;
+  private closed = false;
+
+  constructor(options: InProcessBusOptions = {}) {
+    this.partitions = options.partitions ?? 3;
+    this.logger = options.logger ?? stderrLogger;
+  }
+
+  async publish(messages: RobustrlMessage | readonly RobustrlMessage[]): Promise<void> {
+    const list = Array.isArray(messages) ? (messages as RobustrlMessage[]) : [messages as RobustrlMessage];
+    await publishTraced(list, async (records: OutboundRecord[]) => {
+      for (const r of records) this.append(r);
+    });
+  }
+
+  async publishRaw(record: RawRecord): Promise<void> {
+    this.append({
+      topic: record.topic,
+      key: record.key,
+      value: record.value === null ? null : Buffer.from(record.value),
+      headers: record.headers ?? {},
+    });
+  }
+
+  /** Read a topic from the start, e.g. the dead-letter topic in tests. */
+  read(topic: string): Array<InboundRecord> {
+    return this.logsOf(topic).flatMap((log, partition) =>
+      log.records.map((r) => ({ topic, partition, offset: String(r.offset), key: r.key, value: r.value, headers: r.headers })),
+    );
+  }
+
+  async subscribe(options: SubscribeOptions): Promise<Subscription> {
+    if (this.closed) throw new Error('bus is closed');
+    if (this.activeGroups.has(options.groupId)) {
+      throw new Error(`consumer group '${options.groupId}' already has an active subscription in this process`);
+    }
+    this.activeGroups.add(options.groupId);
+    const abort = new AbortController();
+    // One waiting listener per partition loop (removed on every wake-up): many topics × partitions
+    // legitimately exceed Node's leak-warning default of 10.
+    setMaxListeners(0, abort.signal);
+    const pipeline = {
+      groupId: options.groupId,
+      handler: options.handler,
+      types: options.types ? new Set(options.types) : undefined,
+      retry: retryPolicy(options.retry),
+      deadLetter: (r: RawRecord) => this.publishRaw(r),
+      logger: this.logger,
+      isRunning: () => !abort.signal.aborted,
+    };
+    const fromBeginning = options.fromBeginning ?? true;
+    const loops: Promise<void>[] = [];
+    for (const topic of options.topics) {
+      this.logsOf(topic).forEach((log, partition) => {
+        const key = `${options.groupId}\u0000${topic}\u0000${partition}`;
+        if (!this.committed.has(key)) this.committed.set(key, fromBeginning ? 0 : log.records.length);
+        loops.push(this.consumePartition(topic, partition, log, key, pipeline, abort.signal));
+      });
+    }
+    const subscription: Subscription = {
+      groupId: options.groupId,
+      close: async () => {
+        abort.abort();
+        await Promise.all(loops);
+        this.activeGroups.delete(options.groupId);
+        this.subscriptions.delete(subscription);
+      },
+    };
+    this.subscriptions.add(subscription);
+    return subscription;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    await Promise.all([...this.subscriptions].map((s) => s.close()));
+  }
+
+  private async consumePartition(
+    topic: string,
+    partition: number,
+    log: PartitionLog,
+    commitKey: string,
+    pipeline: Parameters<typeof processInbound>[1],
+    signal: AbortSignal,
+  ): Promise<void> {
+    while (!signal.aborted) {
+      const offset = this.committed.get(commitKey)!;
+      await log.waitFor(offset, signal);
+      if (signal.aborted) return;
+      const r = log.records[offset];
+      try {
+        await processInbound({ topic, partition, offset: String(offset), key: r.key, value: r.value, headers: r.headers }, pipeline);
+        this.committed.set(commitKey, offset + 1);
+      } catch (err) {
+        if (err instanceof SubscriptionClosingError) return;
+        // The dead-letter write itself failed: keep the record uncommitted and try again shortly.
+        this.logger.error('record could not be handled or dead-lettered; retrying', { topic, partition, offset, error: String(err) });
+        await new Promise((resolve) => setTimeout(resolve, 500));
+      }
+    }
+  }
+
+  private append(record: { topic: string; key: string | null; value: Buffer | null; headers: Record<string, string> }): void {
+    if (this.closed && record.topic !== DEAD_LETTER_TOPIC) throw new Error('bus is closed');
+    const logs = this.logsOf(record.topic);
+    logs[partitionFor(record.key, logs.length)].append({ key: record.key, value: record.value, headers: record.headers });
+  }
+
+  private logsOf(topic: string): PartitionLog[] {
+    let logs = this.topics.get(topic);
+    if (!logs) {
+      logs = Array.from({ length: this.partitions }, () => new PartitionLog());
+      this.topics.set(topic, logs);
+    }
+    return logs;
+  }
+}

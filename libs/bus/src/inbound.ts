@@ -1,0 +1,110 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { decodeMessage, MessageType } from '@robustrl/contracts';
+import { extractTraceContext, inSpan, SpanKind } from '@robustrl/telemetry';
+import { DeadLetterKind, toDeadLetterRecord } from './dead-letter';
+import { BusLogger, DEFAULT_RETRY, isRetriable, MessageHandler, RawRecord, RetryPolicy } from './message-bus';
+
+export interface InboundRecord {
+  topic: string;
+  partition: number;
+  offset: string;
+  key: string | null;
+  value: Buffer | null;
+  headers: Record<string, string>;
+}
+
+export interface InboundPipeline {
+  groupId: string;
+  handler: MessageHandler;
+  types?: ReadonlySet<MessageType>;
+  retry: RetryPolicy;
+  deadLetter(record: RawRecord): Promise<void>;
+  logger: BusLogger;
+  /** Lets the Kafka adapter keep the group session alive while a handler is being retried. */
+  heartbeat?: () => Promise<void>;
+  /** Stop retrying when the subscription is closing; the record is then left uncommitted. */
+  isRunning?: () => boolean;
+}
+
+export type InboundOutcome = 'handled' | 'skipped' | 'dead-lettered' | 'abandoned';
+
+export class SubscriptionClosingError extends Error {
+  constructor() {
+    super('subscription closing while a record was being retried; it stays uncommitted and will be redelivered');
+  }
+}
+
+/**
+ * The consume pipeline shared by both adapters: decode → validate → handle (with retries, inside a
+ * `process <type>` consumer span continuing the producer's trace) → or dead-letter.
+ * Resolves when the record may be committed. Rejects only when the record must NOT be committed
+ * (the dead-letter write failed, or the subscription is closing mid-retry).
+ */
+export async function processInbound(record: InboundRecord, p: InboundPipeline): Promise<InboundOutcome> {
+  const decoded = decodeMessage(record.value);
+  if (!decoded.ok) {
+    await deadLetter(record, p, 'invalid', decoded.reason);
+    return 'dead-lettered';
+  }
+  const message = decoded.message;
+  if (p.types && !p.types.has(message.type)) return 'skipped';
+
+  const parent = extractTraceContext(
+    record.headers.traceparent ? record.headers : (message.trace as Record<string, string> | undefined) ?? {},
+  );
+  let attempt = 0;
+  for (;;) {
+    attempt += 1;
+    try {
+      await inSpan(
+        `process ${message.type}`,
+        {
+          kind: SpanKind.CONSUMER,
+          parent,
+          attributes: {
+            'messaging.system': 'kafka',
+            'messaging.destination.name': record.topic,
+            'messaging.consumer.group.name': p.groupId,
+            'messaging.kafka.offset': Number(record.offset),
+            'robustrl.job_id': message.jobId,
+            'robustrl.attempt': attempt,
+          },
+        },
+        () =>
+          p.handler({
+            message,
+            topic: record.topic,
+            partition: record.partition,
+            offset: record.offset,
+            key: record.key,
+            headers: record.headers,
+            groupId: p.groupId,
+            attempt,
+          }),
+      );
+      return 'handled';
+    } catch (err) {
+      const reason = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+      if (!isRetriable(err) || attempt >= p.retry.maxAttempts) {
+        await deadLetter(record, p, 'handler-failed', `handler failed after ${attempt} attempt(s): ${reason}`);
+        return 'dead-lettered';
+      }
+      p.logger.warn('handler failed, retrying', { group: p.groupId, topic: record.topic, offset: record.offset, attempt, reason });
+      const backoff = Math.min(p.retry.maxBackoffMs, p.retry.initialBackoffMs * 2 ** (attempt - 1));
+      await sleep(backoff / 2 + Math.random() * (backoff / 2));
+      if (p.isRunning && !p.isRunning()) throw new SubscriptionClosingError();
+      await p.heartbeat?.();
+    }
+  }
+}
+
+async function deadLetter(record: InboundRecord, p: InboundPipeline, kind: DeadLetterKind, reason: string): Promise<void> {
+  p.logger.warn('dead-lettering record', { group: p.groupId, topic: record.topic, partition: record.partition, offset: record.offset, kind, reason });
+  await p.deadLetter(toDeadLetterRecord(record, { kind, reason, groupId: p.groupId, at: new Date() }));
+}
+
+export function retryPolicy(partial?: Partial<RetryPolicy>): RetryPolicy {
+  const policy = { ...DEFAULT_RETRY, ...partial };
+  if (!Number.isInteger(policy.maxAttempts) || policy.maxAttempts < 1) throw new Error(`retry.maxAttempts must be an integer >= 1, got ${policy.maxAttempts}`);
+  return policy;
+}

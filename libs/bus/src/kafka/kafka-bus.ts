@@ -1,0 +1,214 @@
+import { Admin, Consumer, IHeaders, Kafka, KafkaConfig, logLevel, Producer } from 'kafkajs';
+import { ALL_TOPICS, DEAD_LETTER_TOPIC, RobustrlMessage } from '@robustrl/contracts';
+import { processInbound, retryPolicy, SubscriptionClosingError } from '../inbound';
+import { BusLogger, MessageBus, RawRecord, stderrLogger, SubscribeOptions, Subscription } from '../message-bus';
+import { OutboundRecord, publishTraced } from '../outbound';
+
+export interface KafkaBusOptions {
+  brokers: string[];
+  clientId?: string;
+  /** Partitions of topics this bus creates (existing topics are left as they are). */
+  partitions?: number;
+  /** Create the robustrl topics and the dead-letter topic on first use. Default true. */
+  ensureTopics?: boolean;
+  /**
+   * Offsets are committed only for records whose handler resolved; this bounds how many such
+   * records may wait for a commit (a crash redelivers at most these, and idempotent handlers absorb them).
+   */
+  commit?: { intervalMs: number; threshold: number };
+  logger?: BusLogger;
+  kafkaLogLevel?: logLevel;
+}
+
+/** kafkajs adapter: idempotent producer, acks=all, commit-after-effect consumers, dead-letter topic. */
+export class KafkaBus implements MessageBus {
+  readonly adapter = 'kafka' as const;
+  private readonly kafka: Kafka;
+  private readonly options: Required<Omit<KafkaBusOptions, 'kafkaLogLevel'>>;
+  private producer?: Promise<Producer>;
+  private topicsReady?: Promise<void>;
+  private readonly consumers = new Set<Consumer>();
+  private closed = false;
+
+  constructor(options: KafkaBusOptions) {
+    if (options.brokers.length === 0) throw new Error('KafkaBus needs at least one broker address');
+    this.options = {
+      clientId: 'robustrl',
+      partitions: 3,
+      ensureTopics: true,
+      commit: { intervalMs: 1_000, threshold: 100 },
+      logger: stderrLogger,
+      ...options,
+    };
+    const logger = this.options.logger;
+    const config: KafkaConfig = {
+      clientId: this.options.clientId,
+      brokers: options.brokers,
+      logLevel: options.kafkaLogLevel ?? logLevel.WARN,
+      logCreator: () => ({ level, log }) => {
+        const fields = { ...log, logger: 'kafkajs' } as Record<string, unknown>;
+        const msg = String(log.message);
+        if (level === logLevel.ERROR) logger.error(msg, fields);
+        else if (level === logLevel.WARN) logger.warn(msg, fields);
+        else logger.info(msg, fields);
+      },
+      retry: { initialRetryTime: 100, retries: 8 },
+    };
+    this.kafka = new Kafka(config);
+  }
+
+  async publish(messages: RobustrlMessage | readonly RobustrlMessage[]): Promise<void> {
+    const list = Array.isArray(messages) ? (messages as RobustrlMessage[]) : [messages as RobustrlMessage];
+    await publishTraced(list, (records) => this.send(records));
+  }
+
+  async publishRaw(record: RawRecord): Promise<void> {
+    await this.send([{ topic: record.topic, key: record.key as string, value: record.value as Buffer, headers: record.headers ?? {} }]);
+  }
+
+  async subscribe(options: SubscribeOptions): Promise<Subscription> {
+    if (this.closed) throw new Error('bus is closed');
+    await this.ensureTopics();
+    const retry = retryPolicy(options.retry);
+    const consumer = this.kafka.consumer({
+      groupId: options.groupId,
+      allowAutoTopicCreation: false,
+      sessionTimeout: 30_000,
+      heartbeatInterval: 3_000,
+      // Rebalance quickly when a consumer restarts; the default 3 s makes restarts feel hung.
+      rebalanceTimeout: 10_000,
+    });
+    this.consumers.add(consumer);
+    let running = true;
+    const types = options.types ? new Set(options.types) : undefined;
+    const logger = this.options.logger;
+    consumer.on(consumer.events.CRASH, (e) =>
+      logger.error('consumer crashed; kafkajs restarts it from the last committed offset', {
+        group: options.groupId,
+        error: String(e.payload.error),
+        restart: e.payload.restart,
+      }),
+    );
+    await consumer.connect();
+    await consumer.subscribe({ topics: [...options.topics], fromBeginning: options.fromBeginning ?? true });
+    await consumer.run({
+      autoCommit: true,
+      autoCommitInterval: this.options.commit.intervalMs,
+      autoCommitThreshold: this.options.commit.threshold,
+      // We resolve an offset ourselves, only after its handler's effect is durable.
+      eachBatchAutoResolve: false,
+      eachBatch: async ({ batch, resolveOffset, heartbeat, commitOffsetsIfNecessary, isRunning, isStale }) => {
+        for (const m of batch.messages) {
+          if (!isRunning() || isStale()) return;
+          try {
+            await processInbound(
+              {
+                topic: batch.topic,
+                partition: batch.partition,
+                offset: m.offset,
+                key: m.key ? m.key.toString('utf8') : null,
+                value: m.value,
+                headers: headersToStrings(m.headers),
+              },
+              {
+                groupId: options.groupId,
+                handler: options.handler,
+                types,
+                retry,
+                deadLetter: (r) => this.publishRaw(r),
+                logger,
+                heartbeat,
+                isRunning: () => running && isRunning(),
+              },
+            );
+          } catch (err) {
+            if (err instanceof SubscriptionClosingError) return;
+            throw err; // dead-letter write failed: kafkajs retries the batch from this record
+          }
+          resolveOffset(m.offset);
+          await commitOffsetsIfNecessary();
+          await heartbeat();
+        }
+      },
+    });
+    return {
+      groupId: options.groupId,
+      close: async () => {
+        running = false;
+        // disconnect() waits for the running batch, then commits every resolved offset.
+        await consumer.disconnect();
+        this.consumers.delete(consumer);
+      },
+    };
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    await Promise.all([...this.consumers].map((c) => c.disconnect()));
+    this.consumers.clear();
+    if (this.producer) await (await this.producer).disconnect();
+  }
+
+  /** Create the robustrl topics once; "already exists" is fine (several services race to do this). */
+  ensureTopics(): Promise<void> {
+    if (!this.options.ensureTopics) return Promise.resolve();
+    this.topicsReady ??= (async () => {
+      const admin: Admin = this.kafka.admin();
+      await admin.connect();
+      try {
+        const existing = new Set(await admin.listTopics());
+        const missing = [...ALL_TOPICS, DEAD_LETTER_TOPIC].filter((t) => !existing.has(t));
+        if (missing.length > 0) {
+          await admin.createTopics({
+            waitForLeaders: true,
+            topics: missing.map((topic) => ({ topic, numPartitions: this.options.partitions, replicationFactor: -1 })),
+          });
+        }
+      } finally {
+        await admin.disconnect();
+      }
+    })().catch((err) => {
+      this.topicsReady = undefined;
+      throw err;
+    });
+    return this.topicsReady;
+  }
+
+  private async send(records: OutboundRecord[]): Promise<void> {
+    if (this.closed) throw new Error('bus is closed');
+    const producer = await this.getProducer();
+    const byTopic = new Map<string, OutboundRecord[]>();
+    for (const r of records) byTopic.set(r.topic, [...(byTopic.get(r.topic) ?? []), r]);
+    await producer.sendBatch({
+      acks: -1,
+      topicMessages: [...byTopic].map(([topic, rs]) => ({
+        topic,
+        messages: rs.map((r) => ({ key: r.key, value: r.value, headers: r.headers })),
+      })),
+    });
+  }
+
+  private getProducer(): Promise<Producer> {
+    this.producer ??= (async () => {
+      await this.ensureTopics();
+      // Idempotent + one in-flight request: retries never duplicate or reorder a job's records.
+      const producer = this.kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false });
+      await producer.connect();
+      return producer;
+    })().catch((err) => {
+      this.producer = undefined;
+      throw err;
+    });
+    return this.producer;
+  }
+}
+
+function headersToStrings(headers: IHeaders | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(headers ?? {})) {
+    if (v === undefined) continue;
+    const first = Array.isArray(v) ? v[0] : v;
+    out[k] = Buffer.isBuffer(first) ? first.toString('utf8') : String(first);
+  }
+  return out;
+}

@@ -1,0 +1,94 @@
+import { MessageType, RobustrlMessage } from '@robustrl/contracts';
+
+/**
+ * The bus port. Two adapters honour one contract (tested by one suite):
+ *  - per-key order: records with one key (the job id) are handled in the order published;
+ *  - at-least-once: a record counts as consumed only after its handler resolved, i.e. after the
+ *    handler's effect is durable; a handler that throws sees the record again;
+ *  - bad input never blocks: an invalid record, or one whose handler keeps failing, is written to the
+ *    dead-letter topic with the reason and the original bytes, and the partition moves on.
+ * Handlers must therefore be idempotent (see @robustrl/store `applyOnce`).
+ */
+export interface MessageBus {
+  readonly adapter: 'kafka' | 'in-process';
+  /** Publish messages to their catalog topics, keyed by job id. Resolves once durable (acks=all). */
+  publish(messages: RobustrlMessage | readonly RobustrlMessage[]): Promise<void>;
+  /** Publish bytes as they are: for bridges and tests of bad input. */
+  publishRaw(record: RawRecord): Promise<void>;
+  subscribe(options: SubscribeOptions): Promise<Subscription>;
+  /** Graceful: waits for in-flight handlers, commits what they finished. */
+  close(): Promise<void>;
+}
+
+export interface RawRecord {
+  topic: string;
+  key: string | null;
+  value: Buffer | string | null;
+  headers?: Record<string, string>;
+}
+
+export interface Delivery<M extends RobustrlMessage = RobustrlMessage> {
+  readonly message: M;
+  readonly topic: string;
+  readonly partition: number;
+  /** Kafka offset as a decimal string (int64 does not fit a JS number in general). */
+  readonly offset: string;
+  readonly key: string | null;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly groupId: string;
+  /** 1 on first delivery, >1 when redelivered in-process after a handler failure. */
+  readonly attempt: number;
+}
+
+export type MessageHandler = (delivery: Delivery) => Promise<void>;
+
+export interface RetryPolicy {
+  /** Attempts before a failing record is dead-lettered (1 = no retry). */
+  maxAttempts: number;
+  initialBackoffMs: number;
+  maxBackoffMs: number;
+}
+
+export const DEFAULT_RETRY: RetryPolicy = { maxAttempts: 5, initialBackoffMs: 100, maxBackoffMs: 5_000 };
+
+export interface SubscribeOptions {
+  groupId: string;
+  topics: readonly string[];
+  handler: MessageHandler;
+  /** Only these types reach the handler; others are acknowledged untouched. */
+  types?: readonly MessageType[];
+  /** Where a group with no committed offset starts. Default: the beginning (nothing is missed). */
+  fromBeginning?: boolean;
+  retry?: Partial<RetryPolicy>;
+}
+
+export interface Subscription {
+  readonly groupId: string;
+  close(): Promise<void>;
+}
+
+/** Throw this (or any error with `retriable: false`) to dead-letter a record without retrying. */
+export class NonRetriableError extends Error {
+  readonly retriable = false;
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'NonRetriableError';
+    Object.setPrototypeOf(this, NonRetriableError.prototype);
+  }
+}
+
+export function isRetriable(err: unknown): boolean {
+  return !(typeof err === 'object' && err !== null && (err as { retriable?: unknown }).retriable === false);
+}
+
+export interface BusLogger {
+  info(msg: string, fields?: Record<string, unknown>): void;
+  warn(msg: string, fields?: Record<string, unknown>): void;
+  error(msg: string, fields?: Record<string, unknown>): void;
+}
+
+export const stderrLogger: BusLogger = {
+  info: () => undefined,
+  warn: (msg, fields) => process.stderr.write(`[bus] WARN ${msg} ${fields ? JSON.stringify(fields) : ''}\n`),
+  error: (msg, fields) => process.stderr.write(`[bus] ERROR ${msg} ${fields ? JSON.stringify(fields) : ''}\n`),
+};

@@ -1,0 +1,69 @@
+import { context, SpanStatusCode, trace } from '@opentelemetry/api';
+import { encodeMessage, RobustrlMessage, topicOf } from '@robustrl/contracts';
+import { injectTraceHeaders, SpanKind, tracer } from '@robustrl/telemetry';
+
+/** Header names every robustrl record carries, so `kcat` users can filter without parsing JSON. */
+export const RecordHeaders = {
+  type: 'robustrl-type',
+  schemaVersion: 'robustrl-schema-version',
+  contentType: 'content-type',
+  traceparent: 'traceparent',
+  tracestate: 'tracestate',
+} as const;
+
+export interface OutboundRecord {
+  topic: string;
+  key: string;
+  value: Buffer;
+  headers: Record<string, string>;
+}
+
+/**
+ * Encode messages for the wire, each under its own `send <type>` producer span (siblings, children of
+ * whatever span is active, e.g. the consumer span of the event that caused them). The span's context
+ * rides in the `traceparent` header and in the envelope, so the event log keeps it too. The spans
+ * end when `send` (the adapter's durable write) has finished, so they measure its latency.
+ */
+export async function publishTraced(
+  messages: readonly RobustrlMessage[],
+  send: (records: OutboundRecord[]) => Promise<void>,
+): Promise<void> {
+  if (messages.length === 0) return;
+  const parent = context.active();
+  const spans = messages.map((m) =>
+    tracer().startSpan(
+      `send ${m.type}`,
+      {
+        kind: SpanKind.PRODUCER,
+        attributes: { 'messaging.system': 'kafka', 'messaging.destination.name': topicOf(m.type), 'robustrl.job_id': m.jobId },
+      },
+      parent,
+    ),
+  );
+  const records = messages.map((message, i): OutboundRecord => {
+    const traceHeaders = injectTraceHeaders(trace.setSpan(parent, spans[i]));
+    const traced = traceHeaders ? { ...message, trace: traceHeaders } : message;
+    return {
+      topic: topicOf(message.type),
+      key: message.jobId,
+      value: encodeMessage(traced as RobustrlMessage),
+      headers: {
+        [RecordHeaders.type]: message.type,
+        [RecordHeaders.schemaVersion]: String(message.schemaVersion),
+        [RecordHeaders.contentType]: 'application/json',
+        ...(traceHeaders ?? {}),
+      },
+    };
+  });
+  try {
+    await send(records);
+  } catch (err) {
+    for (const span of spans) {
+      span.recordException(err as Error);
+      span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).message });
+    }
+    throw err;
+  } finally {
+    for (const span of spans) span.end();
+  }
+}

@@ -1,0 +1,50 @@
+import { z } from 'zod';
+
+/** Shared vocabulary of the messages. Kept small: every name here appears in the paper (§3–§5). */
+export const MachineId = z.string().min(1).max(200);
+export const IsoTime = z.iso.datetime({ offset: true });
+export const Step = z.int().nonnegative();
+
+/** `hybrid`: trainer and rollout colocated on one machine (sync / semi-sync), paper §2.1, §4. */
+export const Role = z.enum(['trainer', 'rollout', 'hybrid']);
+export type Role = z.infer<typeof Role>;
+
+export const TrainingMode = z.enum(['sync', 'semi-sync', 'async']);
+export type TrainingMode = z.infer<typeof TrainingMode>;
+
+/**
+ * What a role is doing. Only `training` counts toward the trainer idle window (paper §4): context
+ * switch, weight update, advantage computation and checkpoint have no TensorCore activity by nature.
+ */
+export const RolePhase = z.enum([
+  'initializing',
+  'training',
+  'context-switch',
+  'weight-update',
+  'advantage',
+  'checkpoint',
+  'rollout',
+  'awaiting-tools',
+  'idle',
+]);
+export type RolePhase = z.infer<typeof RolePhase>;
+
+export const FaultSignal = z.enum(['process-exited', 'ecc-error', 'xid-error', 'step-exception']);
+export type FaultSignal = z.infer<typeof FaultSignal>;
+
+/** Why a verdict was reached; every field optional because each rule has different evidence. */
+export const Evidence = z
+  .object({
+    windowSeconds: z.number().nonnegative().optional(),
+    lastActivityAt: IsoTime.nullable().optional(),
+    faultEvidenceSince: IsoTime.optional(),
+    probe: z
+      .object({ probeId: z.string(), result: z.enum(['acked', 'timed-out']), latencyMs: z.number().nonnegative().optional() })
+      .optional(),
+    signal: FaultSignal.optional(),
+    detail: z.string().max(4000).optional(),
+    peerMedian: z.number().nonnegative().optional(),
+    observed: z.number().nonnegative().optional(),
+  })
+  .meta({ id: 'Evidence' });
+export type Evidence = z.infer<typeof Evidence>;

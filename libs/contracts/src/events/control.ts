@@ -1,0 +1,107 @@
+import { z } from 'zod';
+import { command, event } from '../define-message';
+import { Topics } from '../topics';
+import { Evidence, MachineId, Role, Step } from './common';
+
+/** The recovery actions of paper Figure 7, plus `report-only` for rules that must not restart (stragglers). */
+export const RecoveryAction = z.enum([
+  'restart-trainer-group',
+  'warm-standby-from-rollout',
+  'request-new-trainer-machine',
+  'replace-rollout',
+  'restart-task',
+  'report-only',
+]);
+export type RecoveryAction = z.infer<typeof RecoveryAction>;
+
+/** Why a decision was taken: the rule that fired, with the paper's escalation rules named explicitly. */
+export const DecisionRule = z.enum([
+  'trainer-fault',
+  'trainer-machine-faulty',
+  'rollout-fault',
+  'escalate-first-iteration',
+  'escalate-repeated-fault-in-step',
+  'escalate-restart-failed-twice',
+  'report-only-rule',
+]);
+export type DecisionRule = z.infer<typeof DecisionRule>;
+
+export const RecoveryDecided = event(
+  'RecoveryDecided',
+  Topics.control,
+  'The controller decided how to recover from a confirmed fault: the audit trail of why.',
+  z.object({
+    recoveryId: z.string().min(1),
+    verdictId: z.string().min(1),
+    machineId: MachineId,
+    action: RecoveryAction,
+    rule: DecisionRule,
+    step: Step,
+    evidence: Evidence,
+  }),
+);
+
+const Target = { recoveryId: z.string().min(1), commandId: z.string().min(1) };
+
+export const RestartTrainerGroup = command(
+  'RestartTrainerGroup',
+  Topics.control,
+  'Terminate trainer processes, re-initialise, reload the last per-step checkpoint, keep the current batch.',
+  z.object({
+    ...Target,
+    machines: z.array(MachineId).min(1),
+    checkpointStep: Step,
+    keepBatch: z.boolean(),
+  }),
+);
+
+export const PromoteRolloutToTrainer = command(
+  'PromoteRolloutToTrainer',
+  Topics.control,
+  'Take a healthy rollout machine into the trainer group as warm standby (paper §5.1.3).',
+  z.object({ ...Target, rolloutMachineId: MachineId, replacesMachineId: MachineId }),
+);
+
+export const ReplaceMachine = command(
+  'ReplaceMachine',
+  Topics.control,
+  'Isolate a machine and ask the orchestrator for a replacement of the same role and class.',
+  z.object({ ...Target, machineId: MachineId, role: Role, zone: z.string().min(1), hardwareClass: z.string().min(1) }),
+);
+
+export const RestartTask = command(
+  'RestartTask',
+  Topics.control,
+  'Restart the whole RL task: only when an escalation rule of paper §5.1.2 fires.',
+  z.object({ ...Target, rule: DecisionRule }),
+);
+
+export const RecoveryCommandSucceeded = event(
+  'RecoveryCommandSucceeded',
+  Topics.control,
+  'An orchestrator finished a recovery command.',
+  z.object({ ...Target, durationMs: z.int().nonnegative() }),
+);
+
+export const RecoveryCommandFailed = event(
+  'RecoveryCommandFailed',
+  Topics.control,
+  'An orchestrator could not finish a recovery command; two failures escalate (paper §5.1.2 rule 3).',
+  z.object({ ...Target, durationMs: z.int().nonnegative(), error: z.string().min(1) }),
+);
+
+export const RecoveryCompleted = event(
+  'RecoveryCompleted',
+  Topics.control,
+  'A recovery finished; stage latencies feed the ETTR projections and the recovery trace.',
+  z.object({
+    recoveryId: z.string().min(1),
+    outcome: z.enum(['recovered', 'escalated', 'abandoned']),
+    stagesMs: z.object({
+      detect: z.int().nonnegative(),
+      decide: z.int().nonnegative(),
+      restart: z.int().nonnegative(),
+      reconnect: z.int().nonnegative(),
+    }),
+  }),
+);

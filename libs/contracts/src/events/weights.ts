@@ -1,0 +1,61 @@
+import { z } from 'zod';
+import { event } from '../define-message';
+import { Topics } from '../topics';
+import { Step } from './common';
+
+const InstanceId = z.string().min(1);
+const Version = z.int().nonnegative();
+
+export const WeightVersionPublished = event(
+  'WeightVersionPublished',
+  Topics.weights,
+  'The trainer published a weight version as a manifest of ordered buckets (paper §5.2.1).',
+  z.object({
+    version: Version,
+    step: Step,
+    buckets: z.array(
+      z.object({ index: z.int().nonnegative(), sizeBytes: z.int().nonnegative(), checksum: z.string().min(1) }),
+    ),
+    totalBytes: z.int().nonnegative(),
+    sources: z.array(z.object({ instanceId: InstanceId, address: z.string().min(1) })),
+  }),
+);
+
+const Pull = { pullId: z.string().min(1), version: Version, bucketIndex: z.int().nonnegative(), pullerId: InstanceId, sourceId: InstanceId };
+
+export const WeightPullAssigned = event(
+  'WeightPullAssigned',
+  Topics.weights,
+  'A puller is to fetch one bucket from one source; a source serves a bucket to one puller at a time.',
+  z.object(Pull),
+);
+export const WeightPullCompleted = event(
+  'WeightPullCompleted',
+  Topics.weights,
+  'A bucket arrived and its checksum matched.',
+  z.object({ ...Pull, bytes: z.int().nonnegative(), durationMs: z.int().nonnegative() }),
+);
+export const WeightPullFailed = event(
+  'WeightPullFailed',
+  Topics.weights,
+  'A bucket pull failed (source died, checksum mismatch); the puller continues from another source.',
+  z.object({ ...Pull, reason: z.string().min(1) }),
+);
+export const RelayJoined = event(
+  'RelayJoined',
+  Topics.weights,
+  'An instance holds a whole version and serves it to others (paper §5.2.1 ➂).',
+  z.object({ instanceId: InstanceId, version: Version, address: z.string().min(1) }),
+);
+export const RelayLeft = event(
+  'RelayLeft',
+  Topics.weights,
+  'An instance stopped serving a version (died, retired, or lent to the trainer).',
+  z.object({ instanceId: InstanceId, version: Version, reason: z.string().min(1) }),
+);
+export const WeightVersionRetired = event(
+  'WeightVersionRetired',
+  Topics.weights,
+  'No live rollout needs this version any longer.',
+  z.object({ version: Version }),
+);

@@ -1,0 +1,43 @@
+import { Decider, foldEvents } from './decider';
+
+/**
+ * given / when / then for deciders:
+ *
+ *   DeciderSpecification.for(decider).given([...events]).when(command).then([...expected])
+ *
+ * `then` compares with a deep-equality function supplied by the caller (jest's `expect().toEqual` in
+ * our tests), so the kit itself has no test-framework dependency.
+ */
+export const DeciderSpecification = {
+  for<State, Command, Event>(decider: Decider<State, Command, Event>) {
+    return {
+      given(events: readonly Event[]) {
+        return {
+          when(command: Command) {
+            const run = () => decider.decide(command, foldEvents(decider.evolve, decider.initialState(), events));
+            return {
+              then(expected: readonly Event[], assertEqual: (actual: Event[], expected: readonly Event[]) => void) {
+                assertEqual(run(), expected);
+              },
+              thenNothingHappened(assertEqual: (actual: Event[], expected: readonly Event[]) => void) {
+                assertEqual(run(), []);
+              },
+              thenThrows(check: (error: unknown) => boolean) {
+                let thrown: unknown = undefined;
+                let didThrow = false;
+                try {
+                  run();
+                } catch (err) {
+                  didThrow = true;
+                  thrown = err;
+                }
+                if (!didThrow) throw new Error('expected decide() to throw, it returned events');
+                if (!check(thrown)) throw new Error(`decide() threw an unexpected error: ${String(thrown)}`);
+              },
+            };
+          },
+        };
+      },
+    };
+  },
+};

@@ -1,0 +1,40 @@
+import { DynamicModule, Global, Inject, Logger, Module, OnApplicationShutdown } from '@nestjs/common';
+import { createBus, MessageBus } from '@robustrl/bus';
+import { EventStore } from '@robustrl/store';
+import { EVENT_STORE, MESSAGE_BUS, SERVICE_CONFIG } from './tokens';
+import { ServiceConfig } from './service-config';
+import { nestBusLogger } from './nest-bus-logger';
+
+/**
+ * The bus, the store and the config, once per process. In the embedded mode all six service modules
+ * share one instance of each, which is what makes "all services in one process" a real composition.
+ */
+@Global()
+@Module({})
+export class CoreModule implements OnApplicationShutdown {
+  private readonly logger = new Logger('core');
+
+  constructor(
+    @Inject(MESSAGE_BUS) private readonly bus: MessageBus,
+    @Inject(EVENT_STORE) private readonly store: EventStore,
+  ) {}
+
+  static forRoot(config: ServiceConfig): DynamicModule {
+    return {
+      module: CoreModule,
+      providers: [
+        { provide: SERVICE_CONFIG, useValue: config },
+        { provide: MESSAGE_BUS, useFactory: () => createBus(config.bus, nestBusLogger(config.serviceName)) },
+        { provide: EVENT_STORE, useFactory: () => EventStore.open(config.store) },
+      ],
+      exports: [SERVICE_CONFIG, MESSAGE_BUS, EVENT_STORE],
+    };
+  }
+
+  /** Consumers stop first (their in-flight handlers finish and commit), then the store closes. */
+  async onApplicationShutdown(signal?: string): Promise<void> {
+    this.logger.log(`shutting down${signal ? ` on ${signal}` : ''}: closing the bus, then the store`);
+    await this.bus.close();
+    await this.store.close();
+  }
+}

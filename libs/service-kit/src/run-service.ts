@@ -1,0 +1,44 @@
+import 'reflect-metadata';
+import { INestApplication, Logger, LogLevel, Module, Type } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { setupTelemetry } from '@robustrl/telemetry';
+import { CoreModule } from './core.module';
+import { HealthController } from './health.controller';
+import { ServiceConfig } from './service-config';
+
+/**
+ * Boot one process: telemetry (OTEL_* variables), the core module, the given service modules, and a
+ * health endpoint. SIGINT/SIGTERM close consumers gracefully (in-flight handlers finish and commit).
+ */
+export interface RunningService {
+  app: INestApplication;
+  stop(): Promise<void>;
+}
+
+export async function runService(
+  config: ServiceConfig,
+  modules: Type[],
+  options: { logLevels?: LogLevel[] } = {},
+): Promise<RunningService> {
+  const telemetry = await setupTelemetry(`robustrl-${config.serviceName}`);
+  @Module({ imports: [CoreModule.forRoot(config), ...modules], controllers: config.httpPort === null ? [] : [HealthController] })
+  class ProcessModule {}
+
+  const logger = new Logger(config.serviceName);
+  const app = await NestFactory.create(ProcessModule, { logger: options.logLevels ?? ['log', 'warn', 'error'] });
+  app.enableShutdownHooks(['SIGINT', 'SIGTERM']);
+  if (config.httpPort !== null) {
+    await app.listen(config.httpPort, '127.0.0.1');
+    logger.log(`health at ${await app.getUrl()}/healthz`);
+  } else {
+    await app.init();
+  }
+  logger.log(`ready (bus: ${config.bus.adapter}, store: ${config.store.kind}${telemetry.exporting ? ', exporting traces' : ''})`);
+  return {
+    app,
+    stop: async () => {
+      await app.close();
+      await telemetry.shutdown();
+    },
+  };
+}

@@ -1,0 +1,4 @@
+/** DI tokens of what every service shell gets from the core module. */
+export const MESSAGE_BUS = Symbol('MESSAGE_BUS');
+export const EVENT_STORE = Symbol('EVENT_STORE');
+export const SERVICE_CONFIG = Symbol('SERVICE_CONFIG');

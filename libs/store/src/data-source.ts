@@ -1,0 +1,75 @@
+import { DataSource } from 'typeorm';
+import { STORE_MIGRATIONS } from './migrations';
+import { pgliteDriver } from './pglite/pglite-pool';
+
+/** PostgreSQL server when `DATABASE_URL` is set; otherwise PGlite in this process (embedded mode). */
+export type StoreConfig =
+  | { kind: 'postgres'; url: string; poolSize?: number }
+  | { kind: 'pglite'; dataDir?: string };
+
+export function storeConfigFromEnv(env: NodeJS.ProcessEnv): StoreConfig {
+  if (env.DATABASE_URL) {
+    if (!/^postgres(ql)?:\/\//.test(env.DATABASE_URL)) {
+      throw new Error(`DATABASE_URL must be a postgres:// URL, got '${env.DATABASE_URL.replace(/:[^:@/]*@/, ':***@')}'`);
+    }
+    return { kind: 'postgres', url: env.DATABASE_URL };
+  }
+  return { kind: 'pglite', dataDir: env.ROBUSTRL_PGLITE_DIR };
+}
+
+export interface OpenedDataSource {
+  dataSource: DataSource;
+  close(): Promise<void>;
+}
+
+/** Open the data source and bring its schema up to date. */
+export async function openDataSource(config: StoreConfig): Promise<OpenedDataSource> {
+  if (config.kind === 'postgres') {
+    const dataSource = new DataSource({
+      type: 'postgres',
+      url: config.url,
+      migrations: STORE_MIGRATIONS,
+      migrationsTableName: 'robustrl_migrations',
+      // Each migration in its own transaction: a failure leaves the earlier ones applied, not half of one.
+      migrationsTransactionMode: 'each',
+      extra: { max: config.poolSize ?? 10 },
+    });
+    await dataSource.initialize();
+    await migrateSerialized(dataSource);
+    return { dataSource, close: () => dataSource.destroy() };
+  }
+  const { PGlite } = await import('@electric-sql/pglite');
+  const db = await PGlite.create(config.dataDir ? { dataDir: config.dataDir } : undefined);
+  const dataSource = new DataSource({
+    type: 'postgres',
+    driver: pgliteDriver(db),
+    migrations: STORE_MIGRATIONS,
+    migrationsTableName: 'robustrl_migrations',
+    migrationsTransactionMode: 'each',
+  });
+  await dataSource.initialize();
+  await dataSource.runMigrations();
+  return {
+    dataSource,
+    close: async () => {
+      await dataSource.destroy();
+      await db.close();
+    },
+  };
+}
+
+/**
+ * Several services may start at once against one database; an advisory lock makes exactly one of
+ * them run the migrations while the others wait and then find nothing to do.
+ */
+async function migrateSerialized(dataSource: DataSource): Promise<void> {
+  const runner = dataSource.createQueryRunner();
+  await runner.connect();
+  try {
+    await runner.query(`SELECT pg_advisory_lock(hashtext('robustrl_migrations'))`);
+    await dataSource.runMigrations();
+  } finally {
+    await runner.query(`SELECT pg_advisory_unlock(hashtext('robustrl_migrations'))`).catch(() => undefined);
+    await runner.release();
+  }
+}

@@ -1,0 +1,72 @@
+import { DataSource, EntityManager } from 'typeorm';
+import { RobustrlMessage } from '@robustrl/contracts';
+import { ApplyOutcome, ConsumerCheckpoints } from './checkpoints';
+import { openDataSource, StoreConfig } from './data-source';
+import { EventLog, LoggedMessage } from './event-log';
+
+/** Where a delivered record sits: enough to checkpoint it (a bus Delivery satisfies this). */
+export interface StreamPosition {
+  topic: string;
+  partition: number;
+  offset: string;
+}
+
+/**
+ * The store a service shell uses: the event log, consumer checkpoints, and transactions that bind
+ * them to the service's own tables (projections, read models).
+ */
+export class EventStore {
+  readonly log = new EventLog();
+  readonly checkpoints = new ConsumerCheckpoints();
+
+  private constructor(
+    readonly dataSource: DataSource,
+    readonly backend: StoreConfig['kind'],
+    private readonly closeFn: () => Promise<void>,
+  ) {}
+
+  static async open(config: StoreConfig): Promise<EventStore> {
+    const opened = await openDataSource(config);
+    return new EventStore(opened.dataSource, config.kind, opened.close);
+  }
+
+  transaction<T>(work: (manager: EntityManager) => Promise<T>): Promise<T> {
+    return this.dataSource.transaction(work);
+  }
+
+  /**
+   * Run `effect` exactly once per (consumer, position): checkpoint compare-and-set and effect in one
+   * transaction. The idempotent-consumer building block; throw inside `effect` to roll both back.
+   */
+  applyOnce(consumer: string, at: StreamPosition, effect: (manager: EntityManager) => Promise<void>): Promise<ApplyOutcome> {
+    return this.transaction(async (manager) => {
+      const stream = `${at.topic}/${at.partition}`;
+      if (!(await this.checkpoints.advance(manager, consumer, stream, at.offset))) return 'duplicate';
+      await effect(manager);
+      return 'applied';
+    });
+  }
+
+  /** Record a delivered message in the event log, once, with the consumer's checkpoint. */
+  record(consumer: string, at: StreamPosition, message: RobustrlMessage): Promise<ApplyOutcome> {
+    return this.applyOnce(consumer, at, async (manager) => {
+      await this.log.append(manager, [message]);
+    });
+  }
+
+  append(messages: readonly RobustrlMessage[]): Promise<Array<string | null>> {
+    return this.transaction((manager) => this.log.append(manager, messages));
+  }
+
+  readAll(afterPosition?: string, limit?: number): Promise<LoggedMessage[]> {
+    return this.log.readAll(this.dataSource.manager, afterPosition, limit);
+  }
+
+  readJob(jobId: string, afterPosition?: string, limit?: number): Promise<LoggedMessage[]> {
+    return this.log.readJob(this.dataSource.manager, jobId, afterPosition, limit);
+  }
+
+  close(): Promise<void> {
+    return this.closeFn();
+  }
+}

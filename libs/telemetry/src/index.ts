@@ -1,0 +1,3 @@
+export * from './trace-context';
+export * from './setup';
+export * from './in-memory-tracing';

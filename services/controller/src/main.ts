@@ -1,0 +1,7 @@
+import { runService, serviceConfigFromEnv } from '@robustrl/service-kit';
+import { ControllerModule } from './controller.module';
+
+runService(serviceConfigFromEnv('controller', 8082), [ControllerModule]).catch((err: unknown) => {
+  console.error(`controller failed to start: ${err instanceof Error ? err.message : String(err)}`);
+  process.exit(1);
+});

@@ -1,0 +1,7 @@
+import { runService, serviceConfigFromEnv } from '@robustrl/service-kit';
+import { DetectorModule } from './detector.module';
+
+runService(serviceConfigFromEnv('detector', 8081), [DetectorModule]).catch((err: unknown) => {
+  console.error(`detector failed to start: ${err instanceof Error ? err.message : String(err)}`);
+  process.exit(1);
+});

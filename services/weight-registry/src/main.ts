@@ -1,0 +1,7 @@
+import { runService, serviceConfigFromEnv } from '@robustrl/service-kit';
+import { WeightRegistryModule } from './weight-registry.module';
+
+runService(serviceConfigFromEnv('weight-registry', 8085), [WeightRegistryModule]).catch((err: unknown) => {
+  console.error(`weight-registry failed to start: ${err instanceof Error ? err.message : String(err)}`);
+  process.exit(1);
+});

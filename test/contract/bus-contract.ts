@@ -1,0 +1,213 @@
+import { randomUUID } from 'node:crypto';
+import { createCausedMessage, createMessage, DataOf, MessageType, RobustrlMessage, Topics } from '@robustrl/contracts';
+import { DeadLetter, Delivery, MessageBus, Subscription } from '@robustrl/bus';
+import { EventStore } from '@robustrl/store';
+import { installInMemoryTracing } from '@robustrl/telemetry';
+import { eventually } from '../support/eventually';
+
+/**
+ * The bus contract, one suite for both adapters (Kafka and in-process). Every test works on its own
+ * job id and consumer group, so it only sees its own records even on a broker with history.
+ */
+export interface BusContractFixture {
+  bus: MessageBus;
+  /** Store the idempotent consumer writes to (real PostgreSQL for Kafka, PGlite in-process). */
+  store: EventStore;
+  /** Dead-letter records written so far. */
+  deadLetters(): DeadLetter[];
+  teardown(): Promise<void>;
+}
+
+const tracing = installInMemoryTracing();
+
+const now = () => new Date().toISOString();
+const stepCompleted = (jobId: string, step: number) =>
+  createMessage('TrainingStepCompleted', { step, batchId: `b${step}`, durationMs: 10 }, { jobId, source: 'contract-test', occurredAt: now() });
+
+function message<T extends MessageType>(type: T, data: DataOf<T>, jobId: string) {
+  return createMessage(type, data, { jobId, source: 'contract-test', occurredAt: now() });
+}
+
+export function describeBusContract(adapter: string, makeFixture: () => Promise<BusContractFixture>): void {
+  describe(`bus contract: ${adapter}`, () => {
+    let f: BusContractFixture;
+    const open: Subscription[] = [];
+    beforeAll(async () => {
+      f = await makeFixture();
+      await f.store.transaction((m) =>
+        m.query(`CREATE TABLE IF NOT EXISTS contract_counts (event_id UUID PRIMARY KEY, handled INTEGER NOT NULL)`),
+      );
+    });
+    afterEach(async () => {
+      await Promise.all(open.splice(0).map((s) => s.close()));
+    });
+    afterAll(async () => {
+      await f?.teardown();
+    });
+
+    const subscribe = async (opts: Parameters<MessageBus['subscribe']>[0]) => {
+      const s = await f.bus.subscribe(opts);
+      open.push(s);
+      return s;
+    };
+
+    it('keeps per-key order across a consumer restart', async () => {
+      const jobs = [`job-${randomUUID()}`, `job-${randomUUID()}`];
+      const groupId = `order-${randomUUID()}`;
+      const seen = new Map<string, number[]>(jobs.map((j) => [j, []]));
+      const handler = async (d: Delivery) => {
+        if (d.message.type === 'TrainingStepCompleted' && seen.has(d.message.jobId)) seen.get(d.message.jobId)!.push(d.message.data.step);
+      };
+      const total = () => [...seen.values()].reduce((n, s) => n + s.length, 0);
+
+      for (let i = 0; i < 40; i++) await f.bus.publish(jobs.map((j) => stepCompleted(j, i)));
+      const first = await subscribe({ groupId, topics: [Topics.training], handler });
+      await eventually('a first share of the records', () => (total() >= 20 ? true : undefined));
+      await first.close(); // the restart: a graceful stop commits what was handled
+      open.splice(open.indexOf(first), 1);
+
+      for (let i = 40; i < 80; i++) await f.bus.publish(jobs.map((j) => stepCompleted(j, i)));
+      await subscribe({ groupId, topics: [Topics.training], handler });
+      await eventually('all records after the restart', () => (total() >= 160 ? true : undefined));
+
+      const expected = Array.from({ length: 80 }, (_, i) => i);
+      for (const j of jobs) expect(seen.get(j)).toEqual(expected);
+    });
+
+    it('dead-letters invalid records with their reason and handles the next valid one', async () => {
+      const jobId = `job-${randomUUID()}`;
+      const groupId = `dlq-${randomUUID()}`;
+      const notJson = Buffer.from('{"type":"TrainingStepCompleted", this is not json');
+      const wrongShape = JSON.stringify({ ...stepCompleted(jobId, 1), data: { step: -5 } });
+      await f.bus.publishRaw({ topic: Topics.training, key: jobId, value: notJson });
+      await f.bus.publishRaw({ topic: Topics.training, key: jobId, value: wrongShape });
+      await f.bus.publish(stepCompleted(jobId, 2));
+
+      const handled: RobustrlMessage[] = [];
+      await subscribe({
+        groupId,
+        topics: [Topics.training],
+        handler: async (d) => void (d.message.jobId === jobId && handled.push(d.message)),
+      });
+      await eventually('the valid record after the invalid ones', () => (handled.length === 1 ? true : undefined));
+      expect(handled[0]).toMatchObject({ type: 'TrainingStepCompleted', data: { step: 2 } });
+
+      const mine = await eventually('two dead letters of this group', () => {
+        const dl = f.deadLetters().filter((d) => d.consumerGroup === groupId && d.key === jobId);
+        return dl.length === 2 ? dl : undefined;
+      });
+      const byOffset = mine.sort((a, b) => Number(a.originalOffset) - Number(b.originalOffset));
+      expect(byOffset[0]).toMatchObject({ kind: 'invalid', originalTopic: Topics.training });
+      expect(byOffset[0].reason).toMatch(/not JSON/);
+      expect(byOffset[0].value).toEqual(notJson);
+      expect(byOffset[1].reason).toMatch(/invalid TrainingStepCompleted/);
+      expect(byOffset[1].reason).toMatch(/data\.batchId|data\.step/);
+      expect(byOffset[1].value?.toString()).toEqual(wrongShape);
+    });
+
+    it('retries a failing handler, then dead-letters the record and moves on', async () => {
+      const jobId = `job-${randomUUID()}`;
+      const groupId = `poison-${randomUUID()}`;
+      await f.bus.publish([stepCompleted(jobId, 1), stepCompleted(jobId, 2)]);
+      const attempts: number[] = [];
+      const handled: number[] = [];
+      await subscribe({
+        groupId,
+        topics: [Topics.training],
+        retry: { maxAttempts: 3, initialBackoffMs: 5, maxBackoffMs: 20 },
+        handler: async (d) => {
+          if (d.message.jobId !== jobId || d.message.type !== 'TrainingStepCompleted') return;
+          if (d.message.data.step === 1) {
+            attempts.push(d.attempt);
+            throw new Error('downstream unavailable');
+          }
+          handled.push(d.message.data.step);
+        },
+      });
+      await eventually('the record after the poison one', () => (handled.length === 1 ? true : undefined));
+      expect(attempts).toEqual([1, 2, 3]);
+      const dl = await eventually('the poison record dead-lettered', () =>
+        f.deadLetters().find((d) => d.consumerGroup === groupId && d.key === jobId),
+      );
+      expect(dl.kind).toBe('handler-failed');
+      expect(dl.reason).toMatch(/after 3 attempt\(s\): Error: downstream unavailable/);
+    });
+
+    it('redelivers after a crash between effect and commit, and the checkpoint keeps the effect single', async () => {
+      const jobId = `job-${randomUUID()}`;
+      const groupId = `once-${randomUUID()}`;
+      const event = stepCompleted(jobId, 7);
+      await f.bus.publish(event);
+      const outcomes: string[] = [];
+      await subscribe({
+        groupId,
+        topics: [Topics.training],
+        retry: { maxAttempts: 5, initialBackoffMs: 5, maxBackoffMs: 20 },
+        handler: async (d) => {
+          if (d.message.eventId !== event.eventId) return;
+          outcomes.push(
+            await f.store.applyOnce(groupId, d, (m) =>
+              m.query(
+                `INSERT INTO contract_counts (event_id, handled) VALUES ($1, 1)
+                 ON CONFLICT (event_id) DO UPDATE SET handled = contract_counts.handled + 1`,
+                [d.message.eventId],
+              ),
+            ),
+          );
+          // The effect and checkpoint are committed; dying now means the offset is never committed.
+          if (d.attempt === 1) throw new Error('simulated crash after the effect, before the commit');
+        },
+      });
+      await eventually('the redelivery', () => (outcomes.length >= 2 ? true : undefined));
+      expect(outcomes.slice(0, 2)).toEqual(['applied', 'duplicate']);
+      const rows: Array<{ handled: number }> = await f.store.dataSource.query(`SELECT handled FROM contract_counts WHERE event_id = $1`, [event.eventId]);
+      expect(rows).toEqual([{ handled: 1 }]);
+    });
+
+    it('carries one trace from producer to consumer to the downstream publish', async () => {
+      const jobId = `job-${randomUUID()}`;
+      const groupId = `trace-${randomUUID()}`;
+      tracing.reset();
+      const cause = message('AgentFaultSignalled', {
+        machineId: 'gpu-3', role: 'trainer', signal: 'xid-error', detail: 'Xid 79', exitCode: null, observedAt: now(),
+      }, jobId);
+      let downstream: RobustrlMessage | undefined;
+      await subscribe({
+        groupId: `${groupId}-detector`,
+        topics: [Topics.heartbeat],
+        handler: async (d) => {
+          if (d.message.eventId !== cause.eventId) return;
+          await f.bus.publish(
+            createCausedMessage('FaultConfirmed', {
+              verdictId: 'v1', machineId: 'gpu-3', role: 'trainer', rule: 'explicit-signal', evidence: { signal: 'xid-error' },
+              handledAs: 'trainer', machineFaulty: true, detectionLatencyMs: 3,
+            }, d.message, { source: 'contract-test', occurredAt: now() }),
+          );
+        },
+      });
+      await subscribe({
+        groupId: `${groupId}-controller`,
+        topics: [Topics.verdicts],
+        handler: async (d) => void (d.message.causationId === cause.eventId && (downstream = d.message)),
+      });
+      await f.bus.publish(cause);
+      const confirmed = await eventually('the downstream verdict', () => downstream);
+
+      const spans = await eventually('four finished spans of this trace', () => {
+        const sendCause = tracing.spans().find((s) => s.name === 'send AgentFaultSignalled' && s.attributes['robustrl.job_id'] === jobId);
+        if (!sendCause) return undefined;
+        const traceId = sendCause.spanContext().traceId;
+        const inTrace = tracing.spans().filter((s) => s.spanContext().traceId === traceId);
+        return inTrace.length >= 4 ? inTrace : undefined;
+      });
+      const byName = (name: string) => spans.find((s) => s.name === name)!;
+      const chain = ['send AgentFaultSignalled', 'process AgentFaultSignalled', 'send FaultConfirmed', 'process FaultConfirmed'].map(byName);
+      for (const s of chain) expect(s).toBeDefined();
+      for (let i = 1; i < chain.length; i++) {
+        expect(chain[i].parentSpanContext?.spanId).toBe(chain[i - 1].spanContext().spanId);
+      }
+      // The trace context also rides in the envelope, so the event log keeps it.
+      expect(confirmed.trace?.traceparent).toContain(chain[0].spanContext().traceId);
+    });
+  });
+}

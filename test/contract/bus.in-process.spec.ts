@@ -1,0 +1,18 @@
+import { DEAD_LETTER_TOPIC } from '@robustrl/contracts';
+import { fromDeadLetterRecord, InProcessBus } from '@robustrl/bus';
+import { EventStore } from '@robustrl/store';
+import { describeBusContract } from './bus-contract';
+
+describeBusContract('in-process bus with PGlite store', async () => {
+  const bus = new InProcessBus({ logger: { info: () => undefined, warn: () => undefined, error: console.error } });
+  const store = await EventStore.open({ kind: 'pglite' });
+  return {
+    bus,
+    store,
+    deadLetters: () => bus.read(DEAD_LETTER_TOPIC).map(fromDeadLetterRecord),
+    teardown: async () => {
+      await bus.close();
+      await store.close();
+    },
+  };
+});

@@ -1,0 +1,23 @@
+import { DEAD_LETTER_TOPIC } from '@robustrl/contracts';
+import { fromDeadLetterRecord, KafkaBus } from '@robustrl/bus';
+import { freshPostgresStore } from '../support/databases';
+import { KafkaTopicReader } from '../support/kafka-topic-reader';
+import { describeBusContract } from './bus-contract';
+
+describeBusContract('Kafka broker with PostgreSQL store', async () => {
+  const brokers = process.env.KAFKA_BROKERS!.split(',');
+  const bus = new KafkaBus({ brokers, clientId: 'contract-test', logger: { info: () => undefined, warn: () => undefined, error: console.error } });
+  await bus.ensureTopics();
+  const { store, drop } = await freshPostgresStore();
+  const dlq = await new KafkaTopicReader(brokers, DEAD_LETTER_TOPIC).start();
+  return {
+    bus,
+    store,
+    deadLetters: () => dlq.records.map(fromDeadLetterRecord),
+    teardown: async () => {
+      await dlq.stop();
+      await bus.close();
+      await drop();
+    },
+  };
+});
