@@ -18,7 +18,8 @@ program
     return n;
   })
   .option('--brokers <list>', 'Kafka bootstrap servers, comma separated (default: $KAFKA_BROKERS)')
-  .action(async (opts: { topic?: string[]; job?: string; json: boolean; fromBeginning: boolean; limit?: number; brokers?: string }) => {
+  .option('--topic-prefix <prefix>', 'topic prefix of the deployment (default: $ROBUSTRL_TOPIC_PREFIX)')
+  .action(async (opts: { topic?: string[]; job?: string; json: boolean; fromBeginning: boolean; limit?: number; brokers?: string; topicPrefix?: string }) => {
     const brokers = (opts.brokers ?? process.env.KAFKA_BROKERS ?? '').split(',').map((b) => b.trim()).filter(Boolean);
     if (brokers.length === 0) {
       program.error('no Kafka brokers: pass --brokers host:port or set KAFKA_BROKERS (deploy/local/services.sh env prints the local one)');
@@ -27,6 +28,7 @@ program
     const session = await tail({
       brokers,
       topics,
+      topicPrefix: opts.topicPrefix ?? process.env.ROBUSTRL_TOPIC_PREFIX ?? '',
       job: opts.job,
       json: opts.json,
       fromBeginning: opts.fromBeginning,

@@ -12,16 +12,19 @@ describe('robustrl tail', () => {
   const brokers = () => process.env.KAFKA_BROKERS!.split(',');
   let bus: KafkaBus;
   let tailProcess: ChildProcessWithoutNullStreams | undefined;
+  // A deployment of its own on the shared broker: tail sees only what this file publishes.
+  const topicPrefix = `test-${randomUUID()}.`;
   beforeAll(() => {
-    bus = new KafkaBus({ brokers: brokers(), clientId: 'tail-test', logger: { info() {}, warn() {}, error: console.error } });
+    bus = new KafkaBus({ brokers: brokers(), clientId: 'tail-test', topicPrefix, logger: { info() {}, warn() {}, error: console.error } });
   });
+  beforeAll(() => bus.ensureTopics());
   afterEach(() => tailProcess?.kill('SIGTERM'));
   afterAll(() => bus.close());
 
   function startTail(args: string[]) {
     const lines: string[] = [];
     let stderr = '';
-    tailProcess = spawn(process.execPath, [CLI, 'tail', ...args], { env: process.env });
+    tailProcess = spawn(process.execPath, [CLI, 'tail', '--topic-prefix', topicPrefix, ...args], { env: process.env });
     tailProcess.stdout.setEncoding('utf8').on('data', (chunk: string) => lines.push(...chunk.split('\n').filter(Boolean)));
     tailProcess.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
     return { lines, stderr: () => stderr };
@@ -70,7 +73,7 @@ describe('robustrl tail', () => {
       }
     });
     if (!kcat) throw new Error('kcat is not installed: deploy/local/kafka.sh install installs it (Debian package kafkacat)');
-    const out = execFileSync(kcat, ['-b', brokers()[0], '-C', '-t', Topics.training, '-o', 'beginning', '-e', '-q', '-f', '%k %h %s\\n'], { encoding: 'utf8', maxBuffer: 256 * 1024 * 1024 });
+    const out = execFileSync(kcat, ['-b', brokers()[0], '-C', '-t', topicPrefix + Topics.training, '-o', 'beginning', '-e', '-q', '-f', '%k %h %s\\n'], { encoding: 'utf8', maxBuffer: 256 * 1024 * 1024 });
     const mine = out.split('\n').filter((l) => l.startsWith(`${jobId} `));
     expect(mine).toHaveLength(1);
     expect(mine[0]).toContain('robustrl-type=TrainingStepStarted');

@@ -6,6 +6,8 @@ import { fromDeadLetterRecord } from '@robustrl/bus';
 export interface TailOptions {
   brokers: string[];
   topics: string[];
+  /** Topic prefix of the deployment (see KafkaBus `topicPrefix`). */
+  topicPrefix: string;
   job?: string;
   json: boolean;
   fromBeginning: boolean;
@@ -28,8 +30,8 @@ export async function tail(options: TailOptions): Promise<{ stop(): Promise<void
 
   await consumer.connect();
   const existing = new Set(await listTopics(kafka));
-  const topics = options.topics.filter((t) => existing.has(t));
-  const missing = options.topics.filter((t) => !existing.has(t));
+  const topics = options.topics.map((t) => options.topicPrefix + t).filter((t) => existing.has(t));
+  const missing = options.topics.map((t) => options.topicPrefix + t).filter((t) => !existing.has(t));
   if (missing.length > 0) options.err(`not (yet) on the broker, skipped: ${missing.join(', ')}`);
   if (topics.length === 0) throw new Error(`none of the topics exist on ${options.brokers.join(',')}: ${options.topics.join(', ')}`);
   await consumer.subscribe({ topics, fromBeginning: options.fromBeginning });
@@ -44,7 +46,7 @@ export async function tail(options: TailOptions): Promise<{ stop(): Promise<void
       if (options.job && key !== options.job) return;
       const headers: Record<string, string> = {};
       for (const [k, v] of Object.entries(message.headers ?? {})) if (v !== undefined) headers[k] = String(Array.isArray(v) ? v[0] : v);
-      options.out(render(topic, partition, message.offset, key, message.value, headers, options.json));
+      options.out(render(topic.slice(options.topicPrefix.length), partition, message.offset, key, message.value, headers, options.json));
       printed += 1;
       if (options.limit !== undefined && printed >= options.limit) finish();
     },

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { DEAD_LETTER_TOPIC } from '@robustrl/contracts';
 import { fromDeadLetterRecord, KafkaBus } from '@robustrl/bus';
 import { freshPostgresStore } from '../support/databases';
@@ -6,10 +7,12 @@ import { describeBusContract } from './bus-contract';
 
 describeBusContract('Kafka broker with PostgreSQL store', async () => {
   const brokers = process.env.KAFKA_BROKERS!.split(',');
-  const bus = new KafkaBus({ brokers, clientId: 'contract-test', logger: { info: () => undefined, warn: () => undefined, error: console.error } });
+  // Topics of their own, so a broker's history (other runs, benchmarks) never slows or confuses the suite.
+  const topicPrefix = `test-${randomUUID()}.`;
+  const bus = new KafkaBus({ brokers, clientId: 'contract-test', topicPrefix, logger: { info: () => undefined, warn: () => undefined, error: console.error } });
   await bus.ensureTopics();
   const { store, drop } = await freshPostgresStore();
-  const dlq = await new KafkaTopicReader(brokers, DEAD_LETTER_TOPIC).start();
+  const dlq = await new KafkaTopicReader(brokers, topicPrefix + DEAD_LETTER_TOPIC).start();
   return {
     bus,
     store,
