@@ -189,7 +189,11 @@ export class KafkaBus implements MessageBus {
     if (this.closed) throw new Error('bus is closed');
     const producer = await this.getProducer();
     const byTopic = new Map<string, OutboundRecord[]>();
-    for (const r of records) byTopic.set(r.topic, [...(byTopic.get(r.topic) ?? []), r]);
+    for (const r of records) {
+      const list = byTopic.get(r.topic);
+      if (list) list.push(r);
+      else byTopic.set(r.topic, [r]);
+    }
     await producer.sendBatch({
       acks: -1,
       topicMessages: [...byTopic].map(([topic, rs]) => ({
