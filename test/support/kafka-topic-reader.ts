@@ -1,18 +1,10 @@
 import { Consumer, Kafka, logLevel } from 'kafkajs';
 import { randomUUID } from 'node:crypto';
-
-export interface ReadRecord {
-  topic: string;
-  partition: number;
-  offset: string;
-  key: string | null;
-  value: Buffer | null;
-  headers: Record<string, string>;
-}
+import { InboundRecord } from '@robustrl/bus';
 
 /** Reads a topic from the beginning with kafkajs directly (no robustrl code), for assertions. */
 export class KafkaTopicReader {
-  readonly records: ReadRecord[] = [];
+  readonly records: InboundRecord[] = [];
   private consumer?: Consumer;
 
   constructor(private readonly brokers: string[], private readonly topic: string) {}
