@@ -14,10 +14,10 @@ describe('robustrl tail', () => {
   let tailProcess: ChildProcessWithoutNullStreams | undefined;
   // A deployment of its own on the shared broker: tail sees only what this file publishes.
   const topicPrefix = `test-${randomUUID()}.`;
-  beforeAll(() => {
+  beforeAll(async () => {
     bus = new KafkaBus({ brokers: brokers(), clientId: 'tail-test', topicPrefix, logger: { info() {}, warn() {}, error: console.error } });
+    await bus.ensureTopics();
   });
-  beforeAll(() => bus.ensureTopics());
   afterEach(() => tailProcess?.kill('SIGTERM'));
   afterAll(() => bus.close());
 

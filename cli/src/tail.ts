@@ -30,8 +30,9 @@ export async function tail(options: TailOptions): Promise<{ stop(): Promise<void
 
   await consumer.connect();
   const existing = new Set(await listTopics(kafka));
-  const topics = options.topics.map((t) => options.topicPrefix + t).filter((t) => existing.has(t));
-  const missing = options.topics.map((t) => options.topicPrefix + t).filter((t) => !existing.has(t));
+  const wanted = options.topics.map((t) => options.topicPrefix + t);
+  const topics = wanted.filter((t) => existing.has(t));
+  const missing = wanted.filter((t) => !existing.has(t));
   if (missing.length > 0) options.err(`not (yet) on the broker, skipped: ${missing.join(', ')}`);
   if (topics.length === 0) throw new Error(`none of the topics exist on ${options.brokers.join(',')}: ${options.topics.join(', ')}`);
   await consumer.subscribe({ topics, fromBeginning: options.fromBeginning });

@@ -65,12 +65,11 @@ export class KafkaBus implements MessageBus {
 
   async publish(messages: RobustrlMessage | readonly RobustrlMessage[]): Promise<void> {
     const list = Array.isArray(messages) ? (messages as RobustrlMessage[]) : [messages as RobustrlMessage];
-    const prefix = this.options.topicPrefix;
-    await publishTraced(list, (records) => this.send(prefix ? records.map((r) => ({ ...r, topic: prefix + r.topic })) : records));
+    await publishTraced(list, (records) => this.send(records));
   }
 
   async publishRaw(record: RawRecord): Promise<void> {
-    await this.send([{ topic: this.options.topicPrefix + record.topic, key: record.key as string, value: record.value as Buffer, headers: record.headers ?? {} }]);
+    await this.send([{ topic: record.topic, key: record.key as string, value: record.value as Buffer, headers: record.headers ?? {} }]);
   }
 
   async subscribe(options: SubscribeOptions): Promise<Subscription> {
@@ -185,14 +184,16 @@ export class KafkaBus implements MessageBus {
     return this.topicsReady;
   }
 
+  /** The one place records reach the broker; topics are logical here and get the prefix on the wire. */
   private async send(records: OutboundRecord[]): Promise<void> {
     if (this.closed) throw new Error('bus is closed');
     const producer = await this.getProducer();
     const byTopic = new Map<string, OutboundRecord[]>();
     for (const r of records) {
-      const list = byTopic.get(r.topic);
+      const topic = this.options.topicPrefix + r.topic;
+      const list = byTopic.get(topic);
       if (list) list.push(r);
-      else byTopic.set(r.topic, [r]);
+      else byTopic.set(topic, [r]);
     }
     await producer.sendBatch({
       acks: -1,
