@@ -7,3 +7,5 @@ export * from './json-schemas';
 export * from './events/common';
 export { RecoveryAction, DecisionRule } from './events/control';
 export * from './format-message';
+export * from './draft';
+export { DetectionSettings } from './events/membership';

@@ -4,8 +4,12 @@
  * Pure: no clock, no I/O, no randomness. Time arrives inside commands and events, which is what lets
  * the same rules run in the services (wall clock, Kafka) and in the simulator (virtual clock).
  */
-export interface Decider<State, Command, Event> {
-  decide(command: Command, state: State): Event[];
+export interface Decider<State, Command, Event, Output = Event> {
+  /**
+   * `Output` differs from `Event` when the shell completes what decide returns before folding it
+   * back in — robustrl's deciders return drafts (type + data) and the shell adds the envelope.
+   */
+  decide(command: Command, state: State): Output[];
   evolve(state: State, event: Event): State;
   initialState(): State;
 }

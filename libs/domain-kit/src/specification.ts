@@ -9,17 +9,17 @@ import { Decider, foldEvents } from './decider';
  * our tests), so the kit itself has no test-framework dependency.
  */
 export const DeciderSpecification = {
-  for<State, Command, Event>(decider: Decider<State, Command, Event>) {
+  for<State, Command, Event, Output = Event>(decider: Decider<State, Command, Event, Output>) {
     return {
       given(events: readonly Event[]) {
         return {
           when(command: Command) {
             const run = () => decider.decide(command, foldEvents(decider.evolve, decider.initialState(), events));
             return {
-              then(expected: readonly Event[], assertEqual: (actual: Event[], expected: readonly Event[]) => void) {
+              then(expected: readonly Output[], assertEqual: (actual: Output[], expected: readonly Output[]) => void) {
                 assertEqual(run(), expected);
               },
-              thenNothingHappened(assertEqual: (actual: Event[], expected: readonly Event[]) => void) {
+              thenNothingHappened(assertEqual: (actual: Output[], expected: readonly Output[]) => void) {
                 assertEqual(run(), []);
               },
               thenThrows(check: (error: unknown) => boolean) {

@@ -23,6 +23,8 @@ export const DecisionRule = z.enum([
   'escalate-repeated-fault-in-step',
   'escalate-restart-failed-twice',
   'report-only-rule',
+  /** The fault hit a machine an active recovery already covers (e.g. trainer ranks hanging on a dead peer). */
+  'covered-by-active-recovery',
 ]);
 export type DecisionRule = z.infer<typeof DecisionRule>;
 
@@ -50,7 +52,10 @@ export const RestartTrainerGroup = command(
   z.object({
     ...Target,
     machines: z.array(MachineId).min(1),
-    checkpointStep: Step,
+    /** The step being retried: its batch is kept, its trajectories come from the trajectory store. */
+    step: Step,
+    /** The last per-step checkpoint to reload; null when none was saved yet (start from the initial weights). */
+    checkpointStep: Step.nullable(),
     keepBatch: z.boolean(),
   }),
 );
@@ -65,8 +70,15 @@ export const PromoteRolloutToTrainer = command(
 export const ReplaceMachine = command(
   'ReplaceMachine',
   Topics.control,
-  'Isolate a machine and ask the orchestrator for a replacement of the same role and class.',
-  z.object({ ...Target, machineId: MachineId, role: Role, zone: z.string().min(1), hardwareClass: z.string().min(1) }),
+  'Isolate a machine and ask the orchestrator for a new one in the same zone and hardware class.',
+  z.object({
+    ...Target,
+    machineId: MachineId,
+    /** The role the new machine joins: a faulty trainer replaced through a warm standby is refilled as a rollout. */
+    role: Role,
+    zone: z.string().min(1),
+    hardwareClass: z.string().min(1),
+  }),
 );
 
 export const RestartTask = command(
@@ -76,18 +88,31 @@ export const RestartTask = command(
   z.object({ ...Target, rule: DecisionRule }),
 );
 
+/** Group commands (a trainer group restart) are answered per machine, by each machine's agent. */
+const Executor = {
+  machineId: MachineId.nullable(),
+  /** Who carried the command out, e.g. `agent/host-3` or `orchestrator/kubernetes`. */
+  executor: z.string().min(1),
+};
+
 export const RecoveryCommandSucceeded = event(
   'RecoveryCommandSucceeded',
   Topics.control,
-  'An orchestrator finished a recovery command.',
-  z.object({ ...Target, durationMs: z.int().nonnegative() }),
+  'A recovery command was carried out (for a group command: on one machine).',
+  z.object({
+    ...Target,
+    ...Executor,
+    durationMs: z.int().nonnegative(),
+    /** The machine a ReplaceMachine command brought in. */
+    newMachineId: MachineId.optional(),
+  }),
 );
 
 export const RecoveryCommandFailed = event(
   'RecoveryCommandFailed',
   Topics.control,
-  'An orchestrator could not finish a recovery command; two failures escalate (paper §5.1.2 rule 3).',
-  z.object({ ...Target, durationMs: z.int().nonnegative(), error: z.string().min(1) }),
+  'A recovery command could not be carried out; two failed restarts escalate (paper §5.1.2 rule 3).',
+  z.object({ ...Target, ...Executor, durationMs: z.int().nonnegative(), error: z.string().min(1) }),
 );
 
 export const RecoveryCompleted = event(

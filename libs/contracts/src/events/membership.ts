@@ -3,6 +3,33 @@ import { event } from '../define-message';
 import { Topics } from '../topics';
 import { MachineId, Role, TrainingMode } from './common';
 
+/**
+ * Per-job detection settings (paper §4 defaults when absent). Carried by the job's own JobStarted
+ * event so every detector instance, and the simulator, applies the same windows to the same job.
+ */
+export const DetectionSettings = z
+  .object({
+    /** Trainer rule: zero TensorCore activity inside the training phase for this long (paper: 300 s). */
+    trainerIdleWindowSeconds: z.number().positive().optional(),
+    /** Rollout rule: zero throughput for this long before a heartbeat probe (paper: 60 s). */
+    rolloutSilentWindowSeconds: z.number().positive().optional(),
+    /** How long a probed agent has to answer before the fault is confirmed. */
+    probeTimeoutSeconds: z.number().positive().optional(),
+    /** Straggler rule: a rollout below `ratio` × its peers' median throughput for `windowSeconds`. */
+    straggler: z
+      .object({
+        enabled: z.boolean().optional(),
+        ratio: z.number().gt(0).lt(1).optional(),
+        windowSeconds: z.number().positive().optional(),
+        minPeers: z.int().min(2).optional(),
+        /** `report` (default): a suspicion for operators; `replace`: confirm and replace the rollout. */
+        action: z.enum(['report', 'replace']).optional(),
+      })
+      .optional(),
+  })
+  .meta({ id: 'DetectionSettings' });
+export type DetectionSettings = z.infer<typeof DetectionSettings>;
+
 export const JobStarted = event(
   'JobStarted',
   Topics.membership,
@@ -12,6 +39,7 @@ export const JobStarted = event(
     resumedFromStep: z.int().nonnegative().nullable(),
     trainerMachines: z.int().nonnegative(),
     rolloutMachines: z.int().nonnegative(),
+    detection: DetectionSettings.optional(),
   }),
 );
 

@@ -1,0 +1,405 @@
+import { randomUUID } from 'node:crypto';
+import { createServer, IncomingMessage, Server, ServerResponse } from 'node:http';
+import { AddressInfo } from 'node:net';
+import { KubeConfig } from '@kubernetes/client-node';
+
+/**
+ * Test support: an in-process stand-in for the Kubernetes API server, with just the routes the
+ * Kubernetes orchestrator uses, plus a simulated owner controller (StatefulSet / ReplicaSet) so that
+ * deleting a pod makes a replacement appear the way it does in a cluster. Not exported from the
+ * package index: production code has no business importing it.
+ *
+ * Where the real API server is strict in a way a client can get wrong, this one is strict too: a
+ * PATCH with `Content-Type: application/json` is refused with 415 (client-node sends that unless told
+ * otherwise), and requests without the expected bearer token get 401.
+ *
+ * Objects are kept in their JSON wire form so that what the adapter reads is exactly what
+ * client-node deserialises from a real server.
+ */
+
+export type OwnerKind = 'StatefulSet' | 'ReplicaSet' | 'Deployment';
+
+export interface FakePod {
+  apiVersion: 'v1';
+  kind: 'Pod';
+  metadata: {
+    name: string;
+    namespace: string;
+    uid: string;
+    resourceVersion: string;
+    creationTimestamp: string;
+    deletionTimestamp?: string;
+    labels: Record<string, string>;
+    annotations?: Record<string, string>;
+    ownerReferences?: Array<{ apiVersion: string; kind: string; name: string; uid: string; controller: boolean }>;
+  };
+  spec: { nodeName?: string; containers: Array<{ name: string; image: string }> };
+  status: { phase: 'Pending' | 'Running' | 'Succeeded' | 'Failed' };
+}
+
+export interface FakeNode {
+  apiVersion: 'v1';
+  kind: 'Node';
+  metadata: { name: string; uid: string; resourceVersion: string; labels: Record<string, string>; annotations?: Record<string, string> };
+  spec: { unschedulable?: boolean };
+}
+
+export interface RecordedRequest {
+  method: string;
+  path: string;
+  query: Record<string, string>;
+  contentType?: string;
+  body?: unknown;
+}
+
+export interface InjectedFailure {
+  method?: string;
+  /** Matched against the request path (without the query string). */
+  path?: RegExp;
+  status: number;
+  /** How many matching requests fail; unlimited when absent. */
+  times?: number;
+  message?: string;
+}
+
+export interface FakeApiServerOptions {
+  token?: string;
+  /** Delay between a pod's deletion and its replacement's creation (Pending, unscheduled). */
+  replacementDelayMs?: number;
+  /** Delay between a replacement being scheduled onto a node and it reporting Running. */
+  runningDelayMs?: number;
+  /** How long a deleted pod stays visible with a deletionTimestamp (its grace period); 0 removes it at once. */
+  terminationMs?: number;
+}
+
+/** The node label the simulated scheduler matches against a pod's `robustrl.io/zone` label. */
+export const ZONE_NODE_LABEL = 'topology.kubernetes.io/zone';
+
+export class FakeKubernetesApiServer {
+  readonly requests: RecordedRequest[] = [];
+  private readonly pods = new Map<string, FakePod>();
+  private readonly nodes = new Map<string, FakeNode>();
+  private readonly failures: InjectedFailure[] = [];
+  private readonly timers = new Set<NodeJS.Timeout>();
+  private resourceVersion = 1;
+  private replacementCounter = 0;
+
+  private constructor(
+    private readonly server: Server,
+    private readonly options: Required<FakeApiServerOptions>,
+  ) {}
+
+  static async start(options: FakeApiServerOptions = {}): Promise<FakeKubernetesApiServer> {
+    const resolved: Required<FakeApiServerOptions> = {
+      token: options.token ?? 'fake-token',
+      replacementDelayMs: options.replacementDelayMs ?? 20,
+      runningDelayMs: options.runningDelayMs ?? 30,
+      terminationMs: options.terminationMs ?? 0,
+    };
+    const server = createServer();
+    const fake = new FakeKubernetesApiServer(server, resolved);
+    server.on('request', (req, res) => fake.handle(req, res));
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(0, '127.0.0.1', () => resolve());
+    });
+    return fake;
+  }
+
+  get port(): number {
+    return (this.server.address() as AddressInfo).port;
+  }
+
+  /** A KubeConfig whose current context talks to this server with its bearer token. */
+  kubeConfig(namespace?: string): KubeConfig {
+    const kubeConfig = new KubeConfig();
+    kubeConfig.loadFromOptions({
+      clusters: [{ name: 'fake', server: `http://127.0.0.1:${this.port}`, skipTLSVerify: true }],
+      users: [{ name: 'fake-user', token: this.options.token }],
+      contexts: [{ name: 'fake', cluster: 'fake', user: 'fake-user', namespace }],
+      currentContext: 'fake',
+    });
+    return kubeConfig;
+  }
+
+  addNode(name: string, options: { zone?: string; unschedulable?: boolean } = {}): FakeNode {
+    const node: FakeNode = {
+      apiVersion: 'v1',
+      kind: 'Node',
+      metadata: { name, uid: randomUUID(), resourceVersion: this.nextResourceVersion(), labels: options.zone ? { [ZONE_NODE_LABEL]: options.zone } : {} },
+      spec: options.unschedulable ? { unschedulable: true } : {},
+    };
+    this.nodes.set(name, node);
+    this.schedulePendingPods();
+    return node;
+  }
+
+  addPod(pod: {
+    name: string;
+    namespace: string;
+    labels: Record<string, string>;
+    nodeName?: string;
+    phase?: FakePod['status']['phase'];
+    owner?: { kind: OwnerKind; name: string };
+  }): FakePod {
+    const created: FakePod = {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: {
+        name: pod.name,
+        namespace: pod.namespace,
+        uid: randomUUID(),
+        resourceVersion: this.nextResourceVersion(),
+        creationTimestamp: new Date().toISOString(),
+        labels: { ...pod.labels },
+        ownerReferences: pod.owner
+          ? [{ apiVersion: 'apps/v1', kind: pod.owner.kind, name: pod.owner.name, uid: `owner-${pod.owner.name}`, controller: true }]
+          : undefined,
+      },
+      spec: { nodeName: pod.nodeName, containers: [{ name: 'role', image: 'robustrl/role:test' }] },
+      status: { phase: pod.phase ?? (pod.nodeName ? 'Running' : 'Pending') },
+    };
+    this.pods.set(podKey(pod.namespace, pod.name), created);
+    return created;
+  }
+
+  pod(namespace: string, name: string): FakePod | undefined {
+    return this.pods.get(podKey(namespace, name));
+  }
+
+  listPods(namespace: string): FakePod[] {
+    return [...this.pods.values()].filter((p) => p.metadata.namespace === namespace);
+  }
+
+  node(name: string): FakeNode | undefined {
+    return this.nodes.get(name);
+  }
+
+  /** Make matching requests fail with `status` (a Kubernetes Status body), e.g. to simulate RBAC denials. */
+  failRequests(failure: InjectedFailure): void {
+    this.failures.push({ ...failure });
+  }
+
+  requestsMatching(method: string, path: RegExp): RecordedRequest[] {
+    return this.requests.filter((r) => r.method === method && path.test(r.path));
+  }
+
+  clearRequests(): void {
+    this.requests.length = 0;
+  }
+
+  async close(): Promise<void> {
+    for (const timer of this.timers) clearTimeout(timer);
+    this.timers.clear();
+    // Node's global agent keeps connections alive; without this, close() waits for them to time out.
+    this.server.closeAllConnections();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? '/', 'http://fake');
+    const raw = await readBody(req);
+    const contentType = req.headers['content-type']?.split(';')[0].trim();
+    let body: unknown;
+    if (raw.length > 0) {
+      try {
+        body = JSON.parse(raw);
+      } catch {
+        return sendStatus(res, 400, 'BadRequest', 'request body is not JSON');
+      }
+    }
+    const method = req.method ?? 'GET';
+    this.requests.push({ method, path: url.pathname, query: Object.fromEntries(url.searchParams), contentType, body });
+
+    if (req.headers.authorization !== `Bearer ${this.options.token}`) return sendStatus(res, 401, 'Unauthorized', 'Unauthorized');
+
+    const failure = this.failures.find((f) => (f.method === undefined || f.method === method) && (f.path === undefined || f.path.test(url.pathname)));
+    if (failure) {
+      if (failure.times !== undefined && --failure.times <= 0) this.failures.splice(this.failures.indexOf(failure), 1);
+      return sendStatus(res, failure.status, reasonFor(failure.status), failure.message ?? `injected failure for ${method} ${url.pathname}`);
+    }
+
+    const podList = url.pathname.match(/^\/api\/v1\/namespaces\/([^/]+)\/pods$/);
+    const podItem = url.pathname.match(/^\/api\/v1\/namespaces\/([^/]+)\/pods\/([^/]+)$/);
+    const nodeItem = url.pathname.match(/^\/api\/v1\/nodes\/([^/]+)$/);
+
+    if (podList && method === 'GET') {
+      let selector: LabelRequirement[];
+      try {
+        selector = parseLabelSelector(url.searchParams.get('labelSelector') ?? '');
+      } catch (error) {
+        return sendStatus(res, 400, 'BadRequest', (error as Error).message);
+      }
+      const items = this.listPods(decodeURIComponent(podList[1])).filter((p) => matches(selector, p.metadata.labels));
+      return sendJson(res, 200, { apiVersion: 'v1', kind: 'PodList', metadata: { resourceVersion: String(this.resourceVersion) }, items });
+    }
+    if (podItem) {
+      const [namespace, name] = [decodeURIComponent(podItem[1]), decodeURIComponent(podItem[2])];
+      const pod = this.pod(namespace, name);
+      if (!pod) return sendStatus(res, 404, 'NotFound', `pods "${name}" not found`);
+      if (method === 'GET') return sendJson(res, 200, pod);
+      if (method === 'DELETE') return sendJson(res, 200, this.deletePod(pod));
+    }
+    if (nodeItem) {
+      const name = decodeURIComponent(nodeItem[1]);
+      const node = this.nodes.get(name);
+      if (!node) return sendStatus(res, 404, 'NotFound', `nodes "${name}" not found`);
+      if (method === 'GET') return sendJson(res, 200, node);
+      if (method === 'PATCH') {
+        if (contentType !== 'application/merge-patch+json' && contentType !== 'application/strategic-merge-patch+json') {
+          return sendStatus(res, 415, 'UnsupportedMediaType', `the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml`);
+        }
+        // For the fields this fake knows (maps and scalars), a strategic merge patch is a merge patch.
+        const patched = mergePatch(node, body) as FakeNode;
+        patched.metadata.name = node.metadata.name;
+        patched.metadata.uid = node.metadata.uid;
+        patched.metadata.resourceVersion = this.nextResourceVersion();
+        this.nodes.set(name, patched);
+        this.schedulePendingPods();
+        return sendJson(res, 200, patched);
+      }
+    }
+    return sendStatus(res, 404, 'NotFound', `the server could not find the requested resource (${method} ${url.pathname})`);
+  }
+
+  private deletePod(pod: FakePod): FakePod {
+    const key = podKey(pod.metadata.namespace, pod.metadata.name);
+    if (pod.metadata.deletionTimestamp) return pod;
+    pod.metadata.deletionTimestamp = new Date().toISOString();
+    pod.metadata.resourceVersion = this.nextResourceVersion();
+    const owner = pod.metadata.ownerReferences?.find((o) => o.controller);
+    const removeAndReplace = () => {
+      if (this.pods.get(key) === pod) this.pods.delete(key);
+      if (owner) this.later(this.options.replacementDelayMs, () => this.createReplacement(pod, owner.kind as OwnerKind, owner.name));
+    };
+    if (this.options.terminationMs > 0) this.later(this.options.terminationMs, removeAndReplace);
+    else removeAndReplace();
+    return pod;
+  }
+
+  /**
+   * What the owner controller does: a StatefulSet recreates the pod under the same name (after the old
+   * one is gone, which is why replacement waits for removal); a ReplicaSet (a Deployment's pods) makes
+   * one under a new generated name.
+   */
+  private createReplacement(old: FakePod, ownerKind: OwnerKind, ownerName: string): void {
+    const name = ownerKind === 'StatefulSet' ? old.metadata.name : `${ownerName}-r${++this.replacementCounter}`;
+    if (this.pods.has(podKey(old.metadata.namespace, name))) return;
+    this.addPod({ name, namespace: old.metadata.namespace, labels: old.metadata.labels, owner: { kind: ownerKind, name: ownerName } });
+    this.schedulePendingPods();
+  }
+
+  /** The scheduler: never onto a cordoned node; within the pod's zone when nodes carry zones; least loaded first. */
+  private schedulePendingPods(): void {
+    for (const pod of this.pods.values()) {
+      if (pod.spec.nodeName || pod.metadata.deletionTimestamp) continue;
+      const zone = pod.metadata.labels['robustrl.io/zone'];
+      const candidates = [...this.nodes.values()]
+        .filter((n) => !n.spec.unschedulable)
+        .filter((n) => zone === undefined || n.metadata.labels[ZONE_NODE_LABEL] === undefined || n.metadata.labels[ZONE_NODE_LABEL] === zone)
+        .map((n) => ({ node: n, load: [...this.pods.values()].filter((p) => p.spec.nodeName === n.metadata.name && !p.metadata.deletionTimestamp).length }))
+        .sort((a, b) => a.load - b.load || a.node.metadata.name.localeCompare(b.node.metadata.name));
+      if (candidates.length === 0) continue;
+      pod.spec.nodeName = candidates[0].node.metadata.name;
+      pod.metadata.resourceVersion = this.nextResourceVersion();
+      this.later(this.options.runningDelayMs, () => {
+        if (!pod.metadata.deletionTimestamp) {
+          pod.status.phase = 'Running';
+          pod.metadata.resourceVersion = this.nextResourceVersion();
+        }
+      });
+    }
+  }
+
+  private later(ms: number, fn: () => void): void {
+    const timer = setTimeout(() => {
+      this.timers.delete(timer);
+      fn();
+    }, ms);
+    this.timers.add(timer);
+  }
+
+  private nextResourceVersion(): string {
+    return String(++this.resourceVersion);
+  }
+}
+
+type LabelRequirement = { key: string; op: '=' | '!=' | 'exists' | '!exists'; value?: string };
+
+/** Equality-based selectors only (`a=b`, `a==b`, `a!=b`, `a`, `!a`); set-based ones are refused rather than misread. */
+function parseLabelSelector(selector: string): LabelRequirement[] {
+  if (selector.trim() === '') return [];
+  return selector.split(',').map((part) => {
+    const term = part.trim();
+    let m: RegExpMatchArray | null;
+    if ((m = term.match(/^([^=!\s]+)\s*!=\s*(\S*)$/))) return { key: m[1], op: '!=', value: m[2] };
+    if ((m = term.match(/^([^=!\s]+)\s*==?\s*(\S*)$/))) return { key: m[1], op: '=', value: m[2] };
+    if ((m = term.match(/^!([^=!\s]+)$/))) return { key: m[1], op: '!exists' };
+    if ((m = term.match(/^([^=!\s]+)$/))) return { key: m[1], op: 'exists' };
+    throw new Error(`unable to parse requirement: "${term}" (the fake API server supports equality-based selectors only)`);
+  });
+}
+
+function matches(requirements: LabelRequirement[], labels: Record<string, string>): boolean {
+  return requirements.every((r) => {
+    switch (r.op) {
+      case '=':
+        return labels[r.key] === r.value;
+      case '!=':
+        return labels[r.key] !== r.value;
+      case 'exists':
+        return r.key in labels;
+      case '!exists':
+        return !(r.key in labels);
+    }
+  });
+}
+
+/** RFC 7386 JSON merge patch: objects merge recursively, null deletes, anything else replaces. */
+function mergePatch(target: unknown, patch: unknown): unknown {
+  if (patch === null || typeof patch !== 'object' || Array.isArray(patch)) return patch;
+  const result: Record<string, unknown> = target !== null && typeof target === 'object' && !Array.isArray(target) ? { ...(target as Record<string, unknown>) } : {};
+  for (const [key, value] of Object.entries(patch as Record<string, unknown>)) {
+    if (value === null) delete result[key];
+    else result[key] = mergePatch(result[key], value);
+  }
+  return result;
+}
+
+function podKey(namespace: string, name: string): string {
+  return `${namespace}/${name}`;
+}
+
+function readBody(req: IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    req.on('error', reject);
+  });
+}
+
+function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+}
+
+function sendStatus(res: ServerResponse, code: number, reason: string, message: string): void {
+  sendJson(res, code, { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, code });
+}
+
+function reasonFor(status: number): string {
+  const reasons: Record<number, string> = {
+    400: 'BadRequest',
+    401: 'Unauthorized',
+    403: 'Forbidden',
+    404: 'NotFound',
+    409: 'Conflict',
+    422: 'Invalid',
+    429: 'TooManyRequests',
+    500: 'InternalError',
+    503: 'ServiceUnavailable',
+  };
+  return reasons[status] ?? 'Unknown';
+}

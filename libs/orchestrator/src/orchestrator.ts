@@ -1,0 +1,71 @@
+import type { Role } from '@robustrl/contracts';
+
+/**
+ * The orchestrator port: what the controller's recovery executor (the paper's TaskRunner) asks of the
+ * platform that runs the job's machines. Two adapters implement it:
+ *
+ *  - `LocalProcessSupervisor` (./local): a "machine" is a process tree on this host; used by tests
+ *    and the demo.
+ *  - `KubernetesOrchestrator` (./kubernetes): a machine is a pod labelled with the job, role and
+ *    machine id; isolating it cordons its node.
+ *
+ * In-place restarts of a role process (the fast path of paper §5.1.2) are done by the agent on that
+ * machine, not here: the port is for what an agent cannot do for itself (a dead machine, a new
+ * machine, the whole task).
+ *
+ * Every operation carries an `operationId` (the recovery command id). Adapters make operations
+ * idempotent per id: a redelivered command whose operation already ran returns the first result
+ * instead of acting twice — that is what keeps a controller killed mid-recovery from restarting twice.
+ */
+export interface MachineSpec {
+  machineId: string;
+  role: Role;
+  zone: string;
+  hardwareClass: string;
+}
+
+export interface Orchestrator {
+  readonly kind: 'local' | 'kubernetes';
+
+  /** Machines this orchestrator knows for the job (running or starting), e.g. to reconcile after a restart. */
+  listMachines(jobId: string): Promise<MachineSpec[]>;
+
+  /**
+   * Stop everything on a machine and keep new work off it (Kubernetes: cordon the node, delete the
+   * pod). Idempotent: isolating an isolated or vanished machine succeeds.
+   */
+  isolateMachine(request: { operationId: string; jobId: string; machineId: string; reason: string }): Promise<void>;
+
+  /**
+   * Ask for a new machine for a role, in the given zone and hardware class, optionally as the
+   * replacement of an isolated one. Resolves once the machine exists (its agent registers on its own).
+   */
+  requestMachine(request: {
+    operationId: string;
+    jobId: string;
+    role: Role;
+    zone: string;
+    hardwareClass: string;
+    replaces?: string;
+  }): Promise<MachineSpec>;
+
+  /** Restart the role processes of the given machines from the outside (when their agent cannot). */
+  restartMachines(request: { operationId: string; jobId: string; machineIds: string[] }): Promise<void>;
+
+  /** Restart every machine of the job: the escalation of paper §5.1.2. */
+  restartTask(request: { operationId: string; jobId: string }): Promise<void>;
+
+  close(): Promise<void>;
+}
+
+/** An orchestrator failure, with kafkajs's line between "try again" and "give up". */
+export class OrchestratorError extends Error {
+  constructor(
+    message: string,
+    readonly retriable: boolean,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.name = 'OrchestratorError';
+  }
+}

@@ -1,0 +1,5 @@
+export * from './gpu-activity-source';
+export * from './dcgm-exporter-source';
+export * from './nvidia-smi-source';
+export * from './emulated-source';
+export * from './select-gpu-activity-source';

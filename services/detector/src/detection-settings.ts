@@ -1,0 +1,43 @@
+import type { DetectionSettings } from '@robustrl/contracts';
+
+/** Detection settings with every default filled in; all durations in milliseconds. */
+export interface ResolvedDetectionSettings {
+  trainerIdleWindowMs: number;
+  rolloutSilentWindowMs: number;
+  probeTimeoutMs: number;
+  straggler: { enabled: boolean; ratio: number; windowMs: number; minPeers: number; action: 'report' | 'replace' };
+}
+
+/**
+ * Defaults from the paper (§4): 300 s of zero TensorCore activity in the training phase for a
+ * trainer, 60 s of zero throughput for a rollout. The probe timeout and the straggler rule are ours:
+ * 10 s is several round trips of a loaded agent; a rollout at a fifth of its peers' median for 5
+ * minutes is "far below" without reacting to one long prompt.
+ */
+export const PAPER_DETECTION_DEFAULTS: ResolvedDetectionSettings = {
+  trainerIdleWindowMs: 300_000,
+  rolloutSilentWindowMs: 60_000,
+  probeTimeoutMs: 10_000,
+  straggler: { enabled: true, ratio: 0.2, windowMs: 300_000, minPeers: 3, action: 'report' },
+};
+
+/** Job settings (from its JobStarted event) over the service's defaults. */
+export function resolveDetectionSettings(
+  job: DetectionSettings | undefined,
+  defaults: ResolvedDetectionSettings = PAPER_DETECTION_DEFAULTS,
+): ResolvedDetectionSettings {
+  const s = job?.straggler;
+  const ms = (seconds: number | undefined, fallback: number) => (seconds === undefined ? fallback : Math.round(seconds * 1000));
+  return {
+    trainerIdleWindowMs: ms(job?.trainerIdleWindowSeconds, defaults.trainerIdleWindowMs),
+    rolloutSilentWindowMs: ms(job?.rolloutSilentWindowSeconds, defaults.rolloutSilentWindowMs),
+    probeTimeoutMs: ms(job?.probeTimeoutSeconds, defaults.probeTimeoutMs),
+    straggler: {
+      enabled: s?.enabled ?? defaults.straggler.enabled,
+      ratio: s?.ratio ?? defaults.straggler.ratio,
+      windowMs: ms(s?.windowSeconds, defaults.straggler.windowMs),
+      minPeers: s?.minPeers ?? defaults.straggler.minPeers,
+      action: s?.action ?? defaults.straggler.action,
+    },
+  };
+}

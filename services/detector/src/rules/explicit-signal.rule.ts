@@ -1,0 +1,40 @@
+import type { FaultSignal } from '@robustrl/contracts';
+import { DetectionRule } from './detection-rule';
+
+export interface ExplicitSignalState {
+  signal: { kind: FaultSignal; at: number; detail: string; exitCode: number | null } | null;
+}
+
+/** ECC and XID errors are the GPU's own hardware evidence: the machine, not the process, must go. */
+const HARDWARE_SIGNALS: ReadonlySet<FaultSignal> = new Set(['ecc-error', 'xid-error']);
+
+/**
+ * Explicit signals from the agent (role process exited, ECC/XID error, exception in the step)
+ * confirm at once: there is nothing to wait for (paper §4, explicit failures).
+ */
+export const ExplicitSignalRule: DetectionRule<ExplicitSignalState> = {
+  name: 'explicit-signal',
+  appliesTo: () => true,
+  initialState: () => ({ signal: null }),
+
+  observe(state, message, at) {
+    if (message.type !== 'AgentFaultSignalled') return state;
+    const d = message.data;
+    return { signal: { kind: d.signal, at, detail: d.detail, exitCode: d.exitCode } };
+  },
+
+  evaluate(state) {
+    const s = state.signal;
+    if (s === null) return null;
+    return {
+      verdict: 'confirm',
+      since: s.at,
+      machineFaulty: HARDWARE_SIGNALS.has(s.kind),
+      evidence: {
+        signal: s.kind,
+        faultEvidenceSince: new Date(s.at).toISOString(),
+        detail: s.exitCode === null ? s.detail : `${s.detail} (exit code ${s.exitCode})`,
+      },
+    };
+  },
+};

@@ -1,0 +1,16 @@
+import { DetectionRule } from './detection-rule';
+import { ExplicitSignalRule } from './explicit-signal.rule';
+import { RolloutSilentRule } from './rollout-silent.rule';
+import { StragglerRule } from './straggler.rule';
+import { TrainerIdleRule } from './trainer-idle.rule';
+
+export * from './detection-rule';
+export { ExplicitSignalRule, RolloutSilentRule, StragglerRule, TrainerIdleRule };
+
+/** The rules a detector runs unless told otherwise; order is the order findings are reported in. */
+export const DEFAULT_DETECTION_RULES: readonly DetectionRule[] = [
+  ExplicitSignalRule as DetectionRule,
+  TrainerIdleRule as DetectionRule,
+  RolloutSilentRule as DetectionRule,
+  StragglerRule as DetectionRule,
+];

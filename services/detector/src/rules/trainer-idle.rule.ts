@@ -1,0 +1,63 @@
+import { DetectionRule } from './detection-rule';
+
+export interface TrainerIdleState {
+  /** Idle time accrued inside the training phase in earlier training segments. */
+  accruedMs: number;
+  /** Start of the current idle stretch inside the training phase, null outside it. */
+  accruingFrom: number | null;
+  /** When the idle evidence began (first idle moment of the stretch), for the detection latency. */
+  evidenceSince: number | null;
+}
+
+/**
+ * Trainer rule (paper §4): zero TensorCore activity for the window *while in the training phase*.
+ *
+ * Phases without GPU work — context switch, weight update, advantage computation, checkpoint — pause
+ * the clock instead of resetting it, so a hung trainer that keeps flipping phases is still caught,
+ * and resetting on activity only means any real GPU work clears the evidence. Time without samples
+ * counts as idle: a dead machine sends nothing.
+ */
+export const TrainerIdleRule: DetectionRule<TrainerIdleState> = {
+  name: 'trainer-idle',
+  appliesTo: (role) => role === 'trainer',
+  initialState: () => ({ accruedMs: 0, accruingFrom: null, evidenceSince: null }),
+
+  observe(state, message, at, { machine }) {
+    const inTraining = machine.phase === 'training';
+    if (message.type === 'GpuActivitySampled') {
+      if (message.data.tensorActive <= 0) return state;
+      return { accruedMs: 0, accruingFrom: inTraining ? at : null, evidenceSince: inTraining ? at : null };
+    }
+    if (message.type === 'RolePhaseChanged') {
+      const wasTraining = machine.phase === 'training';
+      const entersTraining = message.data.phase === 'training';
+      let { accruedMs, accruingFrom, evidenceSince } = state;
+      if (wasTraining && !entersTraining && accruingFrom !== null) {
+        accruedMs += Math.max(0, at - accruingFrom);
+        accruingFrom = null;
+      }
+      if (entersTraining && accruingFrom === null) {
+        accruingFrom = at;
+        evidenceSince ??= at;
+      }
+      return { accruedMs, accruingFrom, evidenceSince };
+    }
+    return state;
+  },
+
+  evaluate(state, { now, machine, settings }) {
+    const idleMs = state.accruedMs + (state.accruingFrom === null ? 0 : Math.max(0, now - state.accruingFrom));
+    if (idleMs < settings.trainerIdleWindowMs || state.evidenceSince === null) return null;
+    return {
+      verdict: 'confirm',
+      since: state.evidenceSince,
+      machineFaulty: false,
+      evidence: {
+        windowSeconds: settings.trainerIdleWindowMs / 1000,
+        lastActivityAt: machine.lastActivityAt === null ? null : new Date(machine.lastActivityAt).toISOString(),
+        faultEvidenceSince: new Date(state.evidenceSince).toISOString(),
+        detail: `no TensorCore activity for ${Math.round(idleMs / 1000)} s inside the training phase`,
+      },
+    };
+  },
+};
