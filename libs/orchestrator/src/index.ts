@@ -1,1 +1,3 @@
 export * from './orchestrator';
+export { KubernetesOrchestrator, type KubernetesOrchestratorOptions, PodLabels, NodeAnnotations } from './kubernetes/kubernetes-orchestrator';
+export { LocalProcessSupervisor, type LocalProcessSupervisorOptions, type LocalLaunchCommand, type LocalMachineLaunch, type LocalMachineSnapshot, type LocalMachineStatus, type LocalMachineExit } from './local/local-process-supervisor';

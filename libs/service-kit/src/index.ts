@@ -5,3 +5,4 @@ export * from './event-recorder';
 export * from './health.controller';
 export * from './run-service';
 export * from './nest-bus-logger';
+export * from './deciding-consumer';

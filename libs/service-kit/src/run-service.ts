@@ -1,5 +1,5 @@
 import 'reflect-metadata';
-import { INestApplication, Logger, LogLevel, Module, Type } from '@nestjs/common';
+import { DynamicModule, INestApplication, Logger, LogLevel, Module, Type } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { setupTelemetry } from '@robustrl/telemetry';
 import { CoreModule } from './core.module';
@@ -17,7 +17,7 @@ export interface RunningService {
 
 export async function runService(
   config: ServiceConfig,
-  modules: Type[],
+  modules: Array<Type | DynamicModule>,
   options: { logLevels?: LogLevel[] } = {},
 ): Promise<RunningService> {
   const telemetry = await setupTelemetry(`robustrl-${config.serviceName}`);

@@ -3,6 +3,8 @@ import { RobustrlMessage } from '@robustrl/contracts';
 import { ApplyOutcome, ConsumerCheckpoints } from './checkpoints';
 import { openDataSource, StoreConfig } from './data-source';
 import { EventLog, LoggedMessage } from './event-log';
+import { Inbox } from './inbox';
+import { Outbox } from './outbox';
 
 /** Where a delivered record sits: enough to checkpoint it (a bus Delivery satisfies this). */
 export interface StreamPosition {
@@ -18,6 +20,8 @@ export interface StreamPosition {
 export class EventStore {
   readonly log = new EventLog();
   readonly checkpoints = new ConsumerCheckpoints();
+  readonly inbox = new Inbox();
+  readonly outbox = new Outbox();
 
   private constructor(
     readonly dataSource: DataSource,

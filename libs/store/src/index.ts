@@ -4,3 +4,5 @@ export * from './checkpoints';
 export * from './event-store';
 export * from './migrations';
 export * from './pglite/pglite-pool';
+export * from './inbox';
+export * from './outbox';

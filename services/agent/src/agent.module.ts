@@ -1,30 +1,31 @@
-import { Inject, Module, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
+import { Inject, Module, OnModuleDestroy } from '@nestjs/common';
 import { MessageBus } from '@robustrl/bus';
-import { Topics } from '@robustrl/contracts';
-import { EVENT_STORE, EventRecorder, MESSAGE_BUS } from '@robustrl/service-kit';
-import { EventStore } from '@robustrl/store';
+import { MESSAGE_BUS } from '@robustrl/service-kit';
+import { AgentApiController } from './agent-api.controller';
+import { agentConfigFromEnv } from './agent-config';
+import { AgentRuntime } from './agent-runtime';
 
 /**
- * Agent: the GPU-side service on every GPU machine; carries out restarts, answers probes, moves weights.
- *
- * Today a shell: it consumes its input topics and records them once in the event log. Its rules
- * arrive as pure deciders in their own files next to this one.
+ * Agent: the GPU-side service on every GPU machine (one per machine, not part of the embedded
+ * control plane). Carries out restarts, answers probes, relays the framework's reports; moves
+ * weights in a later milestone.
  */
-export const AGENT_INPUTS = [Topics.control, Topics.heartbeat, Topics.weights] as const;
+@Module({
+  controllers: [AgentApiController],
+  providers: [{ provide: AgentRuntime, useFactory: (bus: MessageBus) => new AgentRuntime(bus, agentConfigFromEnv(process.env)), inject: [MESSAGE_BUS] }],
+})
+export class AgentModule implements OnModuleDestroy {
+  constructor(@Inject(AgentRuntime) private readonly runtime: AgentRuntime) {}
 
-@Module({})
-export class AgentModule implements OnApplicationBootstrap, OnModuleDestroy {
-  readonly recorder: EventRecorder;
-
-  constructor(@Inject(MESSAGE_BUS) bus: MessageBus, @Inject(EVENT_STORE) store: EventStore) {
-    this.recorder = new EventRecorder(bus, store, { consumer: 'agent', topics: AGENT_INPUTS });
-  }
-
-  onApplicationBootstrap(): Promise<void> {
-    return this.recorder.start();
+  /**
+   * Called by main once the HTTP server listens (Nest bootstraps modules before `listen`), so the
+   * role process can reach the API from its first line.
+   */
+  async startWithApi(apiUrl: string): Promise<void> {
+    await this.runtime.start(apiUrl);
   }
 
   onModuleDestroy(): Promise<void> {
-    return this.recorder.stop();
+    return this.runtime.stop();
   }
 }

@@ -1,1 +1,5 @@
 export * from './agent.module';
+export * from './agent-config';
+export * from './agent-runtime';
+export * from './role-process';
+export * from './gpu-activity';

@@ -1,30 +1,77 @@
-import { Inject, Module, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
+import { DynamicModule, Inject, Module, OnApplicationBootstrap, OnModuleDestroy, Optional } from '@nestjs/common';
 import { MessageBus } from '@robustrl/bus';
 import { Topics } from '@robustrl/contracts';
-import { EVENT_STORE, EventRecorder, MESSAGE_BUS } from '@robustrl/service-kit';
+import { KubernetesOrchestrator, Orchestrator } from '@robustrl/orchestrator';
+import { DecidingConsumer, EVENT_STORE, MESSAGE_BUS } from '@robustrl/service-kit';
 import { EventStore } from '@robustrl/store';
+import { z } from 'zod';
+import { RecoveryExecutor } from './executor/recovery-executor';
+import { MetricsController } from './metrics/metrics.controller';
+import { RecoveryMetrics } from './metrics/recovery-metrics';
+import { CONTROLLER_INPUT_TYPES, ControllerState, createControllerDecider, DEFAULT_CONTROLLER_SETTINGS } from './recovery';
 
 /**
- * Controller: role-based recovery, restart the trainer in place, warm standby, replace rollouts, escalate by the rules of paper §5.1.2.
- *
- * Today a shell: it consumes its input topics and records them once in the event log. Its rules
- * arrive as pure deciders in their own files next to this one.
+ * Controller: role-based recovery (paper §5.1, Figure 7). The workflow is the decider in
+ * `recovery/`; the executor for platform-level commands is in `executor/`; this is the shell.
  */
-export const CONTROLLER_INPUTS = [Topics.membership, Topics.verdicts, Topics.control, Topics.training] as const;
+export const CONTROLLER_INPUTS = [Topics.membership, Topics.telemetry, Topics.verdicts, Topics.control, Topics.training] as const;
+export const ORCHESTRATOR = Symbol('ORCHESTRATOR');
 
-@Module({})
+/**
+ * ROBUSTRL_ORCHESTRATOR: `kubernetes` (in-cluster or kubeconfig credentials) or `none` (default:
+ * decisions and agent-executed commands only; ReplaceMachine/RestartTask wait for an operator and
+ * time out as failed). Tests and the demo pass a local process supervisor in code.
+ */
+export function orchestratorFromEnv(env: NodeJS.ProcessEnv): Orchestrator | null {
+  const kind = env.ROBUSTRL_ORCHESTRATOR ?? 'none';
+  if (kind === 'none') return null;
+  if (kind === 'kubernetes') return KubernetesOrchestrator.fromEnv(env);
+  throw new Error(`ROBUSTRL_ORCHESTRATOR must be 'kubernetes' or 'none', got '${kind}'`);
+}
+
+function commandTimeoutMs(env: NodeJS.ProcessEnv): number {
+  const raw = env.ROBUSTRL_COMMAND_TIMEOUT_SECONDS;
+  if (raw === undefined || raw === '') return DEFAULT_CONTROLLER_SETTINGS.commandTimeoutMs;
+  const parsed = z.coerce.number().positive().safeParse(raw);
+  if (!parsed.success) throw new Error(`ROBUSTRL_COMMAND_TIMEOUT_SECONDS must be a positive number, got '${raw}'`);
+  return Math.round(parsed.data * 1000);
+}
+
+@Module({ providers: [RecoveryMetrics], controllers: [MetricsController], exports: [RecoveryMetrics] })
 export class ControllerModule implements OnApplicationBootstrap, OnModuleDestroy {
-  readonly recorder: EventRecorder;
+  readonly consumer: DecidingConsumer<ControllerState>;
+  readonly executor: RecoveryExecutor | null;
 
-  constructor(@Inject(MESSAGE_BUS) bus: MessageBus, @Inject(EVENT_STORE) store: EventStore) {
-    this.recorder = new EventRecorder(bus, store, { consumer: 'controller', topics: CONTROLLER_INPUTS });
+  /** The controller with an orchestrator given in code (the local process supervisor in tests and the demo). */
+  static withOrchestrator(orchestrator: Orchestrator): DynamicModule {
+    return { module: ControllerModule, providers: [{ provide: ORCHESTRATOR, useValue: orchestrator }] };
   }
 
-  onApplicationBootstrap(): Promise<void> {
-    return this.recorder.start();
+  constructor(
+    @Inject(MESSAGE_BUS) bus: MessageBus,
+    @Inject(EVENT_STORE) store: EventStore,
+    @Inject(RecoveryMetrics) metrics: RecoveryMetrics,
+    @Optional() @Inject(ORCHESTRATOR) orchestrator: Orchestrator | null,
+  ) {
+    const chosen = orchestrator ?? orchestratorFromEnv(process.env);
+    this.consumer = new DecidingConsumer(bus, store, {
+      consumer: 'controller',
+      topics: CONTROLLER_INPUTS,
+      inputTypes: CONTROLLER_INPUT_TYPES,
+      decider: createControllerDecider({ commandTimeoutMs: commandTimeoutMs(process.env) }) as never,
+      tickIntervalMs: 1000,
+      onEmitted: (messages) => metrics.observe(messages),
+    });
+    this.executor = chosen ? new RecoveryExecutor(bus, store, chosen) : null;
   }
 
-  onModuleDestroy(): Promise<void> {
-    return this.recorder.stop();
+  async onApplicationBootstrap(): Promise<void> {
+    await this.consumer.start();
+    await this.executor?.start();
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    await this.executor?.stop();
+    await this.consumer.stop();
   }
 }

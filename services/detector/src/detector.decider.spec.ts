@@ -212,7 +212,7 @@ describe('straggler rule: reported, not restarted', () => {
 
   it('suspects a rollout far below its peers for the window, and never confirms it', () => {
     const emitted = run(history(100, 500), 500);
-    expect(emitted.map((e) => [e.draft.type, e.draft.data.machineId])).toEqual([['FaultSuspected', 'rollout-3']]);
+    expect(emitted.map((e) => [e.draft.type, (e.draft.data as { machineId: string }).machineId])).toEqual([['FaultSuspected', 'rollout-3']]);
     expect(emitted[0].draft.data).toMatchObject({ rule: 'straggler', evidence: { observed: 50, peerMedian: 1000 } });
     expect((emitted[0].at - at(0)) / 1000).toBe(400);
   });
@@ -220,7 +220,7 @@ describe('straggler rule: reported, not restarted', () => {
   it('a rollout waiting on tools is not a straggler', () => {
     const h: DetectorEvent[] = [job, ...peers.map((p) => register(p, 'rollout'))];
     for (let s = 0; s <= 500; s += 10) for (const p of peers) h.push(p === 'rollout-3' ? throughput(s, p, 0, { inFlight: 4, awaitingTools: 4 }) : throughput(s, p, 1000));
-    expect(run(h, 500).filter((e) => e.draft.data.rule === 'straggler')).toEqual([]);
+    expect(run(h, 500).filter((e) => (e.draft.data as { rule?: string }).rule === 'straggler')).toEqual([]);
   });
 });
 

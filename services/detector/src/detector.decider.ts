@@ -220,6 +220,11 @@ export function createDetectorDecider(options: {
     if (message.type === 'MachineRegistered') {
       const d = message.data;
       const prior = state.machines[id];
+      // Topics are ordered per job, not across topics: a registration may arrive after telemetry
+      // that was sent later. One older than the machine's last verdict only fills in the details.
+      if (prior && prior.status === 'confirmed' && at <= (state.confirmedAt[id] ?? -Infinity)) {
+        return { ...state, machines: { ...state.machines, [id]: { ...prior, role: d.role, zone: d.zone, hardwareClass: d.hardwareClass } } };
+      }
       const machine: WatchedMachine = {
         machineId: id, role: d.role, zone: d.zone, hardwareClass: d.hardwareClass, status: 'watching',
         phase: null, phaseSince: at, lastActivityAt: null, lastThroughput: null,
@@ -227,6 +232,14 @@ export function createDetectorDecider(options: {
       // A (re-)registration starts from a clean slate: new process, new evidence.
       const suspicions = prior ? withoutMachine(state.suspicions, id) : state.suspicions;
       return { ...state, suspicions, machines: { ...state.machines, [id]: machine }, ruleStates: { ...state.ruleStates, [id]: freshRuleStates(machine, at) } };
+    }
+    if (!state.machines[id] && (message.type === 'AgentFaultSignalled' || message.type === 'RolePhaseChanged')) {
+      // The machine's registration has not arrived yet (another topic); the message names its role.
+      const machine: WatchedMachine = {
+        machineId: id, role: message.data.role, zone: 'unknown', hardwareClass: 'unknown', status: 'watching',
+        phase: null, phaseSince: at, lastActivityAt: null, lastThroughput: null,
+      };
+      state = { ...state, machines: { ...state.machines, [id]: machine }, ruleStates: { ...state.ruleStates, [id]: freshRuleStates(machine, at) } };
     }
     const prior = state.machines[id];
     if (!prior) return state; // telemetry of a machine we never saw register: nothing to judge it against

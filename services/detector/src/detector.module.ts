@@ -1,30 +1,38 @@
 import { Inject, Module, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
 import { MessageBus } from '@robustrl/bus';
 import { Topics } from '@robustrl/contracts';
-import { EVENT_STORE, EventRecorder, MESSAGE_BUS } from '@robustrl/service-kit';
+import { DecidingConsumer, EVENT_STORE, MESSAGE_BUS } from '@robustrl/service-kit';
 import { EventStore } from '@robustrl/store';
+import { DETECTOR_INPUT_TYPES, DetectorState } from './detector.decider';
+import { detectorFromEnv, evidenceSpanForVerdicts } from './detector-runtime';
 
 /**
  * Detector: role- and phase-aware fault detection of trainer and rollout machines (paper §4).
- *
- * Today a shell: it consumes its input topics and records them once in the event log. Its rules
- * arrive as pure deciders in their own files next to this one.
+ * The rules live in `rules/` and the decider in `detector.decider.ts`; this is the shell.
  */
-export const DETECTOR_INPUTS = [Topics.membership, Topics.telemetry, Topics.heartbeat, Topics.training] as const;
+export const DETECTOR_INPUTS = [Topics.membership, Topics.telemetry, Topics.heartbeat] as const;
 
 @Module({})
 export class DetectorModule implements OnApplicationBootstrap, OnModuleDestroy {
-  readonly recorder: EventRecorder;
+  readonly consumer: DecidingConsumer<DetectorState>;
 
   constructor(@Inject(MESSAGE_BUS) bus: MessageBus, @Inject(EVENT_STORE) store: EventStore) {
-    this.recorder = new EventRecorder(bus, store, { consumer: 'detector', topics: DETECTOR_INPUTS });
+    const { decider, tickIntervalMs } = detectorFromEnv(process.env);
+    this.consumer = new DecidingConsumer(bus, store, {
+      consumer: 'detector',
+      topics: DETECTOR_INPUTS,
+      inputTypes: DETECTOR_INPUT_TYPES,
+      decider: decider as never,
+      tickIntervalMs,
+      spanForTick: evidenceSpanForVerdicts,
+    });
   }
 
   onApplicationBootstrap(): Promise<void> {
-    return this.recorder.start();
+    return this.consumer.start();
   }
 
   onModuleDestroy(): Promise<void> {
-    return this.recorder.stop();
+    return this.consumer.stop();
   }
 }

@@ -4,16 +4,19 @@ import { scriptedScenario } from './scripted-scenario';
 
 /** `npm start` as a newcomer runs it: the built embedded entry, no external service. */
 describe('embedded main job', () => {
-  it('runs the whole control plane in one process, records each scenario event once, dead-letters the malformed one', () => {
+  it('runs the control plane in one process: the scripted fault is detected and a recovery decided; the malformed record is dead-lettered', () => {
     const env: NodeJS.ProcessEnv = { ...process.env, ROBUSTRL_JOB_ID: 'spec-job' };
     delete env.KAFKA_BROKERS;
     delete env.DATABASE_URL;
     const out = execFileSync(process.execPath, [join(__dirname, '..', 'dist', 'main.js')], { env, encoding: 'utf8', timeout: 60_000 });
     const events = scriptedScenario('spec-job', new Date()).length;
     expect(out).toMatch(/bus=in-process, store=pglite, job=spec-job/);
-    expect(out.split('\n').filter((l) => / job=spec-job /.test(l))).toHaveLength(events);
-    expect(out).toMatch(new RegExp(`events in the event log for spec-job: ${events} \\(published ${events};`));
-    // The malformed telemetry record reaches the printer and the two services consuming telemetry.
-    expect(out).toMatch(/dead letters: 3 \(not JSON\), consumed by: detector, embedded-printer-spec-job, rollout-manager/);
+    // The scenario's events, then the detector's verdict and the controller's decision and command.
+    expect(out.split('\n').filter((l) => / job=spec-job /.test(l))).toHaveLength(events + 3);
+    expect(out).toMatch(/FaultConfirmed .* machineId=rollout-2 role=rollout rule=explicit-signal .* handledAs=rollout machineFaulty=true/);
+    expect(out).toMatch(/RecoveryDecided .* machineId=rollout-2 action=replace-rollout rule=rollout-fault/);
+    expect(out).toMatch(new RegExp(`events in the event log for spec-job: ${events + 3} \\(${events} from the scenario, 3 decided by the control plane; each stored once\\)`));
+    // The malformed telemetry record reaches the printer and the three services consuming telemetry.
+    expect(out).toMatch(/dead letters: 4 \(not JSON\), consumed by: controller, detector, embedded-printer-spec-job, rollout-manager/);
   });
 });

@@ -1,8 +1,9 @@
-import { DEAD_LETTER_TOPIC, formatMessageLine, RobustrlMessage, Topics, topicOf } from '@robustrl/contracts';
+import { DEAD_LETTER_TOPIC, formatMessageLine, Topics } from '@robustrl/contracts';
 import { fromDeadLetterRecord, InProcessBus, MessageBus } from '@robustrl/bus';
 import { EVENT_STORE, MESSAGE_BUS, runService, serviceConfigFromEnv } from '@robustrl/service-kit';
 import { EventStore } from '@robustrl/store';
-import { EMBEDDED_SERVICE_INPUTS, EMBEDDED_SERVICE_MODULES } from './embedded.module';
+import { ControllerModule } from '@robustrl/controller';
+import { EMBEDDED_SERVICE_MODULES } from './embedded.module';
 import { scriptedScenario } from './scripted-scenario';
 
 /**
@@ -24,38 +25,47 @@ async function main(): Promise<void> {
 
   const story = scriptedScenario(jobId, new Date());
   const printed = new Set<string>();
+  const decided = new Set<string>();
   const printer = await bus.subscribe({
     groupId: `embedded-printer-${jobId}`,
     topics: Object.values(Topics),
     handler: async (d) => {
       if (d.message.jobId !== jobId || printed.has(d.message.eventId)) return;
       printed.add(d.message.eventId);
+      if (d.message.source === 'detector' || d.message.source === 'controller') decided.add(d.message.type);
       log(`  ${formatMessageLine(d.message, d.topic)}`);
     },
   });
 
   log(`publishing ${story.length} scenario events, plus one malformed record on purpose (it must be dead-lettered, not crash anything)`);
-  for (const message of story) await bus.publish(message);
+  // The fault goes last, once the controller has seen the job get past its first iteration: topics
+  // are ordered per job but not across topics, and a fault in the first iteration restarts the task.
+  const fault = story[story.length - 1];
+  for (const message of story.slice(0, -1)) await bus.publish(message);
+  const controller = service.app.get(ControllerModule);
+  await waitFor('the controller to see step 0 complete', 30_000, async () => controller.consumer.stateOf(jobId)?.firstIteration === false && Object.keys(controller.consumer.stateOf(jobId)?.machines ?? {}).length === 4);
+  await bus.publish(fault);
   await bus.publishRaw({ topic: Topics.telemetry, key: jobId, value: '{"type":"GpuActivitySampled","data":"truncated by a broken exporter' });
 
-  await waitFor('every event printed and recorded', 30_000, async () => printed.size === story.length && (await logged(store, jobId)) === story.length);
+  // The story ends with an ECC error on rollout-2: the detector must confirm it and the controller
+  // must decide to replace that machine, all on their own.
+  await waitFor('the control plane to detect the fault and decide the recovery', 30_000, async () =>
+    decided.has('ReplaceMachine') && story.every((m) => printed.has(m.eventId)),
+  );
   await printer.close();
+  const inLog = await logged(store, jobId);
 
   const deadLetters = bus instanceof InProcessBus ? bus.read(DEAD_LETTER_TOPIC).map(fromDeadLetterRecord).filter((d) => d.key === jobId) : [];
   log('');
   log('summary');
-  log(`  events in the event log for ${jobId}: ${await logged(store, jobId)} (published ${story.length}; each stored once although ${countConsumers(story)} consumer deliveries recorded them)`);
+  log(`  events in the event log for ${jobId}: ${inLog} (${story.length} from the scenario, ${inLog - story.length} decided by the control plane; each stored once)`);
+  log(`  detector and controller decided: ${[...decided].join(' → ')}`);
   if (bus instanceof InProcessBus) {
     log(`  dead letters: ${deadLetters.length} (${[...new Set(deadLetters.map((d) => d.reason.split(':')[0]))].join('; ')}), consumed by: ${deadLetters.map((d) => d.consumerGroup.replace('robustrl-', '')).sort().join(', ')}`);
   }
-  log(`  the detector and controller rules (verdicts, recoveries) are the next milestone; see the README roadmap`);
+  log(`  ReplaceMachine waits for an orchestrator (ROBUSTRL_ORCHESTRATOR=kubernetes, or the local process supervisor in the end-to-end test); the emulated cluster arrives with the simulator milestone`);
   log(`  done in ${((Date.now() - started) / 1000).toFixed(1)} s`);
   await service.stop();
-}
-
-/** How many service-shell deliveries the story makes: each message reaches every service consuming its topic. */
-function countConsumers(story: RobustrlMessage[]): number {
-  return story.reduce((n, m) => n + EMBEDDED_SERVICE_INPUTS.filter((inputs) => inputs.includes(topicOf(m.type))).length, 0);
 }
 
 async function logged(store: EventStore, jobId: string): Promise<number> {

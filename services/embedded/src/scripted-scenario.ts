@@ -57,7 +57,6 @@ export function scriptedScenario(jobId: string, start: Date): RobustrlMessage[] 
     machineId: 'rollout-2', role: 'rollout', signal: 'ecc-error', detail: 'uncorrectable ECC error on GPU 5 (Xid 48)', exitCode: null, observedAt: at(),
   }, 4_000);
   story.push(fault);
-  story.push(createCausedMessage('HeartbeatProbeRequested', { probeId: 'probe-1', machineId: 'rollout-2', timeoutMs: 5_000 }, fault, { source, occurredAt: at(10) }));
   return story;
 }
 

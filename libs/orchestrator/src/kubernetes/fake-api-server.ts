@@ -70,6 +70,8 @@ export interface FakeApiServerOptions {
   runningDelayMs?: number;
   /** How long a deleted pod stays visible with a deletionTimestamp (its grace period); 0 removes it at once. */
   terminationMs?: number;
+  /** A machine pod asks for all of a node's accelerators, so by default a node holds one pod. */
+  podsPerNode?: number;
 }
 
 /** The node label the simulated scheduler matches against a pod's `robustrl.io/zone` label. */
@@ -95,6 +97,7 @@ export class FakeKubernetesApiServer {
       replacementDelayMs: options.replacementDelayMs ?? 20,
       runningDelayMs: options.runningDelayMs ?? 30,
       terminationMs: options.terminationMs ?? 0,
+      podsPerNode: options.podsPerNode ?? 1,
     };
     const server = createServer();
     const fake = new FakeKubernetesApiServer(server, resolved);
@@ -238,7 +241,13 @@ export class FakeKubernetesApiServer {
       const pod = this.pod(namespace, name);
       if (!pod) return sendStatus(res, 404, 'NotFound', `pods "${name}" not found`);
       if (method === 'GET') return sendJson(res, 200, pod);
-      if (method === 'DELETE') return sendJson(res, 200, this.deletePod(pod));
+      if (method === 'DELETE') {
+        const preconditionUid = (body as { preconditions?: { uid?: string } } | undefined)?.preconditions?.uid;
+        if (preconditionUid !== undefined && preconditionUid !== pod.metadata.uid) {
+          return sendStatus(res, 409, 'Conflict', `Operation cannot be fulfilled on pods "${name}": Precondition failed: UID in precondition: ${preconditionUid}, UID in object meta: ${pod.metadata.uid}`);
+        }
+        return sendJson(res, 200, this.deletePod(pod));
+      }
     }
     if (nodeItem) {
       const name = decodeURIComponent(nodeItem[1]);
@@ -289,7 +298,10 @@ export class FakeKubernetesApiServer {
     this.schedulePendingPods();
   }
 
-  /** The scheduler: never onto a cordoned node; within the pod's zone when nodes carry zones; least loaded first. */
+  /**
+   * The scheduler: never onto a cordoned or full node (a terminating pod still holds its place);
+   * within the pod's zone when nodes carry zones; least loaded first.
+   */
   private schedulePendingPods(): void {
     for (const pod of this.pods.values()) {
       if (pod.spec.nodeName || pod.metadata.deletionTimestamp) continue;
@@ -297,7 +309,8 @@ export class FakeKubernetesApiServer {
       const candidates = [...this.nodes.values()]
         .filter((n) => !n.spec.unschedulable)
         .filter((n) => zone === undefined || n.metadata.labels[ZONE_NODE_LABEL] === undefined || n.metadata.labels[ZONE_NODE_LABEL] === zone)
-        .map((n) => ({ node: n, load: [...this.pods.values()].filter((p) => p.spec.nodeName === n.metadata.name && !p.metadata.deletionTimestamp).length }))
+        .map((n) => ({ node: n, load: [...this.pods.values()].filter((p) => p.spec.nodeName === n.metadata.name).length }))
+        .filter((c) => c.load < this.options.podsPerNode)
         .sort((a, b) => a.load - b.load || a.node.metadata.name.localeCompare(b.node.metadata.name));
       if (candidates.length === 0) continue;
       pod.spec.nodeName = candidates[0].node.metadata.name;

@@ -1,4 +1,4 @@
-import { clampUnit, describeCause, GpuActivityReading, GpuActivitySource, GpuActivitySourceError, readingFromPerGpu } from './gpu-activity-source';
+import { clampUnit, describeCause, GpuActivityReading, GpuActivitySource, GpuActivitySourceError, isErrorLike, readingFromPerGpu } from './gpu-activity-source';
 
 export const DCGM_TENSOR_ACTIVE_METRIC = 'DCGM_FI_PROF_PIPE_TENSOR_ACTIVE';
 export const DEFAULT_DCGM_EXPORTER_URL = 'http://127.0.0.1:9400/metrics';
@@ -17,11 +17,17 @@ export class DcgmExporterSource implements GpuActivitySource {
   private readonly timeoutMs: number;
 
   constructor(options: DcgmExporterSourceOptions) {
+    let url: URL;
     try {
-      this.url = new URL(options.url).href;
+      url = new URL(options.url);
     } catch (err) {
       throw new GpuActivitySourceError('dcgm', options.url, 'not a valid URL', { cause: err });
     }
+    // `localhost:9400` parses as a URL with scheme `localhost:`; say so here rather than as a fetch error later.
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+      throw new GpuActivitySourceError('dcgm', options.url, `not an http(s) URL (scheme '${url.protocol}')`);
+    }
+    this.url = url.href;
     this.timeoutMs = options.timeoutMs ?? 2_000;
   }
 
@@ -51,15 +57,15 @@ export class DcgmExporterSource implements GpuActivitySource {
   }
 
   private whyScrapeFailed(err: unknown): string {
-    if (err instanceof Error && (err.name === 'TimeoutError' || err.name === 'AbortError')) return `no answer within ${this.timeoutMs} ms`;
+    if (isErrorLike(err) && (err.name === 'TimeoutError' || err.name === 'AbortError')) return `no answer within ${this.timeoutMs} ms`;
     // fetch() reports every network failure as "fetch failed"; the useful part (ECONNREFUSED...) is the cause.
-    if (err instanceof Error && err.cause !== undefined) return `cannot reach the exporter: ${describeCause(err.cause)}`;
+    if (isErrorLike(err) && err.cause !== undefined) return `cannot reach the exporter: ${describeCause(err.cause)}`;
     return describeCause(err);
   }
 }
 
 /** One sample line of the Prometheus text format. */
-interface PrometheusSample {
+export interface PrometheusSample {
   labels: Record<string, string>;
   value: number;
   lineNumber: number;

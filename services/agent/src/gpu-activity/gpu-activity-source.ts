@@ -56,11 +56,21 @@ export function clampUnit(value: number): number {
   return Math.min(1, Math.max(0, value));
 }
 
-/** The `code` of a Node system error (ENOENT, ECONNREFUSED, ...), or its message, or the thing itself. */
+/** The `code` of a Node system error (ENOENT, ECONNREFUSED, ...) with its message, or the thing itself. */
 export function describeCause(err: unknown): string {
-  if (err instanceof Error) {
-    const code = (err as NodeJS.ErrnoException).code;
+  if (isErrorLike(err)) {
+    const code = typeof err.code === 'string' ? err.code : undefined;
+    // Connection failures to a dual-stack host arrive as an AggregateError with only a code, no message.
+    if (!err.message) return code ?? err.name;
     return code && !err.message.includes(code) ? `${code}: ${err.message}` : err.message;
   }
   return String(err);
+}
+
+/**
+ * Duck-typed rather than `instanceof Error`: errors from fetch() (undici) and DOMException timeouts
+ * may come from another realm (jest's sandbox, for one), where `instanceof` is false.
+ */
+export function isErrorLike(err: unknown): err is { name: string; message: string; code?: unknown; cause?: unknown } {
+  return typeof err === 'object' && err !== null && typeof (err as { message?: unknown }).message === 'string' && typeof (err as { name?: unknown }).name === 'string';
 }

@@ -1,0 +1,352 @@
+"""Client for the robustrl agent's local HTTP API, for trainers and rollout workers written in Python.
+
+Single module, standard library only (urllib, json), Python >= 3.8: copy this file next to your
+training code. The agent runs on every GPU machine of the job; this client tells it what the role is
+doing (phase, step boundaries, checkpoints, rollout throughput, GPU activity, errors) so the detector
+can tell a hang from a phase that legitimately has no GPU activity.
+
+A trainer must never crash because its agent is briefly unreachable: by default every failure is
+logged (logger ``robustrl_agent``) and the method returns None. Pass ``raise_on_error=True`` to get
+an ``AgentError`` instead. Invalid arguments (an unknown phase, a negative step) always raise
+ValueError: that is a bug in the caller, better found on the first call than hidden in a log.
+"""
+
+import contextlib
+import http.client
+import json
+import logging
+import math
+import os
+import socket
+import time
+import traceback
+import urllib.error
+import urllib.request
+from typing import Any, Dict, Iterator, List, Optional, Sequence
+
+__all__ = [
+    "AgentClient",
+    "AgentError",
+    "DEFAULT_AGENT_URL",
+    "AGENT_URL_ENV",
+    "PHASES",
+    "ERROR_SIGNALS",
+]
+
+DEFAULT_AGENT_URL = "http://127.0.0.1:8086"
+AGENT_URL_ENV = "ROBUSTRL_AGENT_URL"
+
+# Only "training" counts toward the detector's trainer idle window; the other phases have no
+# TensorCore activity by nature, so announcing them keeps a healthy pause from looking like a hang.
+PHASES = (
+    "initializing",
+    "training",
+    "context-switch",
+    "weight-update",
+    "advantage",
+    "checkpoint",
+    "rollout",
+    "awaiting-tools",
+    "idle",
+)
+
+# "process-exited" is also a fault signal, but the agent observes that one itself.
+ERROR_SIGNALS = ("step-exception", "ecc-error", "xid-error")
+
+# The agent rejects a longer detail (its event schema caps it at 4000 characters).
+MAX_DETAIL_CHARS = 4000
+
+# Frames kept in a step-exception report: the innermost ones, where the failure happened.
+TRACEBACK_FRAMES = 5
+
+logger = logging.getLogger("robustrl_agent")
+
+
+class AgentError(Exception):
+    """A call to the agent failed.
+
+    ``status`` is the HTTP status, or None when the agent could not be reached or did not answer.
+    ``message`` is the agent's own ``error`` text when it sent one; ``issues`` its list of
+    ``{"path": ..., "message": ...}`` for invalid input (HTTP 400).
+    """
+
+    def __init__(
+        self, method: str, path: str, message: str, status: Optional[int] = None, issues: Optional[List[Any]] = None
+    ) -> None:
+        self.method = method
+        self.path = path
+        self.message = message
+        self.status = status
+        self.issues = list(issues or [])
+        where = "{} {}".format(method, path)
+        head = "{}: HTTP {}: {}".format(where, status, message) if status is not None else "{}: {}".format(where, message)
+        details = "; ".join(
+            "{}: {}".format(issue.get("path", "?"), issue.get("message", "?")) if isinstance(issue, dict) else str(issue)
+            for issue in self.issues
+        )
+        super().__init__("{} ({})".format(head, details) if details else head)
+
+
+class AgentClient:
+    """Talks to the agent on this machine.
+
+    :param url: the agent's base URL; default ``$ROBUSTRL_AGENT_URL``, else ``http://127.0.0.1:8086``.
+    :param timeout: seconds per request. Kept short: a training step waits on every report.
+    :param raise_on_error: raise ``AgentError`` on failure instead of logging and returning None.
+    """
+
+    def __init__(self, url: Optional[str] = None, timeout: float = 2.0, raise_on_error: bool = False) -> None:
+        base = url if url is not None else os.environ.get(AGENT_URL_ENV) or DEFAULT_AGENT_URL
+        if not isinstance(base, str) or not base.startswith(("http://", "https://")):
+            raise ValueError("agent url must start with http:// or https://, got {!r}".format(base))
+        if not _is_number(timeout) or timeout <= 0:
+            raise ValueError("timeout must be a number > 0, got {!r}".format(timeout))
+        self.url = base.rstrip("/")
+        self.timeout = float(timeout)
+        self.raise_on_error = bool(raise_on_error)
+        # The agent is local: never route it through an HTTP(S)_PROXY from the environment, which
+        # cluster images often set for downloads and which would not know 127.0.0.1 of this machine.
+        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        # While the agent stays unreachable, warn once and log the repeats at DEBUG: one warning per
+        # step for hours would bury the trainer's own log.
+        self._unreachable = False
+
+    # -- reports ------------------------------------------------------------------------------
+
+    def phase(self, phase: str, step: int) -> Optional[Dict[str, Any]]:
+        """The role entered ``phase`` at ``step``; detection rules depend on the phase."""
+        if phase not in PHASES:
+            raise ValueError("unknown phase {!r}; expected one of: {}".format(phase, ", ".join(PHASES)))
+        return self._post("/v1/phase", {"phase": phase, "step": _step(step)})
+
+    def step_begin(self, step: int, batch_id: str) -> Optional[Dict[str, Any]]:
+        return self._post("/v1/steps/begin", {"step": _step(step), "batchId": _text("batch_id", batch_id)})
+
+    def step_end(self, step: int, batch_id: str, duration_ms: int) -> Optional[Dict[str, Any]]:
+        return self._post(
+            "/v1/steps/end",
+            {"step": _step(step), "batchId": _text("batch_id", batch_id), "durationMs": _count("duration_ms", duration_ms)},
+        )
+
+    def checkpoint_saved(self, step: int, uri: str, blocking_ms: int) -> Optional[Dict[str, Any]]:
+        """A checkpoint of ``step`` is saved at ``uri``; training was blocked ``blocking_ms`` by it."""
+        return self._post(
+            "/v1/checkpoints",
+            {"step": _step(step), "uri": _text("uri", uri), "blockingMs": _count("blocking_ms", blocking_ms)},
+        )
+
+    def throughput(
+        self,
+        window_seconds: float,
+        tokens_per_second: float,
+        completed_requests: int,
+        in_flight_requests: int,
+        awaiting_tools: int,
+        rollout_id: Optional[str] = None,
+    ) -> Optional[Dict[str, Any]]:
+        """Generation throughput of a rollout instance over the last ``window_seconds``.
+
+        ``awaiting_tools`` has no default on purpose: requests parked on tool calls make zero
+        throughput healthy, and a silent 0 would let such a rollout look stalled.
+        """
+        body: Dict[str, Any] = {
+            "windowSeconds": _positive("window_seconds", window_seconds),
+            "tokensPerSecond": _non_negative("tokens_per_second", tokens_per_second),
+            "completedRequests": _count("completed_requests", completed_requests),
+            "inFlightRequests": _count("in_flight_requests", in_flight_requests),
+            "awaitingTools": _count("awaiting_tools", awaiting_tools),
+        }
+        if rollout_id is not None:
+            body["rolloutId"] = _text("rollout_id", rollout_id)
+        return self._post("/v1/throughput", body)
+
+    def gpu_activity(
+        self, tensor_active: float, interval_seconds: Optional[float] = None, per_gpu: Optional[Sequence[float]] = None
+    ) -> Optional[Dict[str, Any]]:
+        """TensorCore activity (0..1) measured by the framework, for machines without DCGM/nvidia-smi.
+
+        The agent answers 409 when it reads activity from hardware itself.
+        """
+        body: Dict[str, Any] = {"tensorActive": _unit("tensor_active", tensor_active)}
+        if interval_seconds is not None:
+            body["intervalSeconds"] = _positive("interval_seconds", interval_seconds)
+        if per_gpu is not None:
+            if isinstance(per_gpu, (str, bytes)) or not hasattr(per_gpu, "__iter__"):
+                raise ValueError("per_gpu must be a sequence of numbers in 0..1, got {!r}".format(per_gpu))
+            body["perGpu"] = [_unit("per_gpu[{}]".format(i), value) for i, value in enumerate(per_gpu)]
+        return self._post("/v1/gpu-activity", body)
+
+    def error(self, signal: str, detail: str) -> Optional[Dict[str, Any]]:
+        """An explicit fault (``step-exception``, ``ecc-error``, ``xid-error``); the detector confirms it at once."""
+        if signal not in ERROR_SIGNALS:
+            raise ValueError("unknown error signal {!r}; expected one of: {}".format(signal, ", ".join(ERROR_SIGNALS)))
+        if not isinstance(detail, str):
+            raise ValueError("detail must be a string, got {!r}".format(detail))
+        return self._post("/v1/errors", {"signal": signal, "detail": _truncate(detail)})
+
+    def status(self) -> Optional[Dict[str, Any]]:
+        """The agent's view: machineId, role, jobId, phase, step, roleProcess, gpuActivitySource."""
+        return self._request("GET", "/v1/status", None)
+
+    @contextlib.contextmanager
+    def training_step(self, step: int, batch_id: str) -> Iterator[None]:
+        """Wraps one training step: reports phase ``training`` and the step's begin, then its end
+        with the measured duration; or, when the body raises, reports a ``step-exception`` and
+        re-raises (the robust trainer of the paper wraps its step in try/except).
+
+        A failure to report never replaces the step's own exception, even with ``raise_on_error``.
+        KeyboardInterrupt and SystemExit are not reported: stopping a trainer is not a fault.
+        """
+        step = _step(step)
+        batch_id = _text("batch_id", batch_id)
+        self.phase("training", step)
+        self.step_begin(step, batch_id)
+        started = time.monotonic()
+        try:
+            yield
+        except Exception as exc:
+            try:
+                self.error("step-exception", _describe_exception(exc, step, batch_id))
+            except AgentError as report_failure:
+                logger.warning("could not report the exception of step %s to the agent: %s", step, report_failure)
+            raise
+        self.step_end(step, batch_id, int(round((time.monotonic() - started) * 1000)))
+
+    # -- transport ----------------------------------------------------------------------------
+
+    def _post(self, path: str, body: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+        return self._request("POST", path, body)
+
+    def _request(self, method: str, path: str, body: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+        try:
+            result = self._send(method, path, body)
+        except AgentError as err:
+            if self.raise_on_error:
+                raise
+            self._log_failure(err)
+            return None
+        if self._unreachable:
+            logger.info("robustrl agent at %s is reachable again", self.url)
+            self._unreachable = False
+        return result
+
+    def _send(self, method: str, path: str, body: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+        data = None if body is None else json.dumps(body, allow_nan=False).encode("utf-8")
+        headers = {"Accept": "application/json"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        request = urllib.request.Request(self.url + path, data=data, headers=headers, method=method)
+        try:
+            with self._opener.open(request, timeout=self.timeout) as response:
+                status = response.status
+                raw = response.read()
+        except urllib.error.HTTPError as err:
+            # HTTPError is raised for every status >= 400; its body carries the agent's explanation.
+            try:
+                raw = err.read()
+            except OSError:
+                raw = b""
+            finally:
+                err.close()
+            answer = _json_object(raw) or {}
+            message = answer.get("error") if isinstance(answer.get("error"), str) else (raw.decode("utf-8", "replace").strip()[:300] or err.reason)
+            issues = answer.get("issues") if isinstance(answer.get("issues"), list) else None
+            raise AgentError(method, path, str(message), status=err.code, issues=issues)
+        except urllib.error.URLError as err:
+            raise AgentError(method, path, "agent unreachable at {}: {}".format(self.url, err.reason))
+        except (socket.timeout, TimeoutError):
+            raise AgentError(method, path, "no answer from the agent at {} within {} s".format(self.url, self.timeout))
+        except (OSError, ValueError, http.client.HTTPException) as err:
+            # A connection reset mid-response, a malformed status line, an agent gone mid-answer.
+            raise AgentError(method, path, "request to the agent at {} failed: {}".format(self.url, err))
+        if not raw.strip():
+            return {}
+        answer = _json_object(raw)
+        if answer is None:
+            raise AgentError(method, path, "agent answered HTTP {} with a body that is not a JSON object".format(status), status=status)
+        return answer
+
+    def _log_failure(self, err: AgentError) -> None:
+        if err.status is None:
+            # Unreachable or timed out: expected while the agent restarts, so say it once per outage.
+            level = logging.DEBUG if self._unreachable else logging.WARNING
+            self._unreachable = True
+            logger.log(level, "robustrl agent report failed (continuing): %s", err)
+        else:
+            # The agent answered and refused: a bug in the caller or a mismatch with the agent; always worth seeing.
+            logger.warning("robustrl agent refused a report (continuing): %s", err)
+
+
+# -- argument checks ------------------------------------------------------------------------------
+
+
+def _is_number(value: Any) -> bool:
+    # bool is an int in Python; True as a step or rate is a bug, not 1.
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _is_integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _step(step: Any) -> int:
+    if not _is_integer(step) or step < 0:
+        raise ValueError("step must be an integer >= 0, got {!r}".format(step))
+    return step
+
+
+def _count(name: str, value: Any) -> int:
+    if not _is_integer(value) or value < 0:
+        raise ValueError("{} must be an integer >= 0, got {!r}".format(name, value))
+    return value
+
+
+def _text(name: str, value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError("{} must be a non-empty string, got {!r}".format(name, value))
+    return value
+
+
+def _positive(name: str, value: Any) -> float:
+    if not _is_number(value) or value <= 0:
+        raise ValueError("{} must be a number > 0, got {!r}".format(name, value))
+    return value
+
+
+def _non_negative(name: str, value: Any) -> float:
+    if not _is_number(value) or value < 0:
+        raise ValueError("{} must be a number >= 0, got {!r}".format(name, value))
+    return value
+
+
+def _unit(name: str, value: Any) -> float:
+    if not _is_number(value) or not 0 <= value <= 1:
+        raise ValueError("{} must be a number in 0..1, got {!r}".format(name, value))
+    return value
+
+
+def _json_object(raw: bytes) -> Optional[Dict[str, Any]]:
+    """The body as a JSON object, or None when it is not one."""
+    try:
+        value = json.loads(raw.decode("utf-8"))
+    except ValueError:  # UnicodeDecodeError and JSONDecodeError are both ValueErrors
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _truncate(detail: str) -> str:
+    if len(detail) <= MAX_DETAIL_CHARS:
+        return detail
+    # Keep the head (exception type and message) and the tail (innermost frames), the parts that say what broke.
+    marker = "\n[... truncated ...]\n"
+    head = MAX_DETAIL_CHARS // 3
+    return detail[:head] + marker + detail[-(MAX_DETAIL_CHARS - head - len(marker)):]
+
+
+def _describe_exception(exc: BaseException, step: int, batch_id: str) -> str:
+    frames = traceback.format_tb(exc.__traceback__, limit=-TRACEBACK_FRAMES)
+    return _truncate(
+        "{}: {}\nstep {}, batch {}\nTraceback (innermost {} frames):\n{}".format(
+            type(exc).__name__, exc, step, batch_id, TRACEBACK_FRAMES, "".join(frames).rstrip()
+        )
+    )

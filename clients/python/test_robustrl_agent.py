@@ -1,0 +1,374 @@
+"""Tests of robustrl_agent against a fake agent (http.server in a thread). Standard library only.
+
+Run: cd clients/python && python3 -m unittest -v
+"""
+
+import json
+import logging
+import os
+import socket
+import threading
+import time
+import unittest
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Dict, List, Optional, Tuple
+from unittest import mock
+
+import robustrl_agent
+from robustrl_agent import AgentClient, AgentError
+
+STATUS = {
+    "machineId": "gpu-7",
+    "role": "trainer",
+    "jobId": "job-1",
+    "phase": "training",
+    "step": 42,
+    "roleProcess": {"pid": 1234, "state": "running"},
+    "gpuActivitySource": "dcgm",
+}
+
+
+class FakeAgent:
+    """Records every request; answers 202 accepted unless told otherwise for a path."""
+
+    def __init__(self) -> None:
+        self.requests: List[Dict[str, Any]] = []
+        # path -> (status, body bytes or JSON-able value, delay seconds)
+        self.answers: Dict[str, Tuple[int, Any, float]] = {}
+        self._lock = threading.Lock()
+        agent = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self._handle(None)
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                self._handle(self.rfile.read(length))
+
+            def _handle(self, raw: Optional[bytes]) -> None:
+                with agent._lock:
+                    number = len(agent.requests) + 1
+                    agent.requests.append(
+                        {
+                            "method": self.command,
+                            "path": self.path,
+                            "contentType": self.headers.get("Content-Type"),
+                            "body": None if raw is None else json.loads(raw.decode("utf-8")),
+                        }
+                    )
+                default = (200, STATUS, 0.0) if self.path == "/v1/status" else (202, {"accepted": True, "eventId": "evt-{}".format(number)}, 0.0)
+                status, body, delay = agent.answers.get(self.path, default)
+                if delay:
+                    time.sleep(delay)
+                data = body if isinstance(body, bytes) else json.dumps(body).encode("utf-8")
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (timeout test)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = "http://127.0.0.1:{}".format(self.server.server_address[1])
+        self._thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def last(self) -> Dict[str, Any]:
+        return self.requests[-1]
+
+    def posted(self) -> List[Tuple[str, Any]]:
+        return [(r["path"], r["body"]) for r in self.requests]
+
+
+def free_port_url() -> str:
+    """A URL on which nothing listens."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return "http://127.0.0.1:{}".format(port)
+
+
+class AgentTestCase(unittest.TestCase):
+    def setUp(self) -> None:
+        self.agent = FakeAgent()
+        self.addCleanup(self.agent.close)
+        self.client = AgentClient(self.agent.url)
+
+
+class ReportsTest(AgentTestCase):
+    def test_phase(self) -> None:
+        answer = self.client.phase("weight-update", 12)
+        self.assertEqual(answer, {"accepted": True, "eventId": "evt-1"})
+        self.assertEqual(
+            self.agent.last(),
+            {"method": "POST", "path": "/v1/phase", "contentType": "application/json", "body": {"phase": "weight-update", "step": 12}},
+        )
+
+    def test_step_begin_and_end(self) -> None:
+        self.client.step_begin(3, "batch-3")
+        self.client.step_end(3, "batch-3", 1500)
+        self.assertEqual(
+            self.agent.posted(),
+            [
+                ("/v1/steps/begin", {"step": 3, "batchId": "batch-3"}),
+                ("/v1/steps/end", {"step": 3, "batchId": "batch-3", "durationMs": 1500}),
+            ],
+        )
+
+    def test_checkpoint_saved(self) -> None:
+        self.client.checkpoint_saved(100, "s3://ckpt/job-1/step-100", 8200)
+        self.assertEqual(self.agent.posted(), [("/v1/checkpoints", {"step": 100, "uri": "s3://ckpt/job-1/step-100", "blockingMs": 8200})])
+
+    def test_throughput(self) -> None:
+        self.client.throughput(10.0, 1234.5, 17, 64, 5, rollout_id="rollout-2")
+        self.client.throughput(window_seconds=5, tokens_per_second=0, completed_requests=0, in_flight_requests=3, awaiting_tools=3)
+        self.assertEqual(
+            self.agent.posted(),
+            [
+                (
+                    "/v1/throughput",
+                    {"windowSeconds": 10.0, "tokensPerSecond": 1234.5, "completedRequests": 17, "inFlightRequests": 64, "awaitingTools": 5, "rolloutId": "rollout-2"},
+                ),
+                ("/v1/throughput", {"windowSeconds": 5, "tokensPerSecond": 0, "completedRequests": 0, "inFlightRequests": 3, "awaitingTools": 3}),
+            ],
+        )
+
+    def test_gpu_activity(self) -> None:
+        self.client.gpu_activity(0.5)
+        self.client.gpu_activity(0.25, interval_seconds=10, per_gpu=(0.0, 0.5))
+        self.assertEqual(
+            self.agent.posted(),
+            [
+                ("/v1/gpu-activity", {"tensorActive": 0.5}),
+                ("/v1/gpu-activity", {"tensorActive": 0.25, "intervalSeconds": 10, "perGpu": [0.0, 0.5]}),
+            ],
+        )
+
+    def test_error(self) -> None:
+        self.client.error("xid-error", "Xid 79: GPU has fallen off the bus")
+        self.assertEqual(self.agent.posted(), [("/v1/errors", {"signal": "xid-error", "detail": "Xid 79: GPU has fallen off the bus"})])
+
+    def test_error_detail_is_truncated_to_what_the_agent_accepts(self) -> None:
+        detail = "head " + "x" * 10000 + " tail"
+        self.client.error("step-exception", detail)
+        sent = self.agent.last()["body"]["detail"]
+        self.assertEqual(len(sent), robustrl_agent.MAX_DETAIL_CHARS)
+        self.assertTrue(sent.startswith("head "))
+        self.assertTrue(sent.endswith(" tail"))
+        self.assertIn("[... truncated ...]", sent)
+
+    def test_status(self) -> None:
+        self.assertEqual(self.client.status(), STATUS)
+        self.assertEqual(self.agent.last(), {"method": "GET", "path": "/v1/status", "contentType": None, "body": None})
+
+
+class ConfigurationTest(unittest.TestCase):
+    def test_url_from_environment_else_default(self) -> None:
+        with mock.patch.dict(os.environ, {"ROBUSTRL_AGENT_URL": "http://10.0.0.5:9999/"}):
+            self.assertEqual(AgentClient().url, "http://10.0.0.5:9999")
+            self.assertEqual(AgentClient("http://127.0.0.1:1").url, "http://127.0.0.1:1")
+        with mock.patch.dict(os.environ, {}, clear=True):
+            self.assertEqual(AgentClient().url, "http://127.0.0.1:8086")
+
+    def test_environment_proxy_is_not_used_for_the_local_agent(self) -> None:
+        agent = FakeAgent()
+        self.addCleanup(agent.close)
+        with mock.patch.dict(os.environ, {"http_proxy": free_port_url(), "HTTP_PROXY": free_port_url(), "no_proxy": ""}):
+            client = AgentClient(agent.url, raise_on_error=True)
+            self.assertEqual(client.phase("idle", 0), {"accepted": True, "eventId": "evt-1"})
+
+    def test_rejects_bad_settings(self) -> None:
+        with self.assertRaisesRegex(ValueError, "must start with http:// or https://"):
+            AgentClient("127.0.0.1:8086")
+        with self.assertRaisesRegex(ValueError, "timeout must be a number > 0"):
+            AgentClient("http://127.0.0.1:8086", timeout=0)
+
+
+class ArgumentValidationTest(AgentTestCase):
+    def assertRejected(self, pattern: str, call: Any, *args: Any, **kwargs: Any) -> None:
+        with self.assertRaisesRegex(ValueError, pattern):
+            call(*args, **kwargs)
+
+    def test_invalid_arguments_raise_value_error_and_send_nothing(self) -> None:
+        c = self.client
+        self.assertRejected(r"unknown phase 'trainig'; expected one of: initializing, training, ", c.phase, "trainig", 1)
+        self.assertRejected(r"step must be an integer >= 0, got -1", c.phase, "training", -1)
+        self.assertRejected(r"step must be an integer >= 0, got True", c.step_begin, True, "b")
+        self.assertRejected(r"step must be an integer >= 0, got 1.5", c.step_begin, 1.5, "b")
+        self.assertRejected(r"batch_id must be a non-empty string, got ''", c.step_begin, 1, "")
+        self.assertRejected(r"duration_ms must be an integer >= 0, got 12.5", c.step_end, 1, "b", 12.5)
+        self.assertRejected(r"uri must be a non-empty string", c.checkpoint_saved, 1, None, 0)
+        self.assertRejected(r"blocking_ms must be an integer >= 0, got -5", c.checkpoint_saved, 1, "file:///c", -5)
+        self.assertRejected(r"window_seconds must be a number > 0, got 0", c.throughput, 0, 1.0, 0, 0, 0)
+        self.assertRejected(r"tokens_per_second must be a number >= 0, got nan", c.throughput, 1, float("nan"), 0, 0, 0)
+        self.assertRejected(r"awaiting_tools must be an integer >= 0", c.throughput, 1, 1.0, 0, 0, -1)
+        self.assertRejected(r"rollout_id must be a non-empty string", c.throughput, 1, 1.0, 0, 0, 0, rollout_id="")
+        self.assertRejected(r"tensor_active must be a number in 0..1, got 1.5", c.gpu_activity, 1.5)
+        self.assertRejected(r"interval_seconds must be a number > 0, got -1", c.gpu_activity, 0.5, interval_seconds=-1)
+        self.assertRejected(r"per_gpu\[1\] must be a number in 0..1, got 2", c.gpu_activity, 0.5, per_gpu=[0.5, 2])
+        self.assertRejected(r"per_gpu must be a sequence of numbers", c.gpu_activity, 0.5, per_gpu="0.5")
+        self.assertRejected(r"unknown error signal 'process-exited'; expected one of: step-exception, ecc-error, xid-error", c.error, "process-exited", "x")
+        self.assertRejected(r"detail must be a string", c.error, "ecc-error", None)
+        self.assertEqual(self.agent.requests, [])
+
+
+class AgentRefusalTest(AgentTestCase):
+    def test_400_raises_agent_error_with_the_servers_message_and_issues(self) -> None:
+        self.agent.answers["/v1/phase"] = (
+            400,
+            {"error": "invalid phase report", "issues": [{"path": "step", "message": "Too big: expected number to be <= 9007199254740991"}]},
+            0.0,
+        )
+        client = AgentClient(self.agent.url, raise_on_error=True)
+        with self.assertRaises(AgentError) as caught:
+            client.phase("training", 2**60)
+        err = caught.exception
+        self.assertEqual(err.status, 400)
+        self.assertEqual(err.message, "invalid phase report")
+        self.assertEqual(err.issues, [{"path": "step", "message": "Too big: expected number to be <= 9007199254740991"}])
+        self.assertEqual(str(err), "POST /v1/phase: HTTP 400: invalid phase report (step: Too big: expected number to be <= 9007199254740991)")
+
+    def test_409_for_gpu_activity_when_the_agent_has_a_hardware_source(self) -> None:
+        self.agent.answers["/v1/gpu-activity"] = (409, {"error": "GPU activity comes from dcgm on this machine; pushes are refused"}, 0.0)
+        client = AgentClient(self.agent.url, raise_on_error=True)
+        with self.assertRaisesRegex(AgentError, r"^POST /v1/gpu-activity: HTTP 409: GPU activity comes from dcgm") as caught:
+            client.gpu_activity(0.5)
+        self.assertEqual(caught.exception.status, 409)
+
+    def test_a_non_json_error_body_still_gives_a_message(self) -> None:
+        self.agent.answers["/v1/errors"] = (502, b"Bad Gateway", 0.0)
+        with self.assertRaisesRegex(AgentError, r"HTTP 502: Bad Gateway"):
+            AgentClient(self.agent.url, raise_on_error=True).error("ecc-error", "DBE")
+
+    def test_a_success_without_a_json_object_is_an_error(self) -> None:
+        self.agent.answers["/v1/status"] = (200, b"<html>not the agent</html>", 0.0)
+        with self.assertRaisesRegex(AgentError, r"not a JSON object"):
+            AgentClient(self.agent.url, raise_on_error=True).status()
+
+    def test_by_default_a_refusal_is_logged_and_returns_none(self) -> None:
+        self.agent.answers["/v1/phase"] = (400, {"error": "invalid phase report", "issues": [{"path": "phase", "message": "Invalid option"}]}, 0.0)
+        with self.assertLogs("robustrl_agent", logging.WARNING) as logs:
+            self.assertIsNone(self.client.phase("training", 1))
+        self.assertIn("HTTP 400: invalid phase report (phase: Invalid option)", logs.output[0])
+
+
+class UnreachableAgentTest(unittest.TestCase):
+    def test_unreachable_agent_does_not_raise_by_default(self) -> None:
+        client = AgentClient(free_port_url())
+        with self.assertLogs("robustrl_agent", logging.DEBUG) as logs:
+            self.assertIsNone(client.phase("training", 1))
+            self.assertIsNone(client.step_begin(1, "b"))
+            self.assertIsNone(client.status())
+        # One warning per outage, the repeats at DEBUG.
+        self.assertEqual([r.levelname for r in logs.records], ["WARNING", "DEBUG", "DEBUG"])
+        self.assertIn("agent unreachable at http://127.0.0.1:", logs.output[0])
+
+    def test_unreachable_agent_raises_with_raise_on_error(self) -> None:
+        url = free_port_url()
+        with self.assertRaisesRegex(AgentError, r"^POST /v1/steps/begin: agent unreachable at " + url) as caught:
+            AgentClient(url, raise_on_error=True).step_begin(1, "b")
+        self.assertIsNone(caught.exception.status)
+
+    def test_slow_agent_times_out_without_raising(self) -> None:
+        agent = FakeAgent()
+        self.addCleanup(agent.close)
+        agent.answers["/v1/phase"] = (202, {"accepted": True, "eventId": "late"}, 1.0)
+        client = AgentClient(agent.url, timeout=0.2)
+        started = time.monotonic()
+        with self.assertLogs("robustrl_agent", logging.WARNING):
+            self.assertIsNone(client.phase("training", 1))
+        self.assertLess(time.monotonic() - started, 0.9)
+        with self.assertRaisesRegex(AgentError, r"no answer from the agent at .* within 0.2 s"):
+            AgentClient(agent.url, timeout=0.2, raise_on_error=True).phase("training", 1)
+
+    def test_recovery_is_logged_once_the_agent_answers_again(self) -> None:
+        client = AgentClient(free_port_url())
+        with self.assertLogs("robustrl_agent", logging.INFO) as logs:
+            client.phase("idle", 0)
+            agent = FakeAgent()
+            self.addCleanup(agent.close)
+            client.url = agent.url
+            self.assertIsNotNone(client.phase("idle", 0))
+        self.assertIn("is reachable again", logs.output[-1])
+
+
+class TrainingStepTest(AgentTestCase):
+    def test_reports_phase_begin_and_end_with_the_measured_duration(self) -> None:
+        with self.client.training_step(7, "batch-7"):
+            time.sleep(0.05)
+        posted = self.agent.posted()
+        self.assertEqual(
+            posted[:2],
+            [("/v1/phase", {"phase": "training", "step": 7}), ("/v1/steps/begin", {"step": 7, "batchId": "batch-7"})],
+        )
+        self.assertEqual(len(posted), 3)
+        path, body = posted[2]
+        self.assertEqual(path, "/v1/steps/end")
+        self.assertEqual((body["step"], body["batchId"]), (7, "batch-7"))
+        self.assertIsInstance(body["durationMs"], int)
+        self.assertGreaterEqual(body["durationMs"], 45)
+        self.assertLess(body["durationMs"], 5000)
+
+    def test_reports_an_exception_and_reraises_it(self) -> None:
+        def forward() -> None:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+        with self.assertRaisesRegex(RuntimeError, "illegal memory access"):
+            with self.client.training_step(8, "batch-8"):
+                forward()
+        paths = [p for p, _ in self.agent.posted()]
+        self.assertEqual(paths, ["/v1/phase", "/v1/steps/begin", "/v1/errors"])
+        body = self.agent.last()["body"]
+        self.assertEqual(body["signal"], "step-exception")
+        detail = body["detail"]
+        self.assertTrue(detail.startswith("RuntimeError: CUDA error: an illegal memory access was encountered\nstep 8, batch batch-8\n"), detail)
+        self.assertIn("test_robustrl_agent.py", detail)
+        self.assertIn("in forward", detail)
+        self.assertLessEqual(len(detail), robustrl_agent.MAX_DETAIL_CHARS)
+
+    def test_a_failed_report_never_replaces_the_steps_exception(self) -> None:
+        self.agent.answers["/v1/errors"] = (500, {"error": "store down"}, 0.0)
+        client = AgentClient(self.agent.url, raise_on_error=True)
+        with self.assertLogs("robustrl_agent", logging.WARNING) as logs:
+            with self.assertRaises(KeyError):
+                with client.training_step(9, "batch-9"):
+                    raise KeyError("missing")
+        self.assertIn("could not report the exception of step 9", logs.output[0])
+
+    def test_the_step_runs_and_raises_normally_while_the_agent_is_unreachable(self) -> None:
+        client = AgentClient(free_port_url())
+        ran = []
+        with self.assertLogs("robustrl_agent", logging.WARNING):
+            with client.training_step(1, "b"):
+                ran.append(True)
+            with self.assertRaisesRegex(ValueError, "bad batch"):
+                with client.training_step(2, "b"):
+                    raise ValueError("bad batch")
+        self.assertEqual(ran, [True])
+
+    def test_interrupts_are_not_reported_as_faults(self) -> None:
+        with self.assertRaises(KeyboardInterrupt):
+            with self.client.training_step(3, "b"):
+                raise KeyboardInterrupt()
+        self.assertEqual([p for p, _ in self.agent.posted()], ["/v1/phase", "/v1/steps/begin"])
+
+    def test_invalid_step_is_refused_before_the_body_runs(self) -> None:
+        with self.assertRaisesRegex(ValueError, "step must be an integer >= 0"):
+            with self.client.training_step(-1, "b"):
+                self.fail("the body must not run")
+        self.assertEqual(self.agent.requests, [])
+
+
+if __name__ == "__main__":
+    unittest.main()

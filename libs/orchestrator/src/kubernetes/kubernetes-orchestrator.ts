@@ -1,0 +1,457 @@
+/**
+ * The Kubernetes adapter of the orchestrator port.
+ *
+ * Mapping (also in libs/orchestrator/README.md, "Kubernetes adapter"):
+ *
+ *  - A machine is a pod in one namespace, labelled
+ *      robustrl.io/job=<jobId>, robustrl.io/role=<trainer|rollout|hybrid>,
+ *      robustrl.io/zone=<zone>, robustrl.io/hardware-class=<class>.
+ *  - The machine id is the pod name. There is deliberately no label override: a pod template cannot
+ *    give each replica its own label value, while the pod name reaches the agent through the downward
+ *    API (`fieldRef: metadata.name`), so agent and orchestrator agree on the id without coordination.
+ *  - The pods are owned by a StatefulSet or Deployment per role (and zone/class); this adapter never
+ *    creates pods or scales owners. Restarting or replacing a machine is deleting its pod and waiting
+ *    for the owner's replacement to be Running. Replacements are told apart by pod UID, not name,
+ *    because a StatefulSet recreates a pod under the same name.
+ *  - Isolating a machine cordons its node (`spec.unschedulable: true`, with annotations saying which
+ *    machine, why, and which operation) before deleting the pod, so the replacement cannot land on
+ *    the suspect node. Nobody here uncordons: that is for whoever repairs the node.
+ *  - Idempotency per operationId is in memory: a repeated id returns the first result without
+ *    calling the API again. An operation that failed (e.g. timed out waiting) is not remembered as
+ *    done, but a restart whose pods were already deleted resumes waiting instead of deleting the
+ *    replacements.
+ */
+import { CoreV1Api, HttpError, KubeConfig, PatchUtils, V1Pod } from '@kubernetes/client-node';
+import { Role } from '@robustrl/contracts';
+import { MachineSpec, Orchestrator, OrchestratorError } from '../orchestrator';
+
+export const PodLabels = {
+  job: 'robustrl.io/job',
+  role: 'robustrl.io/role',
+  zone: 'robustrl.io/zone',
+  hardwareClass: 'robustrl.io/hardware-class',
+} as const;
+
+export const NodeAnnotations = {
+  operation: 'robustrl.io/operation',
+  isolatedMachine: 'robustrl.io/isolated-machine',
+  isolationReason: 'robustrl.io/isolation-reason',
+} as const;
+
+export interface KubernetesOrchestratorOptions {
+  /** Defaults to `KubeConfig.loadFromDefault()`: $KUBECONFIG, ~/.kube/config, or the in-cluster service account. */
+  kubeConfig?: KubeConfig;
+  namespace: string;
+  /** How long requestMachine / restartMachines / restartTask wait for replacements to be Running. */
+  readyTimeoutMs?: number;
+  pollIntervalMs?: number;
+}
+
+const DEFAULT_READY_TIMEOUT_MS = 10 * 60_000;
+const DEFAULT_POLL_INTERVAL_MS = 2_000;
+/** Bounds the in-memory idempotency records; an operation is only redelivered shortly after it ran. */
+const MAX_REMEMBERED_OPERATIONS = 10_000;
+/** Node annotations are size-limited in total; a reason is for humans, its head is enough. */
+const MAX_REASON_LENGTH = 1_024;
+const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
+const RETRIABLE_STATUS = new Set([408, 409, 429]);
+
+type OperationKind = 'isolateMachine' | 'requestMachine' | 'restartMachines' | 'restartTask';
+
+/**
+ * What a restart has done so far, kept so that a retry of the same operation finishes the deletions
+ * and waits, instead of deleting the replacements that already came up.
+ */
+interface RestartProgress {
+  podsBefore: Set<string>;
+  expectedPerRole: Map<Role, number>;
+  stillToDelete: PodRef[];
+}
+
+interface PodRef {
+  name: string;
+  uid?: string;
+}
+
+export class KubernetesOrchestrator implements Orchestrator {
+  readonly kind = 'kubernetes' as const;
+  private readonly core: CoreV1Api;
+  private readonly namespace: string;
+  private readonly readyTimeoutMs: number;
+  private readonly pollIntervalMs: number;
+  private readonly completed = new BoundedMap<string, { kind: OperationKind; result: unknown }>(MAX_REMEMBERED_OPERATIONS);
+  private readonly inFlight = new Map<string, { kind: OperationKind; promise: Promise<unknown> }>();
+  private readonly restartProgress = new BoundedMap<string, RestartProgress>(MAX_REMEMBERED_OPERATIONS);
+  /** Per isolated machine, the UIDs of the job's pods at isolation: whatever is not among them is new. */
+  private readonly isolationBaselines = new BoundedMap<string, Set<string>>(MAX_REMEMBERED_OPERATIONS);
+  /** Pods already handed out by requestMachine, so two replacements in one role/zone/class get distinct pods. */
+  private readonly claimedPodUids = new BoundedMap<string, true>(MAX_REMEMBERED_OPERATIONS);
+  private readonly closing = new AbortController();
+
+  constructor(options: KubernetesOrchestratorOptions) {
+    let kubeConfig = options.kubeConfig;
+    if (!kubeConfig) {
+      kubeConfig = new KubeConfig();
+      kubeConfig.loadFromDefault();
+    }
+    this.core = kubeConfig.makeApiClient(CoreV1Api);
+    this.namespace = options.namespace;
+    this.readyTimeoutMs = options.readyTimeoutMs ?? DEFAULT_READY_TIMEOUT_MS;
+    this.pollIntervalMs = options.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS;
+  }
+
+  /**
+   * ROBUSTRL_K8S_NAMESPACE (else the kubeconfig context's namespace, which in a pod is the service
+   * account's), ROBUSTRL_K8S_READY_TIMEOUT_MS, ROBUSTRL_K8S_POLL_INTERVAL_MS.
+   */
+  static fromEnv(env: NodeJS.ProcessEnv = process.env, kubeConfig?: KubeConfig): KubernetesOrchestrator {
+    if (!kubeConfig) {
+      kubeConfig = new KubeConfig();
+      kubeConfig.loadFromDefault();
+    }
+    const namespace = env.ROBUSTRL_K8S_NAMESPACE || kubeConfig.getContextObject(kubeConfig.getCurrentContext())?.namespace;
+    if (!namespace) {
+      throw new Error('ROBUSTRL_K8S_NAMESPACE is not set and the current kubeconfig context names no namespace');
+    }
+    return new KubernetesOrchestrator({
+      kubeConfig,
+      namespace,
+      readyTimeoutMs: positiveIntegerFromEnv(env, 'ROBUSTRL_K8S_READY_TIMEOUT_MS'),
+      pollIntervalMs: positiveIntegerFromEnv(env, 'ROBUSTRL_K8S_POLL_INTERVAL_MS'),
+    });
+  }
+
+  async listMachines(jobId: string): Promise<MachineSpec[]> {
+    this.assertOpen();
+    const pods = await this.listPods({ [PodLabels.job]: labelValue('job id', jobId) });
+    return pods.filter(isLive).map((pod) => toMachineSpec(pod));
+  }
+
+  isolateMachine(request: { operationId: string; jobId: string; machineId: string; reason: string }): Promise<void> {
+    return this.once(request.operationId, 'isolateMachine', async () => {
+      const pods = await this.listPods({ [PodLabels.job]: labelValue('job id', request.jobId) });
+      // Looked up within the job's pods, so a machine id that names another job's pod is "vanished", never deleted.
+      const pod = pods.find((p) => p.metadata?.name === request.machineId);
+      if (!pod) return;
+      // Taken before the delete so that the owner's replacement can never be in it.
+      this.isolationBaselines.set(isolationKey(request.jobId, request.machineId), new Set(pods.map(podUid)));
+      const nodeName = pod.spec?.nodeName;
+      // Cordon first: once the pod is gone its replacement may be scheduled at once, and must not land here.
+      if (nodeName) await this.cordonNode(nodeName, request);
+      await this.deletePod(podRef(pod));
+    });
+  }
+
+  requestMachine(request: { operationId: string; jobId: string; role: Role; zone: string; hardwareClass: string; replaces?: string }): Promise<MachineSpec> {
+    return this.once(request.operationId, 'requestMachine', async () => {
+      const selector = {
+        [PodLabels.job]: labelValue('job id', request.jobId),
+        [PodLabels.role]: labelValue('role', request.role),
+        [PodLabels.zone]: labelValue('zone', request.zone),
+        [PodLabels.hardwareClass]: labelValue('hardware class', request.hardwareClass),
+      };
+      const podsBefore = await this.podsExistingBefore(request, selector);
+      const what = `a new Running pod for job ${request.jobId} role ${request.role} zone ${request.zone} hardware class ${request.hardwareClass}${
+        request.replaces ? ` replacing ${request.replaces}` : ''
+      } in namespace ${this.namespace}`;
+      const pod = await this.waitFor(what, async () => {
+        const candidates = (await this.listPods(selector))
+          .filter((p) => isRunning(p) && !podsBefore.has(podUid(p)) && !this.claimedPodUids.has(podUid(p)))
+          .sort((a, b) => creationTime(a) - creationTime(b));
+        return candidates[0];
+      });
+      this.claimedPodUids.set(podUid(pod), true);
+      return toMachineSpec(pod);
+    });
+  }
+
+  restartMachines(request: { operationId: string; jobId: string; machineIds: string[] }): Promise<void> {
+    return this.once(request.operationId, 'restartMachines', () => {
+      const names = new Set(request.machineIds);
+      return this.restartPods(request.operationId, request.jobId, (pod) => names.has(pod.metadata?.name ?? ''));
+    });
+  }
+
+  restartTask(request: { operationId: string; jobId: string }): Promise<void> {
+    return this.once(request.operationId, 'restartTask', () => this.restartPods(request.operationId, request.jobId, () => true));
+  }
+
+  async close(): Promise<void> {
+    this.closing.abort();
+  }
+
+  /**
+   * Deletes the selected pods of the job and waits until, per role, as many new pods are Running as
+   * were deleted. Counting per role rather than per name works for StatefulSets (same name, new UID)
+   * and Deployments (new name) alike.
+   */
+  private async restartPods(operationId: string, jobId: string, selected: (pod: V1Pod) => boolean): Promise<void> {
+    const jobSelector = { [PodLabels.job]: labelValue('job id', jobId) };
+    let progress = this.restartProgress.get(operationId);
+    if (!progress) {
+      const pods = await this.listPods(jobSelector);
+      const doomed = pods.filter((pod) => isLive(pod) && selected(pod));
+      const expectedPerRole = new Map<Role, number>();
+      for (const pod of doomed) {
+        const role = toMachineSpec(pod).role;
+        expectedPerRole.set(role, (expectedPerRole.get(role) ?? 0) + 1);
+      }
+      progress = { podsBefore: new Set(pods.map(podUid)), expectedPerRole, stillToDelete: doomed.map(podRef) };
+      this.restartProgress.set(operationId, progress);
+    }
+    while (progress.stillToDelete.length > 0) {
+      await this.deletePod(progress.stillToDelete[0]);
+      progress.stillToDelete.shift();
+    }
+    const { podsBefore, expectedPerRole } = progress;
+    if (expectedPerRole.size === 0) return;
+    const expected = [...expectedPerRole].map(([role, n]) => `${n} ${role}`).join(', ');
+    await this.waitFor(`replacements (${expected}) of the restarted pods of job ${jobId} in namespace ${this.namespace} to be Running`, async () => {
+      const replacements = (await this.listPods(jobSelector)).filter((p) => isRunning(p) && !podsBefore.has(podUid(p)));
+      const complete = [...expectedPerRole].every(([role, n]) => replacements.filter((p) => p.metadata?.labels?.[PodLabels.role] === role).length >= n);
+      return complete ? true : undefined;
+    });
+    this.restartProgress.delete(operationId);
+  }
+
+  /**
+   * The pods that do not count as "new" for requestMachine. Known exactly when this process isolated
+   * `replaces`. Otherwise (no `replaces`, or isolated by an earlier incarnation of the controller) it
+   * is what exists now — except a live pod named `replaces`: the old one was deleted, so that is a
+   * StatefulSet's recreation. A Deployment's replacement that already exists in that case is not
+   * recognised; see the README.
+   */
+  private async podsExistingBefore(request: { jobId: string; replaces?: string }, selector: Record<string, string>): Promise<Set<string>> {
+    const baseline = request.replaces ? this.isolationBaselines.get(isolationKey(request.jobId, request.replaces)) : undefined;
+    if (baseline) return baseline;
+    const current = await this.listPods(selector);
+    return new Set(current.filter((p) => !(request.replaces && p.metadata?.name === request.replaces && !isTerminating(p))).map(podUid));
+  }
+
+  private async cordonNode(nodeName: string, request: { operationId: string; jobId: string; machineId: string; reason: string }): Promise<void> {
+    const patch = {
+      metadata: {
+        annotations: {
+          [NodeAnnotations.operation]: request.operationId,
+          [NodeAnnotations.isolatedMachine]: `${this.namespace}/${request.machineId}`,
+          [NodeAnnotations.isolationReason]: request.reason.slice(0, MAX_REASON_LENGTH),
+        },
+      },
+      spec: { unschedulable: true },
+    };
+    try {
+      // client-node sends PATCH as application/json unless told otherwise, which the API server refuses (415).
+      await this.core.patchNode(nodeName, patch, undefined, undefined, undefined, undefined, undefined, {
+        headers: { 'Content-Type': PatchUtils.PATCH_FORMAT_JSON_MERGE_PATCH },
+      });
+    } catch (error) {
+      // A node that no longer exists cannot take new work either.
+      if (statusOf(error) === 404) return;
+      throw toOrchestratorError(error, `cordon node ${nodeName}`);
+    }
+  }
+
+  /**
+   * Deletes that incarnation of the pod only: the UID precondition keeps a retry from deleting a
+   * StatefulSet's replacement, which has the same name. 404 and a failed precondition (409) both mean
+   * the incarnation is already gone.
+   */
+  private async deletePod(pod: PodRef): Promise<void> {
+    try {
+      await this.core.deleteNamespacedPod(pod.name, this.namespace, undefined, undefined, undefined, undefined, undefined,
+        pod.uid ? { preconditions: { uid: pod.uid } } : undefined,
+      );
+    } catch (error) {
+      const status = statusOf(error);
+      if (status === 404 || (status === 409 && isPreconditionFailure(error))) return;
+      throw toOrchestratorError(error, `delete pod ${this.namespace}/${pod.name}`);
+    }
+  }
+
+  private async listPods(labels: Record<string, string>): Promise<V1Pod[]> {
+    const labelSelector = Object.entries(labels)
+      .map(([k, v]) => `${k}=${v}`)
+      .join(',');
+    try {
+      const { body } = await this.core.listNamespacedPod(this.namespace, undefined, undefined, undefined, undefined, labelSelector);
+      return body.items;
+    } catch (error) {
+      throw toOrchestratorError(error, `list pods in namespace ${this.namespace} with labels ${labelSelector}`);
+    }
+  }
+
+  /**
+   * Polls `check` until it yields a value. A retriable API error while polling is ridden out (the wait
+   * is bounded anyway); a non-retriable one ends the wait at once.
+   */
+  private async waitFor<T>(what: string, check: () => Promise<T | undefined>): Promise<T> {
+    const deadline = Date.now() + this.readyTimeoutMs;
+    let lastError: OrchestratorError | undefined;
+    for (;;) {
+      this.assertOpen();
+      try {
+        const found = await check();
+        if (found !== undefined) return found;
+        lastError = undefined;
+      } catch (error) {
+        if (!(error instanceof OrchestratorError) || !error.retriable) throw error;
+        lastError = error;
+      }
+      const remaining = deadline - Date.now();
+      if (remaining <= 0) {
+        throw new OrchestratorError(
+          `timed out after ${this.readyTimeoutMs} ms waiting for ${what}${lastError ? ` (last error: ${lastError.message})` : ''}`,
+          true,
+          { cause: lastError },
+        );
+      }
+      await sleep(Math.min(this.pollIntervalMs, remaining), this.closing.signal);
+    }
+  }
+
+  /** Runs an operation at most once per operationId; concurrent duplicates share the first call. */
+  private async once<T>(operationId: string, kind: OperationKind, run: () => Promise<T>): Promise<T> {
+    this.assertOpen();
+    const previous = this.completed.get(operationId) ?? this.inFlight.get(operationId);
+    if (previous) {
+      if (previous.kind !== kind) {
+        throw new OrchestratorError(`operation ${operationId} was already used for ${previous.kind}, not ${kind}`, false);
+      }
+      return 'promise' in previous ? ((await previous.promise) as T) : (previous.result as T);
+    }
+    const promise = run();
+    this.inFlight.set(operationId, { kind, promise });
+    try {
+      const result = await promise;
+      this.completed.set(operationId, { kind, result });
+      return result;
+    } finally {
+      this.inFlight.delete(operationId);
+    }
+  }
+
+  private assertOpen(): void {
+    if (this.closing.signal.aborted) throw new OrchestratorError('the Kubernetes orchestrator is closed', false);
+  }
+}
+
+function toMachineSpec(pod: V1Pod): MachineSpec {
+  const name = pod.metadata?.name ?? '(unnamed)';
+  const labels = pod.metadata?.labels ?? {};
+  const role = Role.safeParse(labels[PodLabels.role]);
+  const zone = labels[PodLabels.zone];
+  const hardwareClass = labels[PodLabels.hardwareClass];
+  // A mislabelled pod is a deployment error; skipping it would hide a machine from the controller.
+  if (!role.success || !zone || !hardwareClass) {
+    throw new OrchestratorError(
+      `pod ${pod.metadata?.namespace}/${name} needs labels ${PodLabels.role} (one of ${Role.options.join(', ')}), ${PodLabels.zone} and ${PodLabels.hardwareClass}; it has ${JSON.stringify(labels)}`,
+      false,
+    );
+  }
+  return { machineId: name, role: role.data, zone, hardwareClass };
+}
+
+function isTerminating(pod: V1Pod): boolean {
+  return pod.metadata?.deletionTimestamp != null;
+}
+
+/**
+ * Running or starting. A Failed pod (e.g. evicted) stays in the API until garbage-collected, but its
+ * owner has already replaced it, so it is no machine.
+ */
+function isLive(pod: V1Pod): boolean {
+  return !isTerminating(pod) && pod.status?.phase !== 'Failed' && pod.status?.phase !== 'Succeeded';
+}
+
+function isRunning(pod: V1Pod): boolean {
+  return !isTerminating(pod) && pod.status?.phase === 'Running';
+}
+
+function podRef(pod: V1Pod): PodRef {
+  return { name: pod.metadata?.name ?? '', uid: pod.metadata?.uid };
+}
+
+/** A 409 is either a failed precondition (the object is not the one meant) or a write conflict, which is worth retrying. */
+function isPreconditionFailure(error: unknown): boolean {
+  const message = ((error as HttpError).body as { message?: string } | undefined)?.message ?? '';
+  return /precondition/i.test(message);
+}
+
+function podUid(pod: V1Pod): string {
+  return pod.metadata?.uid ?? `${pod.metadata?.namespace}/${pod.metadata?.name}`;
+}
+
+function creationTime(pod: V1Pod): number {
+  return pod.metadata?.creationTimestamp ? new Date(pod.metadata.creationTimestamp).getTime() : 0;
+}
+
+function isolationKey(jobId: string, machineId: string): string {
+  return `${jobId}/${machineId}`;
+}
+
+/** Values go into label selectors, where an invalid one would make the API server answer 400 for every call. */
+function labelValue(what: string, value: string): string {
+  if (value.length > 63 || !LABEL_VALUE.test(value)) {
+    throw new OrchestratorError(
+      `${what} '${value}' cannot be a Kubernetes label value (at most 63 characters: letters, digits, '-', '_', '.', starting and ending alphanumeric)`,
+      false,
+    );
+  }
+  return value;
+}
+
+function statusOf(error: unknown): number | undefined {
+  return error instanceof HttpError ? error.statusCode : undefined;
+}
+
+/** 409/429/408/5xx and network failures are worth retrying; 401/403/422 and other 4xx will fail the same way again. */
+function toOrchestratorError(error: unknown, action: string): OrchestratorError {
+  if (error instanceof OrchestratorError) return error;
+  const status = statusOf(error);
+  if (status !== undefined) {
+    const body = (error as HttpError).body as { message?: string; reason?: string } | undefined;
+    const detail = body?.message ?? body?.reason ?? '';
+    const retriable = RETRIABLE_STATUS.has(status) || status >= 500;
+    return new OrchestratorError(`kubernetes: ${action} failed with HTTP ${status}${detail ? `: ${detail}` : ''}`, retriable, { cause: error });
+  }
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code === 'string') {
+    return new OrchestratorError(`kubernetes: ${action} failed: API server unreachable (${code})`, true, { cause: error });
+  }
+  return new OrchestratorError(`kubernetes: ${action} failed: ${error instanceof Error ? error.message : String(error)}`, false, { cause: error });
+}
+
+function positiveIntegerFromEnv(env: NodeJS.ProcessEnv, name: string): number | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return undefined;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value <= 0) throw new Error(`${name} must be a positive integer (milliseconds), got '${raw}'`);
+  return value;
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(new OrchestratorError('the Kubernetes orchestrator was closed while waiting', true));
+    };
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+/** A Map that forgets its oldest entries beyond a bound, so a long-lived controller does not grow without limit. */
+class BoundedMap<K, V> extends Map<K, V> {
+  constructor(private readonly limit: number) {
+    super();
+  }
+
+  override set(key: K, value: V): this {
+    super.set(key, value);
+    while (this.size > this.limit) this.delete(this.keys().next().value as K);
+    return this;
+  }
+}

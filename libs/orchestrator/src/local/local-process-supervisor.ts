@@ -1,0 +1,597 @@
+/**
+ * The local adapter of the orchestrator port, for tests, the demo and single-host use.
+ *
+ * Mapping (also in libs/orchestrator/README.md, "Local process supervisor"):
+ *
+ *  - A machine is one process tree on this host: the process that `launch` describes (in the
+ *    end-to-end tests an agent, which spawns the role process as its child) and its descendants.
+ *  - Each machine is spawned with `detached: true`, so it leads its own process group (and
+ *    session); every signal goes to the whole group (`process.kill(-pgid, …)`). A descendant that
+ *    starts its own group or session escapes that and is not stopped — the agent must keep its role
+ *    process in its group.
+ *  - Stopping is SIGTERM (plus SIGCONT, so a group frozen with SIGSTOP can act on it), then SIGKILL
+ *    after `stopGraceMs`. Isolating is SIGKILL at once: the machine is suspect, there is nothing to
+ *    save. A machine counts as stopped once its leader has exited and no live (non-zombie) process is
+ *    left in its group.
+ *  - Nothing is relaunched on its own: a machine whose process dies stays "exited" until the control
+ *    plane restarts it, isolates it or asks for a replacement — noticing is the control plane's job.
+ *  - Idempotency per operationId is in memory: a repeated id returns the first result without acting
+ *    again; concurrent duplicates share the first call. A failed operation is not remembered as done.
+ *  - Machines never outlive the supervisor: `close()` stops them, the host process's `exit` event
+ *    SIGKILLs what is left synchronously, and a watchdog process SIGKILLs it when the host dies
+ *    without an `exit` event (SIGKILL, an unhandled signal, or jest, whose sandboxed `process` never
+ *    sees the real process's `exit`).
+ */
+import { ChildProcess, spawn } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+import { createInterface } from 'node:readline';
+import type { Readable } from 'node:stream';
+import { setTimeout as delay } from 'node:timers/promises';
+import type { Role } from '@robustrl/contracts';
+import { MachineSpec, Orchestrator, OrchestratorError } from '../orchestrator';
+
+/** What to run for a machine. `env` is laid over this process's environment. */
+export interface LocalLaunchCommand {
+  command: string;
+  args: string[];
+  env?: Record<string, string>;
+  cwd?: string;
+}
+
+export type LocalMachineLaunch = MachineSpec & { jobId: string };
+
+export interface LocalProcessSupervisorOptions {
+  /**
+   * The command of a machine. Called once per machine, when it is first launched; restarts reuse the
+   * command and the resolved environment, so a restarted machine runs exactly as before.
+   */
+  launch: (machine: LocalMachineLaunch) => LocalLaunchCommand;
+  /** How long a machine gets between SIGTERM and SIGKILL. Default 5000. */
+  stopGraceMs?: number;
+  /**
+   * Receives each stdout/stderr line of each machine. Default: written to this process's stderr as
+   * `[machineId] line`, because a machine that dies silently is what makes an end-to-end test
+   * undebuggable. Pass `() => {}` to discard.
+   */
+  output?: (machineId: string, line: string) => void;
+  /**
+   * The id of a machine created by `requestMachine`. `sequence` counts up per role from 0; an id
+   * already in use (e.g. one given to `launchJob`) is skipped. Default `${role}-${sequence}`.
+   */
+  machineIdFor?: (role: Role, sequence: number) => string;
+}
+
+export type LocalMachineStatus = 'running' | 'exited' | 'isolated';
+
+/** How a machine's leader process ended; both null when it never started. */
+export interface LocalMachineExit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+export interface LocalMachineSnapshot extends MachineSpec {
+  jobId: string;
+  /** Of the latest incarnation, running or not; undefined if it never started. */
+  pid: number | undefined;
+  status: LocalMachineStatus;
+  /** Completed relaunches by restartMachines / restartTask. */
+  restarts: number;
+}
+
+const DEFAULT_STOP_GRACE_MS = 5_000;
+/** After SIGKILL only a process stuck in the kernel (uninterruptible sleep) is still there; give up on it then. */
+const KILL_WAIT_MS = 5_000;
+const GROUP_POLL_MS = 25;
+/** Bounds the in-memory idempotency records; an operation is only redelivered shortly after it ran. */
+const MAX_REMEMBERED_OPERATIONS = 10_000;
+/** A machineIdFor that keeps answering ids in use would otherwise loop forever. */
+const MAX_ID_ATTEMPTS = 10_000;
+
+type OperationKind = 'isolateMachine' | 'requestMachine' | 'restartMachines' | 'restartTask';
+
+interface ResolvedLaunchCommand {
+  command: string;
+  args: string[];
+  env: NodeJS.ProcessEnv;
+  cwd?: string;
+}
+
+/** One run of a machine's process tree; a restart makes a new one. */
+interface Incarnation {
+  readonly child: ChildProcess;
+  /** Also the process group id, the child being its group's leader. */
+  readonly pid: number | undefined;
+  exit?: LocalMachineExit;
+  readonly exited: Promise<LocalMachineExit>;
+  /** Once true the group id is never signalled again: it may be reused by an unrelated group. */
+  groupGone: boolean;
+}
+
+interface MachineRecord {
+  readonly spec: MachineSpec;
+  readonly jobId: string;
+  readonly command: ResolvedLaunchCommand;
+  isolated: boolean;
+  restarts: number;
+  current?: Incarnation;
+  /** Restarts of one machine run one after the other, so two of them never leave two incarnations. */
+  queue: Promise<unknown>;
+}
+
+export class LocalProcessSupervisor implements Orchestrator {
+  readonly kind = 'local' as const;
+  private readonly launch: LocalProcessSupervisorOptions['launch'];
+  private readonly stopGraceMs: number;
+  private readonly output: (machineId: string, line: string) => void;
+  private readonly machineIdFor: (role: Role, sequence: number) => string;
+  private readonly records = new Map<string, MachineRecord>();
+  private readonly nextSequence = new Map<Role, number>();
+  private readonly completed = new BoundedMap<string, { kind: OperationKind; result: unknown }>(MAX_REMEMBERED_OPERATIONS);
+  private readonly inFlight = new Map<string, { kind: OperationKind; promise: Promise<unknown> }>();
+  private readonly orphanGuard = new OrphanGuard();
+  private closing?: Promise<void>;
+
+  constructor(options: LocalProcessSupervisorOptions) {
+    this.launch = options.launch;
+    this.stopGraceMs = options.stopGraceMs ?? DEFAULT_STOP_GRACE_MS;
+    this.output = options.output ?? ((machineId, line) => process.stderr.write(`[${machineId}] ${line}\n`));
+    this.machineIdFor = options.machineIdFor ?? ((role, sequence) => `${role}-${sequence}`);
+  }
+
+  /** Starts a job's initial machines; resolves once all are spawned. Ids must be new to this supervisor. */
+  async launchJob(jobId: string, machines: MachineSpec[]): Promise<void> {
+    this.assertOpen();
+    const ids = machines.map((machine) => machine.machineId);
+    const taken = ids.filter((id, index) => this.records.has(id) || ids.indexOf(id) !== index);
+    if (taken.length > 0) {
+      throw new OrchestratorError(`launchJob ${jobId}: machine ids already in use: ${[...new Set(taken)].join(', ')}`, false);
+    }
+    const records = machines.map((spec) => this.createRecord(jobId, spec));
+    const results = await Promise.allSettled(records.map((record) => this.startNewMachine(record)));
+    throwIfAnyFailed(`launchJob ${jobId}`, results);
+  }
+
+  /** Simulates the machine dying (or, with SIGSTOP, hanging): signals its whole group. It is not marked isolated. */
+  killMachine(machineId: string, signal: NodeJS.Signals = 'SIGKILL'): void {
+    const incarnation = this.recordOf(machineId).current;
+    if (incarnation) signalGroup(incarnation, signal);
+  }
+
+  /** The leader pid of the machine's latest incarnation. */
+  pidOf(machineId: string): number | undefined {
+    return this.recordOf(machineId).current?.pid;
+  }
+
+  /**
+   * Resolves when the machine's current incarnation's leader exits (at once if it has). It follows
+   * the incarnation current at the call, not a later restart's.
+   */
+  async exits(machineId: string): Promise<LocalMachineExit> {
+    const incarnation = this.recordOf(machineId).current;
+    return incarnation ? incarnation.exited : { code: null, signal: null };
+  }
+
+  machines(): LocalMachineSnapshot[] {
+    return [...this.records.values()].map((record) => ({
+      ...record.spec,
+      jobId: record.jobId,
+      pid: record.current?.pid,
+      status: statusOf(record),
+      restarts: record.restarts,
+    }));
+  }
+
+  /** Every machine of the job that is not isolated, including exited ones: they are down, not gone. */
+  async listMachines(jobId: string): Promise<MachineSpec[]> {
+    this.assertOpen();
+    return this.recordsOfJob(jobId).map((record) => ({ ...record.spec }));
+  }
+
+  isolateMachine(request: { operationId: string; jobId: string; machineId: string; reason: string }): Promise<void> {
+    return this.once(request.operationId, 'isolateMachine', async () => {
+      const record = this.records.get(request.machineId);
+      // Another job's machine of that id is "vanished" from this job's point of view, never touched.
+      if (!record || record.jobId !== request.jobId) return;
+      // Marked before anything awaits, so a restart in progress sees it and does not relaunch.
+      record.isolated = true;
+      const incarnation = record.current;
+      if (incarnation) await this.killGroup(record, incarnation);
+    });
+  }
+
+  requestMachine(request: { operationId: string; jobId: string; role: Role; zone: string; hardwareClass: string; replaces?: string }): Promise<MachineSpec> {
+    return this.once(request.operationId, 'requestMachine', async () => {
+      const spec: MachineSpec = {
+        machineId: this.allocateMachineId(request.role),
+        role: request.role,
+        zone: request.zone,
+        hardwareClass: request.hardwareClass,
+      };
+      await this.startNewMachine(this.createRecord(request.jobId, spec));
+      return { ...spec };
+    });
+  }
+
+  restartMachines(request: { operationId: string; jobId: string; machineIds: string[] }): Promise<void> {
+    return this.once(request.operationId, 'restartMachines', async () => {
+      const ids = [...new Set(request.machineIds)];
+      // All checked before any is touched, so a bad id does not leave a half-done restart.
+      const problems = ids.flatMap((id) => {
+        const record = this.records.get(id);
+        if (!record || record.jobId !== request.jobId) return [`unknown machine ${id} in job ${request.jobId}`];
+        if (record.isolated) return [`machine ${id} is isolated and is never relaunched`];
+        return [];
+      });
+      if (problems.length > 0) throw new OrchestratorError(`restartMachines: ${problems.join('; ')}`, false);
+      await this.restartAll(`restartMachines ${ids.join(', ')}`, ids.map((id) => this.recordOf(id)));
+    });
+  }
+
+  restartTask(request: { operationId: string; jobId: string }): Promise<void> {
+    return this.once(request.operationId, 'restartTask', () => this.restartAll(`restartTask ${request.jobId}`, this.recordsOfJob(request.jobId)));
+  }
+
+  /** Stops every machine (SIGTERM, then SIGKILL after the grace) and waits for them. Idempotent. */
+  close(): Promise<void> {
+    this.closing ??= this.stopEverything();
+    return this.closing;
+  }
+
+  private async stopEverything(): Promise<void> {
+    const results = await Promise.allSettled(
+      [...this.records.values()].map((record) => (record.current ? this.stopGroup(record, record.current) : undefined)),
+    );
+    throwIfAnyFailed('close', results);
+    this.orphanGuard.dispose();
+  }
+
+  private async restartAll(what: string, records: MachineRecord[]): Promise<void> {
+    const results = await Promise.allSettled(records.map((record) => this.serialize(record, () => this.restart(record))));
+    throwIfAnyFailed(what, results);
+  }
+
+  private async restart(record: MachineRecord): Promise<void> {
+    if (record.current) await this.stopGroup(record, record.current);
+    if (record.isolated) return;
+    await this.startIncarnation(record);
+    record.restarts += 1;
+  }
+
+  private serialize<T>(record: MachineRecord, run: () => Promise<T>): Promise<T> {
+    const result = record.queue.then(run);
+    record.queue = result.catch(() => undefined);
+    return result;
+  }
+
+  private createRecord(jobId: string, spec: MachineSpec): MachineRecord {
+    let command: LocalLaunchCommand;
+    try {
+      command = this.launch({ ...spec, jobId });
+    } catch (error) {
+      throw new OrchestratorError(`launch of machine ${spec.machineId}: ${messageOf(error)}`, false, { cause: error });
+    }
+    return {
+      spec: { ...spec },
+      jobId,
+      // Resolved once so a restart runs with the same environment even if ours changed meanwhile.
+      command: { command: command.command, args: [...command.args], env: { ...process.env, ...command.env }, cwd: command.cwd },
+      isolated: false,
+      restarts: 0,
+      queue: Promise.resolve(),
+    };
+  }
+
+  /** A machine exists once spawned: one that fails to start is forgotten, so a retry is a clean new request. */
+  private async startNewMachine(record: MachineRecord): Promise<void> {
+    this.records.set(record.spec.machineId, record);
+    try {
+      await this.startIncarnation(record);
+    } catch (error) {
+      this.records.delete(record.spec.machineId);
+      throw error;
+    }
+  }
+
+  /** Spawns a new incarnation of the machine; resolves on the 'spawn' event. */
+  private startIncarnation(record: MachineRecord): Promise<void> {
+    // Checked in the same tick as the spawn, so close() either sees the new incarnation or prevents it.
+    this.assertOpen();
+    const machineId = record.spec.machineId;
+    const { command, args, env, cwd } = record.command;
+    let child: ChildProcess;
+    try {
+      child = spawn(command, args, { env, cwd, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+    } catch (error) {
+      // Thrown synchronously only for invalid arguments, which a retry would repeat.
+      return Promise.reject(new OrchestratorError(`machine ${machineId}: cannot start ${command}: ${messageOf(error)}`, false, { cause: error }));
+    }
+    let resolveExited!: (exit: LocalMachineExit) => void;
+    const incarnation: Incarnation = {
+      child,
+      pid: child.pid,
+      exited: new Promise((resolve) => (resolveExited = resolve)),
+      groupGone: child.pid === undefined,
+    };
+    const markExited = (exit: LocalMachineExit) => {
+      if (incarnation.exit) return;
+      incarnation.exit = exit;
+      resolveExited(exit);
+      if (incarnation.pid !== undefined && !groupHasLiveMembers(incarnation.pid)) this.markGroupGone(incarnation);
+    };
+    record.current = incarnation;
+    if (incarnation.pid !== undefined) this.orphanGuard.watch(incarnation.pid);
+    for (const stream of [child.stdout, child.stderr]) if (stream) this.forwardLines(machineId, stream);
+    child.once('exit', (code, signal) => markExited({ code, signal }));
+    return new Promise<void>((resolve, reject) => {
+      let spawned = false;
+      child.once('spawn', () => {
+        spawned = true;
+        resolve();
+      });
+      child.on('error', (error) => {
+        if (spawned) {
+          // After the start only signalling can fail, and signals are sent with process.kill, not child.kill.
+          this.emitLine(machineId, `supervisor: ${messageOf(error)}`);
+          return;
+        }
+        // A failed spawn emits no 'exit'.
+        markExited({ code: null, signal: null });
+        reject(new OrchestratorError(`machine ${machineId}: cannot start ${command}: ${messageOf(error)}`, true, { cause: error }));
+      });
+    });
+  }
+
+  private forwardLines(machineId: string, stream: Readable): void {
+    createInterface({ input: stream, crlfDelay: Infinity }).on('line', (line) => this.emitLine(machineId, line));
+  }
+
+  private emitLine(machineId: string, line: string): void {
+    try {
+      this.output(machineId, line);
+    } catch (error) {
+      // A faulty sink must not take down the supervisor of every machine.
+      process.stderr.write(`[${machineId}] (output callback failed: ${messageOf(error)}) ${line}\n`);
+    }
+  }
+
+  /** SIGTERM (and SIGCONT, for a stopped group), SIGKILL after the grace, until the group is gone. */
+  private async stopGroup(record: MachineRecord, incarnation: Incarnation): Promise<void> {
+    if (this.isGone(incarnation)) return;
+    signalGroup(incarnation, 'SIGTERM');
+    signalGroup(incarnation, 'SIGCONT');
+    if (await this.waitUntilGone(incarnation, this.stopGraceMs)) return;
+    await this.killGroup(record, incarnation);
+  }
+
+  private async killGroup(record: MachineRecord, incarnation: Incarnation): Promise<void> {
+    if (this.isGone(incarnation)) return;
+    signalGroup(incarnation, 'SIGKILL');
+    if (await this.waitUntilGone(incarnation, KILL_WAIT_MS)) return;
+    throw new OrchestratorError(
+      `machine ${record.spec.machineId}: process group ${incarnation.pid} still has live processes ${KILL_WAIT_MS} ms after SIGKILL`,
+      true,
+    );
+  }
+
+  private async waitUntilGone(incarnation: Incarnation, timeoutMs: number): Promise<boolean> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      if (this.isGone(incarnation)) return true;
+      if (Date.now() >= deadline) return false;
+      await delay(GROUP_POLL_MS);
+    }
+  }
+
+  /** The leader has exited (its 'exit' seen, so the status is consistent) and nothing live is left in its group. */
+  private isGone(incarnation: Incarnation): boolean {
+    if (incarnation.groupGone) return true;
+    if (!incarnation.exit || groupHasLiveMembers(incarnation.pid!)) return false;
+    this.markGroupGone(incarnation);
+    return true;
+  }
+
+  private markGroupGone(incarnation: Incarnation): void {
+    incarnation.groupGone = true;
+    if (incarnation.pid !== undefined) this.orphanGuard.forget(incarnation.pid);
+  }
+
+  private allocateMachineId(role: Role): string {
+    for (let attempt = 0; attempt < MAX_ID_ATTEMPTS; attempt++) {
+      const sequence = this.nextSequence.get(role) ?? 0;
+      this.nextSequence.set(role, sequence + 1);
+      const machineId = this.machineIdFor(role, sequence);
+      if (!this.records.has(machineId)) return machineId;
+    }
+    throw new OrchestratorError(`machineIdFor gave ${MAX_ID_ATTEMPTS} ids in a row that are already in use (role ${role})`, false);
+  }
+
+  private recordsOfJob(jobId: string): MachineRecord[] {
+    return [...this.records.values()].filter((record) => record.jobId === jobId && !record.isolated);
+  }
+
+  private recordOf(machineId: string): MachineRecord {
+    const record = this.records.get(machineId);
+    if (!record) throw new OrchestratorError(`unknown machine ${machineId}`, false);
+    return record;
+  }
+
+  /** Runs an operation at most once per operationId; concurrent duplicates share the first call. */
+  private async once<T>(operationId: string, kind: OperationKind, run: () => Promise<T>): Promise<T> {
+    this.assertOpen();
+    const previous = this.completed.get(operationId) ?? this.inFlight.get(operationId);
+    if (previous) {
+      if (previous.kind !== kind) {
+        throw new OrchestratorError(`operation ${operationId} was already used for ${previous.kind}, not ${kind}`, false);
+      }
+      return 'promise' in previous ? ((await previous.promise) as T) : (previous.result as T);
+    }
+    const promise = run();
+    this.inFlight.set(operationId, { kind, promise });
+    try {
+      const result = await promise;
+      this.completed.set(operationId, { kind, result });
+      return result;
+    } finally {
+      this.inFlight.delete(operationId);
+    }
+  }
+
+  private assertOpen(): void {
+    if (this.closing) throw new OrchestratorError('the local process supervisor is closed', false);
+  }
+}
+
+function statusOf(record: MachineRecord): LocalMachineStatus {
+  if (record.isolated) return 'isolated';
+  return record.current && !record.current.exit ? 'running' : 'exited';
+}
+
+function signalGroup(incarnation: Incarnation, signal: NodeJS.Signals): void {
+  if (incarnation.groupGone || incarnation.pid === undefined) return;
+  try {
+    process.kill(-incarnation.pid, signal);
+  } catch (error) {
+    // ESRCH: the group is already empty, which is what the caller wants.
+    if ((error as NodeJS.ErrnoException).code !== 'ESRCH') throw error;
+  }
+}
+
+/**
+ * Whether a process other than a zombie is left in the group. Zombies count as gone: a descendant
+ * orphaned by the leader's death waits for init to reap it, which can take seconds in a container,
+ * and it can do nothing any more.
+ */
+function groupHasLiveMembers(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+  } catch (error) {
+    // EPERM: a member exists that we may not signal (it changed its user); it is alive.
+    return (error as NodeJS.ErrnoException).code !== 'ESRCH';
+  }
+  if (process.platform !== 'linux') return true;
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return true;
+  }
+  for (const entry of entries) {
+    if (!/^\d+$/.test(entry)) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+    } catch {
+      continue; // exited while we looked
+    }
+    // "pid (comm) state ppid pgrp …"; comm may contain spaces and parentheses, so split after the last ')'.
+    const [state, , pgrp] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    if (Number(pgrp) === pgid && state !== 'Z' && state !== 'X') return true;
+  }
+  return false;
+}
+
+/**
+ * SIGKILLs the process groups it watches when the host process goes away: synchronously on the
+ * host's `exit` event, and through a watchdog process for deaths without one. The watchdog reads
+ * "+pgid"/"-pgid" lines on stdin; when stdin closes (the host closed it, or the kernel did because
+ * the host died) it SIGKILLs every group still listed. It is detached, so a Ctrl-C to the host's
+ * terminal does not take it down with the host, and unreferenced, so it never keeps the host alive.
+ */
+class OrphanGuard {
+  private readonly groups = new Set<number>();
+  private watchdog?: ChildProcess;
+  private readonly killAllNow = () => {
+    for (const pgid of this.groups) {
+      try {
+        process.kill(-pgid, 'SIGKILL');
+      } catch {
+        // Already gone, or not ours to kill: nothing more can be done while exiting.
+      }
+    }
+  };
+
+  watch(pgid: number): void {
+    if (this.groups.size === 0) process.on('exit', this.killAllNow);
+    this.groups.add(pgid);
+    this.tell(`+${pgid}`);
+  }
+
+  forget(pgid: number): void {
+    if (!this.groups.delete(pgid)) return;
+    this.tell(`-${pgid}`);
+    if (this.groups.size === 0) process.removeListener('exit', this.killAllNow);
+  }
+
+  dispose(): void {
+    process.removeListener('exit', this.killAllNow);
+    // Ending stdin makes the watchdog kill whatever is still listed (nothing, after a clean close) and exit.
+    this.watchdog?.stdin?.end();
+    this.watchdog = undefined;
+  }
+
+  private tell(line: string): void {
+    const stdin = (this.watchdog ??= startWatchdog()).stdin;
+    stdin?.write(`${line}\n`);
+  }
+}
+
+const WATCHDOG_SOURCE = `
+const groups = new Set();
+let pending = '';
+process.stdin.setEncoding('utf8');
+process.stdin.on('data', (chunk) => {
+  pending += chunk;
+  let newline;
+  while ((newline = pending.indexOf('\\n')) >= 0) {
+    const line = pending.slice(0, newline);
+    pending = pending.slice(newline + 1);
+    const pgid = Number(line.slice(1));
+    if (!(pgid > 0)) continue;
+    if (line[0] === '+') groups.add(pgid);
+    else if (line[0] === '-') groups.delete(pgid);
+  }
+});
+process.stdin.on('close', () => {
+  for (const pgid of groups) {
+    try { process.kill(-pgid, 'SIGKILL'); } catch {}
+  }
+  process.exit(0);
+});
+`;
+
+function startWatchdog(): ChildProcess {
+  const watchdog = spawn(process.execPath, ['-e', WATCHDOG_SOURCE], { detached: true, stdio: ['pipe', 'ignore', 'ignore'] });
+  // Without a watchdog the exit hook and close() still work; losing it must not crash the host.
+  watchdog.on('error', (error) => process.stderr.write(`local process supervisor: orphan watchdog failed: ${messageOf(error)}\n`));
+  watchdog.stdin?.on('error', () => undefined);
+  watchdog.unref();
+  // stdin is a pipe socket; Writable's type does not show its unref.
+  (watchdog.stdin as unknown as { unref?: () => void } | null)?.unref?.();
+  return watchdog;
+}
+
+function throwIfAnyFailed(what: string, results: PromiseSettledResult<unknown>[]): void {
+  const errors = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected').map((r) => r.reason as unknown);
+  if (errors.length === 0) return;
+  if (errors.length === 1) throw errors[0];
+  // Worth retrying only if every part is: retrying cannot fix the others.
+  const retriable = errors.every((error) => error instanceof OrchestratorError && error.retriable);
+  throw new OrchestratorError(`${what}: ${errors.map(messageOf).join('; ')}`, retriable, { cause: errors[0] });
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+/** A Map that forgets its oldest entries beyond a bound, so a long-lived supervisor does not grow without limit. */
+class BoundedMap<K, V> extends Map<K, V> {
+  constructor(private readonly limit: number) {
+    super();
+  }
+
+  override set(key: K, value: V): this {
+    super.set(key, value);
+    while (this.size > this.limit) this.delete(this.keys().next().value as K);
+    return this;
+  }
+}

@@ -1,0 +1,250 @@
+import { createHash, randomUUID } from 'node:crypto';
+import { Logger } from '@nestjs/common';
+import { context, Context, ROOT_CONTEXT, SpanKind, trace } from '@opentelemetry/api';
+import { Delivery, MessageBus, Subscription } from '@robustrl/bus';
+import { createMessage, Draft, MessageType, RobustrlMessage, TopicName } from '@robustrl/contracts';
+import { Decider } from '@robustrl/domain-kit';
+import { EventStore } from '@robustrl/store';
+import { extractTraceContext, injectTraceHeaders, tracer } from '@robustrl/telemetry';
+
+/** The two ways a job decider is asked to decide: a message arrived, or time passed. */
+export type HostCommand<Input> = { kind: 'observe'; message: Input; now: number } | { kind: 'tick'; now: number };
+
+/** A span to open around tick-produced outputs, e.g. the evidence window of a verdict. */
+export interface OutputSpan {
+  name: string;
+  startTime: number;
+  attributes?: Record<string, string | number | boolean>;
+}
+
+export interface DecidingConsumerSpec<State> {
+  /** Consumer group, checkpoint and inbox name, and the `source` of everything it emits. */
+  consumer: string;
+  topics: readonly TopicName[];
+  inputTypes: readonly MessageType[];
+  /** One decider instance per job; outputs are drafts the host wraps into envelopes. */
+  decider: Decider<State, HostCommand<never>, RobustrlMessage, Draft>;
+  /** How often time passes for the decider (null: never, the decider reacts to messages only). */
+  tickIntervalMs: number | null;
+  clock?: () => number;
+  /** Opens a root span for outputs of a tick (they have no inbound message to continue). */
+  spanForTick?: (drafts: readonly Draft[], now: number) => OutputSpan | null;
+  /** Called with every message emitted, after it committed (metrics, logs). */
+  onEmitted?: (messages: readonly RobustrlMessage[], jobId: string) => void;
+}
+
+/**
+ * The shell of a deciding service (DESIGN.md principle 3): consume → decide → append → publish,
+ * with nothing lost and nothing done twice.
+ *
+ * Per delivered message, one transaction: advance the consumer checkpoint, record the message in the
+ * inbox (de-duplicated by event id), decide, append input and outputs to the event log, put the
+ * outputs in the inbox (they are part of the stream the state folds) and in the outbox. After the
+ * commit the outbox is relayed to the bus. A crash anywhere repeats no effect: before the commit
+ * nothing happened; after it, the redelivered message is a duplicate and the relay publishes what is
+ * still pending (consumers de-duplicate by event id).
+ *
+ * On start the state of every job is rebuilt by folding the inbox — exactly what this consumer
+ * applied, in the order it applied it.
+ */
+export class DecidingConsumer<State> {
+  private readonly states = new Map<string, State>();
+  private readonly logger: Logger;
+  private readonly clock: () => number;
+  private subscription?: Subscription;
+  private ticker?: NodeJS.Timeout;
+  private relayTimer?: NodeJS.Timeout;
+  private queue: Promise<unknown> = Promise.resolve();
+  private relaying: Promise<void> | null = null;
+  private stopped = false;
+
+  constructor(
+    private readonly bus: MessageBus,
+    private readonly store: EventStore,
+    private readonly spec: DecidingConsumerSpec<State>,
+  ) {
+    this.logger = new Logger(spec.consumer);
+    this.clock = spec.clock ?? Date.now;
+  }
+
+  async start(): Promise<void> {
+    const rebuilt = await this.rebuild();
+    if (rebuilt > 0) this.logger.log(`state rebuilt from ${rebuilt} inbox message(s) across ${this.states.size} job(s)`);
+    await this.relay();
+    this.subscription = await this.bus.subscribe({
+      groupId: `robustrl-${this.spec.consumer}`,
+      topics: this.spec.topics,
+      types: this.spec.inputTypes,
+      handler: (delivery) => this.serially(() => this.onDelivery(delivery)),
+    });
+    if (this.spec.tickIntervalMs !== null) {
+      this.ticker = setInterval(() => void this.serially(() => this.tick()).catch((err) => this.logger.error(`tick failed: ${String(err)}`)), this.spec.tickIntervalMs);
+    }
+    // Pending outbox entries of a failed relay are retried on a timer, not only on the next message.
+    this.relayTimer = setInterval(() => void this.relay(), 1_000);
+    this.logger.log(`deciding on ${this.spec.inputTypes.length} message types from ${this.spec.topics.join(', ')}`);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearInterval(this.ticker);
+    clearInterval(this.relayTimer);
+    await this.subscription?.close();
+    await this.queue.catch(() => undefined);
+    await this.relay();
+  }
+
+  /** The current state of a job (for HTTP read models and tests). */
+  stateOf(jobId: string): State | undefined {
+    return this.states.get(jobId);
+  }
+
+  jobs(): string[] {
+    return [...this.states.keys()];
+  }
+
+  /** Run one tick now (tests and the simulator-driven demo use it instead of waiting for the timer). */
+  tickNow(): Promise<void> {
+    return this.serially(() => this.tick());
+  }
+
+  private serially<T>(work: () => Promise<T>): Promise<T> {
+    const run = this.queue.then(work, work);
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  private async rebuild(): Promise<number> {
+    let after = '0';
+    let count = 0;
+    for (;;) {
+      const page = await this.store.inbox.read(this.store.dataSource.manager, this.spec.consumer, after, 1000);
+      for (const { message } of page) this.states.set(message.jobId, this.spec.decider.evolve(this.stateFor(message.jobId), message));
+      count += page.length;
+      if (page.length < 1000) return count;
+      after = page[page.length - 1].seq;
+    }
+  }
+
+  private stateFor(jobId: string): State {
+    return this.states.get(jobId) ?? this.spec.decider.initialState();
+  }
+
+  private async onDelivery(delivery: Delivery): Promise<void> {
+    const input = delivery.message;
+    const now = this.clock();
+    const before = this.stateFor(input.jobId);
+    let emitted: RobustrlMessage[] = [];
+    const outcome = await this.store.transaction(async (manager) => {
+      const stream = `${delivery.topic}/${delivery.partition}`;
+      if (!(await this.store.checkpoints.advance(manager, this.spec.consumer, stream, delivery.offset))) return 'duplicate';
+      // Our own outputs come back on the topics we consume; they are already in our inbox.
+      const [fresh] = await this.store.inbox.add(manager, this.spec.consumer, [input]);
+      if (!fresh) return 'duplicate';
+      const drafts = inSpanSync(`decide ${this.spec.consumer}`, context.active(), undefined, () =>
+        this.spec.decider.decide({ kind: 'observe', message: input as never, now }, before),
+      );
+      emitted = drafts.map((d, i) => this.envelope(d, now, input, deterministicId(this.spec.consumer, input.eventId, i)));
+      await this.store.log.append(manager, [input, ...emitted]);
+      await this.store.inbox.add(manager, this.spec.consumer, emitted);
+      await this.store.outbox.enqueue(manager, this.spec.consumer, emitted);
+      return 'applied';
+    });
+    if (outcome === 'duplicate') return;
+    this.states.set(input.jobId, [input, ...emitted].reduce(this.spec.decider.evolve, before));
+    this.afterCommit(emitted, input.jobId);
+  }
+
+  private async tick(): Promise<void> {
+    if (this.stopped) return;
+    const now = this.clock();
+    for (const [jobId, state] of this.states) {
+      const drafts = this.spec.decider.decide({ kind: 'tick', now }, state);
+      if (drafts.length === 0) continue;
+      const root = this.spec.spanForTick?.(drafts, now) ?? null;
+      let parent: Context = ROOT_CONTEXT;
+      const rootSpan = root ? tracer().startSpan(root.name, { kind: SpanKind.INTERNAL, startTime: root.startTime, attributes: root.attributes }, ROOT_CONTEXT) : null;
+      if (rootSpan) parent = trace.setSpan(ROOT_CONTEXT, rootSpan);
+      // Outputs of one tick are one story: they share the first one's id as correlation.
+      const ids = drafts.map(() => randomUUID());
+      const cause = { eventId: null, jobId, correlationId: ids[0] };
+      const emitted = inSpanSync(`decide ${this.spec.consumer}`, parent, now, () => drafts.map((d, i) => this.envelope(d, now, cause, ids[i])));
+      rootSpan?.end(now);
+      await this.store.transaction(async (manager) => {
+        await this.store.log.append(manager, emitted);
+        await this.store.inbox.add(manager, this.spec.consumer, emitted);
+        await this.store.outbox.enqueue(manager, this.spec.consumer, emitted);
+      });
+      this.states.set(jobId, emitted.reduce(this.spec.decider.evolve, state));
+      this.afterCommit(emitted, jobId);
+    }
+  }
+
+  private envelope(d: Draft, now: number, cause: { eventId: string | null; jobId: string; correlationId: string }, eventId: string): RobustrlMessage {
+    const traced = injectTraceHeaders(context.active());
+    return createMessage(d.type, d.data as never, {
+      jobId: cause.jobId,
+      source: this.spec.consumer,
+      occurredAt: new Date(now).toISOString(),
+      causationId: cause.eventId,
+      correlationId: cause.correlationId,
+      eventId,
+      ...(traced ? { trace: traced } : {}),
+    }) as RobustrlMessage;
+  }
+
+  private afterCommit(emitted: RobustrlMessage[], jobId: string): void {
+    if (emitted.length === 0) return;
+    this.spec.onEmitted?.(emitted, jobId);
+    void this.relay();
+  }
+
+  /** Publish what the outbox holds, oldest first; one relay at a time per process. */
+  relay(): Promise<void> {
+    if (this.relaying) return this.relaying.then(() => this.relayOnce());
+    return this.relayOnce();
+  }
+
+  private relayOnce(): Promise<void> {
+    if (this.relaying) return this.relaying;
+    this.relaying = (async () => {
+      try {
+        for (;;) {
+          const pending = await this.store.outbox.pending(this.store.dataSource.manager, this.spec.consumer, 100);
+          if (pending.length === 0) return;
+          for (const { message } of pending) {
+            // Continue the trace of the decision that produced the message.
+            const parent = message.trace ? extractTraceContext(message.trace as unknown as Record<string, string>) : ROOT_CONTEXT;
+            await context.with(parent, () => this.bus.publish(message));
+          }
+          await this.store.transaction((manager) => this.store.outbox.markPublished(manager, pending.map((p) => p.position)));
+          if (pending.length < 100) return;
+        }
+      } catch (err) {
+        this.logger.warn(`outbox relay failed, retrying in 1 s: ${err instanceof Error ? err.message : String(err)}`);
+      } finally {
+        this.relaying = null;
+      }
+    })();
+    return this.relaying;
+  }
+}
+
+/** Synchronous span helper: decisions are pure and synchronous, their envelopes carry the span's context. */
+function inSpanSync<T>(name: string, parent: Context, startTime: number | undefined, work: () => T): T {
+  const span = tracer().startSpan(name, { kind: SpanKind.INTERNAL, ...(startTime === undefined ? {} : { startTime }) }, parent);
+  try {
+    return context.with(trace.setSpan(parent, span), work);
+  } finally {
+    span.end();
+  }
+}
+
+/** The same input decided twice yields the same event ids: downstream de-duplication sees one decision. */
+function deterministicId(consumer: string, causeId: string, index: number): string {
+  const h = createHash('sha1').update(`${consumer}\u0000${causeId}\u0000${index}`).digest();
+  h[6] = (h[6] & 0x0f) | 0x50; // version 5 (name-based, SHA-1)
+  h[8] = (h[8] & 0x3f) | 0x80; // RFC 4122 variant
+  const hex = h.subarray(0, 16).toString('hex');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}

@@ -1,0 +1,49 @@
+import { EntityManager } from 'typeorm';
+import { RobustrlMessage, validateMessage } from '@robustrl/contracts';
+
+/** A consumer's applied messages, de-duplicated by event id; see migration 0002. */
+export class Inbox {
+  /** Record that `consumer` applied these messages; returns, per message, false when it already had. */
+  async add(manager: EntityManager, consumer: string, messages: readonly RobustrlMessage[]): Promise<boolean[]> {
+    const added: boolean[] = [];
+    for (const m of messages) {
+      const rows: unknown[] = await manager.query(
+        `INSERT INTO robustrl_inbox (consumer, event_id, job_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING RETURNING seq`,
+        [consumer, m.eventId, m.jobId],
+      );
+      added.push(rows.length === 1);
+    }
+    return added;
+  }
+
+  /**
+   * The consumer's stream in the order it applied it, joined with the event log for the payloads,
+   * page by page (`afterSeq` is the last seq of the previous page).
+   */
+  async read(manager: EntityManager, consumer: string, afterSeq = '0', limit = 1000): Promise<Array<{ seq: string; message: RobustrlMessage }>> {
+    const rows: Array<Record<string, unknown>> = await manager.query(
+      `SELECT i.seq::text AS seq, l.event_id, l.type, l.schema_version, l.kind, l.job_id, l.source, l.occurred_at,
+              l.causation_id, l.correlation_id, l.trace, l.data
+         FROM robustrl_inbox i JOIN robustrl_event_log l ON l.event_id = i.event_id
+        WHERE i.consumer = $1 AND i.seq > $2::bigint ORDER BY i.seq LIMIT $3`,
+      [consumer, afterSeq, limit],
+    );
+    return rows.map((row) => {
+      const decoded = validateMessage({
+        eventId: row.event_id,
+        type: row.type,
+        kind: row.kind,
+        schemaVersion: row.schema_version,
+        jobId: row.job_id,
+        source: row.source,
+        occurredAt: new Date(row.occurred_at as string).toISOString(),
+        causationId: row.causation_id,
+        correlationId: row.correlation_id,
+        ...(row.trace ? { trace: row.trace } : {}),
+        data: row.data,
+      });
+      if (!decoded.ok) throw new Error(`inbox of ${consumer} at seq ${String(row.seq)} does not match its schema: ${decoded.reason}`);
+      return { seq: row.seq as string, message: decoded.message };
+    });
+  }
+}

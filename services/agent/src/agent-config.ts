@@ -1,0 +1,73 @@
+import { z } from 'zod';
+import { Role } from '@robustrl/contracts';
+
+/** Everything an agent needs to know about its machine and its role process, validated at start. */
+export interface AgentConfig {
+  jobId: string;
+  machineId: string;
+  role: Role;
+  zone: string;
+  hardwareClass: string;
+  gpus: number;
+  dpRank: number | null;
+  /** Port of the local HTTP API the framework talks to (127.0.0.1 only). */
+  apiPort: number;
+  /** Shell command of the role process per role; none means the framework is started by someone else. */
+  roleCommands: Partial<Record<Role, string>>;
+  gpuSampleSeconds: number;
+  dcgmUrl: string | undefined;
+  preferredGpuSource: 'dcgm' | 'nvidia-smi' | 'emulated' | undefined;
+  /** SIGTERM → SIGKILL grace when stopping the role process. */
+  stopGraceMs: number;
+}
+
+const Env = z.object({
+  ROBUSTRL_JOB_ID: z.string().min(1, 'ROBUSTRL_JOB_ID is required: the job this machine works for'),
+  ROBUSTRL_MACHINE_ID: z.string().min(1, 'ROBUSTRL_MACHINE_ID is required: this machine\'s id (e.g. the host or pod name)'),
+  ROBUSTRL_ROLE: Role,
+  ROBUSTRL_ZONE: z.string().min(1).default('default'),
+  ROBUSTRL_HARDWARE_CLASS: z.string().min(1).default('default'),
+  ROBUSTRL_GPUS: z.coerce.number().int().positive().default(8),
+  ROBUSTRL_DP_RANK: z.coerce.number().int().nonnegative().optional(),
+  ROBUSTRL_AGENT_PORT: z.coerce.number().int().min(0).max(65535).default(8086),
+  ROBUSTRL_ROLE_COMMAND: z.string().min(1).optional(),
+  ROBUSTRL_TRAINER_COMMAND: z.string().min(1).optional(),
+  ROBUSTRL_ROLLOUT_COMMAND: z.string().min(1).optional(),
+  ROBUSTRL_HYBRID_COMMAND: z.string().min(1).optional(),
+  ROBUSTRL_GPU_SAMPLE_SECONDS: z.coerce.number().positive().default(10),
+  ROBUSTRL_DCGM_URL: z.url().optional(),
+  ROBUSTRL_GPU_SOURCE: z.enum(['dcgm', 'nvidia-smi', 'emulated']).optional(),
+  ROBUSTRL_STOP_GRACE_SECONDS: z.coerce.number().nonnegative().default(10),
+});
+
+export function agentConfigFromEnv(env: NodeJS.ProcessEnv): AgentConfig {
+  const parsed = Env.safeParse(Object.fromEntries(Object.entries(env).filter(([k, v]) => k.startsWith('ROBUSTRL_') && v !== '')));
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((i) => `${i.path.join('.') || 'env'}: ${i.message}`).join('; ');
+    throw new Error(`agent configuration is invalid: ${problems}`);
+  }
+  const e = parsed.data;
+  // ROBUSTRL_ROLE_COMMAND is the command of the machine's starting role; per-role commands let a
+  // rollout machine start a trainer process when it is promoted to warm standby (paper §5.1.3).
+  const roleCommands: Partial<Record<Role, string>> = {
+    trainer: e.ROBUSTRL_TRAINER_COMMAND,
+    rollout: e.ROBUSTRL_ROLLOUT_COMMAND,
+    hybrid: e.ROBUSTRL_HYBRID_COMMAND,
+  };
+  if (e.ROBUSTRL_ROLE_COMMAND) roleCommands[e.ROBUSTRL_ROLE] ??= e.ROBUSTRL_ROLE_COMMAND;
+  return {
+    jobId: e.ROBUSTRL_JOB_ID,
+    machineId: e.ROBUSTRL_MACHINE_ID,
+    role: e.ROBUSTRL_ROLE,
+    zone: e.ROBUSTRL_ZONE,
+    hardwareClass: e.ROBUSTRL_HARDWARE_CLASS,
+    gpus: e.ROBUSTRL_GPUS,
+    dpRank: e.ROBUSTRL_DP_RANK ?? null,
+    apiPort: e.ROBUSTRL_AGENT_PORT,
+    roleCommands,
+    gpuSampleSeconds: e.ROBUSTRL_GPU_SAMPLE_SECONDS,
+    dcgmUrl: e.ROBUSTRL_DCGM_URL,
+    preferredGpuSource: e.ROBUSTRL_GPU_SOURCE,
+    stopGraceMs: Math.round(e.ROBUSTRL_STOP_GRACE_SECONDS * 1000),
+  };
+}

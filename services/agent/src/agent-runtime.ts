@@ -1,0 +1,222 @@
+import { Logger } from '@nestjs/common';
+import { SpanStatusCode } from '@opentelemetry/api';
+import { Delivery, MessageBus, Subscription } from '@robustrl/bus';
+import { createCausedMessage, createMessage, DataOf, MessageOf, MessageType, RobustrlMessage, Role, RolePhase, Topics } from '@robustrl/contracts';
+import { tracer } from '@robustrl/telemetry';
+import { AgentConfig } from './agent-config';
+import { EmulatedGpuActivitySource, GpuActivitySource, selectGpuActivitySource } from './gpu-activity';
+import { RoleExit, RoleProcess } from './role-process';
+
+type AgentCommand = MessageOf<'RestartTrainerGroup' | 'PromoteRolloutToTrainer' | 'HeartbeatProbeRequested'>;
+
+/**
+ * The agent on one GPU machine (paper §3, §4): registers the machine, samples GPU activity, relays
+ * what the framework reports, answers heartbeat probes, reports role-process exits, and carries out
+ * the recovery commands addressed to this machine.
+ */
+export class AgentRuntime {
+  private readonly logger: Logger;
+  private readonly roleProcess: RoleProcess;
+  private gpuSource: GpuActivitySource = new EmulatedGpuActivitySource();
+  private gpuSourceReason = 'not selected yet';
+  private sampler?: NodeJS.Timeout;
+  private subscription?: Subscription;
+  private readonly executed = new Set<string>();
+  role: Role;
+  phase: RolePhase | null = null;
+  step = 0;
+  private closing = false;
+
+  constructor(
+    private readonly bus: MessageBus,
+    readonly config: AgentConfig,
+  ) {
+    this.role = config.role;
+    this.logger = new Logger(`agent/${config.machineId}`);
+    this.roleProcess = new RoleProcess({
+      stopGraceMs: config.stopGraceMs,
+      onExit: (exit) => void this.onRoleExit(exit),
+      onOutput: (line) => this.logger.log(`[${this.role}] ${line}`),
+    });
+  }
+
+  async start(apiUrl: string): Promise<void> {
+    this.apiUrl = apiUrl;
+    const selection = await selectGpuActivitySource({ dcgmUrl: this.config.dcgmUrl, preferred: this.config.preferredGpuSource });
+    this.gpuSource = selection.source;
+    this.gpuSourceReason = selection.reason;
+    this.logger.log(`GPU activity source: ${selection.reason}`);
+    if (selection.source.kind === 'emulated') this.logger.warn('no hardware GPU activity source: the framework must POST /v1/gpu-activity, or a trainer reads as idle');
+
+    // Each agent sees every command and probe (its own consumer group) and picks those addressed to it.
+    this.subscription = await this.bus.subscribe({
+      groupId: `robustrl-agent-${this.config.machineId}`,
+      topics: [Topics.control, Topics.heartbeat],
+      types: ['RestartTrainerGroup', 'PromoteRolloutToTrainer', 'HeartbeatProbeRequested'],
+      handler: (d) => this.onCommand(d as Delivery<AgentCommand>),
+    });
+    await this.emit('MachineRegistered', {
+      machineId: this.config.machineId,
+      role: this.role,
+      zone: this.config.zone,
+      hardwareClass: this.config.hardwareClass,
+      gpus: this.config.gpus,
+      agentAddress: apiUrl,
+      dpRank: this.config.dpRank,
+    });
+    const command = this.config.roleCommands[this.role];
+    if (command) {
+      const pid = await this.roleProcess.start(command, this.roleEnv(apiUrl, {}));
+      this.logger.log(`${this.role} process started (pid ${pid})`);
+    } else {
+      this.logger.log('no role command configured: the framework is started by someone else; process exits cannot be observed');
+    }
+    this.sampler = setInterval(() => void this.sampleGpu(), this.config.gpuSampleSeconds * 1000);
+  }
+
+  private apiUrl = '';
+
+  async stop(): Promise<void> {
+    this.closing = true;
+    clearInterval(this.sampler);
+    await this.subscription?.close();
+    await this.roleProcess.stop();
+  }
+
+  status() {
+    return {
+      jobId: this.config.jobId,
+      machineId: this.config.machineId,
+      role: this.role,
+      phase: this.phase,
+      step: this.step,
+      roleProcess: { pid: this.roleProcess.pid, running: this.roleProcess.running, restarts: this.roleProcess.restarts },
+      gpuActivitySource: { kind: this.gpuSource.kind, reason: this.gpuSourceReason },
+    };
+  }
+
+  /** The framework's own GPU activity reports; refused when a hardware source is in charge. */
+  pushGpuActivity(tensorActive: number, perGpu?: number[]): boolean {
+    if (!(this.gpuSource instanceof EmulatedGpuActivitySource)) return false;
+    this.gpuSource.push(tensorActive, perGpu);
+    return true;
+  }
+
+  async reportPhase(phase: RolePhase, step: number): Promise<string> {
+    this.phase = phase;
+    this.step = step;
+    return this.emit('RolePhaseChanged', { machineId: this.config.machineId, role: this.role, phase, step, changedAt: new Date().toISOString() });
+  }
+
+  /** Publish a fact observed on this machine; returns its event id. */
+  async emit<T extends MessageType>(type: T, data: DataOf<T>, cause?: RobustrlMessage): Promise<string> {
+    const ctx = { source: `agent/${this.config.machineId}`, occurredAt: new Date().toISOString() };
+    const message = cause ? createCausedMessage(type, data, cause, ctx) : createMessage(type, data, { jobId: this.config.jobId, ...ctx });
+    await this.bus.publish(message as RobustrlMessage);
+    return message.eventId;
+  }
+
+  private async sampleGpu(): Promise<void> {
+    try {
+      const reading = await this.gpuSource.sample();
+      await this.emit('GpuActivitySampled', {
+        machineId: this.config.machineId,
+        sampledAt: new Date().toISOString(),
+        intervalSeconds: this.config.gpuSampleSeconds,
+        tensorActive: reading.tensorActive,
+        ...(reading.perGpu.length ? { perGpu: reading.perGpu } : {}),
+        source: this.gpuSource.kind,
+      });
+    } catch (err) {
+      // A failed sample is no sample: the detector counts silence as idle, which is the safe side.
+      this.logger.warn(`GPU activity sample failed: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  }
+
+  private async onRoleExit(exit: RoleExit): Promise<void> {
+    if (!exit.unexpected || this.closing) return;
+    const how = exit.signal ? `killed by ${exit.signal}` : `exited with code ${exit.code}`;
+    this.logger.warn(`${this.role} process ${how}`);
+    await this.emit('AgentFaultSignalled', {
+      machineId: this.config.machineId,
+      role: this.role,
+      signal: 'process-exited',
+      detail: `${this.role} process ${how}`,
+      exitCode: exit.code ?? (exit.signal ? 128 + signalNumber(exit.signal) : null),
+      observedAt: new Date().toISOString(),
+    }).catch((err) => this.logger.error(`could not report the exit: ${String(err)}`));
+  }
+
+  private async onCommand(delivery: Delivery<AgentCommand>): Promise<void> {
+    const m = delivery.message;
+    if (m.jobId !== this.config.jobId) return;
+    const me = this.config.machineId;
+    if (m.type === 'HeartbeatProbeRequested') {
+      if (m.data.machineId !== me) return;
+      // The agent vouches for its role: with a role process configured, a dead one is not alive.
+      if (this.config.roleCommands[this.role] && !this.roleProcess.running) return;
+      await this.emit('HeartbeatAcked', { probeId: m.data.probeId, machineId: me, ackedAt: new Date().toISOString() }, m);
+      return;
+    }
+    const mine = m.type === 'RestartTrainerGroup' ? m.data.machines.includes(me) : m.data.rolloutMachineId === me;
+    if (!mine || this.executed.has(m.data.commandId)) return;
+    this.executed.add(m.data.commandId);
+    const started = Date.now();
+    const span = tracer().startSpan(m.type === 'RestartTrainerGroup' ? 'restart trainer process' : 'promote rollout to trainer', {
+      attributes: { 'robustrl.machine_id': me, 'robustrl.command_id': m.data.commandId },
+    });
+    const answer = { recoveryId: m.data.recoveryId, commandId: m.data.commandId, machineId: me, executor: `agent/${me}` };
+    try {
+      if (m.type === 'RestartTrainerGroup') await this.restartRole(m);
+      else await this.promote(m);
+      await this.emit('RecoveryCommandSucceeded', { ...answer, durationMs: Date.now() - started }, m);
+    } catch (err) {
+      const error = err instanceof Error ? err.message : String(err);
+      span.setStatus({ code: SpanStatusCode.ERROR, message: error });
+      this.logger.warn(`${m.type} ${m.data.commandId} failed: ${error}`);
+      await this.emit('RecoveryCommandFailed', { ...answer, durationMs: Date.now() - started, error }, m);
+    } finally {
+      span.end();
+    }
+  }
+
+  /** Terminate, re-initialise, reload the last checkpoint and retry the same step (paper §5.1.2). */
+  private async restartRole(m: MessageOf<'RestartTrainerGroup'>): Promise<void> {
+    const command = this.config.roleCommands[this.role];
+    if (!command) throw new Error(`no command configured for the ${this.role} role on ${this.config.machineId}`);
+    // A process started after the command was issued is already the restarted one (e.g. the whole machine came back).
+    if (this.roleProcess.running && (this.roleProcess.startedAt ?? 0) > Date.parse(m.occurredAt)) return;
+    const pid = await this.roleProcess.restart(command, this.roleEnv(this.apiUrl, {
+      ROBUSTRL_RESUME_FROM_CHECKPOINT_STEP: m.data.checkpointStep === null ? '' : String(m.data.checkpointStep),
+      ROBUSTRL_RETRY_STEP: String(m.data.step),
+      ROBUSTRL_KEEP_BATCH: String(m.data.keepBatch),
+    }));
+    this.logger.log(`${this.role} process restarted (pid ${pid}) for ${m.data.recoveryId}, reloading checkpoint ${m.data.checkpointStep ?? 'none'}, retrying step ${m.data.step}`);
+  }
+
+  /** Hand this rollout machine to the trainer group: stop generating, switch role; the trainer group restart starts the trainer here. */
+  private async promote(m: MessageOf<'PromoteRolloutToTrainer'>): Promise<void> {
+    if (!this.config.roleCommands.trainer) throw new Error(`${this.config.machineId} has no trainer command (ROBUSTRL_TRAINER_COMMAND) and cannot be a warm standby`);
+    await this.roleProcess.stop();
+    const from = this.role;
+    this.role = 'trainer';
+    this.phase = null;
+    await this.emit('MachineRoleChanged', { machineId: this.config.machineId, from, to: 'trainer', reason: `warm standby for ${m.data.replacesMachineId} (${m.data.recoveryId})` }, m);
+  }
+
+  private roleEnv(apiUrl: string, extra: Record<string, string>): Record<string, string> {
+    return {
+      ROBUSTRL_AGENT_URL: apiUrl,
+      ROBUSTRL_JOB_ID: this.config.jobId,
+      ROBUSTRL_MACHINE_ID: this.config.machineId,
+      ROBUSTRL_ROLE: this.role,
+      ROBUSTRL_RESTART_COUNT: String(this.roleProcess.restarts),
+      ...extra,
+    };
+  }
+}
+
+function signalNumber(signal: NodeJS.Signals): number {
+  const numbers: Partial<Record<NodeJS.Signals, number>> = { SIGHUP: 1, SIGINT: 2, SIGQUIT: 3, SIGABRT: 6, SIGKILL: 9, SIGSEGV: 11, SIGTERM: 15 };
+  return numbers[signal] ?? 0;
+}
