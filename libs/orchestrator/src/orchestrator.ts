@@ -6,8 +6,8 @@ import type { Role } from '@robustrl/contracts';
  *
  *  - `LocalProcessSupervisor` (./local): a "machine" is a process tree on this host; used by tests
  *    and the demo.
- *  - `KubernetesOrchestrator` (./kubernetes): a machine is a pod labelled with the job, role and
- *    machine id; isolating it cordons its node.
+ *  - `KubernetesOrchestrator` (./kubernetes): a machine is a pod labelled with the job, role, zone
+ *    and hardware class; the pod name is the machine id; isolating it cordons its node.
  *
  * In-place restarts of a role process (the fast path of paper §5.1.2) are done by the agent on that
  * machine, not here: the port is for what an agent cannot do for itself (a dead machine, a new

@@ -26,6 +26,10 @@ export class RoleProcess {
     },
   ) {}
 
+  private readonly killOnExit = () => {
+    if (this.child?.pid !== undefined) killGroup(this.child.pid, 'SIGKILL');
+  };
+
   get pid(): number | null {
     return this.child?.pid ?? null;
   }
@@ -50,12 +54,15 @@ export class RoleProcess {
       });
       child.once('spawn', () => {
         this.child = child;
+        // If the agent dies on an error, its role process goes with it rather than run unsupervised.
+        process.once('exit', this.killOnExit);
         this.startedAt = Date.now();
         resolve(child.pid!);
       });
       child.once('exit', (code, signal) => {
         if (this.child !== child) return;
         this.child = null;
+        process.removeListener('exit', this.killOnExit);
         const unexpected = !this.stopping;
         this.stopping = false;
         this.options.onExit({ code, signal, unexpected });

@@ -98,7 +98,6 @@ interface ResolvedLaunchCommand {
 
 /** One run of a machine's process tree; a restart makes a new one. */
 interface Incarnation {
-  readonly child: ChildProcess;
   /** Also the process group id, the child being its group's leader. */
   readonly pid: number | undefined;
   exit?: LocalMachineExit;
@@ -307,7 +306,6 @@ export class LocalProcessSupervisor implements Orchestrator {
     }
     let resolveExited!: (exit: LocalMachineExit) => void;
     const incarnation: Incarnation = {
-      child,
       pid: child.pid,
       exited: new Promise((resolve) => (resolveExited = resolve)),
       groupGone: child.pid === undefined,
