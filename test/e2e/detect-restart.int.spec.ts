@@ -169,7 +169,7 @@ describe('detect and restart, end to end (real Kafka, PostgreSQL, processes)', (
       const rolloutPids = ['rollout-a', 'rollout-c'].map((id) => supervisor.pidOf(id));
       const status = (await (await fetch(`${agentUrl(jobId, 'trainer-0')}/v1/status`)).json()) as { roleProcess: { pid: number } };
       const killedAt = Date.now();
-      process.kill(status.roleProcess.pid, 'SIGKILL');
+      process.kill(-status.roleProcess.pid, 'SIGKILL'); // the trainer's whole process tree
 
       const signal = await waitFor(jobId, 'AgentFaultSignalled', 'the agent reports the exit', (m) => m.data.machineId === 'trainer-0' && Date.parse(m.occurredAt) >= killedAt);
       expect(signal.data).toMatchObject({ signal: 'process-exited', exitCode: 137 });
@@ -185,11 +185,11 @@ describe('detect and restart, end to end (real Kafka, PostgreSQL, processes)', (
 
       // The restarted trainer retried the kept step from the reloaded checkpoint...
       await waitFor(jobId, 'RolePhaseChanged', 'restarted trainer initialising at the retried step', (m) => m.data.machineId === 'trainer-0' && m.data.phase === 'initializing' && m.data.step === restart.data.step && Date.parse(m.occurredAt) > killedAt);
-      await waitFor(jobId, 'TrainingStepCompleted', 'training continues after the restart', (m) => m.data.step >= restart.data.step && Date.parse(m.occurredAt) > Date.parse(completed.occurredAt));
+      const resumed = await waitFor(jobId, 'TrainingStepCompleted', 'training continues after the restart', (m) => m.data.step === restart.data.step && Date.parse(m.occurredAt) > Date.parse(completed.occurredAt));
       // ...while the rollouts were never touched and kept generating through the restart.
       expect(['rollout-a', 'rollout-c'].map((id) => supervisor.pidOf(id))).toEqual(rolloutPids);
-      const during = (id: string) => all(jobId, 'RolloutThroughputSampled', (m) => m.data.machineId === id && Date.parse(m.occurredAt) > killedAt && Date.parse(m.occurredAt) < Date.parse(completed.occurredAt));
-      for (const id of ['rollout-a', 'rollout-c']) expect(during(id).length).toBeGreaterThan(0);
+      const during = (id: string) => all(jobId, 'RolloutThroughputSampled', (m) => m.data.machineId === id && m.data.tokensPerSecond > 0 && Date.parse(m.occurredAt) > killedAt && Date.parse(m.occurredAt) < Date.parse(resumed.occurredAt));
+      for (const id of ['rollout-a', 'rollout-c']) expect({ id, generatedWhileTrainerWasDown: during(id).length > 0 }).toEqual({ id, generatedWhileTrainerWasDown: true });
       expect(all(jobId, 'RestartTask')).toEqual([]);
       expect(all(jobId, 'ReplaceMachine', (m) => m.data.recoveryId === decision.data.recoveryId)).toEqual([]);
     });
@@ -218,13 +218,19 @@ describe('detect and restart, end to end (real Kafka, PostgreSQL, processes)', (
     });
 
     it('robustrl tail shows the whole story', () => {
-      const out = execFileSync(process.execPath, [CLI, 'tail', '--job', jobId, '--from-beginning', '--topic', 'verdicts', 'control', '--limit', String(all(jobId, 'RecoveryCompleted').length + 6), '--topic-prefix', topicPrefix], {
+      // Topics are ordered per job but read side by side: ask for exactly as many records as the story has.
+      const story = ofJob(jobId).filter((m) => m.type in { FaultSuspected: 1, FaultConfirmed: 1, SuspicionCleared: 1 } || [
+        'RecoveryDecided', 'RestartTrainerGroup', 'PromoteRolloutToTrainer', 'ReplaceMachine', 'RestartTask', 'RecoveryCommandSucceeded', 'RecoveryCommandFailed', 'RecoveryCompleted',
+      ].includes(m.type));
+      const out = execFileSync(process.execPath, [CLI, 'tail', '--job', jobId, '--from-beginning', '--topic', 'verdicts', 'control', '--limit', String(story.length), '--topic-prefix', topicPrefix], {
         encoding: 'utf8', env: { ...process.env, KAFKA_BROKERS: brokers.join(',') }, timeout: 60_000,
       });
       expect(out).toMatch(/FaultConfirmed .*machineId=rollout-b .*rule=rollout-silent/);
       expect(out).toMatch(/RecoveryDecided .*action=replace-rollout/);
       expect(out).toMatch(/ReplaceMachine .*machineId=rollout-b/);
-      void machines;
+      expect(out).toMatch(/FaultConfirmed .*machineId=trainer-0 .*rule=explicit-signal/);
+      expect(out).toMatch(/RestartTrainerGroup .*machines=\[1\] .*keepBatch=true/);
+      expect(out.match(/RecoveryCompleted .*outcome=recovered/g)).toHaveLength(2);
     });
 
     afterAll(async () => {
@@ -244,10 +250,12 @@ describe('detect and restart, end to end (real Kafka, PostgreSQL, processes)', (
         { machineId: 'b-rollout-0', role: 'rollout', zone: 'az-1', hardwareClass: 'cpu-e2e' },
       ], 120);
       for (let fault = 1; fault <= 3; fault++) {
-        const since = Date.now();
-        await waitFor(jobId, 'RolePhaseChanged', `trainer training (attempt ${fault})`, (m) => m.data.machineId === 'b-trainer-0' && m.data.phase === 'training' && Date.parse(m.occurredAt) >= since - 60_000 && all(jobId, 'RestartTask').length === fault - 1);
-        const status = (await (await fetch(`${agentUrl(jobId, 'b-trainer-0')}/v1/status`)).json()) as { roleProcess: { pid: number } };
-        process.kill(status.roleProcess.pid, 'SIGKILL');
+        // The trainer of this incarnation of the task: registered and training after the last task restart.
+        const since = fault === 1 ? 0 : Date.parse(all(jobId, 'RestartTask')[fault - 2].occurredAt);
+        const registered = await waitFor(jobId, 'MachineRegistered', `trainer agent up (attempt ${fault})`, (m) => m.data.machineId === 'b-trainer-0' && Date.parse(m.occurredAt) > since);
+        await waitFor(jobId, 'RolePhaseChanged', `trainer training (attempt ${fault})`, (m) => m.data.machineId === 'b-trainer-0' && m.data.phase === 'training' && Date.parse(m.occurredAt) > Date.parse(registered.occurredAt));
+        const status = (await (await fetch(`${registered.data.agentAddress}/v1/status`)).json()) as { roleProcess: { pid: number } };
+        process.kill(-status.roleProcess.pid, 'SIGKILL');
         const decision = await waitFor(jobId, 'RecoveryDecided', `task restart #${fault} decided`, (m) => m.data.action === 'restart-task' && all(jobId, 'RecoveryDecided', (d) => d.data.action === 'restart-task').indexOf(m) === fault - 1);
         expect(decision.data.rule).toBe('escalate-first-iteration');
         await waitFor(jobId, 'RecoveryCompleted', `task restart #${fault} done`, (m) => m.data.recoveryId === decision.data.recoveryId);

@@ -207,6 +207,8 @@ export class AgentRuntime {
   private roleEnv(apiUrl: string, extra: Record<string, string>): Record<string, string> {
     return {
       ROBUSTRL_AGENT_URL: apiUrl,
+      // Lets the framework notice its agent is gone (e.g. exit instead of running on unsupervised).
+      ROBUSTRL_AGENT_PID: String(process.pid),
       ROBUSTRL_JOB_ID: this.config.jobId,
       ROBUSTRL_MACHINE_ID: this.config.machineId,
       ROBUSTRL_ROLE: this.role,
