@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { createMessage } from '@robustrl/contracts';
 import { freshPostgresStore } from '../../../test/support/databases';
-import { EventStore } from '@robustrl/store';
+import { EventStore, STORE_MIGRATIONS } from '@robustrl/store';
 import { describeEventStore } from '../../../test/contract/event-store-contract';
 
 describeEventStore('the PostgreSQL server', async () => {
@@ -46,7 +46,7 @@ describe('event log on the PostgreSQL server, with concurrent writers', () => {
     const url = (store.dataSource.options as { url: string }).url;
     const stores = await Promise.all([1, 2, 3].map(() => EventStore.open({ kind: 'postgres', url })));
     const rows: Array<{ name: string }> = await store.dataSource.query(`SELECT name FROM robustrl_migrations`);
-    expect(rows.map((r) => r.name)).toEqual(['EventLog1763700000000']);
+    expect(rows.map((r) => r.name)).toEqual(STORE_MIGRATIONS.map((m) => m.name));
     await Promise.all(stores.map((s) => s.close()));
   });
 });
