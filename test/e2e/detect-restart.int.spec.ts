@@ -194,6 +194,35 @@ describe('detect and restart, end to end (real Kafka, PostgreSQL, processes)', (
       expect(all(jobId, 'ReplaceMachine', (m) => m.data.recoveryId === decision.data.recoveryId)).toEqual([]);
     });
 
+    it('an XID error on the trainer machine → a rollout becomes the trainer (warm standby), the faulty machine is replaced as a rollout', async () => {
+      // A new step first: a second trainer fault in the step of the previous one would restart the task (rule 2).
+      const lastRestart = all(jobId, 'RestartTrainerGroup').at(-1)!;
+      await waitFor(jobId, 'TrainingStepStarted', 'a step after the restarted one', (m) => m.data.step > lastRestart.data.step);
+      const response = await fetch(`${agentUrl(jobId, 'trainer-0')}/v1/errors`, {
+        method: 'POST', headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ signal: 'xid-error', detail: 'Xid 79: GPU has fallen off the bus' }),
+      });
+      expect(response.status).toBe(202);
+
+      const verdict = await waitFor(jobId, 'FaultConfirmed', 'hardware fault confirmed', (m) => m.data.machineId === 'trainer-0' && m.data.machineFaulty);
+      const decision = await waitFor(jobId, 'RecoveryDecided', 'warm standby decided', (m) => m.data.verdictId === verdict.data.verdictId);
+      expect(decision.data).toMatchObject({ action: 'warm-standby-from-rollout', rule: 'trainer-machine-faulty' });
+      const promote = await waitFor(jobId, 'PromoteRolloutToTrainer', 'a rollout promoted', (m) => m.data.recoveryId === decision.data.recoveryId);
+      const standby = promote.data.rolloutMachineId;
+      expect(standby).toMatch(/^rollout-/);
+      await waitFor(jobId, 'MachineRoleChanged', 'the standby switched roles', (m) => m.data.machineId === standby && m.data.to === 'trainer');
+      const refill = await waitFor(jobId, 'ReplaceMachine', 'the faulty machine replaced for the rollout pool', (m) => m.data.recoveryId === decision.data.recoveryId);
+      expect(refill.data).toMatchObject({ machineId: 'trainer-0', role: 'rollout' });
+      const restart = await waitFor(jobId, 'RestartTrainerGroup', 'the trainer group restarted on the standby', (m) => m.data.recoveryId === decision.data.recoveryId);
+      expect(restart.data.machines).toEqual([standby]);
+      const completed = await waitFor(jobId, 'RecoveryCompleted', 'warm standby recovery completed', (m) => m.data.recoveryId === decision.data.recoveryId);
+      expect(completed.data.outcome).toBe('recovered');
+      await waitFor(jobId, 'TrainingStepCompleted', 'the standby trains', (m) => Date.parse(m.occurredAt) > Date.parse(completed.occurredAt));
+      const refilled = await waitFor(jobId, 'RecoveryCommandSucceeded', 'a new rollout machine for the pool', (m) => m.data.commandId === refill.data.commandId);
+      await waitFor(jobId, 'RolloutThroughputSampled', 'the refill generating', (m) => m.data.machineId === refilled.data.newMachineId);
+      expect(all(jobId, 'RestartTask')).toEqual([]);
+    });
+
     it('one trace per fault: evidence → verdict → decision → role restarted, and a latency histogram in Prometheus format', async () => {
       const spans = tracing.spans();
       const verdictSend = spans.find((s) => s.name === 'send FaultConfirmed' && s.attributes['robustrl.job_id'] === jobId && spans.some((p) => p.spanContext().traceId === s.spanContext().traceId && p.name === 'process AgentFaultSignalled'));
@@ -230,7 +259,8 @@ describe('detect and restart, end to end (real Kafka, PostgreSQL, processes)', (
       expect(out).toMatch(/ReplaceMachine .*machineId=rollout-b/);
       expect(out).toMatch(/FaultConfirmed .*machineId=trainer-0 .*rule=explicit-signal/);
       expect(out).toMatch(/RestartTrainerGroup .*machines=\[1\] .*keepBatch=true/);
-      expect(out.match(/RecoveryCompleted .*outcome=recovered/g)).toHaveLength(2);
+      expect(out).toMatch(/PromoteRolloutToTrainer .*replacesMachineId=trainer-0/);
+      expect(out.match(/RecoveryCompleted .*outcome=recovered/g)).toHaveLength(3);
     });
 
     afterAll(async () => {
