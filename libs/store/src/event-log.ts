@@ -92,6 +92,18 @@ export class EventLog {
 }
 
 function toLogged(row: LogRow): LoggedMessage {
+  return { position: row.position, message: messageFromRow(row, `event log position ${row.position}`), recordedAt: new Date(row.recorded_at) };
+}
+
+/** The columns of a message stored in the event log, as any query selecting them returns them. */
+export type MessageRow = Omit<LogRow, 'position' | 'recorded_at'>;
+
+/**
+ * Rebuild a message from its event-log columns. The log only ever receives validated messages; a row
+ * that no longer validates means a schema changed without a version bump. Fail loudly rather than
+ * hand out a half-typed message.
+ */
+export function messageFromRow(row: MessageRow, where: string): RobustrlMessage {
   const candidate = {
     eventId: row.event_id,
     type: row.type,
@@ -106,10 +118,6 @@ function toLogged(row: LogRow): LoggedMessage {
     data: row.data,
   };
   const decoded = validateMessage(candidate);
-  if (!decoded.ok) {
-    // The log only ever receives validated messages; a row that no longer validates means a schema
-    // changed without a version bump. Fail loudly rather than hand out a half-typed message.
-    throw new Error(`event log position ${row.position} does not match its schema: ${decoded.reason}`);
-  }
-  return { position: row.position, message: decoded.message, recordedAt: new Date(row.recorded_at) };
+  if (!decoded.ok) throw new Error(`${where} does not match its schema: ${decoded.reason}`);
+  return decoded.message;
 }

@@ -1,5 +1,6 @@
 import { EntityManager } from 'typeorm';
-import { RobustrlMessage, validateMessage } from '@robustrl/contracts';
+import { RobustrlMessage } from '@robustrl/contracts';
+import { MessageRow, messageFromRow } from './event-log';
 
 /** A consumer's applied messages, de-duplicated by event id; see migration 0002. */
 export class Inbox {
@@ -21,29 +22,13 @@ export class Inbox {
    * page by page (`afterSeq` is the last seq of the previous page).
    */
   async read(manager: EntityManager, consumer: string, afterSeq = '0', limit = 1000): Promise<Array<{ seq: string; message: RobustrlMessage }>> {
-    const rows: Array<Record<string, unknown>> = await manager.query(
+    const rows: Array<MessageRow & { seq: string }> = await manager.query(
       `SELECT i.seq::text AS seq, l.event_id, l.type, l.schema_version, l.kind, l.job_id, l.source, l.occurred_at,
               l.causation_id, l.correlation_id, l.trace, l.data
          FROM robustrl_inbox i JOIN robustrl_event_log l ON l.event_id = i.event_id
         WHERE i.consumer = $1 AND i.seq > $2::bigint ORDER BY i.seq LIMIT $3`,
       [consumer, afterSeq, limit],
     );
-    return rows.map((row) => {
-      const decoded = validateMessage({
-        eventId: row.event_id,
-        type: row.type,
-        kind: row.kind,
-        schemaVersion: row.schema_version,
-        jobId: row.job_id,
-        source: row.source,
-        occurredAt: new Date(row.occurred_at as string).toISOString(),
-        causationId: row.causation_id,
-        correlationId: row.correlation_id,
-        ...(row.trace ? { trace: row.trace } : {}),
-        data: row.data,
-      });
-      if (!decoded.ok) throw new Error(`inbox of ${consumer} at seq ${String(row.seq)} does not match its schema: ${decoded.reason}`);
-      return { seq: row.seq as string, message: decoded.message };
-    });
+    return rows.map((row) => ({ seq: row.seq, message: messageFromRow(row, `inbox of ${consumer} at seq ${row.seq}`) }));
   }
 }

@@ -1,6 +1,7 @@
 import { OrchestratorError } from '../orchestrator';
 import { FakeKubernetesApiServer, OwnerKind } from './fake-api-server';
 import { KubernetesOrchestrator, NodeAnnotations, PodLabels } from './kubernetes-orchestrator';
+import { rejectionOf } from '../../../../test/support/rejection';
 
 const NAMESPACE = 'rl';
 
@@ -30,14 +31,7 @@ async function startCluster(options: { readyTimeoutMs?: number } = {}) {
   return { fake, orchestrator };
 }
 
-async function rejection(promise: Promise<unknown>): Promise<OrchestratorError> {
-  const error = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(OrchestratorError);
-  return error as OrchestratorError;
-}
+const rejection = (promise: Promise<unknown>) => rejectionOf(promise, OrchestratorError);
 
 describe('KubernetesOrchestrator', () => {
   let fake: FakeKubernetesApiServer;

@@ -24,6 +24,7 @@
 import { CoreV1Api, HttpError, KubeConfig, PatchUtils, V1Pod } from '@kubernetes/client-node';
 import { Role } from '@robustrl/contracts';
 import { MachineSpec, Orchestrator, OrchestratorError } from '../orchestrator';
+import { BoundedMap, MAX_REMEMBERED_OPERATIONS, OperationKind, OperationMemo } from '../operation-memo';
 
 export const PodLabels = {
   job: 'robustrl.io/job',
@@ -49,14 +50,11 @@ export interface KubernetesOrchestratorOptions {
 
 const DEFAULT_READY_TIMEOUT_MS = 10 * 60_000;
 const DEFAULT_POLL_INTERVAL_MS = 2_000;
-/** Bounds the in-memory idempotency records; an operation is only redelivered shortly after it ran. */
-const MAX_REMEMBERED_OPERATIONS = 10_000;
 /** Node annotations are size-limited in total; a reason is for humans, its head is enough. */
 const MAX_REASON_LENGTH = 1_024;
 const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
 const RETRIABLE_STATUS = new Set([408, 409, 429]);
 
-type OperationKind = 'isolateMachine' | 'requestMachine' | 'restartMachines' | 'restartTask';
 
 /**
  * What a restart has done so far, kept so that a retry of the same operation finishes the deletions
@@ -79,8 +77,7 @@ export class KubernetesOrchestrator implements Orchestrator {
   private readonly namespace: string;
   private readonly readyTimeoutMs: number;
   private readonly pollIntervalMs: number;
-  private readonly completed = new BoundedMap<string, { kind: OperationKind; result: unknown }>(MAX_REMEMBERED_OPERATIONS);
-  private readonly inFlight = new Map<string, { kind: OperationKind; promise: Promise<unknown> }>();
+  private readonly operations = new OperationMemo();
   private readonly restartProgress = new BoundedMap<string, RestartProgress>(MAX_REMEMBERED_OPERATIONS);
   /** Per isolated machine, the UIDs of the job's pods at isolation: whatever is not among them is new. */
   private readonly isolationBaselines = new BoundedMap<string, Set<string>>(MAX_REMEMBERED_OPERATIONS);
@@ -309,25 +306,10 @@ export class KubernetesOrchestrator implements Orchestrator {
     }
   }
 
-  /** Runs an operation at most once per operationId; concurrent duplicates share the first call. */
+  /** At most once per operationId (see OperationMemo); refused once the adapter is closed. */
   private async once<T>(operationId: string, kind: OperationKind, run: () => Promise<T>): Promise<T> {
     this.assertOpen();
-    const previous = this.completed.get(operationId) ?? this.inFlight.get(operationId);
-    if (previous) {
-      if (previous.kind !== kind) {
-        throw new OrchestratorError(`operation ${operationId} was already used for ${previous.kind}, not ${kind}`, false);
-      }
-      return 'promise' in previous ? ((await previous.promise) as T) : (previous.result as T);
-    }
-    const promise = run();
-    this.inFlight.set(operationId, { kind, promise });
-    try {
-      const result = await promise;
-      this.completed.set(operationId, { kind, result });
-      return result;
-    } finally {
-      this.inFlight.delete(operationId);
-    }
+    return this.operations.once(operationId, kind, run);
   }
 
   private assertOpen(): void {
@@ -441,17 +423,4 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
     }, ms);
     signal.addEventListener('abort', onAbort, { once: true });
   });
-}
-
-/** A Map that forgets its oldest entries beyond a bound, so a long-lived controller does not grow without limit. */
-class BoundedMap<K, V> extends Map<K, V> {
-  constructor(private readonly limit: number) {
-    super();
-  }
-
-  override set(key: K, value: V): this {
-    super.set(key, value);
-    while (this.size > this.limit) this.delete(this.keys().next().value as K);
-    return this;
-  }
 }

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { transformFileSync } from '@swc/core';
 import { MachineSpec, OrchestratorError } from '../orchestrator';
 import { LocalLaunchCommand, LocalMachineLaunch, LocalProcessSupervisor, LocalProcessSupervisorOptions } from './local-process-supervisor';
+import { rejectionOf } from '../../../../test/support/rejection';
 
 // Machines are real `node -e` processes; every script keeps running until signalled unless it says otherwise.
 const SLEEPER = 'setInterval(() => {}, 1000)';
@@ -42,14 +43,7 @@ async function eventually<T>(what: string, probe: () => T | undefined | null | f
 // reaps it, which in some containers takes a second or two.
 const waitGone = (pid: number) => eventually(`process ${pid} to be gone`, () => !isAlive(pid), 15_000);
 
-async function rejection(promise: Promise<unknown>): Promise<OrchestratorError> {
-  const error = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(OrchestratorError);
-  return error as OrchestratorError;
-}
+const rejection = (promise: Promise<unknown>) => rejectionOf(promise, OrchestratorError);
 
 describe('LocalProcessSupervisor', () => {
   let supervisors: LocalProcessSupervisor[];
@@ -329,6 +323,7 @@ describe('LocalProcessSupervisor', () => {
         writeFileSync(join(dir, target), transformFileSync(join(__dirname, source), options).code);
       };
       compile('../orchestrator.ts', 'orchestrator.js');
+      compile('../operation-memo.ts', 'operation-memo.js');
       compile('local-process-supervisor.ts', 'local/local-process-supervisor.js');
       writeFileSync(
         join(dir, 'host.js'),

@@ -29,6 +29,7 @@ import type { Readable } from 'node:stream';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Role } from '@robustrl/contracts';
 import { MachineSpec, Orchestrator, OrchestratorError } from '../orchestrator';
+import { OperationKind, OperationMemo } from '../operation-memo';
 
 /** What to run for a machine. `env` is laid over this process's environment. */
 export interface LocalLaunchCommand {
@@ -82,12 +83,9 @@ const DEFAULT_STOP_GRACE_MS = 5_000;
 /** After SIGKILL only a process stuck in the kernel (uninterruptible sleep) is still there; give up on it then. */
 const KILL_WAIT_MS = 5_000;
 const GROUP_POLL_MS = 25;
-/** Bounds the in-memory idempotency records; an operation is only redelivered shortly after it ran. */
-const MAX_REMEMBERED_OPERATIONS = 10_000;
 /** A machineIdFor that keeps answering ids in use would otherwise loop forever. */
 const MAX_ID_ATTEMPTS = 10_000;
 
-type OperationKind = 'isolateMachine' | 'requestMachine' | 'restartMachines' | 'restartTask';
 
 interface ResolvedLaunchCommand {
   command: string;
@@ -125,8 +123,7 @@ export class LocalProcessSupervisor implements Orchestrator {
   private readonly machineIdFor: (role: Role, sequence: number) => string;
   private readonly records = new Map<string, MachineRecord>();
   private readonly nextSequence = new Map<Role, number>();
-  private readonly completed = new BoundedMap<string, { kind: OperationKind; result: unknown }>(MAX_REMEMBERED_OPERATIONS);
-  private readonly inFlight = new Map<string, { kind: OperationKind; promise: Promise<unknown> }>();
+  private readonly operations = new OperationMemo();
   private readonly orphanGuard = new OrphanGuard();
   private closing?: Promise<void>;
 
@@ -413,25 +410,10 @@ export class LocalProcessSupervisor implements Orchestrator {
     return record;
   }
 
-  /** Runs an operation at most once per operationId; concurrent duplicates share the first call. */
+  /** At most once per operationId (see OperationMemo); refused once the adapter is closed. */
   private async once<T>(operationId: string, kind: OperationKind, run: () => Promise<T>): Promise<T> {
     this.assertOpen();
-    const previous = this.completed.get(operationId) ?? this.inFlight.get(operationId);
-    if (previous) {
-      if (previous.kind !== kind) {
-        throw new OrchestratorError(`operation ${operationId} was already used for ${previous.kind}, not ${kind}`, false);
-      }
-      return 'promise' in previous ? ((await previous.promise) as T) : (previous.result as T);
-    }
-    const promise = run();
-    this.inFlight.set(operationId, { kind, promise });
-    try {
-      const result = await promise;
-      this.completed.set(operationId, { kind, result });
-      return result;
-    } finally {
-      this.inFlight.delete(operationId);
-    }
+    return this.operations.once(operationId, kind, run);
   }
 
   private assertOpen(): void {
@@ -579,17 +561,4 @@ function throwIfAnyFailed(what: string, results: PromiseSettledResult<unknown>[]
 
 function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
-}
-
-/** A Map that forgets its oldest entries beyond a bound, so a long-lived supervisor does not grow without limit. */
-class BoundedMap<K, V> extends Map<K, V> {
-  constructor(private readonly limit: number) {
-    super();
-  }
-
-  override set(key: K, value: V): this {
-    super.set(key, value);
-    while (this.size > this.limit) this.delete(this.keys().next().value as K);
-    return this;
-  }
 }
