@@ -273,24 +273,39 @@ describe('detect and restart, end to end (real Kafka, PostgreSQL, processes)', (
   describe('a job failing in its first iteration', () => {
     const jobId = `job-b-${randomBytes(3).toString('hex')}`;
 
-    it('three faults in the first iteration → three task restarts, never a role restart', async () => {
-      // A long first step: the faults land inside it.
+    it('three faults in the first iteration (trainer exit, step exception, rollout exit) → three task restarts, never a role restart', async () => {
+      // A long first step: every fault lands inside it.
       await startJob(jobId, [
         { machineId: 'b-trainer-0', role: 'trainer', zone: 'az-1', hardwareClass: 'cpu-e2e' },
         { machineId: 'b-rollout-0', role: 'rollout', zone: 'az-1', hardwareClass: 'cpu-e2e' },
       ], 120);
-      for (let fault = 1; fault <= 3; fault++) {
-        // The trainer of this incarnation of the task: registered and training after the last task restart.
-        const since = fault === 1 ? 0 : Date.parse(all(jobId, 'RestartTask')[fault - 2].occurredAt);
-        const registered = await waitFor(jobId, 'MachineRegistered', `trainer agent up (attempt ${fault})`, (m) => m.data.machineId === 'b-trainer-0' && Date.parse(m.occurredAt) > since);
-        await waitFor(jobId, 'RolePhaseChanged', `trainer training (attempt ${fault})`, (m) => m.data.machineId === 'b-trainer-0' && m.data.phase === 'training' && Date.parse(m.occurredAt) > Date.parse(registered.occurredAt));
-        const status = (await (await fetch(`${registered.data.agentAddress}/v1/status`)).json()) as { roleProcess: { pid: number } };
-        process.kill(-status.roleProcess.pid, 'SIGKILL');
-        const decision = await waitFor(jobId, 'RecoveryDecided', `task restart #${fault} decided`, (m) => m.data.action === 'restart-task' && all(jobId, 'RecoveryDecided', (d) => d.data.action === 'restart-task').indexOf(m) === fault - 1);
-        expect(decision.data.rule).toBe('escalate-first-iteration');
-        await waitFor(jobId, 'RecoveryCompleted', `task restart #${fault} done`, (m) => m.data.recoveryId === decision.data.recoveryId);
+      const roleProcessOf = async (address: string) => ((await (await fetch(`${address}/v1/status`)).json()) as { roleProcess: { pid: number } }).roleProcess.pid;
+      const faults: Array<{ kind: string; inject: (trainer: string, rollout: string) => Promise<void> }> = [
+        { kind: 'trainer process killed', inject: async (trainer) => void process.kill(-(await roleProcessOf(trainer)), 'SIGKILL') },
+        {
+          kind: 'exception in the training step',
+          inject: async (trainer) => {
+            const r = await fetch(`${trainer}/v1/errors`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ signal: 'step-exception', detail: 'RuntimeError: shape mismatch in loss' }) });
+            expect(r.status).toBe(202);
+          },
+        },
+        // Code errors in rollout escalate too in the first iteration (paper §5.1.2, footnote 2).
+        { kind: 'rollout process killed', inject: async (_trainer, rollout) => void process.kill(-(await roleProcessOf(rollout)), 'SIGKILL') },
+      ];
+      for (const [i, fault] of faults.entries()) {
+        // The machines of this incarnation of the task: registered after the last task restart, the trainer training.
+        const since = i === 0 ? 0 : Date.parse(all(jobId, 'RestartTask')[i - 1].occurredAt);
+        const registered = (machineId: string) => waitFor(jobId, 'MachineRegistered', `${machineId} up (fault ${i + 1})`, (m) => m.data.machineId === machineId && Date.parse(m.occurredAt) > since);
+        const trainer = await registered('b-trainer-0');
+        const rollout = await registered('b-rollout-0');
+        await waitFor(jobId, 'RolePhaseChanged', `trainer training (fault ${i + 1})`, (m) => m.data.machineId === 'b-trainer-0' && m.data.phase === 'training' && Date.parse(m.occurredAt) > Date.parse(trainer.occurredAt));
+        await fault.inject(trainer.data.agentAddress, rollout.data.agentAddress);
+
+        const decision = await waitFor(jobId, 'RecoveryDecided', `task restart #${i + 1} decided (${fault.kind})`, (m) => m.data.action === 'restart-task' && all(jobId, 'RecoveryDecided', (d) => d.data.action === 'restart-task').indexOf(m) === i);
+        expect({ fault: fault.kind, rule: decision.data.rule }).toEqual({ fault: fault.kind, rule: 'escalate-first-iteration' });
+        await waitFor(jobId, 'RecoveryCompleted', `task restart #${i + 1} done`, (m) => m.data.recoveryId === decision.data.recoveryId);
         // The restarted task announces itself: a new first iteration.
-        await waitFor(jobId, 'JobStarted', `job restarted #${fault}`, () => all(jobId, 'JobStarted').length === fault + 1);
+        await waitFor(jobId, 'JobStarted', `job restarted #${i + 1}`, () => all(jobId, 'JobStarted').length === i + 2);
       }
       expect(all(jobId, 'RestartTask').map((m) => m.data.rule)).toEqual(['escalate-first-iteration', 'escalate-first-iteration', 'escalate-first-iteration']);
       expect(all(jobId, 'RestartTrainerGroup')).toEqual([]);
