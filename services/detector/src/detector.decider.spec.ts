@@ -93,6 +93,12 @@ describe('trainer rule: 300 s without TensorCore activity, only inside the train
     expect(out).toHaveLength(1);
   });
 
+  it('a rank idle long after its peer\'s verdict is a fault of its own, not an echo', () => {
+    const two = [job, register('trainer-0', 'trainer'), register('trainer-1', 'trainer'), phase(0, 'trainer-0', 'training'), phase(400, 'trainer-1', 'training')];
+    const confirmed = run(two, 800).filter((e) => e.draft.type === 'FaultConfirmed').map((e) => [(e.draft.data as { machineId: string }).machineId, (e.at - at(0)) / 1000]);
+    expect(confirmed).toEqual([['trainer-0', 300], ['trainer-1', 700]]);
+  });
+
   it('a restarted trainer is watched again once it reports a phase', () => {
     const emitted = run([...trainer, phase(320, 'trainer-0', 'initializing'), phase(330, 'trainer-0', 'training')], 640);
     const confirmedAt = emitted.filter((e) => e.draft.type === 'FaultConfirmed').map((e) => (e.at - at(0)) / 1000);

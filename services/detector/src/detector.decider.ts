@@ -65,10 +65,18 @@ export function createDetectorDecider(options: {
     settings: state.settings,
   });
 
-  /** A trainer-idle verdict on one rank while another rank's trainer verdict stands is its echo: ranks hang on a dead peer. */
-  function trainerGroupAlreadyConfirmed(state: DetectorState, machine: WatchedMachine): boolean {
+  /**
+   * A trainer-idle verdict on one rank shortly after another rank's trainer verdict is its echo: the
+   * ranks hang on their dead peer and cross the window together. Only a recent verdict suppresses, so
+   * a machine that was never re-armed (e.g. isolated without a deregistration) cannot mute the group.
+   */
+  function trainerGroupAlreadyConfirmed(state: DetectorState, machine: WatchedMachine, now: number): boolean {
     return Object.values(state.machines).some(
-      (m) => m.machineId !== machine.machineId && m.status === 'confirmed' && handledAs(m.role) === 'trainer',
+      (m) =>
+        m.machineId !== machine.machineId &&
+        m.status === 'confirmed' &&
+        handledAs(m.role) === 'trainer' &&
+        now - (state.confirmedAt[m.machineId] ?? -Infinity) < state.settings.trainerIdleWindowMs,
     );
   }
 
@@ -88,7 +96,7 @@ export function createDetectorDecider(options: {
         continue;
       }
       if (finding.verdict === 'confirm') {
-        if (rule.name === 'trainer-idle' && trainerGroupAlreadyConfirmed(state, machine)) continue;
+        if (rule.name === 'trainer-idle' && trainerGroupAlreadyConfirmed(state, machine, now)) continue;
         out.push(confirmed(machine, rule.name, open?.verdictId ?? verdictIdFor(machine, rule.name, nextSeq()), finding.since, finding.evidence, finding.machineFaulty, now));
         return out; // one confirmed fault per machine: the rest is the controller's business
       }

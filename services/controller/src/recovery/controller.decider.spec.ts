@@ -138,6 +138,17 @@ describe('escalation to a whole-task restart: exactly the three rules of paper Â
     expect(types(emitted)).toEqual(['RecoveryDecided', 'RestartTrainerGroup', 'RecoveryDecided', 'RestartTrainerGroup', 'RecoveryDecided', 'RestartTask']);
   });
 
+  it('a failed refill of the rollout pool does not count as a failed restart', () => {
+    const { emitted } = play(jobAtStep3(), [
+      fault(400, 'trainer-1', { machineFaulty: true }),
+      failed(405, 'trainer-1/v400/recovery/2', null), // the refill (ReplaceMachine for the rollout pool)
+      succeeded(410, 'trainer-1/v400/recovery/1', 'rollout-0'),
+      failed(430, 'trainer-1/v400/recovery/3', null), // the first failed trainer restart: allowed
+    ]);
+    expect(decidedOf(emitted)).toEqual([['warm-standby-from-rollout', 'trainer-machine-faulty'], ['warm-standby-from-rollout', 'trainer-machine-faulty']]);
+    expect(types(emitted)).not.toContain('RestartTask');
+  });
+
   it('rollout faults never restart the task: a replacement failing twice is abandoned', () => {
     const { emitted } = play(jobAtStep3(), [
       fault(400, 'rollout-0', { role: 'rollout', handledAs: 'rollout' }),

@@ -391,7 +391,11 @@ export function createControllerDecider(settings: ControllerSettings = DEFAULT_C
     const cmd = r.commands[event.data.commandId];
     if (!cmd || cmd.status !== 'pending') return state;
     if (event.type === 'RecoveryCommandFailed') {
-      return withRecovery(state, { ...r, failures: r.failures + 1, commands: { ...r.commands, [cmd.commandId]: { ...cmd, status: 'failed' } } });
+      // A failed pool refill is not a failed restart (rule 3 counts restarts); a standby that could
+      // not be promoted is not part of the trainer group.
+      const failures = cmd.background ? r.failures : r.failures + 1;
+      const trainerGroup = cmd.type === 'PromoteRolloutToTrainer' ? r.trainerGroup.filter((m) => m !== cmd.subject) : r.trainerGroup;
+      return withRecovery(state, { ...r, failures, trainerGroup, commands: { ...r.commands, [cmd.commandId]: { ...cmd, status: 'failed' } } });
     }
     const machineId = event.data.machineId;
     const awaiting = machineId === null ? [] : cmd.awaiting.filter((m) => m !== machineId);
