@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { Client } from 'pg';
 import { KafkaBus, MessageBus, Subscription } from '@robustrl/bus';
 import { createMessage, MessageOf, MessageType, RobustrlMessage, Topics } from '@robustrl/contracts';
+import { signalAll, treeOf } from '@robustrl/agent';
 import { ControllerModule } from '@robustrl/controller';
 import { DetectorModule } from '@robustrl/detector';
 import { LocalProcessSupervisor, MachineSpec } from '@robustrl/orchestrator';
@@ -135,11 +136,8 @@ describe('detect and restart, end to end (real Kafka, PostgreSQL, processes)', (
     });
 
     it('kill -9 a rollout machine → confirmed through the probe, replaced, the job continues', async () => {
-      const rolloutProcess = (await (await fetch(`${agentUrl(jobId, 'rollout-b')}/v1/status`)).json()) as { roleProcess: { pid: number } };
       const killedAt = Date.now();
-      // The machine is gone: its agent and its rollout process (which leads its own process group).
-      supervisor.killMachine('rollout-b', 'SIGKILL');
-      process.kill(-rolloutProcess.roleProcess.pid, 'SIGKILL');
+      supervisor.killMachine('rollout-b', 'SIGKILL'); // the machine is gone: its agent and the rollout process with it
 
       const verdict = await waitFor(jobId, 'FaultConfirmed', 'rollout-b confirmed', (m) => m.data.machineId === 'rollout-b');
       expect(verdict.data).toMatchObject({ rule: 'rollout-silent', handledAs: 'rollout', evidence: { probe: { result: 'timed-out' } } });
@@ -169,7 +167,7 @@ describe('detect and restart, end to end (real Kafka, PostgreSQL, processes)', (
       const rolloutPids = ['rollout-a', 'rollout-c'].map((id) => supervisor.pidOf(id));
       const status = (await (await fetch(`${agentUrl(jobId, 'trainer-0')}/v1/status`)).json()) as { roleProcess: { pid: number } };
       const killedAt = Date.now();
-      process.kill(-status.roleProcess.pid, 'SIGKILL'); // the trainer's whole process tree
+      signalAll(treeOf(status.roleProcess.pid), 'SIGKILL'); // the trainer's whole process tree
 
       const signal = await waitFor(jobId, 'AgentFaultSignalled', 'the agent reports the exit', (m) => m.data.machineId === 'trainer-0' && Date.parse(m.occurredAt) >= killedAt);
       expect(signal.data).toMatchObject({ signal: 'process-exited', exitCode: 137 });
@@ -281,7 +279,7 @@ describe('detect and restart, end to end (real Kafka, PostgreSQL, processes)', (
       ], 120);
       const roleProcessOf = async (address: string) => ((await (await fetch(`${address}/v1/status`)).json()) as { roleProcess: { pid: number } }).roleProcess.pid;
       const faults: Array<{ kind: string; inject: (trainer: string, rollout: string) => Promise<void> }> = [
-        { kind: 'trainer process killed', inject: async (trainer) => void process.kill(-(await roleProcessOf(trainer)), 'SIGKILL') },
+        { kind: 'trainer process killed', inject: async (trainer) => signalAll(treeOf(await roleProcessOf(trainer)), 'SIGKILL') },
         {
           kind: 'exception in the training step',
           inject: async (trainer) => {
@@ -290,7 +288,7 @@ describe('detect and restart, end to end (real Kafka, PostgreSQL, processes)', (
           },
         },
         // Code errors in rollout escalate too in the first iteration (paper §5.1.2, footnote 2).
-        { kind: 'rollout process killed', inject: async (_trainer, rollout) => void process.kill(-(await roleProcessOf(rollout)), 'SIGKILL') },
+        { kind: 'rollout process killed', inject: async (_trainer, rollout) => signalAll(treeOf(await roleProcessOf(rollout)), 'SIGKILL') },
       ];
       for (const [i, fault] of faults.entries()) {
         // The machines of this incarnation of the task: registered after the last task restart, the trainer training.

@@ -9,6 +9,7 @@ import { eventually } from '../../../test/support/eventually';
 import { AgentApiController } from './agent-api.controller';
 import { agentConfigFromEnv } from './agent-config';
 import { AgentRuntime } from './agent-runtime';
+import { signalAll, treeOf } from './process-tree';
 
 /** The agent against the in-process bus, with real role processes (small shell scripts). */
 describe('agent', () => {
@@ -74,7 +75,7 @@ describe('agent', () => {
     await eventually('ack', () => (published('HeartbeatAcked').length === 1 ? true : undefined));
     expect(published('HeartbeatAcked')[0].data).toMatchObject({ probeId: 'p-1', machineId: 'm-1' });
 
-    process.kill(-runtime.status().roleProcess.pid!, 'SIGKILL');
+    signalAll(treeOf(runtime.status().roleProcess.pid!), 'SIGKILL');
     const exit = await eventually('exit reported', () => published('AgentFaultSignalled')[0]);
     expect(exit.data).toMatchObject({ machineId: 'm-1', role: 'rollout', signal: 'process-exited', exitCode: 137 });
     await bus.publish(command('HeartbeatProbeRequested', { probeId: 'p-2', machineId: 'm-1', timeoutMs: 1000 }));

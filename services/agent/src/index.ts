@@ -3,3 +3,4 @@ export * from './agent-config';
 export * from './agent-runtime';
 export * from './role-process';
 export * from './gpu-activity';
+export * from './process-tree';

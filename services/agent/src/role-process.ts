@@ -1,4 +1,6 @@
 import { ChildProcess, spawn } from 'node:child_process';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { alive, signalAll, treeOf } from './process-tree';
 
 export interface RoleExit {
   code: number | null;
@@ -9,8 +11,9 @@ export interface RoleExit {
 
 /**
  * The role process of this machine (trainer or rollout worker), started by the agent the way a
- * launcher like torchrun's elastic agent does: as a child leading its own process group, so stopping
- * it stops everything it spawned. An exit the agent did not ask for is a fault signal.
+ * launcher like torchrun's elastic agent does. It stays in the agent's process group, so taking the
+ * machine down (the group) takes it too; stopping only the role signals its process tree. An exit the
+ * agent did not ask for is a fault signal.
  */
 export class RoleProcess {
   private child: ChildProcess | null = null;
@@ -27,7 +30,7 @@ export class RoleProcess {
   ) {}
 
   private readonly killOnExit = () => {
-    if (this.child?.pid !== undefined) killGroup(this.child.pid, 'SIGKILL');
+    if (this.child?.pid !== undefined) signalAll(treeOf(this.child.pid), 'SIGKILL');
   };
 
   get pid(): number | null {
@@ -42,7 +45,7 @@ export class RoleProcess {
   start(command: string, env: Record<string, string>): Promise<number> {
     if (this.child) throw new Error(`role process already running (pid ${this.child.pid})`);
     return new Promise((resolve, reject) => {
-      const child = spawn('/bin/sh', ['-c', command], { env: { ...process.env, ...env }, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = spawn('/bin/sh', ['-c', command], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
       const forward = (chunk: Buffer) => {
         for (const line of chunk.toString('utf8').split('\n')) if (line.trim()) this.options.onOutput?.(line);
       };
@@ -70,29 +73,33 @@ export class RoleProcess {
     });
   }
 
-  /** SIGTERM the process group, SIGKILL it after the grace period; resolves when it has exited. */
+  /**
+   * SIGTERM the role's process tree, SIGKILL what is left of it after the grace period; resolves when
+   * all of it is gone. The tree is taken before signalling: a child whose parent dies first is
+   * re-parented away from it and would otherwise escape the SIGKILL.
+   */
   async stop(): Promise<void> {
     const child = this.child;
     if (!child || child.pid === undefined) return;
     this.stopping = true;
     const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-    killGroup(child.pid, 'SIGTERM');
-    const timer = setTimeout(() => killGroup(child.pid!, 'SIGKILL'), this.options.stopGraceMs);
+    const tree = treeOf(child.pid);
+    signalAll(tree, 'SIGTERM');
+    const deadline = Date.now() + this.options.stopGraceMs;
+    while (tree.some(alive) && Date.now() < deadline) await sleep(25);
+    if (tree.some(alive)) {
+      // Survivors may have forked since the snapshot: take their trees too.
+      const survivors = [...new Set([...tree, ...tree.filter(alive).flatMap(treeOf)])];
+      signalAll(survivors, 'SIGKILL');
+      const killDeadline = Date.now() + 5_000;
+      while (survivors.some(alive) && Date.now() < killDeadline) await sleep(25);
+    }
     await exited;
-    clearTimeout(timer);
   }
 
   async restart(command: string, env: Record<string, string>): Promise<number> {
     await this.stop();
     this.restarts += 1;
     return this.start(command, env);
-  }
-}
-
-function killGroup(pid: number, signal: NodeJS.Signals): void {
-  try {
-    process.kill(-pid, signal);
-  } catch {
-    // Already gone: exactly what stop wants.
   }
 }

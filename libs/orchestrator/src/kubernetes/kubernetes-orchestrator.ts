@@ -55,7 +55,6 @@ const MAX_REASON_LENGTH = 1_024;
 const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
 const RETRIABLE_STATUS = new Set([408, 409, 429]);
 
-
 /**
  * What a restart has done so far, kept so that a retry of the same operation finishes the deletions
  * and waits, instead of deleting the replacements that already came up.
