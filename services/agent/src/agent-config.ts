@@ -22,9 +22,9 @@ export interface AgentConfig {
 }
 
 const Env = z.object({
-  ROBUSTRL_JOB_ID: z.string().min(1, 'ROBUSTRL_JOB_ID is required: the job this machine works for'),
-  ROBUSTRL_MACHINE_ID: z.string().min(1, 'ROBUSTRL_MACHINE_ID is required: this machine\'s id (e.g. the host or pod name)'),
-  ROBUSTRL_ROLE: Role,
+  ROBUSTRL_JOB_ID: z.string({ error: 'required: the job this machine works for' }).min(1),
+  ROBUSTRL_MACHINE_ID: z.string({ error: "required: this machine's id (the host name, or the pod name on Kubernetes)" }).min(1),
+  ROBUSTRL_ROLE: z.enum(Role.options, { error: 'required, one of trainer, rollout, hybrid' }),
   ROBUSTRL_ZONE: z.string().min(1).default('default'),
   ROBUSTRL_HARDWARE_CLASS: z.string().min(1).default('default'),
   ROBUSTRL_GPUS: z.coerce.number().int().positive().default(8),

@@ -1,4 +1,4 @@
-import { DynamicModule, Inject, Module, OnApplicationBootstrap, OnModuleDestroy, Optional } from '@nestjs/common';
+import { DynamicModule, Inject, Logger, Module, OnApplicationBootstrap, OnModuleDestroy, Optional } from '@nestjs/common';
 import { MessageBus } from '@robustrl/bus';
 import { Topics } from '@robustrl/contracts';
 import { KubernetesOrchestrator, Orchestrator } from '@robustrl/orchestrator';
@@ -67,7 +67,8 @@ export class ControllerModule implements OnApplicationBootstrap, OnModuleDestroy
 
   async onApplicationBootstrap(): Promise<void> {
     await this.consumer.start();
-    await this.executor?.start();
+    if (this.executor) await this.executor.start();
+    else new Logger('controller').warn('no orchestrator (ROBUSTRL_ORCHESTRATOR=none): ReplaceMachine and RestartTask are decided but not carried out, and time out as failed');
   }
 
   async onModuleDestroy(): Promise<void> {
