@@ -109,6 +109,16 @@ describe('detect and restart, end to end (real Kafka, PostgreSQL, processes)', (
   });
 
   afterAll(async () => {
+    // What each recovery cost on this machine, for docs/benchmarks.md (observed, not asserted).
+    const decisions = new Map(seen.filter((m): m is MessageOf<'RecoveryDecided'> => m.type === 'RecoveryDecided').map((m) => [m.data.recoveryId, m.data]));
+    const rows = seen
+      .filter((m): m is MessageOf<'RecoveryCompleted'> => m.type === 'RecoveryCompleted')
+      .map((m) => {
+        const d = decisions.get(m.data.recoveryId);
+        const s = m.data.stagesMs;
+        return `  ${(d?.action ?? '?').padEnd(26)} ${m.data.outcome.padEnd(10)} detect ${String(s.detect).padStart(5)} ms  decide ${String(s.decide).padStart(4)} ms  restart ${String(s.restart).padStart(5)} ms  reconnect ${String(s.reconnect).padStart(5)} ms`;
+      });
+    process.stdout.write(`recoveries observed in the end-to-end test:\n${rows.join('\n')}\n`);
     await observer?.close();
     await supervisor?.close();
     await service?.stop();
@@ -262,8 +272,13 @@ describe('detect and restart, end to end (real Kafka, PostgreSQL, processes)', (
     });
 
     afterAll(async () => {
-      for (const m of supervisor.machines().filter((x) => x.status !== 'isolated')) {
-        await supervisor.isolateMachine({ operationId: `cleanup-${m.machineId}`, jobId, machineId: m.machineId, reason: 'test done' });
+      // The job is over: its machines leave first, so the control plane does not replace them.
+      for (const m of await supervisor.listMachines(jobId)) {
+        await bus.publish(createMessage('MachineDeregistered', { machineId: m.machineId, reason: 'job finished' }, { jobId, source: 'e2e', occurredAt: new Date().toISOString() }));
+      }
+      await eventually('the detector to let the machines go', () => (seen.filter((m) => m.jobId === jobId && m.type === 'MachineDeregistered' && m.source === 'e2e').length > 0 ? true : undefined));
+      for (const m of await supervisor.listMachines(jobId)) {
+        await supervisor.isolateMachine({ operationId: `cleanup-${m.machineId}`, jobId, machineId: m.machineId, reason: 'job finished' });
       }
     });
   });
