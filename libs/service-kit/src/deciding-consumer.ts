@@ -17,13 +17,17 @@ export interface OutputSpan {
   attributes?: Record<string, string | number | boolean>;
 }
 
-export interface DecidingConsumerSpec<State> {
+export interface DecidingConsumerSpec<State, Input extends RobustrlMessage = RobustrlMessage, Event extends RobustrlMessage = RobustrlMessage> {
   /** Consumer group, checkpoint and inbox name, and the `source` of everything it emits. */
   consumer: string;
   topics: readonly TopicName[];
   inputTypes: readonly MessageType[];
-  /** One decider instance per job; outputs are drafts the host wraps into envelopes. */
-  decider: Decider<State, HostCommand<never>, RobustrlMessage, Draft>;
+  /**
+   * One decider instance per job; outputs are drafts the host wraps into envelopes. `Input` must be
+   * the types listed in `inputTypes` (the subscription delivers nothing else), and `Event` those plus
+   * the decider's own outputs (the inbox holds nothing else).
+   */
+  decider: Decider<State, HostCommand<Input>, Event, Draft>;
   /** How often time passes for the decider (null: never, the decider reacts to messages only). */
   tickIntervalMs: number | null;
   clock?: () => number;
@@ -47,7 +51,7 @@ export interface DecidingConsumerSpec<State> {
  * On start the state of every job is rebuilt by folding the inbox — exactly what this consumer
  * applied, in the order it applied it.
  */
-export class DecidingConsumer<State> {
+export class DecidingConsumer<State, Input extends RobustrlMessage = RobustrlMessage, Event extends RobustrlMessage = RobustrlMessage> {
   private readonly states = new Map<string, State>();
   private readonly logger: Logger;
   private readonly clock: () => number;
@@ -61,7 +65,7 @@ export class DecidingConsumer<State> {
   constructor(
     private readonly bus: MessageBus,
     private readonly store: EventStore,
-    private readonly spec: DecidingConsumerSpec<State>,
+    private readonly spec: DecidingConsumerSpec<State, Input, Event>,
   ) {
     this.logger = new Logger(spec.consumer);
     this.clock = spec.clock ?? Date.now;
@@ -119,12 +123,15 @@ export class DecidingConsumer<State> {
     let count = 0;
     for (;;) {
       const page = await this.store.inbox.read(this.store.dataSource.manager, this.spec.consumer, after, 1000);
-      for (const { message } of page) this.states.set(message.jobId, this.spec.decider.evolve(this.stateFor(message.jobId), message));
+      for (const { message } of page) this.states.set(message.jobId, this.evolve(this.stateFor(message.jobId), message));
       count += page.length;
       if (page.length < 1000) return count;
       after = page[page.length - 1].seq;
     }
   }
+
+  /** The subscription's type filter and the inbox's contents are what make these messages `Event`s. */
+  private readonly evolve = (state: State, message: RobustrlMessage): State => this.spec.decider.evolve(state, message as Event);
 
   private stateFor(jobId: string): State {
     return this.states.get(jobId) ?? this.spec.decider.initialState();
@@ -142,7 +149,7 @@ export class DecidingConsumer<State> {
       const [fresh] = await this.store.inbox.add(manager, this.spec.consumer, [input]);
       if (!fresh) return 'duplicate';
       const drafts = inSpanSync(`decide ${this.spec.consumer}`, context.active(), undefined, () =>
-        this.spec.decider.decide({ kind: 'observe', message: input as never, now }, before),
+        this.spec.decider.decide({ kind: 'observe', message: input as Input, now }, before),
       );
       emitted = drafts.map((d, i) => this.envelope(d, now, input, deterministicId(this.spec.consumer, input.eventId, i)));
       await this.store.log.append(manager, [input, ...emitted]);
@@ -151,7 +158,7 @@ export class DecidingConsumer<State> {
       return 'applied';
     });
     if (outcome === 'duplicate') return;
-    this.states.set(input.jobId, [input, ...emitted].reduce(this.spec.decider.evolve, before));
+    this.states.set(input.jobId, [input, ...emitted].reduce(this.evolve, before));
     this.afterCommit(emitted, input.jobId);
   }
 
@@ -175,7 +182,7 @@ export class DecidingConsumer<State> {
         await this.store.inbox.add(manager, this.spec.consumer, emitted);
         await this.store.outbox.enqueue(manager, this.spec.consumer, emitted);
       });
-      this.states.set(jobId, emitted.reduce(this.spec.decider.evolve, state));
+      this.states.set(jobId, emitted.reduce(this.evolve, state));
       this.afterCommit(emitted, jobId);
     }
   }

@@ -4,7 +4,7 @@ import { DecidingConsumer } from '@robustrl/service-kit';
 import { EventStore } from '@robustrl/store';
 import { iso, timeline } from '../../../test/support/job-timeline';
 import { eventually } from '../../../test/support/eventually';
-import { CONTROLLER_INPUT_TYPES, ControllerState, createControllerDecider } from './recovery';
+import { CONTROLLER_INPUT_TYPES, createControllerDecider } from './recovery';
 import { CONTROLLER_INPUTS } from './controller.module';
 
 /**
@@ -26,11 +26,11 @@ describe('controller killed mid-recovery', () => {
   });
 
   const controller = (b: MessageBus) =>
-    new DecidingConsumer<ControllerState>(b, store, {
+    new DecidingConsumer(b, store, {
       consumer: 'controller',
       topics: CONTROLLER_INPUTS,
       inputTypes: CONTROLLER_INPUT_TYPES,
-      decider: createControllerDecider() as never,
+      decider: createControllerDecider(),
       tickIntervalMs: null,
     });
   const onControl = (type: string) =>

@@ -8,7 +8,7 @@ import { z } from 'zod';
 import { RecoveryExecutor } from './executor/recovery-executor';
 import { MetricsController } from './metrics/metrics.controller';
 import { RecoveryMetrics } from './metrics/recovery-metrics';
-import { CONTROLLER_INPUT_TYPES, ControllerState, createControllerDecider, DEFAULT_CONTROLLER_SETTINGS } from './recovery';
+import { CONTROLLER_INPUT_TYPES, ControllerEvent, ControllerInput, ControllerState, createControllerDecider, DEFAULT_CONTROLLER_SETTINGS } from './recovery';
 
 /**
  * Controller: role-based recovery (paper §5.1, Figure 7). The workflow is the decider in
@@ -39,7 +39,7 @@ function commandTimeoutMs(env: NodeJS.ProcessEnv): number {
 
 @Module({ providers: [RecoveryMetrics], controllers: [MetricsController], exports: [RecoveryMetrics] })
 export class ControllerModule implements OnApplicationBootstrap, OnModuleDestroy {
-  readonly consumer: DecidingConsumer<ControllerState>;
+  readonly consumer: DecidingConsumer<ControllerState, ControllerInput, ControllerEvent>;
   readonly executor: RecoveryExecutor | null;
 
   /** The controller with an orchestrator given in code (the local process supervisor in tests and the demo). */
@@ -58,7 +58,7 @@ export class ControllerModule implements OnApplicationBootstrap, OnModuleDestroy
       consumer: 'controller',
       topics: CONTROLLER_INPUTS,
       inputTypes: CONTROLLER_INPUT_TYPES,
-      decider: createControllerDecider({ commandTimeoutMs: commandTimeoutMs(process.env) }) as never,
+      decider: createControllerDecider({ commandTimeoutMs: commandTimeoutMs(process.env) }),
       tickIntervalMs: 1000,
       onEmitted: (messages) => metrics.observe(messages),
     });

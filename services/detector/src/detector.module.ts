@@ -3,7 +3,7 @@ import { MessageBus } from '@robustrl/bus';
 import { Topics } from '@robustrl/contracts';
 import { DecidingConsumer, EVENT_STORE, MESSAGE_BUS } from '@robustrl/service-kit';
 import { EventStore } from '@robustrl/store';
-import { DETECTOR_INPUT_TYPES, DetectorState } from './detector.decider';
+import { DETECTOR_INPUT_TYPES, DetectorEvent, DetectorInput, DetectorState } from './detector.decider';
 import { detectorFromEnv, evidenceSpanForVerdicts } from './detector-runtime';
 
 /**
@@ -14,7 +14,7 @@ export const DETECTOR_INPUTS = [Topics.membership, Topics.telemetry, Topics.hear
 
 @Module({})
 export class DetectorModule implements OnApplicationBootstrap, OnModuleDestroy {
-  readonly consumer: DecidingConsumer<DetectorState>;
+  readonly consumer: DecidingConsumer<DetectorState, DetectorInput, DetectorEvent>;
 
   constructor(@Inject(MESSAGE_BUS) bus: MessageBus, @Inject(EVENT_STORE) store: EventStore) {
     const { decider, tickIntervalMs } = detectorFromEnv(process.env);
@@ -22,7 +22,7 @@ export class DetectorModule implements OnApplicationBootstrap, OnModuleDestroy {
       consumer: 'detector',
       topics: DETECTOR_INPUTS,
       inputTypes: DETECTOR_INPUT_TYPES,
-      decider: decider as never,
+      decider,
       tickIntervalMs,
       spanForTick: evidenceSpanForVerdicts,
     });
