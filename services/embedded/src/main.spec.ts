@@ -11,11 +11,13 @@ describe('embedded main job', () => {
     const out = execFileSync(process.execPath, [join(__dirname, '..', 'dist', 'main.js')], { env, encoding: 'utf8', timeout: 60_000 });
     const events = scriptedScenario('spec-job', new Date()).length;
     expect(out).toMatch(/bus=in-process, store=pglite, job=spec-job/);
-    // The scenario's events, then the detector's verdict and the controller's decision and command.
-    expect(out.split('\n').filter((l) => / job=spec-job /.test(l))).toHaveLength(events + 3);
+    // The scenario's events, then the detector's verdict, the controller's decision and command, and
+    // the rollout manager moving the trajectory that was in flight on rollout-2.
+    expect(out.split('\n').filter((l) => / job=spec-job /.test(l))).toHaveLength(events + 4);
     expect(out).toMatch(/FaultConfirmed .* machineId=rollout-2 role=rollout rule=explicit-signal .* handledAs=rollout machineFaulty=true/);
     expect(out).toMatch(/RecoveryDecided .* machineId=rollout-2 action=replace-rollout rule=rollout-fault/);
-    expect(out).toMatch(new RegExp(`events in the event log for spec-job: ${events + 3} \\(${events} from the scenario, 3 decided by the control plane; each stored once\\)`));
+    expect(out).toMatch(/TrajectoriesReassigned .* fromRolloutId=rollout-2\/dp2 reason="rollout rollout-2 confirmed faulty \(explicit-signal\)" assignments=\[1\]/);
+    expect(out).toMatch(new RegExp(`events in the event log for spec-job: ${events + 4} \\(${events} from the scenario, 4 decided by the control plane; each stored once\\)`));
     // The malformed telemetry record reaches the printer and the three services consuming telemetry.
     expect(out).toMatch(/dead letters: 4 \(not JSON\), consumed by: controller, detector, embedded-printer-spec-job, rollout-manager/);
   });

@@ -1,1 +1,2 @@
 export * from './rollout-manager.module';
+export * from './pool';

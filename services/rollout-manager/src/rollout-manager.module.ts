@@ -1,30 +1,36 @@
 import { Inject, Module, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
 import { MessageBus } from '@robustrl/bus';
 import { Topics } from '@robustrl/contracts';
-import { EVENT_STORE, EventRecorder, MESSAGE_BUS } from '@robustrl/service-kit';
+import { DecidingConsumer, EVENT_STORE, MESSAGE_BUS } from '@robustrl/service-kit';
 import { EventStore } from '@robustrl/store';
+import { createRolloutPoolDecider, ROLLOUT_POOL_INPUT_TYPES, RolloutPoolEvent, RolloutPoolInput, RolloutPoolState } from './pool';
 
 /**
- * Rollout manager: rollout liveness, throughput, reassignment of in-flight trajectories (paper §3, §5.2.2).
- *
- * Today a shell: it consumes its input topics and records them once in the event log. Its rules
- * arrive as pure deciders in their own files next to this one.
+ * Rollout manager: the rollout pool — which instances serve, which trajectories each has in flight,
+ * and their reassignment when an instance dies or is lent to the trainer (paper §3, §5.2.2). The
+ * rules are the decider in `pool/`; this is the shell.
  */
-export const ROLLOUT_MANAGER_INPUTS = [Topics.membership, Topics.telemetry, Topics.trajectories, Topics.verdicts] as const;
+export const ROLLOUT_MANAGER_INPUTS = [Topics.membership, Topics.telemetry, Topics.trajectories, Topics.verdicts, Topics.control] as const;
 
 @Module({})
 export class RolloutManagerModule implements OnApplicationBootstrap, OnModuleDestroy {
-  readonly recorder: EventRecorder;
+  readonly consumer: DecidingConsumer<RolloutPoolState, RolloutPoolInput, RolloutPoolEvent>;
 
   constructor(@Inject(MESSAGE_BUS) bus: MessageBus, @Inject(EVENT_STORE) store: EventStore) {
-    this.recorder = new EventRecorder(bus, store, { consumer: 'rollout-manager', topics: ROLLOUT_MANAGER_INPUTS });
+    this.consumer = new DecidingConsumer(bus, store, {
+      consumer: 'rollout-manager',
+      topics: ROLLOUT_MANAGER_INPUTS,
+      inputTypes: ROLLOUT_POOL_INPUT_TYPES,
+      decider: createRolloutPoolDecider(),
+      tickIntervalMs: null,
+    });
   }
 
   onApplicationBootstrap(): Promise<void> {
-    return this.recorder.start();
+    return this.consumer.start();
   }
 
   onModuleDestroy(): Promise<void> {
-    return this.recorder.stop();
+    return this.consumer.stop();
   }
 }
