@@ -1,6 +1,7 @@
 import 'reflect-metadata';
 import { DynamicModule, INestApplication, Logger, LogLevel, Module, Type } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
+import type { NestExpressApplication } from '@nestjs/platform-express';
 import { setupTelemetry } from '@robustrl/telemetry';
 import { CoreModule } from './core.module';
 import { HealthController } from './health.controller';
@@ -18,14 +19,19 @@ export interface RunningService {
 export async function runService(
   config: ServiceConfig,
   modules: Array<Type | DynamicModule>,
-  options: { logLevels?: LogLevel[] } = {},
+  options: {
+    logLevels?: LogLevel[];
+    /** Largest JSON request body; Nest's own default (100 kB) is too small for batched trajectory turns. */
+    jsonBodyLimit?: string;
+  } = {},
 ): Promise<RunningService> {
   const telemetry = await setupTelemetry(`robustrl-${config.serviceName}`);
   @Module({ imports: [CoreModule.forRoot(config), ...modules], controllers: config.httpPort === null ? [] : [HealthController] })
   class ProcessModule {}
 
   const logger = new Logger(config.serviceName);
-  const app = await NestFactory.create(ProcessModule, { logger: options.logLevels ?? ['log', 'warn', 'error'] });
+  const app = await NestFactory.create<NestExpressApplication>(ProcessModule, { logger: options.logLevels ?? ['log', 'warn', 'error'] });
+  app.useBodyParser('json', { limit: options.jsonBodyLimit ?? '1mb' });
   app.enableShutdownHooks(['SIGINT', 'SIGTERM']);
   if (config.httpPort !== null) {
     await app.listen(config.httpPort, '127.0.0.1');

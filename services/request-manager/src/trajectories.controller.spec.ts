@@ -1,0 +1,77 @@
+import { INestApplication } from '@nestjs/common';
+import { Test } from '@nestjs/testing';
+import { EventStore } from '@robustrl/store';
+import { TrajectoriesController } from './trajectories.controller';
+import { RecordingBus, trajectory, turn } from '../../../test/support/trajectory-fixtures';
+import { TrajectoryStore } from './trajectory-store/trajectory-store';
+import { TurnWriter } from './trajectory-store/turn-writer';
+
+describe('trajectories HTTP API', () => {
+  let store: EventStore;
+  let app: INestApplication;
+  let base: string;
+
+  beforeAll(async () => {
+    store = await EventStore.open({ kind: 'pglite' });
+    const trajectories = new TrajectoryStore(store, new RecordingBus());
+    const moduleRef = await Test.createTestingModule({
+      controllers: [TrajectoriesController],
+      providers: [
+        { provide: TrajectoryStore, useValue: trajectories },
+        { provide: TurnWriter, useValue: new TurnWriter(trajectories, { flushIntervalMs: 2 }) },
+      ],
+    }).compile();
+    app = moduleRef.createNestApplication({ logger: false });
+    await app.listen(0, '127.0.0.1');
+    base = `${await app.getUrl()}/v1`;
+  });
+  afterAll(async () => {
+    await app.close();
+    await store.close();
+  });
+
+  const call = async (method: 'GET' | 'POST', path: string, body?: unknown) => {
+    const res = await fetch(`${base}${path}`, {
+      method,
+      headers: body === undefined ? {} : { 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    return { status: res.status, body: (await res.json()) as any };
+  };
+
+  it('stores a trajectory turn by turn and serves it, its batch progress and the completed batch', async () => {
+    expect((await call('POST', '/trajectories', { trajectories: [trajectory('h1'), trajectory('h2', { sampleIndex: 1 })] })).status).toBe(200);
+    const { trajectoryId: _ignored, ...one } = turn('h1', 0, { weightVersion: 3, kind: 'model-output' });
+    expect(await call('POST', '/trajectories/h1/turns', one)).toEqual({ status: 200, body: { results: [{ turnId: 'h1/0', outcome: 'new' }] } });
+    const many = [turn('h1', 0), turn('h1', 1, { weightVersion: 3 })].map(({ trajectoryId: _t, ...t }) => t);
+    expect((await call('POST', '/trajectories/h1/turns', { turns: many })).body.results.map((r: any) => r.outcome)).toEqual(['duplicate', 'new']);
+    expect((await call('POST', '/trajectories/h1/status', { status: 'completed' })).body).toMatchObject({ changed: true, previous: 'in-flight' });
+
+    const got = await call('GET', '/trajectories/h1');
+    expect(got.body.turns.map((t: any) => t.turnId)).toEqual(['h1/0', 'h1/1']);
+    expect((await call('GET', '/jobs/job-1/batches/batch-0')).body).toMatchObject({ completed: 1, 'in-flight': 1, total: 2 });
+    const completed = await call('GET', '/jobs/job-1/batches/batch-0/completed?currentWeightVersion=4&maxStaleness=1');
+    expect(completed.body.trajectories.map((t: any) => t.trajectoryId)).toEqual(['h1']);
+    expect((await call('GET', '/jobs/job-1/batches/batch-0/completed?currentWeightVersion=5&maxStaleness=1')).body).toMatchObject({
+      trajectories: [],
+      stale: [{ trajectoryId: 'h1', staleness: 2 }],
+    });
+  });
+
+  it('answers 400 naming each problem, 404 for an unknown trajectory, 409 for a refused transition or turn', async () => {
+    const bad = await call('POST', '/trajectories/h2/turns', { turnId: '', turnIndex: -1, kind: 'essay', rolloutId: null, weightVersion: 0, tokens: 1 });
+    expect(bad.status).toBe(400);
+    expect(JSON.stringify(bad.body)).toMatch(/turnId/);
+    expect((await call('GET', '/jobs/job-1/batches/batch-0/completed?currentWeightVersion=x')).body.issues.map((i: any) => i.path)).toEqual([
+      'currentWeightVersion',
+      'maxStaleness',
+    ]);
+    expect((await call('GET', '/trajectories/nope')).status).toBe(404);
+    const { trajectoryId: _t, ...t } = turn('nope', 0);
+    expect((await call('POST', '/trajectories/nope/turns', t)).status).toBe(404);
+    expect((await call('POST', '/trajectories/nope/status', { status: 'aborted' })).status).toBe(404);
+    expect((await call('POST', '/trajectories/h1/status', { status: 'in-flight' })).status).toBe(409);
+    const { trajectoryId: _u, ...late } = turn('h1', 2);
+    expect((await call('POST', '/trajectories/h1/turns', late)).body).toMatchObject({ results: [{ turnId: 'h1/2', outcome: 'closed' }] });
+  });
+});

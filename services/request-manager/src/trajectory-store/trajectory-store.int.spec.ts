@@ -1,0 +1,88 @@
+import { EventStore } from '@robustrl/store';
+import { freshPostgresStore } from '../../../../test/support/databases';
+import { RecordingBus, trajectory, turn } from '../../../../test/support/trajectory-fixtures';
+import { TrajectoryStore } from './trajectory-store';
+import { TurnWriter } from './turn-writer';
+
+describe('TrajectoryStore on PostgreSQL', () => {
+  let db: { store: EventStore; drop(): Promise<void> };
+  let url: string;
+
+  beforeAll(async () => {
+    db = await freshPostgresStore();
+    url = (db.store.dataSource.options as { url: string }).url;
+  });
+  afterAll(() => db.drop());
+
+  it('stores a redelivered append once and publishes it once, also when two writers race on the same turns', async () => {
+    const bus = new RecordingBus();
+    const trajectories = new TrajectoryStore(db.store, bus);
+    const ids = Array.from({ length: 20 }, (_, i) => `race-${i}`);
+    await trajectories.startTrajectories(ids.map((id, i) => trajectory(id, { batchId: 'race', sampleIndex: i, promptId: 'p' })));
+    const turns = ids.flatMap((id) => [0, 1, 2, 3, 4].map((i) => turn(id, i)));
+
+    // Two writers (say, a request and its retry on another connection) append the same 100 turns at once.
+    const writers = [new TurnWriter(trajectories, { maxBatch: 30 }), new TurnWriter(trajectories, { maxBatch: 30 })];
+    const outcomes = await Promise.all(writers.flatMap((w) => turns.map((t) => w.append(t))));
+    expect(outcomes.filter((o) => o === 'new')).toHaveLength(100);
+    expect(outcomes.filter((o) => o === 'duplicate')).toHaveLength(100);
+    // And a plain redelivery afterwards.
+    expect((await trajectories.appendTurns(turns.slice(0, 10))).every((r) => r.outcome === 'duplicate')).toBe(true);
+    await Promise.all(writers.map((w) => w.close()));
+
+    const [{ n }] = await db.store.dataSource.query(`SELECT count(*)::int AS n FROM robustrl_trajectory_turns WHERE trajectory_id LIKE 'race-%'`);
+    expect(n).toBe(100);
+    const published = bus.ofType('TrajectoryTurnAppended').map((m) => (m.data as { turnId: string }).turnId);
+    expect(published).toHaveLength(100);
+    expect(new Set(published).size).toBe(100);
+    for (const id of ids) expect((await trajectories.trajectory(id))!.lastTurnIndex).toBe(4);
+  });
+
+  it('after a trainer restart a new store on the same database returns exactly the completed trajectories, within the staleness bound', async () => {
+    const before = new TrajectoryStore(db.store, new RecordingBus());
+    const n = 12;
+    await before.startTrajectories(Array.from({ length: n }, (_, i) => trajectory(`b-${i}`, { batchId: 'batch-7', step: 7, promptId: `p${i >> 1}`, sampleIndex: i & 1 })));
+    for (let i = 0; i < n; i++) {
+      // Sample i was generated with weights 10 - (i % 4): 0..3 versions behind version 10.
+      const v = 10 - (i % 4);
+      await before.appendTurns([
+        turn(`b-${i}`, 0, { kind: 'model-output', weightVersion: v }),
+        turn(`b-${i}`, 1, { kind: 'tool-call', weightVersion: v }),
+        turn(`b-${i}`, 2, { kind: 'tool-result', weightVersion: v, content: { stdout: 'x'.repeat(2048) } }),
+        turn(`b-${i}`, 3, { kind: 'model-output', weightVersion: 10 }),
+      ]);
+    }
+    const completed = new Set<string>();
+    for (let i = 0; i < n; i++) {
+      if (i % 3 === 2) continue; // still in flight
+      if (i === 4) {
+        await before.setStatus(`b-${i}`, { status: 'aborted' });
+        continue;
+      }
+      await before.setStatus(`b-${i}`, { status: 'completed' });
+      completed.add(`b-${i}`);
+    }
+
+    // The trainer restarts: a fresh process, a fresh connection pool on the same database.
+    const reopened = await EventStore.open({ kind: 'postgres', url });
+    try {
+      const after = new TrajectoryStore(reopened);
+      const all = await after.completedOfBatch('job-1', 'batch-7', { currentWeightVersion: 10, acceptance: { maxStaleness: 3 } });
+      expect(new Set(all.trajectories.map((t) => t.trajectoryId))).toEqual(completed);
+      expect(all.stale).toEqual([]);
+      for (const t of all.trajectories) {
+        expect(t.turns.map((u) => u.turnIndex)).toEqual([0, 1, 2, 3]);
+        expect(t.turns[2].content).toEqual({ stdout: 'x'.repeat(2048) });
+      }
+
+      const bounded = await after.completedOfBatch('job-1', 'batch-7', { currentWeightVersion: 10, acceptance: { maxStaleness: 1 } });
+      const within = [...completed].filter((id) => Number(id.slice(2)) % 4 <= 1);
+      expect(bounded.trajectories.map((t) => t.trajectoryId).sort()).toEqual(within.sort());
+      expect(bounded.stale.map((s) => s.trajectoryId).sort()).toEqual([...completed].filter((id) => !within.includes(id)).sort());
+      expect(bounded.stale.every((s) => s.staleness >= 2)).toBe(true);
+      expect(await after.batchProgress('job-1', 'batch-7')).toEqual({ 'in-flight': 4, completed: completed.size, reassigned: 0, aborted: 1, total: n });
+    } finally {
+      await reopened.close();
+    }
+  });
+});

@@ -1,0 +1,94 @@
+import { EnginePool, EngineView, selectEngine } from './engine-pool';
+
+const engine = (id: string, over: Partial<EngineView> = {}): EngineView => ({
+  id,
+  baseUrl: `http://${id}`,
+  weightVersion: 0,
+  inFlight: 0,
+  alive: true,
+  stickyCount: 0,
+  deadReason: null,
+  ...over,
+});
+
+describe('selectEngine', () => {
+  it('keeps a trajectory on its sticky engine while it is alive, however loaded', () => {
+    const engines = [engine('a', { inFlight: 9 }), engine('b')];
+    expect(selectEngine(engines, { stickyId: 'a' })?.id).toBe('a');
+  });
+
+  it('moves a trajectory whose sticky engine is dead or excluded to the least loaded living one', () => {
+    const engines = [engine('a', { alive: false }), engine('b', { inFlight: 2 }), engine('c', { inFlight: 1 })];
+    expect(selectEngine(engines, { stickyId: 'a' })?.id).toBe('c');
+    expect(selectEngine(engines, { stickyId: 'c', exclude: new Set(['c']) })?.id).toBe('b');
+  });
+
+  it('breaks load ties by fewer sticky trajectories, then by id', () => {
+    expect(selectEngine([engine('b', { stickyCount: 1 }), engine('c'), engine('a', { stickyCount: 2 })])?.id).toBe('c');
+    expect(selectEngine([engine('b'), engine('a')])?.id).toBe('a');
+  });
+
+  it('finds nothing when no engine is alive', () => {
+    expect(selectEngine([engine('a', { alive: false })])).toBeUndefined();
+    expect(selectEngine([])).toBeUndefined();
+  });
+});
+
+describe('EnginePool', () => {
+  const up = new Set<string>();
+  const pool = () => new EnginePool([{ id: 'a', baseUrl: 'http://a/' }, { id: 'b', baseUrl: 'http://b', weightVersion: 3 }], { probeIntervalMs: 0, probe: async (e) => up.has(e.id) });
+
+  beforeEach(() => {
+    up.clear();
+    up.add('a');
+    up.add('b');
+  });
+
+  it('counts leases as load, releases once, and spreads new trajectories', () => {
+    const p = pool();
+    const first = p.acquire('t1')!;
+    expect(first.engine.id).toBe('a');
+    expect(p.acquire('t2')!.engine.id).toBe('b');
+    expect(p.get('a')?.inFlight).toBe(1);
+    first.release();
+    first.release();
+    expect(p.get('a')?.inFlight).toBe(0);
+    expect(p.get('a')?.baseUrl).toBe('http://a');
+  });
+
+  it('sticks a trajectory to its engine and moves it when the engine dies; a passing probe revives it', async () => {
+    const p = pool();
+    p.acquire('t1')!.release();
+    expect(p.acquire('t1')!.engine.id).toBe('a');
+    up.delete('a');
+    p.markDead('a', 'connection refused');
+    expect(p.get('a')).toMatchObject({ alive: false, deadReason: 'connection refused' });
+    const moved = p.acquire('t1')!;
+    expect(moved.engine.id).toBe('b');
+    expect(p.stickyEngineOf('t1')).toBe('b');
+    expect(p.get('b')?.stickyCount).toBe(1);
+    expect(p.get('a')?.stickyCount).toBe(0);
+    await p.probeAll();
+    expect(p.get('a')?.alive).toBe(false);
+    up.add('a');
+    await p.probeDead();
+    expect(p.get('a')?.alive).toBe(true);
+    expect(p.acquire('t1')!.engine.id).toBe('b');
+  });
+
+  it('a transient failure on a healthy engine is undone by the probe that follows it', async () => {
+    const p = pool();
+    p.markDead('a', 'socket reset');
+    expect(p.get('a')?.alive).toBe(false);
+    await p.probe('a');
+    expect(p.get('a')?.alive).toBe(true);
+  });
+
+  it('forgets the oldest sticky trajectories beyond its limit', () => {
+    const p = new EnginePool([{ id: 'a', baseUrl: 'http://a' }], { probeIntervalMs: 0, maxStickyTrajectories: 2, probe: async () => true });
+    for (const t of ['t1', 't2', 't3']) p.acquire(t)!.release();
+    expect(p.stickyEngineOf('t1')).toBeUndefined();
+    expect(p.stickyEngineOf('t3')).toBe('a');
+    expect(p.get('a')?.stickyCount).toBe(2);
+  });
+});

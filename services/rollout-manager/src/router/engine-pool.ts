@@ -1,0 +1,266 @@
+import { request as httpRequest } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+
+/** A rollout engine (one vLLM / SGLang server) as the router sees it. */
+export interface EngineView {
+  readonly id: string;
+  readonly baseUrl: string;
+  readonly weightVersion: number;
+  /** Requests the router has in flight on it. */
+  readonly inFlight: number;
+  readonly alive: boolean;
+  /** Trajectories that currently stick to it: the tie-breaker that spreads idle trajectories. */
+  readonly stickyCount: number;
+  readonly deadReason: string | null;
+}
+
+export interface EngineSpec {
+  id: string;
+  baseUrl: string;
+  weightVersion?: number;
+}
+
+/**
+ * The selection rule, without I/O: the sticky engine if it is alive (its KV cache holds the
+ * trajectory's prefix), else the least loaded living one; ties go to the engine with fewer sticky
+ * trajectories, then to the smaller id so the choice is reproducible.
+ */
+export function selectEngine(engines: readonly EngineView[], options: { stickyId?: string; exclude?: ReadonlySet<string> } = {}): EngineView | undefined {
+  const usable = engines.filter((e) => e.alive && !options.exclude?.has(e.id));
+  const sticky = options.stickyId === undefined ? undefined : usable.find((e) => e.id === options.stickyId);
+  if (sticky) return sticky;
+  let best: EngineView | undefined;
+  for (const e of usable) {
+    if (
+      !best ||
+      e.inFlight < best.inFlight ||
+      (e.inFlight === best.inFlight && (e.stickyCount < best.stickyCount || (e.stickyCount === best.stickyCount && e.id < best.id)))
+    ) {
+      best = e;
+    }
+  }
+  return best;
+}
+
+/** A request's hold on an engine: counts toward its load until released (once). */
+export interface EngineLease {
+  readonly engine: EngineView;
+  release(): void;
+}
+
+export type ProbeFn = (engine: EngineView, timeoutMs: number) => Promise<boolean>;
+
+export interface EnginePoolOptions {
+  /** Period of the liveness probe of every engine; 0 disables the timer (probes still run after failures). */
+  probeIntervalMs?: number;
+  probeTimeoutMs?: number;
+  /** Sticky assignments kept; the oldest is forgotten beyond it (a finished trajectory never says so). */
+  maxStickyTrajectories?: number;
+  probe?: ProbeFn;
+  onChange?: (engine: EngineView, change: 'dead' | 'alive') => void;
+}
+
+interface EngineRecord {
+  id: string;
+  baseUrl: string;
+  weightVersion: number;
+  inFlight: number;
+  alive: boolean;
+  stickyCount: number;
+  deadReason: string | null;
+}
+
+/** The rollout engines the router may use, their load, liveness, and the sticky trajectory map. */
+export class EnginePool {
+  private readonly engines = new Map<string, EngineRecord>();
+  private readonly sticky = new Map<string, string>();
+  private readonly probing = new Map<string, Promise<boolean>>();
+  private timer: NodeJS.Timeout | null = null;
+  private readonly probeFn: ProbeFn;
+  private readonly probeTimeoutMs: number;
+  private readonly maxSticky: number;
+
+  constructor(specs: readonly EngineSpec[] = [], private readonly options: EnginePoolOptions = {}) {
+    this.probeFn = options.probe ?? httpProbe;
+    this.probeTimeoutMs = options.probeTimeoutMs ?? 1_000;
+    this.maxSticky = options.maxStickyTrajectories ?? 100_000;
+    for (const s of specs) this.add(s);
+  }
+
+  add(spec: EngineSpec): void {
+    const existing = this.engines.get(spec.id);
+    if (existing) {
+      existing.baseUrl = spec.baseUrl.replace(/\/+$/, '');
+      existing.weightVersion = spec.weightVersion ?? existing.weightVersion;
+      return;
+    }
+    this.engines.set(spec.id, {
+      id: spec.id,
+      baseUrl: spec.baseUrl.replace(/\/+$/, ''),
+      weightVersion: spec.weightVersion ?? 0,
+      inFlight: 0,
+      alive: true,
+      stickyCount: 0,
+      deadReason: null,
+    });
+  }
+
+  remove(id: string): void {
+    this.engines.delete(id);
+    for (const [trajectoryId, engineId] of this.sticky) if (engineId === id) this.sticky.delete(trajectoryId);
+  }
+
+  setWeightVersion(id: string, weightVersion: number): void {
+    const e = this.engines.get(id);
+    if (e) e.weightVersion = weightVersion;
+  }
+
+  snapshot(): EngineView[] {
+    return [...this.engines.values()].map((e) => ({ ...e }));
+  }
+
+  get(id: string): EngineView | undefined {
+    const e = this.engines.get(id);
+    return e ? { ...e } : undefined;
+  }
+
+  stickyEngineOf(trajectoryId: string): string | undefined {
+    return this.sticky.get(trajectoryId);
+  }
+
+  /** Select without taking a lease (no load counted, stickiness unchanged). */
+  pick(trajectoryId: string | null, exclude?: ReadonlySet<string>): EngineView | undefined {
+    const stickyId = trajectoryId === null ? undefined : this.sticky.get(trajectoryId);
+    return selectEngine(this.snapshot(), { stickyId, exclude });
+  }
+
+  /** Select an engine, count the request on it, and (for a trajectory) make it the sticky one. */
+  acquire(trajectoryId: string | null, exclude?: ReadonlySet<string>): EngineLease | undefined {
+    const chosen = this.pick(trajectoryId, exclude);
+    if (!chosen) return undefined;
+    const record = this.engines.get(chosen.id)!;
+    if (trajectoryId !== null) this.stick(trajectoryId, record);
+    record.inFlight += 1;
+    let released = false;
+    return {
+      engine: { ...record },
+      release: () => {
+        if (released) return;
+        released = true;
+        record.inFlight = Math.max(0, record.inFlight - 1);
+      },
+    };
+  }
+
+  /** The trajectory finished: its engine no longer needs to keep its prefix warm. */
+  forget(trajectoryId: string): void {
+    const engineId = this.sticky.get(trajectoryId);
+    if (engineId === undefined) return;
+    this.sticky.delete(trajectoryId);
+    const e = this.engines.get(engineId);
+    if (e) e.stickyCount = Math.max(0, e.stickyCount - 1);
+  }
+
+  /**
+   * Take the engine out of selection at once (fail fast), then probe it: a transient failure (a reset
+   * connection on a healthy server) brings it straight back; a dead machine stays out until a periodic
+   * probe succeeds.
+   */
+  markDead(id: string, reason: string): void {
+    const e = this.engines.get(id);
+    if (!e) return;
+    const wasAlive = e.alive;
+    e.alive = false;
+    e.deadReason = reason;
+    if (wasAlive) this.options.onChange?.({ ...e }, 'dead');
+    void this.probe(id);
+  }
+
+  /** Probe one engine and set its liveness from the answer. Concurrent probes of one engine share one request. */
+  probe(id: string): Promise<boolean> {
+    const running = this.probing.get(id);
+    if (running) return running;
+    const e = this.engines.get(id);
+    if (!e) return Promise.resolve(false);
+    const p = this.probeFn({ ...e }, this.probeTimeoutMs)
+      .catch(() => false)
+      .then((ok) => {
+        this.probing.delete(id);
+        const current = this.engines.get(id);
+        if (!current) return false;
+        if (ok && !current.alive) {
+          current.alive = true;
+          current.deadReason = null;
+          this.options.onChange?.({ ...current }, 'alive');
+        } else if (!ok && current.alive) {
+          current.alive = false;
+          current.deadReason = 'liveness probe failed';
+          this.options.onChange?.({ ...current }, 'dead');
+        }
+        return ok;
+      });
+    this.probing.set(id, p);
+    return p;
+  }
+
+  probeAll(): Promise<boolean[]> {
+    return Promise.all([...this.engines.keys()].map((id) => this.probe(id)));
+  }
+
+  probeDead(): Promise<boolean[]> {
+    return Promise.all([...this.engines.values()].filter((e) => !e.alive).map((e) => this.probe(e.id)));
+  }
+
+  startProbing(): void {
+    const every = this.options.probeIntervalMs ?? 5_000;
+    if (this.timer || every <= 0) return;
+    this.timer = setInterval(() => void this.probeAll(), every);
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    await Promise.all([...this.probing.values()]);
+  }
+
+  private stick(trajectoryId: string, record: EngineRecord): void {
+    const previous = this.sticky.get(trajectoryId);
+    if (previous !== undefined) {
+      this.sticky.delete(trajectoryId);
+      const p = this.engines.get(previous);
+      if (p) p.stickyCount = Math.max(0, p.stickyCount - 1);
+    }
+    // Re-inserting moves the trajectory to the end of the map's order: the oldest entry is the least recently used.
+    this.sticky.set(trajectoryId, record.id);
+    record.stickyCount += 1;
+    while (this.sticky.size > this.maxSticky) {
+      const oldest = this.sticky.keys().next().value as string;
+      this.forget(oldest);
+    }
+  }
+}
+
+/** GET /health (vLLM, SGLang); an engine without it (404) is asked GET /v1/models. 2xx within the timeout = alive. */
+export const httpProbe: ProbeFn = async (engine, timeoutMs) => {
+  const health = await httpGetStatus(`${engine.baseUrl}/health`, timeoutMs);
+  if (health === 404) return isOk(await httpGetStatus(`${engine.baseUrl}/v1/models`, timeoutMs));
+  return isOk(health);
+};
+
+const isOk = (status: number | null) => status !== null && status >= 200 && status < 300;
+
+function httpGetStatus(url: string, timeoutMs: number): Promise<number | null> {
+  return new Promise((resolve) => {
+    const request = url.startsWith('https:') ? httpsRequest : httpRequest;
+    // A fresh connection per probe (agent: false): a pooled keep-alive socket would prove nothing about the server now.
+    const req = request(url, { method: 'GET', agent: false, timeout: timeoutMs }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode ?? null));
+      res.on('error', () => resolve(null));
+    });
+    req.on('timeout', () => req.destroy(new Error('probe timed out')));
+    req.on('error', () => resolve(null));
+    req.end();
+  });
+}

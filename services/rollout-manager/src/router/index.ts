@@ -1,0 +1,6 @@
+export * from './trajectory-recorder';
+export * from './trajectory-identity';
+export * from './engine-pool';
+export * from './turn-plan';
+export * from './stream-splice';
+export * from './openai-router';

@@ -1,0 +1,414 @@
+import { InProcessBus } from '@robustrl/bus';
+import { decodeMessage, RobustrlMessage, Topics } from '@robustrl/contracts';
+import { eventually } from '../../../../test/support/eventually';
+import { ChatMessage, chatReplyFor, FakeInferenceEngine, toolResultFor, ToolCall } from '../../../../test/support/fake-inference-engine';
+import { EnginePool } from './engine-pool';
+import { OpenAiRouter, RouterLogger } from './openai-router';
+import { trajectoryIdOf } from './trajectory-identity';
+import { InMemoryTrajectoryRecorder } from './trajectory-recorder';
+import { turnKey } from './turn-plan';
+
+/** The router against three fake engines over real HTTP on 127.0.0.1, the recorder in memory, the bus in process. */
+describe('OpenAiRouter', () => {
+  let engines: FakeInferenceEngine[];
+  let pool: EnginePool;
+  let recorder: InMemoryTrajectoryRecorder;
+  let bus: InProcessBus;
+  let router: OpenAiRouter;
+  let url: string;
+  const quiet: RouterLogger = { info: () => undefined, warn: () => undefined, error: () => undefined };
+
+  const start = async (options: { toolRounds?: number; tokensPerReply?: number; tokenIntervalMs?: number; noEngineDeadlineMs?: number } = {}) => {
+    engines = await Promise.all(
+      ['e1', 'e2', 'e3'].map((id, i) => FakeInferenceEngine.start({ id, toolRounds: options.toolRounds ?? 0, tokensPerReply: options.tokensPerReply ?? 12, tokenIntervalMs: options.tokenIntervalMs ?? 5, weightVersion: 7 + i })),
+    );
+    pool = new EnginePool(engines.map((e, i) => ({ id: e.id, baseUrl: e.url, weightVersion: 7 + i })), { probeIntervalMs: 0, probeTimeoutMs: 300 });
+    recorder = new InMemoryTrajectoryRecorder();
+    bus = new InProcessBus();
+    router = new OpenAiRouter({ pool, recorder, bus, noEngineDeadlineMs: options.noEngineDeadlineMs ?? 2_000, logger: quiet });
+    url = await router.listen(0, '127.0.0.1');
+  };
+
+  afterEach(async () => {
+    await router.close();
+    for (const e of engines) e.kill();
+    await pool.stop();
+    await bus.close();
+  });
+
+  const identity = (prompt: string, sample = 0) => ({ 'x-robustrl-job': 'job-1', 'x-robustrl-prompt': prompt, 'x-robustrl-sample': String(sample), 'x-robustrl-step': '4' });
+  const engineById = (id: string | null) => engines.find((e) => e.id === id)!;
+  const prompt = (text: string): ChatMessage[] => [
+    { role: 'system', content: 'you are a test' },
+    { role: 'user', content: text },
+  ];
+  const published = (type: string): RobustrlMessage[] =>
+    bus
+      .read(Topics.trajectories)
+      .map((r) => decodeMessage(r.value))
+      .filter((d): d is { ok: true; message: RobustrlMessage } => d.ok && d.message.type === type)
+      .map((d) => d.message);
+
+  it('answers non-streaming and streaming chat exactly as an engine does, and records the turn', async () => {
+    await start();
+    const body = { model: 'fake-model', messages: prompt('hello') };
+    const direct = await chat(engines[0].url, body, {});
+    const viaRouter = await chat(url, body, identity('p1'));
+    expect(viaRouter.message).toEqual(direct.message);
+    expect(viaRouter.finishReason).toBe('stop');
+    const streamed = await streamChat(url, { ...body, stream: true }, identity('p2'));
+    const streamedDirect = await streamChat(engines[1].url, { ...body, stream: true }, {});
+    expect(streamed.text).toBe(streamedDirect.text);
+    expect(streamed.text).toBe(direct.message.content);
+    expect(streamed.finishReason).toBe('stop');
+    expect(streamed.done).toBe(true);
+
+    const t1 = recorder.trajectory(trajectoryIdOf('job-1', 'p1', 0));
+    expect(t1.start).toMatchObject({ jobId: 'job-1', promptId: 'p1', sampleIndex: 0, step: 4, batchId: 'step-4', prompt: body.messages });
+    expect(t1.turns).toHaveLength(1);
+    expect(t1.turns[0]).toMatchObject({ turnIndex: 0, kind: 'model-output', content: direct.message, tokens: 12 });
+    expect(['e1', 'e2', 'e3']).toContain(t1.turns[0].rolloutId);
+  });
+
+  it('answers completions, streaming and not, exactly as an engine does', async () => {
+    await start();
+    const body = { model: 'fake-model', prompt: 'Q: two plus two?\nA:' };
+    const direct = (await (await post(engines[0].url, '/v1/completions', body, {})).json()) as { choices: Array<{ text: string }> };
+    const viaRouter = (await (await post(url, '/v1/completions', body, identity('c1'))).json()) as { choices: Array<{ text: string }> };
+    expect(viaRouter.choices[0].text).toBe(direct.choices[0].text);
+    const streamed = await streamCompletion(url, { ...body, stream: true }, identity('c2'));
+    expect(streamed.text).toBe(direct.choices[0].text);
+    expect(recorder.trajectory(trajectoryIdOf('job-1', 'c2', 0)).turns).toMatchObject([{ turnIndex: 0, kind: 'model-output', content: direct.choices[0].text }]);
+  });
+
+  it('keeps a trajectory on one engine across turns (sticky) and spreads new trajectories', async () => {
+    await start({ toolRounds: 2 });
+    const served: string[] = [];
+    await agentLoop(url, prompt('sticky'), identity('s1'), { onResponse: (engineId) => served.push(engineId) });
+    expect(served).toHaveLength(3);
+    expect(new Set(served).size).toBe(1);
+    const other = await chat(url, { messages: prompt('another') }, identity('s2'));
+    expect(other.engineId).not.toBe(served[0]);
+  });
+
+  it('continues a stream cut by a dying engine on another one: same text, no gap or duplicate turn, a reassignment event', async () => {
+    await start({ tokensPerReply: 40, tokenIntervalMs: 5 });
+    const body = { model: 'fake-model', messages: prompt('long answer'), stream: true };
+    const expected = await streamChat(engines[2].url, body, {});
+    const result = await streamChat(url, body, identity('k1'), {
+      afterChunks: 10,
+      then: (engineId) => engineById(engineId).kill(),
+    });
+    expect(result.text).toBe(expected.text);
+    expect(result.finishReason).toBe('stop');
+    expect(result.done).toBe(true);
+    expect(result.ids.size).toBe(1);
+    expect(result.roleChunks).toBe(1);
+    const killed = result.engineId!;
+    const survivor = engines.find((e) => e.id !== killed && e.requests.length > 0)!;
+    const continuation = survivor.requests[0].body;
+    expect(continuation).toMatchObject({ continue_final_message: true, add_generation_prompt: false });
+    const partial = (continuation.messages as ChatMessage[]).at(-1)!;
+    expect(partial.role).toBe('assistant');
+    expect(expected.text.startsWith(partial.content as string)).toBe(true);
+    expect((partial.content as string).length).toBeGreaterThan(0);
+
+    const tid = trajectoryIdOf('job-1', 'k1', 0);
+    const turns = recorder.trajectory(tid).turns;
+    expect(turns).toHaveLength(1);
+    expect(turns[0]).toMatchObject({ turnIndex: 0, content: { role: 'assistant', content: expected.text }, rolloutId: survivor.id, tokens: 40 });
+    expect(turns[0].weightVersion).toBe(Math.min(pool.get(killed)!.weightVersion, pool.get(survivor.id)!.weightVersion));
+    expect(pool.get(killed)?.alive).toBe(false);
+    await router.flushEvents();
+    const [reassigned] = published('TrajectoriesReassigned');
+    expect(reassigned.data).toMatchObject({ fromRolloutId: killed, assignments: [{ trajectoryId: tid, toRolloutId: survivor.id, resumeFromTurn: 0 }] });
+    expect(published('TrajectoryStatusChanged').map((m) => m.data)).toEqual([expect.objectContaining({ trajectoryId: tid, status: 'reassigned', step: 4 })]);
+  });
+
+  it('a tool call cut mid-stream is never half-forwarded: the next engine generates it again after the forwarded text', async () => {
+    await start({ toolRounds: 1, tokensPerReply: 12, tokenIntervalMs: 10 });
+    const body = { model: 'fake-model', messages: prompt('use a tool'), stream: true };
+    const expected = await streamChat(engines[0].url, body, {});
+    expect(expected.message.tool_calls).toHaveLength(1);
+    // Six content tokens, then the call's pieces: the kill lands while the call is being streamed.
+    const result = await streamChat(url, body, identity('tc'), { afterChunks: 6, then: (id) => setTimeout(() => engineById(id).kill(), 25) });
+    expect(result.message).toEqual(expected.message);
+    expect(result.finishReason).toBe('tool_calls');
+    const survivor = engines.find((e) => e.id !== result.engineId && e.requests.length > 0)!;
+    expect((survivor.requests[0].body.messages as ChatMessage[]).at(-1)).toEqual({ role: 'assistant', content: expected.text });
+    expect(recorder.trajectory(trajectoryIdOf('job-1', 'tc', 0)).turns).toMatchObject([{ turnIndex: 0, kind: 'tool-call', content: expected.message }]);
+  });
+
+  it('continues a completions stream from the partial text appended to the prompt', async () => {
+    await start({ tokensPerReply: 30 });
+    const body = { model: 'fake-model', prompt: 'Once upon a time', stream: true, max_tokens: 25 };
+    const expected = await streamCompletion(engines[0].url, body, {});
+    const result = await streamCompletion(url, body, identity('kc'), { afterChunks: 8, then: (id) => engineById(id).kill() });
+    expect(result.text).toBe(expected.text);
+    expect(result.finishReason).toBe('length');
+    const survivor = engines.find((e) => e.id !== result.engineId && e.requests.length > 0)!;
+    expect(survivor.requests[0].body.max_tokens).toBe(25 - 8);
+    expect((survivor.requests[0].body.prompt as string).startsWith('Once upon a time')).toBe(true);
+  });
+
+  it('resends a non-streaming request whose engine died, and a retried identical request records nothing twice', async () => {
+    await start({ toolRounds: 1, tokenIntervalMs: 5 });
+    const body = { model: 'fake-model', messages: prompt('retry me') };
+    const sticky = pool.pick(trajectoryIdOf('job-1', 'r1', 0))!.id;
+    engineById(sticky).kill();
+    const first = await chat(url, body, identity('r1'));
+    expect(first.message.tool_calls).toHaveLength(1);
+    expect(first.engineId).not.toBe(sticky);
+    const generated = engines.reduce((n, e) => n + e.requests.length, 0);
+    const again = await chat(url, body, identity('r1'));
+    expect(again.message).toEqual(first.message);
+    expect(engines.reduce((n, e) => n + e.requests.length, 0)).toBe(generated);
+    const tid = trajectoryIdOf('job-1', 'r1', 0);
+    expect(recorder.trajectory(tid).turns).toHaveLength(1);
+
+    // The next turn, sent twice concurrently (a client retry overlapping the original): one generation, one turn each.
+    const call = first.message.tool_calls![0];
+    const next = { model: 'fake-model', messages: [...body.messages, first.message, { role: 'tool', tool_call_id: call.id, content: toolResultFor(call) }] };
+    const [a, b] = await Promise.all([chat(url, next, identity('r1')), chat(url, next, identity('r1'))]);
+    expect(a.message).toEqual(b.message);
+    expect(recorder.trajectory(tid).turns.map((t) => [t.turnIndex, t.kind])).toEqual([
+      [0, 'tool-call'],
+      [1, 'tool-result'],
+      [2, 'model-output'],
+    ]);
+    expect(router.stats).toMatchObject({ replays: 2, recordingErrors: 0 });
+  });
+
+  it('refuses a request that rewrites the stored history, and half an identity', async () => {
+    await start();
+    const first = await chat(url, { messages: prompt('h') }, identity('h1'));
+    const edited = { messages: [...prompt('h'), { ...first.message, content: 'something else' }, { role: 'user', content: 'go on' }] };
+    const conflict = await post(url, '/v1/chat/completions', edited, identity('h1'));
+    expect(conflict.status).toBe(409);
+    expect(((await conflict.json()) as { error: { type: string } }).error.type).toBe('ConflictError');
+    const partial = await post(url, '/v1/chat/completions', { messages: prompt('h') }, { 'x-robustrl-job': 'job-1' });
+    expect(partial.status).toBe(400);
+    expect(((await partial.json()) as { error: { message: string } }).error.message).toMatch(/x-robustrl-prompt, x-robustrl-sample/);
+    const anonymous = await chat(url, { messages: prompt('h') }, {});
+    expect(anonymous.message).toEqual(first.message);
+    expect(recorder.trajectoryIds()).toEqual([trajectoryIdOf('job-1', 'h1', 0)]);
+  });
+
+  it('answers 503 with an OpenAI error after the deadline when no engine is alive; GET /v1/models and /health follow liveness', async () => {
+    await start({ noEngineDeadlineMs: 400 });
+    const models = (await (await fetch(`${url}/v1/models`)).json()) as { data: Array<{ id: string }> };
+    expect(models.data[0].id).toBe('fake-model');
+    for (const e of engines) e.kill();
+    const began = Date.now();
+    const res = await post(url, '/v1/chat/completions', { messages: prompt('anyone?') }, identity('d1'));
+    expect(res.status).toBe(503);
+    expect(Date.now() - began).toBeGreaterThanOrEqual(350);
+    expect(await res.json()).toEqual({ error: { message: expect.stringMatching(/no living rollout engine/), type: 'ServiceUnavailableError', param: null, code: 503 } });
+    expect((await fetch(`${url}/health`)).status).toBe(503);
+  });
+
+  it('waits for an engine to come back within the deadline instead of failing', async () => {
+    await start({ noEngineDeadlineMs: 5_000 });
+    for (const e of engines) e.kill();
+    for (const e of engines) pool.markDead(e.id, 'killed');
+    setTimeout(() => void engines[1].restart(), 300);
+    const answer = await chat(url, { messages: prompt('patience') }, identity('w1'));
+    expect(answer.engineId).toBe('e2');
+    expect(answer.message.content).toBe(chatReplyFor(prompt('patience')).tokens.join(''));
+  });
+
+  it('fails over on a 5xx, and relays the engines\' error when all of them answer so', async () => {
+    engines = await Promise.all(['e1', 'e2'].map((id, i) => FakeInferenceEngine.start({ id, failStatus: i === 0 ? 500 : undefined })));
+    pool = new EnginePool(engines.map((e) => ({ id: e.id, baseUrl: e.url })), { probeIntervalMs: 0 });
+    bus = new InProcessBus();
+    recorder = new InMemoryTrajectoryRecorder();
+    router = new OpenAiRouter({ pool, recorder, bus, logger: quiet, noEngineDeadlineMs: 500 });
+    url = await router.listen();
+    const ok = await chat(url, { messages: prompt('five hundred') }, identity('f1'));
+    expect(ok.engineId).toBe('e2');
+    expect(pool.get('e1')?.alive).toBe(true);
+    engines[1].kill();
+    const res = await post(url, '/v1/chat/completions', { messages: prompt('five hundred') }, {});
+    expect(res.status).toBe(500);
+    expect(((await res.json()) as { error: { message: string } }).error.message).toMatch(/e1 is failing/);
+  });
+
+  it('runs 8 concurrent multi-turn trajectories with tool calls through an engine death: all complete, no turn lost or duplicated', async () => {
+    await start({ toolRounds: 3, tokensPerReply: 16, tokenIntervalMs: 4 });
+    const samples = Array.from({ length: 8 }, (_, i) => i);
+    setTimeout(() => engines[0].kill(), 150);
+    const conversations = await Promise.all(
+      samples.map((i) => agentLoop(url, prompt(`task ${i % 4}`), identity(`task-${i % 4}`, i), { stream: i % 2 === 0 })),
+    );
+    expect(engines[0].requests.length).toBeGreaterThan(0);
+    for (const [i, conversation] of conversations.entries()) {
+      expect(conversation).toEqual(await expectedConversation(prompt(`task ${i % 4}`), 3));
+      const { turns } = recorder.trajectory(trajectoryIdOf('job-1', `task-${i % 4}`, i));
+      expect(turns.map((t) => t.turnIndex)).toEqual([0, 1, 2, 3, 4, 5, 6]);
+      expect(turns.map((t) => t.kind)).toEqual(['tool-call', 'tool-result', 'tool-call', 'tool-result', 'tool-call', 'tool-result', 'model-output']);
+      expect(new Set(turns.map((t) => t.turnId)).size).toBe(7);
+      expect(turns.map((t) => turnKey(t.content))).toEqual(conversation.slice(2).map((m) => turnKey(m)));
+      expect(turns.filter((t) => t.kind !== 'tool-result').every((t) => t.rolloutId !== null)).toBe(true);
+    }
+    expect(router.stats.recordingErrors).toBe(0);
+    expect(router.stats.failovers).toBeGreaterThan(0);
+    await router.flushEvents();
+    expect(published('TrajectoriesReassigned').every((m) => (m.data as { fromRolloutId: string }).fromRolloutId === 'e1')).toBe(true);
+  });
+});
+
+/** What a direct, undisturbed agent loop produces: the engine is deterministic, so this is the only right answer. */
+async function expectedConversation(initial: ChatMessage[], toolRounds: number): Promise<ChatMessage[]> {
+  const messages = [...initial];
+  for (;;) {
+    const reply = chatReplyFor(messages, { toolRounds, tokensPerReply: 16 });
+    const content = reply.tokens.join('');
+    const message: ChatMessage = { role: 'assistant', content: reply.toolCall && content === '' ? null : content };
+    if (reply.toolCall) message.tool_calls = [reply.toolCall];
+    messages.push(message);
+    if (!reply.toolCall) return messages;
+    messages.push({ role: 'tool', tool_call_id: reply.toolCall.id, content: toolResultFor(reply.toolCall) });
+  }
+}
+
+async function agentLoop(
+  url: string,
+  initial: ChatMessage[],
+  headers: Record<string, string>,
+  options: { stream?: boolean; onResponse?: (engineId: string) => void } = {},
+): Promise<ChatMessage[]> {
+  const messages = [...initial];
+  for (let round = 0; round < 10; round++) {
+    const body = { model: 'fake-model', messages, tools: [{ type: 'function', function: { name: 'lookup' } }] };
+    const answer = options.stream ? await streamChat(url, { ...body, stream: true }, headers) : await chat(url, body, headers);
+    options.onResponse?.(answer.engineId!);
+    messages.push(answer.message);
+    const calls = answer.message.tool_calls ?? [];
+    if (calls.length === 0) return messages;
+    for (const call of calls) messages.push({ role: 'tool', tool_call_id: call.id, content: toolResultFor(call) });
+  }
+  throw new Error('the agent loop did not finish');
+}
+
+function post(base: string, path: string, body: unknown, headers: Record<string, string>): Promise<Response> {
+  return fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+}
+
+interface ChatAnswer {
+  message: ChatMessage;
+  finishReason: string | null;
+  engineId: string | null;
+}
+
+async function chat(base: string, body: unknown, headers: Record<string, string>): Promise<ChatAnswer> {
+  const res = await post(base, '/v1/chat/completions', body, headers);
+  if (res.status !== 200) throw new Error(`chat answered ${res.status}: ${await res.text()}`);
+  const json = (await res.json()) as { choices: Array<{ message: ChatMessage; finish_reason: string | null }> };
+  const message = { ...json.choices[0].message };
+  if (!message.tool_calls) delete message.tool_calls;
+  return { message, finishReason: json.choices[0].finish_reason, engineId: res.headers.get('x-robustrl-rollout') };
+}
+
+interface StreamAnswer extends ChatAnswer {
+  text: string;
+  done: boolean;
+  ids: Set<string>;
+  roleChunks: number;
+}
+
+/** An OpenAI streaming client: accumulates the deltas; `then` runs once after `afterChunks` content chunks. */
+async function streamChat(
+  base: string,
+  body: unknown,
+  headers: Record<string, string>,
+  hook?: { afterChunks: number; then: (engineId: string | null) => void },
+): Promise<StreamAnswer> {
+  const res = await post(base, '/v1/chat/completions', body, headers);
+  if (res.status !== 200) throw new Error(`stream answered ${res.status}: ${await res.text()}`);
+  const engineId = res.headers.get('x-robustrl-rollout');
+  let text = '';
+  let finishReason: string | null = null;
+  let done = false;
+  let contentChunks = 0;
+  let roleChunks = 0;
+  const ids = new Set<string>();
+  const calls = new Map<number, ToolCall>();
+  for await (const data of sseEvents(res)) {
+    if (data === '[DONE]') {
+      done = true;
+      continue;
+    }
+    const chunk = JSON.parse(data) as {
+      id: string;
+      error?: unknown;
+      choices: Array<{ delta: { role?: string; content?: string; tool_calls?: Array<{ index: number; id?: string; function?: { name?: string; arguments?: string } }> }; finish_reason: string | null }>;
+    };
+    if (chunk.error) throw new Error(`stream error: ${JSON.stringify(chunk.error)}`);
+    ids.add(chunk.id);
+    for (const choice of chunk.choices) {
+      if (choice.delta.role) roleChunks += 1;
+      if (choice.delta.content) {
+        text += choice.delta.content;
+        contentChunks += 1;
+        if (hook && contentChunks === hook.afterChunks) hook.then(engineId);
+      }
+      for (const d of choice.delta.tool_calls ?? []) {
+        const call = calls.get(d.index) ?? { id: '', type: 'function' as const, function: { name: '', arguments: '' } };
+        if (d.id) call.id = d.id;
+        if (d.function?.name) call.function.name = d.function.name;
+        call.function.arguments += d.function?.arguments ?? '';
+        calls.set(d.index, call);
+      }
+      if (choice.finish_reason) finishReason = choice.finish_reason;
+    }
+  }
+  const message: ChatMessage = { role: 'assistant', content: text === '' && calls.size > 0 ? null : text };
+  if (calls.size > 0) message.tool_calls = [...calls.values()];
+  return { message, finishReason, engineId, text, done, ids, roleChunks };
+}
+
+async function streamCompletion(
+  base: string,
+  body: unknown,
+  headers: Record<string, string>,
+  hook?: { afterChunks: number; then: (engineId: string | null) => void },
+): Promise<{ text: string; finishReason: string | null; engineId: string | null }> {
+  const res = await post(base, '/v1/completions', body, headers);
+  if (res.status !== 200) throw new Error(`stream answered ${res.status}: ${await res.text()}`);
+  const engineId = res.headers.get('x-robustrl-rollout');
+  let text = '';
+  let finishReason: string | null = null;
+  let chunks = 0;
+  for await (const data of sseEvents(res)) {
+    if (data === '[DONE]') continue;
+    const chunk = JSON.parse(data) as { choices: Array<{ text: string; finish_reason: string | null }> };
+    for (const c of chunk.choices) {
+      if (c.text) {
+        text += c.text;
+        chunks += 1;
+        if (hook && chunks === hook.afterChunks) hook.then(engineId);
+      }
+      if (c.finish_reason) finishReason = c.finish_reason;
+    }
+  }
+  return { text, finishReason, engineId };
+}
+
+async function* sseEvents(res: Response): AsyncGenerator<string> {
+  const decoder = new TextDecoder();
+  let buffer = '';
+  for await (const piece of res.body as unknown as AsyncIterable<Uint8Array>) {
+    buffer += decoder.decode(piece, { stream: true });
+    let end: number;
+    while ((end = buffer.indexOf('\n\n')) >= 0) {
+      const event = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      const data = event
+        .split('\n')
+        .filter((l) => l.startsWith('data:'))
+        .map((l) => l.slice(5).trim())
+        .join('\n');
+      if (data) yield data;
+    }
+  }
+}

@@ -1,0 +1,106 @@
+/**
+ * The port the router records trajectories through (paper §5.2.2, "preserve the trajectories": every
+ * tool iteration is stored outside the rollout machine, so a rollout that dies mid-trajectory loses
+ * nothing already generated). The request manager's trajectory store implements it; the in-memory
+ * recorder below serves tests and the demo.
+ *
+ * Contract (what the router relies on):
+ *  - `start` is idempotent: a second call for a known trajectory is a no-op.
+ *  - `appendTurns` is idempotent by `turnId`: a turn already stored is skipped, so a retried HTTP
+ *    request or a redelivered append stores once.
+ *  - Per trajectory, turns arrive in `turnIndex` order without gaps (the router serialises the
+ *    requests of one trajectory). A different `turnId` at an index already stored is a conflict.
+ *  - `prefix` returns the stored turns in `turnIndex` order: what a resumed trajectory continues from.
+ */
+export type TurnKind = 'model-output' | 'tool-call' | 'tool-result';
+
+export interface TrajectoryStart {
+  trajectoryId: string;
+  jobId: string;
+  batchId: string;
+  step: number;
+  promptId: string;
+  sampleIndex: number;
+  /** Chat: the leading messages before the first assistant message. Completions: the prompt string. */
+  prompt: unknown;
+}
+
+export interface RecordedTurn {
+  trajectoryId: string;
+  /** Idempotency key: derived from trajectory id, turn index and a hash of the content. */
+  turnId: string;
+  turnIndex: number;
+  kind: TurnKind;
+  /** Chat: the message as it appears in the conversation. Completions: the text segment. */
+  content: unknown;
+  /** The rollout engine that generated the turn; null for turns the model did not generate. */
+  rolloutId: string | null;
+  weightVersion: number;
+  /** Tokens the model generated for the turn (0 for tool results: no tokenizer in the router). */
+  tokens: number;
+}
+
+export interface PrefixTurn {
+  turnIndex: number;
+  kind: TurnKind;
+  content: unknown;
+}
+
+export interface TrajectoryRecorder {
+  start(t: TrajectoryStart): Promise<void>;
+  appendTurns(turns: RecordedTurn[]): Promise<void>;
+  prefix(trajectoryId: string): Promise<PrefixTurn[]>;
+}
+
+/** A turn that contradicts what is stored: same index, different content (or a gap in the indices). */
+export class TurnConflictError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'TurnConflictError';
+  }
+}
+
+/**
+ * Trajectories in memory. Strict on purpose: it rejects gaps and conflicting turns instead of storing
+ * them, so a test of the router fails on the first turn the router gets wrong.
+ */
+export class InMemoryTrajectoryRecorder implements TrajectoryRecorder {
+  private readonly starts = new Map<string, TrajectoryStart>();
+  private readonly turnsByTrajectory = new Map<string, RecordedTurn[]>();
+  /** Every append call's turns, duplicates included: lets a test see what was attempted. */
+  readonly appendLog: RecordedTurn[] = [];
+
+  async start(t: TrajectoryStart): Promise<void> {
+    if (!this.starts.has(t.trajectoryId)) this.starts.set(t.trajectoryId, structuredClone(t));
+  }
+
+  async appendTurns(turns: RecordedTurn[]): Promise<void> {
+    for (const turn of turns) {
+      this.appendLog.push(structuredClone(turn));
+      if (!this.starts.has(turn.trajectoryId)) throw new TurnConflictError(`turn ${turn.turnId} of unknown trajectory ${turn.trajectoryId}`);
+      const stored = this.turnsByTrajectory.get(turn.trajectoryId) ?? [];
+      const existing = stored[turn.turnIndex];
+      if (existing) {
+        if (existing.turnId === turn.turnId) continue;
+        throw new TurnConflictError(`trajectory ${turn.trajectoryId} turn ${turn.turnIndex}: stored ${existing.turnId}, got ${turn.turnId}`);
+      }
+      if (turn.turnIndex !== stored.length) {
+        throw new TurnConflictError(`trajectory ${turn.trajectoryId}: turn ${turn.turnIndex} appended after ${stored.length} turns`);
+      }
+      stored.push(structuredClone(turn));
+      this.turnsByTrajectory.set(turn.trajectoryId, stored);
+    }
+  }
+
+  async prefix(trajectoryId: string): Promise<PrefixTurn[]> {
+    return (this.turnsByTrajectory.get(trajectoryId) ?? []).map((t) => ({ turnIndex: t.turnIndex, kind: t.kind, content: structuredClone(t.content) }));
+  }
+
+  trajectory(trajectoryId: string): { start: TrajectoryStart | undefined; turns: RecordedTurn[] } {
+    return { start: this.starts.get(trajectoryId), turns: [...(this.turnsByTrajectory.get(trajectoryId) ?? [])] };
+  }
+
+  trajectoryIds(): string[] {
+    return [...this.starts.keys()];
+  }
+}
