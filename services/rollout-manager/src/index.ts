@@ -1,2 +1,3 @@
 export * from './rollout-manager.module';
 export * from './pool';
+export * from './router';

@@ -4,3 +4,4 @@ export * from './engine-pool';
 export * from './turn-plan';
 export * from './stream-splice';
 export * from './openai-router';
+export * from './http-trajectory-recorder';
