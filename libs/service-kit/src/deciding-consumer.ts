@@ -35,6 +35,8 @@ export interface DecidingConsumerSpec<State, Input extends RobustrlMessage = Rob
   spanForTick?: (drafts: readonly Draft[], now: number) => OutputSpan | null;
   /** Called with every message emitted, after it committed (metrics, logs). */
   onEmitted?: (messages: readonly RobustrlMessage[], jobId: string) => void;
+  /** Called after each delivered input committed, with what it led to (side effects outside the store). */
+  onApplied?: (input: Input, emitted: readonly RobustrlMessage[]) => void;
 }
 
 /**
@@ -160,6 +162,7 @@ export class DecidingConsumer<State, Input extends RobustrlMessage = RobustrlMes
     if (outcome === 'duplicate') return;
     this.states.set(input.jobId, [input, ...emitted].reduce(this.evolve, before));
     this.afterCommit(emitted, input.jobId);
+    this.spec.onApplied?.(input as Input, emitted);
   }
 
   private async tick(): Promise<void> {

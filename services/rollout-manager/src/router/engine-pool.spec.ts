@@ -2,6 +2,7 @@ import { EnginePool, EngineView, selectEngine } from './engine-pool';
 
 const engine = (id: string, over: Partial<EngineView> = {}): EngineView => ({
   id,
+  machineId: id,
   baseUrl: `http://${id}`,
   weightVersion: 0,
   inFlight: 0,

@@ -4,6 +4,8 @@ import { request as httpsRequest } from 'node:https';
 /** A rollout engine (one vLLM / SGLang server) as the router sees it. */
 export interface EngineView {
   readonly id: string;
+  /** The GPU machine the engine runs on (its id when not given): what the control plane's verdicts name. */
+  readonly machineId: string;
   readonly baseUrl: string;
   readonly weightVersion: number;
   /** Requests the router has in flight on it. */
@@ -16,6 +18,7 @@ export interface EngineView {
 
 export interface EngineSpec {
   id: string;
+  machineId?: string;
   baseUrl: string;
   weightVersion?: number;
 }
@@ -62,6 +65,7 @@ export interface EnginePoolOptions {
 
 interface EngineRecord {
   id: string;
+  machineId: string;
   baseUrl: string;
   weightVersion: number;
   inFlight: number;
@@ -96,6 +100,7 @@ export class EnginePool {
     }
     this.engines.set(spec.id, {
       id: spec.id,
+      machineId: spec.machineId ?? spec.id,
       baseUrl: spec.baseUrl.replace(/\/+$/, ''),
       weightVersion: spec.weightVersion ?? 0,
       inFlight: 0,
@@ -150,6 +155,20 @@ export class EnginePool {
         record.inFlight = Math.max(0, record.inFlight - 1);
       },
     };
+  }
+
+  /**
+   * Make `engineId` the trajectory's engine, e.g. where the rollout manager reassigned it after its
+   * rollout stopped serving. An unknown engine leaves the assignment as it is.
+   */
+  assign(trajectoryId: string, engineId: string): void {
+    const record = this.engines.get(engineId);
+    if (record) this.stick(trajectoryId, record);
+  }
+
+  /** The engines running on a machine (one per DP rank at most). */
+  enginesOn(machineId: string): EngineView[] {
+    return this.snapshot().filter((e) => e.machineId === machineId);
   }
 
   /** The trajectory finished: its engine no longer needs to keep its prefix warm. */

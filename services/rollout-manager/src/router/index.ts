@@ -5,3 +5,4 @@ export * from './turn-plan';
 export * from './stream-splice';
 export * from './openai-router';
 export * from './http-trajectory-recorder';
+export * from './throughput-meter';

@@ -6,6 +6,7 @@ import { MessageBus } from '@robustrl/bus';
 import { createMessage } from '@robustrl/contracts';
 import { EnginePool, EngineView } from './engine-pool';
 import { Api, continuationBody, Json, resumable, StreamSplice } from './stream-splice';
+import { ThroughputMeter } from './throughput-meter';
 import { identityFromHeaders, ROLLOUT_HEADER, TRAJECTORY_HEADER, TrajectoryIdentity } from './trajectory-identity';
 import { RecordedTurn, TrajectoryRecorder, TurnKind } from './trajectory-recorder';
 import { planTurns, splitChatConversation, splitCompletionPrompt, TurnDraft, turnIdOf, TurnPlan } from './turn-plan';
@@ -35,6 +36,8 @@ export interface OpenAiRouterOptions {
   recorder?: TrajectoryRecorder;
   /** Where failover events go (TrajectoriesReassigned, TrajectoryStatusChanged 'reassigned'). */
   bus?: MessageBus;
+  /** Counts what each engine generates, for the throughput the detector's rollout rule watches. */
+  meter?: ThroughputMeter;
   /** Envelope `source` of the events. */
   source?: string;
   /** Refuse (400) generation requests without identity headers instead of proxying them unrecorded. */
@@ -332,7 +335,17 @@ export class OpenAiRouter {
    * Serve the request on living engines until it is answered. Returns the answer, or null when the
    * caller got an error (or an engine's own 4xx) instead.
    */
+  /** Throughput per engine for the detector; a trajectory answered with a tool call now waits on its tool. */
+  private metered(ctx: RequestContext, engine: EngineView, answer: { content: unknown; tokens: number }): void {
+    this.config.meter?.answered(engine.id, answer.tokens);
+    if (ctx.identity === null) return;
+    const toolCall = ctx.api === 'chat' && Array.isArray((answer.content as Json | null)?.tool_calls);
+    this.config.meter?.awaitingTools(ctx.identity.trajectoryId, toolCall ? engine.id : null);
+  }
+
   private async generate(ctx: RequestContext): Promise<Answer | null> {
+    // The trajectory is back (with its tool's result, if it was waiting on one).
+    if (ctx.identity !== null) this.config.meter?.awaitingTools(ctx.identity.trajectoryId, null);
     const splice = new StreamSplice(ctx.api);
     const cannotResume = resumable(ctx.api, ctx.body);
     const trajectoryId = ctx.identity?.trajectoryId ?? null;
@@ -379,6 +392,7 @@ export class OpenAiRouter {
       if (outcome.kind === 'relayed') return null;
       if (outcome.kind === 'done') {
         contributors.push(engine);
+        this.metered(ctx, engine, outcome.answer);
         return { ...outcome.answer, engines: contributors };
       }
       // The caller went away and nobody records the answer: the failure is ours (the abort), not the engine's.
