@@ -114,6 +114,7 @@ export class FakeInferenceEngine {
   private readonly server: Server;
   private port = 0;
   private killed = false;
+  private frozen = false;
   private sequence = 0;
 
   private constructor(private readonly options: FakeEngineOptions) {
@@ -148,6 +149,14 @@ export class FakeInferenceEngine {
     this.sockets.clear();
   }
 
+  /**
+   * The machine hangs (a wedged driver, a partitioned network): connections are accepted but nothing is
+   * ever answered — the failure a liveness probe with a timeout catches and a plain request does not.
+   */
+  freeze(): void {
+    this.frozen = true;
+  }
+
   /** Graceful: stop accepting, let open responses finish. */
   close(): Promise<void> {
     return new Promise((resolve) => {
@@ -174,6 +183,7 @@ export class FakeInferenceEngine {
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    if (this.frozen) return;
     try {
       const path = (req.url ?? '/').split('?')[0];
       if (req.method === 'GET' && path === '/health') return void res.writeHead(200).end();

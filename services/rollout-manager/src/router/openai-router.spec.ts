@@ -234,6 +234,22 @@ describe('OpenAiRouter', () => {
     expect(((await res.json()) as { error: { message: string } }).error.message).toMatch(/e1 is failing/);
   });
 
+  it('checks a trajectory\'s engine after each tool iteration: one that hung during the tool call is skipped at once', async () => {
+    await start({ toolRounds: 1, tokensPerReply: 8, tokenIntervalMs: 1 });
+    const messages = prompt('hang after the tool call');
+    const first = await chat(url, { model: 'fake-model', messages }, identity('hang'));
+    expect(first.message.tool_calls).toHaveLength(1);
+    const hung = engineById(first.engineId);
+    hung.freeze(); // accepts connections, never answers: a request to it would wait for the idle timeout (300 s)
+    const call = first.message.tool_calls![0];
+    const started = Date.now();
+    const second = await chat(url, { model: 'fake-model', messages: [...messages, first.message, { role: 'tool', tool_call_id: call.id, content: toolResultFor(call) }] }, identity('hang'));
+    expect(Date.now() - started).toBeLessThan(3_000);
+    expect(second.engineId).not.toBe(hung.id);
+    expect(second.message.tool_calls).toBeUndefined();
+    expect(pool.get(hung.id)?.alive).toBe(false);
+  });
+
   it('runs 8 concurrent multi-turn trajectories with tool calls through an engine death: all complete, no turn lost or duplicated', async () => {
     await start({ toolRounds: 3, tokensPerReply: 16, tokenIntervalMs: 4 });
     const samples = Array.from({ length: 8 }, (_, i) => i);

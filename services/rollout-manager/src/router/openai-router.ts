@@ -38,6 +38,13 @@ export interface OpenAiRouterOptions {
   bus?: MessageBus;
   /** Counts what each engine generates, for the throughput the detector's rollout rule watches. */
   meter?: ThroughputMeter;
+  /**
+   * Probe a trajectory's engine before its next turn when the trajectory comes back from a tool call
+   * (paper §3: the rollout manager checks liveness after each tool iteration). A tool call can take
+   * minutes; the engine may have died silently meanwhile, and a request to a hung machine would wait
+   * for the idle timeout instead of moving on. Default true.
+   */
+  livenessCheckAfterTools?: boolean;
   /** Envelope `source` of the events. */
   source?: string;
   /** Refuse (400) generation requests without identity headers instead of proxying them unrecorded. */
@@ -120,6 +127,8 @@ export class OpenAiRouter {
   /** Completions: each trajectory's first prompt, so later prompts split into segments unambiguously. */
   private readonly completionBases = new Map<string, string>();
   private readonly pendingEvents = new Set<Promise<void>>();
+  /** Trajectories whose last answer was a tool call: their next turn starts with a liveness check. */
+  private readonly backFromTools = new Map<string, string>();
   private readonly options: Required<Pick<OpenAiRouterOptions, 'noEngineDeadlineMs' | 'upstreamIdleTimeoutMs' | 'maxAttempts' | 'maxBodyBytes' | 'source'>> & {
     backoff: { initialMs: number; maxMs: number };
   };
@@ -335,17 +344,32 @@ export class OpenAiRouter {
    * Serve the request on living engines until it is answered. Returns the answer, or null when the
    * caller got an error (or an engine's own 4xx) instead.
    */
-  /** Throughput per engine for the detector; a trajectory answered with a tool call now waits on its tool. */
+  /** Throughput per engine for the detector; a trajectory answered with a tool call now waits on its tool (and is checked on return). */
   private metered(ctx: RequestContext, engine: EngineView, answer: { content: unknown; tokens: number }): void {
     this.config.meter?.answered(engine.id, answer.tokens);
     if (ctx.identity === null) return;
     const toolCall = ctx.api === 'chat' && Array.isArray((answer.content as Json | null)?.tool_calls);
     this.config.meter?.awaitingTools(ctx.identity.trajectoryId, toolCall ? engine.id : null);
+    if (toolCall) {
+      this.backFromTools.delete(ctx.identity.trajectoryId); // re-inserted last: the map's order is the age order
+      this.backFromTools.set(ctx.identity.trajectoryId, engine.id);
+      // A trajectory that never comes back must not be remembered forever.
+      if (this.backFromTools.size > 100_000) this.backFromTools.delete(this.backFromTools.keys().next().value as string);
+    }
   }
 
   private async generate(ctx: RequestContext): Promise<Answer | null> {
     // The trajectory is back (with its tool's result, if it was waiting on one).
-    if (ctx.identity !== null) this.config.meter?.awaitingTools(ctx.identity.trajectoryId, null);
+    if (ctx.identity !== null) {
+      this.config.meter?.awaitingTools(ctx.identity.trajectoryId, null);
+      const engineId = this.backFromTools.get(ctx.identity.trajectoryId);
+      this.backFromTools.delete(ctx.identity.trajectoryId);
+      // A failed probe takes the engine out of selection, so the turn goes to a living one at once.
+      if (engineId !== undefined && this.config.livenessCheckAfterTools !== false && this.pool.get(engineId)?.alive) {
+        const alive = await this.pool.probe(engineId);
+        if (!alive) this.log.warn('engine failed its liveness check after a tool iteration', { engine: engineId, trajectoryId: ctx.identity.trajectoryId });
+      }
+    }
     const splice = new StreamSplice(ctx.api);
     const cannotResume = resumable(ctx.api, ctx.body);
     const trajectoryId = ctx.identity?.trajectoryId ?? null;
