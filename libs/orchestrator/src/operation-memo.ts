@@ -3,7 +3,7 @@ import { OrchestratorError } from './orchestrator';
 /** Bounds in-memory idempotency records; an operation is only redelivered shortly after it ran. */
 export const MAX_REMEMBERED_OPERATIONS = 10_000;
 
-export type OperationKind = 'isolateMachine' | 'requestMachine' | 'restartMachines' | 'restartTask';
+export type OperationKind = 'isolateMachine' | 'requestMachine' | 'releaseMachine' | 'restartMachines' | 'restartTask';
 
 /** A Map that forgets its oldest entries beyond `limit` (insertion order). */
 export class BoundedMap<K, V> extends Map<K, V> {

@@ -6,3 +6,4 @@ export * from './health.controller';
 export * from './run-service';
 export * from './nest-bus-logger';
 export * from './deciding-consumer';
+export * from './command-executor';

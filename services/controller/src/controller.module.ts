@@ -1,7 +1,7 @@
 import { DynamicModule, Inject, Logger, Module, OnApplicationBootstrap, OnModuleDestroy, Optional } from '@nestjs/common';
 import { MessageBus } from '@robustrl/bus';
 import { Topics } from '@robustrl/contracts';
-import { KubernetesOrchestrator, Orchestrator } from '@robustrl/orchestrator';
+import { Orchestrator, orchestratorFromEnv } from '@robustrl/orchestrator';
 import { DecidingConsumer, EVENT_STORE, MESSAGE_BUS } from '@robustrl/service-kit';
 import { EventStore } from '@robustrl/store';
 import { z } from 'zod';
@@ -16,18 +16,6 @@ import { CONTROLLER_INPUT_TYPES, ControllerEvent, ControllerInput, ControllerSta
  */
 export const CONTROLLER_INPUTS = [Topics.membership, Topics.telemetry, Topics.verdicts, Topics.control, Topics.training] as const;
 export const ORCHESTRATOR = Symbol('ORCHESTRATOR');
-
-/**
- * ROBUSTRL_ORCHESTRATOR: `kubernetes` (in-cluster or kubeconfig credentials) or `none` (default:
- * decisions and agent-executed commands only; ReplaceMachine/RestartTask wait for an operator and
- * time out as failed). Tests and the demo pass a local process supervisor in code.
- */
-export function orchestratorFromEnv(env: NodeJS.ProcessEnv): Orchestrator | null {
-  const kind = env.ROBUSTRL_ORCHESTRATOR ?? 'none';
-  if (kind === 'none') return null;
-  if (kind === 'kubernetes') return KubernetesOrchestrator.fromEnv(env);
-  throw new Error(`ROBUSTRL_ORCHESTRATOR must be 'kubernetes' or 'none', got '${kind}'`);
-}
 
 function commandTimeoutMs(env: NodeJS.ProcessEnv): number {
   const raw = env.ROBUSTRL_COMMAND_TIMEOUT_SECONDS;

@@ -1,10 +1,14 @@
-import { Inject, Module, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
+import { DynamicModule, Inject, Logger, Module, OnApplicationBootstrap, OnModuleDestroy, Optional } from '@nestjs/common';
+import { Orchestrator, orchestratorFromEnv } from '@robustrl/orchestrator';
 import { MessageBus } from '@robustrl/bus';
 import { Topics } from '@robustrl/contracts';
 import { DecidingConsumer, EVENT_STORE, MESSAGE_BUS } from '@robustrl/service-kit';
 import { EventStore } from '@robustrl/store';
 import { createRolloutPoolDecider, ROLLOUT_POOL_INPUT_TYPES, RolloutPoolEvent, RolloutPoolInput, RolloutPoolState } from './pool';
+import { PoolScaler } from './elastic/pool-scaler';
 import { routerConfigFromEnv, RouterRuntime } from './router-runtime';
+
+export const ROLLOUT_ORCHESTRATOR = Symbol('ROLLOUT_ORCHESTRATOR');
 
 /**
  * Rollout manager: the rollout pool — which instances serve, which trajectories each has in flight,
@@ -18,8 +22,19 @@ export class RolloutManagerModule implements OnApplicationBootstrap, OnModuleDes
   readonly consumer: DecidingConsumer<RolloutPoolState, RolloutPoolInput, RolloutPoolEvent>;
   /** The OpenAI-compatible router, when this deployment routes the job's engines (ROBUSTRL_ROUTER_ENGINES). */
   readonly router: RouterRuntime | null;
+  /** Carries out ScaleRolloutPool when an orchestrator is configured (ROBUSTRL_ORCHESTRATOR). */
+  readonly scaler: PoolScaler | null;
 
-  constructor(@Inject(MESSAGE_BUS) bus: MessageBus, @Inject(EVENT_STORE) store: EventStore) {
+  /** The rollout manager with an orchestrator given in code (the local process supervisor in tests and the demo). */
+  static withOrchestrator(orchestrator: Orchestrator): DynamicModule {
+    return { module: RolloutManagerModule, providers: [{ provide: ROLLOUT_ORCHESTRATOR, useValue: orchestrator }] };
+  }
+
+  constructor(
+    @Inject(MESSAGE_BUS) bus: MessageBus,
+    @Inject(EVENT_STORE) store: EventStore,
+    @Optional() @Inject(ROLLOUT_ORCHESTRATOR) orchestrator: Orchestrator | null,
+  ) {
     const routerConfig = routerConfigFromEnv(process.env);
     this.router = routerConfig ? new RouterRuntime(bus, routerConfig) : null;
     this.consumer = new DecidingConsumer(bus, store, {
@@ -30,14 +45,19 @@ export class RolloutManagerModule implements OnApplicationBootstrap, OnModuleDes
       tickIntervalMs: null,
       onApplied: (input, emitted) => this.router?.follow(input, emitted),
     });
+    const chosen = orchestrator ?? orchestratorFromEnv(process.env);
+    this.scaler = chosen ? new PoolScaler(bus, store, chosen, (jobId) => this.consumer.stateOf(jobId)) : null;
   }
 
   async onApplicationBootstrap(): Promise<void> {
     await this.consumer.start();
     await this.router?.start();
+    if (this.scaler) await this.scaler.start();
+    else new Logger('rollout-manager').log('no orchestrator (ROBUSTRL_ORCHESTRATOR=none): ScaleRolloutPool commands are not carried out');
   }
 
   async onModuleDestroy(): Promise<void> {
+    await this.scaler?.stop();
     await this.router?.stop();
     await this.consumer.stop();
   }

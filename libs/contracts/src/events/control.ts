@@ -130,3 +130,41 @@ export const RecoveryCompleted = event(
     }),
   }),
 );
+
+/** The rollout pool's size is elastic (paper §3, ElasticRayWorkerGroup): grown or shrunk by command. */
+export const ScaleRolloutPool = command(
+  'ScaleRolloutPool',
+  Topics.control,
+  'Bring the serving rollout machines of one zone and hardware class to a target count; the rollout manager carries it out.',
+  z.object({
+    commandId: z.string().min(1),
+    targetMachines: z.int().nonnegative(),
+    zone: z.string().min(1),
+    hardwareClass: z.string().min(1),
+    reason: z.string().min(1).max(2000),
+  }),
+);
+
+const ScaleOutcome = {
+  commandId: z.string().min(1),
+  /** Serving machines of the zone and class before and after. */
+  from: z.int().nonnegative(),
+  to: z.int().nonnegative(),
+  added: z.array(MachineId),
+  removed: z.array(MachineId),
+  durationMs: z.int().nonnegative(),
+};
+
+export const RolloutPoolScaled = event(
+  'RolloutPoolScaled',
+  Topics.control,
+  'A ScaleRolloutPool command was carried out: machines added, or released after their trajectories moved.',
+  z.object(ScaleOutcome),
+);
+
+export const RolloutPoolScaleFailed = event(
+  'RolloutPoolScaleFailed',
+  Topics.control,
+  'A ScaleRolloutPool command could not be fully carried out; what was done is listed.',
+  z.object({ ...ScaleOutcome, error: z.string().min(1) }),
+);

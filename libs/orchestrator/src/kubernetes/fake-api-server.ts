@@ -6,7 +6,12 @@ import { KubeConfig } from '@kubernetes/client-node';
 /**
  * Test support: an in-process stand-in for the Kubernetes API server, with just the routes the
  * Kubernetes orchestrator uses, plus a simulated owner controller (StatefulSet / ReplicaSet) so that
- * deleting a pod makes a replacement appear the way it does in a cluster. Not exported from the
+ * deleting a pod makes a replacement appear the way it does in a cluster. Owners registered with
+ * `addDeployment` / `addStatefulSet` are served under apps/v1 (GET and merge PATCH, with the
+ * resourceVersion in a patch checked as a precondition, 409 when stale) and their controller honours
+ * `spec.replicas`: scaling up creates pods, scaling down deletes the pod with the lowest
+ * `controller.kubernetes.io/pod-deletion-cost` (a ReplicaSet) or the highest ordinal (a StatefulSet).
+ * Pods whose owner is not registered are simply recreated when deleted. Not exported from the
  * package index: production code has no business importing it.
  *
  * Where the real API server is strict in a way a client can get wrong, this one is strict too: a
@@ -36,6 +41,27 @@ export interface FakePod {
   spec: { nodeName?: string; containers: Array<{ name: string; image: string }> };
   status: { phase: 'Pending' | 'Running' | 'Succeeded' | 'Failed' };
 }
+
+export type WorkloadKind = 'Deployment' | 'ReplicaSet' | 'StatefulSet';
+
+export interface FakeWorkload {
+  apiVersion: 'apps/v1';
+  kind: WorkloadKind;
+  metadata: {
+    name: string;
+    namespace: string;
+    uid: string;
+    resourceVersion: string;
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+    ownerReferences?: Array<{ apiVersion: string; kind: string; name: string; uid: string; controller: boolean }>;
+  };
+  spec: { replicas: number; template: { metadata: { labels: Record<string, string> } }; ordinals?: { start: number } };
+}
+
+export const POD_DELETION_COST_ANNOTATION = 'controller.kubernetes.io/pod-deletion-cost';
+
+const WORKLOAD_RESOURCES: Record<string, WorkloadKind> = { deployments: 'Deployment', replicasets: 'ReplicaSet', statefulsets: 'StatefulSet' };
 
 export interface FakeNode {
   apiVersion: 'v1';
@@ -81,6 +107,9 @@ export class FakeKubernetesApiServer {
   readonly requests: RecordedRequest[] = [];
   private readonly pods = new Map<string, FakePod>();
   private readonly nodes = new Map<string, FakeNode>();
+  private readonly workloads = new Map<string, FakeWorkload>();
+  /** Pod UID → creation sequence: orders pods created within the same millisecond. */
+  private readonly creationSequence = new Map<string, number>();
   private readonly failures: InjectedFailure[] = [];
   private readonly timers = new Set<NodeJS.Timeout>();
   private resourceVersion = 1;
@@ -163,7 +192,28 @@ export class FakeKubernetesApiServer {
       status: { phase: pod.phase ?? (pod.nodeName ? 'Running' : 'Pending') },
     };
     this.pods.set(podKey(pod.namespace, pod.name), created);
+    this.creationSequence.set(created.metadata.uid, this.creationSequence.size);
     return created;
+  }
+
+  /**
+   * A Deployment and the one ReplicaSet it owns (named `replicaSetName`); its pods are added with
+   * `addPod({ owner: { kind: 'ReplicaSet', name: replicaSetName } })`. `replicas` should match them:
+   * the controller acts only when the replicas change or one of its pods goes.
+   */
+  addDeployment(options: { name: string; namespace: string; replicaSetName: string; replicas: number; podLabels: Record<string, string> }): FakeWorkload {
+    const deployment = this.putWorkload('Deployment', options.namespace, options.name, options.replicas, options.podLabels);
+    this.putWorkload('ReplicaSet', options.namespace, options.replicaSetName, options.replicas, options.podLabels, deployment);
+    return deployment;
+  }
+
+  /** A StatefulSet; its pods (`<name>-<ordinal>`) are added with `addPod({ owner: { kind: 'StatefulSet', name } })`. */
+  addStatefulSet(options: { name: string; namespace: string; replicas: number; podLabels: Record<string, string> }): FakeWorkload {
+    return this.putWorkload('StatefulSet', options.namespace, options.name, options.replicas, options.podLabels);
+  }
+
+  workload(kind: WorkloadKind, namespace: string, name: string): FakeWorkload | undefined {
+    return this.workloads.get(workloadKey(kind, namespace, name));
   }
 
   pod(namespace: string, name: string): FakePod | undefined {
@@ -225,6 +275,7 @@ export class FakeKubernetesApiServer {
     const podList = url.pathname.match(/^\/api\/v1\/namespaces\/([^/]+)\/pods$/);
     const podItem = url.pathname.match(/^\/api\/v1\/namespaces\/([^/]+)\/pods\/([^/]+)$/);
     const nodeItem = url.pathname.match(/^\/api\/v1\/nodes\/([^/]+)$/);
+    const workloadItem = url.pathname.match(/^\/apis\/apps\/v1\/namespaces\/([^/]+)\/(deployments|replicasets|statefulsets)\/([^/]+)$/);
 
     if (podList && method === 'GET') {
       let selector: LabelRequirement[];
@@ -241,12 +292,37 @@ export class FakeKubernetesApiServer {
       const pod = this.pod(namespace, name);
       if (!pod) return sendStatus(res, 404, 'NotFound', `pods "${name}" not found`);
       if (method === 'GET') return sendJson(res, 200, pod);
+      if (method === 'PATCH') {
+        const refusal = patchRefusal('pods', name, pod.metadata.resourceVersion, contentType, body);
+        if (refusal) return sendStatus(res, ...refusal);
+        const patched = mergePatch(pod, body) as FakePod;
+        // Only metadata (annotations, labels) is patchable here; identity and status stay the server's.
+        pod.metadata = { ...patched.metadata, name: pod.metadata.name, namespace: pod.metadata.namespace, uid: pod.metadata.uid, resourceVersion: this.nextResourceVersion() };
+        return sendJson(res, 200, pod);
+      }
       if (method === 'DELETE') {
         const preconditionUid = (body as { preconditions?: { uid?: string } } | undefined)?.preconditions?.uid;
         if (preconditionUid !== undefined && preconditionUid !== pod.metadata.uid) {
           return sendStatus(res, 409, 'Conflict', `Operation cannot be fulfilled on pods "${name}": Precondition failed: UID in precondition: ${preconditionUid}, UID in object meta: ${pod.metadata.uid}`);
         }
         return sendJson(res, 200, this.deletePod(pod));
+      }
+    }
+    if (workloadItem) {
+      const [namespace, kind, name] = [decodeURIComponent(workloadItem[1]), WORKLOAD_RESOURCES[workloadItem[2]], decodeURIComponent(workloadItem[3])];
+      const workload = this.workload(kind, namespace, name);
+      if (!workload) return sendStatus(res, 404, 'NotFound', `${workloadItem[2]}.apps "${name}" not found`);
+      if (method === 'GET') return sendJson(res, 200, workload);
+      if (method === 'PATCH') {
+        const refusal = patchRefusal(`${workloadItem[2]}.apps`, name, workload.metadata.resourceVersion, contentType, body);
+        if (refusal) return sendStatus(res, ...refusal);
+        const patched = mergePatch(workload, body) as FakeWorkload;
+        patched.apiVersion = 'apps/v1';
+        patched.kind = kind;
+        patched.metadata = { ...patched.metadata, name, namespace, uid: workload.metadata.uid, resourceVersion: this.nextResourceVersion() };
+        this.workloads.set(workloadKey(kind, namespace, name), patched);
+        if (patched.spec.replicas !== workload.spec.replicas) this.later(this.options.replacementDelayMs, () => this.scaled(patched));
+        return sendJson(res, 200, patched);
       }
     }
     if (nodeItem) {
@@ -279,7 +355,9 @@ export class FakeKubernetesApiServer {
     const owner = pod.metadata.ownerReferences?.find((o) => o.controller);
     const removeAndReplace = () => {
       if (this.pods.get(key) === pod) this.pods.delete(key);
-      if (owner) this.later(this.options.replacementDelayMs, () => this.createReplacement(pod, owner.kind as OwnerKind, owner.name));
+      if (!owner) return;
+      const workload = this.workload(owner.kind as WorkloadKind, pod.metadata.namespace, owner.name);
+      this.later(this.options.replacementDelayMs, () => (workload ? this.reconcile(workload) : this.createReplacement(pod, owner.kind as OwnerKind, owner.name)));
     };
     if (this.options.terminationMs > 0) this.later(this.options.terminationMs, removeAndReplace);
     else removeAndReplace();
@@ -296,6 +374,71 @@ export class FakeKubernetesApiServer {
     if (this.pods.has(podKey(old.metadata.namespace, name))) return;
     this.addPod({ name, namespace: old.metadata.namespace, labels: old.metadata.labels, owner: { kind: ownerKind, name: ownerName } });
     this.schedulePendingPods();
+  }
+
+  /** A Deployment passes its replicas on to its ReplicaSet; the others reconcile their own pods. */
+  private scaled(workload: FakeWorkload): void {
+    const current = this.workload(workload.kind, workload.metadata.namespace, workload.metadata.name);
+    if (!current) return;
+    if (current.kind !== 'Deployment') return this.reconcile(current);
+    const replicaSets = [...this.workloads.values()].filter((w) => w.kind === 'ReplicaSet' && w.metadata.ownerReferences?.some((o) => o.controller && o.kind === 'Deployment' && o.name === current.metadata.name));
+    for (const replicaSet of replicaSets) {
+      replicaSet.spec.replicas = current.spec.replicas;
+      replicaSet.metadata.resourceVersion = this.nextResourceVersion();
+      this.reconcile(replicaSet);
+    }
+  }
+
+  /**
+   * The owner controller honouring `spec.replicas`. A ReplicaSet creates pods under new names, and
+   * deletes the surplus lowest pod-deletion-cost first (after unscheduled and not-Running pods, as
+   * the real one does; newest first among equals). A StatefulSet keeps ordinals start..start+replicas-1:
+   * it recreates a missing one (once the old pod is gone) and deletes those above.
+   */
+  private reconcile(workload: FakeWorkload): void {
+    if (workload.kind === 'Deployment') return;
+    const { namespace, name } = workload.metadata;
+    const owned = this.listPods(namespace).filter((p) => p.metadata.ownerReferences?.some((o) => o.controller && o.kind === workload.kind && o.name === name));
+    const live = owned.filter((p) => !p.metadata.deletionTimestamp);
+    const create = (podName: string) =>
+      this.addPod({ name: podName, namespace, labels: workload.spec.template.metadata.labels, owner: { kind: workload.kind as OwnerKind, name } });
+    if (workload.kind === 'StatefulSet') {
+      const start = workload.spec.ordinals?.start ?? 0;
+      const ordinalOf = (pod: FakePod) => Number(pod.metadata.name.slice(name.length + 1));
+      for (const pod of live) if (ordinalOf(pod) >= start + workload.spec.replicas) this.deletePod(pod);
+      for (let ordinal = start; ordinal < start + workload.spec.replicas; ordinal++) {
+        if (!this.pods.has(podKey(namespace, `${name}-${ordinal}`))) create(`${name}-${ordinal}`);
+      }
+    } else {
+      for (let missing = workload.spec.replicas - live.length; missing > 0; missing--) create(`${name}-s${++this.replacementCounter}`);
+      const rank = (pod: FakePod) => [pod.spec.nodeName ? 1 : 0, pod.status.phase === 'Running' ? 1 : 0, Number(pod.metadata.annotations?.[POD_DELETION_COST_ANNOTATION] ?? 0)];
+      const surplus = [...live]
+        .sort((a, b) => compareRanks(rank(a), rank(b)) || this.creationOrder(b) - this.creationOrder(a))
+        .slice(0, Math.max(0, live.length - workload.spec.replicas));
+      for (const pod of surplus) this.deletePod(pod);
+    }
+    this.schedulePendingPods();
+  }
+
+  private creationOrder(pod: FakePod): number {
+    return this.creationSequence.get(pod.metadata.uid) ?? 0;
+  }
+
+  private putWorkload(kind: WorkloadKind, namespace: string, name: string, replicas: number, podLabels: Record<string, string>, owner?: FakeWorkload): FakeWorkload {
+    const workload: FakeWorkload = {
+      apiVersion: 'apps/v1',
+      kind,
+      metadata: {
+        name,
+        namespace,
+        uid: `owner-${name}`,
+        resourceVersion: this.nextResourceVersion(),
+        ownerReferences: owner ? [{ apiVersion: 'apps/v1', kind: owner.kind, name: owner.metadata.name, uid: owner.metadata.uid, controller: true }] : undefined,
+      },
+      spec: { replicas, template: { metadata: { labels: { ...podLabels } } } },
+    };
+    this.workloads.set(workloadKey(kind, namespace, name), workload);
+    return workload;
   }
 
   /**
@@ -377,6 +520,30 @@ function mergePatch(target: unknown, patch: unknown): unknown {
     else result[key] = mergePatch(result[key], value);
   }
   return result;
+}
+
+/**
+ * Why a merge patch is refused, if it is: the wrong content type (415), or a resourceVersion in the
+ * patch that is not the object's (409: the API server treats it as an optimistic-concurrency precondition).
+ */
+function patchRefusal(resource: string, name: string, resourceVersion: string, contentType: string | undefined, body: unknown): [number, string, string] | undefined {
+  if (contentType !== 'application/merge-patch+json' && contentType !== 'application/strategic-merge-patch+json') {
+    return [415, 'UnsupportedMediaType', 'the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml'];
+  }
+  const expected = (body as { metadata?: { resourceVersion?: string } } | undefined)?.metadata?.resourceVersion;
+  if (expected !== undefined && expected !== resourceVersion) {
+    return [409, 'Conflict', `Operation cannot be fulfilled on ${resource} "${name}": the object has been modified; please apply your changes to the latest version and try again`];
+  }
+  return undefined;
+}
+
+function compareRanks(a: number[], b: number[]): number {
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return a[i] - b[i];
+  return 0;
+}
+
+function workloadKey(kind: WorkloadKind, namespace: string, name: string): string {
+  return `${kind}:${namespace}/${name}`;
 }
 
 function podKey(namespace: string, name: string): string {

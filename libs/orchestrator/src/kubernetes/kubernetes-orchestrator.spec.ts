@@ -1,27 +1,26 @@
 import { OrchestratorError } from '../orchestrator';
 import { FakeKubernetesApiServer, OwnerKind } from './fake-api-server';
-import { KubernetesOrchestrator, NodeAnnotations, PodLabels } from './kubernetes-orchestrator';
+import { KubernetesOrchestrator, NodeAnnotations, OwnerAnnotations, PodAnnotations, PodLabels } from './kubernetes-orchestrator';
 import { rejectionOf } from '../../../../test/support/rejection';
 
 const NAMESPACE = 'rl';
 
 // One job with a StatefulSet trainer and two Deployment rollout pods, each on its own node, plus a
-// spare node (where replacements go) and another job's pod that must never be touched.
+// spare node (where replacements go) and another job's pod that must never be touched. The owners are
+// registered, so their simulated controllers honour replicas.
 async function startCluster(options: { readyTimeoutMs?: number } = {}) {
   const fake = await FakeKubernetesApiServer.start({ replacementDelayMs: 10, runningDelayMs: 20 });
   for (const node of ['node-1', 'node-2', 'node-3', 'node-4', 'node-spare']) fake.addNode(node, { zone: 'zone-a' });
+  const labels = (job: string, role: string) => ({ [PodLabels.job]: job, [PodLabels.role]: role, [PodLabels.zone]: 'zone-a', [PodLabels.hardwareClass]: 'h100' });
   const pod = (name: string, job: string, role: string, nodeName: string, owner: { kind: OwnerKind; name: string }) =>
-    fake.addPod({
-      name,
-      namespace: NAMESPACE,
-      nodeName,
-      owner,
-      labels: { [PodLabels.job]: job, [PodLabels.role]: role, [PodLabels.zone]: 'zone-a', [PodLabels.hardwareClass]: 'h100' },
-    });
+    fake.addPod({ name, namespace: NAMESPACE, nodeName, owner, labels: labels(job, role) });
+  fake.addStatefulSet({ name: 'job-1-trainer', namespace: NAMESPACE, replicas: 1, podLabels: labels('job-1', 'trainer') });
+  fake.addDeployment({ name: 'job-1-rollout', replicaSetName: 'job-1-rollout-5c8d', namespace: NAMESPACE, replicas: 2, podLabels: labels('job-1', 'rollout') });
+  fake.addDeployment({ name: 'job-2-rollout', replicaSetName: 'job-2-rollout-77f4', namespace: NAMESPACE, replicas: 1, podLabels: labels('job-2', 'rollout') });
   pod('job-1-trainer-0', 'job-1', 'trainer', 'node-1', { kind: 'StatefulSet', name: 'job-1-trainer' });
-  pod('job-1-rollout-a', 'job-1', 'rollout', 'node-2', { kind: 'ReplicaSet', name: 'job-1-rollout' });
-  pod('job-1-rollout-b', 'job-1', 'rollout', 'node-3', { kind: 'ReplicaSet', name: 'job-1-rollout' });
-  pod('job-2-rollout-a', 'job-2', 'rollout', 'node-4', { kind: 'ReplicaSet', name: 'job-2-rollout' });
+  pod('job-1-rollout-a', 'job-1', 'rollout', 'node-2', { kind: 'ReplicaSet', name: 'job-1-rollout-5c8d' });
+  pod('job-1-rollout-b', 'job-1', 'rollout', 'node-3', { kind: 'ReplicaSet', name: 'job-1-rollout-5c8d' });
+  pod('job-2-rollout-a', 'job-2', 'rollout', 'node-4', { kind: 'ReplicaSet', name: 'job-2-rollout-77f4' });
   const orchestrator = new KubernetesOrchestrator({
     kubeConfig: fake.kubeConfig(),
     namespace: NAMESPACE,
@@ -248,6 +247,190 @@ describe('KubernetesOrchestrator', () => {
       fake.addNode('node-repaired', { zone: 'zone-a' });
       const machine = await orchestrator.requestMachine({ ...request, operationId: 'op-request', replaces: 'job-1-rollout-a' });
       expect(fake.pod(NAMESPACE, machine.machineId)!.spec.nodeName).toBe('node-repaired');
+    });
+  });
+
+  describe('requestMachine without replaces (scale-up)', () => {
+    const scaleUp = { jobId: 'job-1', role: 'rollout' as const, zone: 'zone-a', hardwareClass: 'h100' };
+    const rolloutPods = () => fake.listPods(NAMESPACE).filter((p) => p.metadata.labels[PodLabels.job] === 'job-1' && p.metadata.labels[PodLabels.role] === 'rollout');
+
+    it("raises the Deployment's replicas by one, found through the ReplicaSet, and returns the new Running pod", async () => {
+      const deployment = fake.workload('Deployment', NAMESPACE, 'job-1-rollout')!;
+      const resourceVersion = deployment.metadata.resourceVersion;
+
+      const machine = await orchestrator.requestMachine({ ...scaleUp, operationId: 'op-up' });
+
+      expect(machine).toMatchObject({ role: 'rollout', zone: 'zone-a', hardwareClass: 'h100' });
+      expect(['job-1-rollout-a', 'job-1-rollout-b']).not.toContain(machine.machineId);
+      expect(fake.pod(NAMESPACE, machine.machineId)!.status.phase).toBe('Running');
+      expect(rolloutPods()).toHaveLength(3);
+      expect(fake.requestsMatching('GET', /replicasets\/job-1-rollout-5c8d$/).length).toBeGreaterThan(0);
+      const [patch] = fake.requestsMatching('PATCH', /./);
+      expect(patch.path).toBe('/apis/apps/v1/namespaces/rl/deployments/job-1-rollout');
+      expect(patch.contentType).toBe('application/merge-patch+json');
+      expect(patch.body).toMatchObject({ metadata: { resourceVersion, annotations: { [OwnerAnnotations.operation]: 'op-up' } }, spec: { replicas: 3 } });
+      expect(fake.workload('Deployment', NAMESPACE, 'job-1-rollout')!.spec.replicas).toBe(3);
+      expect(fake.workload('Deployment', NAMESPACE, 'job-2-rollout')!.spec.replicas).toBe(1);
+      expect(fake.requestsMatching('DELETE', /./)).toHaveLength(0);
+    });
+
+    it('raises a StatefulSet by one and returns its next ordinal', async () => {
+      const machine = await orchestrator.requestMachine({ ...scaleUp, role: 'trainer', operationId: 'op-up' });
+
+      expect(machine.machineId).toBe('job-1-trainer-1');
+      expect(fake.pod(NAMESPACE, 'job-1-trainer-1')!.status.phase).toBe('Running');
+      expect(fake.workload('StatefulSet', NAMESPACE, 'job-1-trainer')!.spec.replicas).toBe(2);
+      expect(fake.requestsMatching('PATCH', /./).map((r) => r.path)).toEqual(['/apis/apps/v1/namespaces/rl/statefulsets/job-1-trainer']);
+    });
+
+    it('counts two concurrent scale-ups twice and hands each its own pod', async () => {
+      fake.addNode('node-spare-2', { zone: 'zone-a' });
+
+      const [a, b] = await Promise.all([
+        orchestrator.requestMachine({ ...scaleUp, operationId: 'op-up-a' }),
+        orchestrator.requestMachine({ ...scaleUp, operationId: 'op-up-b' }),
+      ]);
+
+      expect(a.machineId).not.toBe(b.machineId);
+      expect(fake.workload('Deployment', NAMESPACE, 'job-1-rollout')!.spec.replicas).toBe(4);
+      expect(rolloutPods().filter((p) => p.status.phase === 'Running')).toHaveLength(4);
+    });
+
+    it('retries a replicas patch that lost to a concurrent change (409) on the new value', async () => {
+      fake.failRequests({ method: 'PATCH', path: /deployments/, status: 409, times: 1 });
+
+      await orchestrator.requestMachine({ ...scaleUp, operationId: 'op-up' });
+
+      expect(fake.requestsMatching('PATCH', /deployments/)).toHaveLength(2);
+      expect(fake.workload('Deployment', NAMESPACE, 'job-1-rollout')!.spec.replicas).toBe(3);
+    });
+
+    it('returns the first result again for a repeated operation, and a retry after a timeout does not scale again', async () => {
+      await orchestrator.close();
+      orchestrator = new KubernetesOrchestrator({ kubeConfig: fake.kubeConfig(), namespace: NAMESPACE, readyTimeoutMs: 150, pollIntervalMs: 10 });
+      fake.node('node-spare')!.spec.unschedulable = true;
+
+      const error = await rejection(orchestrator.requestMachine({ ...scaleUp, operationId: 'op-up' }));
+      expect(error.retriable).toBe(true);
+      expect(error.message).toContain('(scale-up)');
+
+      fake.addNode('node-new', { zone: 'zone-a' });
+      const machine = await orchestrator.requestMachine({ ...scaleUp, operationId: 'op-up' });
+      fake.clearRequests();
+      await expect(orchestrator.requestMachine({ ...scaleUp, operationId: 'op-up' })).resolves.toEqual(machine);
+
+      expect(fake.requests).toHaveLength(0);
+      expect(fake.workload('Deployment', NAMESPACE, 'job-1-rollout')!.spec.replicas).toBe(3);
+    });
+
+    it('refuses a role of bare pods with a non-retriable error saying so', async () => {
+      fake.addPod({ name: 'hybrid-bare', namespace: NAMESPACE, nodeName: 'node-spare', labels: { [PodLabels.job]: 'job-1', [PodLabels.role]: 'hybrid', [PodLabels.zone]: 'zone-a', [PodLabels.hardwareClass]: 'h100' } });
+
+      const error = await rejection(orchestrator.requestMachine({ ...scaleUp, role: 'hybrid', operationId: 'op-up' }));
+
+      expect(error.retriable).toBe(false);
+      expect(error.message).toMatch(/bare pods, owned by no StatefulSet or Deployment/);
+      expect(fake.requestsMatching('PATCH', /./)).toHaveLength(0);
+    });
+
+    it('reports a forbidden scale (RBAC) as non-retriable, naming the Deployment', async () => {
+      fake.failRequests({ method: 'PATCH', path: /deployments/, status: 403, message: 'deployments.apps "job-1-rollout" is forbidden' });
+
+      const error = await rejection(orchestrator.requestMachine({ ...scaleUp, operationId: 'op-up' }));
+
+      expect(error.retriable).toBe(false);
+      expect(error.message).toMatch(/scale deployment rl\/job-1-rollout from 2 to 3 replicas failed with HTTP 403/);
+      expect(fake.workload('Deployment', NAMESPACE, 'job-1-rollout')!.spec.replicas).toBe(2);
+    });
+
+    it('reports a forbidden ReplicaSet read (RBAC) as non-retriable', async () => {
+      fake.failRequests({ method: 'GET', path: /replicasets/, status: 403 });
+
+      const error = await rejection(orchestrator.requestMachine({ ...scaleUp, operationId: 'op-up' }));
+
+      expect(error.retriable).toBe(false);
+      expect(error.message).toContain('read replicaset rl/job-1-rollout-5c8d');
+    });
+  });
+
+  describe('releaseMachine', () => {
+    const release = { operationId: 'op-release', jobId: 'job-1', machineId: 'job-1-rollout-a', reason: 'pool shrinks' };
+
+    it("gives a Deployment pod the lowest deletion cost and scales down, so that exact pod goes; nothing is cordoned", async () => {
+      // Without the deletion cost the ReplicaSet would remove the newer pod, job-1-rollout-b.
+      const bUid = fake.pod(NAMESPACE, 'job-1-rollout-b')!.metadata.uid;
+
+      const released = await orchestrator.releaseMachine(release);
+
+      expect(released).toBe('job-1-rollout-a');
+      expect(fake.pod(NAMESPACE, 'job-1-rollout-a')).toBeUndefined();
+      expect(fake.pod(NAMESPACE, 'job-1-rollout-b')!.metadata.uid).toBe(bUid);
+      expect(fake.workload('Deployment', NAMESPACE, 'job-1-rollout')!.spec.replicas).toBe(1);
+      const writes = fake.requests.filter((r) => r.method !== 'GET');
+      expect(writes.map((r) => `${r.method} ${r.path}`)).toEqual([
+        'PATCH /api/v1/namespaces/rl/pods/job-1-rollout-a',
+        'PATCH /apis/apps/v1/namespaces/rl/deployments/job-1-rollout',
+      ]);
+      expect(writes[0].body).toMatchObject({ metadata: { annotations: { [PodAnnotations.deletionCost]: '-2147483648', [PodAnnotations.operation]: 'op-release' } } });
+      expect(writes[1].body).toMatchObject({ spec: { replicas: 1 }, metadata: { annotations: { [OwnerAnnotations.operation]: 'op-release' } } });
+      for (const node of ['node-1', 'node-2', 'node-3', 'node-4', 'node-spare']) expect(fake.node(node)!.spec.unschedulable).toBeUndefined();
+      expect(await orchestrator.listMachines('job-1')).toHaveLength(2);
+    });
+
+    it('in a StatefulSet releases the highest ordinal, and says so', async () => {
+      for (const ordinal of [1, 2]) {
+        fake.addPod({ name: `job-1-trainer-${ordinal}`, namespace: NAMESPACE, nodeName: ordinal === 1 ? 'node-spare' : undefined, owner: { kind: 'StatefulSet', name: 'job-1-trainer' }, labels: fake.pod(NAMESPACE, 'job-1-trainer-0')!.metadata.labels });
+      }
+      fake.addNode('node-5', { zone: 'zone-a' });
+      fake.workload('StatefulSet', NAMESPACE, 'job-1-trainer')!.spec.replicas = 3;
+
+      const released = await orchestrator.releaseMachine({ ...release, machineId: 'job-1-trainer-0' });
+
+      expect(released).toBe('job-1-trainer-2');
+      expect(fake.pod(NAMESPACE, 'job-1-trainer-2')).toBeUndefined();
+      expect(fake.pod(NAMESPACE, 'job-1-trainer-0')).toBeDefined();
+      expect(fake.pod(NAMESPACE, 'job-1-trainer-1')).toBeDefined();
+      expect(fake.workload('StatefulSet', NAMESPACE, 'job-1-trainer')!.spec.replicas).toBe(2);
+      expect(fake.requestsMatching('PATCH', /pods|nodes/)).toHaveLength(0);
+    });
+
+    it('is idempotent: a repeated operation calls nothing, a vanished machine is released, and nothing is cordoned', async () => {
+      const first = await orchestrator.releaseMachine(release);
+      fake.clearRequests();
+
+      await expect(orchestrator.releaseMachine(release)).resolves.toBe(first);
+      expect(fake.requests).toHaveLength(0);
+
+      await expect(orchestrator.releaseMachine({ ...release, operationId: 'op-again' })).resolves.toBe('job-1-rollout-a');
+      await expect(orchestrator.releaseMachine({ ...release, operationId: 'op-other-job', machineId: 'job-2-rollout-a' })).resolves.toBe('job-2-rollout-a');
+      expect(fake.requests.map((r) => r.method)).toEqual(['GET', 'GET']);
+      expect(fake.pod(NAMESPACE, 'job-2-rollout-a')).toBeDefined();
+      expect(fake.workload('Deployment', NAMESPACE, 'job-1-rollout')!.spec.replicas).toBe(1);
+    });
+
+    it('scales a pool released down to no pods back up through the owner it remembers', async () => {
+      await orchestrator.releaseMachine(release);
+      await orchestrator.releaseMachine({ ...release, operationId: 'op-release-b', machineId: 'job-1-rollout-b' });
+      expect(fake.workload('Deployment', NAMESPACE, 'job-1-rollout')!.spec.replicas).toBe(0);
+
+      const machine = await orchestrator.requestMachine({ operationId: 'op-up', jobId: 'job-1', role: 'rollout', zone: 'zone-a', hardwareClass: 'h100' });
+
+      expect(fake.pod(NAMESPACE, machine.machineId)!.status.phase).toBe('Running');
+      expect(fake.workload('Deployment', NAMESPACE, 'job-1-rollout')!.spec.replicas).toBe(1);
+    });
+
+    it('reports a forbidden pod annotation or scale (RBAC) as non-retriable, and scales nothing down', async () => {
+      fake.failRequests({ method: 'PATCH', path: /pods/, status: 403, times: 1 });
+      const podError = await rejection(orchestrator.releaseMachine(release));
+      expect(podError.retriable).toBe(false);
+      expect(podError.message).toContain('annotate pod rl/job-1-rollout-a failed with HTTP 403');
+
+      fake.failRequests({ method: 'PATCH', path: /statefulsets/, status: 403 });
+      const scaleError = await rejection(orchestrator.releaseMachine({ ...release, operationId: 'op-2', machineId: 'job-1-trainer-0' }));
+      expect(scaleError.retriable).toBe(false);
+      expect(scaleError.message).toContain('scale statefulset rl/job-1-trainer from 1 to 0 replicas failed with HTTP 403');
+      expect(fake.workload('Deployment', NAMESPACE, 'job-1-rollout')!.spec.replicas).toBe(2);
+      expect(fake.workload('StatefulSet', NAMESPACE, 'job-1-trainer')!.spec.replicas).toBe(1);
     });
   });
 

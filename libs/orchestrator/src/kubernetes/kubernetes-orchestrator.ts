@@ -10,9 +10,15 @@
  *    give each replica its own label value, while the pod name reaches the agent through the downward
  *    API (`fieldRef: metadata.name`), so agent and orchestrator agree on the id without coordination.
  *  - The pods are owned by a StatefulSet or Deployment per role (and zone/class); this adapter never
- *    creates pods or scales owners. Restarting or replacing a machine is deleting its pod and waiting
- *    for the owner's replacement to be Running. Replacements are told apart by pod UID, not name,
- *    because a StatefulSet recreates a pod under the same name.
+ *    creates pods itself. Restarting or replacing a machine is deleting its pod and waiting for the
+ *    owner's replacement to be Running. Replacements are told apart by pod UID, not name, because a
+ *    StatefulSet recreates a pod under the same name.
+ *  - Elastic pools go through the owner's replicas: a scale-up (`requestMachine` without `replaces`)
+ *    patches the owner's `spec.replicas` + 1 and waits for the new pod; `releaseMachine` gives a pod's
+ *    deletion cost the minimum and patches replicas − 1 (Deployment), or, since a StatefulSet only
+ *    ever removes its highest ordinal, scales it down and releases that pod instead. Every replicas
+ *    patch carries the owner's resourceVersion (a 409 on a concurrent change, then re-read and
+ *    retried), so two concurrent scale-ups both count, and annotates the owner with the operation.
  *  - Isolating a machine cordons its node (`spec.unschedulable: true`, with annotations saying which
  *    machine, why, and which operation) before deleting the pod, so the replacement cannot land on
  *    the suspect node. Nobody here uncordons: that is for whoever repairs the node.
@@ -21,7 +27,7 @@
  *    done, but a restart whose pods were already deleted resumes waiting instead of deleting the
  *    replacements.
  */
-import { CoreV1Api, HttpError, KubeConfig, PatchUtils, V1Pod } from '@kubernetes/client-node';
+import { AppsV1Api, CoreV1Api, HttpError, KubeConfig, PatchUtils, V1Deployment, V1Pod, V1StatefulSet } from '@kubernetes/client-node';
 import { Role } from '@robustrl/contracts';
 import { MachineSpec, Orchestrator, OrchestratorError } from '../orchestrator';
 import { BoundedMap, MAX_REMEMBERED_OPERATIONS, OperationKind, OperationMemo } from '../operation-memo';
@@ -39,6 +45,20 @@ export const NodeAnnotations = {
   isolationReason: 'robustrl.io/isolation-reason',
 } as const;
 
+/** Written on a StatefulSet or Deployment whose replicas this adapter changed: the last such change. */
+export const OwnerAnnotations = {
+  operation: 'robustrl.io/operation',
+  scaleReason: 'robustrl.io/scale-reason',
+} as const;
+
+/** Written on a pod that releaseMachine gives back. */
+export const PodAnnotations = {
+  /** Read by the ReplicaSet controller (PodDeletionCost, on by default since Kubernetes 1.22): lowest goes first on scale-down. */
+  deletionCost: 'controller.kubernetes.io/pod-deletion-cost',
+  operation: 'robustrl.io/operation',
+  releaseReason: 'robustrl.io/release-reason',
+} as const;
+
 export interface KubernetesOrchestratorOptions {
   /** Defaults to `KubeConfig.loadFromDefault()`: $KUBECONFIG, ~/.kube/config, or the in-cluster service account. */
   kubeConfig?: KubeConfig;
@@ -54,6 +74,24 @@ const DEFAULT_POLL_INTERVAL_MS = 2_000;
 const MAX_REASON_LENGTH = 1_024;
 const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
 const RETRIABLE_STATUS = new Set([408, 409, 429]);
+/** The pod-deletion-cost range is int32; the minimum puts the released pod first in line. */
+const LOWEST_DELETION_COST = String(-(2 ** 31));
+/** Optimistic replicas patches lost to concurrent writers before giving up (retriably). */
+const MAX_SCALE_ATTEMPTS = 20;
+
+type OwnerKind = 'Deployment' | 'StatefulSet';
+type Owner = { kind: OwnerKind; name: string };
+type OwnerObject = V1Deployment | V1StatefulSet;
+
+/** What a scale-up has done, so a retry of the operation after a timed-out wait does not scale again. */
+interface ScaleUpProgress {
+  podsBefore: Set<string>;
+}
+
+/** What a release has done, so a retry of the operation after a timed-out wait does not scale down again. */
+interface ReleaseProgress {
+  released: PodRef;
+}
 
 /**
  * What a restart has done so far, kept so that a retry of the same operation finishes the deletions
@@ -73,6 +111,7 @@ interface PodRef {
 export class KubernetesOrchestrator implements Orchestrator {
   readonly kind = 'kubernetes' as const;
   private readonly core: CoreV1Api;
+  private readonly apps: AppsV1Api;
   private readonly namespace: string;
   private readonly readyTimeoutMs: number;
   private readonly pollIntervalMs: number;
@@ -82,6 +121,10 @@ export class KubernetesOrchestrator implements Orchestrator {
   private readonly isolationBaselines = new BoundedMap<string, Set<string>>(MAX_REMEMBERED_OPERATIONS);
   /** Pods already handed out by requestMachine, so two replacements in one role/zone/class get distinct pods. */
   private readonly claimedPodUids = new BoundedMap<string, true>(MAX_REMEMBERED_OPERATIONS);
+  private readonly scaleUpProgress = new BoundedMap<string, ScaleUpProgress>(MAX_REMEMBERED_OPERATIONS);
+  private readonly releaseProgress = new BoundedMap<string, ReleaseProgress>(MAX_REMEMBERED_OPERATIONS);
+  /** Per job/role/zone/class, the owner found for it: a pool scaled down to zero pods has no pod left to find it from. */
+  private readonly knownOwners = new BoundedMap<string, Owner>(MAX_REMEMBERED_OPERATIONS);
   private readonly closing = new AbortController();
 
   constructor(options: KubernetesOrchestratorOptions) {
@@ -91,6 +134,7 @@ export class KubernetesOrchestrator implements Orchestrator {
       kubeConfig.loadFromDefault();
     }
     this.core = kubeConfig.makeApiClient(CoreV1Api);
+    this.apps = kubeConfig.makeApiClient(AppsV1Api);
     this.namespace = options.namespace;
     this.readyTimeoutMs = options.readyTimeoutMs ?? DEFAULT_READY_TIMEOUT_MS;
     this.pollIntervalMs = options.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS;
@@ -138,26 +182,71 @@ export class KubernetesOrchestrator implements Orchestrator {
     });
   }
 
+  /**
+   * With `replaces`: waits for the owner's replacement of that (isolated) pod. Without: a scale-up —
+   * finds the owner of the job's pods of that role/zone/class, patches its replicas + 1 (annotated
+   * with the operation), and waits for the new pod to be Running.
+   */
   requestMachine(request: { operationId: string; jobId: string; role: Role; zone: string; hardwareClass: string; replaces?: string }): Promise<MachineSpec> {
     return this.once(request.operationId, 'requestMachine', async () => {
-      const selector = {
-        [PodLabels.job]: labelValue('job id', request.jobId),
-        [PodLabels.role]: labelValue('role', request.role),
-        [PodLabels.zone]: labelValue('zone', request.zone),
-        [PodLabels.hardwareClass]: labelValue('hardware class', request.hardwareClass),
-      };
-      const podsBefore = await this.podsExistingBefore(request, selector);
+      const selector = poolSelector(request);
+      let podsBefore: Set<string>;
+      if (request.replaces) {
+        podsBefore = await this.podsExistingBefore(request, selector);
+      } else {
+        let progress = this.scaleUpProgress.get(request.operationId);
+        if (!progress) {
+          // Taken before the patch, so the pod the owner adds for it cannot be among them.
+          const pods = await this.listPods(selector);
+          const owner = await this.ownerOfPool(request, pods);
+          progress = { podsBefore: new Set(pods.map(podUid)) };
+          await this.scaleOwner(owner, +1, request.operationId, `scale up ${request.role} zone ${request.zone} hardware class ${request.hardwareClass} of job ${request.jobId}`);
+          this.scaleUpProgress.set(request.operationId, progress);
+        }
+        podsBefore = progress.podsBefore;
+      }
       const what = `a new Running pod for job ${request.jobId} role ${request.role} zone ${request.zone} hardware class ${request.hardwareClass}${
-        request.replaces ? ` replacing ${request.replaces}` : ''
+        request.replaces ? ` replacing ${request.replaces}` : ' (scale-up)'
       } in namespace ${this.namespace}`;
       const pod = await this.waitFor(what, async () => {
         const candidates = (await this.listPods(selector))
           .filter((p) => isRunning(p) && !podsBefore.has(podUid(p)) && !this.claimedPodUids.has(podUid(p)))
           .sort((a, b) => creationTime(a) - creationTime(b));
+        // Claimed in the same step that found it, so a concurrent request cannot take the same pod.
+        if (candidates[0]) this.claimedPodUids.set(podUid(candidates[0]), true);
         return candidates[0];
       });
-      this.claimedPodUids.set(podUid(pod), true);
+      this.scaleUpProgress.delete(request.operationId);
       return toMachineSpec(pod);
+    });
+  }
+
+  /**
+   * Scale-down by one, gracefully: the pod is deleted by its owner's controller with its normal grace
+   * period, the node is not cordoned, nothing replaces it. A Deployment's pod gets the lowest
+   * pod-deletion-cost first, so that the ReplicaSet removes that one. A StatefulSet always removes its
+   * highest ordinal: that pod is released instead, and its name returned. A bare pod (no owner) is
+   * simply deleted. A vanished or terminating pod is released already.
+   */
+  releaseMachine(request: { operationId: string; jobId: string; machineId: string; reason: string }): Promise<string> {
+    return this.once(request.operationId, 'releaseMachine', async () => {
+      const jobSelector = { [PodLabels.job]: labelValue('job id', request.jobId) };
+      let progress = this.releaseProgress.get(request.operationId);
+      if (!progress) {
+        const pods = await this.listPods(jobSelector);
+        // Within the job's pods, so a machine id that names another job's pod is "vanished", never touched.
+        const pod = pods.find((p) => p.metadata?.name === request.machineId);
+        if (!pod || !isLive(pod)) return request.machineId;
+        progress = { released: await this.startRelease(pod, pods, request) };
+        this.releaseProgress.set(request.operationId, progress);
+      }
+      const { released } = progress;
+      await this.waitFor(`released pod ${this.namespace}/${released.name} to be gone`, async () => {
+        const pods = await this.listPods(jobSelector);
+        return pods.some((p) => p.metadata?.name === released.name && (released.uid === undefined || p.metadata?.uid === released.uid)) ? undefined : true;
+      });
+      this.releaseProgress.delete(request.operationId);
+      return released.name;
     });
   }
 
@@ -222,6 +311,159 @@ export class KubernetesOrchestrator implements Orchestrator {
     if (baseline) return baseline;
     const current = await this.listPods(selector);
     return new Set(current.filter((p) => !(request.replaces && p.metadata?.name === request.replaces && !isTerminating(p))).map(podUid));
+  }
+
+  /** Does the scale-down for releaseMachine and says which pod incarnation leaves. */
+  private async startRelease(pod: V1Pod, jobPods: V1Pod[], request: { operationId: string; machineId: string; reason: string }): Promise<PodRef> {
+    const reason = `release ${request.machineId}: ${request.reason}`.slice(0, MAX_REASON_LENGTH);
+    const owner = await this.ownerOfPod(pod);
+    if (owner) this.knownOwners.set(poolKey(toMachineSpec(pod), pod.metadata?.labels?.[PodLabels.job] ?? ''), owner);
+    if (!owner) {
+      // Nothing would recreate a bare pod: deleting it (with its grace period) is the scale-down.
+      await this.deletePod(podRef(pod));
+      return podRef(pod);
+    }
+    if (owner.kind === 'Deployment') {
+      // Before the scale-down, so the ReplicaSet already ranks this pod first when it picks one. A pod
+      // gone meanwhile is released already (its ReplicaSet replaces it, as after any deletion).
+      const annotated = await this.patchPod(pod, {
+        metadata: {
+          annotations: {
+            [PodAnnotations.deletionCost]: LOWEST_DELETION_COST,
+            [PodAnnotations.operation]: request.operationId,
+            [PodAnnotations.releaseReason]: reason,
+          },
+        },
+      });
+      if (annotated) await this.scaleOwner(owner, -1, request.operationId, reason);
+      return podRef(pod);
+    }
+    const scaled = await this.scaleOwner(owner, -1, request.operationId, reason);
+    // The ordinals are start..start+replicas-1; the scale-down removed the one at start+replicas.
+    const start = (scaled.object as V1StatefulSet).spec?.ordinals?.start ?? 0;
+    const name = `${owner.name}-${start + scaled.replicasAfter}`;
+    // Its UID as listed before the patch; without one (a concurrent change) the wait goes by name, which a
+    // scaled-down StatefulSet does not reuse.
+    return { name, uid: jobPods.find((p) => p.metadata?.name === name)?.metadata?.uid };
+  }
+
+  /**
+   * The StatefulSet or Deployment that owns the pool (job/role/zone/class), found through its pods'
+   * controller references (a Deployment's through their ReplicaSet). Remembered per pool, for when
+   * the pool has been scaled down to no pods.
+   */
+  private async ownerOfPool(pool: { jobId: string; role: Role; zone: string; hardwareClass: string }, pods: V1Pod[]): Promise<Owner> {
+    const key = poolKey(pool, pool.jobId);
+    const describe = `the pods of job ${pool.jobId} role ${pool.role} zone ${pool.zone} hardware class ${pool.hardwareClass} in namespace ${this.namespace}`;
+    const owners = new Map<string, Owner>();
+    for (const pod of pods) {
+      const owner = await this.ownerOfPod(pod);
+      if (owner) owners.set(`${owner.kind}/${owner.name}`, owner);
+    }
+    if (owners.size > 1) {
+      throw new OrchestratorError(`cannot scale up: ${describe} belong to several owners (${[...owners.keys()].join(', ')}); which one to scale is ambiguous`, false);
+    }
+    const [owner] = owners.values();
+    if (owner) {
+      this.knownOwners.set(key, owner);
+      return owner;
+    }
+    const known = this.knownOwners.get(key);
+    if (known) return known;
+    if (pods.length > 0) {
+      throw new OrchestratorError(`cannot scale up: ${describe} are bare pods, owned by no StatefulSet or Deployment whose replicas could be raised`, false);
+    }
+    throw new OrchestratorError(`cannot scale up: there are no ${describe}, so there is no owner to find through them`, false);
+  }
+
+  /** The pod's StatefulSet or Deployment (through its ReplicaSet); undefined for a bare pod. */
+  private async ownerOfPod(pod: V1Pod): Promise<Owner | undefined> {
+    const controller = pod.metadata?.ownerReferences?.find((o) => o.controller);
+    if (!controller) return undefined;
+    if (controller.kind === 'StatefulSet') return { kind: 'StatefulSet', name: controller.name };
+    if (controller.kind === 'ReplicaSet') {
+      let replicaSetOwner;
+      try {
+        const { body } = await this.apps.readNamespacedReplicaSet(controller.name, this.namespace);
+        replicaSetOwner = body.metadata?.ownerReferences?.find((o) => o.controller);
+      } catch (error) {
+        throw toOrchestratorError(error, `read replicaset ${this.namespace}/${controller.name} (owner of pod ${pod.metadata?.name})`);
+      }
+      if (replicaSetOwner?.kind === 'Deployment') return { kind: 'Deployment', name: replicaSetOwner.name };
+    }
+    // Scaling a bare ReplicaSet, a Job or a DaemonSet is not what a pool's replicas mean.
+    throw new OrchestratorError(
+      `pod ${this.namespace}/${pod.metadata?.name} is owned by ${controller.kind} ${controller.name}, not by a StatefulSet or a Deployment; robustrl scales only those`,
+      false,
+    );
+  }
+
+  /**
+   * Changes the owner's replicas by `delta` with a merge patch that carries the resourceVersion read
+   * just before: a concurrent change (another scale-up, an autoscaler) makes it fail with 409, and it
+   * is re-read and tried again, so concurrent scale-ups each add one instead of all writing the same
+   * number. The owner is annotated with the operation and why.
+   */
+  private async scaleOwner(owner: Owner, delta: number, operationId: string, reason: string): Promise<{ object: OwnerObject; replicasAfter: number }> {
+    const what = `${owner.kind.toLowerCase()} ${this.namespace}/${owner.name}`;
+    for (let attempt = 0; attempt < MAX_SCALE_ATTEMPTS; attempt++) {
+      this.assertOpen();
+      const current = await this.readOwner(owner);
+      const replicas = current.spec?.replicas ?? 1;
+      // This operation's patch already went through (e.g. before this controller restarted): do not scale twice.
+      if (current.metadata?.annotations?.[OwnerAnnotations.operation] === operationId) return { object: current, replicasAfter: replicas };
+      if (replicas + delta < 0) throw new OrchestratorError(`cannot scale ${what} below 0 replicas`, false);
+      const patch = {
+        metadata: {
+          resourceVersion: current.metadata?.resourceVersion,
+          annotations: { [OwnerAnnotations.operation]: operationId, [OwnerAnnotations.scaleReason]: reason.slice(0, MAX_REASON_LENGTH) },
+        },
+        spec: { replicas: replicas + delta },
+      };
+      try {
+        return { object: await this.patchOwner(owner, patch), replicasAfter: replicas + delta };
+      } catch (error) {
+        if (statusOf(error) === 409) continue;
+        throw toOrchestratorError(error, `scale ${what} from ${replicas} to ${replicas + delta} replicas`);
+      }
+    }
+    throw new OrchestratorError(`scale ${what}: ${MAX_SCALE_ATTEMPTS} attempts in a row lost to concurrent changes`, true);
+  }
+
+  private async readOwner(owner: Owner): Promise<OwnerObject> {
+    try {
+      const { body } =
+        owner.kind === 'Deployment'
+          ? await this.apps.readNamespacedDeployment(owner.name, this.namespace)
+          : await this.apps.readNamespacedStatefulSet(owner.name, this.namespace);
+      return body;
+    } catch (error) {
+      throw toOrchestratorError(error, `read ${owner.kind.toLowerCase()} ${this.namespace}/${owner.name}`);
+    }
+  }
+
+  /** Throws the raw error, so that the caller can tell a conflict (409) from the rest. */
+  private async patchOwner(owner: Owner, patch: object): Promise<OwnerObject> {
+    const options = { headers: { 'Content-Type': PatchUtils.PATCH_FORMAT_JSON_MERGE_PATCH } };
+    const { body } =
+      owner.kind === 'Deployment'
+        ? await this.apps.patchNamespacedDeployment(owner.name, this.namespace, patch, undefined, undefined, undefined, undefined, undefined, options)
+        : await this.apps.patchNamespacedStatefulSet(owner.name, this.namespace, patch, undefined, undefined, undefined, undefined, undefined, options);
+    return body;
+  }
+
+  /** False when the pod no longer exists. */
+  private async patchPod(pod: V1Pod, patch: object): Promise<boolean> {
+    const name = pod.metadata?.name ?? '';
+    try {
+      await this.core.patchNamespacedPod(name, this.namespace, patch, undefined, undefined, undefined, undefined, undefined, {
+        headers: { 'Content-Type': PatchUtils.PATCH_FORMAT_JSON_MERGE_PATCH },
+      });
+      return true;
+    } catch (error) {
+      if (statusOf(error) === 404) return false;
+      throw toOrchestratorError(error, `annotate pod ${this.namespace}/${name}`);
+    }
   }
 
   private async cordonNode(nodeName: string, request: { operationId: string; jobId: string; machineId: string; reason: string }): Promise<void> {
@@ -364,6 +606,19 @@ function podUid(pod: V1Pod): string {
 
 function creationTime(pod: V1Pod): number {
   return pod.metadata?.creationTimestamp ? new Date(pod.metadata.creationTimestamp).getTime() : 0;
+}
+
+function poolSelector(pool: { jobId: string; role: Role; zone: string; hardwareClass: string }): Record<string, string> {
+  return {
+    [PodLabels.job]: labelValue('job id', pool.jobId),
+    [PodLabels.role]: labelValue('role', pool.role),
+    [PodLabels.zone]: labelValue('zone', pool.zone),
+    [PodLabels.hardwareClass]: labelValue('hardware class', pool.hardwareClass),
+  };
+}
+
+function poolKey(pool: { role: Role; zone: string; hardwareClass: string }, jobId: string): string {
+  return [jobId, pool.role, pool.zone, pool.hardwareClass].join('/');
 }
 
 function isolationKey(jobId: string, machineId: string): string {

@@ -15,6 +15,7 @@ const WITH_GRANDCHILD = [
   'console.log(`grandchild ${grandchild.pid}`);',
   'setInterval(() => {}, 1000);',
 ].join('\n');
+const DRAINS_ON_SIGTERM = "process.on('SIGTERM', () => { console.log('draining'); setTimeout(() => process.exit(0), 50); }); console.log('ready'); setInterval(() => {}, 1000)";
 const IGNORES_SIGTERM = "process.on('SIGTERM', () => console.log('ignoring SIGTERM')); console.log('ready'); setInterval(() => {}, 1000)";
 
 const machine = (machineId: string, role: MachineSpec['role'] = 'trainer'): MachineSpec => ({ machineId, role, zone: 'zone-a', hardwareClass: 'cpu' });
@@ -229,6 +230,68 @@ describe('LocalProcessSupervisor', () => {
     expect(isAlive(local.pidOf('trainer-2')!)).toBe(true);
     expect(await local.listMachines('job-1')).toEqual([machine('trainer-1'), replacement]);
     expect(launches.at(-1)).toEqual({ ...replacement, jobId: 'job-1' });
+  });
+
+  it('requestMachine without replaces scales up: a new machine next to the running ones', async () => {
+    const local = supervisor();
+    await local.launchJob('job-1', [machine('rollout-0', 'rollout')]);
+    const before = local.pidOf('rollout-0');
+
+    const added = await local.requestMachine({ operationId: 'op-up', jobId: 'job-1', role: 'rollout', zone: 'zone-a', hardwareClass: 'cpu' });
+
+    expect(added).toEqual(machine('rollout-1', 'rollout'));
+    expect(isAlive(local.pidOf('rollout-1')!)).toBe(true);
+    expect(local.pidOf('rollout-0')).toBe(before);
+    expect(await local.listMachines('job-1')).toEqual([machine('rollout-0', 'rollout'), added]);
+  });
+
+  it('releaseMachine stops the machine gracefully; it leaves the list for good, and a repeat acts on nothing', async () => {
+    const local = supervisor({ rollout: DRAINS_ON_SIGTERM }, { stopGraceMs: 5_000 });
+    await local.launchJob('job-1', [machine('rollout-0', 'rollout'), machine('rollout-1', 'rollout')]);
+    await local.launchJob('job-2', [machine('rollout-9', 'rollout')]);
+    await lineAfter('rollout-0', 'ready');
+    const releasedPid = local.pidOf('rollout-0')!;
+    const exit = local.exits('rollout-0');
+
+    const released = await local.releaseMachine({ operationId: 'op-1', jobId: 'job-1', machineId: 'rollout-0', reason: 'pool shrinks' });
+
+    expect(released).toBe('rollout-0');
+    // The SIGTERM handler ran and exited on its own, well before the grace would have ended in SIGKILL.
+    expect(await exit).toEqual({ code: 0, signal: null });
+    expect(lines).toContainEqual({ machineId: 'rollout-0', line: 'draining' });
+    expect(isAlive(releasedPid)).toBe(false);
+    expect(await local.listMachines('job-1')).toEqual([machine('rollout-1', 'rollout')]);
+    expect(local.machines()[0]).toMatchObject({ machineId: 'rollout-0', status: 'released', pid: releasedPid });
+
+    // The same operation again, the released machine under a new id, a vanished one, another job's: all succeed, none acts.
+    await expect(local.releaseMachine({ operationId: 'op-1', jobId: 'job-1', machineId: 'rollout-0', reason: 'again' })).resolves.toBe('rollout-0');
+    await expect(local.releaseMachine({ operationId: 'op-2', jobId: 'job-1', machineId: 'rollout-0', reason: 'again' })).resolves.toBe('rollout-0');
+    await expect(local.releaseMachine({ operationId: 'op-3', jobId: 'job-1', machineId: 'ghost', reason: 'gone' })).resolves.toBe('ghost');
+    await local.releaseMachine({ operationId: 'op-4', jobId: 'job-1', machineId: 'rollout-9', reason: 'not ours' });
+    await local.isolateMachine({ operationId: 'op-5', jobId: 'job-1', machineId: 'rollout-0', reason: 'late' });
+    expect(local.machines().find((m) => m.machineId === 'rollout-9')?.status).toBe('running');
+    expect(local.machines()[0].status).toBe('released');
+
+    // Never relaunched, and its id is not handed out again.
+    await local.restartTask({ operationId: 'op-6', jobId: 'job-1' });
+    expect(local.machines()[0]).toMatchObject({ status: 'released', pid: releasedPid, restarts: 0 });
+    const error = await rejection(local.restartMachines({ operationId: 'op-7', jobId: 'job-1', machineIds: ['rollout-0'] }));
+    expect(error.retriable).toBe(false);
+    expect(error.message).toContain('rollout-0 is released');
+    const added = await local.requestMachine({ operationId: 'op-8', jobId: 'job-1', role: 'rollout', zone: 'zone-a', hardwareClass: 'cpu' });
+    expect(added.machineId).toBe('rollout-2');
+  });
+
+  it('releaseMachine SIGKILLs a machine that ignores SIGTERM after the grace', async () => {
+    const local = supervisor({ rollout: IGNORES_SIGTERM }, { stopGraceMs: 300 });
+    await local.launchJob('job-1', [machine('rollout-0', 'rollout')]);
+    await lineAfter('rollout-0', 'ready');
+
+    await local.releaseMachine({ operationId: 'op-1', jobId: 'job-1', machineId: 'rollout-0', reason: 'pool shrinks' });
+
+    expect(await local.exits('rollout-0')).toEqual({ code: null, signal: 'SIGKILL' });
+    expect(lines).toContainEqual({ machineId: 'rollout-0', line: 'ignoring SIGTERM' });
+    expect(await local.listMachines('job-1')).toEqual([]);
   });
 
   it('requestMachine names machines with machineIdFor', async () => {

@@ -11,10 +11,11 @@
  *    process in its group.
  *  - Stopping is SIGTERM (plus SIGCONT, so a group frozen with SIGSTOP can act on it), then SIGKILL
  *    after `stopGraceMs`. Isolating is SIGKILL at once: the machine is suspect, there is nothing to
- *    save. A machine counts as stopped once its leader has exited and no live (non-zombie) process is
+ *    save. Releasing (a scale-down) is a graceful stop: the machine is healthy and may drain. A machine counts as stopped once its leader has exited and no live (non-zombie) process is
  *    left in its group.
  *  - Nothing is relaunched on its own: a machine whose process dies stays "exited" until the control
  *    plane restarts it, isolates it or asks for a replacement — noticing is the control plane's job.
+ *    An isolated or released machine is never relaunched, and its id is never reused.
  *  - Idempotency per operationId is in memory: a repeated id returns the first result without acting
  *    again; concurrent duplicates share the first call. A failed operation is not remembered as done.
  *  - Machines never outlive the supervisor: `close()` stops them, the host process's `exit` event
@@ -62,7 +63,7 @@ export interface LocalProcessSupervisorOptions {
   machineIdFor?: (role: Role, sequence: number) => string;
 }
 
-export type LocalMachineStatus = 'running' | 'exited' | 'isolated';
+export type LocalMachineStatus = 'running' | 'exited' | 'isolated' | 'released';
 
 /** How a machine's leader process ended; both null when it never started. */
 export interface LocalMachineExit {
@@ -108,7 +109,8 @@ interface MachineRecord {
   readonly spec: MachineSpec;
   readonly jobId: string;
   readonly command: ResolvedLaunchCommand;
-  isolated: boolean;
+  /** Set once the machine left the job (isolated: suspect; released: given back); it is never relaunched. */
+  retired?: 'isolated' | 'released';
   restarts: number;
   current?: Incarnation;
   /** Restarts of one machine run one after the other, so two of them never leave two incarnations. */
@@ -177,7 +179,7 @@ export class LocalProcessSupervisor implements Orchestrator {
     }));
   }
 
-  /** Every machine of the job that is not isolated, including exited ones: they are down, not gone. */
+  /** Every machine of the job that is not isolated or released, including exited ones: they are down, not gone. */
   async listMachines(jobId: string): Promise<MachineSpec[]> {
     this.assertOpen();
     return this.recordsOfJob(jobId).map((record) => ({ ...record.spec }));
@@ -186,15 +188,20 @@ export class LocalProcessSupervisor implements Orchestrator {
   isolateMachine(request: { operationId: string; jobId: string; machineId: string; reason: string }): Promise<void> {
     return this.once(request.operationId, 'isolateMachine', async () => {
       const record = this.records.get(request.machineId);
-      // Another job's machine of that id is "vanished" from this job's point of view, never touched.
-      if (!record || record.jobId !== request.jobId) return;
+      // Another job's machine of that id is "vanished" from this job's point of view, never touched;
+      // so is a released one, which is stopped already (or stopping gracefully) and never comes back.
+      if (!record || record.jobId !== request.jobId || record.retired) return;
       // Marked before anything awaits, so a restart in progress sees it and does not relaunch.
-      record.isolated = true;
+      record.retired = 'isolated';
       const incarnation = record.current;
       if (incarnation) await this.killGroup(record, incarnation);
     });
   }
 
+  /**
+   * With or without `replaces` alike, a new machine under a fresh id: here a scale-up and a
+   * replacement are the same thing, there being no owner whose replica count would differ.
+   */
   requestMachine(request: { operationId: string; jobId: string; role: Role; zone: string; hardwareClass: string; replaces?: string }): Promise<MachineSpec> {
     return this.once(request.operationId, 'requestMachine', async () => {
       const spec: MachineSpec = {
@@ -208,6 +215,23 @@ export class LocalProcessSupervisor implements Orchestrator {
     });
   }
 
+  /**
+   * Stops the machine gracefully (SIGTERM, SIGKILL after the grace) and drops it from the job for
+   * good. Always returns `machineId`: a local machine has no ordinal rule that would pick another.
+   */
+  releaseMachine(request: { operationId: string; jobId: string; machineId: string; reason: string }): Promise<string> {
+    return this.once(request.operationId, 'releaseMachine', async () => {
+      const record = this.records.get(request.machineId);
+      // Vanished, another job's, or already gone (isolated or released): nothing to give back.
+      if (!record || record.jobId !== request.jobId || record.retired) return request.machineId;
+      // Marked before anything awaits, so a restart in progress sees it and does not relaunch.
+      record.retired = 'released';
+      const incarnation = record.current;
+      if (incarnation) await this.stopGroup(record, incarnation);
+      return request.machineId;
+    });
+  }
+
   restartMachines(request: { operationId: string; jobId: string; machineIds: string[] }): Promise<void> {
     return this.once(request.operationId, 'restartMachines', async () => {
       const ids = [...new Set(request.machineIds)];
@@ -215,7 +239,7 @@ export class LocalProcessSupervisor implements Orchestrator {
       const problems = ids.flatMap((id) => {
         const record = this.records.get(id);
         if (!record || record.jobId !== request.jobId) return [`unknown machine ${id} in job ${request.jobId}`];
-        if (record.isolated) return [`machine ${id} is isolated and is never relaunched`];
+        if (record.retired) return [`machine ${id} is ${record.retired} and is never relaunched`];
         return [];
       });
       if (problems.length > 0) throw new OrchestratorError(`restartMachines: ${problems.join('; ')}`, false);
@@ -248,7 +272,7 @@ export class LocalProcessSupervisor implements Orchestrator {
 
   private async restart(record: MachineRecord): Promise<void> {
     if (record.current) await this.stopGroup(record, record.current);
-    if (record.isolated) return;
+    if (record.retired) return;
     await this.startIncarnation(record);
     record.restarts += 1;
   }
@@ -271,7 +295,6 @@ export class LocalProcessSupervisor implements Orchestrator {
       jobId,
       // Resolved once so a restart runs with the same environment even if ours changed meanwhile.
       command: { command: command.command, args: [...command.args], env: { ...process.env, ...command.env }, cwd: command.cwd },
-      isolated: false,
       restarts: 0,
       queue: Promise.resolve(),
     };
@@ -401,7 +424,7 @@ export class LocalProcessSupervisor implements Orchestrator {
   }
 
   private recordsOfJob(jobId: string): MachineRecord[] {
-    return [...this.records.values()].filter((record) => record.jobId === jobId && !record.isolated);
+    return [...this.records.values()].filter((record) => record.jobId === jobId && !record.retired);
   }
 
   private recordOf(machineId: string): MachineRecord {
@@ -422,7 +445,7 @@ export class LocalProcessSupervisor implements Orchestrator {
 }
 
 function statusOf(record: MachineRecord): LocalMachineStatus {
-  if (record.isolated) return 'isolated';
+  if (record.retired) return record.retired;
   return record.current && !record.current.exit ? 'running' : 'exited';
 }
 

@@ -1,8 +1,9 @@
 import { Logger } from '@nestjs/common';
 import { SpanStatusCode } from '@opentelemetry/api';
-import { Delivery, MessageBus, Subscription } from '@robustrl/bus';
+import { MessageBus } from '@robustrl/bus';
 import { createCausedMessage, MessageOf, RobustrlMessage, Topics } from '@robustrl/contracts';
 import { Orchestrator } from '@robustrl/orchestrator';
+import { CommandExecutor } from '@robustrl/service-kit';
 import { EventStore } from '@robustrl/store';
 import { tracer } from '@robustrl/telemetry';
 
@@ -12,42 +13,37 @@ type ExecutedCommand = MessageOf<'ReplaceMachine' | 'RestartTask'>;
  * The paper's TaskRunner for what only the platform can do: replace a machine, restart the whole
  * task. (In-place role restarts and promotions are carried out by the agents on the machines.)
  *
- * Each command is executed once: the orchestrator is idempotent per command id, and the command's
- * event id goes into the executor's inbox with the consumer checkpoint after its outcome is
- * published, so a redelivered command is recognised and skipped.
+ * Each command is executed once (CommandExecutor), and the orchestrator is idempotent per command id
+ * for a crash between acting and recording.
  */
 export class RecoveryExecutor {
   private readonly logger = new Logger('recovery-executor');
-  private subscription?: Subscription;
+  private readonly executor: CommandExecutor<ExecutedCommand>;
   static readonly CONSUMER = 'controller-executor';
 
   constructor(
     private readonly bus: MessageBus,
     private readonly store: EventStore,
     private readonly orchestrator: Orchestrator,
-  ) {}
-
-  async start(): Promise<void> {
-    this.subscription = await this.bus.subscribe({
-      groupId: `robustrl-${RecoveryExecutor.CONSUMER}`,
+  ) {
+    this.executor = new CommandExecutor<ExecutedCommand>(bus, store, {
+      consumer: RecoveryExecutor.CONSUMER,
       topics: [Topics.control],
       types: ['ReplaceMachine', 'RestartTask'],
-      handler: (d) => this.onCommand(d as Delivery<ExecutedCommand>),
+      execute: (command) => this.carryOut(command),
     });
-    this.logger.log(`executing ReplaceMachine and RestartTask through the ${this.orchestrator.kind} orchestrator`);
   }
 
-  async stop(): Promise<void> {
-    await this.subscription?.close();
+  async start(): Promise<void> {
+    await this.executor.start();
+    this.logger.log(`through the ${this.orchestrator.kind} orchestrator`);
   }
 
-  private async onCommand(delivery: Delivery<ExecutedCommand>): Promise<void> {
-    const command = delivery.message;
-    const seen = await this.store.transaction(async (m) => {
-      const rows: unknown[] = await m.query(`SELECT 1 FROM robustrl_inbox WHERE consumer = $1 AND event_id = $2`, [RecoveryExecutor.CONSUMER, command.eventId]);
-      return rows.length > 0;
-    });
-    if (seen) return;
+  stop(): Promise<void> {
+    return this.executor.stop();
+  }
+
+  private async carryOut(command: ExecutedCommand): Promise<RobustrlMessage[]> {
     const started = Date.now();
     const span = tracer().startSpan(`execute ${command.type}`, { attributes: { 'robustrl.command_id': command.data.commandId, 'robustrl.orchestrator': this.orchestrator.kind } });
     const outcome: RobustrlMessage[] = [];
@@ -78,10 +74,7 @@ export class RecoveryExecutor {
     } finally {
       span.end();
     }
-    await this.bus.publish(outcome);
-    await this.store.applyOnce(RecoveryExecutor.CONSUMER, delivery, async (m) => {
-      await this.store.inbox.add(m, RecoveryExecutor.CONSUMER, [command]);
-    });
+    return outcome;
   }
 
   private async execute(command: ExecutedCommand): Promise<{ events: RobustrlMessage[]; newMachineId?: string }> {

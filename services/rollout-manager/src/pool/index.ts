@@ -1,1 +1,2 @@
 export * from './rollout-pool.decider';
+export * from './scale-plan';
