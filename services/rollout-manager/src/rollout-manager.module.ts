@@ -15,7 +15,7 @@ export const ROLLOUT_ORCHESTRATOR = Symbol('ROLLOUT_ORCHESTRATOR');
  * and their reassignment when an instance dies or is lent to the trainer (paper §3, §5.2.2). The
  * rules are the decider in `pool/`; this is the shell.
  */
-export const ROLLOUT_MANAGER_INPUTS = [Topics.membership, Topics.telemetry, Topics.trajectories, Topics.verdicts, Topics.control] as const;
+export const ROLLOUT_MANAGER_INPUTS = [Topics.membership, Topics.telemetry, Topics.trajectories, Topics.verdicts, Topics.control, Topics.weights] as const;
 
 @Module({})
 export class RolloutManagerModule implements OnApplicationBootstrap, OnModuleDestroy {

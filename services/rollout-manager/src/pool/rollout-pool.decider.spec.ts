@@ -92,6 +92,13 @@ describe('rollout pool: a rollout that stops serving hands its in-flight traject
     ]);
   });
 
+  it('records the weight version each machine holds, from the relays it joins', () => {
+    const d = RolloutPoolDecider;
+    const state = [...pool(), msg(5, 'RelayJoined', { instanceId: 'r-1', version: 4, address: 'r-1:9000' }), msg(6, 'RelayJoined', { instanceId: 'r-1', version: 3, address: 'r-1:9000' })].reduce(d.evolve, d.initialState());
+    expect(state.machines['r-1'].weightVersion).toBe(4);
+    expect(state.machines['r-0'].weightVersion).toBeNull();
+  });
+
   it('a trainer fault moves nothing', () => {
     const trainerFault = msg(10, 'FaultConfirmed', { verdictId: 't/v', machineId: 'trainer-0', role: 'trainer', rule: 'explicit-signal', handledAs: 'trainer', machineFaulty: false, detectionLatencyMs: 0, evidence: {} });
     spec.given([...pool(), register('trainer-0', 0, 'trainer')]).when(observe(trainerFault)).thenNothingHappened(eq);

@@ -20,6 +20,7 @@ export const ROLLOUT_POOL_INPUT_TYPES = [
   'PromoteRolloutToTrainer',
   'TrajectoryTurnAppended',
   'TrajectoryStatusChanged',
+  'RelayJoined',
 ] as const;
 export const ROLLOUT_POOL_OUTPUT_TYPES = ['TrajectoriesReassigned'] as const;
 export type RolloutPoolInput = MessageOf<(typeof ROLLOUT_POOL_INPUT_TYPES)[number]>;
@@ -35,6 +36,8 @@ export interface PoolMachine {
   status: 'serving' | 'lent' | 'down';
   /** For a lent machine, whether the replacement asked for the pool has joined. */
   lentTo: string | null;
+  /** The newest weight version the machine holds whole (it relays it), null before its first. */
+  weightVersion: number | null;
 }
 
 export interface PoolTrajectory {
@@ -136,7 +139,7 @@ export function createRolloutPoolDecider(): Decider<RolloutPoolState, RolloutPoo
       case 'MachineRegistered': {
         if (event.data.role !== 'rollout') return state;
         const d = event.data;
-        let next = evolveMachine(state, { machineId: d.machineId, zone: d.zone, hardwareClass: d.hardwareClass, dpRank: d.dpRank, status: 'serving', lentTo: null });
+        let next = evolveMachine(state, { machineId: d.machineId, zone: d.zone, hardwareClass: d.hardwareClass, dpRank: d.dpRank, status: 'serving', lentTo: null, weightVersion: null });
         // The first rollout to join after a lend refills the pool for it.
         if (next.awaitingRefill.length > 0) {
           const [lent, ...rest] = next.awaitingRefill;
@@ -166,6 +169,12 @@ export function createRolloutPoolDecider(): Decider<RolloutPoolState, RolloutPoo
         return state.instanceMachine[event.data.rolloutId] === event.data.machineId
           ? state
           : { ...state, instanceMachine: { ...state.instanceMachine, [event.data.rolloutId]: event.data.machineId } };
+      case 'RelayJoined': {
+        // An instance that holds a whole version serves it to others (paper §5.2.1 ➂): its machine has it.
+        const machine = state.machines[machineOfInstance(state, event.data.instanceId)];
+        if (!machine || (machine.weightVersion ?? -1) >= event.data.version) return state;
+        return evolveMachine(state, { ...machine, weightVersion: event.data.version });
+      }
       case 'TrajectoryTurnAppended': {
         const d = event.data;
         const prior = state.trajectories[d.trajectoryId];
