@@ -163,25 +163,40 @@ export class KafkaBus implements MessageBus {
   ensureTopics(): Promise<void> {
     if (!this.options.ensureTopics) return Promise.resolve();
     this.topicsReady ??= (async () => {
-      const admin: Admin = this.kafka.admin();
-      await admin.connect();
-      try {
-        const existing = new Set(await admin.listTopics());
-        const missing = [...ALL_TOPICS, DEAD_LETTER_TOPIC].map((t) => this.options.topicPrefix + t).filter((t) => !existing.has(t));
-        if (missing.length > 0) {
-          await admin.createTopics({
-            waitForLeaders: true,
-            topics: missing.map((topic) => ({ topic, numPartitions: this.options.partitions, replicationFactor: -1 })),
-          });
+      // A broker that just started, or is busy creating other topics, can answer a metadata request
+      // with UNKNOWN_TOPIC_OR_PARTITION for a topic it has just created: retriable, so retry it.
+      for (let attempt = 1; ; attempt++) {
+        try {
+          await this.createMissingTopics();
+          return;
+        } catch (err) {
+          if ((err as { retriable?: boolean }).retriable !== true || attempt >= 5) throw err;
+          this.options.logger.warn('creating topics failed, retrying', { attempt, error: String(err) });
+          await new Promise((r) => setTimeout(r, 500 * attempt));
         }
-      } finally {
-        await admin.disconnect();
       }
     })().catch((err) => {
       this.topicsReady = undefined;
       throw err;
     });
     return this.topicsReady;
+  }
+
+  private async createMissingTopics(): Promise<void> {
+    const admin: Admin = this.kafka.admin();
+    await admin.connect();
+    try {
+      const existing = new Set(await admin.listTopics());
+      const missing = [...ALL_TOPICS, DEAD_LETTER_TOPIC].map((t) => this.options.topicPrefix + t).filter((t) => !existing.has(t));
+      if (missing.length > 0) {
+        await admin.createTopics({
+          waitForLeaders: true,
+          topics: missing.map((topic) => ({ topic, numPartitions: this.options.partitions, replicationFactor: -1 })),
+        });
+      }
+    } finally {
+      await admin.disconnect();
+    }
   }
 
   /** The one place records reach the broker; topics are logical here and get the prefix on the wire. */
