@@ -11,13 +11,15 @@ describe('embedded main job', () => {
     const out = execFileSync(process.execPath, [join(__dirname, '..', 'dist', 'main.js')], { env, encoding: 'utf8', timeout: 60_000 });
     const events = scriptedScenario('spec-job', new Date()).length;
     expect(out).toMatch(/bus=in-process, store=pglite, job=spec-job/);
-    // The scenario's events, then the detector's verdict, the controller's decision and command, and
-    // the rollout manager moving the trajectory that was in flight on rollout-2.
-    expect(out.split('\n').filter((l) => / job=spec-job /.test(l))).toHaveLength(events + 4);
+    // The scenario's events, then the weight registry's first pull of the published version (one
+    // source serves one puller a bucket at a time), the detector's verdict, the controller's decision
+    // and command, and the rollout manager moving the trajectory that was in flight on rollout-2.
+    expect(out.split('\n').filter((l) => / job=spec-job /.test(l))).toHaveLength(events + 5);
+    expect(out).toMatch(/WeightPullAssigned .* version=1 bucketIndex=0 pullerId=rollout-0 sourceId=trainer-0\/dp0/);
     expect(out).toMatch(/FaultConfirmed .* machineId=rollout-2 role=rollout rule=explicit-signal .* handledAs=rollout machineFaulty=true/);
     expect(out).toMatch(/RecoveryDecided .* machineId=rollout-2 action=replace-rollout rule=rollout-fault/);
     expect(out).toMatch(/TrajectoriesReassigned .* fromRolloutId=rollout-2\/dp2 reason="rollout rollout-2 confirmed faulty \(explicit-signal\)" assignments=\[1\]/);
-    expect(out).toMatch(new RegExp(`events in the event log for spec-job: ${events + 4} \\(${events} from the scenario, 4 decided by the control plane; each stored once\\)`));
+    expect(out).toMatch(new RegExp(`events in the event log for spec-job: ${events + 5} \\(${events} from the scenario, 5 decided by the control plane; each stored once\\)`));
     // The malformed telemetry record reaches the printer and the three services consuming telemetry.
     expect(out).toMatch(/dead letters: 4 \(not JSON\), consumed by: controller, detector, embedded-printer-spec-job, rollout-manager/);
   });

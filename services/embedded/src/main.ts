@@ -32,7 +32,7 @@ async function main(): Promise<void> {
     handler: async (d) => {
       if (d.message.jobId !== jobId || printed.has(d.message.eventId)) return;
       printed.add(d.message.eventId);
-      if (['detector', 'controller', 'rollout-manager'].includes(d.message.source)) decided.add(d.message.type);
+      if (['detector', 'controller', 'rollout-manager', 'weight-registry'].includes(d.message.source)) decided.add(d.message.type);
       log(`  ${formatMessageLine(d.message, d.topic)}`);
     },
   });
@@ -49,8 +49,9 @@ async function main(): Promise<void> {
 
   // The story ends with an ECC error on rollout-2: the detector must confirm it, the controller
   // decide to replace that machine, and the rollout manager move its trajectory — all on their own.
+  // The weight registry has scheduled the first pull of the published version meanwhile.
   await waitFor('the control plane to detect the fault, decide the recovery and move the trajectory', 30_000, async () =>
-    decided.has('ReplaceMachine') && decided.has('TrajectoriesReassigned') && story.every((m) => printed.has(m.eventId)),
+    decided.has('ReplaceMachine') && decided.has('TrajectoriesReassigned') && decided.has('WeightPullAssigned') && story.every((m) => printed.has(m.eventId)),
   );
   await printer.close();
   const inLog = await logged(store, jobId);

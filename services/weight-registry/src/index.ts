@@ -1,1 +1,2 @@
 export * from './weight-registry.module';
+export * from './registry';

@@ -1,0 +1,179 @@
+import { Draft, MessageOf, Role, TrainingMode } from '@robustrl/contracts';
+
+/**
+ * The weight registry's view of one job (paper §5.2.1, §5.2.2): weight versions, who holds which
+ * buckets of which version, the pulls in flight and the relay set.
+ *
+ * Identity, kept simple on purpose: a rollout instance IS its machine (one weight-pulling agent per
+ * rollout machine, instance id = machine id). Trainer sources are the ranks a WeightVersionPublished
+ * names; a source id `<machineId>` or `<machineId>/<rank>` lives on machine `<machineId>`.
+ */
+export const WEIGHT_REGISTRY_INPUT_TYPES = [
+  'JobStarted',
+  'MachineRegistered',
+  'MachineDeregistered',
+  'MachineRoleChanged',
+  'FaultConfirmed',
+  // On the control topic: the shell must subscribe to it for lends to be seen before the role change.
+  'PromoteRolloutToTrainer',
+  'WeightVersionPublished',
+  'WeightPullCompleted',
+  'WeightPullFailed',
+  // The registry's own outputs come back on the weights topic; folding them again changes nothing.
+  'WeightPullAssigned',
+  'RelayJoined',
+  'RelayLeft',
+  'WeightVersionRetired',
+] as const;
+export const WEIGHT_REGISTRY_OUTPUT_TYPES = ['WeightPullAssigned', 'WeightPullFailed', 'RelayJoined', 'RelayLeft', 'WeightVersionRetired'] as const;
+
+export type WeightRegistryInputType = (typeof WEIGHT_REGISTRY_INPUT_TYPES)[number];
+export type WeightRegistryInput = MessageOf<WeightRegistryInputType>;
+export type WeightRegistryEvent = MessageOf<WeightRegistryInputType | (typeof WEIGHT_REGISTRY_OUTPUT_TYPES)[number]>;
+export type WeightRegistryCommand = { kind: 'observe'; message: WeightRegistryInput; now: number } | { kind: 'tick'; now: number };
+
+/** What evolve needs of a message: a full message (input) or a draft the decider just produced. */
+export type RegistryFact = Draft<WeightRegistryInputType> & { occurredAt?: string; eventId?: string };
+
+/** Reasons the registry itself writes on WeightPullFailed; any other reason came from a puller's agent. */
+export const PullFailureReason = {
+  /** The trainer died before any living rollout held the version whole (paper §5.2.2): drop the partial copy. */
+  versionAbandoned: 'source-version-abandoned',
+  /** The source died, was lent, or no longer holds the bucket: continue from another source (paper §5.2.2). */
+  sourceLost: 'source-lost',
+  /** The puller itself stopped serving (dead, lent, deregistered). */
+  pullerGone: 'puller-gone',
+} as const;
+const REGISTRY_REASONS: readonly string[] = Object.values(PullFailureReason);
+
+/** An agent's failure reason that says the bytes arrived but did not match the manifest checksum. */
+export const isCorruption = (reason: string) => /checksum|corrupt/i.test(reason);
+/** An agent's failure reason that blames the source (connection refused, timeout, ...): avoid that source. */
+export const blamesSource = (reason: string) => !isCorruption(reason) && !REGISTRY_REASONS.includes(reason);
+
+export interface RegistryMachine {
+  machineId: string;
+  role: Role;
+  status: 'alive' | 'down';
+  address: string;
+  /** Why the machine is in its status; a relay that leaves carries it as its reason. */
+  reason: string;
+  /** When the status was last set (ms): an older redelivered membership event does not undo a newer one. */
+  since: number;
+}
+
+export interface WeightBucket {
+  index: number;
+  sizeBytes: number;
+  checksum: string;
+}
+
+export interface WeightVersion {
+  version: number;
+  step: number;
+  /** Ordered by index: pullers fetch them in this order (paper §5.2.1 ➁, layer by layer). */
+  buckets: WeightBucket[];
+  sources: Array<{ instanceId: string; address: string }>;
+  /** `retired`: retention let it go, or it was abandoned after a trainer fault (paper §5.2.2). */
+  status: 'live' | 'retired';
+  /** False once the trainer group failed after publishing it: its ranks no longer serve it. */
+  trainerServing: boolean;
+  /**
+   * The trainer no longer serves it: in async mode once the first relay holds it whole (paper §5.2.1,
+   * the trainer resumes), otherwise once every living rollout holds it whole (the update stage is over;
+   * later pullers go to relays, paper §5.2.1 ➂). Sticky. A released trainer still serves a bucket no
+   * living rollout holds (last resort, so a lost copy never stalls the version).
+   */
+  trainerReleased: boolean;
+  publishedAt: number;
+  publicationId: string;
+  /** Sources a puller's agent reported unreachable for this version; cleared by a pull they complete. */
+  unreachable: string[];
+}
+
+export interface InFlightPull {
+  pullId: string;
+  version: number;
+  bucketIndex: number;
+  pullerId: string;
+  sourceId: string;
+}
+
+export interface Relay {
+  instanceId: string;
+  version: number;
+  address: string;
+}
+
+export interface WeightRegistryState {
+  mode: TrainingMode;
+  machines: Record<string, RegistryMachine>;
+  versions: Record<number, WeightVersion>;
+  /** instance → version → bucket index → the pull that delivered it (so a late checksum failure names it). */
+  holdings: Record<string, Record<number, Record<number, string>>>;
+  pulls: Record<string, InFlightPull>;
+  /** `version/bucket/puller` → pulls assigned so far; the next pull id is derived from it (deterministic). */
+  attempts: Record<string, number>;
+  /** `instance@version` → relay. */
+  relays: Record<string, Relay>;
+}
+
+export const initialWeightRegistryState = (): WeightRegistryState => ({
+  mode: 'sync',
+  machines: {},
+  versions: {},
+  holdings: {},
+  pulls: {},
+  attempts: {},
+  relays: {},
+});
+
+export const machineOf = (instanceId: string) => instanceId.split('/')[0];
+export const relayKey = (instanceId: string, version: number) => `${instanceId}@${version}`;
+export const attemptKey = (version: number, bucketIndex: number, pullerId: string) => `${version}/${bucketIndex}/${pullerId}`;
+/** Pull ids come from state alone, so a redelivered input that re-runs decide names the same pull. */
+export const pullIdFor = (version: number, bucketIndex: number, pullerId: string, attempt: number) => `w${version}/b${bucketIndex}/${pullerId}#${attempt}`;
+
+export const isLiveRollout = (s: WeightRegistryState, instanceId: string) => {
+  const m = s.machines[instanceId];
+  return m !== undefined && m.role === 'rollout' && m.status === 'alive';
+};
+export const liveRollouts = (s: WeightRegistryState) =>
+  Object.values(s.machines)
+    .filter((m) => m.role === 'rollout' && m.status === 'alive')
+    .map((m) => m.machineId)
+    .sort();
+export const isMachineDown = (s: WeightRegistryState, instanceId: string) => s.machines[machineOf(instanceId)]?.status === 'down';
+
+export const liveVersions = (s: WeightRegistryState) =>
+  Object.values(s.versions)
+    .filter((v) => v.status === 'live')
+    .map((v) => v.version)
+    .sort((a, b) => a - b);
+/** The version pullers go for: the newest live one. */
+export const targetVersion = (s: WeightRegistryState): number | undefined => liveVersions(s).at(-1);
+
+export const holdsBucket = (s: WeightRegistryState, instanceId: string, version: number, bucketIndex: number) =>
+  s.holdings[instanceId]?.[version]?.[bucketIndex] !== undefined;
+export const holdsWhole = (s: WeightRegistryState, instanceId: string, version: number) => {
+  const v = s.versions[version];
+  return v !== undefined && v.status === 'live' && v.buckets.every((b) => holdsBucket(s, instanceId, version, b.index));
+};
+/** The newest live version an instance holds whole: what it serves inference with, and relays. */
+export const newestWhole = (s: WeightRegistryState, instanceId: string): number | undefined =>
+  liveVersions(s)
+    .filter((v) => holdsWhole(s, instanceId, v))
+    .at(-1);
+
+export const isTrainerSource = (v: WeightVersion, instanceId: string) => v.sources.some((x) => x.instanceId === instanceId);
+/** Whether the version's own trainer ranks are still there to serve it (released or not). */
+export const trainerCanServe = (s: WeightRegistryState, v: WeightVersion) =>
+  v.trainerServing && v.sources.some((src) => !isMachineDown(s, src.instanceId));
+
+/**
+ * Async mode (paper §5.2.1): the trainer resumes training as soon as the first relay holds the version
+ * whole. There is no contract for "trainer released" and contracts are not ours to change, so the
+ * signal is the version's first RelayJoined (which is what flips this flag in evolve); the shell may
+ * ask this query after folding a decision and tell the trainer.
+ */
+export const trainerReleased = (s: WeightRegistryState, version: number) => s.versions[version]?.trainerReleased ?? false;
