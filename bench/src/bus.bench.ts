@@ -14,9 +14,9 @@
  * all N events of the run and the subscription / consumer has closed (which commits). Progress goes to
  * stderr, the result table (markdown) to stdout.
  */
-import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
+import { localServiceSetting } from './local-services';
 import { performance } from 'node:perf_hooks';
 import { Admin, Kafka, logLevel, Partitioners, Producer } from 'kafkajs';
 import { createMessage, encodeMessage, MessageOf, topicOf } from '@robustrl/contracts';
@@ -106,19 +106,7 @@ function parseOptions(argv: string[], env: NodeJS.ProcessEnv): Options {
 
 /** KAFKA_BROKERS, or start the local services (idempotent) and use what they print. */
 function resolveBrokers(): string[] {
-  let raw = process.env.KAFKA_BROKERS;
-  if (!raw) {
-    const script = resolve(REPO_ROOT, 'deploy/local/services.sh');
-    progress(`KAFKA_BROKERS is unset: starting local services (bash ${script} up)`);
-    try {
-      execFileSync('bash', [script, 'up'], { stdio: ['ignore', 2, 2] });
-      const env = execFileSync('bash', [script, 'env'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 2] });
-      raw = /^KAFKA_BROKERS=(.*)$/m.exec(env)?.[1]?.trim();
-    } catch (err) {
-      throw new Error(`could not start the local services with ${script}: ${(err as Error).message}`);
-    }
-    if (!raw) throw new Error(`${script} env printed no KAFKA_BROKERS line`);
-  }
+  const raw = localServiceSetting('KAFKA_BROKERS', progress);
   const brokers = raw.split(',').map((b) => b.trim()).filter(Boolean);
   if (brokers.length === 0) throw new Error(`KAFKA_BROKERS='${raw}' names no broker`);
   return brokers;

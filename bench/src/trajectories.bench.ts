@@ -19,15 +19,13 @@
  *    turn), to show what the batching buys.
  * Progress goes to stderr, the result tables (markdown) to stdout.
  */
-import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { resolve } from 'node:path';
+import { localServiceSetting } from './local-services';
 import { performance } from 'node:perf_hooks';
 import { Client } from 'pg';
 import { EventStore } from '@robustrl/store';
 import { TrajectoryStore, TurnInput, TurnWriter } from '@robustrl/request-manager';
 
-const REPO_ROOT = resolve(__dirname, '..', '..');
 const BASELINE_BATCH = 500;
 const progress = (line: string) => process.stderr.write(`[bench:trajectories] ${line}\n`);
 
@@ -76,20 +74,7 @@ function parseOptions(argv: string[], env: NodeJS.ProcessEnv): Options {
 
 /** DATABASE_URL, or start the local services (idempotent) and use what they print. */
 function resolveDatabaseUrl(): string {
-  let url = process.env.DATABASE_URL;
-  if (!url) {
-    const script = resolve(REPO_ROOT, 'deploy/local/services.sh');
-    progress(`DATABASE_URL is unset: starting local services (bash ${script} up)`);
-    try {
-      execFileSync('bash', [script, 'up'], { stdio: ['ignore', 2, 2] });
-      const env = execFileSync('bash', [script, 'env'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 2] });
-      url = /^DATABASE_URL=(.*)$/m.exec(env)?.[1]?.trim();
-    } catch (err) {
-      throw new Error(`could not start the local services with ${script}: ${(err as Error).message}`);
-    }
-    if (!url) throw new Error(`${script} env printed no DATABASE_URL line`);
-  }
-  return url;
+  return localServiceSetting('DATABASE_URL', progress);
 }
 
 /** Deterministic pseudo-random sizes, so every variant writes byte-identical rows. */

@@ -1,7 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import { Client } from 'pg';
 import { KafkaBus, MessageBus, Subscription } from '@robustrl/bus';
 import { createMessage, MessageOf, MessageType, RobustrlMessage, Topics } from '@robustrl/contracts';
 import { signalAll, treeOf } from '@robustrl/agent';
@@ -10,6 +9,7 @@ import { DetectorModule } from '@robustrl/detector';
 import { LocalProcessSupervisor, MachineSpec } from '@robustrl/orchestrator';
 import { MESSAGE_BUS, RunningService, runService } from '@robustrl/service-kit';
 import { installInMemoryTracing } from '@robustrl/telemetry';
+import { freshDatabaseUrl } from '../support/databases';
 import { eventually } from '../support/eventually';
 
 /**
@@ -30,7 +30,7 @@ describe('detect and restart, end to end (real Kafka, PostgreSQL, processes)', (
   const tracing = installInMemoryTracing();
   const topicPrefix = `e2e-${randomBytes(4).toString('hex')}.`;
   const brokers = (process.env.KAFKA_BROKERS ?? '').split(',');
-  const dbName = `robustrl_e2e_${randomBytes(4).toString('hex')}`;
+  let database: { url: string; drop(): Promise<void> };
   let dbUrl: string;
   let supervisor: LocalProcessSupervisor;
   let service: RunningService;
@@ -73,13 +73,8 @@ describe('detect and restart, end to end (real Kafka, PostgreSQL, processes)', (
     all(jobId, 'MachineRegistered', (m) => m.data.machineId === machineId).at(-1)!.data.agentAddress;
 
   beforeAll(async () => {
-    const admin = new Client({ connectionString: process.env.DATABASE_URL });
-    await admin.connect();
-    await admin.query(`CREATE DATABASE ${dbName}`);
-    await admin.end();
-    const url = new URL(process.env.DATABASE_URL!);
-    url.pathname = `/${dbName}`;
-    dbUrl = url.toString();
+    database = await freshDatabaseUrl('robustrl_e2e');
+    dbUrl = database.url;
 
     supervisor = new LocalProcessSupervisor({
       stopGraceMs: 2_000,
@@ -122,10 +117,7 @@ describe('detect and restart, end to end (real Kafka, PostgreSQL, processes)', (
     await observer?.close();
     await supervisor?.close();
     await service?.stop();
-    const admin = new Client({ connectionString: process.env.DATABASE_URL });
-    await admin.connect();
-    await admin.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
-    await admin.end();
+    await database?.drop();
     delete process.env.ROBUSTRL_COMMAND_TIMEOUT_SECONDS;
   });
 

@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import { Client } from 'pg';
 import { MessageBus, Subscription } from '@robustrl/bus';
 import { MessageOf, MessageType, RobustrlMessage, Topics } from '@robustrl/contracts';
 import { RequestManagerModule } from '@robustrl/request-manager';
 import { EnginePool, HttpTrajectoryRecorder, OpenAiRouter, RolloutManagerModule, trajectoryIdOf } from '@robustrl/rollout-manager';
 import { MESSAGE_BUS, RunningService, runService } from '@robustrl/service-kit';
+import { freshDatabaseUrl } from '../support/databases';
 import { eventually } from '../support/eventually';
 import { ChatMessage, FakeInferenceEngine } from '../support/fake-inference-engine';
 import { agentLoop, expectedConversation } from '../support/openai-client';
@@ -24,7 +24,7 @@ const TOKENS = 16;
 describe('preserve: a rollout engine dies mid-stream, no trajectory loses a turn (real Kafka, PostgreSQL)', () => {
   const topicPrefix = `e2e-preserve-${randomBytes(4).toString('hex')}.`;
   const brokers = (process.env.KAFKA_BROKERS ?? '').split(',');
-  const dbName = `robustrl_preserve_${randomBytes(4).toString('hex')}`;
+  let database: { url: string; drop(): Promise<void> };
   const jobId = 'job-preserve';
   let service: RunningService;
   let bus: MessageBus;
@@ -37,14 +37,9 @@ describe('preserve: a rollout engine dies mid-stream, no trajectory loses a turn
   const all = <T extends MessageType>(type: T) => seen.filter((m): m is MessageOf<T> => m.type === type && m.jobId === jobId);
 
   beforeAll(async () => {
-    const admin = new Client({ connectionString: process.env.DATABASE_URL });
-    await admin.connect();
-    await admin.query(`CREATE DATABASE ${dbName}`);
-    await admin.end();
-    const url = new URL(process.env.DATABASE_URL!);
-    url.pathname = `/${dbName}`;
+    database = await freshDatabaseUrl('robustrl_preserve');
     service = await runService(
-      { serviceName: 'e2e-preserve', bus: { adapter: 'kafka', brokers, clientId: 'e2e-preserve', topicPrefix }, store: { kind: 'postgres', url: url.toString() }, httpPort: 0 },
+      { serviceName: 'e2e-preserve', bus: { adapter: 'kafka', brokers, clientId: 'e2e-preserve', topicPrefix }, store: { kind: 'postgres', url: database.url }, httpPort: 0 },
       [RequestManagerModule, RolloutManagerModule],
       { logLevels: ['error'], jsonBodyLimit: '64mb' },
     );
@@ -64,10 +59,7 @@ describe('preserve: a rollout engine dies mid-stream, no trajectory loses a turn
     await pool?.stop();
     await observer?.close();
     await service?.stop();
-    const admin = new Client({ connectionString: process.env.DATABASE_URL });
-    await admin.connect();
-    await admin.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
-    await admin.end();
+    await database?.drop();
   });
 
   it(`${TRAJECTORIES} multi-turn trajectories with tool calls; kill one engine mid-stream → all complete, no turn lost or duplicated`, async () => {
