@@ -1,0 +1,31 @@
+{
+  "variables": {
+    "have_ucx%": "<!(sh scripts/ucx-config.sh have)"
+  },
+  "target_defaults": {
+    "cflags_cc": ["-std=c++17", "-fexceptions", "-O2", "-Wall", "-Wno-unused-parameter"],
+    "cflags_cc!": ["-fno-exceptions", "-std=gnu++17"],
+    "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
+    "defines": ["NAPI_VERSION=8", "NAPI_CPP_EXCEPTIONS"]
+  },
+  "targets": [
+    {
+      "target_name": "ucx",
+      "conditions": [
+        ["have_ucx==1", {
+          "sources": ["src/ucx.cc"],
+          "include_dirs": ["<!@(sh scripts/ucx-config.sh cflags)"],
+          "libraries": ["<!@(sh scripts/ucx-config.sh libs)", "<!@(sh scripts/ucx-config.sh libdirs)"]
+        }, {
+          "sources": ["src/stub.cc"],
+          "defines": ["UCX_STUB_REASON=\"UCX unavailable\""]
+        }]
+      ]
+    },
+    {
+      "target_name": "ucx_stub",
+      "sources": ["src/stub.cc"],
+      "defines": ["UCX_STUB_REASON=\"UCX unavailable (stub build)\""]
+    }
+  ]
+}

@@ -1,0 +1,381 @@
+/**
+ * @robustrl/ucx — the one typed facade over the native UCX (UCP) addon.
+ *
+ * Every native function is declared here (NativeModule & co.) and only this file touches the
+ * addon. Native errors carry `ucxKind` ("unavailable" | "peer" | "closed" | "timeout" | "ucx"),
+ * `code` (the ucs_status_t name, e.g. "UCS_ERR_CONNECTION_RESET") and `status` (its number);
+ * they are mapped to the typed error classes below.
+ */
+import * as path from 'node:path';
+
+// ------------------------------------------------------------------------------------------
+// Native declarations
+interface NativeInfo {
+  available: boolean;
+  version: string | null;
+  cudaSupported: boolean;
+  reason: string | null;
+}
+interface NativeRemoteKey {
+  readonly valid: boolean;
+  destroy(): void;
+}
+interface NativeMapping {
+  readonly address: bigint;
+  readonly length: number;
+  readonly mapped: boolean;
+  packRkey(): Buffer;
+  unmap(): void;
+}
+interface NativeEndpoint {
+  readonly state: EndpointState;
+  get(local: NativeMapping, localOffset: number, length: number, remoteAddress: bigint, rkey: NativeRemoteKey, timeoutMs: number): Promise<void>;
+  put(local: NativeMapping, localOffset: number, length: number, remoteAddress: bigint, rkey: NativeRemoteKey, timeoutMs: number): Promise<void>;
+  sendTag(tag: bigint, data: ArrayBufferView | ArrayBuffer, timeoutMs: number): Promise<void>;
+  flush(timeoutMs: number): Promise<void>;
+  unpackRkey(packed: Uint8Array): NativeRemoteKey;
+  close(force: boolean): Promise<void>;
+  onError(cb: ((err: Error) => void) | null): void;
+}
+interface NativeListener {
+  readonly port: number;
+  close(): void;
+}
+interface NativeWorker {
+  info(): { efd: number; closed: boolean };
+  stats(): WorkerStats;
+  listen(host: string, port: number, onConnection: (ep: NativeEndpoint) => void): NativeListener;
+  connect(host: string, port: number, timeoutMs: number): Promise<NativeEndpoint>;
+  map(buf: ArrayBufferView | ArrayBuffer): NativeMapping;
+  recvTag(tag: bigint, mask: bigint, buffer: Buffer, timeoutMs: number): Promise<{ data: Buffer; length: number; senderTag: bigint }>;
+  close(): void;
+}
+interface NativeModule {
+  info(): NativeInfo;
+  Worker?: new (opts: { config: Record<string, string> }) => NativeWorker;
+}
+
+// ------------------------------------------------------------------------------------------
+// Errors
+export class UcxError extends Error {
+  /** ucs_status_t name (e.g. "UCS_ERR_CONNECTION_RESET"), or "UCX_ERROR" / "UCX_UNAVAILABLE". */
+  readonly code: string;
+  /** numeric ucs_status_t (0 when not from UCX) */
+  readonly status: number;
+  constructor(message: string, code = 'UCX_ERROR', status = 0, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
+    this.code = code;
+    this.status = status;
+  }
+}
+/** The addon was built without UCX (stub) or failed to load. */
+export class UcxUnavailableError extends UcxError {}
+/** Connection failed or the peer died / became unreachable (UCX endpoint error handler fired). */
+export class PeerUnreachableError extends UcxError {}
+/** The endpoint (or worker) was closed, or the operation was issued on a failed endpoint. */
+export class EndpointClosedError extends UcxError {}
+/** The per-operation timeout elapsed. RMA/send timeouts also force-close the endpoint. */
+export class TimeoutError extends UcxError {}
+
+function mapError(e: unknown): Error {
+  if (!(e instanceof Error)) return new UcxError(String(e));
+  const n = e as Error & { ucxKind?: string; code?: string; status?: number };
+  if (n.ucxKind === undefined) return e; // TypeError / RangeError from argument checks
+  const args: [string, string, number, { cause: unknown }] = [n.message, n.code ?? 'UCX_ERROR', n.status ?? 0, { cause: e }];
+  switch (n.ucxKind) {
+    case 'unavailable': return new UcxUnavailableError(...args);
+    case 'peer': return new PeerUnreachableError(...args);
+    case 'closed': return new EndpointClosedError(...args);
+    case 'timeout': return new TimeoutError(...args);
+    default: return new UcxError(...args);
+  }
+}
+async function wrap<T>(p: () => Promise<T>): Promise<T> {
+  try {
+    return await p();
+  } catch (e) {
+    throw mapError(e);
+  }
+}
+function wrapSync<T>(f: () => T): T {
+  try {
+    return f();
+  } catch (e) {
+    throw mapError(e);
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// Loading
+export interface UcxInfo extends NativeInfo {
+  /** path of the loaded addon, or null if none could be loaded */
+  addonPath: string | null;
+}
+
+let native: NativeModule | null = null;
+let loadInfo: UcxInfo | null = null;
+
+function load(): UcxInfo {
+  if (loadInfo) return loadInfo;
+  // ROBUSTRL_UCX_ADDON selects another build (the tests use build/Release/ucx_stub.node).
+  const candidates = process.env.ROBUSTRL_UCX_ADDON
+    ? [path.resolve(process.env.ROBUSTRL_UCX_ADDON)]
+    : [path.join(__dirname, '..', 'build', 'Release', 'ucx.node'), path.join(__dirname, '..', 'build', 'Debug', 'ucx.node')];
+  const errors: string[] = [];
+  for (const p of candidates) {
+    try {
+      // eslint-disable-next-line @typescript-eslint/no-var-requires
+      native = require(p) as NativeModule;
+      loadInfo = { ...native.info(), addonPath: p };
+      return loadInfo;
+    } catch (e) {
+      errors.push(`${p}: ${(e as Error).message}`);
+    }
+  }
+  loadInfo = {
+    available: false,
+    version: null,
+    cudaSupported: false,
+    reason: `native UCX addon could not be loaded (build it with \`npx node-gyp rebuild --nodedir=/usr\` in native/ucx): ${errors.join('; ')}`,
+    addonPath: null,
+  };
+  return loadInfo;
+}
+
+/** Whether UCX is usable, its version, and why not. Never throws. */
+export function ucxInfo(): UcxInfo {
+  return { ...load() };
+}
+export function isAvailable(): boolean {
+  return load().available;
+}
+function requireNative(): Required<NativeModule> {
+  const info = load();
+  if (!info.available || !native || !native.Worker) throw new UcxUnavailableError(`UCX unavailable: ${info.reason}`, 'UCX_UNAVAILABLE');
+  return native as Required<NativeModule>;
+}
+
+// ------------------------------------------------------------------------------------------
+// Public API
+export type EndpointState = 'open' | 'failed' | 'closing' | 'closed';
+export interface OpOptions {
+  /** reject with TimeoutError after this many ms (0/undefined = no timeout) */
+  timeoutMs?: number;
+}
+export interface WorkerOptions {
+  /**
+   * UCX configuration (keys with or without the UCX_ prefix), applied with ucp_config_modify on top
+   * of the environment, e.g. { TLS: 'tcp' } or { TLS: 'posix,cma,self,tcp' }.
+   * KEEPALIVE_INTERVAL defaults to '1s' unless set here or in the environment.
+   */
+  config?: Record<string, string>;
+}
+export interface WorkerStats {
+  wakeups: number;
+  progressCalls: number;
+  pendingOps: number;
+  endpoints: number;
+  mappings: number;
+  listeners: number;
+}
+export interface TagMessage {
+  /** the receive buffer (a view of exactly `length` bytes) */
+  data: Buffer;
+  length: number;
+  senderTag: bigint;
+}
+/** What a peer needs to GET from / PUT to a registered region. Serialize with encodeRemoteRegion. */
+export interface RemoteRegionDescriptor {
+  address: bigint;
+  length: number;
+  rkey: Buffer;
+}
+/** A remote region usable on one endpoint (rkey unpacked on that endpoint). */
+export interface RemoteRegion {
+  address: bigint;
+  length: number;
+  rkey: RemoteKey;
+}
+
+export class RemoteKey {
+  /** @internal */
+  constructor(readonly native: NativeRemoteKey) {}
+  get valid(): boolean {
+    return this.native.valid;
+  }
+  destroy(): void {
+    this.native.destroy();
+  }
+}
+
+/** A registered (ucp_mem_map'ed) host buffer. The JS buffer is kept alive until unmap(). */
+export class MemoryRegion {
+  /** @internal */
+  constructor(readonly native: NativeMapping, readonly buffer: ArrayBufferView | ArrayBuffer) {}
+  get address(): bigint {
+    return this.native.address;
+  }
+  get length(): number {
+    return this.native.length;
+  }
+  get mapped(): boolean {
+    return this.native.mapped;
+  }
+  /** ucp_rkey_pack: opaque bytes for the peer's Endpoint.unpackRkey */
+  packRkey(): Buffer {
+    return wrapSync(() => this.native.packRkey());
+  }
+  descriptor(): RemoteRegionDescriptor {
+    return { address: this.address, length: this.length, rkey: this.packRkey() };
+  }
+  /** Unregister. Deferred until in-flight operations on this region complete. */
+  unmap(): void {
+    this.native.unmap();
+  }
+}
+
+const epWrappers = new WeakMap<NativeEndpoint, Endpoint>();
+function wrapEndpoint(n: NativeEndpoint): Endpoint {
+  let e = epWrappers.get(n);
+  if (!e) {
+    e = new Endpoint(n);
+    epWrappers.set(n, e);
+  }
+  return e;
+}
+
+export class Endpoint {
+  /** @internal */
+  constructor(private readonly native: NativeEndpoint) {}
+  get state(): EndpointState {
+    return this.native.state;
+  }
+  /** Called once when the peer fails (UCX error handler); pending operations reject separately. */
+  onError(cb: ((err: PeerUnreachableError) => void) | null): void {
+    this.native.onError(
+      cb
+        ? (err: Error) => {
+            try {
+              cb(mapError(err) as PeerUnreachableError);
+            } catch (e) {
+              queueMicrotask(() => {
+                throw e;
+              });
+            }
+          }
+        : null,
+    );
+  }
+  unpackRkey(packed: Uint8Array): RemoteKey {
+    return wrapSync(() => new RemoteKey(this.native.unpackRkey(packed)));
+  }
+  /** Convenience: unpack a descriptor received from the peer. */
+  remoteRegion(d: RemoteRegionDescriptor): RemoteRegion {
+    return { address: d.address, length: d.length, rkey: this.unpackRkey(d.rkey) };
+  }
+  /** RMA read: remote[srcOffset, +length) -> local[dstOffset, +length). */
+  get(dst: MemoryRegion, dstOffset: number, src: RemoteRegion, srcOffset: number, length: number, opts: OpOptions = {}): Promise<void> {
+    checkRemote(src, srcOffset, length);
+    return wrap(() => this.native.get(dst.native, dstOffset, length, src.address + BigInt(srcOffset), src.rkey.native, opts.timeoutMs ?? 0));
+  }
+  /** RMA write: local[srcOffset, +length) -> remote[dstOffset, +length); resolves after remote completion (flush). */
+  put(src: MemoryRegion, srcOffset: number, dst: RemoteRegion, dstOffset: number, length: number, opts: OpOptions = {}): Promise<void> {
+    checkRemote(dst, dstOffset, length);
+    return wrap(() => this.native.put(src.native, srcOffset, length, dst.address + BigInt(dstOffset), dst.rkey.native, opts.timeoutMs ?? 0));
+  }
+  /** Tagged send (control messages). `data` is kept alive until completion. */
+  sendTag(tag: bigint, data: ArrayBufferView | ArrayBuffer, opts: OpOptions = {}): Promise<void> {
+    return wrap(() => this.native.sendTag(tag, data, opts.timeoutMs ?? 0));
+  }
+  flush(opts: OpOptions = {}): Promise<void> {
+    return wrap(() => this.native.flush(opts.timeoutMs ?? 0));
+  }
+  /** Graceful close (flushes), or force close (pending operations reject with EndpointClosedError). */
+  close(opts: { force?: boolean } = {}): Promise<void> {
+    return wrap(() => this.native.close(opts.force ?? false));
+  }
+}
+
+function checkRemote(r: RemoteRegion, off: number, len: number): void {
+  if (!Number.isSafeInteger(off) || !Number.isSafeInteger(len) || off < 0 || len < 0 || off + len > r.length)
+    throw new RangeError(`remote range [${off}, ${off + len}) outside remote region of ${r.length} bytes`);
+}
+
+export class Listener {
+  /** @internal */
+  constructor(private readonly native: NativeListener) {}
+  /** the bound port (useful with port 0) */
+  get port(): number {
+    return this.native.port;
+  }
+  close(): void {
+    this.native.close();
+  }
+}
+
+/** ucp_context + ucp_worker, progressed from the Node event loop (uv_poll on the worker's efd). */
+export class UcxWorker {
+  private readonly native: NativeWorker;
+  constructor(opts: WorkerOptions = {}) {
+    const n = requireNative();
+    const config: Record<string, string> = { ...(opts.config ?? {}) };
+    const hasKeepalive = Object.keys(config).some((k) => k.replace(/^UCX_/, '') === 'KEEPALIVE_INTERVAL');
+    if (!hasKeepalive && process.env.UCX_KEEPALIVE_INTERVAL === undefined) config.KEEPALIVE_INTERVAL = '1s';
+    this.native = wrapSync(() => new n.Worker({ config }));
+  }
+  static info(): UcxInfo {
+    return ucxInfo();
+  }
+  stats(): WorkerStats {
+    return this.native.stats();
+  }
+  /** Listen on host:port (port 0 = ephemeral; read listener.port). */
+  listen(opts: { host?: string; port?: number }, onConnection: (ep: Endpoint) => void): Listener {
+    return wrapSync(
+      () =>
+        new Listener(
+          this.native.listen(opts.host ?? '0.0.0.0', opts.port ?? 0, (nep) => {
+            try {
+              onConnection(wrapEndpoint(nep));
+            } catch (e) {
+              queueMicrotask(() => {
+                throw e;
+              });
+            }
+          }),
+        ),
+    );
+  }
+  /** Create an endpoint to a listener; resolves once wire-up completed (ep flush). */
+  connect(host: string, port: number, opts: OpOptions = {}): Promise<Endpoint> {
+    return wrap(async () => wrapEndpoint(await this.native.connect(host, port, opts.timeoutMs ?? 0)));
+  }
+  /** Register a host buffer (ucp_mem_map). The buffer object is referenced until unmap()/close(). */
+  map(buf: ArrayBufferView | ArrayBuffer): MemoryRegion {
+    return wrapSync(() => new MemoryRegion(this.native.map(buf), buf));
+  }
+  /** Tagged receive of a message matching (senderTag & mask) === (tag & mask). */
+  async recvTag(tag: bigint, opts: OpOptions & { mask?: bigint; maxLength?: number; buffer?: Buffer } = {}): Promise<TagMessage> {
+    const buffer = opts.buffer ?? Buffer.alloc(opts.maxLength ?? 64 * 1024);
+    const r = await wrap(() => this.native.recvTag(tag, opts.mask ?? 0xffffffffffffffffn, buffer, opts.timeoutMs ?? 0));
+    return { data: r.data.subarray(0, r.length), length: r.length, senderTag: r.senderTag };
+  }
+  /** Force-close all endpoints and listeners, unmap all regions, destroy worker and context. */
+  close(): void {
+    this.native.close();
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// Helpers for exchanging region descriptors (e.g. over a tag message)
+export function encodeRemoteRegion(d: RemoteRegionDescriptor): Buffer {
+  const head = Buffer.alloc(16);
+  head.writeBigUInt64LE(d.address, 0);
+  head.writeBigUInt64LE(BigInt(d.length), 8);
+  return Buffer.concat([head, d.rkey]);
+}
+export function decodeRemoteRegion(b: Uint8Array): RemoteRegionDescriptor {
+  const buf = Buffer.from(b.buffer, b.byteOffset, b.byteLength);
+  return { address: buf.readBigUInt64LE(0), length: Number(buf.readBigUInt64LE(8)), rkey: Buffer.from(buf.subarray(16)) };
+}

@@ -1,0 +1,27 @@
+// Stub addon: built when pkg-config finds no UCX (or ROBUSTRL_UCX_STUB=1), and always built as
+// the `ucx_stub` target so that the "unavailable" path can be tested on machines that have UCX.
+#include <napi.h>
+
+#ifndef UCX_STUB_REASON
+#define UCX_STUB_REASON "built without UCX"
+#endif
+
+static Napi::Value Info(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("available", Napi::Boolean::New(env, false));
+  o.Set("version", env.Null());
+  o.Set("cudaSupported", Napi::Boolean::New(env, false));
+  o.Set("reason", Napi::String::New(env,
+      UCX_STUB_REASON ": the native module was compiled as a stub because pkg-config could not find "
+      "'ucx' (install libucx-dev, or the libucx-cu12 wheel on GPU machines, and rebuild with "
+      "`npx node-gyp rebuild --nodedir=/usr` in native/ucx)"));
+  return o;
+}
+
+static Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  exports.Set("info", Napi::Function::New(env, Info, "info"));
+  return exports;
+}
+
+NODE_API_MODULE(ucx_stub, Init)

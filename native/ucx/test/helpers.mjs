@@ -1,0 +1,31 @@
+import { createRequire } from 'node:module';
+import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { once } from 'node:events';
+const require = createRequire(import.meta.url);
+export const ucx = require('../lib/ucx.js');
+export const TAG_DESC = 1n, TAG_REQ = 2n, TAG_RESP = 3n;
+export const sha = (b) => createHash('sha256').update(b).digest('hex');
+
+/** Spawns test/server.mjs in a separate process; returns {proc, port}. */
+export async function startServer(sizeA, sizeB, tls) {
+  const proc = spawn(process.execPath, [new URL('./server.mjs', import.meta.url).pathname, String(sizeA), String(sizeB), tls ?? ''], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const [line] = await once(proc.stdout, 'data');
+  return { proc, port: JSON.parse(line.toString()).port };
+}
+
+/** Connects a client worker to the server and receives the region descriptors. */
+export async function connectClient(port, tls) {
+  const worker = new ucx.UcxWorker(tls ? { config: { TLS: tls } } : {});
+  const ep = await worker.connect('127.0.0.1', port, { timeoutMs: 10000 });
+  const m = await worker.recvTag(TAG_DESC, { timeoutMs: 10000 });
+  const d = JSON.parse(m.data.toString());
+  const region = (x) => ep.remoteRegion({ address: BigInt(x.address), length: x.length, rkey: Buffer.from(x.rkey, 'base64') });
+  const request = async (req) => {
+    await ep.sendTag(TAG_REQ, Buffer.from(JSON.stringify(req)), { timeoutMs: 10000 });
+    return (await worker.recvTag(TAG_RESP, { timeoutMs: 30000, maxLength: 1 << 20 })).data;
+  };
+  return { worker, ep, a: region(d.a), b: region(d.b), request };
+}
