@@ -24,6 +24,7 @@ interface NativeMapping {
   readonly address: bigint;
   readonly length: number;
   readonly mapped: boolean;
+  readonly buffer: ArrayBuffer | ArrayBufferView | null;
   packRkey(): Buffer;
   unmap(): void;
 }
@@ -36,6 +37,7 @@ interface NativeEndpoint {
   unpackRkey(packed: Uint8Array): NativeRemoteKey;
   close(force: boolean): Promise<void>;
   onError(cb: ((err: Error) => void) | null): void;
+  printInfo(): string;
 }
 interface NativeListener {
   readonly port: number;
@@ -46,7 +48,10 @@ interface NativeWorker {
   stats(): WorkerStats;
   listen(host: string, port: number, onConnection: (ep: NativeEndpoint) => void): NativeListener;
   connect(host: string, port: number, timeoutMs: number): Promise<NativeEndpoint>;
+  connectAddress(address: Uint8Array, timeoutMs: number, errorHandling: ErrorHandlingMode): Promise<NativeEndpoint>;
+  address(): Buffer;
   map(buf: ArrayBufferView | ArrayBuffer): NativeMapping;
+  mapAlloc(length: number): NativeMapping;
   recvTag(tag: bigint, mask: bigint, buffer: Buffer, timeoutMs: number): Promise<{ data: Buffer; length: number; senderTag: bigint }>;
   close(): void;
 }
@@ -159,6 +164,16 @@ function requireNative(): Required<NativeModule> {
 // ------------------------------------------------------------------------------------------
 // Public API
 export type EndpointState = 'open' | 'failed' | 'closing' | 'closed';
+/**
+ * 'peer' (default): UCP_ERR_HANDLING_MODE_PEER — a dead peer rejects pending operations with
+ * PeerUnreachableError. On UCX 1.13 this excludes the shared-memory (posix/sysv) and cma transports,
+ * so the endpoint runs over tcp even on the same host.
+ * 'none': UCP_ERR_HANDLING_MODE_NONE — shared memory / cma are selected on the same host, but UCX does
+ * not report peer failures on this endpoint; see UcxWorker.connectRma for how that is covered.
+ */
+export type ErrorHandlingMode = 'peer' | 'none';
+/** Default tag of the worker-address message exchanged by sendWorkerAddress / connectRma. */
+export const WORKER_ADDRESS_TAG = 0xffff_ff00_0000_0001n;
 export interface OpOptions {
   /** reject with TimeoutError after this many ms (0/undefined = no timeout) */
   timeoutMs?: number;
@@ -248,24 +263,37 @@ function wrapEndpoint(n: NativeEndpoint): Endpoint {
 export class Endpoint {
   /** @internal */
   constructor(private readonly native: NativeEndpoint) {}
+  private userOnError: ((err: PeerUnreachableError) => void) | null = null;
+  private readonly failureListeners: Array<(err: PeerUnreachableError) => void> = [];
+  private handlerInstalled = false;
   get state(): EndpointState {
     return this.native.state;
   }
+  private installHandler(): void {
+    if (this.handlerInstalled) return;
+    this.handlerInstalled = true;
+    this.native.onError((err: Error) => {
+      const e = mapError(err) as PeerUnreachableError;
+      for (const f of [...this.failureListeners, ...(this.userOnError ? [this.userOnError] : [])]) {
+        try {
+          f(e);
+        } catch (x) {
+          queueMicrotask(() => {
+            throw x;
+          });
+        }
+      }
+    });
+  }
   /** Called once when the peer fails (UCX error handler); pending operations reject separately. */
   onError(cb: ((err: PeerUnreachableError) => void) | null): void {
-    this.native.onError(
-      cb
-        ? (err: Error) => {
-            try {
-              cb(mapError(err) as PeerUnreachableError);
-            } catch (e) {
-              queueMicrotask(() => {
-                throw e;
-              });
-            }
-          }
-        : null,
-    );
+    this.userOnError = cb;
+    this.installHandler();
+  }
+  /** @internal used by connectRma to tie an RMA endpoint's lifetime to its control endpoint */
+  addFailureListener(f: (err: PeerUnreachableError) => void): void {
+    this.failureListeners.push(f);
+    this.installHandler();
   }
   unpackRkey(packed: Uint8Array): RemoteKey {
     return wrapSync(() => new RemoteKey(this.native.unpackRkey(packed)));
@@ -294,6 +322,10 @@ export class Endpoint {
   /** Graceful close (flushes), or force close (pending operations reject with EndpointClosedError). */
   close(opts: { force?: boolean } = {}): Promise<void> {
     return wrap(() => this.native.close(opts.force ?? false));
+  }
+  /** ucp_ep_print_info: the endpoint's lanes (transport/device per am, rma_bw, ... lane), for diagnostics. */
+  printInfo(): string {
+    return wrapSync(() => this.native.printInfo());
   }
 }
 
@@ -351,9 +383,57 @@ export class UcxWorker {
   connect(host: string, port: number, opts: OpOptions = {}): Promise<Endpoint> {
     return wrap(async () => wrapEndpoint(await this.native.connect(host, port, opts.timeoutMs ?? 0)));
   }
+  /** This worker's UCP address (ucp_worker_get_address): opaque bytes for a peer's connectAddress(). */
+  address(): Buffer {
+    return wrapSync(() => this.native.address());
+  }
+  /**
+   * Create an endpoint from a peer's worker address (ucp_ep_create with REMOTE_ADDRESS), no sockaddr
+   * connection manager involved; resolves once wire-up completed (ep flush). Needs no listener on the
+   * peer, only its address (received e.g. over a tag message). Works across hosts as long as the two
+   * workers share a transport (tcp).
+   */
+  connectAddress(address: Uint8Array, opts: OpOptions & { errorHandling?: ErrorHandlingMode } = {}): Promise<Endpoint> {
+    return wrap(async () => wrapEndpoint(await this.native.connectAddress(address, opts.timeoutMs ?? 0, opts.errorHandling ?? 'peer')));
+  }
+  /** Server side of connectRma: send this worker's address to the peer of `ep` as a tag message. */
+  sendWorkerAddress(ep: Endpoint, opts: OpOptions & { tag?: bigint } = {}): Promise<void> {
+    return ep.sendTag(opts.tag ?? WORKER_ADDRESS_TAG, this.address(), opts);
+  }
+  /**
+   * Client side: receive the peer's worker address (sent by its sendWorkerAddress on `tag`) and open a
+   * second endpoint from it for RMA; `control` (the sockaddr endpoint) keeps carrying tag messages.
+   * With errorHandling 'none' (shared memory on UCX 1.13) the RMA endpoint is force-closed when the
+   * control endpoint fails, so pending GET/PUTs on it reject with EndpointClosedError. Use one tag per
+   * peer if several peers may send their addresses concurrently.
+   */
+  async connectRma(control: Endpoint, opts: OpOptions & { tag?: bigint; errorHandling?: ErrorHandlingMode } = {}): Promise<Endpoint> {
+    const m = await this.recvTag(opts.tag ?? WORKER_ADDRESS_TAG, { timeoutMs: opts.timeoutMs, maxLength: 64 * 1024 });
+    const rma = await this.connectAddress(Buffer.from(m.data), opts);
+    if (control.state !== 'open') {
+      await rma.close({ force: true }).catch(() => {});
+      throw new EndpointClosedError('control endpoint failed or closed while the RMA endpoint was being created');
+    }
+    control.addFailureListener(() => {
+      if (rma.state === 'open') rma.close({ force: true }).catch(() => {});
+    });
+    return rma;
+  }
   /** Register a host buffer (ucp_mem_map). The buffer object is referenced until unmap()/close(). */
   map(buf: ArrayBufferView | ArrayBuffer): MemoryRegion {
     return wrapSync(() => new MemoryRegion(this.native.map(buf), buf));
+  }
+  /**
+   * Allocate and register `length` bytes with UCP_MEM_MAP_ALLOCATE. UCX takes the memory from its
+   * posix/sysv shared-memory md when it can, so a same-host peer's GET/PUT on this region can use the
+   * posix/sysv RMA lanes (memcpy speed) instead of cma. `region.buffer` is a Buffer over that memory;
+   * unmap() (and worker.close()) detach it before UCX frees the memory, so it reads as length 0 after.
+   */
+  mapAlloc(length: number): MemoryRegion {
+    return wrapSync(() => {
+      const n = this.native.mapAlloc(length);
+      return new MemoryRegion(n, Buffer.from(n.buffer as ArrayBuffer));
+    });
   }
   /** Tagged receive of a message matching (senderTag & mask) === (tag & mask). */
   async recvTag(tag: bigint, opts: OpOptions & { mask?: bigint; maxLength?: number; buffer?: Buffer } = {}): Promise<TagMessage> {

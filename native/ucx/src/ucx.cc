@@ -16,6 +16,8 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <string>
@@ -183,7 +185,7 @@ class Worker : public Napi::ObjectWrap<Worker> {
   void Posted(Op* op, ucs_status_ptr_t p);
   void Settle(Op* op, ucs_status_t st);       // settle JS promise (JS context required)
   void MaybeFree(Op* op);                     // delete op if settled and UCX is done
-  Endpoint* NewEndpoint(ucp_ep_params_t* params);
+  Endpoint* NewEndpoint(ucp_ep_params_t* params, bool peerErrors = true);
 
   static void SendCb(void* request, ucs_status_t status, void* user);
   static void RecvCb(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info, void* user);
@@ -192,7 +194,11 @@ class Worker : public Napi::ObjectWrap<Worker> {
   Napi::Value Info(const Napi::CallbackInfo& info);
   Napi::Value Listen(const Napi::CallbackInfo& info);
   Napi::Value Connect(const Napi::CallbackInfo& info);
+  Napi::Value ConnectAddress(const Napi::CallbackInfo& info);
+  Napi::Value Address(const Napi::CallbackInfo& info);
+  Napi::Value StartConnect(Endpoint* e, double timeoutMs);
   Napi::Value Map(const Napi::CallbackInfo& info);
+  Napi::Value MapAlloc(const Napi::CallbackInfo& info);
   Napi::Value RecvTag(const Napi::CallbackInfo& info);
   Napi::Value Close(const Napi::CallbackInfo& info);
   Napi::Value Stats(const Napi::CallbackInfo& info);
@@ -238,6 +244,7 @@ class Mapping : public Napi::ObjectWrap<Mapping> {
 
   // Set up by Worker::Map.
   Napi::Value Setup(Worker* w, Napi::Value buf);
+  Napi::Value SetupAlloc(Worker* w, size_t length);
   bool Usable() const { return memh_ != nullptr && !unmapRequested_; }
   bool CheckAlive() {  // detached ArrayBuffer = memory may be gone
     uint8_t* p; size_t l; bool det;
@@ -258,6 +265,7 @@ class Mapping : public Napi::ObjectWrap<Mapping> {
   Napi::Value Address(const Napi::CallbackInfo& info) { return Napi::BigInt::New(info.Env(), static_cast<uint64_t>(reinterpret_cast<uintptr_t>(ptr_))); }
   Napi::Value Length(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), static_cast<double>(len_)); }
   Napi::Value Mapped(const Napi::CallbackInfo& info) { return Napi::Boolean::New(info.Env(), Usable()); }
+  Napi::Value BufferJs(const Napi::CallbackInfo& info) { return buf_.IsEmpty() ? info.Env().Null() : buf_.Value(); }
 
   Worker* worker_ = nullptr;
   Napi::ObjectReference workerRef_;
@@ -267,6 +275,7 @@ class Mapping : public Napi::ObjectWrap<Mapping> {
   ucp_mem_h memh_ = nullptr;
   int inflight_ = 0;
   bool unmapRequested_ = false;
+  bool allocated_ = false;      // memory allocated by UCX (UCP_MEM_MAP_ALLOCATE); buf_ is an external ArrayBuffer
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -330,6 +339,7 @@ class Endpoint : public Napi::ObjectWrap<Endpoint> {
   Napi::Value UnpackRkey(const Napi::CallbackInfo& info);
   Napi::Value Close(const Napi::CallbackInfo& info);
   Napi::Value StateJs(const Napi::CallbackInfo& info);
+  Napi::Value PrintInfo(const Napi::CallbackInfo& info);
   Napi::Value OnError(const Napi::CallbackInfo& info) {
     if (info[0].IsFunction()) onError_ = Napi::Persistent(info[0].As<Napi::Function>());
     else onError_.Reset();
@@ -343,6 +353,7 @@ class Endpoint : public Napi::ObjectWrap<Endpoint> {
   State state_ = CLOSED;
   ucs_status_t failStatus_ = UCS_OK;
   bool userClosed_ = false, timedOut_ = false, notified_ = false;
+  bool peerErrors_ = true;  // UCP_ERR_HANDLING_MODE_PEER (false: MODE_NONE, see connectAddress)
   std::unordered_set<RemoteKey*> rkeys_;
   Napi::FunctionReference onError_;
   std::vector<Op*> closeWaiters_;
@@ -389,7 +400,10 @@ Napi::Function Worker::Init(Napi::Env env) {
     InstanceMethod<&Worker::Info>("info"),
     InstanceMethod<&Worker::Listen>("listen"),
     InstanceMethod<&Worker::Connect>("connect"),
+    InstanceMethod<&Worker::ConnectAddress>("connectAddress"),
+    InstanceMethod<&Worker::Address>("address"),
     InstanceMethod<&Worker::Map>("map"),
+    InstanceMethod<&Worker::MapAlloc>("mapAlloc"),
     InstanceMethod<&Worker::RecvTag>("recvTag"),
     InstanceMethod<&Worker::Close>("close"),
     InstanceMethod<&Worker::Stats>("stats"),
@@ -697,15 +711,16 @@ void Worker::MaybeFree(Op* op) {
   delete op;
 }
 
-Endpoint* Worker::NewEndpoint(ucp_ep_params_t* params) {
+Endpoint* Worker::NewEndpoint(ucp_ep_params_t* params, bool peerErrors) {
   Napi::Env env = Env();
   Napi::Object obj = ctors()->endpoint.New({});
   Endpoint* e = Endpoint::Unwrap(obj);
   params->field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
-  params->err_mode = UCP_ERR_HANDLING_MODE_PEER;
+  params->err_mode = peerErrors ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
   params->err_handler.cb = &Endpoint::ErrCb;
   params->err_handler.arg = e;
   e->worker_ = this;  // ErrCb may fire during ucp_ep_create
+  e->peerErrors_ = peerErrors;
   ucp_ep_h ep = nullptr;
   ucs_status_t st = ucp_ep_create(worker_, params, &ep);
   if (st != UCS_OK) {
@@ -795,6 +810,52 @@ Napi::Value Worker::Connect(const Napi::CallbackInfo& info) {
   p.sockaddr.addrlen = sizeof(sa);
   Endpoint* e = NewEndpoint(&p);
   if (!e) return env.Undefined();
+  return StartConnect(e, timeoutMs);
+}
+
+// Worker address (ucp_worker_get_address): opaque bytes that let a peer create an endpoint to this
+// worker directly with connectAddress(), without the sockaddr connection manager. It lists every
+// transport of this worker (shared memory, cma, tcp, ...), so a peer on the same host can use shm/cma.
+Napi::Value Worker::Address(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  REQUIRE_OPEN(env);
+  ucp_address_t* a = nullptr;
+  size_t len = 0;
+  ucs_status_t st = ucp_worker_get_address(worker_, &a, &len);
+  if (st != UCS_OK) throw MakeError(env, "ucx", st, "ucp_worker_get_address failed");
+  Napi::Buffer<uint8_t> out = Napi::Buffer<uint8_t>::Copy(env, reinterpret_cast<uint8_t*>(a), len);
+  ucp_worker_release_address(worker_, a);
+  return out;
+}
+
+// connectAddress(addressBuffer, timeoutMs): ucp_ep_create(REMOTE_ADDRESS), same peer error handling
+// as sockaddr endpoints; resolves after an ep flush (wire-up done).
+Napi::Value Worker::ConnectAddress(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (closed_) return RejectedPromise(env, MakeError(env, "closed", UCS_OK, "worker is closed"));
+  uint8_t* p; size_t l; bool det;
+  if (!BufferSpan(info[0], &p, &l, &det) || l == 0)
+    throw Napi::TypeError::New(env, "connectAddress: expected a non-empty Buffer with a worker address");
+  double timeoutMs = info.Length() > 1 && info[1].IsNumber() ? info[1].As<Napi::Number>().DoubleValue() : 0;
+  // errorHandling: "peer" (default, UCP_ERR_HANDLING_MODE_PEER) or "none". On UCX 1.13 the shared
+  // memory / cma transports do not support peer failure handling, so "peer" restricts the ep to tcp.
+  bool peerErrors = true;
+  if (info.Length() > 2 && info[2].IsString()) {
+    std::string m = info[2].As<Napi::String>().Utf8Value();
+    if (m == "none") peerErrors = false;
+    else if (m != "peer") throw Napi::TypeError::New(env, "connectAddress: errorHandling must be 'peer' or 'none'");
+  }
+  ucp_ep_params_t ep;
+  std::memset(&ep, 0, sizeof(ep));
+  ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+  ep.address = reinterpret_cast<const ucp_address_t*>(p);  // unpacked by ucp_ep_create, not kept
+  Endpoint* e = NewEndpoint(&ep, peerErrors);
+  if (!e) return env.Undefined();
+  return StartConnect(e, timeoutMs);
+}
+
+Napi::Value Worker::StartConnect(Endpoint* e, double timeoutMs) {
+  Napi::Env env = Env();
   // Connection establishment completes when a flush on the new endpoint completes.
   Op* op = new Op(Op::CONNECT, this, env);
   op->ep = e;
@@ -818,6 +879,48 @@ Napi::Value Worker::Map(const Napi::CallbackInfo& info) {
   Napi::Object obj = ctors()->mapping.New({});
   Mapping::Unwrap(obj)->Setup(this, info[0]);
   return obj;
+}
+
+// mapAlloc(length): UCX allocates the memory (UCP_MEM_MAP_ALLOCATE), so it can come from the posix/sysv
+// shared-memory md and its rkey lets a same-host peer use the posix/sysv RMA lanes (user memory can only
+// be registered by cma/tcp). Exposed as an external ArrayBuffer that unmap() detaches before freeing.
+Napi::Value Worker::MapAlloc(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  REQUIRE_OPEN(env);
+  uint64_t len = ToU64(info[0], "length");
+  if (len == 0) throw Napi::RangeError::New(env, "mapAlloc: zero length");
+  Napi::Object obj = ctors()->mapping.New({});
+  Mapping::Unwrap(obj)->SetupAlloc(this, len);
+  return obj;
+}
+
+Napi::Value Mapping::SetupAlloc(Worker* w, size_t length) {
+  Napi::Env env = Env();
+  ucp_mem_map_params_t mp;
+  std::memset(&mp, 0, sizeof(mp));
+  mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_FLAGS |
+                  UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE;
+  mp.address = nullptr;
+  mp.length = length;
+  mp.flags = UCP_MEM_MAP_ALLOCATE;
+  mp.memory_type = UCS_MEMORY_TYPE_HOST;
+  ucs_status_t st = ucp_mem_map(w->ctx(), &mp, &memh_);
+  if (st != UCS_OK) throw MakeError(env, "ucx", st, "ucp_mem_map(ALLOCATE) failed");
+  ucp_mem_attr_t a;
+  std::memset(&a, 0, sizeof(a));
+  a.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH;
+  st = ucp_mem_query(memh_, &a);
+  if (st != UCS_OK) { ucp_mem_unmap(w->ctx(), memh_); memh_ = nullptr; throw MakeError(env, "ucx", st, "ucp_mem_query failed"); }
+  worker_ = w;
+  ptr_ = static_cast<uint8_t*>(a.address);
+  len_ = length;  // a.length may be rounded up
+  allocated_ = true;
+  Napi::ArrayBuffer ab = Napi::ArrayBuffer::New(env, ptr_, len_);  // external, no finalizer: UCX owns it
+  buf_ = Napi::Persistent(ab.As<Napi::Object>());
+  workerRef_ = Napi::Persistent(w->Value());
+  Ref();
+  w->AddMapping(this);
+  return env.Undefined();
 }
 
 Napi::Value Mapping::Setup(Worker* w, Napi::Value buf) {
@@ -852,6 +955,10 @@ Napi::Value Mapping::Setup(Worker* w, Napi::Value buf) {
 
 void Mapping::DoUnmap() {
   if (!memh_) return;
+  if (allocated_ && !buf_.IsEmpty()) {  // JS must not touch UCX-allocated memory after it is freed
+    Napi::ArrayBuffer ab = buf_.Value().As<Napi::ArrayBuffer>();
+    if (!ab.IsDetached()) ab.Detach();
+  }
   if (worker_ && worker_->ctx()) ucp_mem_unmap(worker_->ctx(), memh_);
   memh_ = nullptr;
   if (worker_) worker_->RemoveMapping(this);
@@ -886,6 +993,7 @@ Napi::Function Mapping::Init(Napi::Env env) {
     InstanceAccessor<&Mapping::Address>("address"),
     InstanceAccessor<&Mapping::Length>("length"),
     InstanceAccessor<&Mapping::Mapped>("mapped"),
+    InstanceAccessor<&Mapping::BufferJs>("buffer"),
   });
 }
 Mapping::Mapping(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Mapping>(info) {}
@@ -989,6 +1097,7 @@ Napi::Function Endpoint::Init(Napi::Env env) {
     InstanceMethod<&Endpoint::UnpackRkey>("unpackRkey"),
     InstanceMethod<&Endpoint::Close>("close"),
     InstanceMethod<&Endpoint::OnError>("onError"),
+    InstanceMethod<&Endpoint::PrintInfo>("printInfo"),
     InstanceAccessor<&Endpoint::StateJs>("state"),
   });
 }
@@ -996,6 +1105,22 @@ Napi::Function Endpoint::Init(Napi::Env env) {
 Napi::Value Endpoint::StateJs(const Napi::CallbackInfo& info) {
   static const char* names[] = {"open", "failed", "closing", "closed"};
   return Napi::String::New(info.Env(), names[state_]);
+}
+
+// ucp_ep_print_info captured into a string: the endpoint's configuration and its lanes
+// (am / rma / rma_bw / amo lanes with transport and device), for diagnostics.
+Napi::Value Endpoint::PrintInfo(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!ep_ || state_ == CLOSED) throw MakeError(env, "closed", failStatus_, "endpoint is closed");
+  char* buf = nullptr;
+  size_t sz = 0;
+  FILE* f = open_memstream(&buf, &sz);
+  if (!f) throw MakeError(env, "ucx", UCS_ERR_NO_MEMORY, "open_memstream failed");
+  ucp_ep_print_info(ep_, f);
+  fclose(f);
+  std::string out(buf ? buf : "", sz);
+  free(buf);
+  return Napi::String::New(env, out);
 }
 
 Napi::Value Endpoint::NotOpen(Napi::Env env) {
@@ -1025,6 +1150,16 @@ void Endpoint::ForceClose(Napi::Env env) {
   for (RemoteKey* k : rkeys_) k->Detach();
   rkeys_.clear();
   state_ = CLOSING;
+  if (!peerErrors_) {
+    // ERR_HANDLING_MODE_NONE: UCX does not purge this ep's requests on a force close (they may never
+    // complete if the peer is dead), so reject their promises now. The ops keep their JS buffers and
+    // mappings referenced until UCX completes them (if ever), so no memory is reused under UCX.
+    for (Op* p : worker_->pending_) {
+      if (p->ep != this || p->settled || p->kind == Op::CLOSE) continue;
+      p->settled = true;
+      p->deferred.Reject(MakeError(env, "closed", UCS_ERR_CANCELED, "endpoint force-closed (no peer error handling on this endpoint)").Value());
+    }
+  }
   Op* op = new Op(Op::CLOSE, worker_, env);
   op->ep = this;
   op->settled = true;  // nobody waits on a forced close (user close() waits via its own op)

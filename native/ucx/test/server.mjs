@@ -1,9 +1,11 @@
 // Test/bench peer: maps a source region A (random bytes) and a PUT target region B, listens on
 // 127.0.0.1:0, prints {"port":N} on stdout, and serves a tiny control protocol over tag messages:
-//   server -> client  TAG_DESC : JSON {a: descA, b: descB} (address as string, rkey as base64)
+//   server -> client  TAG_DESC : JSON {a: descA, b: descB, worker} (address as string, rkey and
+//                                worker address as base64)
 //   client -> server  TAG_REQ  : JSON {op:'sha', region:'a'|'b', off, len} -> TAG_RESP sha256 hex
 //                                JSON {op:'echo', data: base64}            -> TAG_RESP same bytes
-// Usage: node server.mjs <sizeA> <sizeB> [TLS]
+//                                JSON {op:'worker-address'} -> worker.sendWorkerAddress(ep) (WORKER_ADDRESS_TAG)
+// Usage: node server.mjs <sizeA> <sizeB> [TLS] [alloc]
 import { createRequire } from 'node:module';
 import { createHash, randomFillSync } from 'node:crypto';
 const require = createRequire(import.meta.url);
@@ -14,16 +16,20 @@ const sizeA = Number(process.argv[2] ?? 1 << 20);
 const sizeB = Number(process.argv[3] ?? 1 << 20);
 const tls = process.argv[4];
 const worker = new ucx.UcxWorker(tls ? { config: { TLS: tls } } : {});
-const a = Buffer.allocUnsafe(sizeA);
+// alloc: region A is allocated by UCX (worker.mapAlloc: posix/sysv shared memory) instead of a Node Buffer.
+const alloc = process.argv[5] === 'alloc';
+const ra = alloc ? worker.mapAlloc(sizeA) : worker.map(Buffer.allocUnsafe(sizeA));
+const a = ra.buffer;
 for (let off = 0; off < sizeA; off += 1 << 24) randomFillSync(a, off, Math.min(1 << 24, sizeA - off));
 const b = Buffer.alloc(sizeB);
-const ra = worker.map(a), rb = worker.map(b);
+const rb = worker.map(b);
 const desc = (r) => ({ address: r.address.toString(), length: r.length, rkey: r.packRkey().toString('base64') });
 
 const listener = worker.listen({ host: '127.0.0.1', port: 0 }, async (ep) => {
   ep.onError(() => {});
   try {
-    await ep.sendTag(TAG_DESC, Buffer.from(JSON.stringify({ a: desc(ra), b: desc(rb) })));
+    // worker: this worker's ucp address, for a second (worker-address) endpoint from the client.
+    await ep.sendTag(TAG_DESC, Buffer.from(JSON.stringify({ a: desc(ra), b: desc(rb), worker: worker.address().toString('base64') })));
     for (;;) {
       const m = await worker.recvTag(TAG_REQ, { maxLength: 1 << 20 });
       const req = JSON.parse(m.data.toString());
@@ -32,6 +38,7 @@ const listener = worker.listen({ host: '127.0.0.1', port: 0 }, async (ep) => {
         const buf = req.region === 'a' ? a : b;
         resp = Buffer.from(createHash('sha256').update(buf.subarray(req.off, req.off + req.len)).digest('hex'));
       } else if (req.op === 'echo') resp = Buffer.from(req.data, 'base64');
+      else if (req.op === 'worker-address') { await worker.sendWorkerAddress(ep); continue; } // for connectRma
       else if (req.op === 'bye') { await ep.sendTag(TAG_RESP, Buffer.from('bye')); break; }
       await ep.sendTag(TAG_RESP, resp);
     }

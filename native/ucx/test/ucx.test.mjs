@@ -6,9 +6,14 @@ import { randomFillSync } from 'node:crypto';
 import { ucx, sha, startServer, connectClient } from './helpers.mjs';
 
 const MiB = 1 << 20;
+// [name, TLS, connectClient options]. 'worker-address' = GET/PUT on a second endpoint created from the
+// server's worker address (the sockaddr endpoint carries the tag messages). errorHandling 'none' is what
+// lets UCX 1.13 pick shared memory / cma; 'peer' keeps it on tcp (see README).
 const transports = [
-  ['tcp', 'tcp'],
-  ['shared memory (UCX default selection: posix/sysv/cma)', undefined],
+  ['tcp', 'tcp', {}],
+  ['UCX default selection (sockaddr ep)', undefined, {}],
+  ['worker-address ep, errorHandling peer', undefined, { rma: 'worker-address', errorHandling: 'peer' }],
+  ['worker-address ep, errorHandling none (shm/cma)', undefined, { rma: 'worker-address', errorHandling: 'none' }],
 ];
 
 test('module reports itself available, UCX version, no CUDA', () => {
@@ -65,16 +70,40 @@ test('errors: connect to a closed port, recv timeout, ops on a closed endpoint',
   await assert.rejects(w.recvTag(1n), ucx.EndpointClosedError); // worker closed
 });
 
-for (const [name, tls] of transports) {
+test('worker.address / mapAlloc / printInfo (one process, two workers)', async () => {
+  const ws = new ucx.UcxWorker(), wc = new ucx.UcxWorker();
+  try {
+    const addr = ws.address();
+    assert.ok(Buffer.isBuffer(addr) && addr.length > 0);
+    const ep = await wc.connectAddress(addr, { timeoutMs: 5000 });
+    assert.match(ep.printInfo(), /lane\[0\]/);
+    const src = ws.mapAlloc(MiB + 5);
+    assert.equal(src.buffer.length, MiB + 5);
+    randomFillSync(src.buffer);
+    const dst = wc.mapAlloc(MiB + 5);
+    await ep.get(dst, 0, ep.remoteRegion(src.descriptor()), 0, MiB + 5, { timeoutMs: 10000 });
+    assert.equal(sha(dst.buffer), sha(src.buffer));
+    src.unmap();
+    assert.equal(src.buffer.length, 0); // detached before UCX freed it
+    await ep.close({ force: true });
+    // (no garbage-address test: UCX 1.13 asserts and aborts the process on a malformed address)
+  } finally {
+    wc.close();
+    ws.close();
+  }
+});
+
+for (const [name, tls, copts] of transports) {
   describe(`two processes over ${name}`, () => {
     let server, client;
     before(async () => {
       server = await startServer(256 * MiB, 64 * MiB, tls);
-      client = await connectClient(server.port, tls);
+      client = await connectClient(server.port, tls, copts);
     });
     after(async () => {
       await client?.request({ op: 'bye' }).catch(() => {});
-      await client?.ep.close().catch(() => {});
+      if (client && client.ep !== client.ctl) await client.ep.close().catch(() => {});
+      await client?.ctl.close().catch(() => {});
       client?.worker.close();
       server?.proc.kill('SIGKILL');
     });
@@ -121,10 +150,14 @@ for (const [name, tls] of transports) {
     });
   });
 
-  test(`SIGKILL of the server mid-GET rejects within a bounded time (${name})`, async () => {
+  // errorHandling 'none': UCX does not report the dead peer on the RMA ep, and in this test the control
+  // (sockaddr) ep's failure was not delivered either while the 8 cma GETs were stuck: they only
+  // rejected by their 60 s timeout. Known gap, see README ("Peer failure with errorHandling 'none'").
+  const skip = copts.errorHandling === 'none' ? 'known gap: no bounded peer-failure detection with errorHandling none (README)' : false;
+  test(`SIGKILL of the server mid-GET rejects within a bounded time (${name})`, { skip }, async () => {
     const BOUND_MS = 5000;
     const server = await startServer(256 * MiB, 1, tls);
-    const client = await connectClient(server.port, tls);
+    const client = await connectClient(server.port, tls, copts);
     const local = Buffer.alloc(256 * MiB);
     const lr = client.worker.map(local);
     let epError = null;
