@@ -16,7 +16,7 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { localServiceSetting } from './local-services';
+import { localServiceSetting, median, parseIntegerOptions, percentile } from './bench-kit';
 import { performance } from 'node:perf_hooks';
 import { Admin, Kafka, logLevel, Partitioners, Producer } from 'kafkajs';
 import { createMessage, encodeMessage, MessageOf, topicOf } from '@robustrl/contracts';
@@ -71,31 +71,11 @@ const quietLogger: BusLogger = {
 const progress = (line: string) => process.stderr.write(`[bench:bus] ${line}\n`);
 
 function parseOptions(argv: string[], env: NodeJS.ProcessEnv): Options {
-  const flags = new Map<string, string>();
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i];
-    if (arg === '-h' || arg === '--help') {
-      process.stdout.write('usage: node bench/dist/bus.bench.js [--events N] [--repeats R] [--batch B]\n');
-      process.exit(0);
-    }
-    const m = /^--(events|repeats|batch)(?:=(.*))?$/.exec(arg);
-    if (!m) throw new Error(`unknown argument '${arg}' (expected --events N, --repeats R, --batch B)`);
-    const value = m[2] ?? argv[++i];
-    if (value === undefined) throw new Error(`--${m[1]} needs a value`);
-    flags.set(m[1], value);
-  }
-  const int = (name: string, envName: string, fallback: number, min: number): number => {
-    const raw = flags.get(name) ?? env[envName];
-    if (raw === undefined || raw === '') return fallback;
-    const n = Number(raw);
-    if (!Number.isInteger(n) || n < min) throw new Error(`--${name} (or ${envName}) must be an integer >= ${min}, got '${raw}'`);
-    return n;
-  };
-  const options = {
-    events: int('events', 'BENCH_EVENTS', 20_000, 1),
-    repeats: int('repeats', 'BENCH_REPEATS', 3, 1),
-    batch: int('batch', 'BENCH_BATCH', 500, 1),
-  };
+  const options = parseIntegerOptions(argv, env, 'bench/dist/bus.bench.js', {
+    events: { env: 'BENCH_EVENTS', fallback: 20_000, min: 1, placeholder: 'N' },
+    repeats: { env: 'BENCH_REPEATS', fallback: 3, min: 1, placeholder: 'R' },
+    batch: { env: 'BENCH_BATCH', fallback: 500, min: 1, placeholder: 'B' },
+  });
   // One job id per run → one partition; a produce request carries one record batch of B events for it,
   // and the broker's default message.max.bytes is 1 MiB.
   if (options.batch * (EVENT_BYTES + 150) > 1_000_000) {
@@ -369,16 +349,6 @@ function result(t0: number, tPublished: number, tSeen: number, t1: number, laten
     closeMs: t1 - tSeen,
     latencyMs,
   };
-}
-
-function median(xs: readonly number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const mid = s.length >> 1;
-  return s.length % 2 ? s[mid] : (s[mid - 1] + s[mid]) / 2;
-}
-
-function percentile(sorted: Float64Array, p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))];
 }
 
 interface RunStats {

@@ -20,7 +20,7 @@
  * Progress goes to stderr, the result tables (markdown) to stdout.
  */
 import { randomBytes } from 'node:crypto';
-import { localServiceSetting } from './local-services';
+import { localServiceSetting, median, parseIntegerOptions, percentile } from './bench-kit';
 import { performance } from 'node:perf_hooks';
 import { Client } from 'pg';
 import { EventStore } from '@robustrl/store';
@@ -44,32 +44,12 @@ const LABEL: Record<Variant, string> = {
 };
 
 function parseOptions(argv: string[], env: NodeJS.ProcessEnv): Options {
-  const flags = new Map<string, string>();
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i];
-    if (arg === '-h' || arg === '--help') {
-      process.stdout.write('usage: node bench/dist/trajectories.bench.js [--trajectories T] [--turns K] [--repeats R] [--fetches F]\n');
-      process.exit(0);
-    }
-    const m = /^--(trajectories|turns|repeats|fetches)(?:=(.*))?$/.exec(arg);
-    if (!m) throw new Error(`unknown argument '${arg}' (expected --trajectories T, --turns K, --repeats R, --fetches F)`);
-    const value = m[2] ?? argv[++i];
-    if (value === undefined) throw new Error(`--${m[1]} needs a value`);
-    flags.set(m[1], value);
-  }
-  const int = (name: string, envName: string, fallback: number, min: number): number => {
-    const raw = flags.get(name) ?? env[envName];
-    if (raw === undefined || raw === '') return fallback;
-    const n = Number(raw);
-    if (!Number.isInteger(n) || n < min) throw new Error(`--${name} (or ${envName}) must be an integer >= ${min}, got '${raw}'`);
-    return n;
-  };
-  return {
-    trajectories: int('trajectories', 'BENCH_TRAJECTORIES', 512, 1),
-    turns: int('turns', 'BENCH_TURNS', 16, 1),
-    repeats: int('repeats', 'BENCH_REPEATS', 3, 1),
-    fetches: int('fetches', 'BENCH_FETCHES', 30, 1),
-  };
+  return parseIntegerOptions(argv, env, 'bench/dist/trajectories.bench.js', {
+    trajectories: { env: 'BENCH_TRAJECTORIES', fallback: 512, min: 1, placeholder: 'T' },
+    turns: { env: 'BENCH_TURNS', fallback: 16, min: 1, placeholder: 'K' },
+    repeats: { env: 'BENCH_REPEATS', fallback: 3, min: 1, placeholder: 'R' },
+    fetches: { env: 'BENCH_FETCHES', fallback: 30, min: 1, placeholder: 'F' },
+  });
 }
 
 /** DATABASE_URL, or start the local services (idempotent) and use what they print. */
@@ -158,17 +138,6 @@ async function runLoops(turns: TurnInput[][], append: (turn: TurnInput) => Promi
     }),
   );
   return (performance.now() - t0) / 1000;
-}
-
-function median(xs: readonly number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const mid = s.length >> 1;
-  return s.length % 2 ? s[mid] : (s[mid - 1] + s[mid]) / 2;
-}
-
-function percentile(xs: readonly number[], p: number): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))];
 }
 
 const fmtInt = (x: number) => Math.round(x).toLocaleString('en-US');
