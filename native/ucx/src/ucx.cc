@@ -854,6 +854,18 @@ Napi::Value Worker::ConnectAddress(const Napi::CallbackInfo& info) {
   return StartConnect(e, timeoutMs);
 }
 
+// Parameters of a UCX operation that completes through Worker::SendCb (send, put, get, flush,
+// close); marks the op as having a UCX request outstanding until the callback or Posted says so.
+static ucp_request_param_t SendParams(Op* op, uint32_t extraFields = 0) {
+  ucp_request_param_t rp;
+  std::memset(&rp, 0, sizeof(rp));
+  rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | extraFields;
+  rp.cb.send = &Worker::SendCb;
+  rp.user_data = op;
+  op->ucxDone = false;
+  return rp;
+}
+
 Napi::Value Worker::StartConnect(Endpoint* e, double timeoutMs) {
   Napi::Env env = Env();
   // Connection establishment completes when a flush on the new endpoint completes.
@@ -863,12 +875,7 @@ Napi::Value Worker::StartConnect(Endpoint* e, double timeoutMs) {
   if (timeoutMs > 0) op->deadline = uv_now(loop_) + static_cast<uint64_t>(timeoutMs);
   Napi::Value promise = op->deferred.Promise();
   Track(op);
-  ucp_request_param_t rp;
-  std::memset(&rp, 0, sizeof(rp));
-  rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-  rp.cb.send = &Worker::SendCb;
-  rp.user_data = op;
-  op->ucxDone = false;
+  ucp_request_param_t rp = SendParams(op);
   Posted(op, ucp_ep_flush_nbx(e->ep(), &rp));
   return promise;
 }
@@ -1165,13 +1172,8 @@ void Endpoint::ForceClose(Napi::Env env) {
   op->settled = true;  // nobody waits on a forced close (user close() waits via its own op)
   op->deadline = 0;
   worker_->Track(op);
-  ucp_request_param_t rp;
-  std::memset(&rp, 0, sizeof(rp));
-  rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+  ucp_request_param_t rp = SendParams(op, UCP_OP_ATTR_FIELD_FLAGS);
   rp.flags = UCP_EP_CLOSE_FLAG_FORCE;
-  rp.cb.send = &Worker::SendCb;
-  rp.user_data = op;
-  op->ucxDone = false;
   worker_->Posted(op, ucp_ep_close_nbx(ep_, &rp));
 }
 
@@ -1218,13 +1220,8 @@ Napi::Value Endpoint::Close(const Napi::CallbackInfo& info) {
   op->ep = this;
   Napi::Value promise = op->deferred.Promise();
   worker_->Track(op);
-  ucp_request_param_t rp;
-  std::memset(&rp, 0, sizeof(rp));
-  rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+  ucp_request_param_t rp = SendParams(op, UCP_OP_ATTR_FIELD_FLAGS);
   rp.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
-  rp.cb.send = &Worker::SendCb;
-  rp.user_data = op;
-  op->ucxDone = false;
   worker_->Posted(op, ucp_ep_close_nbx(ep_, &rp));
   return promise;
 }
@@ -1273,13 +1270,8 @@ Napi::Value Endpoint::Rma(const Napi::CallbackInfo& info, Op::Kind kind) {
   if (timeoutMs > 0) op->deadline = uv_now(worker_->loop_) + static_cast<uint64_t>(timeoutMs);
   Napi::Value promise = op->deferred.Promise();
   worker_->Track(op);
-  ucp_request_param_t rp;
-  std::memset(&rp, 0, sizeof(rp));
-  rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMH;
-  rp.cb.send = &Worker::SendCb;
-  rp.user_data = op;
+  ucp_request_param_t rp = SendParams(op, UCP_OP_ATTR_FIELD_MEMH);
   rp.memh = m->memh();
-  op->ucxDone = false;
   void* local = m->ptr() + off;
   ucs_status_ptr_t r = kind == Op::GET ? ucp_get_nbx(ep_, local, len, raddr, rk->rkey(), &rp)
                                        : ucp_put_nbx(ep_, local, len, raddr, rk->rkey(), &rp);
@@ -1301,12 +1293,7 @@ Napi::Value Endpoint::SendTag(const Napi::CallbackInfo& info) {
   if (timeoutMs > 0) op->deadline = uv_now(worker_->loop_) + static_cast<uint64_t>(timeoutMs);
   Napi::Value promise = op->deferred.Promise();
   worker_->Track(op);
-  ucp_request_param_t rp;
-  std::memset(&rp, 0, sizeof(rp));
-  rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-  rp.cb.send = &Worker::SendCb;
-  rp.user_data = op;
-  op->ucxDone = false;
+  ucp_request_param_t rp = SendParams(op);
   worker_->Posted(op, ucp_tag_send_nbx(ep_, p, l, tag, &rp));
   return promise;
 }
@@ -1321,12 +1308,7 @@ Napi::Value Endpoint::Flush(const Napi::CallbackInfo& info) {
   if (timeoutMs > 0) op->deadline = uv_now(worker_->loop_) + static_cast<uint64_t>(timeoutMs);
   Napi::Value promise = op->deferred.Promise();
   worker_->Track(op);
-  ucp_request_param_t rp;
-  std::memset(&rp, 0, sizeof(rp));
-  rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-  rp.cb.send = &Worker::SendCb;
-  rp.user_data = op;
-  op->ucxDone = false;
+  ucp_request_param_t rp = SendParams(op);
   worker_->Posted(op, ucp_ep_flush_nbx(ep_, &rp));
   return promise;
 }
