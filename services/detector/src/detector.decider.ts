@@ -1,5 +1,5 @@
 import { Decider } from '@robustrl/domain-kit';
-import { Draft, draft, Evidence, MessageOf, Role, TrainingMode } from '@robustrl/contracts';
+import { Draft, draft, Evidence, MessageOf, Role } from '@robustrl/contracts';
 import { PAPER_DETECTION_DEFAULTS, ResolvedDetectionSettings, resolveDetectionSettings } from './detection-settings';
 import { DEFAULT_DETECTION_RULES, DetectionRule, Finding, MACHINE_OBSERVATIONS, MachineObservation, RuleContext, WatchedMachine } from './rules';
 
@@ -34,7 +34,6 @@ interface OpenSuspicion {
 
 export interface DetectorState {
   settings: ResolvedDetectionSettings;
-  mode: TrainingMode | null;
   machines: Record<string, WatchedMachine>;
   /** Per machine, per rule name: the rule's private state. */
   ruleStates: Record<string, Record<string, unknown>>;
@@ -195,7 +194,7 @@ export function createDetectorDecider(options: {
     const at = timeOf(event.occurredAt);
     switch (event.type) {
       case 'JobStarted':
-        return { ...state, mode: event.data.mode, settings: resolveDetectionSettings(event.data.detection, defaults) };
+        return { ...state, settings: resolveDetectionSettings(event.data.detection, defaults) };
       case 'FaultSuspected':
         return {
           ...state,
@@ -288,7 +287,7 @@ export function createDetectorDecider(options: {
   }
 
   return {
-    initialState: () => ({ settings: defaults, mode: null, machines: {}, ruleStates: {}, suspicions: {}, confirmedAt: {}, verdictSeq: 0 }),
+    initialState: () => ({ settings: defaults, machines: {}, ruleStates: {}, suspicions: {}, confirmedAt: {}, verdictSeq: 0 }),
     decide,
     evolve,
   };

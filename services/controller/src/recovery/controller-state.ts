@@ -5,7 +5,7 @@ export interface RosterMachine {
   role: Role;
   zone: string;
   hardwareClass: string;
-  /** `isolated`: taken out by a recovery; `lent`: a rollout promoted into the trainer group. */
+  /** `isolated`: taken out by a recovery (a promoted rollout stays active, its role changes). */
   status: 'active' | 'isolated' | 'gone';
   /** Rollout work in flight at the last throughput sample: the warm standby is the least busy. */
   inFlightRequests: number;
