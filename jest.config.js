@@ -12,6 +12,7 @@ for (const root of ['libs', 'services']) {
   }
 }
 moduleNameMapper['^@robustrl/cli$'] = '<rootDir>/cli/src';
+moduleNameMapper['^@robustrl/ucx$'] = '<rootDir>/native/ucx/lib/ucx.ts';
 
 const swc = [
   '@swc/jest',
@@ -41,13 +42,13 @@ module.exports = {
     {
       ...common,
       displayName: 'unit',
-      testMatch: ['<rootDir>/{libs,services,cli,test}/**/*.spec.ts'],
+      testMatch: ['<rootDir>/{libs,native,services,cli,test}/**/*.spec.ts'],
       testPathIgnorePatterns: [...common.testPathIgnorePatterns, '\\.int\\.spec\\.ts$'],
     },
     {
       ...common,
       displayName: 'integration',
-      testMatch: ['<rootDir>/{libs,services,cli,test}/**/*.int.spec.ts'],
+      testMatch: ['<rootDir>/{libs,native,services,cli,test}/**/*.int.spec.ts'],
       globalSetup: '<rootDir>/test/support/global-setup.ts',
       globalTeardown: '<rootDir>/test/support/global-teardown.ts',
     },

@@ -188,6 +188,37 @@ class AgentClient:
         """The agent's view: machineId, role, jobId, phase, step, roleProcess, gpuActivitySource."""
         return self._request("GET", "/v1/status", None)
 
+    # -- weights (paper §5.2.1): versions travel through named shared-memory regions -------------
+
+    def publish_weights(self, version: int, step: int, shm_name: str, bucket_sizes: List[int]) -> Optional[Dict[str, Any]]:
+        """Trainer: version ``version`` lies in ``/dev/shm/<shm_name>``, buckets (layer groups) back to
+        back with these sizes. The agent maps it, checksums each bucket and publishes the manifest.
+        Returns ``{eventId, totalBytes, checksums}``. Keep the file until the version is retired."""
+        if not isinstance(shm_name, str) or not shm_name or "/" in shm_name:
+            raise ValueError("shm_name must be a file name in /dev/shm, got {!r}".format(shm_name))
+        if not isinstance(bucket_sizes, (list, tuple)) or not bucket_sizes:
+            raise ValueError("bucket_sizes must be a non-empty list of byte counts")
+        sizes = [_count("bucket size", size) for size in bucket_sizes]
+        return self._post("/v1/weights/versions", {"version": _count("version", version), "step": _step(step), "shmName": shm_name, "bucketSizes": sizes})
+
+    def latest_weights(self) -> Optional[Dict[str, Any]]:
+        """Rollout: the newest version this machine holds whole — ``{version, step, path, totalBytes,
+        buckets}``; read the weights from ``path``. None while no version is whole (HTTP 404)."""
+        try:
+            return self._send("GET", "/v1/weights/latest", None)
+        except AgentError as err:
+            if err.status == 404:
+                return None
+            if self.raise_on_error:
+                raise
+            self._log_failure(err)
+            return None
+
+    def weight_version(self, version: int) -> Optional[Dict[str, Any]]:
+        """Either role: this machine's view of one version — held buckets and, for the trainer,
+        ``trainerReleased`` (async mode: resume training once the first relay holds it)."""
+        return self._request("GET", "/v1/weights/versions/{}".format(_count("version", version)), None)
+
     @contextlib.contextmanager
     def training_step(self, step: int, batch_id: str) -> Iterator[None]:
         """Wraps one training step: reports phase ``training`` and the step's begin, then its end

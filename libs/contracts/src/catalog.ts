@@ -46,6 +46,7 @@ export const MessageCatalog = {
   RelayJoined: weights.RelayJoined,
   RelayLeft: weights.RelayLeft,
   WeightVersionRetired: weights.WeightVersionRetired,
+  TrainerReleased: weights.TrainerReleased,
   TrainingStepStarted: training.TrainingStepStarted,
   TrainingStepCompleted: training.TrainingStepCompleted,
   CheckpointSaved: training.CheckpointSaved,

@@ -1,7 +1,8 @@
-import { BadRequestException, Body, ConflictException, Controller, Get, HttpCode, Inject, Post } from '@nestjs/common';
+import { BadRequestException, Body, ConflictException, Controller, Get, HttpCode, Inject, NotFoundException, Param, Post, ServiceUnavailableException } from '@nestjs/common';
 import { z } from 'zod';
 import { FaultSignal, RolePhase } from '@robustrl/contracts';
 import { AgentRuntime } from './agent-runtime';
+import { WeightTransferUnavailableError } from './weights/weight-plane';
 
 /**
  * The local HTTP API the RL framework talks to (documented in the README with curl examples, and
@@ -24,7 +25,24 @@ const Bodies = {
   }),
   gpuActivity: z.object({ tensorActive: z.number().min(0).max(1), intervalSeconds: z.number().positive().optional(), perGpu: z.array(z.number().min(0).max(1)).optional() }),
   error: z.object({ signal: FaultSignal.exclude(['process-exited']), detail: z.string().max(4000) }),
+  publishWeights: z.object({
+    version: z.int().nonnegative(),
+    step: Step,
+    shmName: z.string().regex(/^[A-Za-z0-9._-]+$/, 'a file name in the shared-memory directory (/dev/shm)'),
+    bucketSizes: z.array(z.int().nonnegative()).min(1),
+  }),
 };
+
+/** Weight transfer needs the native UCX module: without it the weight endpoints answer 503 with why. */
+async function weightCall<T>(call: () => T | Promise<T>): Promise<T> {
+  try {
+    return await call();
+  } catch (err) {
+    if (err instanceof WeightTransferUnavailableError) throw new ServiceUnavailableException({ error: err.message });
+    if (err instanceof RangeError) throw new BadRequestException({ error: err.message });
+    throw err;
+  }
+}
 
 function parse<T extends z.ZodType>(schema: T, body: unknown): z.infer<T> {
   const result = schema.safeParse(body ?? {});
@@ -112,5 +130,35 @@ export class AgentApiController {
       exitCode: null,
       observedAt: new Date().toISOString(),
     }));
+  }
+
+  // ── weights (paper §5.2.1): the framework hands versions over through named /dev/shm regions ─────
+  @Get('weights')
+  weights() {
+    return this.agent.weights.status();
+  }
+
+  /** Trainer: version `version` is in /dev/shm/<shmName>, buckets back to back; publish its manifest. */
+  @Post('weights/versions')
+  @HttpCode(202)
+  async publishWeights(@Body() body: unknown) {
+    const b = parse(Bodies.publishWeights, body);
+    return weightCall(() => this.agent.weights.publish(b));
+  }
+
+  /** Rollout: the newest version held whole, and the /dev/shm file to load it from. */
+  @Get('weights/latest')
+  async latestWeights() {
+    const latest = await weightCall(() => this.agent.weights.latest());
+    if (!latest) throw new NotFoundException({ error: 'no version held whole yet' });
+    return latest;
+  }
+
+  /** Trainer (async mode): `trainerReleased` turns true once the first relay holds the version (resume training). */
+  @Get('weights/versions/:version')
+  weightVersion(@Param('version') version: string) {
+    const v = Number(version);
+    if (!Number.isInteger(v) || v < 0) throw new BadRequestException({ error: `not a version number: ${version}` });
+    return this.agent.weights.versionStatus(v);
   }
 }

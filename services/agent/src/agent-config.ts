@@ -19,6 +19,17 @@ export interface AgentConfig {
   preferredGpuSource: 'dcgm' | 'nvidia-smi' | 'emulated' | undefined;
   /** SIGTERM → SIGKILL grace when stopping the role process. */
   stopGraceMs: number;
+  /** The UCX weight server and pull limits (paper §5.2.1). */
+  weights: {
+    bindHost: string;
+    port: number;
+    advertiseHost: string;
+    shmDir: string;
+    chunkBytes: number;
+    maxBytesPerSecond: number;
+    opTimeoutMs: number;
+    catalogWaitMs: number;
+  };
 }
 
 const Env = z.object({
@@ -38,7 +49,18 @@ const Env = z.object({
   ROBUSTRL_DCGM_URL: z.url().optional(),
   ROBUSTRL_GPU_SOURCE: z.enum(['dcgm', 'nvidia-smi', 'emulated']).optional(),
   ROBUSTRL_STOP_GRACE_SECONDS: z.coerce.number().nonnegative().default(10),
+  ROBUSTRL_WEIGHTS_BIND_HOST: z.string().min(1).default('0.0.0.0'),
+  ROBUSTRL_WEIGHTS_PORT: z.coerce.number().int().min(0).max(65535).default(13337),
+  // What other machines dial: the pod IP / host name on a cluster (the bind address may be 0.0.0.0).
+  ROBUSTRL_WEIGHTS_ADVERTISE_HOST: z.string().min(1).default('127.0.0.1'),
+  ROBUSTRL_WEIGHTS_SHM_DIR: z.string().min(1).default('/dev/shm'),
+  ROBUSTRL_WEIGHTS_CHUNK_MIB: z.coerce.number().positive().default(8),
+  ROBUSTRL_WEIGHTS_MAX_MIB_PER_SECOND: z.coerce.number().nonnegative().default(0),
+  ROBUSTRL_WEIGHTS_OP_TIMEOUT_SECONDS: z.coerce.number().positive().default(30),
+  ROBUSTRL_WEIGHTS_CATALOG_WAIT_SECONDS: z.coerce.number().positive().default(10),
 });
+
+const MiB = 1 << 20;
 
 export function agentConfigFromEnv(env: NodeJS.ProcessEnv): AgentConfig {
   const parsed = Env.safeParse(Object.fromEntries(Object.entries(env).filter(([k, v]) => k.startsWith('ROBUSTRL_') && v !== '')));
@@ -69,5 +91,15 @@ export function agentConfigFromEnv(env: NodeJS.ProcessEnv): AgentConfig {
     dcgmUrl: e.ROBUSTRL_DCGM_URL,
     preferredGpuSource: e.ROBUSTRL_GPU_SOURCE,
     stopGraceMs: Math.round(e.ROBUSTRL_STOP_GRACE_SECONDS * 1000),
+    weights: {
+      bindHost: e.ROBUSTRL_WEIGHTS_BIND_HOST,
+      port: e.ROBUSTRL_WEIGHTS_PORT,
+      advertiseHost: e.ROBUSTRL_WEIGHTS_ADVERTISE_HOST,
+      shmDir: e.ROBUSTRL_WEIGHTS_SHM_DIR,
+      chunkBytes: Math.round(e.ROBUSTRL_WEIGHTS_CHUNK_MIB * MiB),
+      maxBytesPerSecond: Math.round(e.ROBUSTRL_WEIGHTS_MAX_MIB_PER_SECOND * MiB),
+      opTimeoutMs: Math.round(e.ROBUSTRL_WEIGHTS_OP_TIMEOUT_SECONDS * 1000),
+      catalogWaitMs: Math.round(e.ROBUSTRL_WEIGHTS_CATALOG_WAIT_SECONDS * 1000),
+    },
   };
 }

@@ -6,6 +6,7 @@ import { tracer } from '@robustrl/telemetry';
 import { AgentConfig } from './agent-config';
 import { EmulatedGpuActivitySource, GpuActivitySource, selectGpuActivitySource } from './gpu-activity';
 import { RoleExit, RoleProcess } from './role-process';
+import { WeightPlane } from './weights/weight-plane';
 
 type AgentCommand = MessageOf<'RestartTrainerGroup' | 'PromoteRolloutToTrainer' | 'HeartbeatProbeRequested'>;
 
@@ -26,6 +27,7 @@ export class AgentRuntime {
   phase: RolePhase | null = null;
   step = 0;
   private closing = false;
+  readonly weights: WeightPlane;
 
   constructor(
     private readonly bus: MessageBus,
@@ -38,6 +40,12 @@ export class AgentRuntime {
       onExit: (exit) => void this.onRoleExit(exit),
       onOutput: (line) => this.logger.log(`[${this.role}] ${line}`),
     });
+    const { weights } = config;
+    this.weights = new WeightPlane(
+      { jobId: config.jobId, machineId: config.machineId, bindHost: weights.bindHost, port: weights.port, advertiseHost: weights.advertiseHost, shmDir: weights.shmDir, limits: weights },
+      bus,
+      (type, data, cause) => this.emit(type, data, cause),
+    );
   }
 
   async start(apiUrl: string): Promise<void> {
@@ -55,6 +63,9 @@ export class AgentRuntime {
       types: ['RestartTrainerGroup', 'PromoteRolloutToTrainer', 'HeartbeatProbeRequested'],
       handler: (d) => this.onCommand(d as Delivery<AgentCommand>),
     });
+    // Without UCX the machine registers without a weight server: the registry leaves it out of weight
+    // transfer, and the weight endpoints of the API answer 503 with the reason.
+    const weightsAddress = await this.weights.start();
     await this.emit('MachineRegistered', {
       machineId: this.config.machineId,
       role: this.role,
@@ -63,6 +74,7 @@ export class AgentRuntime {
       gpus: this.config.gpus,
       agentAddress: apiUrl,
       dpRank: this.config.dpRank,
+      ...(weightsAddress ? { weightsAddress } : {}),
     });
     const command = this.config.roleCommands[this.role];
     if (command) {
@@ -81,6 +93,7 @@ export class AgentRuntime {
     clearInterval(this.sampler);
     await this.subscription?.close();
     await this.roleProcess.stop();
+    await this.weights.stop();
   }
 
   status() {
@@ -92,6 +105,7 @@ export class AgentRuntime {
       step: this.step,
       roleProcess: { pid: this.roleProcess.pid, running: this.roleProcess.running, restarts: this.roleProcess.restarts },
       gpuActivitySource: { kind: this.gpuSource.kind, reason: this.gpuSourceReason },
+      weights: { available: this.weights.available, address: this.weights.address },
     };
   }
 
@@ -137,6 +151,7 @@ export class AgentRuntime {
     if (!exit.unexpected || this.closing) return;
     const how = exit.signal ? `killed by ${exit.signal}` : `exited with code ${exit.code}`;
     this.logger.warn(`${this.role} process ${how}`);
+    if (this.role !== 'rollout') await this.weights.withdrawPublished(`the ${this.role} process ${how}`).catch((err) => this.logger.error(`withdrawing weights: ${String(err)}`));
     await this.emit('AgentFaultSignalled', {
       machineId: this.config.machineId,
       role: this.role,
@@ -198,6 +213,7 @@ export class AgentRuntime {
   private async promote(m: MessageOf<'PromoteRolloutToTrainer'>): Promise<void> {
     if (!this.config.roleCommands.trainer) throw new Error(`${this.config.machineId} has no trainer command (ROBUSTRL_TRAINER_COMMAND) and cannot be a warm standby`);
     await this.roleProcess.stop();
+    await this.weights.dropPulled(`lent to the trainer as warm standby for ${m.data.replacesMachineId}`);
     const from = this.role;
     this.role = 'trainer';
     this.phase = null;

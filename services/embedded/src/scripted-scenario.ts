@@ -19,11 +19,11 @@ export function scriptedScenario(jobId: string, start: Date): RobustrlMessage[] 
   const started = msg('JobStarted', { mode: 'semi-sync', resumedFromStep: null, trainerMachines: 1, rolloutMachines: 3 });
   story.push(started);
   story.push(
-    msg('MachineRegistered', { machineId: 'trainer-0', role: 'trainer', zone: 'az-1', hardwareClass: 'h100x8', gpus: 8, agentAddress: '10.0.0.10:7070', dpRank: 0 }, 100),
+    msg('MachineRegistered', { machineId: 'trainer-0', role: 'trainer', zone: 'az-1', hardwareClass: 'h100x8', gpus: 8, agentAddress: '10.0.0.10:7070', dpRank: 0, weightsAddress: '10.0.0.10:13337' }, 100),
   );
   for (let i = 0; i < 3; i++) {
     story.push(
-      msg('MachineRegistered', { machineId: `rollout-${i}`, role: 'rollout', zone: 'az-1', hardwareClass: 'h100x8', gpus: 8, agentAddress: `10.0.0.2${i}:7070`, dpRank: i }, 100),
+      msg('MachineRegistered', { machineId: `rollout-${i}`, role: 'rollout', zone: 'az-1', hardwareClass: 'h100x8', gpus: 8, agentAddress: `10.0.0.2${i}:7070`, dpRank: i, weightsAddress: `10.0.0.2${i}:13337` }, 100),
     );
   }
   story.push(msg('TrainingStepStarted', { step: 0, batchId: 'batch-0', startedAt: at() }, 1_000));

@@ -55,6 +55,11 @@ export const MachineRegistered = event(
     gpus: z.int().positive(),
     agentAddress: z.string().min(1),
     dpRank: z.int().nonnegative().nullable(),
+    /**
+     * `host:port` of the agent's UCX weight server (paper §5.2.1). Absent when the machine cannot take part
+     * in weight transfer (the native UCX module is unavailable there): it then neither pulls nor relays.
+     */
+    weightsAddress: z.string().min(1).optional(),
   }),
 );
 

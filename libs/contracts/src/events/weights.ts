@@ -6,6 +6,17 @@ import { Step } from './common';
 const InstanceId = z.string().min(1);
 const Version = z.int().nonnegative();
 
+/**
+ * Where a source holds a version in memory, for one-sided UCX GETs: the base address of its registered
+ * region and the packed remote key (paper §5.2.1 ➀ "the trainer registers its weight buffers"). A puller
+ * unpacks the key on its own endpoint to the source; bucket k lies at the sum of the sizes before it.
+ */
+export const WeightRegion = z.object({
+  address: z.string().regex(/^0x[0-9a-f]+$/, 'a hexadecimal address, e.g. 0x7f3a2c000000'),
+  length: z.int().nonnegative(),
+  rkey: z.base64().min(1),
+});
+
 export const WeightVersionPublished = event(
   'WeightVersionPublished',
   Topics.weights,
@@ -17,7 +28,8 @@ export const WeightVersionPublished = event(
       z.object({ index: z.int().nonnegative(), sizeBytes: z.int().nonnegative(), checksum: z.string().min(1) }),
     ),
     totalBytes: z.int().nonnegative(),
-    sources: z.array(z.object({ instanceId: InstanceId, address: z.string().min(1) })),
+    /** Trainer ranks serving it: `address` is the rank agent's UCX weight server (`host:port`). */
+    sources: z.array(z.object({ instanceId: InstanceId, address: z.string().min(1), region: WeightRegion.optional() })),
   }),
 );
 
@@ -27,7 +39,7 @@ export const WeightPullAssigned = event(
   'WeightPullAssigned',
   Topics.weights,
   'A puller is to fetch one bucket from one source; a source serves a bucket to one puller at a time.',
-  z.object(Pull),
+  z.object({ ...Pull, sourceAddress: z.string().min(1).describe("the source's UCX weight server, host:port") }),
 );
 export const WeightPullCompleted = event(
   'WeightPullCompleted',
@@ -58,4 +70,10 @@ export const WeightVersionRetired = event(
   Topics.weights,
   'No live rollout needs this version any longer.',
   z.object({ version: Version }),
+);
+export const TrainerReleased = event(
+  'TrainerReleased',
+  Topics.weights,
+  'The trainer no longer has to serve a version: in async mode once the first relay holds it whole (paper §5.2.1, training resumes), otherwise once every living rollout does.',
+  z.object({ version: Version, step: Step, reason: z.enum(['first-relay', 'all-rollouts-hold']) }),
 );

@@ -83,7 +83,7 @@ function simulate(seed: number, window: number) {
   };
   const register = () => {
     const machineId = `r-${nextRollout++}`;
-    send(msg(++t, 'MachineRegistered', { machineId, role: 'rollout', zone: 'az', hardwareClass: 'h', gpus: 8, agentAddress: `${machineId}:9000`, dpRank: 0 }));
+    send(msg(++t, 'MachineRegistered', { machineId, role: 'rollout', zone: 'az', hardwareClass: 'h', gpus: 8, agentAddress: `http://${machineId}:8090`, dpRank: 0, weightsAddress: `${machineId}:9000` }));
   };
 
   send(msg(0, 'MachineRegistered', { machineId: 'trainer-0', role: 'trainer', zone: 'az', hardwareClass: 'h', gpus: 8, agentAddress: 'trainer-0:9000', dpRank: 0 }));

@@ -65,9 +65,11 @@ export function schedulePulls(state: WeightRegistryState, window: number): Draft
       );
       if (candidates.length === 0) break;
       candidates.sort((a, b) => a.suspect - b.suspect || (busy.get(a.id) ?? 0) - (busy.get(b.id) ?? 0) || a.rank - b.rank || a.id.localeCompare(b.id));
-      const sourceId = candidates[0].id;
+      const { id: sourceId, address: sourceAddress } = candidates[0];
       const attempt = (state.attempts[attemptKey(version, bucket.index, pullerId)] ?? 0) + 1;
-      out.push(draft('WeightPullAssigned', { pullId: pullIdFor(version, bucket.index, pullerId, attempt), version, bucketIndex: bucket.index, pullerId, sourceId }));
+      out.push(
+        draft('WeightPullAssigned', { pullId: pullIdFor(version, bucket.index, pullerId, attempt), version, bucketIndex: bucket.index, pullerId, sourceId, sourceAddress }),
+      );
       take(pullerId, sourceId, bucket.index, version);
     }
   }
@@ -82,12 +84,17 @@ export function schedulePulls(state: WeightRegistryState, window: number): Draft
  */
 function sourcesOf(state: WeightRegistryState, v: WeightVersion, index: number, rollouts: string[]) {
   const suspect = (id: string) => (v.unreachable.includes(id) ? 1 : 0);
-  const out: Array<{ id: string; rank: number; suspect: number }> = [];
-  for (const r of rollouts) if (holdsBucket(state, r, v.version, index)) out.push({ id: r, rank: 0, suspect: suspect(r) });
+  const out: Array<{ id: string; address: string; rank: number; suspect: number }> = [];
+  for (const r of rollouts) {
+    // liveRollouts only lists machines with a weight server.
+    if (holdsBucket(state, r, v.version, index)) out.push({ id: r, address: state.machines[r].weightsAddress ?? '', rank: 0, suspect: suspect(r) });
+  }
   // A released trainer (paper §5.2.1: async resumes training after the first relay) is asked only for a
   // bucket no living rollout holds.
   if (trainerCanServe(state, v) && (!v.trainerReleased || out.length === 0)) {
-    for (const s of v.sources) if (!isMachineDown(state, s.instanceId)) out.push({ id: s.instanceId, rank: 1, suspect: suspect(s.instanceId) });
+    for (const s of v.sources) {
+      if (!isMachineDown(state, s.instanceId)) out.push({ id: s.instanceId, address: s.address, rank: 1, suspect: suspect(s.instanceId) });
+    }
   }
   return out;
 }

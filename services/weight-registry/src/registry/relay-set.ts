@@ -18,7 +18,8 @@ export const RelaySet = {
     for (const instanceId of liveRollouts(state)) {
       const version = newestWhole(state, instanceId);
       if (version !== undefined && !state.relays[relayKey(instanceId, version)]) {
-        out.push(draft('RelayJoined', { instanceId, version, address: state.machines[instanceId].address }));
+        // A live rollout always has a weight server (liveRollouts), so the address is set.
+        out.push(draft('RelayJoined', { instanceId, version, address: state.machines[instanceId].weightsAddress ?? state.machines[instanceId].address }));
       }
     }
     return out;

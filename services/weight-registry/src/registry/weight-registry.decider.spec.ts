@@ -11,7 +11,7 @@ const eq = (actual: Draft[], expected: readonly Draft[]) => expect(actual).toEqu
 const observe = (message: WeightRegistryInput) => ({ kind: 'observe' as const, message, now: Date.parse(message.occurredAt) });
 
 const register = (machineId: string, s = 0, role: 'rollout' | 'trainer' = 'rollout') =>
-  msg(s, 'MachineRegistered', { machineId, role, zone: 'az-1', hardwareClass: 'h100x8', gpus: 8, agentAddress: `${machineId}:9000`, dpRank: 0 });
+  msg(s, 'MachineRegistered', { machineId, role, zone: 'az-1', hardwareClass: 'h100x8', gpus: 8, agentAddress: `http://${machineId}:8090`, dpRank: 0, weightsAddress: `${machineId}:9000` });
 const publish = (s: number, version: number, opts: { sources?: string[]; buckets?: number; salt?: string } = {}) => {
   const n = opts.buckets ?? 3;
   return msg(s, 'WeightVersionPublished', {
@@ -27,7 +27,15 @@ const rolloutFault = (s: number, machineId: string) =>
 const trainerFault = (s: number, machineId = 'trainer-0') =>
   msg(s, 'FaultConfirmed', { verdictId: `${machineId}/v${s}`, machineId, role: 'trainer', rule: 'trainer-idle', handledAs: 'trainer', machineFaulty: false, detectionLatencyMs: 300_000, evidence: {} });
 const assigned = (version: number, bucketIndex: number, pullerId: string, sourceId: string, attempt = 1) =>
-  draft('WeightPullAssigned', { pullId: `w${version}/b${bucketIndex}/${pullerId}#${attempt}`, version, bucketIndex, pullerId, sourceId });
+  draft('WeightPullAssigned', {
+    pullId: `w${version}/b${bucketIndex}/${pullerId}#${attempt}`,
+    version,
+    bucketIndex,
+    pullerId,
+    sourceId,
+    // Trainer ranks serve from the manifest's address, rollouts from their registered weight server.
+    sourceAddress: sourceId.startsWith('trainer') ? `${sourceId}:7000` : `${sourceId}:9000`,
+  });
 
 /** Drives the decider as the shell does: decide, then fold the input and the drafts; checks redelivery. */
 class Run {
@@ -213,7 +221,10 @@ describe('weight registry: async mode releases the trainer after the first whole
     run.complete('r-0'); // r-0: b1 from trainer; r-1: b0 from r-0; r-2: b0 from trainer
     expect(trainerReleased(run.state, 1)).toBe(false);
     const out = run.complete('r-0');
-    expect(out[0]).toEqual(draft('RelayJoined', { instanceId: 'r-0', version: 1, address: 'r-0:9000' }));
+    expect(out.slice(0, 2)).toEqual([
+      draft('RelayJoined', { instanceId: 'r-0', version: 1, address: 'r-0:9000' }),
+      draft('TrainerReleased', { version: 1, step: 1, reason: 'first-relay' }),
+    ]);
     expect(trainerReleased(run.state, 1)).toBe(true);
     // From here on every new pull is served by a rollout.
     const before = run.log.length;
@@ -228,6 +239,22 @@ describe('weight registry: async mode releases the trainer after the first whole
     run.complete('r-0');
     expect(run.state.relays['r-0@1']).toBeDefined();
     expect(trainerReleased(run.state, 1)).toBe(false);
+    expect(run.log.some((d) => d.type === 'TrainerReleased')).toBe(false);
+    // The last rollout to hold it whole releases the trainer, announced once.
+    expect(run.complete('r-1')).toEqual([
+      draft('RelayJoined', { instanceId: 'r-1', version: 1, address: 'r-1:9000' }),
+      draft('TrainerReleased', { version: 1, step: 1, reason: 'all-rollouts-hold' }),
+    ]);
+    run.send(register('r-2'));
+    run.drain();
+    expect(run.log.filter((d) => d.type === 'TrainerReleased')).toHaveLength(1);
+  });
+
+  it('a rollout registered without a weight server neither pulls nor holds back the release', () => {
+    const noUcx = msg(0, 'MachineRegistered', { machineId: 'r-9', role: 'rollout', zone: 'az-1', hardwareClass: 'h100x8', gpus: 8, agentAddress: 'http://r-9:8090', dpRank: 0 });
+    const run = new Run(D, [register('trainer-0', 0, 'trainer'), register('r-0'), noUcx, publish(1, 1, { buckets: 1 })]);
+    expect(run.log.filter((d) => d.type === 'WeightPullAssigned').map((d) => d.data.pullerId)).toEqual(['r-0']);
+    expect(run.complete('r-0').map((d) => d.type)).toEqual(['RelayJoined', 'TrainerReleased']);
   });
 });
 

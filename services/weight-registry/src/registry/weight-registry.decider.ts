@@ -3,6 +3,7 @@ import { Draft } from '@robustrl/contracts';
 import { abandonments, stalePulls } from './pull-failures';
 import { DEFAULT_PULL_WINDOW, schedulePulls } from './pull-scheduler';
 import { RelaySet } from './relay-set';
+import { releases } from './releases';
 import { DEFAULT_RETAINED_VERSIONS, retirements } from './retention';
 import { evolveWeightRegistry } from './weight-registry.evolve';
 import { initialWeightRegistryState, RegistryFact, WeightRegistryCommand, WeightRegistryEvent, WeightRegistryState } from './weight-registry.state';
@@ -23,10 +24,11 @@ export interface WeightRegistryOptions {
  * next sees the state:
  *   1. RelaySet.joins     — rollouts that now hold a version whole join the relay set
  *   2. RelaySet.leaves    — relays that died, were lent, swapped version or lost a bucket leave it
- *   3. abandonments       — versions nobody can complete any more after a trainer fault are retired
- *   4. stalePulls         — pulls whose source or puller is gone fail (the puller continues elsewhere)
- *   5. retirements        — retention: keep the newest K, retire older ones nobody needs
- *   6. schedulePulls      — give idle pullers their next bucket from a free source
+ *   3. releases           — the trainer no longer has to serve a version: TrainerReleased (once)
+ *   4. abandonments       — versions nobody can complete any more after a trainer fault are retired
+ *   5. stalePulls         — pulls whose source or puller is gone fail (the puller continues elsewhere)
+ *   6. retirements        — retention: keep the newest K, retire older ones nobody needs
+ *   7. schedulePulls      — give idle pullers their next bucket from a free source
  *
  * Because the decisions are a function of the state alone, a redelivered message (whose effects are
  * already folded in) decides nothing again, and pull ids follow from the attempt counters in state.
@@ -41,6 +43,7 @@ export function createWeightRegistryDecider(
   const steps: Array<(s: WeightRegistryState) => Draft[]> = [
     RelaySet.joins,
     RelaySet.leaves,
+    releases,
     abandonments,
     stalePulls,
     (s) => retirements(s, keep),

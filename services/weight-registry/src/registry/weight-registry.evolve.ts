@@ -29,7 +29,15 @@ export function evolveWeightRegistry(state: WeightRegistryState, fact: RegistryF
       if (m && ((m.status === 'alive' && m.role === d.role) || at < m.since)) return state;
       // A (re)joining machine starts with no weights: a replaced rollout pulls the latest (paper §5.2.1 ➂).
       return withoutHoldings(
-        withMachine(state, { machineId: d.machineId, role: d.role, status: 'alive', address: d.agentAddress, reason: 'registered', since: at }),
+        withMachine(state, {
+          machineId: d.machineId,
+          role: d.role,
+          status: 'alive',
+          address: d.agentAddress,
+          weightsAddress: d.weightsAddress ?? null,
+          reason: 'registered',
+          since: at,
+        }),
         d.machineId,
       );
     }
@@ -105,6 +113,7 @@ export function evolveWeightRegistry(state: WeightRegistryState, fact: RegistryF
         status: 'live',
         trainerServing: true,
         trainerReleased: false,
+        releaseAnnounced: false,
         publishedAt: at,
         publicationId,
         unreachable: [],
@@ -193,6 +202,12 @@ export function evolveWeightRegistry(state: WeightRegistryState, fact: RegistryF
       const relays = { ...state.relays };
       delete relays[key];
       return { ...state, relays };
+    }
+
+    case 'TrainerReleased': {
+      const v = state.versions[fact.data.version];
+      if (!v || v.releaseAnnounced) return state;
+      return { ...state, versions: { ...state.versions, [v.version]: { ...v, trainerReleased: true, releaseAnnounced: true } } };
     }
 
     case 'WeightVersionRetired': {

@@ -24,8 +24,9 @@ export const WEIGHT_REGISTRY_INPUT_TYPES = [
   'RelayJoined',
   'RelayLeft',
   'WeightVersionRetired',
+  'TrainerReleased',
 ] as const;
-export const WEIGHT_REGISTRY_OUTPUT_TYPES = ['WeightPullAssigned', 'WeightPullFailed', 'RelayJoined', 'RelayLeft', 'WeightVersionRetired'] as const;
+export const WEIGHT_REGISTRY_OUTPUT_TYPES = ['WeightPullAssigned', 'WeightPullFailed', 'RelayJoined', 'RelayLeft', 'WeightVersionRetired', 'TrainerReleased'] as const;
 
 export type WeightRegistryInputType = (typeof WEIGHT_REGISTRY_INPUT_TYPES)[number];
 export type WeightRegistryInput = MessageOf<WeightRegistryInputType>;
@@ -56,6 +57,8 @@ export interface RegistryMachine {
   role: Role;
   status: 'alive' | 'down';
   address: string;
+  /** The agent's UCX weight server; null: the machine cannot transfer weights, so it neither pulls nor serves. */
+  weightsAddress: string | null;
   /** Why the machine is in its status; a relay that leaves carries it as its reason. */
   reason: string;
   /** When the status was last set (ms): an older redelivered membership event does not undo a newer one. */
@@ -85,6 +88,8 @@ export interface WeightVersion {
    * living rollout holds (last resort, so a lost copy never stalls the version).
    */
   trainerReleased: boolean;
+  /** TrainerReleased was published for it (the decider announces the release exactly once). */
+  releaseAnnounced: boolean;
   publishedAt: number;
   publicationId: string;
   /** Sources a puller's agent reported unreachable for this version; cleared by a pull they complete. */
@@ -134,13 +139,13 @@ export const attemptKey = (version: number, bucketIndex: number, pullerId: strin
 /** Pull ids come from state alone, so a redelivered input that re-runs decide names the same pull. */
 export const pullIdFor = (version: number, bucketIndex: number, pullerId: string, attempt: number) => `w${version}/b${bucketIndex}/${pullerId}#${attempt}`;
 
-export const isLiveRollout = (s: WeightRegistryState, instanceId: string) => {
-  const m = s.machines[instanceId];
-  return m !== undefined && m.role === 'rollout' && m.status === 'alive';
-};
+/** A rollout that takes part in weight transfer: alive and with a weight server (see weightsAddress). */
+const isWeightRollout = (m: RegistryMachine | undefined): m is RegistryMachine =>
+  m !== undefined && m.role === 'rollout' && m.status === 'alive' && m.weightsAddress !== null;
+export const isLiveRollout = (s: WeightRegistryState, instanceId: string) => isWeightRollout(s.machines[instanceId]);
 export const liveRollouts = (s: WeightRegistryState) =>
   Object.values(s.machines)
-    .filter((m) => m.role === 'rollout' && m.status === 'alive')
+    .filter(isWeightRollout)
     .map((m) => m.machineId)
     .sort();
 export const isMachineDown = (s: WeightRegistryState, instanceId: string) => s.machines[machineOf(instanceId)]?.status === 'down';
@@ -172,8 +177,7 @@ export const trainerCanServe = (s: WeightRegistryState, v: WeightVersion) =>
 
 /**
  * Async mode (paper §5.2.1): the trainer resumes training as soon as the first relay holds the version
- * whole. There is no contract for "trainer released" and contracts are not ours to change, so the
- * signal is the version's first RelayJoined (which is what flips this flag in evolve); the shell may
- * ask this query after folding a decision and tell the trainer.
+ * whole; otherwise once every living rollout does. The version's RelayJoined flips the flag in evolve;
+ * the decider then announces it with TrainerReleased (see releases.ts).
  */
 export const trainerReleased = (s: WeightRegistryState, version: number) => s.versions[version]?.trainerReleased ?? false;

@@ -1,0 +1,131 @@
+import { Logger } from '@nestjs/common';
+import { EndpointClosedError, Endpoint, RemoteRegion, UcxWorker } from '@robustrl/ucx';
+import { Catalog, CATALOG_MAX_BYTES, CATALOG_TAG } from './weight-server';
+
+/** Where a source holds a version, usable for GETs: the endpoint and the remote key unpacked on it. */
+export interface SourceRegion {
+  ep: Endpoint;
+  remote: RemoteRegion;
+}
+
+export class SourceNotServingError extends Error {}
+
+/**
+ * The puller's side of the weight servers: one UCX endpoint per source address (connected on first use,
+ * peer error handling on, so a source that dies fails its GETs instead of hanging them), the catalog each
+ * source pushed, and remote keys unpacked per endpoint.
+ */
+export class SourceLinks {
+  private readonly logger = new Logger('source-links');
+  private readonly endpoints = new Map<string, Promise<Endpoint>>();
+  private readonly catalogs = new Map<string, Catalog>();
+  private readonly waiters = new Set<() => void>();
+  private readonly rkeys = new WeakMap<Endpoint, Map<string, RemoteRegion>>();
+  private closed = false;
+
+  constructor(
+    private readonly worker: UcxWorker,
+    private readonly connectTimeoutMs: number,
+  ) {}
+
+  /** Starts receiving catalogs (one receive posted at a time; UCX queues what arrives in between). */
+  start(): void {
+    void this.receiveCatalogs();
+  }
+
+  close(): void {
+    this.closed = true;
+    for (const w of this.waiters) w();
+  }
+
+  async endpointTo(address: string): Promise<Endpoint> {
+    let ep = this.endpoints.get(address);
+    if (!ep) {
+      const { host, port } = parseAddress(address);
+      ep = this.worker.connect(host, port, { timeoutMs: this.connectTimeoutMs }).then((e) => {
+        e.onError(() => this.forget(address));
+        return e;
+      });
+      this.endpoints.set(address, ep);
+      ep.catch(() => this.forget(address));
+    }
+    return ep;
+  }
+
+  /** Closes the link to a source (after it failed a pull), so the next pull from it reconnects. */
+  forget(address: string): void {
+    const ep = this.endpoints.get(address);
+    this.endpoints.delete(address);
+    this.catalogs.delete(address);
+    ep
+      ?.then(async (e) => {
+        if (e.state === 'open') await e.close({ force: true });
+      })
+      .catch(() => undefined);
+  }
+
+  /**
+   * The region of `version` on the source at `address`: from the given descriptor (the trainer's manifest
+   * carries it) or from the catalog the source pushes on connect, waiting up to `waitMs` for it.
+   */
+  async regionOf(address: string, version: number, waitMs: number, descriptor?: { address: string; length: number; rkey: string }): Promise<SourceRegion> {
+    const ep = await this.endpointTo(address);
+    let d = descriptor;
+    if (!d) {
+      const deadline = Date.now() + waitMs;
+      for (;;) {
+        d = this.catalogs.get(address)?.entries.find((e) => e.version === version);
+        if (d) break;
+        if (this.closed) throw new EndpointClosedError('agent is shutting down');
+        if (ep.state !== 'open') throw new EndpointClosedError(`link to ${address} ${ep.state}`);
+        const left = deadline - Date.now();
+        if (left <= 0) throw new SourceNotServingError(`${address} does not serve version ${version} (no catalog entry within ${waitMs} ms)`);
+        await this.nextCatalog(Math.min(left, 250));
+      }
+    }
+    let keys = this.rkeys.get(ep);
+    if (!keys) this.rkeys.set(ep, (keys = new Map()));
+    const cacheKey = `${version}|${d.address}|${d.rkey}`;
+    let remote = keys.get(cacheKey);
+    if (!remote) {
+      remote = ep.remoteRegion({ address: BigInt(d.address), length: d.length, rkey: Buffer.from(d.rkey, 'base64') });
+      keys.set(cacheKey, remote);
+    }
+    return { ep, remote };
+  }
+
+  private nextCatalog(timeoutMs: number): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.waiters.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, timeoutMs);
+      this.waiters.add(done);
+    });
+  }
+
+  private async receiveCatalogs(): Promise<void> {
+    while (!this.closed) {
+      try {
+        const m = await this.worker.recvTag(CATALOG_TAG, { maxLength: CATALOG_MAX_BYTES });
+        const catalog = JSON.parse(m.data.toString('utf8')) as Catalog;
+        if (typeof catalog.from !== 'string' || !Array.isArray(catalog.entries)) throw new Error('malformed catalog');
+        // Only sources we are linked to: a catalog from a link we already dropped is stale.
+        if (this.endpoints.has(catalog.from)) this.catalogs.set(catalog.from, catalog);
+        for (const w of [...this.waiters]) w();
+      } catch (err) {
+        if (this.closed || err instanceof EndpointClosedError) return;
+        this.logger.warn(`ignoring a catalog message: ${err instanceof Error ? err.message : String(err)}`);
+      }
+    }
+  }
+}
+
+export function parseAddress(address: string): { host: string; port: number } {
+  const i = address.lastIndexOf(':');
+  const port = Number(address.slice(i + 1));
+  if (i <= 0 || !Number.isInteger(port) || port <= 0 || port > 65535) throw new Error(`not a weight server address (host:port): ${address}`);
+  return { host: address.slice(0, i), port };
+}

@@ -1,0 +1,116 @@
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { InProcessBus } from '@robustrl/bus';
+import { createMessage, DataOf, MessageOf, RobustrlMessage, Topics } from '@robustrl/contracts';
+import { ucxInfo } from '@robustrl/ucx';
+import { eventually } from '../../../../test/support/eventually';
+import { bucketChecksum } from './bucket-layout';
+import { WeightPlane } from './weight-plane';
+
+/**
+ * Three weight planes in one process, each with its own UCX worker and server, talking over real UCX
+ * (tcp loopback, peer error handling). The test plays the registry: it publishes the assignments.
+ */
+const JOB = 'job-plane';
+const KiB = 1024;
+const SIZES = [64 * KiB, 256 * KiB, 1 * KiB, 512 * KiB];
+const describeUcx = ucxInfo().available ? describe : describe.skip;
+
+describeUcx('weight plane over real UCX (trainer → rollout → relay)', () => {
+  // A directory of our own stands in for /dev/shm (the layout and naming are the same).
+  const shm = mkdtempSync(join(tmpdir(), 'robustrl-shm-'));
+  const bus = new InProcessBus();
+  const seen: RobustrlMessage[] = [];
+  const planes: WeightPlane[] = [];
+  const limits = { chunkBytes: 128 * KiB, maxBytesPerSecond: 0, opTimeoutMs: 5_000, catalogWaitMs: 3_000 };
+  const emitFrom = (machineId: string) => async <T extends 'WeightVersionPublished' | 'WeightPullCompleted' | 'WeightPullFailed'>(type: T, data: DataOf<T>) => {
+    const m = createMessage(type, data, { jobId: JOB, source: `agent/${machineId}`, occurredAt: new Date().toISOString() });
+    await bus.publish(m as RobustrlMessage);
+    return m.eventId;
+  };
+  const plane = (machineId: string) => {
+    const p = new WeightPlane({ jobId: JOB, machineId, bindHost: '127.0.0.1', port: 0, advertiseHost: '127.0.0.1', shmDir: shm, limits }, bus, emitFrom(machineId));
+    planes.push(p);
+    return p;
+  };
+  const trainer = plane('trainer-0');
+  const rollout = plane('rollout-0');
+  const relayPuller = plane('rollout-1');
+  const weights = Buffer.alloc(SIZES.reduce((a, b) => a + b, 0));
+  for (let i = 0; i < weights.length; i++) weights[i] = (i * 2654435761) >>> 24;
+  let pullSeq = 0;
+
+  const outcomeOf = (pullId: string) => eventually(`outcome of ${pullId}`, () => seen.find((m) => (m.type === 'WeightPullCompleted' || m.type === 'WeightPullFailed') && (m.data as { pullId: string }).pullId === pullId) as MessageOf<'WeightPullCompleted' | 'WeightPullFailed'> | undefined, 15_000);
+  async function assign(version: number, bucketIndex: number, puller: WeightPlane & { address: string | null }, pullerId: string, source: { id: string; plane: WeightPlane }) {
+    const pullId = `w${version}/b${bucketIndex}/${pullerId}#${++pullSeq}`;
+    await bus.publish(createMessage('WeightPullAssigned', { pullId, version, bucketIndex, pullerId, sourceId: source.id, sourceAddress: source.plane.address! }, { jobId: JOB, source: 'registry', occurredAt: new Date().toISOString() }) as RobustrlMessage);
+    return outcomeOf(pullId);
+  }
+
+  beforeAll(async () => {
+    await bus.subscribe({ groupId: 'observer', topics: [Topics.weights], handler: async (d) => void seen.push(d.message) });
+    for (const p of planes) expect(await p.start()).toMatch(/^127\.0\.0\.1:\d+$/);
+    writeFileSync(join(shm, 'trainer-v1'), weights);
+  });
+  afterAll(async () => {
+    for (const p of planes) await p.stop();
+    await bus.close();
+    rmSync(shm, { recursive: true, force: true });
+  });
+
+  it('the trainer publishes a manifest: sha256 per bucket, its weight server and region with the packed key', async () => {
+    const res = await trainer.publish({ version: 1, step: 7, shmName: 'trainer-v1', bucketSizes: SIZES });
+    const manifest = await eventually('manifest', () => seen.find((m): m is MessageOf<'WeightVersionPublished'> => m.type === 'WeightVersionPublished'));
+    let offset = 0;
+    const expected = SIZES.map((n) => bucketChecksum(weights.subarray(offset, (offset += n))));
+    expect(res.checksums).toEqual(expected);
+    expect(manifest.data).toMatchObject({ version: 1, step: 7, totalBytes: weights.length, buckets: SIZES.map((sizeBytes, index) => ({ index, sizeBytes, checksum: expected[index] })) });
+    expect(manifest.data.sources).toEqual([{ instanceId: 'trainer-0', address: trainer.address, region: { address: expect.stringMatching(/^0x[0-9a-f]+$/), length: weights.length, rkey: expect.any(String) } }]);
+  });
+
+  it('a rollout pulls every bucket from the trainer into its /dev/shm staging file, byte-exact', async () => {
+    for (let b = 0; b < SIZES.length; b++) {
+      const outcome = await assign(1, b, rollout, 'rollout-0', { id: 'trainer-0', plane: trainer });
+      expect(outcome.type).toBe('WeightPullCompleted');
+    }
+    const latest = rollout.latest()!;
+    expect(latest).toMatchObject({ version: 1, step: 7, kind: 'pulled', totalBytes: weights.length });
+    expect(readFileSync(latest.path).equals(weights)).toBe(true);
+  });
+
+  it('another rollout pulls a bucket from that rollout (a relay, found through its catalog)', async () => {
+    const outcome = await assign(1, 1, relayPuller, 'rollout-1', { id: 'rollout-0', plane: rollout });
+    expect(outcome).toMatchObject({ type: 'WeightPullCompleted', data: { sourceId: 'rollout-0', bytes: SIZES[1] } });
+    expect(relayPuller.status().versions).toEqual([expect.objectContaining({ version: 1, heldBuckets: 1, totalBuckets: 4, complete: false })]);
+  });
+
+  it('bytes that do not match the manifest fail the pull with a checksum reason (the registry re-pulls)', async () => {
+    // The trainer's memory changes under the published manifest (a torn write): bucket 2 no longer matches.
+    const path = join(shm, 'trainer-v1');
+    const corrupt = Buffer.from(weights);
+    corrupt[SIZES[0] + SIZES[1] + 5] ^= 0xff;
+    writeFileSync(path, corrupt);
+    const outcome = await assign(1, 2, relayPuller, 'rollout-1', { id: 'trainer-0', plane: trainer });
+    expect(outcome.type).toBe('WeightPullFailed');
+    expect((outcome.data as { reason: string }).reason).toMatch(/^checksum mismatch on bucket 2: expected sha256:[0-9a-f]{64}, got sha256:[0-9a-f]{64}$/);
+    writeFileSync(path, weights);
+  });
+
+  it('a trainer whose process died stops serving at once: the pull fails, blaming the source', async () => {
+    await trainer.withdrawPublished('the trainer process was killed by SIGKILL');
+    const outcome = await assign(1, 3, relayPuller, 'rollout-1', { id: 'trainer-0', plane: trainer });
+    expect(outcome.type).toBe('WeightPullFailed');
+    expect((outcome.data as { reason: string }).reason).toMatch(/^source 127\.0\.0\.1:\d+ (unreachable|does not serve)/);
+    // The relay still serves it.
+    expect((await assign(1, 3, relayPuller, 'rollout-1', { id: 'rollout-0', plane: rollout })).type).toBe('WeightPullCompleted');
+  });
+
+  it('a retired version is dropped: the staging file goes, the copy is no longer offered', async () => {
+    const path = rollout.latest()!.path;
+    await bus.publish(createMessage('WeightVersionRetired', { version: 1 }, { jobId: JOB, source: 'registry', occurredAt: new Date().toISOString() }) as RobustrlMessage);
+    await eventually('staging removed', () => (existsSync(path) ? undefined : true));
+    expect(rollout.status().versions).toEqual([]);
+    expect(rollout.latest()).toBeNull();
+  });
+});

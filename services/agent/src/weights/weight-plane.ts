@@ -1,0 +1,331 @@
+import { existsSync, readdirSync, unlinkSync } from 'node:fs';
+import { join } from 'node:path';
+import { Logger } from '@nestjs/common';
+import { Delivery, MessageBus, Subscription } from '@robustrl/bus';
+import { DataOf, MessageOf, Topics } from '@robustrl/contracts';
+import { isAvailable, MemoryRegion, ucxInfo, UcxWorker } from '@robustrl/ucx';
+import { BucketSpan, bucketChecksum, bucketLayout } from './bucket-layout';
+import { pullBucket, PullLimits } from './bucket-puller';
+import { SourceLinks } from './source-links';
+import { WeightServer } from './weight-server';
+
+export interface WeightPlaneConfig {
+  jobId: string;
+  machineId: string;
+  /** UCX listener: bind host, port (0: any free port) and the host pullers use to reach it. */
+  bindHost: string;
+  port: number;
+  advertiseHost: string;
+  /** Where the named shared-memory regions live (`/dev/shm`). */
+  shmDir: string;
+  limits: PullLimits;
+}
+
+type WeightInput = MessageOf<'WeightVersionPublished' | 'WeightPullAssigned' | 'WeightVersionRetired' | 'TrainerReleased'>;
+type Emit = <T extends 'WeightVersionPublished' | 'WeightPullCompleted' | 'WeightPullFailed'>(type: T, data: DataOf<T>, cause?: WeightInput) => Promise<string>;
+
+/** A version in this machine's memory: published by the local trainer, or pulled (possibly still partial). */
+interface HeldCopy {
+  version: number;
+  kind: 'published' | 'pulled';
+  path: string;
+  region: MemoryRegion;
+  buckets: BucketSpan[];
+  held: Set<number>;
+}
+
+export class WeightTransferUnavailableError extends Error {}
+
+/**
+ * The agent's half of weight synchronisation (paper §5.2.1, §5.2.2). The registry decides who pulls what
+ * from whom; this carries it out on the machine:
+ *   - trainer: the framework writes a version into a named `/dev/shm` region and calls `publish`; the agent
+ *     maps that memory (zero copy), checksums each bucket and publishes the manifest with its region;
+ *   - rollout: each WeightPullAssigned addressed here GETs one bucket into the version's staging region
+ *     (itself a `/dev/shm` file the framework reads once the version is whole), verifies it and reports;
+ *   - both serve what they hold through the UCX weight server, so a rollout relays from its first bucket.
+ * Without the native UCX module every entry point refuses with the module's reason.
+ */
+export class WeightPlane {
+  private readonly logger: Logger;
+  private worker?: UcxWorker;
+  private server?: WeightServer;
+  private links?: SourceLinks;
+  private subscription?: Subscription;
+  private readonly manifests = new Map<number, DataOf<'WeightVersionPublished'>>();
+  private readonly copies = new Map<number, HeldCopy>();
+  private readonly released = new Set<number>();
+  private queue: Promise<void> = Promise.resolve();
+  private readonly startedAt = Date.now();
+  private stopping = false;
+  address: string | null = null;
+
+  constructor(
+    private readonly config: WeightPlaneConfig,
+    private readonly bus: MessageBus,
+    private readonly emit: Emit,
+  ) {
+    this.logger = new Logger(`weights/${config.machineId}`);
+  }
+
+  get available(): boolean {
+    return isAvailable();
+  }
+  get unavailableReason(): string {
+    return `weight transfer unavailable on ${this.config.machineId}: ${ucxInfo().reason ?? 'unknown reason'}`;
+  }
+
+  /** Starts the weight server and follows the weights topic; returns the advertised address, or null without UCX. */
+  async start(): Promise<string | null> {
+    if (!this.available) {
+      this.logger.warn(`${this.unavailableReason}; this machine will neither pull nor serve weights`);
+      return null;
+    }
+    this.removeStaleStaging();
+    this.worker = new UcxWorker();
+    this.server = new WeightServer(this.worker);
+    this.address = this.server.listen(this.config.bindHost, this.config.port, this.config.advertiseHost);
+    this.links = new SourceLinks(this.worker, Math.min(this.config.limits.opTimeoutMs, 10_000));
+    this.links.start();
+    // From the beginning: a machine that joins late needs the manifests published before it came.
+    this.subscription = await this.bus.subscribe({
+      groupId: `robustrl-agent-${this.config.machineId}-weights-${this.startedAt}`,
+      topics: [Topics.weights],
+      types: ['WeightVersionPublished', 'WeightPullAssigned', 'WeightVersionRetired', 'TrainerReleased'],
+      fromBeginning: true,
+      handler: (d) => this.onWeightMessage(d as Delivery<WeightInput>),
+    });
+    this.logger.log(`weight server on ${this.address} (UCX ${ucxInfo().version})`);
+    return this.address;
+  }
+
+  async stop(): Promise<void> {
+    this.stopping = true;
+    await this.subscription?.close();
+    await this.queue.catch(() => undefined);
+    this.links?.close();
+    this.server?.close();
+    for (const copy of this.copies.values()) this.release(copy);
+    this.copies.clear();
+    this.worker?.close();
+  }
+
+  // ── trainer side ───────────────────────────────────────────────────────────────────────────────
+  /**
+   * The framework wrote version `version` into `<shmDir>/<shmName>`, buckets back to back with these
+   * sizes. Maps it, checksums it, serves it and publishes the manifest (paper §5.2.1 ➀).
+   */
+  async publish(req: { version: number; step: number; shmName: string; bucketSizes: number[] }): Promise<{ eventId: string; totalBytes: number; checksums: string[] }> {
+    const { worker, server } = this.ready();
+    if (!/^[A-Za-z0-9._-]+$/.test(req.shmName)) throw new RangeError(`shmName must be a plain file name in ${this.config.shmDir}, got ${JSON.stringify(req.shmName)}`);
+    const path = join(this.config.shmDir, req.shmName);
+    if (!existsSync(path)) throw new RangeError(`no shared-memory region ${path}: write the weights there first`);
+    const { buckets, totalBytes } = bucketLayout(req.bucketSizes);
+    if (totalBytes === 0) throw new RangeError('a version needs at least one non-empty bucket');
+    const old = this.copies.get(req.version);
+    const region = worker.mapFile(path, totalBytes);
+    const bytes = region.buffer as Buffer;
+    const checksums = buckets.map((b) => bucketChecksum(bytes.subarray(b.offset, b.offset + b.sizeBytes)));
+    this.copies.set(req.version, { version: req.version, kind: 'published', path, region, buckets, held: new Set(buckets.map((b) => b.index)) });
+    const entry = server.offer(req.version, region);
+    if (old) this.release(old);
+    this.released.delete(req.version);
+    const eventId = await this.emit('WeightVersionPublished', {
+      version: req.version,
+      step: req.step,
+      buckets: buckets.map((b, i) => ({ index: b.index, sizeBytes: b.sizeBytes, checksum: checksums[i] })),
+      totalBytes,
+      sources: [{ instanceId: this.config.machineId, address: server.advertisedAddress, region: { address: entry.address, length: entry.length, rkey: entry.rkey } }],
+    });
+    this.logger.log(`published version ${req.version} (step ${req.step}, ${buckets.length} buckets, ${totalBytes} bytes) from ${path}`);
+    return { eventId, totalBytes, checksums };
+  }
+
+  /**
+   * The trainer process died: what it left in shared memory may be half written, and the paper's rule is
+   * that pullers drop partial copies and wait for the recovered trainer (§5.2.2). Stop serving at once —
+   * closing every endpoint fails in-flight GETs immediately — then let the memory go.
+   */
+  async withdrawPublished(reason: string): Promise<void> {
+    const published = [...this.copies.values()].filter((c) => c.kind === 'published');
+    if (!published.length || !this.server) return;
+    this.logger.warn(`withdrawing versions ${published.map((c) => c.version).join(', ')}: ${reason}`);
+    await this.server.withdraw(published.map((c) => c.version), { disconnect: true });
+    for (const c of published) {
+      this.copies.delete(c.version);
+      this.release(c);
+    }
+  }
+
+  /** This machine changes role (lent to the trainer): its rollout copies are no longer served. */
+  async dropPulled(reason: string): Promise<void> {
+    const pulled = [...this.copies.values()].filter((c) => c.kind === 'pulled');
+    if (!pulled.length || !this.server) return;
+    this.logger.log(`dropping copies of versions ${pulled.map((c) => c.version).join(', ')}: ${reason}`);
+    await this.server.withdraw(pulled.map((c) => c.version), { disconnect: true });
+    for (const c of pulled) {
+      this.copies.delete(c.version);
+      this.release(c);
+    }
+  }
+
+  // ── queries for the framework ──────────────────────────────────────────────────────────────────
+  status() {
+    return {
+      available: this.available,
+      reason: this.available ? null : this.unavailableReason,
+      address: this.address,
+      versions: [...this.copies.values()]
+        .sort((a, b) => a.version - b.version)
+        .map((c) => ({
+          version: c.version,
+          kind: c.kind,
+          path: c.path,
+          heldBuckets: c.held.size,
+          totalBuckets: c.buckets.length,
+          complete: c.held.size === c.buckets.length,
+          trainerReleased: this.released.has(c.version),
+        })),
+    };
+  }
+
+  /** The newest version this machine holds whole, for the framework to load (paper §5.2.1 ➃). */
+  latest() {
+    this.ready();
+    const whole = [...this.copies.values()].filter((c) => c.held.size === c.buckets.length).sort((a, b) => b.version - a.version)[0];
+    if (!whole) return null;
+    const m = this.manifests.get(whole.version);
+    return { version: whole.version, step: m?.step ?? null, kind: whole.kind, path: whole.path, totalBytes: whole.region.length, buckets: m?.buckets ?? [] };
+  }
+
+  versionStatus(version: number) {
+    const c = this.copies.get(version);
+    return c ? this.status().versions.find((v) => v.version === version)! : { version, trainerReleased: this.released.has(version), heldBuckets: 0 };
+  }
+
+  // ── the weights topic ──────────────────────────────────────────────────────────────────────────
+  private async onWeightMessage(delivery: Delivery<WeightInput>): Promise<void> {
+    const m = delivery.message;
+    if (m.jobId !== this.config.jobId || this.stopping) return;
+    switch (m.type) {
+      case 'WeightVersionPublished':
+        this.manifests.set(m.data.version, m.data);
+        return;
+      case 'TrainerReleased':
+        this.released.add(m.data.version);
+        return;
+      case 'WeightVersionRetired':
+        return this.retire(m.data.version);
+      case 'WeightPullAssigned': {
+        if (m.data.pullerId !== this.config.machineId) return;
+        // Replayed from the beginning: assignments to an earlier incarnation of this machine are void
+        // (the registry forgot its holdings when it registered again).
+        if (Date.parse(m.occurredAt) < this.startedAt) return;
+        // One bucket at a time, in order (the registry's window); the handler returns at once so the
+        // subscription keeps reading (a retirement must not wait behind a slow pull).
+        this.queue = this.queue.then(() => this.execute(m)).catch((err) => this.logger.error(`pull ${m.data.pullId}: ${String(err)}`));
+        return;
+      }
+    }
+  }
+
+  private async execute(a: MessageOf<'WeightPullAssigned'>): Promise<void> {
+    const d = a.data;
+    const { pullId, version, bucketIndex, pullerId, sourceId } = d;
+    const fail = (reason: string) => this.emit('WeightPullFailed', { pullId, version, bucketIndex, pullerId, sourceId, reason }, a);
+    const manifest = this.manifests.get(version);
+    if (!manifest) return void (await fail(`no manifest of version ${version} seen by ${pullerId}`));
+    const bucket = bucketLayout(manifest.buckets.map((b) => b.sizeBytes)).buckets[bucketIndex];
+    const spec = manifest.buckets.find((b) => b.index === bucketIndex);
+    if (!bucket || !spec) return void (await fail(`version ${version} has no bucket ${bucketIndex}`));
+    const copy = this.stagingFor(version, manifest);
+    const source = manifest.sources.find((s) => s.instanceId === sourceId);
+    const outcome = await pullBucket(
+      this.links!,
+      copy.region,
+      { version, bucket, checksum: spec.checksum, sourceAddress: d.sourceAddress, sourceRegion: source?.address === d.sourceAddress ? source.region : undefined },
+      this.config.limits,
+      () => this.stopping || this.copies.get(version) !== copy,
+    );
+    // Retired while pulling: the copy is gone; the registry already failed this pull.
+    if (this.copies.get(version) !== copy) return;
+    if (!outcome.ok) {
+      this.logger.warn(`pull ${pullId} from ${sourceId} failed: ${outcome.reason}`);
+      return void (await fail(outcome.reason));
+    }
+    copy.held.add(bucketIndex);
+    await this.emit('WeightPullCompleted', { pullId, version, bucketIndex, pullerId, sourceId, bytes: outcome.bytes, durationMs: outcome.durationMs }, a);
+    if (copy.held.size === copy.buckets.length) this.logger.log(`holds version ${version} whole (${copy.region.length} bytes in ${copy.path})`);
+  }
+
+  /** The staging region of a version being pulled: a `/dev/shm` file, served from its first bucket on. */
+  private stagingFor(version: number, manifest: DataOf<'WeightVersionPublished'>): HeldCopy {
+    const existing = this.copies.get(version);
+    if (existing) return existing;
+    const { worker, server } = this.ready();
+    const { buckets, totalBytes } = bucketLayout(manifest.buckets.map((b) => b.sizeBytes));
+    const path = join(this.config.shmDir, this.stagingPrefix() + version);
+    const region = worker.mapFile(path, totalBytes, { create: true });
+    const copy: HeldCopy = { version, kind: 'pulled', path, region, buckets, held: new Set() };
+    this.copies.set(version, copy);
+    server.offer(version, region);
+    return copy;
+  }
+
+  private async retire(version: number): Promise<void> {
+    this.manifests.delete(version);
+    this.released.delete(version);
+    const copy = this.copies.get(version);
+    if (!copy) return;
+    this.copies.delete(version);
+    await this.server?.withdraw([version], { disconnect: false });
+    this.logger.log(`version ${version} retired: dropping the ${copy.held.size === copy.buckets.length ? 'whole' : 'partial'} copy`);
+    this.release(copy);
+  }
+
+  /**
+   * Lets a copy's memory go. Unmapping waits a grace period: a puller may still be finishing a GET with the
+   * old key (the registry has moved on, the network has not). Our own staging file is removed at once;
+   * a process that mapped it keeps its pages. The trainer's file belongs to the framework and stays.
+   */
+  private release(copy: HeldCopy): void {
+    if (copy.kind === 'pulled') {
+      try {
+        unlinkSync(copy.path);
+      } catch {
+        /* already gone */
+      }
+    }
+    const unmap = () => {
+      try {
+        copy.region.unmap();
+      } catch {
+        /* the worker is closed: its mappings went with it */
+      }
+    };
+    if (this.stopping) unmap();
+    else setTimeout(unmap, UNMAP_GRACE_MS).unref();
+  }
+
+  private stagingPrefix(): string {
+    return `robustrl-${safeName(this.config.jobId)}-${safeName(this.config.machineId)}-v`;
+  }
+
+  /** Staging files of an earlier incarnation of this machine: the registry will have us pull again. */
+  private removeStaleStaging(): void {
+    const prefix = this.stagingPrefix();
+    try {
+      for (const name of readdirSync(this.config.shmDir)) if (name.startsWith(prefix)) unlinkSync(join(this.config.shmDir, name));
+    } catch (err) {
+      this.logger.warn(`could not clean ${this.config.shmDir}: ${String(err)}`);
+    }
+  }
+
+  private ready(): { worker: UcxWorker; server: WeightServer } {
+    if (!this.worker || !this.server) throw new WeightTransferUnavailableError(this.available ? 'weight plane not started' : this.unavailableReason);
+    return { worker: this.worker, server: this.server };
+  }
+}
+
+const UNMAP_GRACE_MS = 10_000;
+const safeName = (s: string) => s.replace(/[^A-Za-z0-9._-]/g, '_');
