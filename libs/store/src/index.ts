@@ -6,3 +6,4 @@ export * from './migrations';
 export * from './pglite/pglite-pool';
 export * from './inbox';
 export * from './outbox';
+export * from './scratch-database';

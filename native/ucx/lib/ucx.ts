@@ -13,6 +13,10 @@ import * as path from 'node:path';
 interface NativeInfo {
   available: boolean;
   version: string | null;
+  /**
+   * Whether UCX, configured from the environment, can register CUDA memory (mapDevice): the
+   * UCS_MEMORY_TYPE_CUDA bit of ucp_context_query(UCP_ATTR_FIELD_MEMORY_TYPES) on a probe context.
+   */
   cudaSupported: boolean;
   reason: string | null;
 }
@@ -25,6 +29,7 @@ interface NativeMapping {
   readonly length: number;
   readonly mapped: boolean;
   readonly buffer: ArrayBuffer | ArrayBufferView | null;
+  readonly memoryType: MemoryType;
   packRkey(): Buffer;
   unmap(): void;
 }
@@ -38,6 +43,7 @@ interface NativeEndpoint {
   close(force: boolean): Promise<void>;
   onError(cb: ((err: Error) => void) | null): void;
   printInfo(): string;
+  failPeer(status: number): void;
 }
 interface NativeListener {
   readonly port: number;
@@ -52,6 +58,9 @@ interface NativeWorker {
   address(): Buffer;
   map(buf: ArrayBufferView | ArrayBuffer): NativeMapping;
   mapAlloc(length: number): NativeMapping;
+  mapFile(path: string, length: number, create: boolean): NativeMapping;
+  mapDevice(address: bigint, length: number, memoryType: 'cuda'): NativeMapping;
+  cudaSupported(): boolean;
   recvTag(tag: bigint, mask: bigint, buffer: Buffer, timeoutMs: number): Promise<{ data: Buffer; length: number; senderTag: bigint }>;
   close(): void;
 }
@@ -142,7 +151,7 @@ function load(): UcxInfo {
     available: false,
     version: null,
     cudaSupported: false,
-    reason: `native UCX addon could not be loaded (build it with \`npx node-gyp rebuild --nodedir=/usr\` in native/ucx): ${errors.join('; ')}`,
+    reason: `native UCX addon could not be loaded (rebuild it with \`npm run build:native -w @robustrl/ucx\`; UCX itself: \`bash deploy/local/ucx.sh install\`): ${errors.join('; ')}`,
     addonPath: null,
   };
   return loadInfo;
@@ -172,6 +181,8 @@ export type EndpointState = 'open' | 'failed' | 'closing' | 'closed';
  * not report peer failures on this endpoint; see UcxWorker.connectRma for how that is covered.
  */
 export type ErrorHandlingMode = 'peer' | 'none';
+/** Where a MemoryRegion's memory lives: host memory, or device memory registered by mapDevice. */
+export type MemoryType = 'host' | 'cuda';
 /** Default tag of the worker-address message exchanged by sendWorkerAddress / connectRma. */
 export const WORKER_ADDRESS_TAG = 0xffff_ff00_0000_0001n;
 export interface OpOptions {
@@ -190,6 +201,13 @@ export interface WorkerStats {
   wakeups: number;
   progressCalls: number;
   pendingOps: number;
+  /**
+   * Of pendingOps: operations already rejected whose UCX request will likely never complete
+   * (errorHandling 'none' endpoint closed while its peer was dead). They keep their buffers and
+   * regions referenced (a region's unmap() stays deferred) until worker.close(), but no longer keep
+   * the process alive.
+   */
+  orphanedOps: number;
   endpoints: number;
   mappings: number;
   listeners: number;
@@ -224,10 +242,18 @@ export class RemoteKey {
   }
 }
 
-/** A registered (ucp_mem_map'ed) host buffer. The JS buffer is kept alive until unmap(). */
+/**
+ * A registered (ucp_mem_map'ed) memory range. `buffer` is the host view of it: the Buffer passed to
+ * map() (kept alive until unmap()), a Buffer over UCX's memory (mapAlloc) or over the file mapping
+ * (mapFile), both detached (length 0) by unmap(), or an empty Buffer for device memory (mapDevice).
+ */
 export class MemoryRegion {
   /** @internal */
   constructor(readonly native: NativeMapping, readonly buffer: ArrayBufferView | ArrayBuffer) {}
+  /** 'host', or 'cuda' for a region from mapDevice */
+  get memoryType(): MemoryType {
+    return this.native.memoryType;
+  }
   get address(): bigint {
     return this.native.address;
   }
@@ -294,6 +320,15 @@ export class Endpoint {
   addFailureListener(f: (err: PeerUnreachableError) => void): void {
     this.failureListeners.push(f);
     this.installHandler();
+  }
+  /**
+   * @internal used by connectRma: the control endpoint to the same peer failed. This endpoint then
+   * fails the same way (state 'failed' -> closed, onError fires with the control endpoint's code) and
+   * its pending operations reject with PeerUnreachableError, also with errorHandling 'none', where
+   * UCX itself reports nothing.
+   */
+  failFromControl(err: UcxError): void {
+    this.native.failPeer(err.status);
   }
   unpackRkey(packed: Uint8Array): RemoteKey {
     return wrapSync(() => new RemoteKey(this.native.unpackRkey(packed)));
@@ -403,8 +438,11 @@ export class UcxWorker {
   /**
    * Client side: receive the peer's worker address (sent by its sendWorkerAddress on `tag`) and open a
    * second endpoint from it for RMA; `control` (the sockaddr endpoint) keeps carrying tag messages.
-   * With errorHandling 'none' (shared memory on UCX 1.13) the RMA endpoint is force-closed when the
-   * control endpoint fails, so pending GET/PUTs on it reject with EndpointClosedError. Use one tag per
+   * When the control endpoint reports a peer failure, the RMA endpoint fails with it: its onError
+   * fires, it is force-closed and its pending GET/PUTs reject with PeerUnreachableError. This is the
+   * only peer-failure detection an errorHandling 'none' endpoint (shared memory on UCX 1.13) has;
+   * the control endpoint's keepalive (KEEPALIVE_INTERVAL, 1 s by default) and the tcp connection
+   * reset bound it. A peer that hangs without dying is not detected: pass timeoutMs. Use one tag per
    * peer if several peers may send their addresses concurrently.
    */
   async connectRma(control: Endpoint, opts: OpOptions & { tag?: bigint; errorHandling?: ErrorHandlingMode } = {}): Promise<Endpoint> {
@@ -414,9 +452,7 @@ export class UcxWorker {
       await rma.close({ force: true }).catch(() => {});
       throw new EndpointClosedError('control endpoint failed or closed while the RMA endpoint was being created');
     }
-    control.addFailureListener(() => {
-      if (rma.state === 'open') rma.close({ force: true }).catch(() => {});
-    });
+    control.addFailureListener((err) => rma.failFromControl(err));
     return rma;
   }
   /** Register a host buffer (ucp_mem_map). The buffer object is referenced until unmap()/close(). */
@@ -434,6 +470,39 @@ export class UcxWorker {
       const n = this.native.mapAlloc(length);
       return new MemoryRegion(n, Buffer.from(n.buffer as ArrayBuffer));
     });
+  }
+  /**
+   * Map a file (typically `/dev/shm/<name>`, written by another process) MAP_SHARED and register it
+   * (ucp_mem_map of the mapping; UCX allocates nothing). `region.buffer` is a Buffer over the mapping:
+   * writes are visible to every process that maps the file. The file must hold at least `length`
+   * bytes; with `create` it is created (mode 0600) if missing and grown to `length` if shorter (never
+   * shrunk). unmap() (deferred while operations are in flight) deregisters, detaches the Buffer
+   * (length 0 after) and munmaps. The file itself is left in place.
+   * Errors: UcxError with code 'ENOENT' / 'EACCES' / ... (errno name; `cause` has errno, syscall,
+   * path); RangeError when the file is shorter than `length` and `create` is not set; TypeError for a
+   * path that is not a regular file.
+   * Transport: UCX 1.13 registers such memory with the cma/tcp mds only (like map()), so a same-host
+   * peer's GET from it on an errorHandling 'none' endpoint is served by this worker (AM over shared
+   * memory), not one-sided; see README "Shared memory: findings".
+   */
+  mapFile(path: string, length: number, opts: { create?: boolean } = {}): MemoryRegion {
+    return wrapSync(() => {
+      const n = this.native.mapFile(path, length, opts.create ?? false);
+      return new MemoryRegion(n, Buffer.from(n.buffer as ArrayBuffer));
+    });
+  }
+  /**
+   * Register device memory that the caller allocated (e.g. a CUDA tensor's data pointer) for GET/PUT,
+   * with ucp_mem_map(memory_type CUDA). The caller keeps the allocation alive until unmap(). Throws
+   * UcxUnavailableError when this worker's UCX context cannot register CUDA memory (see
+   * cudaSupported). `region.buffer` is an empty Buffer: device memory has no host view.
+   */
+  mapDevice(address: bigint, length: number, memoryType: 'cuda'): MemoryRegion {
+    return wrapSync(() => new MemoryRegion(this.native.mapDevice(address, length, memoryType), Buffer.alloc(0)));
+  }
+  /** Whether this worker's UCX context can register CUDA memory (UCP_ATTR_FIELD_MEMORY_TYPES). */
+  get cudaSupported(): boolean {
+    return wrapSync(() => this.native.cudaSupported());
   }
   /** Tagged receive of a message matching (senderTag & mask) === (tag & mask). */
   async recvTag(tag: bigint, opts: OpOptions & { mask?: bigint; maxLength?: number; buffer?: Buffer } = {}): Promise<TagMessage> {

@@ -14,8 +14,9 @@ static Napi::Value Info(const Napi::CallbackInfo& info) {
   o.Set("cudaSupported", Napi::Boolean::New(env, false));
   o.Set("reason", Napi::String::New(env,
       UCX_STUB_REASON ": the native module was compiled as a stub because pkg-config could not find "
-      "'ucx' (install libucx-dev, or the libucx-cu12 wheel on GPU machines, and rebuild with "
-      "`npx node-gyp rebuild --nodedir=/usr` in native/ucx)"));
+      "'ucx' or the build against it failed (`bash deploy/local/ucx.sh ensure` installs Debian's "
+      "libucx-dev and rebuilds; on GPU machines point pkg-config at the libucx-cu12 wheel and run "
+      "`npm run build:native -w @robustrl/ucx`)"));
   return o;
 }
 

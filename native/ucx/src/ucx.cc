@@ -13,13 +13,20 @@
 #include <ucp/api/ucp.h>
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <limits>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -68,6 +75,34 @@ Napi::Error MakeError(Napi::Env env, const char* kind, ucs_status_t status, cons
   e.Set("ucxKind", Napi::String::New(env, kind));
   e.Set("code", Napi::String::New(env, status == UCS_OK ? "UCX_ERROR" : StatusName(status)));
   e.Set("status", Napi::Number::New(env, static_cast<int>(status)));
+  return e;
+}
+
+// errno -> its symbolic name (strerrorname_np needs glibc 2.32; this covers what open/fstat/ftruncate/mmap
+// can return).
+const char* ErrnoName(int err) {
+  switch (err) {
+#define E(x) case x: return #x;
+    E(ENOENT) E(EACCES) E(EPERM) E(EISDIR) E(ENOTDIR) E(ENOSPC) E(ENOMEM) E(EINVAL) E(EFBIG) E(EMFILE)
+    E(ENFILE) E(ENAMETOOLONG) E(ELOOP) E(EROFS) E(ENODEV) E(ETXTBSY) E(EOVERFLOW) E(EEXIST) E(EBUSY)
+    E(EFAULT) E(EBADF) E(EIO) E(EAGAIN) E(ENXIO) E(EINTR) E(EDQUOT)
+#undef E
+    default: return nullptr;
+  }
+}
+
+// An OS call failed (mapFile): ucxKind "ucx", code = the errno name (ENOENT, EACCES, ...), plus
+// errno / syscall / path like Node's own fs errors, so callers can branch on e.code.
+Napi::Error MakeErrnoError(Napi::Env env, int err, const char* syscall, const std::string& path, const std::string& msg) {
+  const char* name = ErrnoName(err);
+  std::string full = msg + ": " + syscall + "('" + path + "') failed: " + std::strerror(err) + " (" + (name ? name : "?") + ")";
+  Napi::Error e = Napi::Error::New(env, full);
+  e.Set("ucxKind", Napi::String::New(env, "ucx"));
+  e.Set("code", Napi::String::New(env, name ? name : "UCX_ERROR"));
+  e.Set("status", Napi::Number::New(env, 0));
+  e.Set("errno", Napi::Number::New(env, err));
+  e.Set("syscall", Napi::String::New(env, syscall));
+  e.Set("path", Napi::String::New(env, path));
   return e;
 }
 
@@ -140,6 +175,7 @@ struct Op {
   bool ucxDone = true;            // true when no UCX request is outstanding
   bool settled = false;           // JS promise already settled (e.g. by timeout)
   bool queued = false;            // a completion for this op sits in Worker::completions_
+  bool orphaned = false;          // settled, its endpoint is closed, and UCX may never complete it (see Endpoint::Closed)
   int stage = 0;                  // PUT: 0 = put, 1 = flush
   uint64_t deadline = 0;          // uv_now() ms, 0 = none
   // RECV results
@@ -172,7 +208,18 @@ class Worker : public Napi::ObjectWrap<Worker> {
 
   // Bookkeeping used by operations.
   void Track(Op* op) { pending_.insert(op); UpdateRef(); StartTimer(); Kick(); }
-  void Untrack(Op* op) { pending_.erase(op); UpdateRef(); }
+  void Untrack(Op* op) {
+    if (pending_.erase(op) && op->orphaned) orphans_--;
+    UpdateRef();
+  }
+  void Orphan(Op* op) {
+    if (op->orphaned || !pending_.count(op)) return;
+    op->orphaned = true;
+    orphans_++;
+    UpdateRef();
+  }
+  // Ops that still need progress: pending ones except orphans (those only wait for worker.close()).
+  size_t live() const { return pending_.size() - orphans_; }
   void AddListener(Listener* l) { listeners_.insert(l); UpdateRef(); }
   void RemoveListener(Listener* l) { listeners_.erase(l); UpdateRef(); }
   void AddEndpoint(Endpoint* e) { endpoints_.insert(e); }
@@ -199,6 +246,9 @@ class Worker : public Napi::ObjectWrap<Worker> {
   Napi::Value StartConnect(Endpoint* e, double timeoutMs);
   Napi::Value Map(const Napi::CallbackInfo& info);
   Napi::Value MapAlloc(const Napi::CallbackInfo& info);
+  Napi::Value MapFile(const Napi::CallbackInfo& info);
+  Napi::Value MapDevice(const Napi::CallbackInfo& info);
+  Napi::Value CudaSupportedJs(const Napi::CallbackInfo& info);
   Napi::Value RecvTag(const Napi::CallbackInfo& info);
   Napi::Value Close(const Napi::CallbackInfo& info);
   Napi::Value Stats(const Napi::CallbackInfo& info);
@@ -228,6 +278,9 @@ class Worker : public Napi::ObjectWrap<Worker> {
   std::deque<ConnRequest> conns_;
   std::vector<Endpoint*> epErrors_;
   std::unordered_set<Op*> pending_;
+  size_t orphans_ = 0;               // ops in pending_ with orphaned set
+  std::unordered_set<RemoteKey*> retiredRkeys_;  // see RemoteKey::Retire
+  friend class RemoteKey;
   std::unordered_set<Listener*> listeners_;
   std::unordered_set<Endpoint*> endpoints_;
   std::unordered_set<Mapping*> mappings_;
@@ -242,11 +295,22 @@ class Mapping : public Napi::ObjectWrap<Mapping> {
   explicit Mapping(const Napi::CallbackInfo& info);
   ~Mapping() override { DoUnmap(); }
 
-  // Set up by Worker::Map.
+  // What the registered memory is; decides what unmap() must release besides the memh.
+  enum Kind {
+    USER,       // map(): a JS Buffer/ArrayBuffer; kept referenced while mapped
+    UCX_ALLOC,  // mapAlloc(): UCP_MEM_MAP_ALLOCATE; buf_ is an external ArrayBuffer over UCX's memory
+    FILE_MMAP,  // mapFile(): our MAP_SHARED mmap of a file; buf_ is an external ArrayBuffer over it
+    DEVICE,     // mapDevice(): device memory (CUDA); no host view, buf_ empty
+  };
+
+  // Set up by Worker::Map / MapAlloc / MapFile / MapDevice.
   Napi::Value Setup(Worker* w, Napi::Value buf);
   Napi::Value SetupAlloc(Worker* w, size_t length);
+  Napi::Value SetupFile(Worker* w, const std::string& path, size_t length, bool create);
+  Napi::Value SetupDevice(Worker* w, uint64_t address, size_t length, ucs_memory_type_t type);
   bool Usable() const { return memh_ != nullptr && !unmapRequested_; }
   bool CheckAlive() {  // detached ArrayBuffer = memory may be gone
+    if (kind_ == DEVICE) return true;  // no JS object owns device memory; the caller keeps it allocated
     uint8_t* p; size_t l; bool det;
     Napi::Value v = buf_.Value();
     if (!BufferSpan(v, &p, &l, &det)) return false;
@@ -266,6 +330,10 @@ class Mapping : public Napi::ObjectWrap<Mapping> {
   Napi::Value Length(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), static_cast<double>(len_)); }
   Napi::Value Mapped(const Napi::CallbackInfo& info) { return Napi::Boolean::New(info.Env(), Usable()); }
   Napi::Value BufferJs(const Napi::CallbackInfo& info) { return buf_.IsEmpty() ? info.Env().Null() : buf_.Value(); }
+  Napi::Value MemoryTypeJs(const Napi::CallbackInfo& info) {
+    return Napi::String::New(info.Env(), kind_ == DEVICE ? ucs_memory_type_names[memType_] : "host");
+  }
+  void Register(Worker* w, const char* what);  // ucp_mem_map(ptr_, len_, memType_) + pin; throws
 
   Worker* worker_ = nullptr;
   Napi::ObjectReference workerRef_;
@@ -275,7 +343,8 @@ class Mapping : public Napi::ObjectWrap<Mapping> {
   ucp_mem_h memh_ = nullptr;
   int inflight_ = 0;
   bool unmapRequested_ = false;
-  bool allocated_ = false;      // memory allocated by UCX (UCP_MEM_MAP_ALLOCATE); buf_ is an external ArrayBuffer
+  Kind kind_ = USER;
+  ucs_memory_type_t memType_ = UCS_MEMORY_TYPE_HOST;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -285,15 +354,21 @@ class RemoteKey : public Napi::ObjectWrap<RemoteKey> {
   explicit RemoteKey(const Napi::CallbackInfo& info) : Napi::ObjectWrap<RemoteKey>(info) {}
   ~RemoteKey() override { Destroy(); }
   void Setup(Endpoint* ep, ucp_rkey_h k) { ep_ = ep; rkey_ = k; }
-  void Destroy() { if (rkey_) { ucp_rkey_destroy(rkey_); rkey_ = nullptr; } }
+  void Destroy();
   void Detach() { Destroy(); ep_ = nullptr; }
+  // The endpoint was abandoned (errorHandling 'none', see Endpoint::Abandon) while requests that may
+  // still use this rkey are outstanding: unusable from now on, destroyed by worker.close() before the
+  // worker (whose mpool holds the rkey) goes away.
+  void Retire(Worker* w);
+  void DestroyRetired() { if (rkey_) ucp_rkey_destroy(rkey_); rkey_ = nullptr; retiredIn_ = nullptr; }
   ucp_rkey_h rkey() const { return rkey_; }
   Endpoint* ep() const { return ep_; }
  private:
   Napi::Value JsDestroy(const Napi::CallbackInfo& info);
-  Napi::Value Valid(const Napi::CallbackInfo& info) { return Napi::Boolean::New(info.Env(), rkey_ != nullptr); }
+  Napi::Value Valid(const Napi::CallbackInfo& info) { return Napi::Boolean::New(info.Env(), rkey_ != nullptr && !retiredIn_); }
   Endpoint* ep_ = nullptr;
   ucp_rkey_h rkey_ = nullptr;
+  Worker* retiredIn_ = nullptr;  // set while retired: the worker that will destroy it
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -318,6 +393,8 @@ class Endpoint : public Napi::ObjectWrap<Endpoint> {
   }
   void HandleFailure();            // JS context: close ep (force), notify JS
   void ForceClose(Napi::Env env);  // JS context: used by failure and Worker::close
+  void RejectUnpurged(Napi::Env env, const char* why);  // errorHandling 'none': settle what UCX will not purge
+  void Abandon(Napi::Env env, const char* why);         // errorHandling 'none': the "force close"
   void Closed();                   // close completed / ep gone
   void AddRkey(RemoteKey* k) { rkeys_.insert(k); }
   void RemoveRkey(RemoteKey* k) { rkeys_.erase(k); }
@@ -340,6 +417,7 @@ class Endpoint : public Napi::ObjectWrap<Endpoint> {
   Napi::Value Close(const Napi::CallbackInfo& info);
   Napi::Value StateJs(const Napi::CallbackInfo& info);
   Napi::Value PrintInfo(const Napi::CallbackInfo& info);
+  Napi::Value FailPeer(const Napi::CallbackInfo& info);
   Napi::Value OnError(const Napi::CallbackInfo& info) {
     if (info[0].IsFunction()) onError_ = Napi::Persistent(info[0].As<Napi::Function>());
     else onError_.Reset();
@@ -404,6 +482,9 @@ Napi::Function Worker::Init(Napi::Env env) {
     InstanceMethod<&Worker::Address>("address"),
     InstanceMethod<&Worker::Map>("map"),
     InstanceMethod<&Worker::MapAlloc>("mapAlloc"),
+    InstanceMethod<&Worker::MapFile>("mapFile"),
+    InstanceMethod<&Worker::MapDevice>("mapDevice"),
+    InstanceMethod<&Worker::CudaSupportedJs>("cudaSupported"),
     InstanceMethod<&Worker::RecvTag>("recvTag"),
     InstanceMethod<&Worker::Close>("close"),
     InstanceMethod<&Worker::Stats>("stats"),
@@ -485,7 +566,7 @@ void Worker::Kick() {
 
 void Worker::UpdateRef() {
   if (closed_) return;
-  bool want = !pending_.empty() || !listeners_.empty();
+  bool want = live() > 0 || !listeners_.empty();
   if (want == refd_) return;
   refd_ = want;
   if (want) uv_ref(reinterpret_cast<uv_handle_t*>(poll_));
@@ -512,7 +593,7 @@ void Worker::OnIdle(uv_idle_t* h) {
 void Worker::OnTimer(uv_timer_t* h) {
   auto* self = static_cast<Worker*>(h->data);
   self->Drive(true);
-  if (self->pending_.empty() && !self->closed_) {
+  if (!self->closed_ && self->live() == 0) {
     uv_timer_stop(h);
     self->timerActive_ = false;
   }
@@ -746,6 +827,7 @@ Napi::Value Worker::Stats(const Napi::CallbackInfo& info) {
   o.Set("wakeups", Napi::Number::New(env, static_cast<double>(wakeups_)));
   o.Set("progressCalls", Napi::Number::New(env, static_cast<double>(progressCalls_)));
   o.Set("pendingOps", Napi::Number::New(env, static_cast<double>(pending_.size())));
+  o.Set("orphanedOps", Napi::Number::New(env, static_cast<double>(orphans_)));
   o.Set("endpoints", Napi::Number::New(env, static_cast<double>(endpoints_.size())));
   o.Set("mappings", Napi::Number::New(env, static_cast<double>(mappings_.size())));
   o.Set("listeners", Napi::Number::New(env, static_cast<double>(listeners_.size())));
@@ -901,6 +983,59 @@ Napi::Value Worker::MapAlloc(const Napi::CallbackInfo& info) {
   return obj;
 }
 
+// mapFile(path, length, create)
+Napi::Value Worker::MapFile(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  REQUIRE_OPEN(env);
+  if (!info[0].IsString()) throw Napi::TypeError::New(env, "mapFile: path must be a string");
+  std::string path = info[0].As<Napi::String>().Utf8Value();
+  if (path.empty() || path.find('\0') != std::string::npos) throw Napi::TypeError::New(env, "mapFile: invalid path");
+  uint64_t len = ToU64(info[1], "length");
+  if (len == 0) throw Napi::RangeError::New(env, "mapFile: zero length");
+  if (len > static_cast<uint64_t>(std::numeric_limits<off_t>::max())) throw Napi::RangeError::New(env, "mapFile: length too large");
+  bool create = info.Length() > 2 && info[2].ToBoolean();
+  Napi::Object obj = ctors()->mapping.New({});
+  Mapping::Unwrap(obj)->SetupFile(this, path, len, create);
+  return obj;
+}
+
+// Memory types this worker's context can register (ucp_context_query UCP_ATTR_FIELD_MEMORY_TYPES).
+// UCX sets UCS_MEMORY_TYPE_CUDA only when a CUDA-capable md (cuda_copy) was loaded, i.e. a UCX built
+// with CUDA and a usable driver.
+static uint64_t ContextMemoryTypes(ucp_context_h ctx) {
+  ucp_context_attr_t a;
+  std::memset(&a, 0, sizeof(a));
+  a.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
+  if (ucp_context_query(ctx, &a) != UCS_OK) return UCS_BIT(UCS_MEMORY_TYPE_HOST);
+  return a.memory_types;
+}
+
+Napi::Value Worker::CudaSupportedJs(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  REQUIRE_OPEN(env);
+  return Napi::Boolean::New(env, (ContextMemoryTypes(ctx_) & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0);
+}
+
+// mapDevice(address, length, memoryType): only 'cuda' for now.
+Napi::Value Worker::MapDevice(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  REQUIRE_OPEN(env);
+  uint64_t addr = ToU64(info[0], "address");
+  uint64_t len = ToU64(info[1], "length");
+  std::string type = info.Length() > 2 && info[2].IsString() ? info[2].As<Napi::String>().Utf8Value() : "";
+  if (type != "cuda") throw Napi::TypeError::New(env, "mapDevice: memoryType must be 'cuda'");
+  if (addr == 0) throw Napi::TypeError::New(env, "mapDevice: address is null");
+  if (len == 0) throw Napi::RangeError::New(env, "mapDevice: zero length");
+  if ((ContextMemoryTypes(ctx_) & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) == 0)
+    throw MakeError(env, "unavailable", UCS_ERR_UNSUPPORTED,
+                    "mapDevice: this UCX context cannot register CUDA memory (UCX built without CUDA support, "
+                    "no cuda_copy transport loaded, or UCX_TLS/UCX_MEMTYPE settings exclude it); "
+                    "ucxInfo().cudaSupported tells in advance");
+  Napi::Object obj = ctors()->mapping.New({});
+  Mapping::Unwrap(obj)->SetupDevice(this, addr, len, UCS_MEMORY_TYPE_CUDA);
+  return obj;
+}
+
 Napi::Value Mapping::SetupAlloc(Worker* w, size_t length) {
   Napi::Env env = Env();
   ucp_mem_map_params_t mp;
@@ -921,7 +1056,7 @@ Napi::Value Mapping::SetupAlloc(Worker* w, size_t length) {
   worker_ = w;
   ptr_ = static_cast<uint8_t*>(a.address);
   len_ = length;  // a.length may be rounded up
-  allocated_ = true;
+  kind_ = UCX_ALLOC;
   Napi::ArrayBuffer ab = Napi::ArrayBuffer::New(env, ptr_, len_);  // external, no finalizer: UCX owns it
   buf_ = Napi::Persistent(ab.As<Napi::Object>());
   workerRef_ = Napi::Persistent(w->Value());
@@ -941,13 +1076,8 @@ Napi::Value Mapping::Setup(Worker* w, Napi::Value buf) {
   mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE;
   mp.address = p;
   mp.length = l;
-  // ---- CUDA memory registration goes here ---------------------------------------------------
-  // A device pointer (e.g. from a CUDA IPC handle / torch tensor data_ptr) would be mapped with
-  // mp.memory_type = UCS_MEMORY_TYPE_CUDA. Debian's UCX 1.13 has no CUDA transports
-  // (cuda_copy/cuda_ipc), so only host memory is accepted and info().cudaSupported is false.
-  // With libucx-cu12 (PyPI) this function would take {address: bigint, length, memoryType: 'cuda'}.
+  // Host memory only; device pointers go through Worker::MapDevice (UCS_MEMORY_TYPE_CUDA).
   mp.memory_type = UCS_MEMORY_TYPE_HOST;
-  // ---------------------------------------------------------------------------------------------
   ucs_status_t st = ucp_mem_map(w->ctx(), &mp, &memh_);
   if (st != UCS_OK) throw MakeError(env, "ucx", st, "ucp_mem_map failed");
   worker_ = w;
@@ -960,14 +1090,91 @@ Napi::Value Mapping::Setup(Worker* w, Napi::Value buf) {
   return env.Undefined();
 }
 
+// Registers [ptr_, ptr_ + len_) of memType_ with the worker's context (no ALLOCATE: the memory belongs
+// to someone else, here our own file mapping or the caller's device allocation) and pins the Mapping.
+void Mapping::Register(Worker* w, const char* what) {
+  Napi::Env env = Env();
+  ucp_mem_map_params_t mp;
+  std::memset(&mp, 0, sizeof(mp));
+  mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE;
+  mp.address = ptr_;
+  mp.length = len_;
+  mp.memory_type = memType_;
+  ucs_status_t st = ucp_mem_map(w->ctx(), &mp, &memh_);
+  if (st != UCS_OK) { memh_ = nullptr; throw MakeError(env, "ucx", st, std::string(what) + ": ucp_mem_map failed"); }
+  worker_ = w;
+  workerRef_ = Napi::Persistent(w->Value());
+  Ref();  // pinned until unmap()/worker.close()
+  w->AddMapping(this);
+}
+
+// mapFile(path, length, create): open + (create: O_CREAT, grow with ftruncate) + mmap(MAP_SHARED) +
+// ucp_mem_map of the mapping. The fd is closed right after mmap (the mapping keeps the file alive).
+// Typical use: a trainer writes a weight version to /dev/shm/<name>; the agent maps that file and
+// serves GETs from it (or pulls into it) without copying it into a Node Buffer first.
+Napi::Value Mapping::SetupFile(Worker* w, const std::string& path, size_t length, bool create) {
+  Napi::Env env = Env();
+  int fd = open(path.c_str(), O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
+  if (fd < 0) throw MakeErrnoError(env, errno, "open", path, "mapFile");
+  struct stat sb;
+  if (fstat(fd, &sb) != 0) { int e = errno; close(fd); throw MakeErrnoError(env, e, "fstat", path, "mapFile"); }
+  if (!S_ISREG(sb.st_mode)) {
+    close(fd);
+    throw Napi::TypeError::New(env, "mapFile: '" + path + "' is not a regular file");
+  }
+  uint64_t size = static_cast<uint64_t>(sb.st_size);
+  if (size < length) {
+    if (!create) {
+      close(fd);
+      throw Napi::RangeError::New(env, "mapFile: '" + path + "' is " + std::to_string(size) + " bytes, smaller than the requested length " +
+                                           std::to_string(length) + " (pass { create: true } to grow it)");
+    }
+    // Grow only: shrinking a file that another process has mapped would make its accesses SIGBUS.
+    // On tmpfs this reserves nothing; pages are allocated when first written.
+    if (ftruncate(fd, static_cast<off_t>(length)) != 0) { int e = errno; close(fd); throw MakeErrnoError(env, e, "ftruncate", path, "mapFile"); }
+  }
+  void* p = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  int mmapErr = errno;
+  close(fd);
+  if (p == MAP_FAILED) throw MakeErrnoError(env, mmapErr, "mmap", path, "mapFile");
+  ptr_ = static_cast<uint8_t*>(p);
+  len_ = length;
+  kind_ = FILE_MMAP;
+  try {
+    Register(w, "mapFile");
+  } catch (...) {
+    munmap(p, length);
+    ptr_ = nullptr; len_ = 0;
+    throw;
+  }
+  Napi::ArrayBuffer ab = Napi::ArrayBuffer::New(env, ptr_, len_);  // external, no finalizer: DoUnmap munmaps
+  buf_ = Napi::Persistent(ab.As<Napi::Object>());
+  return env.Undefined();
+}
+
+// mapDevice(address, length, type): registers memory the caller allocated on a device (e.g. a CUDA
+// tensor's data_ptr). UCX keeps no reference to an allocation, so the caller must keep it alive until
+// unmap(). Worker::MapDevice has already checked that the context supports `type`.
+Napi::Value Mapping::SetupDevice(Worker* w, uint64_t address, size_t length, ucs_memory_type_t type) {
+  ptr_ = reinterpret_cast<uint8_t*>(static_cast<uintptr_t>(address));
+  len_ = length;
+  kind_ = DEVICE;
+  memType_ = type;
+  Register(w, "mapDevice");
+  return Env().Undefined();
+}
+
 void Mapping::DoUnmap() {
   if (!memh_) return;
-  if (allocated_ && !buf_.IsEmpty()) {  // JS must not touch UCX-allocated memory after it is freed
+  if ((kind_ == UCX_ALLOC || kind_ == FILE_MMAP) && !buf_.IsEmpty()) {
+    // JS must not touch the memory once UCX frees it / we munmap it: detach the external ArrayBuffer
+    // (every Buffer over it then reads as length 0) before releasing the memory.
     Napi::ArrayBuffer ab = buf_.Value().As<Napi::ArrayBuffer>();
     if (!ab.IsDetached()) ab.Detach();
   }
   if (worker_ && worker_->ctx()) ucp_mem_unmap(worker_->ctx(), memh_);
   memh_ = nullptr;
+  if (kind_ == FILE_MMAP && ptr_) munmap(ptr_, len_);  // after ucp_mem_unmap: UCX no longer uses the range
   if (worker_) worker_->RemoveMapping(this);
   buf_.Reset();
   workerRef_.Reset();
@@ -1001,6 +1208,7 @@ Napi::Function Mapping::Init(Napi::Env env) {
     InstanceAccessor<&Mapping::Length>("length"),
     InstanceAccessor<&Mapping::Mapped>("mapped"),
     InstanceAccessor<&Mapping::BufferJs>("buffer"),
+    InstanceAccessor<&Mapping::MemoryTypeJs>("memoryType"),
   });
 }
 Mapping::Mapping(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Mapping>(info) {}
@@ -1043,8 +1251,11 @@ void Worker::Destroy() {
   for (Op* op : pending_) if (op->kind == Op::RECV && op->req && !op->ucxDone) ucp_request_cancel(worker_, op->req);
   for (int i = 0; i < 100000; i++) {
     while (ucp_worker_progress(worker_)) {}
+    // Orphans (requests of abandoned errorHandling 'none' eps, and their background close) may never
+    // complete: do not wait for them, ucp_worker_destroy releases their requests.
     bool busy = false;
-    for (Op* op : pending_) if (!op->ucxDone) { busy = true; break; }
+    for (Op* op : pending_)
+      if (!op->ucxDone && !op->orphaned) { busy = true; break; }
     if (!busy) break;
   }
   // Drain queued connection requests.
@@ -1065,6 +1276,8 @@ void Worker::Destroy() {
   uv_close(reinterpret_cast<uv_handle_t*>(timer_), [](uv_handle_t* h) { delete reinterpret_cast<uv_timer_t*>(h); });
   poll_ = nullptr; idle_ = nullptr; timer_ = nullptr;
   for (Mapping* m : ms) m->DoUnmap();   // ucp_mem_unmap + drop the JS buffer reference
+  for (RemoteKey* k : retiredRkeys_) { k->DestroyRetired(); k->Unref(); }  // before the worker's rkey mpool goes
+  retiredRkeys_.clear();
   ucp_worker_destroy(worker_);
   worker_ = nullptr;
   ucp_cleanup(ctx_);
@@ -1088,6 +1301,7 @@ Napi::Value Worker::Close(const Napi::CallbackInfo& info) {
     pending_.erase(op);
     delete op;
   }
+  orphans_ = 0;
   for (Endpoint* e : std::vector<Endpoint*>(endpoints_.begin(), endpoints_.end())) e->Closed();
   Unref();
   return env.Undefined();
@@ -1105,6 +1319,7 @@ Napi::Function Endpoint::Init(Napi::Env env) {
     InstanceMethod<&Endpoint::Close>("close"),
     InstanceMethod<&Endpoint::OnError>("onError"),
     InstanceMethod<&Endpoint::PrintInfo>("printInfo"),
+    InstanceMethod<&Endpoint::FailPeer>("failPeer"),
     InstanceAccessor<&Endpoint::StateJs>("state"),
   });
 }
@@ -1152,21 +1367,76 @@ void Endpoint::HandleFailure() {
   ForceClose(Env());
 }
 
+// ERR_HANDLING_MODE_NONE: UCX tracks (and on failure purges) requests per endpoint only when error
+// handling is on, and it refuses to force-close such an ep (see Abandon). A GET from memory the peer
+// registered from user memory (map/mapFile) is served by the *peer's* worker over the shm AM lane
+// (UCX 1.13 has no one-sided rma lane for it), so with a dead peer such a request never completes.
+// Reject the promises here; the ops keep their JS buffers, mappings and endpoint referenced until UCX
+// completes them, which may be never (then until worker.close(); see Endpoint::Closed).
+void Endpoint::RejectUnpurged(Napi::Env env, const char* why) {
+  if (peerErrors_) return;  // UCX purges (completes with an error status) on force close
+  const bool peer = failStatus_ != UCS_OK;
+  for (Op* p : worker_->pending_) {
+    if (p->ep != this || p->settled || p->kind == Op::CLOSE) continue;
+    p->settled = true;
+    p->deferred.Reject(MakeError(env, peer ? "peer" : "closed", peer ? failStatus_ : UCS_ERR_CANCELED,
+                                 peer ? std::string("peer failure: ") + why : std::string(why)).Value());
+  }
+}
+
+// The force close of an errorHandling 'none' ep. UCX 1.13 refuses UCP_EP_CLOSE_FLAG_FORCE on such an
+// ep (ucp_ep_close_nbx returns UCS_ERR_INVALID_PARAM), and a flushing close waits for the requests,
+// forever if the peer is dead. So: reject the pending promises, close the JS side now (state 'closed',
+// close() waiters resolved, stuck ops orphaned), and start a flushing ucp_ep_close_nbx in the
+// background. That one completes if the peer is alive (its requests complete normally); if the peer
+// is dead it completes at worker.close(), where ucp_worker_destroy releases the ep and its requests.
+// The ep's rkeys are retired, not destroyed: a request still queued in UCX may use them.
+void Endpoint::Abandon(Napi::Env env, const char* why) {
+  state_ = CLOSING;
+  RejectUnpurged(env, why);
+  for (RemoteKey* k : rkeys_) k->Retire(worker_);
+  rkeys_.clear();
+  ucp_ep_h ep = ep_;
+  Worker* w = worker_;
+  Closed();  // JS side done; orphans this ep's stuck ops
+  Op* op = new Op(Op::CLOSE, w, env);
+  op->settled = true;  // nobody waits on it; op->ep stays null so its completion does not touch this object
+  w->Track(op);
+  w->Orphan(op);  // may never complete: must not keep the loop alive or hold up worker.close()
+  ucp_request_param_t rp = SendParams(op, UCP_OP_ATTR_FIELD_FLAGS);
+  rp.flags = 0;
+  w->Posted(op, ucp_ep_close_nbx(ep, &rp));
+}
+
+void RemoteKey::Destroy() {
+  if (!rkey_) return;
+  if (retiredIn_) {
+    if (retiredIn_->closed()) { rkey_ = nullptr; retiredIn_ = nullptr; return; }  // released with the worker
+    retiredIn_->retiredRkeys_.erase(this);
+    retiredIn_ = nullptr;
+  }
+  ucp_rkey_destroy(rkey_);
+  rkey_ = nullptr;
+}
+
+void RemoteKey::Retire(Worker* w) {
+  ep_ = nullptr;
+  if (!rkey_ || retiredIn_) return;
+  retiredIn_ = w;
+  w->retiredRkeys_.insert(this);
+  Ref();  // the worker destroys it; keep the wrapper until then
+}
+
 void Endpoint::ForceClose(Napi::Env env) {
   if (!ep_ || state_ == CLOSING || state_ == CLOSED) return;
+  if (!peerErrors_) {
+    Abandon(env, failStatus_ != UCS_OK ? "endpoint force-closed after its peer failed (errorHandling 'none')"
+                                       : "endpoint force-closed (errorHandling 'none')");
+    return;
+  }
   for (RemoteKey* k : rkeys_) k->Detach();
   rkeys_.clear();
   state_ = CLOSING;
-  if (!peerErrors_) {
-    // ERR_HANDLING_MODE_NONE: UCX does not purge this ep's requests on a force close (they may never
-    // complete if the peer is dead), so reject their promises now. The ops keep their JS buffers and
-    // mappings referenced until UCX completes them (if ever), so no memory is reused under UCX.
-    for (Op* p : worker_->pending_) {
-      if (p->ep != this || p->settled || p->kind == Op::CLOSE) continue;
-      p->settled = true;
-      p->deferred.Reject(MakeError(env, "closed", UCS_ERR_CANCELED, "endpoint force-closed (no peer error handling on this endpoint)").Value());
-    }
-  }
   Op* op = new Op(Op::CLOSE, worker_, env);
   op->ep = this;
   op->settled = true;  // nobody waits on a forced close (user close() waits via its own op)
@@ -1179,6 +1449,17 @@ void Endpoint::ForceClose(Napi::Env env) {
 
 void Endpoint::Closed() {
   if (state_ == CLOSED && !ep_) { /* fallthrough to release */ }
+  // Requests UCX has not completed when the JS side closes (only possible for an abandoned
+  // errorHandling 'none' ep, see Abandon/RejectUnpurged) are already settled; they no longer need
+  // progress, so they stop keeping the event loop alive and the 10 ms timer running. Their references
+  // are dropped when UCX completes them or at worker.close() (ucp_worker_destroy releases them).
+  if (worker_) {
+    for (Op* p : worker_->pending_)
+      if (p->ep == this && p->kind != Op::CLOSE && !p->ucxDone) worker_->Orphan(p);
+    // A queued failure must not reach this object once it is unpinned below.
+    auto& q = worker_->epErrors_;
+    q.erase(std::remove(q.begin(), q.end(), this), q.end());
+  }
   for (RemoteKey* k : rkeys_) k->Detach();
   rkeys_.clear();
   ep_ = nullptr;
@@ -1205,6 +1486,12 @@ Napi::Value Endpoint::Close(const Napi::CallbackInfo& info) {
     return d.Promise();
   }
   userClosed_ = true;
+  if (force && !peerErrors_ && state_ != CLOSING) {
+    Abandon(env, "endpoint closed (force) while the operation was pending");
+    auto d = Napi::Promise::Deferred::New(env);
+    d.Resolve(env.Undefined());
+    return d.Promise();
+  }
   if (state_ == CLOSING) {  // already closing (e.g. after failure): wait for it
     Op* w = new Op(Op::FLUSH, worker_, env);
     w->settled = false;
@@ -1224,6 +1511,22 @@ Napi::Value Endpoint::Close(const Napi::CallbackInfo& info) {
   rp.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
   worker_->Posted(op, ucp_ep_close_nbx(ep_, &rp));
   return promise;
+}
+
+// failPeer(status): another endpoint to the same peer (connectRma's control endpoint) reported a peer
+// failure. Treat it as this endpoint's own: state 'failed', onError fires with that status, the ep
+// is force-closed, and pending operations reject as peer failures (PeerUnreachableError). This is how
+// an errorHandling 'none' endpoint, for which UCX reports nothing, learns that its peer is gone.
+Napi::Value Endpoint::FailPeer(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  ucs_status_t st = info.Length() > 0 && info[0].IsNumber() ? static_cast<ucs_status_t>(info[0].As<Napi::Number>().Int32Value())
+                                                           : UCS_ERR_CONNECTION_RESET;
+  if (st == UCS_OK || st == UCS_INPROGRESS) st = UCS_ERR_CONNECTION_RESET;
+  if (!ep_ || state_ == CLOSING || state_ == CLOSED) return env.Undefined();
+  if (failStatus_ == UCS_OK) failStatus_ = st;
+  state_ = FAILED;
+  worker_->QueueEpError(this);  // handled by Deliver (HandleFailure), like a UCX error callback
+  return env.Undefined();
 }
 
 Napi::Value Endpoint::UnpackRkey(const Napi::CallbackInfo& info) {
@@ -1321,6 +1624,7 @@ Napi::Function RemoteKey::Init(Napi::Env env) {
   });
 }
 Napi::Value RemoteKey::JsDestroy(const Napi::CallbackInfo& info) {
+  if (retiredIn_) return info.Env().Undefined();  // already unusable; worker.close() destroys it
   if (ep_) ep_->RemoveRkey(this);
   Detach();
   return info.Env().Undefined();
@@ -1334,6 +1638,28 @@ Napi::Function Listener::Init(Napi::Env env) {
 }
 
 // =============================================================================================
+// Whether UCX, configured from the environment, can register CUDA memory: a short-lived context is
+// created once per process and its memory types queried (a Worker's own context may differ if its
+// config excludes transports; UcxWorker.cudaSupported reports that one).
+bool ProbeCudaSupport() {
+  static int cached = -1;
+  if (cached >= 0) return cached == 1;
+  cached = 0;
+  ucp_config_t* config = nullptr;
+  if (ucp_config_read(nullptr, nullptr, &config) != UCS_OK) return false;
+  ucp_params_t params;
+  std::memset(&params, 0, sizeof(params));
+  params.field_mask = UCP_PARAM_FIELD_FEATURES;
+  params.features = UCP_FEATURE_RMA;
+  ucp_context_h ctx = nullptr;
+  ucs_status_t st = ucp_init(&params, config, &ctx);
+  ucp_config_release(config);
+  if (st != UCS_OK) return false;
+  cached = (ContextMemoryTypes(ctx) & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) ? 1 : 0;
+  ucp_cleanup(ctx);
+  return cached == 1;
+}
+
 Napi::Value ModuleInfo(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   unsigned maj = 0, min = 0, rel = 0;
@@ -1341,7 +1667,7 @@ Napi::Value ModuleInfo(const Napi::CallbackInfo& info) {
   Napi::Object o = Napi::Object::New(env);
   o.Set("available", Napi::Boolean::New(env, true));
   o.Set("version", Napi::String::New(env, std::to_string(maj) + "." + std::to_string(min) + "." + std::to_string(rel)));
-  o.Set("cudaSupported", Napi::Boolean::New(env, false));  // Debian UCX: no cuda_copy/cuda_ipc
+  o.Set("cudaSupported", Napi::Boolean::New(env, ProbeCudaSupport()));
   o.Set("reason", env.Null());
   return o;
 }

@@ -3,13 +3,21 @@ import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { once } from 'node:events';
 const require = createRequire(import.meta.url);
-export const ucx = require('../lib/ucx.js');
+export const ucx = require('../dist/ucx.js');
 export const TAG_DESC = 1n, TAG_REQ = 2n, TAG_RESP = 3n;
 export const sha = (b) => createHash('sha256').update(b).digest('hex');
 
-/** Spawns test/server.mjs in a separate process; returns {proc, port}. */
-export async function startServer(sizeA, sizeB, tls, { alloc = false } = {}) {
-  const proc = spawn(process.execPath, [new URL('./server.mjs', import.meta.url).pathname, String(sizeA), String(sizeB), tls ?? '', alloc ? 'alloc' : ''], {
+/** A fresh /dev/shm path for one test (removed by the test's teardown). */
+let shmSeq = 0;
+export const shmPath = (what) => `/dev/shm/robustrl-ucx-test-${process.pid}-${Date.now().toString(36)}-${shmSeq++}-${what}`;
+
+/**
+ * Spawns test/server.mjs in a separate process; returns {proc, port}. Region A comes from
+ * worker.map(Buffer) by default, from worker.mapAlloc with `alloc`, from worker.mapFile(file) with `file`.
+ */
+export async function startServer(sizeA, sizeB, tls, { alloc = false, file = null } = {}) {
+  const source = alloc ? 'alloc' : file ? `file:${file}` : '';
+  const proc = spawn(process.execPath, [new URL('./server.mjs', import.meta.url).pathname, String(sizeA), String(sizeB), tls ?? '', source], {
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const [line] = await once(proc.stdout, 'data');

@@ -5,11 +5,11 @@
 //   client -> server  TAG_REQ  : JSON {op:'sha', region:'a'|'b', off, len} -> TAG_RESP sha256 hex
 //                                JSON {op:'echo', data: base64}            -> TAG_RESP same bytes
 //                                JSON {op:'worker-address'} -> worker.sendWorkerAddress(ep) (WORKER_ADDRESS_TAG)
-// Usage: node server.mjs <sizeA> <sizeB> [TLS] [alloc]
+// Usage: node server.mjs <sizeA> <sizeB> [TLS] [alloc | file:<path>]
 import { createRequire } from 'node:module';
 import { createHash, randomFillSync } from 'node:crypto';
 const require = createRequire(import.meta.url);
-const ucx = require('../lib/ucx.js');
+const ucx = require('../dist/ucx.js');
 
 export const TAG_DESC = 1n, TAG_REQ = 2n, TAG_RESP = 3n;
 const sizeA = Number(process.argv[2] ?? 1 << 20);
@@ -17,8 +17,11 @@ const sizeB = Number(process.argv[3] ?? 1 << 20);
 const tls = process.argv[4];
 const worker = new ucx.UcxWorker(tls ? { config: { TLS: tls } } : {});
 // alloc: region A is allocated by UCX (worker.mapAlloc: posix/sysv shared memory) instead of a Node Buffer.
+// file:<path>: region A is worker.mapFile(path, sizeA, { create: true }) (e.g. a /dev/shm file); the
+// test reads the file itself to check GETs, and removes it.
 const alloc = process.argv[5] === 'alloc';
-const ra = alloc ? worker.mapAlloc(sizeA) : worker.map(Buffer.allocUnsafe(sizeA));
+const file = process.argv[5]?.startsWith('file:') ? process.argv[5].slice(5) : null;
+const ra = alloc ? worker.mapAlloc(sizeA) : file ? worker.mapFile(file, sizeA, { create: true }) : worker.map(Buffer.allocUnsafe(sizeA));
 const a = ra.buffer;
 for (let off = 0; off < sizeA; off += 1 << 24) randomFillSync(a, off, Math.min(1 << 24, sizeA - off));
 const b = Buffer.alloc(sizeB);

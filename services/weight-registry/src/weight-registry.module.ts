@@ -3,12 +3,28 @@ import { MessageBus } from '@robustrl/bus';
 import { Topics } from '@robustrl/contracts';
 import { DecidingConsumer, EVENT_STORE, MESSAGE_BUS } from '@robustrl/service-kit';
 import { EventStore } from '@robustrl/store';
-import { createWeightRegistryDecider, WEIGHT_REGISTRY_INPUT_TYPES, WeightRegistryEvent, WeightRegistryInput, WeightRegistryState } from './registry';
+import { createWeightRegistryDecider, WEIGHT_REGISTRY_INPUT_TYPES, WeightRegistryEvent, WeightRegistryInput, WeightRegistryOptions, WeightRegistryState } from './registry';
+
+/**
+ * ROBUSTRL_WEIGHT_RELAYS=off: every rollout pulls from the trainer (the baseline, for comparison);
+ * ROBUSTRL_WEIGHT_RETAIN_VERSIONS: how many newest versions are kept (K, default 2).
+ */
+export function weightRegistryOptionsFromEnv(env: NodeJS.ProcessEnv): WeightRegistryOptions {
+  const relays = env.ROBUSTRL_WEIGHT_RELAYS ?? 'on';
+  if (relays !== 'on' && relays !== 'off') throw new Error(`ROBUSTRL_WEIGHT_RELAYS must be on or off, got ${JSON.stringify(relays)}`);
+  const retain = env.ROBUSTRL_WEIGHT_RETAIN_VERSIONS;
+  const retainVersions = retain === undefined || retain === '' ? undefined : Number(retain);
+  if (retainVersions !== undefined && !(Number.isInteger(retainVersions) && retainVersions >= 1)) {
+    throw new Error(`ROBUSTRL_WEIGHT_RETAIN_VERSIONS must be a whole number ≥ 1, got ${JSON.stringify(retain)}`);
+  }
+  return { relays: relays === 'on', retainVersions };
+}
 
 /**
  * Weight registry: weight versions, which instance holds which buckets, the relay set, and
  * point-to-point pull scheduling (paper §5.2.1, §5.2.2). The rules are the decider in `registry/`;
- * this is the shell. The data plane (the agents' UCX transfers) is the Reconnect milestone.
+ * this is the shell. The data plane is the agents' (services/agent/src/weights): they publish manifests,
+ * carry out the pulls it assigns over UCX and report each bucket.
  */
 export const WEIGHT_REGISTRY_INPUTS = [Topics.membership, Topics.weights, Topics.verdicts, Topics.control] as const;
 
@@ -21,7 +37,7 @@ export class WeightRegistryModule implements OnApplicationBootstrap, OnModuleDes
       consumer: 'weight-registry',
       topics: WEIGHT_REGISTRY_INPUTS,
       inputTypes: WEIGHT_REGISTRY_INPUT_TYPES,
-      decider: createWeightRegistryDecider(),
+      decider: createWeightRegistryDecider(weightRegistryOptionsFromEnv(process.env)),
       tickIntervalMs: null,
     });
   }

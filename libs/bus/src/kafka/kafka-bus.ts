@@ -77,7 +77,9 @@ export class KafkaBus implements MessageBus {
     await this.ensureTopics();
     const retry = retryPolicy(options.retry);
     const consumer = this.kafka.consumer({
-      groupId: options.groupId,
+      // Prefixed like the topics: deployments sharing a cluster must not share consumer groups either (a
+      // group spanning two deployments rebalances with both, and waits out the other's dead members).
+      groupId: this.options.topicPrefix + options.groupId,
       allowAutoTopicCreation: false,
       sessionTimeout: 30_000,
       heartbeatInterval: 3_000,

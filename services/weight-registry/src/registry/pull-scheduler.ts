@@ -32,11 +32,12 @@ export const DEFAULT_PULL_WINDOW = 1;
  *              Figure 18), then by id. Sources a puller's agent reported unreachable for this version
  *              come last (paper §5.2.2: "find another relay server") until a pull from them completes.
  *   pullers  = visited in id order; deterministic, so the same state always yields the same pulls.
+ *   relays   = off (baseline for comparison): only trainer ranks serve, released or not.
  *
  * Pulls of an older version still in flight when a newer one is published run to completion (they
  * count against the puller's window) but no new ones are started: pullers go for the newest weights.
  */
-export function schedulePulls(state: WeightRegistryState, window: number): Draft[] {
+export function schedulePulls(state: WeightRegistryState, window: number, relays = true): Draft[] {
   const version = targetVersion(state);
   if (version === undefined) return [];
   const v = state.versions[version];
@@ -60,7 +61,7 @@ export function schedulePulls(state: WeightRegistryState, window: number): Draft
     for (const bucket of v.buckets) {
       if ((inFlightFor.get(pullerId) ?? 0) >= window) break;
       if (holdsBucket(state, pullerId, version, bucket.index) || pending.has(attemptKey(version, bucket.index, pullerId))) continue;
-      const candidates = sourcesOf(state, v, bucket.index, rollouts).filter(
+      const candidates = sourcesOf(state, v, bucket.index, relays ? rollouts : []).filter(
         (c) => c.id !== pullerId && !serving.has(servingKey(c.id, version, bucket.index)),
       );
       if (candidates.length === 0) break;

@@ -113,6 +113,17 @@ describe('weight registry: one version to four rollouts from one trainer source 
   });
 });
 
+describe('weight registry without relays (the baseline bench:weights compares against)', () => {
+  it('every bucket comes from the trainer, still one puller per bucket at a time', () => {
+    const run = new Run(createWeightRegistryDecider({ relays: false }), [...fourRollouts(), publish(1, 1, { buckets: 4 })]);
+    run.drain();
+    const pulls = run.log.filter((d) => d.type === 'WeightPullAssigned').map((d) => d.data.sourceId);
+    expect(pulls).toHaveLength(16);
+    expect(new Set(pulls)).toEqual(new Set(['trainer-0']));
+    expect(run.log.filter((d) => d.type === 'RelayJoined')).toHaveLength(4);
+  });
+});
+
 describe('weight registry: failures while pulling (paper §5.2.2)', () => {
   /** r-0 is whole and relays; r-1 has buckets 0 and 1 and pulls bucket 2 from r-0. */
   const midPullFromRelay = () => {

@@ -13,6 +13,11 @@ export interface WeightRegistryOptions {
   retainVersions?: number;
   /** Buckets one puller may have in flight at once (1: strictly one at a time). */
   pullWindow?: number;
+  /**
+   * Whether rollouts serve what they hold (paper §5.2.1 ➂). `false` is the baseline every other framework
+   * uses — every rollout pulls every bucket from the trainer — kept for comparison (bench:weights).
+   */
+  relays?: boolean;
 }
 
 /**
@@ -38,6 +43,7 @@ export function createWeightRegistryDecider(
 ): Decider<WeightRegistryState, WeightRegistryCommand, WeightRegistryEvent, Draft> {
   const keep = options.retainVersions ?? DEFAULT_RETAINED_VERSIONS;
   const window = options.pullWindow ?? DEFAULT_PULL_WINDOW;
+  const relays = options.relays ?? true;
   if (keep < 1 || window < 1) throw new Error('retainVersions and pullWindow must be at least 1');
 
   const steps: Array<(s: WeightRegistryState) => Draft[]> = [
@@ -47,7 +53,7 @@ export function createWeightRegistryDecider(
     abandonments,
     stalePulls,
     (s) => retirements(s, keep),
-    (s) => schedulePulls(s, window),
+    (s) => schedulePulls(s, window, relays),
   ];
 
   function decide(command: WeightRegistryCommand, state: WeightRegistryState): Draft[] {
