@@ -10,6 +10,7 @@ import { LocalProcessSupervisor, MachineSpec } from '@robustrl/orchestrator';
 import { MESSAGE_BUS, RunningService, runService } from '@robustrl/service-kit';
 import { installInMemoryTracing } from '@robustrl/telemetry';
 import { freshDatabaseUrl } from '../support/databases';
+import { agentMachines } from '../support/agent-machines';
 import { eventually } from '../support/eventually';
 
 /**
@@ -19,9 +20,6 @@ import { eventually } from '../support/eventually';
  * supervisor as the orchestrator. Windows are scaled to seconds through the job's detection settings.
  */
 const ROOT = join(__dirname, '..', '..');
-const AGENT_MAIN = join(ROOT, 'services', 'agent', 'dist', 'main.js');
-const TRAINER = `python3 ${join(__dirname, 'fixtures', 'trainer.py')}`;
-const ROLLOUT = `python3 ${join(__dirname, 'fixtures', 'rollout.py')}`;
 const CLI = join(ROOT, 'cli', 'bin', 'robustrl.js');
 
 jest.setTimeout(180_000);
@@ -76,22 +74,9 @@ describe('detect and restart, end to end (real Kafka, PostgreSQL, processes)', (
     database = await freshDatabaseUrl('robustrl_e2e');
     dbUrl = database.url;
 
-    supervisor = new LocalProcessSupervisor({
-      stopGraceMs: 2_000,
-      output: (machineId, line) => machineOutput.push(`[${machineId}] ${line}`),
-      launch: (m) => ({
-        command: process.execPath,
-        args: [AGENT_MAIN],
-        env: {
-          KAFKA_BROKERS: brokers.join(','), ROBUSTRL_TOPIC_PREFIX: topicPrefix, DATABASE_URL: dbUrl,
-          ROBUSTRL_JOB_ID: m.jobId, ROBUSTRL_MACHINE_ID: m.machineId, ROBUSTRL_ROLE: m.role,
-          ROBUSTRL_ZONE: m.zone, ROBUSTRL_HARDWARE_CLASS: m.hardwareClass, ROBUSTRL_GPUS: '1', ROBUSTRL_AGENT_PORT: '0',
-          ROBUSTRL_TRAINER_COMMAND: TRAINER, ROBUSTRL_ROLLOUT_COMMAND: ROLLOUT,
-          ROBUSTRL_GPU_SOURCE: 'emulated', ROBUSTRL_GPU_SAMPLE_SECONDS: '0.5', ROBUSTRL_STOP_GRACE_SECONDS: '1',
-          E2E_STEP_SECONDS: String(stepSecondsOf.get(m.jobId) ?? 1.5),
-          PYTHONUNBUFFERED: '1',
-        },
-      }),
+    supervisor = agentMachines({
+      brokers, topicPrefix, databaseUrl: () => dbUrl, output: machineOutput,
+      env: (m) => ({ E2E_STEP_SECONDS: String(stepSecondsOf.get(m.jobId) ?? 1.5) }),
     });
     process.env.ROBUSTRL_COMMAND_TIMEOUT_SECONDS = '30';
     service = await runService(

@@ -13,6 +13,7 @@ import { MESSAGE_BUS, RunningService, runService } from '@robustrl/service-kit';
 import { ucxInfo } from '@robustrl/ucx';
 import { WeightRegistryModule } from '@robustrl/weight-registry';
 import { freshDatabaseUrl } from '../support/databases';
+import { agentMachines } from '../support/agent-machines';
 import { eventually } from '../support/eventually';
 
 /**
@@ -23,9 +24,6 @@ import { eventually } from '../support/eventually';
  * paced (ROBUSTRL_WEIGHTS_MAX_MIB_PER_SECOND) so a kill lands mid-pull.
  */
 const ROOT = join(__dirname, '..', '..');
-const AGENT_MAIN = join(ROOT, 'services', 'agent', 'dist', 'main.js');
-const TRAINER = `python3 ${join(__dirname, 'fixtures', 'weights_trainer.py')}`;
-const ROLLOUT = `python3 ${join(__dirname, 'fixtures', 'rollout.py')}`;
 const CLI = join(ROOT, 'cli', 'bin', 'robustrl.js');
 const MiB = 1 << 20;
 const BUCKETS = [4 * MiB, 4 * MiB, 4 * MiB, 4 * MiB, 4 * MiB, 4 * MiB];
@@ -86,23 +84,12 @@ describe('reconnect: weight pulls with relays across agent processes (real Kafka
 
   beforeAll(async () => {
     database = await freshDatabaseUrl('robustrl_e2e_weights');
-    supervisor = new LocalProcessSupervisor({
-      stopGraceMs: 2_000,
-      output: (machineId, line) => machineOutput.push(`[${machineId}] ${line}`),
-      launch: (m) => ({
-        command: process.execPath,
-        args: [AGENT_MAIN],
-        env: {
-          KAFKA_BROKERS: brokers.join(','), ROBUSTRL_TOPIC_PREFIX: topicPrefix, DATABASE_URL: database.url,
-          ROBUSTRL_JOB_ID: m.jobId, ROBUSTRL_MACHINE_ID: m.machineId, ROBUSTRL_ROLE: m.role,
-          ROBUSTRL_ZONE: m.zone, ROBUSTRL_HARDWARE_CLASS: m.hardwareClass, ROBUSTRL_GPUS: '1', ROBUSTRL_AGENT_PORT: '0',
-          ROBUSTRL_TRAINER_COMMAND: TRAINER, ROBUSTRL_ROLLOUT_COMMAND: ROLLOUT,
-          ROBUSTRL_GPU_SOURCE: 'emulated', ROBUSTRL_GPU_SAMPLE_SECONDS: '0.5', ROBUSTRL_STOP_GRACE_SECONDS: '1',
-          ROBUSTRL_WEIGHTS_PORT: '0', ROBUSTRL_WEIGHTS_CHUNK_MIB: '1', ROBUSTRL_WEIGHTS_MAX_MIB_PER_SECOND: String(PULL_MIB_PER_SECOND),
-          ROBUSTRL_WEIGHTS_OP_TIMEOUT_SECONDS: '10',
-          E2E_STEP_SECONDS: '1.5', E2E_WEIGHTS_DIR: requests, E2E_BUCKET_SIZES: BUCKETS.join(','),
-          PYTHONUNBUFFERED: '1',
-        },
+    supervisor = agentMachines({
+      brokers, topicPrefix, databaseUrl: () => database.url, output: machineOutput,
+      env: () => ({
+        ROBUSTRL_WEIGHTS_CHUNK_MIB: '1', ROBUSTRL_WEIGHTS_MAX_MIB_PER_SECOND: String(PULL_MIB_PER_SECOND),
+        ROBUSTRL_WEIGHTS_OP_TIMEOUT_SECONDS: '10',
+        E2E_STEP_SECONDS: '1.5', E2E_WEIGHTS_DIR: requests, E2E_BUCKET_SIZES: BUCKETS.join(','),
       }),
     });
     process.env.ROBUSTRL_COMMAND_TIMEOUT_SECONDS = '30';

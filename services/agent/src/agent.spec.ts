@@ -31,6 +31,7 @@ describe('agent', () => {
     const config = agentConfigFromEnv({
       ROBUSTRL_JOB_ID: 'job-1', ROBUSTRL_MACHINE_ID: 'm-1', ROBUSTRL_ROLE: 'rollout', ROBUSTRL_GPU_SOURCE: 'emulated',
       ROBUSTRL_ROLLOUT_COMMAND: role('rollout'), ROBUSTRL_TRAINER_COMMAND: role('trainer'), ROBUSTRL_STOP_GRACE_SECONDS: '1', ROBUSTRL_GPU_SAMPLE_SECONDS: '3600',
+      ROBUSTRL_WEIGHTS_PORT: '0', ROBUSTRL_WEIGHTS_BIND_HOST: '127.0.0.1',
     });
     runtime = new AgentRuntime(bus, config);
     const moduleRef = await Test.createTestingModule({ controllers: [AgentApiController], providers: [{ provide: AgentRuntime, useValue: runtime }] }).compile();

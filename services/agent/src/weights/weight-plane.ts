@@ -238,7 +238,13 @@ export class WeightPlane {
     const bucket = bucketLayout(manifest.buckets.map((b) => b.sizeBytes)).buckets[bucketIndex];
     const spec = manifest.buckets.find((b) => b.index === bucketIndex);
     if (!bucket || !spec) return void (await fail(`version ${version} has no bucket ${bucketIndex}`));
-    const copy = this.stagingFor(version, manifest);
+    let copy: HeldCopy;
+    try {
+      copy = this.stagingFor(version, manifest);
+    } catch (err) {
+      // E.g. /dev/shm full: say so, or the registry would wait on this pull forever.
+      return void (await fail(`no staging region for version ${version} on ${pullerId}: ${err instanceof Error ? err.message : String(err)}`));
+    }
     const source = manifest.sources.find((s) => s.instanceId === sourceId);
     const outcome = await pullBucket(
       this.links!,
