@@ -1071,27 +1071,17 @@ Napi::Value Mapping::Setup(Worker* w, Napi::Value buf) {
   if (!BufferSpan(buf, &p, &l, &det))
     throw Napi::TypeError::New(env, det ? "map: buffer is detached" : "map: expected Buffer, TypedArray, DataView or ArrayBuffer");
   if (l == 0) throw Napi::RangeError::New(env, "map: zero-length buffer");
-  ucp_mem_map_params_t mp;
-  std::memset(&mp, 0, sizeof(mp));
-  mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE;
-  mp.address = p;
-  mp.length = l;
   // Host memory only; device pointers go through Worker::MapDevice (UCS_MEMORY_TYPE_CUDA).
-  mp.memory_type = UCS_MEMORY_TYPE_HOST;
-  ucs_status_t st = ucp_mem_map(w->ctx(), &mp, &memh_);
-  if (st != UCS_OK) throw MakeError(env, "ucx", st, "ucp_mem_map failed");
-  worker_ = w;
   ptr_ = p;
   len_ = l;
+  memType_ = UCS_MEMORY_TYPE_HOST;
+  Register(w, "map");
   buf_ = Napi::Persistent(buf.As<Napi::Object>());     // keep the JS memory alive while mapped
-  workerRef_ = Napi::Persistent(w->Value());
-  Ref();  // the Mapping itself is pinned until unmap()/worker.close()
-  w->AddMapping(this);
   return env.Undefined();
 }
 
 // Registers [ptr_, ptr_ + len_) of memType_ with the worker's context (no ALLOCATE: the memory belongs
-// to someone else, here our own file mapping or the caller's device allocation) and pins the Mapping.
+// to someone else: a JS buffer, our own file mapping or the caller's device allocation) and pins the Mapping.
 void Mapping::Register(Worker* w, const char* what) {
   Napi::Env env = Env();
   ucp_mem_map_params_t mp;
