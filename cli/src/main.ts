@@ -1,4 +1,5 @@
 import { Command, InvalidArgumentError } from 'commander';
+import { runSimulateCommand, SimulateArgs, UsageError } from './simulate-command';
 import { DEFAULT_TAIL_TOPICS, tail } from './tail';
 
 const program = new Command()
@@ -44,6 +45,25 @@ program
     process.once('SIGTERM', stop);
     await session.done;
     await stop();
+  });
+
+program
+  .command('simulate')
+  .description('simulate a job under faults with the real control-plane deciders, comparing none / task-restart / robustrl')
+  .option('-s, --scenario <name|file.json>', 'a built-in scenario (see --list) or a scenario file (schemas/simulation/scenario.schema.json)')
+  .option('--strategies <list>', 'comma-separated: none, task-restart, robustrl (default: all three)')
+  .option('--seed <n>', 'seed of the workload and the faults (default 1): the same seed gives the same report')
+  .option('--json', 'print the report as one JSON object instead of the table', false)
+  .option('--out <dir>', 'also write the report JSON and the charts (SVG) to this directory')
+  .option('--list', 'list the built-in scenarios', false)
+  .option('--all', 'run every built-in paper scenario and print the reproduction table (markdown)', false)
+  .action(async (opts: SimulateArgs) => {
+    try {
+      await runSimulateCommand(opts, { out: (t) => process.stdout.write(`${t}\n`), err: (t) => process.stderr.write(`${t}\n`) });
+    } catch (e) {
+      if (e instanceof UsageError) program.error(`robustrl simulate: ${e.message}`, { exitCode: 2 });
+      throw e;
+    }
   });
 
 program.parseAsync(process.argv).catch((err: unknown) => {

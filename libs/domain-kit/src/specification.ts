@@ -41,3 +41,22 @@ export const DeciderSpecification = {
     };
   },
 };
+
+/**
+ * given / then for projections: fold the given events from the initial view, then check the view.
+ *
+ *   ProjectionSpecification.for(projection).given([...events]).then((view) => expect(...))
+ */
+export const ProjectionSpecification = {
+  for<View, Event>(projection: { evolve(view: View, event: Event): View; initialView(): View }) {
+    return {
+      given(events: readonly Event[]) {
+        return {
+          then(check: (view: View) => void) {
+            check(foldEvents(projection.evolve, projection.initialView(), events));
+          },
+        };
+      },
+    };
+  },
+};

@@ -1,4 +1,6 @@
-// Run: node --test test/ucx.test.mjs   (in native/ucx, after building; see README)
+// The module itself, one process at a time: availability, CUDA probing, mapFile, the stub, errors, two
+// workers in one process, and GETs from a mapFile region. Two-process transfers per transport are in
+// transport-*.test.mjs (each file runs in its own process). Run all: npm test -w @robustrl/ucx
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -8,16 +10,6 @@ import { ucx, sha, shmPath, startServer, connectClient } from './helpers.mjs';
 
 const MiB = 1 << 20;
 const pkgDir = new URL('..', import.meta.url).pathname;
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-// [name, TLS, connectClient options]. 'worker-address' = GET/PUT on a second endpoint created from the
-// server's worker address (the sockaddr endpoint carries the tag messages). errorHandling 'none' is what
-// lets UCX 1.13 pick shared memory / cma; 'peer' keeps it on tcp (see README).
-const transports = [
-  ['tcp', 'tcp', {}],
-  ['UCX default selection (sockaddr ep)', undefined, {}],
-  ['worker-address ep, errorHandling peer', undefined, { rma: 'worker-address', errorHandling: 'peer' }],
-  ['worker-address ep, errorHandling none (shm/cma)', undefined, { rma: 'worker-address', errorHandling: 'none' }],
-];
 
 test('module reports itself available, UCX version, CUDA support from the UCX context', () => {
   const info = ucx.ucxInfo();
@@ -289,155 +281,5 @@ test('worker.address / mapAlloc / printInfo (one process, two workers)', async (
   } finally {
     wc.close();
     ws.close();
-  }
-});
-
-for (const [name, tls, copts] of transports) {
-  describe(`two processes over ${name}`, () => {
-    let server, client;
-    before(async () => {
-      server = await startServer(256 * MiB, 64 * MiB, tls);
-      client = await connectClient(server.port, tls, copts);
-    });
-    after(async () => {
-      await client?.request({ op: 'bye' }).catch(() => {});
-      if (client && client.ep !== client.ctl) await client.ep.close().catch(() => {});
-      await client?.ctl.close().catch(() => {});
-      client?.worker.close();
-      server?.proc.kill('SIGKILL');
-    });
-
-    test('tagged send/recv round trip', async () => {
-      for (const n of [0, 1, 100, 8192, 200 * 1024]) {
-        const payload = randomFillSync(Buffer.alloc(n));
-        const echoed = await client.request({ op: 'echo', data: payload.toString('base64') });
-        assert.equal(sha(echoed), sha(payload), `echo of ${n} bytes`);
-      }
-    });
-
-    test('GET 1 B .. 256 MiB is byte-exact (SHA-256)', async () => {
-      const local = Buffer.alloc(256 * MiB + 64);
-      const lr = client.worker.map(local);
-      try {
-        for (const [size, srcOff, dstOff] of [[1, 0, 0], [1, 12345, 3], [7, 1, 5], [4096, 4096, 0], [65537, 999, 17], [MiB + 3, 5 * MiB + 1, 1], [16 * MiB, 7, 64], [64 * MiB, 0, 0], [256 * MiB, 0, 64]]) {
-          await client.ep.get(lr, dstOff, client.a, srcOff, size, { timeoutMs: 60000 });
-          const remote = (await client.request({ op: 'sha', region: 'a', off: srcOff, len: size })).toString();
-          assert.equal(sha(local.subarray(dstOff, dstOff + size)), remote, `GET size=${size} srcOff=${srcOff} dstOff=${dstOff}`);
-        }
-      } finally {
-        lr.unmap();
-      }
-      assert.equal(lr.mapped, false);
-    });
-
-    test('PUT 1 B .. 64 MiB is byte-exact (SHA-256)', async () => {
-      const src = randomFillSync(Buffer.alloc(64 * MiB));
-      const sr = client.worker.map(src);
-      for (const [size, srcOff, dstOff] of [[1, 0, 0], [13, 3, 5], [4097, 100, 4095], [MiB, 0, MiB + 1], [64 * MiB, 0, 0]]) {
-        await client.ep.put(sr, srcOff, client.b, dstOff, size, { timeoutMs: 60000 });
-        const remote = (await client.request({ op: 'sha', region: 'b', off: dstOff, len: size })).toString();
-        assert.equal(remote, sha(src.subarray(srcOff, srcOff + size)), `PUT size=${size}`);
-      }
-      sr.unmap();
-    });
-
-    test('range checks reject instead of corrupting memory', async () => {
-      const lr = client.worker.map(Buffer.alloc(16));
-      await assert.rejects(client.ep.get(lr, 8, client.a, 0, 16), (e) => e instanceof ucx.UcxError && e.code === 'UCS_ERR_OUT_OF_RANGE');
-      assert.throws(() => client.ep.get(lr, 0, client.a, client.a.length - 1, 2), RangeError);
-      lr.unmap();
-    });
-  });
-
-  // errorHandling 'none': UCX reports nothing on the RMA ep; connectRma ties it to the control ep, whose
-  // failure (keepalive / tcp reset) fails the RMA ep and rejects its GETs (README "Peer failure with
-  // errorHandling 'none'"). The GETs here come from the server's map(Buffer) region, which a 'none' ep
-  // reads through the server's worker (AM over shm), so they cannot complete once it is dead.
-  test(`SIGKILL of the server mid-GET rejects within a bounded time (${name})`, async () => {
-    const BOUND_MS = 5000;
-    const server = await startServer(256 * MiB, 1, tls);
-    const client = await connectClient(server.port, tls, copts);
-    const local = Buffer.alloc(256 * MiB);
-    const lr = client.worker.map(local);
-    let epError = null;
-    client.ep.onError((e) => { epError = e; });
-    try {
-      await client.ep.get(lr, 0, client.a, 0, 256 * MiB, { timeoutMs: 60000 }); // warm-up, succeeds
-      // Keep large GETs in flight and kill the server while they run.
-      const started = Date.now();
-      let killedAt = 0;
-      const results = [];
-      const inflight = [];
-      for (let i = 0; i < 8; i++) {
-        inflight.push(client.ep.get(lr, 0, client.a, 0, 256 * MiB, { timeoutMs: 60000 }).then(
-          () => results.push({ ok: true, at: Date.now() }),
-          (e) => results.push({ ok: false, e, at: Date.now() }),
-        ));
-      }
-      setTimeout(() => { killedAt = Date.now(); server.proc.kill('SIGKILL'); }, 5);
-      await Promise.all(inflight);
-      const failed = results.filter((r) => !r.ok);
-      assert.ok(failed.length > 0, `no GET failed (${results.length} completed, killed ${killedAt - started} ms after start)`);
-      for (const f of failed) {
-        assert.ok(f.e instanceof ucx.PeerUnreachableError || f.e instanceof ucx.EndpointClosedError, `unexpected ${f.e?.name}: ${f.e?.message}`);
-        assert.ok(f.at - killedAt < BOUND_MS, `rejected ${f.at - killedAt} ms after SIGKILL (bound ${BOUND_MS} ms)`);
-      }
-      const worst = Math.max(...failed.map((f) => f.at - killedAt));
-      console.log(`# ${name}: ${failed.length}/8 GETs rejected, worst ${worst} ms after SIGKILL; first error ${failed[0].e.name} ${failed[0].e.code}; ep onError: ${epError?.code}`);
-      if (copts.errorHandling === 'none') {
-        // Failed through the control ep: a peer failure, reported on the RMA ep as well.
-        for (const f of failed) assert.ok(f.e instanceof ucx.PeerUnreachableError, `${f.e.name}: ${f.e.message}`);
-        assert.ok(epError instanceof ucx.PeerUnreachableError, 'onError of the RMA ep did not fire');
-      }
-      assert.notEqual(client.ep.state, 'open');
-      await assert.rejects(client.ep.get(lr, 0, client.a, 0, 1), ucx.EndpointClosedError);
-      // Once the endpoint is closed nothing is left that needs progress: requests UCX never completes
-      // ('none') are orphans and do not keep the process alive.
-      for (let i = 0; i < 100 && client.ep.state !== 'closed'; i++) await sleep(10);
-      assert.equal(client.ep.state, 'closed');
-      const st = client.worker.stats();
-      assert.equal(st.pendingOps, st.orphanedOps, JSON.stringify(st));
-    } finally {
-      lr.unmap();
-      client.worker.close();
-      server.proc.kill('SIGKILL');
-    }
-  });
-}
-
-test("force close of an errorHandling 'none' ep rejects its pending GETs (peer stopped, not dead)", async () => {
-  // A stopped peer is not detected (no error handling on the ep; its tcp control ep stays up): a
-  // force close (or timeoutMs) is what bounds the wait. GETs from the server's map(Buffer) region are
-  // served by the server's worker, so they stall while it is stopped.
-  const server = await startServer(16 * MiB, 1);
-  const client = await connectClient(server.port, undefined, { rma: 'worker-address', errorHandling: 'none' });
-  const lr = client.worker.map(Buffer.alloc(16 * MiB));
-  try {
-    await client.ep.get(lr, 0, client.a, 0, 16 * MiB, { timeoutMs: 10000 });
-    server.proc.kill('SIGSTOP');
-    const results = [];
-    const ps = [0, 1, 2].map(() => client.ep.get(lr, 0, client.a, 0, 16 * MiB).then(() => results.push('ok'), (e) => results.push(e)));
-    await sleep(200);
-    assert.equal(results.length, 0, 'GETs completed while the server was stopped');
-    const t0 = Date.now();
-    await client.ep.close({ force: true });
-    await Promise.all(ps);
-    assert.ok(Date.now() - t0 < 1000);
-    for (const e of results) assert.ok(e instanceof ucx.EndpointClosedError, String(e));
-    let st = client.worker.stats();
-    assert.equal(st.pendingOps, st.orphanedOps, JSON.stringify(st)); // nothing keeps the process alive
-    // The abandoned requests still target the local buffer: its unmap is deferred...
-    lr.unmap();
-    assert.equal(client.worker.stats().mappings, 1);
-    // ...until the resumed server answers them; then the background close completes as well.
-    server.proc.kill('SIGCONT');
-    await client.request({ op: 'echo', data: '' });
-    for (let i = 0; i < 100 && client.worker.stats().pendingOps > 0; i++) await sleep(20);
-    st = client.worker.stats();
-    assert.deepEqual([st.pendingOps, st.orphanedOps, st.mappings], [0, 0, 0], JSON.stringify(st));
-  } finally {
-    lr.unmap();
-    client.worker.close();
-    server.proc.kill('SIGKILL');
   }
 });

@@ -6,9 +6,11 @@ import { DecidingConsumer, EVENT_STORE, MESSAGE_BUS } from '@robustrl/service-ki
 import { EventStore } from '@robustrl/store';
 import { z } from 'zod';
 import { RecoveryExecutor } from './executor/recovery-executor';
+import { EttrController } from './ettr/ettr.controller';
+import { EttrProjector } from './ettr/ettr-projector';
 import { MetricsController } from './metrics/metrics.controller';
 import { RecoveryMetrics } from './metrics/recovery-metrics';
-import { CONTROLLER_INPUT_TYPES, ControllerEvent, ControllerInput, ControllerState, createControllerDecider, DEFAULT_CONTROLLER_SETTINGS } from './recovery';
+import { CONTROLLER_INPUT_TYPES, ControllerEvent, ControllerInput, ControllerSettings, ControllerState, createControllerDecider, DEFAULT_CONTROLLER_SETTINGS } from './recovery';
 
 /**
  * Controller: role-based recovery (paper §5.1, Figure 7). The workflow is the decider in
@@ -25,7 +27,16 @@ function commandTimeoutMs(env: NodeJS.ProcessEnv): number {
   return Math.round(parsed.data * 1000);
 }
 
-@Module({ providers: [RecoveryMetrics], controllers: [MetricsController], exports: [RecoveryMetrics] })
+/** ROBUSTRL_RECOVERY_POLICY: `role-based` (default) or `task-restart` (every fault restarts the whole task). */
+function recoveryPolicy(env: NodeJS.ProcessEnv): ControllerSettings['policy'] {
+  const raw = env.ROBUSTRL_RECOVERY_POLICY;
+  if (raw === undefined || raw === '') return DEFAULT_CONTROLLER_SETTINGS.policy;
+  if (raw !== 'role-based' && raw !== 'task-restart') throw new Error(`ROBUSTRL_RECOVERY_POLICY must be 'role-based' or 'task-restart', got '${raw}'`);
+  return raw;
+}
+
+// EttrProjector starts and stops itself (its own lifecycle hooks): a read model, independent of the consumer below.
+@Module({ providers: [RecoveryMetrics, EttrProjector], controllers: [MetricsController, EttrController], exports: [RecoveryMetrics] })
 export class ControllerModule implements OnApplicationBootstrap, OnModuleDestroy {
   readonly consumer: DecidingConsumer<ControllerState, ControllerInput, ControllerEvent>;
   readonly executor: RecoveryExecutor | null;
@@ -46,7 +57,7 @@ export class ControllerModule implements OnApplicationBootstrap, OnModuleDestroy
       consumer: 'controller',
       topics: CONTROLLER_INPUTS,
       inputTypes: CONTROLLER_INPUT_TYPES,
-      decider: createControllerDecider({ commandTimeoutMs: commandTimeoutMs(process.env) }),
+      decider: createControllerDecider({ commandTimeoutMs: commandTimeoutMs(process.env), policy: recoveryPolicy(process.env) }),
       tickIntervalMs: 1000,
       onEmitted: (messages) => metrics.observe(messages),
     });

@@ -25,6 +25,8 @@ export const DecisionRule = z.enum([
   'report-only-rule',
   /** The fault hit a machine an active recovery already covers (e.g. trainer ranks hanging on a dead peer). */
   'covered-by-active-recovery',
+  /** The job runs the whole-task-restart policy (the ByteRobust-style baseline the simulator compares against). */
+  'task-restart-policy',
 ]);
 export type DecisionRule = z.infer<typeof DecisionRule>;
 

@@ -45,13 +45,19 @@ export type ControllerCommand = { kind: 'observe'; message: ControllerInput; now
 export interface ControllerSettings {
   /** A command with no answer after this long has failed (a dead agent cannot say so itself). */
   commandTimeoutMs: number;
+  /**
+   * `role-based` (paper Fig. 7): restart or replace only the failed role. `task-restart`: every fault
+   * restarts the whole task in place — what ByteRobust-style systems do; the simulator's baseline.
+   */
+  policy: 'role-based' | 'task-restart';
 }
 /** Ten minutes covers a trainer re-initialisation and checkpoint reload of a large model (paper Fig. 14). */
-export const DEFAULT_CONTROLLER_SETTINGS: ControllerSettings = { commandTimeoutMs: 600_000 };
+export const DEFAULT_CONTROLLER_SETTINGS: ControllerSettings = { commandTimeoutMs: 600_000, policy: 'role-based' };
 
 const timeOf = (iso: string) => Date.parse(iso);
 
-export function createControllerDecider(settings: ControllerSettings = DEFAULT_CONTROLLER_SETTINGS): Decider<ControllerState, ControllerCommand, ControllerEvent, Draft> {
+export function createControllerDecider(overrides: Partial<ControllerSettings> = {}): Decider<ControllerState, ControllerCommand, ControllerEvent, Draft> {
+  const settings: ControllerSettings = { ...DEFAULT_CONTROLLER_SETTINGS, ...overrides };
   function decide(command: ControllerCommand, state: ControllerState): Draft[] {
     if (command.kind === 'tick') return timedOutCommands(state, command.now);
     const { message, now } = command;
@@ -82,6 +88,7 @@ export function createControllerDecider(settings: ControllerSettings = DEFAULT_C
     if (covering) {
       return [decided('report-only', 'covered-by-active-recovery', { ...v.evidence, detail: `covered by ${covering.recoveryId} (${covering.action})` })];
     }
+    if (settings.policy === 'task-restart') return [decided('restart-task', 'task-restart-policy'), restartTask(recoveryId, 1, 'task-restart-policy')];
     const escalation = firstIterationFault(state) ?? repeatedFaultInStep(state, v.handledAs);
     if (escalation) return [decided('restart-task', escalation), restartTask(recoveryId, 1, escalation)];
 

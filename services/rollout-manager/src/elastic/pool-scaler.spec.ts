@@ -4,7 +4,7 @@ import { LocalProcessSupervisor } from '@robustrl/orchestrator';
 import { DecidingConsumer } from '@robustrl/service-kit';
 import { EventStore } from '@robustrl/store';
 import { eventually } from '../../../../test/support/eventually';
-import { createRolloutPoolDecider, ROLLOUT_POOL_INPUT_TYPES } from '../pool';
+import { createRolloutPoolDecider, ROLLOUT_POOL_INPUT_TYPES, Trajectories } from '../pool';
 import { ROLLOUT_MANAGER_INPUTS } from '../rollout-manager.module';
 import { PoolScaler } from './pool-scaler';
 
@@ -42,7 +42,7 @@ describe('elastic rollout pool', () => {
     }
     await eventually('the pool sees three machines and three trajectories', () => {
       const s = pool.stateOf(jobId);
-      return s && Object.keys(s.machines).length === 3 && Object.keys(s.trajectories).length === 3 ? true : undefined;
+      return s && Object.keys(s.machines).length === 3 && Trajectories.count(s.trajectories) === 3 ? true : undefined;
     });
   });
 

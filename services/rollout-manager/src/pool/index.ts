@@ -1,2 +1,3 @@
 export * from './rollout-pool.decider';
 export * from './scale-plan';
+export * from './trajectory-table';

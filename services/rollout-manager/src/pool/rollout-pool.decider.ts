@@ -1,5 +1,6 @@
 import { Decider } from '@robustrl/domain-kit';
 import { Draft, draft, MessageOf } from '@robustrl/contracts';
+import { Trajectories, TrajectoryTable } from './trajectory-table';
 
 /**
  * The rollout pool of one job (paper §3 RolloutManager, §5.2.2): which rollout instances serve, which
@@ -51,7 +52,8 @@ export interface RolloutPoolState {
   machines: Record<string, PoolMachine>;
   /** rollout id → machine id, learned from throughput samples (else the id's head before '/'). */
   instanceMachine: Record<string, string>;
-  trajectories: Record<string, PoolTrajectory>;
+  /** In flight (finished ones are dropped), sharded: see trajectory-table.ts. */
+  trajectories: TrajectoryTable;
   /** Trajectories whose instance stopped serving when no other was alive. */
   orphans: Array<{ trajectoryId: string; fromRolloutId: string; reason: string }>;
   /** Lent machines waiting for the rollout that refills the pool. */
@@ -72,7 +74,7 @@ export function createRolloutPoolDecider(): Decider<RolloutPoolState, RolloutPoo
 
   function load(state: RolloutPoolState): Map<string, number> {
     const counts = new Map<string, number>(servingInstances(state).map((i) => [i, 0]));
-    for (const t of Object.values(state.trajectories)) if (t.owner && isActive(t) && counts.has(t.owner)) counts.set(t.owner, counts.get(t.owner)! + 1);
+    for (const t of Trajectories.all(state.trajectories)) if (t.owner && isActive(t) && counts.has(t.owner)) counts.set(t.owner, counts.get(t.owner)! + 1);
     return counts;
   }
 
@@ -85,7 +87,7 @@ export function createRolloutPoolDecider(): Decider<RolloutPoolState, RolloutPoo
     for (const m of moving) {
       const [toRolloutId] = [...counts.entries()].sort((a, b) => a[1] - b[1] || a[0].localeCompare(b[0]))[0];
       counts.set(toRolloutId, counts.get(toRolloutId)! + 1);
-      const t = state.trajectories[m.trajectoryId];
+      const t = Trajectories.get(state.trajectories, m.trajectoryId);
       const entry = byFrom.get(m.fromRolloutId) ?? { reason: m.reason, assignments: [] };
       entry.assignments.push({ trajectoryId: m.trajectoryId, toRolloutId, resumeFromTurn: t ? t.lastTurnIndex + 1 : 0 });
       byFrom.set(m.fromRolloutId, entry);
@@ -95,7 +97,7 @@ export function createRolloutPoolDecider(): Decider<RolloutPoolState, RolloutPoo
 
   /** Everything in flight on the instances of `machineId`, which just stopped serving. */
   function stranded(state: RolloutPoolState, machineId: string, reason: string) {
-    return Object.values(state.trajectories)
+    return Trajectories.all(state.trajectories)
       .filter((t) => t.owner !== null && isActive(t) && machineOfInstance(state, t.owner) === machineId)
       .sort((a, b) => a.trajectoryId.localeCompare(b.trajectoryId))
       .map((t) => ({ trajectoryId: t.trajectoryId, fromRolloutId: t.owner!, reason }));
@@ -123,7 +125,10 @@ export function createRolloutPoolDecider(): Decider<RolloutPoolState, RolloutPoo
       case 'MachineRegistered': {
         if (m.data.role !== 'rollout' || state.orphans.length === 0) return [];
         const after = evolve(state, m);
-        return assign(after, after.orphans.filter((o) => after.trajectories[o.trajectoryId] && isActive(after.trajectories[o.trajectoryId])));
+        return assign(after, after.orphans.filter((o) => {
+          const t = Trajectories.get(after.trajectories, o.trajectoryId);
+          return t !== undefined && isActive(t);
+        }));
       }
       default:
         return [];
@@ -177,7 +182,7 @@ export function createRolloutPoolDecider(): Decider<RolloutPoolState, RolloutPoo
       }
       case 'TrajectoryTurnAppended': {
         const d = event.data;
-        const prior = state.trajectories[d.trajectoryId];
+        const prior = Trajectories.get(state.trajectories, d.trajectoryId);
         const t: PoolTrajectory = {
           trajectoryId: d.trajectoryId,
           // Model output is what ties a trajectory to the instance generating it.
@@ -185,19 +190,27 @@ export function createRolloutPoolDecider(): Decider<RolloutPoolState, RolloutPoo
           lastTurnIndex: Math.max(prior?.lastTurnIndex ?? -1, d.turnIndex),
           status: prior?.status ?? 'in-flight',
         };
-        return { ...state, trajectories: { ...state.trajectories, [d.trajectoryId]: t } };
+        return { ...state, trajectories: Trajectories.set(state.trajectories, t) };
       }
       case 'TrajectoryStatusChanged': {
-        const prior = state.trajectories[event.data.trajectoryId];
+        if (event.data.status === 'completed' || event.data.status === 'aborted') {
+          // Finished trajectories never move again: forget them, so the state is what is in flight (a
+          // long job would otherwise keep every trajectory it ever ran, and copy them on every event).
+          if (!Trajectories.get(state.trajectories, event.data.trajectoryId)) return state;
+          const trajectories = Trajectories.remove(state.trajectories, event.data.trajectoryId);
+          return { ...state, trajectories, orphans: state.orphans.filter((o) => o.trajectoryId !== event.data.trajectoryId) };
+        }
+        const prior = Trajectories.get(state.trajectories, event.data.trajectoryId);
         const t: PoolTrajectory = prior ? { ...prior, status: event.data.status } : { trajectoryId: event.data.trajectoryId, owner: null, lastTurnIndex: -1, status: event.data.status };
-        return { ...state, trajectories: { ...state.trajectories, [t.trajectoryId]: t } };
+        return { ...state, trajectories: Trajectories.set(state.trajectories, t) };
       }
       case 'TrajectoriesReassigned': {
-        const trajectories = { ...state.trajectories };
+        const moved: PoolTrajectory[] = [];
         for (const a of event.data.assignments) {
-          const prior = trajectories[a.trajectoryId];
-          if (prior) trajectories[a.trajectoryId] = { ...prior, owner: a.toRolloutId, status: 'reassigned' };
+          const prior = Trajectories.get(state.trajectories, a.trajectoryId);
+          if (prior) moved.push({ ...prior, owner: a.toRolloutId, status: 'reassigned' });
         }
+        const trajectories = Trajectories.setMany(state.trajectories, moved);
         // Stranded trajectories that found no instance wait as orphans; assigned ones stop being orphans.
         const assigned = new Set(event.data.assignments.map((a) => a.trajectoryId));
         return { ...state, trajectories, orphans: state.orphans.filter((o) => !assigned.has(o.trajectoryId)) };
@@ -206,7 +219,7 @@ export function createRolloutPoolDecider(): Decider<RolloutPoolState, RolloutPoo
   }
 
   return {
-    initialState: () => ({ machines: {}, instanceMachine: {}, trajectories: {}, orphans: [], awaitingRefill: [] }),
+    initialState: () => ({ machines: {}, instanceMachine: {}, trajectories: Trajectories.empty(), orphans: [], awaitingRefill: [] }),
     decide,
     evolve: (state, event) => {
       const before = state;

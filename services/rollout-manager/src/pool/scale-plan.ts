@@ -1,4 +1,5 @@
 import type { RolloutPoolState } from './rollout-pool.decider';
+import { Trajectories } from './trajectory-table';
 
 export interface ScalePlan {
   /** Serving machines of the zone and class now. */
@@ -22,7 +23,7 @@ export function planScale(state: RolloutPoolState, target: { targetMachines: num
   if (target.targetMachines >= current.length) return { current, add: target.targetMachines - current.length, remove: [] };
   const machineOf = (rolloutId: string) => state.instanceMachine[rolloutId] ?? rolloutId.split('/')[0];
   const busy = new Map(current.map((m) => [m, 0]));
-  for (const t of Object.values(state.trajectories)) {
+  for (const t of Trajectories.all(state.trajectories)) {
     if (!t.owner || (t.status !== 'in-flight' && t.status !== 'reassigned')) continue;
     const m = machineOf(t.owner);
     if (busy.has(m)) busy.set(m, busy.get(m)! + 1);

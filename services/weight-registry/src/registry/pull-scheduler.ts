@@ -1,6 +1,6 @@
 import { Draft, draft } from '@robustrl/contracts';
 import {
-  attemptKey,
+  attemptsOf,
   holdsBucket,
   holdsWhole,
   isMachineDown,
@@ -11,6 +11,8 @@ import {
   WeightRegistryState,
   WeightVersion,
 } from './weight-registry.state';
+
+const pendingKey = (version: number, bucketIndex: number, pullerId: string) => `${version}/${bucketIndex}/${pullerId}`;
 
 export const DEFAULT_PULL_WINDOW = 1;
 
@@ -51,7 +53,7 @@ export function schedulePulls(state: WeightRegistryState, window: number, relays
     busy.set(sourceId, (busy.get(sourceId) ?? 0) + 1);
     serving.add(servingKey(sourceId, pullVersion, bucketIndex));
     inFlightFor.set(pullerId, (inFlightFor.get(pullerId) ?? 0) + 1);
-    pending.add(attemptKey(pullVersion, bucketIndex, pullerId));
+    pending.add(pendingKey(pullVersion, bucketIndex, pullerId));
   };
   for (const p of Object.values(state.pulls)) take(p.pullerId, p.sourceId, p.bucketIndex, p.version);
 
@@ -60,14 +62,14 @@ export function schedulePulls(state: WeightRegistryState, window: number, relays
     if (holdsWhole(state, pullerId, version)) continue;
     for (const bucket of v.buckets) {
       if ((inFlightFor.get(pullerId) ?? 0) >= window) break;
-      if (holdsBucket(state, pullerId, version, bucket.index) || pending.has(attemptKey(version, bucket.index, pullerId))) continue;
+      if (holdsBucket(state, pullerId, version, bucket.index) || pending.has(pendingKey(version, bucket.index, pullerId))) continue;
       const candidates = sourcesOf(state, v, bucket.index, relays ? rollouts : []).filter(
         (c) => c.id !== pullerId && !serving.has(servingKey(c.id, version, bucket.index)),
       );
       if (candidates.length === 0) break;
       candidates.sort((a, b) => a.suspect - b.suspect || (busy.get(a.id) ?? 0) - (busy.get(b.id) ?? 0) || a.rank - b.rank || a.id.localeCompare(b.id));
       const { id: sourceId, address: sourceAddress } = candidates[0];
-      const attempt = (state.attempts[attemptKey(version, bucket.index, pullerId)] ?? 0) + 1;
+      const attempt = attemptsOf(state, version, bucket.index, pullerId) + 1;
       out.push(
         draft('WeightPullAssigned', { pullId: pullIdFor(version, bucket.index, pullerId, attempt), version, bucketIndex: bucket.index, pullerId, sourceId, sourceAddress }),
       );

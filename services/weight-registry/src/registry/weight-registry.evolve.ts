@@ -1,5 +1,6 @@
 import {
   attemptKey,
+  attemptsOf,
   blamesSource,
   holdsWhole,
   isCorruption,
@@ -124,14 +125,14 @@ export function evolveWeightRegistry(state: WeightRegistryState, fact: RegistryF
     case 'WeightPullAssigned': {
       const d = fact.data;
       if (state.pulls[d.pullId]) return state;
-      const key = attemptKey(d.version, d.bucketIndex, d.pullerId);
-      const attempt = (state.attempts[key] ?? 0) + 1;
+      const key = attemptKey(d.version, d.pullerId);
+      const attempt = attemptsOf(state, d.version, d.bucketIndex, d.pullerId) + 1;
       // Only the next pull id of its (version, bucket, puller) applies: a redelivered older one does not.
       if (d.pullId !== pullIdFor(d.version, d.bucketIndex, d.pullerId, attempt)) return state;
       return {
         ...state,
         pulls: { ...state.pulls, [d.pullId]: { pullId: d.pullId, version: d.version, bucketIndex: d.bucketIndex, pullerId: d.pullerId, sourceId: d.sourceId } },
-        attempts: { ...state.attempts, [key]: attempt },
+        attempts: { ...state.attempts, [key]: { ...state.attempts[key], [d.bucketIndex]: attempt } },
       };
     }
 
@@ -213,8 +214,15 @@ export function evolveWeightRegistry(state: WeightRegistryState, fact: RegistryF
     case 'WeightVersionRetired': {
       const v = state.versions[fact.data.version];
       if (!v || v.status === 'retired') return state;
-      // Retired (or abandoned): every copy of it is forgotten, whole or partial (paper §5.2.2).
-      return dropVersionCopies({ ...state, versions: { ...state.versions, [v.version]: { ...v, status: 'retired' } } }, v.version);
+      // Retired (or abandoned): every copy of it is forgotten, whole or partial (paper §5.2.2). Its pull
+      // attempt counters go too: nothing pulls a retired version again, and a long job would otherwise
+      // keep (and copy on every assignment) counters for every version it ever ran.
+      const prefix = `${v.version}/`;
+      let highest = state.retiredAttempts[v.version] ?? 0;
+      for (const [key, perBucket] of Object.entries(state.attempts)) if (key.startsWith(prefix)) highest = Math.max(highest, ...Object.values(perBucket));
+      const attempts = Object.fromEntries(Object.entries(state.attempts).filter(([key]) => !key.startsWith(prefix)));
+      const retiredAttempts = { ...state.retiredAttempts, [v.version]: highest };
+      return dropVersionCopies({ ...state, attempts, retiredAttempts, versions: { ...state.versions, [v.version]: { ...v, status: 'retired' } } }, v.version);
     }
   }
 }

@@ -117,8 +117,17 @@ export interface WeightRegistryState {
   /** instance → version → bucket index → the pull that delivered it (so a late checksum failure names it). */
   holdings: Record<string, Record<number, Record<number, string>>>;
   pulls: Record<string, InFlightPull>;
-  /** `version/bucket/puller` → pulls assigned so far; the next pull id is derived from it (deterministic). */
-  attempts: Record<string, number>;
+  /**
+   * `version/puller` → bucket index → pulls assigned so far; the next pull id is derived from it
+   * (deterministic). Nested so that recording an assignment copies one puller's counters, not the job's.
+   */
+  attempts: Record<string, Record<number, number>>;
+  /**
+   * version → the highest attempt it reached before it was retired. A retired version's counters are
+   * dropped (a long job would keep and copy them forever); a republication of the same number continues
+   * above this, so pull ids are never reused.
+   */
+  retiredAttempts: Record<number, number>;
   /** `instance@version` → relay. */
   relays: Record<string, Relay>;
 }
@@ -130,12 +139,16 @@ export const initialWeightRegistryState = (): WeightRegistryState => ({
   holdings: {},
   pulls: {},
   attempts: {},
+  retiredAttempts: {},
   relays: {},
 });
 
 export const machineOf = (instanceId: string) => instanceId.split('/')[0];
 export const relayKey = (instanceId: string, version: number) => `${instanceId}@${version}`;
-export const attemptKey = (version: number, bucketIndex: number, pullerId: string) => `${version}/${bucketIndex}/${pullerId}`;
+export const attemptKey = (version: number, pullerId: string) => `${version}/${pullerId}`;
+/** Pulls of this (version, bucket, puller) assigned so far. */
+export const attemptsOf = (state: Pick<WeightRegistryState, 'attempts' | 'retiredAttempts'>, version: number, bucketIndex: number, pullerId: string): number =>
+  Math.max(state.attempts[attemptKey(version, pullerId)]?.[bucketIndex] ?? 0, state.retiredAttempts[version] ?? 0);
 /** Pull ids come from state alone, so a redelivered input that re-runs decide names the same pull. */
 export const pullIdFor = (version: number, bucketIndex: number, pullerId: string, attempt: number) => `w${version}/b${bucketIndex}/${pullerId}#${attempt}`;
 

@@ -1,0 +1,213 @@
+import { createMessage, DataOf, MessageType } from '@robustrl/contracts';
+import { ProjectionSpecification } from '@robustrl/domain-kit';
+import { createEttrProjection, EttrInput } from './ettr.projection';
+import { downtimeBy, downtimeLedger, describeDowntime, ettrOf, ettrReport, slidingEttr } from './ettr-report';
+
+const T0 = Date.parse('2026-01-01T00:00:00.000Z');
+/** A message of job-1 at `seconds` after T0. */
+function at<T extends MessageType>(seconds: number, type: T, data: DataOf<T>): EttrInput {
+  return createMessage(type, data, { jobId: 'job-1', source: 'spec', occurredAt: new Date(T0 + seconds * 1000).toISOString() }) as unknown as EttrInput;
+}
+const iso = (seconds: number) => new Date(T0 + seconds * 1000).toISOString();
+
+const registered = (s: number, machineId: string, role: 'trainer' | 'rollout', gpus = 8) =>
+  at(s, 'MachineRegistered', { machineId, role, zone: 'z', hardwareClass: 'h20', gpus, agentAddress: `http://${machineId}`, dpRank: null });
+const phase = (s: number, machineId: string, role: 'trainer' | 'rollout', p: DataOf<'RolePhaseChanged'>['phase'], step = 0) =>
+  at(s, 'RolePhaseChanged', { machineId, role, phase: p, step, changedAt: iso(s) });
+const started = (mode: 'sync' | 'semi-sync' | 'async' = 'semi-sync') => at(0, 'JobStarted', { mode, resumedFromStep: null, trainerMachines: 1, rolloutMachines: 3 });
+const trainerFault = (s: number, latencyMs = 0, verdictId = 't0/explicit-signal/1') =>
+  at(s, 'FaultConfirmed', { verdictId, machineId: 't0', role: 'trainer', rule: 'explicit-signal', evidence: {}, handledAs: 'trainer', machineFaulty: false, detectionLatencyMs: latencyMs });
+const decided = (s: number, verdictId: string, machineId: string, action: DataOf<'RecoveryDecided'>['action'], rule: DataOf<'RecoveryDecided'>['rule'] = 'trainer-fault') =>
+  at(s, 'RecoveryDecided', { recoveryId: `${verdictId}/recovery`, verdictId, machineId, action, rule, step: 0, evidence: {} });
+/** Something that only moves time forward (the projection ignores the data). */
+const tick = (s: number) => at(s, 'TrainingStepStarted', { step: 99, batchId: 'b-tick', startedAt: iso(s) });
+
+/** One trainer machine and three rollout machines, 8 GPUs each, working from t=0 (no startup). */
+const workingJob = (mode: 'sync' | 'semi-sync' | 'async' = 'semi-sync', rolloutPhase: 'rollout' | 'idle' = 'rollout') => [
+  started(mode),
+  registered(0, 't0', 'trainer'),
+  ...['r1', 'r2', 'r3'].map((r) => registered(0, r, 'rollout')),
+  phase(0, 't0', 'trainer', 'training'),
+  ...['r1', 'r2', 'r3'].map((r) => phase(0, r, 'rollout', rolloutPhase)),
+];
+
+const spec = (settings = {}) => ProjectionSpecification.for(createEttrProjection(settings));
+const gpuSeconds = (rows: ReturnType<typeof downtimeLedger>, category: string) => Math.round(rows.filter((r) => r.category === category).reduce((a, r) => a + r.gpuHours, 0) * 3600);
+
+describe('ETTR projection', () => {
+  it('counts a fault-free job as effective except its start-up', () => {
+    spec()
+      .given([
+        started(),
+        registered(0, 't0', 'trainer'),
+        ...['r1', 'r2', 'r3'].map((r) => registered(0, r, 'rollout')),
+        phase(60, 't0', 'trainer', 'training'),
+        ...['r1', 'r2', 'r3'].map((r) => phase(60, r, 'rollout', 'rollout')),
+        phase(300, 't0', 'trainer', 'weight-update'),
+        phase(310, 't0', 'trainer', 'idle'), // a trainer waiting for rollouts in a healthy pipeline is not downtime
+        tick(660),
+      ])
+      .then((view) => {
+        expect(ettrOf(view)).toBeCloseTo(600 / 660, 6);
+        const rows = downtimeLedger(view);
+        expect(gpuSeconds(rows, 'startup')).toBe(32 * 60);
+        expect(rows.every((r) => r.category === 'startup')).toBe(true);
+        expect(describeDowntime(ettrReport(view))).toBe('no GPU time lost to faults');
+      });
+  });
+
+  it('during a trainer restart with rollouts still generating, counts #rollout / (#rollout + #trainer) GPUs as effective', () => {
+    spec({ windowMs: 100_000, sampleMs: 100_000 })
+      .given([
+        ...workingJob(),
+        trainerFault(100),
+        decided(100, 't0/explicit-signal/1', 't0', 'restart-trainer-group'),
+        at(100, 'RestartTrainerGroup', { recoveryId: 't0/explicit-signal/1/recovery', commandId: 't0/explicit-signal/1/recovery/1', machines: ['t0'], step: 0, checkpointStep: null, keepBatch: true }),
+        phase(160, 't0', 'trainer', 'initializing'),
+        phase(200, 't0', 'trainer', 'training'),
+        tick(300),
+      ])
+      .then((view) => {
+        // [100, 200): 24 of 32 GPUs effective — the paper's recovery ratio.
+        expect(slidingEttr(view)).toEqual([
+          { atSeconds: 100, ettr: 1 },
+          { atSeconds: 200, ettr: 24 / 32 },
+          { atSeconds: 300, ettr: 1 },
+        ]);
+        expect(ettrOf(view)).toBeCloseTo(1 - (8 * 100) / (32 * 300), 6);
+        const rows = downtimeLedger(view);
+        expect(gpuSeconds(rows, 'restart')).toBe(8 * 60);
+        expect(gpuSeconds(rows, 'reinitialization')).toBe(8 * 40);
+        expect(rows.every((r) => r.action === 'restart-trainer-group' && r.role === 'trainer' && r.detectionRule === 'explicit-signal' && r.machineId === 't0')).toBe(true);
+        expect(downtimeBy(rows, 'action')).toEqual([{ key: 'restart-trainer-group', gpuHours: expect.closeTo((8 * 100) / 3600, 3) }]);
+      });
+  });
+
+  it('reaches back to the fault for the detection window a verdict reports', () => {
+    spec({ windowMs: 60_000, sampleMs: 60_000 })
+      .given([
+        ...workingJob(),
+        trainerFault(100, 30_000),
+        decided(100, 't0/explicit-signal/1', 't0', 'restart-trainer-group'),
+        at(100, 'RestartTrainerGroup', { recoveryId: 't0/explicit-signal/1/recovery', commandId: 't0/explicit-signal/1/recovery/1', machines: ['t0'], step: 0, checkpointStep: null, keepBatch: true }),
+        phase(120, 't0', 'trainer', 'training'),
+        tick(180),
+      ])
+      .then((view) => {
+        const rows = downtimeLedger(view);
+        expect(gpuSeconds(rows, 'detection')).toBe(8 * 30);
+        expect(gpuSeconds(rows, 'restart')).toBe(8 * 20);
+        // The correction lands in the window it concerns: [60, 120) lost 50 s of the trainer's 8 GPUs.
+        expect(slidingEttr(view)).toEqual([
+          { atSeconds: 60, ettr: 1 },
+          { atSeconds: 120, ettr: expect.closeTo(1 - (8 * 50) / (32 * 60), 4) },
+          { atSeconds: 180, ettr: 1 },
+        ]);
+      });
+  });
+
+  it('counts rollouts idling while the trainer is down as waiting on a dead role (sync mode)', () => {
+    spec()
+      .given([
+        ...workingJob('sync', 'idle'),
+        trainerFault(100),
+        decided(100, 't0/explicit-signal/1', 't0', 'restart-trainer-group'),
+        at(100, 'RestartTrainerGroup', { recoveryId: 't0/explicit-signal/1/recovery', commandId: 't0/explicit-signal/1/recovery/1', machines: ['t0'], step: 0, checkpointStep: null, keepBatch: true }),
+        phase(200, 't0', 'trainer', 'training'),
+        tick(300),
+      ])
+      .then((view) => {
+        const rows = downtimeLedger(view);
+        expect(gpuSeconds(rows, 'waiting-on-dead-role')).toBe(24 * 100);
+        expect(ettrOf(view)).toBeCloseTo(1 - 100 / 300, 6);
+      });
+  });
+
+  it('a task restart loses the rollout work of the batch in progress, not what an earlier step consumed', () => {
+    const verdict = 't0/explicit-signal/1';
+    spec()
+      .given([
+        ...workingJob(),
+        at(100, 'TrainingStepStarted', { step: 0, batchId: 'b0', startedAt: iso(100) }),
+        at(120, 'TrainingStepCompleted', { step: 0, batchId: 'b0', durationMs: 20_000 }),
+        trainerFault(150),
+        decided(150, verdict, 't0', 'restart-task', 'escalate-repeated-fault-in-step'),
+        at(150, 'RestartTask', { recoveryId: `${verdict}/recovery`, commandId: `${verdict}/recovery/1`, rule: 'escalate-repeated-fault-in-step' }),
+        ...['t0', 'r1', 'r2', 'r3'].map((m) => phase(200, m, m === 't0' ? 'trainer' : 'rollout', 'initializing')),
+        phase(250, 't0', 'trainer', 'training'),
+        ...['r1', 'r2', 'r3'].map((r) => phase(250, r, 'rollout', 'rollout')),
+        tick(300),
+      ])
+      .then((view) => {
+        const rows = downtimeLedger(view);
+        // Generated since step 0 started (t=100) and not consumed: 3 rollouts × 8 GPUs × 50 s.
+        expect(gpuSeconds(rows, 'lost-rollout')).toBe(24 * 50);
+        expect(gpuSeconds(rows, 'restart')).toBe(32 * 50);
+        expect(gpuSeconds(rows, 'reinitialization')).toBe(32 * 50);
+        expect(ettrOf(view)).toBeCloseTo((32 * 300 - 24 * 50 - 32 * 100) / (32 * 300), 6);
+        expect(rows.every((r) => r.action === 'restart-task')).toBe(true);
+      });
+  });
+
+  it('a replaced rollout machine\'s slot is down from the fault until its replacement generates', () => {
+    const verdict = 'r2/rollout-silent/1';
+    spec()
+      .given([
+        ...workingJob(),
+        at(100, 'FaultConfirmed', { verdictId: verdict, machineId: 'r2', role: 'rollout', rule: 'rollout-silent', evidence: {}, handledAs: 'rollout', machineFaulty: true, detectionLatencyMs: 70_000 }),
+        decided(100, verdict, 'r2', 'replace-rollout', 'rollout-fault'),
+        at(100, 'ReplaceMachine', { recoveryId: `${verdict}/recovery`, commandId: `${verdict}/recovery/1`, machineId: 'r2', role: 'rollout', zone: 'z', hardwareClass: 'h20' }),
+        at(110, 'MachineDeregistered', { machineId: 'r2', reason: 'replaced' }),
+        registered(200, 'r9', 'rollout'),
+        phase(250, 'r9', 'rollout', 'rollout'),
+        tick(300),
+      ])
+      .then((view) => {
+        const rows = downtimeLedger(view);
+        expect(gpuSeconds(rows, 'detection')).toBe(8 * 70);
+        expect(gpuSeconds(rows, 'restart')).toBe(8 * 100);
+        expect(gpuSeconds(rows, 'reinitialization')).toBe(8 * 50);
+        expect(ettrOf(view)).toBeCloseTo(1 - (8 * 220) / (32 * 300), 6);
+        expect(new Set(rows.map((r) => r.machineId))).toEqual(new Set(['r2', 'r9']));
+        expect(describeDowntime(ettrReport(view))).toBe(`lost ${((8 * 220) / 3600).toFixed(1)} GPU-hours to replace-rollout`);
+      });
+  });
+
+  it('a verdict covered by an active recovery adds no downtime of its own', () => {
+    spec()
+      .given([
+        ...workingJob(),
+        trainerFault(100),
+        decided(100, 't0/explicit-signal/1', 't0', 'restart-trainer-group'),
+        at(100, 'RestartTrainerGroup', { recoveryId: 't0/explicit-signal/1/recovery', commandId: 't0/explicit-signal/1/recovery/1', machines: ['t0'], step: 0, checkpointStep: null, keepBatch: true }),
+        trainerFault(130, 5_000, 't0/trainer-idle/2'),
+        decided(130, 't0/trainer-idle/2', 't0', 'report-only', 'covered-by-active-recovery'),
+        phase(200, 't0', 'trainer', 'training'),
+        tick(300),
+      ])
+      .then((view) => {
+        const rows = downtimeLedger(view);
+        expect(rows.every((r) => r.outageId === 't0/explicit-signal/1')).toBe(true);
+        expect(ettrOf(view)).toBeCloseTo(1 - (8 * 100) / (32 * 300), 6);
+      });
+  });
+
+  it('collects recovery latency per stage by action', () => {
+    spec()
+      .given([
+        ...workingJob(),
+        trainerFault(100),
+        decided(100, 't0/explicit-signal/1', 't0', 'restart-trainer-group'),
+        at(200, 'RecoveryCompleted', { recoveryId: 't0/explicit-signal/1/recovery', outcome: 'recovered', stagesMs: { detect: 1000, decide: 3, restart: 60_000, reconnect: 39_000 } }),
+      ])
+      .then((view) => {
+        expect(ettrReport(view).stages).toEqual([
+          { action: 'restart-trainer-group', count: 1, detect: { mean: 1000, max: 1000 }, decide: { mean: 3, max: 3 }, restart: { mean: 60_000, max: 60_000 }, reconnect: { mean: 39_000, max: 39_000 } },
+        ]);
+      });
+  });
+
+  it('rejects a window that is not a whole number of sample periods', () => {
+    expect(() => createEttrProjection({ windowMs: 90_000, sampleMs: 60_000 })).toThrow(/multiple of the sample period/);
+  });
+});

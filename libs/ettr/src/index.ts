@@ -1,0 +1,3 @@
+export * from './ettr-view';
+export * from './ettr.projection';
+export * from './ettr-report';

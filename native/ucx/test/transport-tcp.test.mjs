@@ -1,0 +1,3 @@
+import { transportSuite } from './transport-suite.mjs';
+
+transportSuite('tcp', 'tcp', {});
