@@ -1,7 +1,7 @@
 import { DynamicModule, Global, Inject, Logger, Module, OnApplicationShutdown } from '@nestjs/common';
 import { createBus, MessageBus } from '@robustrl/bus';
 import { EventStore } from '@robustrl/store';
-import { EVENT_STORE, MESSAGE_BUS, SERVICE_CONFIG } from './tokens';
+import { CLOCK, EVENT_STORE, MESSAGE_BUS, SERVICE_CONFIG } from './tokens';
 import { ServiceConfig } from './service-config';
 import { nestBusLogger } from './nest-bus-logger';
 
@@ -24,10 +24,11 @@ export class CoreModule implements OnApplicationShutdown {
       module: CoreModule,
       providers: [
         { provide: SERVICE_CONFIG, useValue: config },
+        { provide: CLOCK, useValue: config.clock ?? Date.now },
         { provide: MESSAGE_BUS, useFactory: () => createBus(config.bus, nestBusLogger(config.serviceName)) },
         { provide: EVENT_STORE, useFactory: () => EventStore.open(config.store) },
       ],
-      exports: [SERVICE_CONFIG, MESSAGE_BUS, EVENT_STORE],
+      exports: [SERVICE_CONFIG, MESSAGE_BUS, EVENT_STORE, CLOCK],
     };
   }
 

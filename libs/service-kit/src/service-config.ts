@@ -8,6 +8,8 @@ export interface ServiceConfig {
   store: StoreConfig;
   /** HTTP port of the health endpoint; 0 picks a free one, null disables HTTP. */
   httpPort: number | null;
+  /** The clock deciders read (default: the wall clock). The main job runs its emulated cluster in scaled time. */
+  clock?: () => number;
 }
 
 const Port = z.coerce.number().int().min(0).max(65535);

@@ -2,3 +2,5 @@
 export const MESSAGE_BUS = Symbol('MESSAGE_BUS');
 export const EVENT_STORE = Symbol('EVENT_STORE');
 export const SERVICE_CONFIG = Symbol('SERVICE_CONFIG');
+/** `() => epoch ms`: the wall clock, or the main job's scaled clock (emulated cluster in scaled time). */
+export const CLOCK = Symbol('CLOCK');

@@ -4,3 +4,5 @@ export * from './simulate';
 export * from './report/report-types';
 export * from './report/charts';
 export * from './scenarios/paper-workloads';
+export * from './cluster/cluster-environment';
+export { EmulatedCluster } from './cluster/emulated-cluster';

@@ -2,7 +2,7 @@ import { DynamicModule, Inject, Logger, Module, OnApplicationBootstrap, OnModule
 import { MessageBus } from '@robustrl/bus';
 import { Topics } from '@robustrl/contracts';
 import { Orchestrator, orchestratorFromEnv } from '@robustrl/orchestrator';
-import { DecidingConsumer, EVENT_STORE, MESSAGE_BUS } from '@robustrl/service-kit';
+import { CLOCK, DecidingConsumer, EVENT_STORE, MESSAGE_BUS } from '@robustrl/service-kit';
 import { EventStore } from '@robustrl/store';
 import { z } from 'zod';
 import { RecoveryExecutor } from './executor/recovery-executor';
@@ -51,6 +51,7 @@ export class ControllerModule implements OnApplicationBootstrap, OnModuleDestroy
     @Inject(EVENT_STORE) store: EventStore,
     @Inject(RecoveryMetrics) metrics: RecoveryMetrics,
     @Optional() @Inject(ORCHESTRATOR) orchestrator: Orchestrator | null,
+    @Optional() @Inject(CLOCK) clock: (() => number) | null,
   ) {
     const chosen = orchestrator ?? orchestratorFromEnv(process.env);
     this.consumer = new DecidingConsumer(bus, store, {
@@ -59,6 +60,7 @@ export class ControllerModule implements OnApplicationBootstrap, OnModuleDestroy
       inputTypes: CONTROLLER_INPUT_TYPES,
       decider: createControllerDecider({ commandTimeoutMs: commandTimeoutMs(process.env), policy: recoveryPolicy(process.env) }),
       tickIntervalMs: 1000,
+      clock: clock ?? undefined,
       onEmitted: (messages) => metrics.observe(messages),
     });
     this.executor = chosen ? new RecoveryExecutor(bus, store, chosen) : null;

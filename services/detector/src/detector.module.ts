@@ -1,7 +1,7 @@
-import { Inject, Module, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
+import { Inject, Module, OnApplicationBootstrap, OnModuleDestroy, Optional } from '@nestjs/common';
 import { MessageBus } from '@robustrl/bus';
 import { Topics } from '@robustrl/contracts';
-import { DecidingConsumer, EVENT_STORE, MESSAGE_BUS } from '@robustrl/service-kit';
+import { CLOCK, DecidingConsumer, EVENT_STORE, MESSAGE_BUS } from '@robustrl/service-kit';
 import { EventStore } from '@robustrl/store';
 import { DETECTOR_INPUT_TYPES, DetectorEvent, DetectorInput, DetectorState } from './detector.decider';
 import { detectorFromEnv, evidenceSpanForVerdicts } from './detector-runtime';
@@ -16,7 +16,7 @@ export const DETECTOR_INPUTS = [Topics.membership, Topics.telemetry, Topics.hear
 export class DetectorModule implements OnApplicationBootstrap, OnModuleDestroy {
   readonly consumer: DecidingConsumer<DetectorState, DetectorInput, DetectorEvent>;
 
-  constructor(@Inject(MESSAGE_BUS) bus: MessageBus, @Inject(EVENT_STORE) store: EventStore) {
+  constructor(@Inject(MESSAGE_BUS) bus: MessageBus, @Inject(EVENT_STORE) store: EventStore, @Optional() @Inject(CLOCK) clock: (() => number) | null) {
     const { decider, tickIntervalMs } = detectorFromEnv(process.env);
     this.consumer = new DecidingConsumer(bus, store, {
       consumer: 'detector',
@@ -24,6 +24,7 @@ export class DetectorModule implements OnApplicationBootstrap, OnModuleDestroy {
       inputTypes: DETECTOR_INPUT_TYPES,
       decider,
       tickIntervalMs,
+      clock: clock ?? undefined,
       spanForTick: evidenceSpanForVerdicts,
     });
   }

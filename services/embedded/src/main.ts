@@ -1,84 +1,167 @@
-import { DEAD_LETTER_TOPIC, formatMessageLine, Topics } from '@robustrl/contracts';
+import { DEAD_LETTER_TOPIC, MessageOf, RobustrlMessage, Topics, TopicName } from '@robustrl/contracts';
 import { fromDeadLetterRecord, InProcessBus, MessageBus } from '@robustrl/bus';
+import { createEttrProjection, describeDowntime, ETTR_INPUT_TYPES, EttrInput, ettrReport, slidingEttr } from '@robustrl/ettr';
 import { EVENT_STORE, MESSAGE_BUS, runService, serviceConfigFromEnv } from '@robustrl/service-kit';
+import { EmulatedCluster, mainJobScenario } from '@robustrl/sim';
 import { EventStore } from '@robustrl/store';
-import { ControllerModule } from '@robustrl/controller';
 import { EMBEDDED_SERVICE_MODULES } from './embedded.module';
-import { scriptedScenario } from './scripted-scenario';
+import { LiveClusterEnvironment, ScaledClock } from './scaled-time';
 
 /**
- * `npm start`: the whole control plane in one process on embedded defaults (in-process bus, PGlite),
- * driven by a short scripted scenario, printing every event as it flows, then a summary.
- * Set KAFKA_BROKERS / DATABASE_URL to run the same composition against real servers.
+ * `npm start`, the main job: the whole control plane in one process on embedded defaults (in-process bus,
+ * PGlite) — detector, controller, request manager, rollout manager, weight registry — running a job on an
+ * emulated cluster of agents in scaled time (`ROBUSTRL_SPEEDUP`, default 120: a second is two minutes of
+ * the job). Faults are injected into the cluster: trainer processes are killed, a rollout machine
+ * dies silently. Nothing tells the control plane what happened: the services detect, decide and command on
+ * their own; the cluster carries the commands out as agents and an orchestrator would. Recoveries print as
+ * they happen, then the job's ETTR report (from the same projection the controller serves).
+ *
+ * Settings: ROBUSTRL_SPEEDUP, ROBUSTRL_STEPS (default 8), ROBUSTRL_SEED (default 1), ROBUSTRL_JOB_ID;
+ * KAFKA_BROKERS / DATABASE_URL run the same composition against real servers.
  */
 async function main(): Promise<void> {
   const started = Date.now();
-  const jobId = process.env.ROBUSTRL_JOB_ID ?? `demo-${new Date().toISOString().replace(/[-:.TZ]/g, '').slice(0, 14)}`;
-  const config = serviceConfigFromEnv('embedded', null);
-  log(`robustrl embedded control plane: bus=${config.bus.adapter}, store=${config.store.kind}, job=${jobId}`);
-  // Nest's start-up chatter would bury the story; ROBUSTRL_VERBOSE=1 brings it back.
+  const env = process.env;
+  const speedup = positiveNumber('ROBUSTRL_SPEEDUP', 120);
+  const steps = Math.round(positiveNumber('ROBUSTRL_STEPS', 8));
+  const seed = Math.round(positiveNumber('ROBUSTRL_SEED', 1));
+  const jobId = env.ROBUSTRL_JOB_ID ?? `job-${new Date().toISOString().replace(/[-:.TZ]/g, '').slice(0, 14)}`;
+  const scenario = mainJobScenario(steps);
+  const clock = new ScaledClock(speedup);
+  // The detector's rules run on every tick: tick every 5 s of job time, as the services do every second.
+  env.ROBUSTRL_DETECTOR_TICK_SECONDS ??= String(5 / speedup);
+  const config = { ...serviceConfigFromEnv('embedded', null), clock: () => clock.now() };
+  log(`robustrl main job: the control plane in one process (bus=${config.bus.adapter}, store=${config.store.kind}), job ${jobId}`);
+  log(`  emulated cluster: ${scenario.description}; ${steps} steps at ${speedup}x speed (seed ${seed})`);
   const service = await runService(config, EMBEDDED_SERVICE_MODULES, {
-    logLevels: process.env.ROBUSTRL_VERBOSE === '1' ? ['log', 'warn', 'error'] : ['error'],
+    logLevels: env.ROBUSTRL_VERBOSE === '1' ? ['log', 'warn', 'error'] : ['error'],
   });
   const bus = service.app.get<MessageBus>(MESSAGE_BUS);
   const store = service.app.get<EventStore>(EVENT_STORE);
 
-  const story = scriptedScenario(jobId, new Date());
-  const printed = new Set<string>();
-  const decided = new Set<string>();
-  const printer = await bus.subscribe({
-    groupId: `embedded-printer-${jobId}`,
-    topics: Object.values(Topics),
-    handler: async (d) => {
-      if (d.message.jobId !== jobId || printed.has(d.message.eventId)) return;
-      printed.add(d.message.eventId);
-      if (['detector', 'controller', 'rollout-manager', 'weight-registry'].includes(d.message.source)) decided.add(d.message.type);
-      log(`  ${formatMessageLine(d.message, d.topic)}`);
-    },
+  const world = new LiveClusterEnvironment(bus, jobId, clock);
+  const t0 = clock.now();
+  const at = (m: RobustrlMessage) => `[${hms(Date.parse(m.occurredAt) - t0)}]`;
+  const projection = createEttrProjection({ windowMs: scenario.ettr.windowSeconds * 1000, sampleMs: scenario.ettr.sampleSeconds * 1000 });
+  let view = projection.initialView();
+  world.subscribe(ETTR_INPUT_TYPES, (m) => {
+    view = projection.evolve(view, m as EttrInput);
   });
+  const counts = new Map<string, number>();
+  world.subscribe(null, (m) => {
+    counts.set(m.source.split('/')[0], (counts.get(m.source.split('/')[0]) ?? 0) + 1);
+    const line = storyLine(m);
+    if (line) log(`  ${at(m)} ${line}`);
+  });
+  await world.start(Object.values(Topics) as TopicName[]);
 
-  log(`publishing ${story.length} scenario events, plus one malformed record on purpose (it must be dead-lettered, not crash anything)`);
-  // The fault goes last, once the controller has seen the job get past its first iteration: topics
-  // are ordered per job but not across topics, and a fault in the first iteration restarts the task.
-  const fault = story[story.length - 1];
-  for (const message of story.slice(0, -1)) await bus.publish(message);
-  const controller = service.app.get(ControllerModule);
-  await waitFor('the controller to see step 0 complete', 30_000, async () => controller.consumer.stateOf(jobId)?.firstIteration === false && Object.keys(controller.consumer.stateOf(jobId)?.machines ?? {}).length === 4);
-  await bus.publish(fault);
+  const cluster = new EmulatedCluster(world, scenario, seed, true);
+  cluster.start();
+  // Bad input is part of the story: a broken exporter's record must be dead-lettered, not block anything.
   await bus.publishRaw({ topic: Topics.telemetry, key: jobId, value: '{"type":"GpuActivitySampled","data":"truncated by a broken exporter' });
 
-  // The story ends with an ECC error on rollout-2: the detector must confirm it, the controller
-  // decide to replace that machine, and the rollout manager move its trajectory — all on their own.
-  // The weight registry has scheduled the first pull of the published version meanwhile.
-  await waitFor('the control plane to detect the fault, decide the recovery and move the trajectory', 30_000, async () =>
-    decided.has('ReplaceMachine') && decided.has('TrajectoriesReassigned') && decided.has('WeightPullAssigned') && story.every((m) => printed.has(m.eventId)),
-  );
-  await printer.close();
-  const inLog = await logged(store, jobId);
-
-  const deadLetters = bus instanceof InProcessBus ? bus.read(DEAD_LETTER_TOPIC).map(fromDeadLetterRecord).filter((d) => d.key === jobId) : [];
-  log('');
-  log('summary');
-  log(`  events in the event log for ${jobId}: ${inLog} (${story.length} from the scenario, ${inLog - story.length} decided by the control plane; each stored once)`);
-  log(`  the control plane decided: ${[...decided].join(', ')}`);
-  if (bus instanceof InProcessBus) {
-    log(`  dead letters: ${deadLetters.length} (${[...new Set(deadLetters.map((d) => d.reason.split(':')[0]))].join('; ')}), consumed by: ${deadLetters.map((d) => d.consumerGroup.replace('robustrl-', '')).sort().join(', ')}`);
+  const deadline = Date.now() + positiveNumber('ROBUSTRL_TIMEOUT_SECONDS', 600) * 1000;
+  let lastSteps = -1;
+  let stopping = false;
+  const stop = () => {
+    stopping = true;
+  };
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+  while (cluster.finishedAt === null && !stopping && world.failure === null) {
+    if (Date.now() > deadline) throw new Error(`the job did not finish in ROBUSTRL_TIMEOUT_SECONDS (${cluster.stepsDone}/${steps} steps)`);
+    if (cluster.stepsDone !== lastSteps) {
+      lastSteps = cluster.stepsDone;
+      log(`  [${hms(clock.now() - t0)}] progress: ${cluster.stepsDone}/${steps} steps trained`);
+    }
+    await sleep(100);
   }
-  log(`  ReplaceMachine waits for an orchestrator (ROBUSTRL_ORCHESTRATOR=kubernetes, or the local process supervisor in the end-to-end test); the emulated cluster arrives with the simulator milestone`);
+  await world.stop();
+  if (world.failure) throw world.failure;
+
+  // Account to the end of the job and report.
+  const end = cluster.finishedAt ?? clock.now();
+  view = projection.evolve(view, { type: 'TrainingStepStarted', occurredAt: new Date(end).toISOString(), jobId, data: { step: steps, batchId: 'end', startedAt: new Date(end).toISOString() } } as EttrInput);
+  const report = ettrReport(view);
+  const sliding = slidingEttr(view);
+  log('');
+  log(stopping ? 'ETTR report (interrupted)' : 'ETTR report');
+  log(`  job time ${hms(report.wallClockSeconds * 1000)} for ${cluster.stepsDone} steps on ${(scenario.cluster.trainerMachines + scenario.cluster.rolloutMachines) * scenario.cluster.gpusPerMachine} GPUs; faults injected: ${cluster.faultsInjected}, restarts carried out: ${cluster.restarts.length}`);
+  log(`  ETTR ${(report.ettr * 100).toFixed(1)} %  (effective ${report.effectiveGpuHours.toFixed(1)} of ${report.totalGpuHours.toFixed(1)} GPU-hours)`);
+  if (sliding.length > 0) log(`  sliding ETTR (${scenario.ettr.windowSeconds / 60} min window): lowest ${(Math.min(...sliding.map((p) => p.ettr)) * 100).toFixed(1)} %`);
+  log(`  ${describeDowntime(report)}`);
+  for (const c of report.downtimeByCategory.filter((x) => x.gpuHours > 0)) log(`    ${c.category.padEnd(22)} ${c.gpuHours.toFixed(2)} GPU-hours`);
+  for (const s of report.stages) {
+    log(`  ${s.action ?? 'recovery'} ×${s.count}: detect ${sec(s.detect.mean)}, decide ${sec(s.decide.mean)}, restart ${sec(s.restart.mean)}, reconnect ${sec(s.reconnect.mean)} (mean)`);
+  }
+  log(`  messages: ${[...counts.entries()].sort().map(([k, v]) => `${k} ${v}`).join(', ')}; event log for ${jobId}: ${(await store.readJob(jobId, '0', 1_000_000)).length}`);
+  const deadLetters = bus instanceof InProcessBus ? bus.read(DEAD_LETTER_TOPIC).map(fromDeadLetterRecord).filter((d) => d.key === jobId) : [];
+  if (bus instanceof InProcessBus) log(`  dead letters: ${deadLetters.length} (the malformed record, once per consumer group that read it; nothing blocked)`);
+  log(`  what the same faults would cost with whole-task restarts: robustrl simulate --scenario main-job`);
   log(`  done in ${((Date.now() - started) / 1000).toFixed(1)} s`);
   await service.stop();
 }
 
-async function logged(store: EventStore, jobId: string): Promise<number> {
-  return (await store.readJob(jobId, '0', 10_000)).length;
+/** One line per event of the recovery story; the rest of the traffic is counted, not printed. */
+function storyLine(m: RobustrlMessage): string | null {
+  switch (m.type) {
+    case 'FaultConfirmed': {
+      const d = (m as MessageOf<'FaultConfirmed'>).data;
+      return `detector: ${d.machineId} (${d.role}) confirmed faulty by ${d.rule} after ${sec(d.detectionLatencyMs)}${d.machineFaulty ? ', machine unusable' : ''}`;
+    }
+    case 'RecoveryDecided': {
+      const d = (m as MessageOf<'RecoveryDecided'>).data;
+      return d.action === 'report-only' ? null : `controller: ${d.action} for ${d.machineId} (rule ${d.rule}, step ${d.step})`;
+    }
+    case 'TrajectoriesReassigned': {
+      const d = (m as MessageOf<'TrajectoriesReassigned'>).data;
+      return `rollout manager: ${d.assignments.length} trajectories of ${d.fromRolloutId} continue elsewhere from their last stored turn`;
+    }
+    case 'MachineDeregistered': {
+      const d = (m as MessageOf<'MachineDeregistered'>).data;
+      return `orchestrator: ${d.machineId} left the job (${d.reason})`;
+    }
+    case 'RestartTrainerGroup': {
+      const d = (m as MessageOf<'RestartTrainerGroup'>).data;
+      return `controller: restart trainer group ${d.machines.join(', ')} in place from the step ${d.step} checkpoint, keeping its batch`;
+    }
+    case 'ReplaceMachine': {
+      const d = (m as MessageOf<'ReplaceMachine'>).data;
+      return `controller: replace ${d.role} machine ${d.machineId}`;
+    }
+    case 'RecoveryCommandSucceeded': {
+      const d = (m as MessageOf<'RecoveryCommandSucceeded'>).data;
+      return d.newMachineId ? `orchestrator: ${d.newMachineId} scheduled and started` : null;
+    }
+    case 'RecoveryCompleted': {
+      const d = (m as MessageOf<'RecoveryCompleted'>).data;
+      const s = d.stagesMs;
+      return `controller: recovery ${d.outcome} — detect ${sec(s.detect)}, decide ${sec(s.decide)}, restart ${sec(s.restart)}, reconnect ${sec(s.reconnect)}`;
+    }
+    default:
+      return null;
+  }
 }
 
-async function waitFor(what: string, timeoutMs: number, check: () => Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+function positiveNumber(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n <= 0) throw new Error(`${name} must be a positive number, got '${raw}'`);
+  return n;
+}
+
+function hms(ms: number): string {
+  const s = Math.max(0, Math.round(ms / 1000));
+  return `${String(Math.floor(s / 3600)).padStart(2, '0')}:${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}:${String(s % 60).padStart(2, '0')}`;
+}
+
+function sec(ms: number): string {
+  return `${(ms / 1000).toFixed(ms < 10_000 ? 1 : 0)} s`;
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
 }
 
 function log(line: string): void {
@@ -86,6 +169,6 @@ function log(line: string): void {
 }
 
 main().catch((err: unknown) => {
-  console.error(`robustrl embedded run failed: ${err instanceof Error ? err.stack ?? err.message : String(err)}`);
+  console.error(`robustrl main job failed: ${err instanceof Error ? err.stack ?? err.message : String(err)}`);
   process.exit(1);
 });

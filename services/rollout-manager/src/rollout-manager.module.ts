@@ -2,7 +2,7 @@ import { DynamicModule, Inject, Logger, Module, OnApplicationBootstrap, OnModule
 import { Orchestrator, orchestratorFromEnv } from '@robustrl/orchestrator';
 import { MessageBus } from '@robustrl/bus';
 import { Topics } from '@robustrl/contracts';
-import { DecidingConsumer, EVENT_STORE, MESSAGE_BUS } from '@robustrl/service-kit';
+import { CLOCK, DecidingConsumer, EVENT_STORE, MESSAGE_BUS } from '@robustrl/service-kit';
 import { EventStore } from '@robustrl/store';
 import { createRolloutPoolDecider, ROLLOUT_POOL_INPUT_TYPES, RolloutPoolEvent, RolloutPoolInput, RolloutPoolState } from './pool';
 import { PoolScaler } from './elastic/pool-scaler';
@@ -34,6 +34,7 @@ export class RolloutManagerModule implements OnApplicationBootstrap, OnModuleDes
     @Inject(MESSAGE_BUS) bus: MessageBus,
     @Inject(EVENT_STORE) store: EventStore,
     @Optional() @Inject(ROLLOUT_ORCHESTRATOR) orchestrator: Orchestrator | null,
+    @Optional() @Inject(CLOCK) clock: (() => number) | null,
   ) {
     const routerConfig = routerConfigFromEnv(process.env);
     this.router = routerConfig ? new RouterRuntime(bus, routerConfig) : null;
@@ -43,6 +44,7 @@ export class RolloutManagerModule implements OnApplicationBootstrap, OnModuleDes
       inputTypes: ROLLOUT_POOL_INPUT_TYPES,
       decider: createRolloutPoolDecider(),
       tickIntervalMs: null,
+      clock: clock ?? undefined,
       onApplied: (input, emitted) => this.router?.follow(input, emitted),
     });
     const chosen = orchestrator ?? orchestratorFromEnv(process.env);

@@ -1,7 +1,7 @@
-import { Inject, Module, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
+import { Inject, Module, OnApplicationBootstrap, OnModuleDestroy, Optional } from '@nestjs/common';
 import { MessageBus } from '@robustrl/bus';
 import { Topics } from '@robustrl/contracts';
-import { DecidingConsumer, EVENT_STORE, MESSAGE_BUS } from '@robustrl/service-kit';
+import { CLOCK, DecidingConsumer, EVENT_STORE, MESSAGE_BUS } from '@robustrl/service-kit';
 import { EventStore } from '@robustrl/store';
 import { createWeightRegistryDecider, WEIGHT_REGISTRY_INPUT_TYPES, WeightRegistryEvent, WeightRegistryInput, WeightRegistryOptions, WeightRegistryState } from './registry';
 
@@ -32,13 +32,14 @@ export const WEIGHT_REGISTRY_INPUTS = [Topics.membership, Topics.weights, Topics
 export class WeightRegistryModule implements OnApplicationBootstrap, OnModuleDestroy {
   readonly consumer: DecidingConsumer<WeightRegistryState, WeightRegistryInput, WeightRegistryEvent>;
 
-  constructor(@Inject(MESSAGE_BUS) bus: MessageBus, @Inject(EVENT_STORE) store: EventStore) {
+  constructor(@Inject(MESSAGE_BUS) bus: MessageBus, @Inject(EVENT_STORE) store: EventStore, @Optional() @Inject(CLOCK) clock: (() => number) | null) {
     this.consumer = new DecidingConsumer(bus, store, {
       consumer: 'weight-registry',
       topics: WEIGHT_REGISTRY_INPUTS,
       inputTypes: WEIGHT_REGISTRY_INPUT_TYPES,
       decider: createWeightRegistryDecider(weightRegistryOptionsFromEnv(process.env)),
       tickIntervalMs: null,
+      clock: clock ?? undefined,
     });
   }
 

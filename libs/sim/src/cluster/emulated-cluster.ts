@@ -2,7 +2,7 @@ import type { MessageOf, RobustrlMessage } from '@robustrl/contracts';
 import { SeededRandom } from '../random';
 import type { RestartStageSeconds } from '../report/report-types';
 import type { Scenario } from '../scenario';
-import { SimKernel } from '../kernel/sim-kernel';
+import type { ClusterEnvironment } from './cluster-environment';
 
 type StageName = RestartStageSeconds['stage'];
 export type RestartKind = 'task-restart' | 'trainer-restart' | 'rollout-replacement';
@@ -93,7 +93,7 @@ export class EmulatedCluster {
   private readonly trainStartFraction: number;
 
   constructor(
-    private readonly k: SimKernel,
+    private readonly k: ClusterEnvironment,
     private readonly s: Scenario,
     seed: number,
     private readonly injectFaults: boolean,
@@ -249,7 +249,7 @@ export class EmulatedCluster {
       this.lastCycleMs = this.k.now - this.lastCycleStart;
       this.lastCycleStart = this.k.now;
       const plan = this.trainerFaultPlan.get(this.stepsDone);
-      if (plan !== undefined) this.k.after(plan * Math.max(1, this.lastCycleMs), () => this.killTrainers());
+      if (plan !== undefined) this.k.after(plan * Math.max(1, this.lastCycleMs), () => this.killTrainers(plan));
       if (this.stepsDone >= this.s.steps) {
         this.finishedAt = this.k.now;
         for (const m of this.machines.values()) this.phase(m, 'idle');
@@ -461,8 +461,17 @@ export class EmulatedCluster {
     }
   }
 
-  private killTrainers(): void {
+  /** The step of the last trainer fault: a second one in the same step would be a different experiment (rule 2 escalates it). */
+  private lastTrainerFaultStep = -1;
+
+  private killTrainers(phase: number): void {
     if (this.finishedAt !== null) return;
+    if (this.lastTrainerFaultStep === this.trainer.step) {
+      // Its window's step ran long and this draw landed in a step that already had its fault: move it on.
+      this.trainerFaultPlan.set(this.stepsDone + 1, phase);
+      return;
+    }
+    this.lastTrainerFaultStep = this.trainer.step;
     this.faultsInjected++;
     for (const m of this.trainers()) {
       if (!m.alive || m.process === 'dead') continue;
@@ -557,7 +566,7 @@ export class EmulatedCluster {
 
   private restartTrainerGroup(c: MessageOf<'RestartTrainerGroup'>): void {
     const r = this.s.restart;
-    this.restarts.push({ kind: 'trainer-restart', stages: { 'container-start': r.trainerTeardownSeconds, 'checkpoint-load': r.checkpointLoadSeconds, 'worker-init': r.workerInitSeconds } });
+    this.restarts.push({ kind: 'trainer-restart', stages: { teardown: r.trainerTeardownSeconds, 'checkpoint-load': r.checkpointLoadSeconds, 'worker-init': r.workerInitSeconds } });
     for (const id of c.data.machines) {
       const m = this.machines.get(id);
       if (!m) continue;

@@ -45,6 +45,7 @@ const STRATEGY_ORDER: readonly string[] = ['none', 'task-restart', 'robustrl'];
 
 /** Restart stages in the order of the paper's Fig. 14 (the order of `RestartStageSeconds['stage']`). */
 const RESTART_STAGES: ReadonlyArray<RestartStageSeconds['stage']> = [
+  'teardown',
   'machine-scheduling',
   'container-start',
   'engine-start',

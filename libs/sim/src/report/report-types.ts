@@ -6,7 +6,7 @@ export const STRATEGIES: readonly Strategy[] = ['none', 'task-restart', 'robustr
 
 /** Mean seconds of one restart stage (paper Fig. 14's stages). */
 export interface RestartStageSeconds {
-  stage: 'machine-scheduling' | 'container-start' | 'engine-start' | 'rollout-init' | 'checkpoint-load' | 'worker-init' | 'weight-sync';
+  stage: 'teardown' | 'machine-scheduling' | 'container-start' | 'engine-start' | 'rollout-init' | 'checkpoint-load' | 'worker-init' | 'weight-sync';
   seconds: number;
 }
 

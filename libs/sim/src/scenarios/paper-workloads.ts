@@ -123,9 +123,41 @@ function scaleScenario(): Scenario {
   );
 }
 
+/**
+ * The main job's emulated cluster (`npm start`): the Qwen3-8B-Math semi-sync workload shrunk so it runs in
+ * about a minute of scaled time — 6 machines, a 64-sample batch, a few steps — with both fault kinds.
+ */
+export function mainJobScenario(steps = 8): Scenario {
+  const base = paperScenario('qwen3-8b-math', 'semi-sync');
+  return parseScenario(
+    {
+      ...base,
+      name: 'main-job',
+      description: 'the npm start job: Qwen3-8B-Math semi-sync on 6 machines (48 GPUs), 64 samples per step, trainer faults and a rollout machine failure',
+      cluster: { trainerMachines: 2, rolloutMachines: 4, gpusPerMachine: 8 },
+      steps,
+      batch: { prompts: 16, responsesPerPrompt: 4 },
+      faults: { trainerEveryStepsFraction: 0.5, rolloutFaultsPerMachineHour: 0.3 },
+      // In scaled time a probe's real round trip (bus, detector, agent) takes job time too: 10 s of job
+      // time is under 0.1 s at 120x, which a busy machine can miss. 60 s keeps the probe honest.
+      detection: { probeTimeoutSeconds: 60 },
+      sources: {
+        ...base.sources,
+        cluster: 'assumed: small enough for one process and a minute of scaled time',
+        batch: 'assumed: 16 prompts × 4 responses (the paper uses 64 × 8)',
+        'faults.trainerEveryStepsFraction': 'assumed: a trainer fault within every half of the steps, so a short run shows two',
+        'faults.rolloutFaultsPerMachineHour': 'assumed: 0.3 silent rollout failures per machine-hour, so a run usually shows a replacement',
+        detection: 'paper §4 windows; the probe timeout is 60 s (ours is 10 s) because the main job runs in scaled time',
+      },
+    },
+    'the main job scenario',
+  );
+}
+
 const BUILT_IN: Array<() => Scenario> = [
   ...(['qwen3-8b-math', 'qwen3-32b-math', 'qwen3-32b-swe'] as const).flatMap((w) => (['sync', 'semi-sync', 'async'] as const).map((m) => () => paperScenario(w, m))),
   scaleScenario,
+  () => mainJobScenario(),
 ];
 
 export function builtInScenarios(): Scenario[] {

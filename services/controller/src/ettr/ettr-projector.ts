@@ -4,7 +4,7 @@ import { Inject, Injectable, Logger, OnApplicationBootstrap, OnModuleDestroy, Op
 import { MessageBus, Subscription } from '@robustrl/bus';
 import { TopicName, topicOf } from '@robustrl/contracts';
 import { downtimeLedger, ETTR_INPUT_TYPES, ettrOf, EttrSettings, EttrView, slidingEttr } from '@robustrl/ettr';
-import { MESSAGE_BUS } from '@robustrl/service-kit';
+import { CLOCK, MESSAGE_BUS } from '@robustrl/service-kit';
 import { RecoveryMetrics } from '../metrics/recovery-metrics';
 import { DEFAULT_EVENT_ORDERING, EttrJobs, EventOrdering } from './ettr-jobs';
 import { EttrJobSample, registerEttrGauges } from './ettr-metrics';
@@ -49,10 +49,12 @@ export class EttrProjector implements OnApplicationBootstrap, OnModuleDestroy {
     @Inject(MESSAGE_BUS) private readonly bus: MessageBus,
     @Inject(RecoveryMetrics) metrics: RecoveryMetrics,
     @Optional() @Inject(ETTR_OPTIONS) options: EttrProjectorOptions | null,
+    @Optional() @Inject(CLOCK) clock: (() => number) | null,
   ) {
     // Invalid settings fail the controller's start with the variable named (see ettr-settings.ts).
     this.settings = options?.settings ?? ettrSettingsFromEnv(process.env);
-    this.now = options?.now ?? Date.now;
+    // The services' clock (scaled in the main job): reads account time up to it.
+    this.now = options?.now ?? clock ?? Date.now;
     this.ordering = options?.ordering ?? {};
     this.jobs = new EttrJobs(
       this.settings,
