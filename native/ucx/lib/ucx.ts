@@ -130,8 +130,21 @@ export interface UcxInfo extends NativeInfo {
 let native: NativeModule | null = null;
 let loadInfo: UcxInfo | null = null;
 
+/**
+ * UCX's memory hooks are off unless the operator asks for them. By default UCX (UCM) hot-patches the
+ * code of libc's mmap/munmap/madvise/brk/sbrk ("bistro" hooks) when the first context is created, to
+ * invalidate its registration cache. Node always has threads running (V8's GC and compiler workers call
+ * mmap and madvise constantly); a thread inside one of those functions while its first bytes are being
+ * rewritten resumes on half-written code. We saw it as rare heap corruption (segfaults in V8's GC, about 1
+ * in 60 processes that create two contexts); UCX knows the race (openucx/ucx test_hooks flakes, JUCX
+ * #4870). robustrl registers its buffers explicitly and keeps them registered, so it needs no
+ * registration cache. Must be set before the UCX libraries load (they read it when the addon is loaded).
+ */
+export const UCX_DEFAULT_ENV: Readonly<Record<string, string>> = { UCX_MEM_EVENTS: 'no' };
+
 function load(): UcxInfo {
   if (loadInfo) return loadInfo;
+  for (const [name, value] of Object.entries(UCX_DEFAULT_ENV)) if (process.env[name] === undefined) process.env[name] = value;
   // ROBUSTRL_UCX_ADDON selects another build (the tests use build/Release/ucx_stub.node).
   const candidates = process.env.ROBUSTRL_UCX_ADDON
     ? [path.resolve(process.env.ROBUSTRL_UCX_ADDON)]

@@ -26,6 +26,20 @@ test('module reports itself available, UCX version, CUDA support from the UCX co
   }
 });
 
+test("UCX's memory hooks are off unless the environment asks for them (their code patching races with V8's threads)", () => {
+  // UCM logs each libc function it patches ('installing bistro hook for mmap') at debug level.
+  const code = `const ucx = require('./dist/ucx.js'); ucx.ucxInfo(); const w = new ucx.UcxWorker(); w.close(); console.log(process.env.UCX_MEM_EVENTS);`;
+  const run = (extra) => spawnSync(process.execPath, ['-e', code], { cwd: pkgDir, encoding: 'utf8', env: { ...process.env, UCX_MEM_EVENTS: undefined, UCX_MEM_LOG_LEVEL: 'debug', ...extra } });
+  const byDefault = run({});
+  assert.equal(byDefault.status, 0, byDefault.stderr);
+  assert.equal(byDefault.stdout.trim(), 'no');
+  assert.doesNotMatch(byDefault.stdout + byDefault.stderr, /bistro hook/);
+  const asked = run({ UCX_MEM_EVENTS: 'yes' });
+  assert.equal(asked.status, 0, asked.stderr);
+  assert.equal(asked.stdout.trim().split('\n').pop(), 'yes');
+  assert.match(asked.stdout + asked.stderr, /installing bistro hook for mmap/);
+});
+
 test('mapDevice without CUDA support throws UcxUnavailableError', (t) => {
   if (ucx.ucxInfo().cudaSupported) return t.skip('this UCX supports CUDA (see the CUDA test)');
   const w = new ucx.UcxWorker();
