@@ -51,3 +51,12 @@ export async function connectClient(port, tls, { rma = 'sockaddr', errorHandling
   };
   return { worker, ep, ctl, a: region(d.a), b: region(d.b), request };
 }
+
+/** Says goodbye to the server, closes the client's endpoints and worker, and kills the server process. */
+export async function closeClientAndServer(client, server) {
+  await client?.request({ op: 'bye' }).catch(() => {});
+  if (client && client.ep !== client.ctl) await client.ep.close().catch(() => {});
+  await client?.ctl.close().catch(() => {});
+  client?.worker.close();
+  server?.proc.kill('SIGKILL');
+}

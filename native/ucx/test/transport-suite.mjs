@@ -3,7 +3,7 @@
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomFillSync } from 'node:crypto';
-import { ucx, sha, startServer, connectClient } from './helpers.mjs';
+import { ucx, sha, startServer, connectClient, closeClientAndServer } from './helpers.mjs';
 
 export const MiB = 1 << 20;
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -22,11 +22,7 @@ export function transportSuite(name, tls, copts) {
       client = await connectClient(server.port, tls, copts);
     });
     after(async () => {
-      await client?.request({ op: 'bye' }).catch(() => {});
-      if (client && client.ep !== client.ctl) await client.ep.close().catch(() => {});
-      await client?.ctl.close().catch(() => {});
-      client?.worker.close();
-      server?.proc.kill('SIGKILL');
+      await closeClientAndServer(client, server);
     });
 
     test('tagged send/recv round trip', async () => {

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { randomFillSync } from 'node:crypto';
 import { chmodSync, existsSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { ucx, sha, shmPath, startServer, connectClient } from './helpers.mjs';
+import { ucx, sha, shmPath, startServer, connectClient, closeClientAndServer } from './helpers.mjs';
 
 const MiB = 1 << 20;
 const pkgDir = new URL('..', import.meta.url).pathname;
@@ -200,11 +200,7 @@ for (const [name, copts] of [
       client = await connectClient(server.port, undefined, copts);
     });
     after(async () => {
-      await client?.request({ op: 'bye' }).catch(() => {});
-      if (client && client.ep !== client.ctl) await client.ep.close().catch(() => {});
-      await client?.ctl.close().catch(() => {});
-      client?.worker.close();
-      server?.proc.kill('SIGKILL');
+      await closeClientAndServer(client, server);
       rmSync(file, { force: true });
     });
 

@@ -108,6 +108,11 @@ function resetSvgDefIds(): void {
 
 // ---- a) sliding ETTR per scenario ----
 
+/** What every fixed-size chart starts with: schema, title, size, look and its data. */
+function frame(title: string, values: object[]) {
+  return { $schema: SCHEMA, title, width: WIDTH, height: HEIGHT, config: CONFIG, data: { values } };
+}
+
 function slidingEttrChart(report: SimulationReport, label: string, file: string): ChartSpec {
   const title = `${label}: sliding ETTR`;
   const strategies = report.strategies.map((s) => s.strategy);
@@ -116,12 +121,7 @@ function slidingEttrChart(report: SimulationReport, label: string, file: string)
     file,
     title,
     spec: {
-      $schema: SCHEMA,
-      title,
-      width: WIDTH,
-      height: HEIGHT,
-      config: CONFIG,
-      data: { values },
+      ...frame(title, values),
       mark: { type: 'line', interpolate: 'linear' },
       encoding: {
         x: { field: 'hours', type: 'quantitative', title: 'Hours since job start' },
@@ -142,12 +142,7 @@ function endToEndChart(reports: readonly SimulationReport[], labels: readonly st
     file: 'end-to-end-time.svg',
     title,
     spec: {
-      $schema: SCHEMA,
-      title,
-      width: WIDTH,
-      height: HEIGHT,
-      config: CONFIG,
-      data: { values },
+      ...frame(title, values),
       mark: 'bar',
       encoding: {
         x: { field: 'scenario', type: 'nominal', title: 'Scenario', sort: [...labels], axis: { labelAngle: 0 } },
