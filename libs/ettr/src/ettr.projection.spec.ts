@@ -19,6 +19,8 @@ const trainerFault = (s: number, latencyMs = 0, verdictId = 't0/explicit-signal/
   at(s, 'FaultConfirmed', { verdictId, machineId: 't0', role: 'trainer', rule: 'explicit-signal', evidence: {}, handledAs: 'trainer', machineFaulty: false, detectionLatencyMs: latencyMs });
 const decided = (s: number, verdictId: string, machineId: string, action: DataOf<'RecoveryDecided'>['action'], rule: DataOf<'RecoveryDecided'>['rule'] = 'trainer-fault') =>
   at(s, 'RecoveryDecided', { recoveryId: `${verdictId}/recovery`, verdictId, machineId, action, rule, step: 0, evidence: {} });
+const restartGroup = (s: number, verdictId: string) =>
+  at(s, 'RestartTrainerGroup', { recoveryId: `${verdictId}/recovery`, commandId: `${verdictId}/recovery/1`, machines: ['t0'], step: 0, checkpointStep: null, keepBatch: true });
 /** Something that only moves time forward (the projection ignores the data). */
 const tick = (s: number) => at(s, 'TrainingStepStarted', { step: 99, batchId: 'b-tick', startedAt: iso(s) });
 
@@ -62,7 +64,7 @@ describe('ETTR projection', () => {
         ...workingJob(),
         trainerFault(100),
         decided(100, 't0/explicit-signal/1', 't0', 'restart-trainer-group'),
-        at(100, 'RestartTrainerGroup', { recoveryId: 't0/explicit-signal/1/recovery', commandId: 't0/explicit-signal/1/recovery/1', machines: ['t0'], step: 0, checkpointStep: null, keepBatch: true }),
+        restartGroup(100, 't0/explicit-signal/1'),
         phase(160, 't0', 'trainer', 'initializing'),
         phase(200, 't0', 'trainer', 'training'),
         tick(300),
@@ -89,7 +91,7 @@ describe('ETTR projection', () => {
         ...workingJob(),
         trainerFault(100, 30_000),
         decided(100, 't0/explicit-signal/1', 't0', 'restart-trainer-group'),
-        at(100, 'RestartTrainerGroup', { recoveryId: 't0/explicit-signal/1/recovery', commandId: 't0/explicit-signal/1/recovery/1', machines: ['t0'], step: 0, checkpointStep: null, keepBatch: true }),
+        restartGroup(100, 't0/explicit-signal/1'),
         phase(120, 't0', 'trainer', 'training'),
         tick(180),
       ])
@@ -112,7 +114,7 @@ describe('ETTR projection', () => {
         ...workingJob('sync', 'idle'),
         trainerFault(100),
         decided(100, 't0/explicit-signal/1', 't0', 'restart-trainer-group'),
-        at(100, 'RestartTrainerGroup', { recoveryId: 't0/explicit-signal/1/recovery', commandId: 't0/explicit-signal/1/recovery/1', machines: ['t0'], step: 0, checkpointStep: null, keepBatch: true }),
+        restartGroup(100, 't0/explicit-signal/1'),
         phase(200, 't0', 'trainer', 'training'),
         tick(300),
       ])
@@ -179,7 +181,7 @@ describe('ETTR projection', () => {
         ...workingJob(),
         trainerFault(100),
         decided(100, 't0/explicit-signal/1', 't0', 'restart-trainer-group'),
-        at(100, 'RestartTrainerGroup', { recoveryId: 't0/explicit-signal/1/recovery', commandId: 't0/explicit-signal/1/recovery/1', machines: ['t0'], step: 0, checkpointStep: null, keepBatch: true }),
+        restartGroup(100, 't0/explicit-signal/1'),
         trainerFault(130, 5_000, 't0/trainer-idle/2'),
         decided(130, 't0/trainer-idle/2', 't0', 'report-only', 'covered-by-active-recovery'),
         phase(200, 't0', 'trainer', 'training'),
