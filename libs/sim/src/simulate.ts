@@ -1,7 +1,7 @@
 import type { RobustrlMessage } from '@robustrl/contracts';
 import { createControllerDecider, CONTROLLER_INPUT_TYPES } from '@robustrl/controller';
 import { createDetectorDecider, DETECTOR_INPUT_TYPES, PAPER_DETECTION_DEFAULTS } from '@robustrl/detector';
-import { createEttrProjection, downtimeLedger, ETTR_INPUT_TYPES, EttrInput, ettrReport, slidingEttr } from '@robustrl/ettr';
+import { createEttrProjection, downtimeLedger, ETTR_INPUT_TYPES, EttrInput, ettrReport, slidingEttr, viewAt } from '@robustrl/ettr';
 import { createRolloutPoolDecider, ROLLOUT_POOL_INPUT_TYPES } from '@robustrl/rollout-manager';
 import { createWeightRegistryDecider, WEIGHT_REGISTRY_INPUT_TYPES } from '@robustrl/weight-registry';
 import { EmulatedCluster, RestartKind } from './cluster/emulated-cluster';
@@ -93,9 +93,9 @@ export function runStrategy(scenario: Scenario, strategy: Strategy, seed: number
   if (!finished) {
     throw new Error(`${scenario.name}/${strategy}: the job did not finish (${cluster.stepsDone}/${scenario.steps} steps after ${Math.round((kernel.now - start) / 3_600_000)} simulated hours); the scenario or the recovery is stuck`);
   }
-  // Account up to the end of the job with one last (ignored) message time.
+  // Account up to the end of the job (the last event may be earlier).
   const end = cluster.finishedAt!;
-  view = projection.evolve(view, { ...kernel.message('TrainingStepStarted', { step: scenario.steps, batchId: 'end', startedAt: new Date(end).toISOString() }, 'sim/job'), occurredAt: new Date(end).toISOString() } as EttrInput);
+  view = viewAt(view, end);
   const report = ettrReport(view);
   const ledger = downtimeLedger(view);
   const lostGpuHours = report.downtimeByCategory.find((c) => c.category === 'lost-rollout')?.gpuHours ?? 0;

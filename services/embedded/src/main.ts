@@ -1,6 +1,6 @@
 import { DEAD_LETTER_TOPIC, MessageOf, RobustrlMessage, Topics, TopicName } from '@robustrl/contracts';
 import { fromDeadLetterRecord, InProcessBus, MessageBus } from '@robustrl/bus';
-import { createEttrProjection, describeDowntime, ETTR_INPUT_TYPES, EttrInput, ettrReport, slidingEttr } from '@robustrl/ettr';
+import { createEttrProjection, describeDowntime, ETTR_INPUT_TYPES, EttrInput, ettrReport, slidingEttr, viewAt } from '@robustrl/ettr';
 import { EVENT_STORE, MESSAGE_BUS, runService, serviceConfigFromEnv } from '@robustrl/service-kit';
 import { EmulatedCluster, mainJobScenario } from '@robustrl/sim';
 import { EventStore } from '@robustrl/store';
@@ -81,7 +81,7 @@ async function main(): Promise<void> {
 
   // Account to the end of the job and report.
   const end = cluster.finishedAt ?? clock.now();
-  view = projection.evolve(view, { type: 'TrainingStepStarted', occurredAt: new Date(end).toISOString(), jobId, data: { step: steps, batchId: 'end', startedAt: new Date(end).toISOString() } } as EttrInput);
+  view = viewAt(view, end);
   const report = ettrReport(view);
   const sliding = slidingEttr(view);
   log('');

@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import { MessageBus, Subscription } from '@robustrl/bus';
-import { createMessage, DataOf, MessageOf, MessageType, RobustrlMessage, TopicName, topicOf } from '@robustrl/contracts';
+import { createMessage, DataOf, MessageOf, MessageType, RobustrlMessage, TopicName } from '@robustrl/contracts';
 import type { ClusterEnvironment } from '@robustrl/sim';
 
 /**
@@ -79,10 +79,6 @@ export class LiveClusterEnvironment implements ClusterEnvironment {
     // One after the other, so the job's messages keep their order on each topic.
     this.publishing = this.publishing.then(() => (this.stopped ? undefined : this.bus.publish(m))).catch((e) => this.fail(e));
     return m;
-  }
-
-  topicsOf(types: readonly MessageType[]): TopicName[] {
-    return [...new Set(types.map((t) => topicOf(t)))];
   }
 
   async stop(): Promise<void> {

@@ -12,7 +12,6 @@ type HostCommand = { kind: 'observe'; message: RobustrlMessage; now: number } | 
  */
 export class DeciderHost<State> {
   private state: State;
-  decisions = 0;
 
   constructor(
     private readonly kernel: SimKernel,
@@ -25,11 +24,6 @@ export class DeciderHost<State> {
     kernel.subscribe(inputTypes, (m) => {
       if (m.source !== name) this.observe(m);
     });
-  }
-
-  /** The decider's current state (reports and tests). */
-  get current(): State {
-    return this.state;
   }
 
   start(): void {
@@ -54,7 +48,6 @@ export class DeciderHost<State> {
     const emitted = drafts.map((dr) => this.kernel.message(dr.type, dr.data as never, this.name, input.eventId));
     for (const m of emitted) next = this.d.evolve(next, m);
     this.state = next;
-    this.decisions++;
     for (const m of emitted) this.kernel.publish(m);
   }
 

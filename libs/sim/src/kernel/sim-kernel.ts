@@ -22,7 +22,6 @@ export class SimKernel {
   private readonly pending: RobustrlMessage[] = [];
   private delivering = false;
   private seq = 0;
-  published = 0;
 
   constructor(
     readonly jobId: string,
@@ -69,7 +68,6 @@ export class SimKernel {
   /** Delivers to every subscriber of its type, after whatever is being delivered now (FIFO, no recursion). */
   publish(message: RobustrlMessage): void {
     this.pending.push(message);
-    this.published++;
     if (this.delivering) return;
     this.delivering = true;
     try {
