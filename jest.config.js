@@ -5,13 +5,19 @@
 const { readdirSync, existsSync } = require('node:fs');
 const { join } = require('node:path');
 
+// Every workspace package resolves to its TypeScript sources, by the name in its package.json.
+const { workspaces } = require('./package.json');
 const moduleNameMapper = {};
-for (const root of ['libs', 'services']) {
-  for (const name of readdirSync(join(__dirname, root))) {
-    if (existsSync(join(__dirname, root, name, 'src'))) moduleNameMapper[`^@robustrl/${name}$`] = `<rootDir>/${root}/${name}/src`;
+for (const pattern of workspaces) {
+  const dirs = pattern.endsWith('/*') ? readdirSync(join(__dirname, pattern.slice(0, -2))).map((n) => join(pattern.slice(0, -2), n)) : [pattern];
+  for (const dir of dirs) {
+    const manifest = join(__dirname, dir, 'package.json');
+    if (!existsSync(manifest) || !existsSync(join(__dirname, dir, 'src'))) continue;
+    const { name } = require(manifest);
+    moduleNameMapper[`^${name}$`] = `<rootDir>/${dir}/src`;
+    moduleNameMapper[`^${name}/(.*)$`] = `<rootDir>/${dir}/src/$1`;
   }
 }
-moduleNameMapper['^@robustrl/cli$'] = '<rootDir>/cli/src';
 moduleNameMapper['^@robustrl/ucx$'] = '<rootDir>/native/ucx/lib/ucx.ts';
 
 const swc = [
@@ -37,20 +43,20 @@ const common = {
 module.exports = {
   // Integration tests wait on real brokers (group joins, rebalances); unit tests finish far below this.
   testTimeout: 60_000,
-  reporters: ['default', '<rootDir>/test/support/summary-reporter.js'],
+  reporters: ['default', '<rootDir>/libs/testing/src/summary-reporter.js'],
   projects: [
     {
       ...common,
       displayName: 'unit',
-      testMatch: ['<rootDir>/{libs,native,services,cli,test}/**/*.spec.ts'],
+      testMatch: ['<rootDir>/{libs,domain,native,services,sim,cli,test}/**/*.spec.ts'],
       testPathIgnorePatterns: [...common.testPathIgnorePatterns, '\\.int\\.spec\\.ts$'],
     },
     {
       ...common,
       displayName: 'integration',
-      testMatch: ['<rootDir>/{libs,native,services,cli,test}/**/*.int.spec.ts'],
-      globalSetup: '<rootDir>/test/support/global-setup.ts',
-      globalTeardown: '<rootDir>/test/support/global-teardown.ts',
+      testMatch: ['<rootDir>/{libs,domain,native,services,sim,cli,test}/**/*.int.spec.ts'],
+      globalSetup: '<rootDir>/libs/testing/src/global-setup.ts',
+      globalTeardown: '<rootDir>/libs/testing/src/global-teardown.ts',
     },
   ],
 };

@@ -24,7 +24,8 @@ import { localServiceSetting, median, parseIntegerOptions, percentile } from './
 import { performance } from 'node:perf_hooks';
 import { Client } from 'pg';
 import { EventStore } from '@robustrl/store';
-import { TrajectoryStore, TurnInput, TurnWriter } from '@robustrl/request-manager';
+import { TurnInput } from '@robustrl/contracts';
+import { TrajectoryStore, TurnWriter } from '@robustrl/request-manager';
 
 const BASELINE_BATCH = 500;
 const progress = (line: string) => process.stderr.write(`[bench:trajectories] ${line}\n`);

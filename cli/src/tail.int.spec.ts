@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { createMessage, DEAD_LETTER_TOPIC, Topics } from '@robustrl/contracts';
 import { KafkaBus } from '@robustrl/bus';
-import { eventually } from '../../test/support/eventually';
+import { eventually } from '@robustrl/testing/eventually';
 
 const CLI = join(__dirname, '..', 'bin', 'robustrl.js');
 

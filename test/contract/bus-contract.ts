@@ -3,7 +3,7 @@ import { createCausedMessage, createMessage, DataOf, MessageType, RobustrlMessag
 import { DeadLetter, Delivery, MessageBus, Subscription } from '@robustrl/bus';
 import { EventStore } from '@robustrl/store';
 import { installInMemoryTracing } from '@robustrl/telemetry';
-import { eventually } from '../support/eventually';
+import { eventually } from '@robustrl/testing/eventually';
 
 /**
  * The bus contract, one suite for both adapters (Kafka and in-process). Every test works on its own

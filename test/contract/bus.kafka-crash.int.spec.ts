@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { createMessage } from '@robustrl/contracts';
 import { KafkaBus } from '@robustrl/bus';
-import { freshPostgresStore } from '../support/databases';
+import { freshPostgresStore } from '@robustrl/testing/databases';
 
 /**
  * The crash the contract suite simulates with a throw, done for real: a consumer process that dies
@@ -22,7 +22,7 @@ describe('Kafka consumer process killed between effect and offset commit', () =>
 
       const groupId = `crash-${randomUUID()}`;
       const run = (mode: 'crash' | 'normal') =>
-        spawnSync(process.execPath, [join(__dirname, '..', 'support', 'crash-consumer.js'), groupId, event.eventId, mode], {
+        spawnSync(process.execPath, [join(__dirname, 'crash-consumer.js'), groupId, event.eventId, mode], {
           env: { ...process.env, ROBUSTRL_TOPIC_PREFIX: topicPrefix, DATABASE_URL: store.dataSource.options.type === 'postgres' ? (store.dataSource.options as { url: string }).url : '' },
           encoding: 'utf8',
           timeout: 60_000,

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { DEAD_LETTER_TOPIC } from '@robustrl/contracts';
 import { fromDeadLetterRecord, KafkaBus } from '@robustrl/bus';
-import { freshPostgresStore } from '../support/databases';
-import { KafkaTopicReader } from '../support/kafka-topic-reader';
+import { freshPostgresStore } from '@robustrl/testing/databases';
+import { KafkaTopicReader } from '@robustrl/testing/kafka-topic-reader';
 import { describeBusContract } from './bus-contract';
 
 describeBusContract('Kafka broker with PostgreSQL store', async () => {

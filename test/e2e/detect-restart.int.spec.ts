@@ -9,9 +9,9 @@ import { DetectorModule } from '@robustrl/detector';
 import { LocalProcessSupervisor, MachineSpec } from '@robustrl/orchestrator';
 import { MESSAGE_BUS, RunningService, runService } from '@robustrl/service-kit';
 import { installInMemoryTracing } from '@robustrl/telemetry';
-import { freshDatabaseUrl } from '../support/databases';
-import { agentMachines } from '../support/agent-machines';
-import { eventually } from '../support/eventually';
+import { freshDatabaseUrl } from '@robustrl/testing/databases';
+import { agentMachines } from '@robustrl/testing/agent-machines';
+import { eventually } from '@robustrl/testing/eventually';
 
 /**
  * Detect → Restart end to end on the real broker and database, with real processes: an agent per

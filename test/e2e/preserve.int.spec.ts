@@ -4,10 +4,10 @@ import { MessageOf, MessageType, RobustrlMessage, Topics } from '@robustrl/contr
 import { RequestManagerModule } from '@robustrl/request-manager';
 import { EnginePool, HttpTrajectoryRecorder, OpenAiRouter, RolloutManagerModule, trajectoryIdOf } from '@robustrl/rollout-manager';
 import { MESSAGE_BUS, RunningService, runService } from '@robustrl/service-kit';
-import { freshDatabaseUrl } from '../support/databases';
-import { eventually } from '../support/eventually';
-import { ChatMessage, FakeInferenceEngine } from '../support/fake-inference-engine';
-import { agentLoop, expectedConversation } from '../support/openai-client';
+import { freshDatabaseUrl } from '@robustrl/testing/databases';
+import { eventually } from '@robustrl/testing/eventually';
+import { ChatMessage, FakeInferenceEngine } from '@robustrl/testing/fake-inference-engine';
+import { agentLoop, expectedConversation } from '@robustrl/testing/openai-client';
 
 /**
  * Preserve end to end (paper §5.2.2): agent loops talk to the fault-tolerant router, which spreads

@@ -12,9 +12,9 @@ import { LocalProcessSupervisor, MachineSpec } from '@robustrl/orchestrator';
 import { MESSAGE_BUS, RunningService, runService } from '@robustrl/service-kit';
 import { ucxInfo } from '@robustrl/ucx';
 import { WeightRegistryModule } from '@robustrl/weight-registry';
-import { freshDatabaseUrl } from '../support/databases';
-import { agentMachines } from '../support/agent-machines';
-import { eventually } from '../support/eventually';
+import { freshDatabaseUrl } from '@robustrl/testing/databases';
+import { agentMachines } from '@robustrl/testing/agent-machines';
+import { eventually } from '@robustrl/testing/eventually';
 
 /**
  * Reconnect end to end (paper §5.2.1, §5.2.2) on the real broker, with real processes and real UCX: one

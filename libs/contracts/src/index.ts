@@ -9,3 +9,5 @@ export { RecoveryAction, DecisionRule } from './events/control';
 export * from './format-message';
 export * from './draft';
 export { DetectionSettings } from './events/membership';
+export { TurnKind, TrajectoryStatus } from './events/trajectories';
+export * from './http/trajectory-api';

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { createMessage } from '@robustrl/contracts';
-import { freshPostgresStore } from '../../../test/support/databases';
+import { freshPostgresStore } from '@robustrl/testing/databases';
 import { EventStore, STORE_MIGRATIONS } from '@robustrl/store';
 import { describeEventStore } from '../../../test/contract/event-store-contract';
 

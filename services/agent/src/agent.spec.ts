@@ -5,7 +5,7 @@ import { INestApplication } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import { InProcessBus } from '@robustrl/bus';
 import { createMessage, decodeMessage, MessageOf, MessageType, RobustrlMessage, Topics } from '@robustrl/contracts';
-import { eventually } from '../../../test/support/eventually';
+import { eventually } from '@robustrl/testing/eventually';
 import { AgentApiController } from './agent-api.controller';
 import { agentConfigFromEnv } from './agent-config';
 import { AgentRuntime } from './agent-runtime';

@@ -2,9 +2,9 @@ import { InProcessBus, MessageBus } from '@robustrl/bus';
 import { decodeMessage, RobustrlMessage, Topics } from '@robustrl/contracts';
 import { DecidingConsumer } from '@robustrl/service-kit';
 import { EventStore } from '@robustrl/store';
-import { iso, timeline } from '../../../test/support/job-timeline';
-import { eventually } from '../../../test/support/eventually';
-import { CONTROLLER_INPUT_TYPES, createControllerDecider } from './recovery';
+import { iso, timeline } from '@robustrl/testing/job-timeline';
+import { eventually } from '@robustrl/testing/eventually';
+import { CONTROLLER_INPUT_TYPES, createControllerDecider } from '@robustrl/controller-domain';
 import { CONTROLLER_INPUTS } from './controller.module';
 
 /**

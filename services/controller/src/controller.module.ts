@@ -10,7 +10,7 @@ import { EttrController } from './ettr/ettr.controller';
 import { EttrProjector } from './ettr/ettr-projector';
 import { MetricsController } from './metrics/metrics.controller';
 import { RecoveryMetrics } from './metrics/recovery-metrics';
-import { CONTROLLER_INPUT_TYPES, ControllerEvent, ControllerInput, ControllerSettings, ControllerState, createControllerDecider, DEFAULT_CONTROLLER_SETTINGS } from './recovery';
+import { CONTROLLER_INPUT_TYPES, ControllerEvent, ControllerInput, ControllerSettings, ControllerState, createControllerDecider, DEFAULT_CONTROLLER_SETTINGS } from '@robustrl/controller-domain';
 
 /**
  * Controller: role-based recovery (paper §5.1, Figure 7). The workflow is the decider in

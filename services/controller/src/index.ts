@@ -1,4 +1,3 @@
 export * from './controller.module';
-export * from './recovery';
 export * from './executor/recovery-executor';
 export * from './metrics/recovery-metrics';

@@ -1,8 +1,8 @@
 import { z } from 'zod';
 import { Draft } from '@robustrl/contracts';
 import { OutputSpan } from '@robustrl/service-kit';
-import { createDetectorDecider } from './detector.decider';
-import { PAPER_DETECTION_DEFAULTS, ResolvedDetectionSettings } from './detection-settings';
+import { createDetectorDecider } from '@robustrl/detector-domain';
+import { PAPER_DETECTION_DEFAULTS, ResolvedDetectionSettings } from '@robustrl/detector-domain';
 
 const Seconds = z.coerce.number().positive();
 

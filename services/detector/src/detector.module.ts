@@ -3,7 +3,7 @@ import { MessageBus } from '@robustrl/bus';
 import { Topics } from '@robustrl/contracts';
 import { CLOCK, DecidingConsumer, EVENT_STORE, MESSAGE_BUS } from '@robustrl/service-kit';
 import { EventStore } from '@robustrl/store';
-import { DETECTOR_INPUT_TYPES, DetectorEvent, DetectorInput, DetectorState } from './detector.decider';
+import { DETECTOR_INPUT_TYPES, DetectorEvent, DetectorInput, DetectorState } from '@robustrl/detector-domain';
 import { detectorFromEnv, evidenceSpanForVerdicts } from './detector-runtime';
 
 /**

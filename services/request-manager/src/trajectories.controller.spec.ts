@@ -2,7 +2,7 @@ import { INestApplication } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import { EventStore } from '@robustrl/store';
 import { TrajectoriesController } from './trajectories.controller';
-import { RecordingBus, trajectory, turn } from '../../../test/support/trajectory-fixtures';
+import { RecordingBus, trajectory, turn } from '@robustrl/testing/trajectory-fixtures';
 import { TrajectoryStore } from './trajectory-store/trajectory-store';
 import { TurnWriter } from './trajectory-store/turn-writer';
 

@@ -12,16 +12,8 @@ import {
   Query,
 } from '@nestjs/common';
 import { z } from 'zod';
-import {
-  InvalidTransitionError,
-  NewTrajectory,
-  StatusChange,
-  TrajectoryNotFoundError,
-  TrajectoryStore,
-  TurnInput,
-  TurnRejectedError,
-  TurnWriter,
-} from './trajectory-store';
+import { NewTrajectory, StatusChange, TurnInput } from '@robustrl/contracts';
+import { InvalidTransitionError, TrajectoryNotFoundError, TrajectoryStore, TurnRejectedError, TurnWriter } from './trajectory-store';
 
 /**
  * The request manager's HTTP API: AgentWorkers store every tool iteration here, the rollout manager

@@ -1,5 +1,4 @@
 export * from './rollout-manager.module';
-export * from './pool';
 export * from './router';
 export * from './router-runtime';
 export * from './elastic/pool-scaler';

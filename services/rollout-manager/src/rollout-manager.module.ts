@@ -4,7 +4,7 @@ import { MessageBus } from '@robustrl/bus';
 import { Topics } from '@robustrl/contracts';
 import { CLOCK, DecidingConsumer, EVENT_STORE, MESSAGE_BUS } from '@robustrl/service-kit';
 import { EventStore } from '@robustrl/store';
-import { createRolloutPoolDecider, ROLLOUT_POOL_INPUT_TYPES, RolloutPoolEvent, RolloutPoolInput, RolloutPoolState } from './pool';
+import { createRolloutPoolDecider, ROLLOUT_POOL_INPUT_TYPES, RolloutPoolEvent, RolloutPoolInput, RolloutPoolState } from '@robustrl/rollout-manager-domain';
 import { PoolScaler } from './elastic/pool-scaler';
 import { routerConfigFromEnv, RouterRuntime } from './router-runtime';
 

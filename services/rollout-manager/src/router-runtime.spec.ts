@@ -1,8 +1,8 @@
 import { InProcessBus } from '@robustrl/bus';
 import { createMessage, decodeMessage, MessageOf, RobustrlMessage, Topics } from '@robustrl/contracts';
-import { eventually } from '../../../test/support/eventually';
-import { FakeInferenceEngine } from '../../../test/support/fake-inference-engine';
-import { chat } from '../../../test/support/openai-client';
+import { eventually } from '@robustrl/testing/eventually';
+import { FakeInferenceEngine } from '@robustrl/testing/fake-inference-engine';
+import { chat } from '@robustrl/testing/openai-client';
 import { routerConfigFromEnv, RouterRuntime } from './router-runtime';
 
 describe('router runtime in the rollout manager', () => {

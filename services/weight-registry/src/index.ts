@@ -1,2 +1,1 @@
 export * from './weight-registry.module';
-export * from './registry';

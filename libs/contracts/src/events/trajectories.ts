@@ -3,6 +3,14 @@ import { event } from '../define-message';
 import { Topics } from '../topics';
 import { Step } from './common';
 
+/** What one turn of a trajectory is: model output and tool calls are policy samples, tool results are not. */
+export const TurnKind = z.enum(['model-output', 'tool-call', 'tool-result']);
+export type TurnKind = z.infer<typeof TurnKind>;
+
+/** A trajectory's lifecycle, the same on the bus and in the trajectory store. */
+export const TrajectoryStatus = z.enum(['in-flight', 'completed', 'reassigned', 'aborted']);
+export type TrajectoryStatus = z.infer<typeof TrajectoryStatus>;
+
 const TrajectoryRef = {
   trajectoryId: z.string().min(1),
   batchId: z.string().min(1),
@@ -20,7 +28,7 @@ export const TrajectoryTurnAppended = event(
     /** Idempotency key of the turn: a redelivered append stores once. */
     turnId: z.string().min(1),
     turnIndex: z.int().nonnegative(),
-    kind: z.enum(['model-output', 'tool-call', 'tool-result']),
+    kind: TurnKind,
     rolloutId: z.string().min(1).nullable(),
     weightVersion: z.int().nonnegative(),
     tokens: z.int().nonnegative(),
@@ -31,7 +39,7 @@ export const TrajectoryStatusChanged = event(
   'TrajectoryStatusChanged',
   Topics.trajectories,
   'A trajectory changed status.',
-  z.object({ ...TrajectoryRef, status: z.enum(['in-flight', 'completed', 'reassigned', 'aborted']) }),
+  z.object({ ...TrajectoryRef, status: TrajectoryStatus }),
 );
 
 export const TrajectoriesReassigned = event(

@@ -1,7 +1,7 @@
 import { OrchestratorError } from '../orchestrator';
-import { FakeKubernetesApiServer, OwnerKind } from './fake-api-server';
+import { FakeKubernetesApiServer, OwnerKind } from '@robustrl/testing/fake-kubernetes-api-server';
 import { KubernetesOrchestrator, NodeAnnotations, OwnerAnnotations, PodAnnotations, PodLabels } from './kubernetes-orchestrator';
-import { rejectionOf } from '../../../../test/support/rejection';
+import { rejectionOf } from '@robustrl/testing/rejection';
 
 const NAMESPACE = 'rl';
 

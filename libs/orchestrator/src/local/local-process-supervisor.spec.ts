@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { transformFileSync } from '@swc/core';
 import { MachineSpec, OrchestratorError } from '../orchestrator';
 import { LocalLaunchCommand, LocalMachineLaunch, LocalProcessSupervisor, LocalProcessSupervisorOptions } from './local-process-supervisor';
-import { rejectionOf } from '../../../../test/support/rejection';
+import { rejectionOf } from '@robustrl/testing/rejection';
 
 // Machines are real `node -e` processes; every script keeps running until signalled unless it says otherwise.
 const SLEEPER = 'setInterval(() => {}, 1000)';

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { InProcessBus } from '@robustrl/bus';
 import { createMessage, DataOf, MessageOf, RobustrlMessage, Topics } from '@robustrl/contracts';
 import { ucxInfo } from '@robustrl/ucx';
-import { eventually } from '../../../../test/support/eventually';
+import { eventually } from '@robustrl/testing/eventually';
 import { bucketChecksum } from './bucket-layout';
 import { WeightPlane } from './weight-plane';
 

@@ -1,6 +1,6 @@
 import { EventStore } from '@robustrl/store';
-import { freshPostgresStore } from '../../../../test/support/databases';
-import { RecordingBus, trajectory, turn } from '../../../../test/support/trajectory-fixtures';
+import { freshPostgresStore } from '@robustrl/testing/databases';
+import { RecordingBus, trajectory, turn } from '@robustrl/testing/trajectory-fixtures';
 import { TrajectoryStore } from './trajectory-store';
 import { TurnWriter } from './turn-writer';
 

@@ -1,5 +1,5 @@
 import { EventStore } from '@robustrl/store';
-import { RecordingBus, trajectory, turn } from '../../../../test/support/trajectory-fixtures';
+import { RecordingBus, trajectory, turn } from '@robustrl/testing/trajectory-fixtures';
 import { InvalidTransitionError, TrajectoryStore } from './trajectory-store';
 
 describe('TrajectoryStore (PGlite)', () => {

@@ -1,10 +1,9 @@
 import { Logger } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { MessageBus } from '@robustrl/bus';
-import { createMessage, DataOf, RobustrlMessage } from '@robustrl/contracts';
+import { createMessage, DataOf, NewTrajectory, RobustrlMessage, StatusChange, TrajectoryStatus, TurnInput, TurnKind } from '@robustrl/contracts';
 import { EventStore } from '@robustrl/store';
-import { AcceptanceBound, ContinuationDecision, decideContinuation, isAcceptable, staleness, TurnKind } from './staleness-policy';
-import { NewTrajectory, StatusChange, TrajectoryStatus, TurnInput } from './trajectory-input';
+import { AcceptanceBound, ContinuationDecision, decideContinuation, isAcceptable, staleness } from '@robustrl/request-manager-domain';
 
 /** A trajectory without its turns. `attempt` counts restarts from the prompt. */
 export interface TrajectorySummary {

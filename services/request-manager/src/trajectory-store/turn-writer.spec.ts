@@ -1,5 +1,5 @@
 import { EventStore } from '@robustrl/store';
-import { RecordingBus, trajectory, turn } from '../../../../test/support/trajectory-fixtures';
+import { RecordingBus, trajectory, turn } from '@robustrl/testing/trajectory-fixtures';
 import { TrajectoryStore } from './trajectory-store';
 import { TurnRejectedError, TurnWriter } from './turn-writer';
 

@@ -1,5 +1,5 @@
 import { AppendOutcome, DURABLE_OUTCOMES, TrajectoryStore } from './trajectory-store';
-import { TurnInput } from './trajectory-input';
+import { TurnInput } from '@robustrl/contracts';
 
 export interface TurnWriterOptions {
   /** How long an append waits for company before its batch is written. */

@@ -3,8 +3,8 @@ import { createMessage, DataOf, decodeMessage, MessageOf, MessageType, RobustrlM
 import { LocalProcessSupervisor } from '@robustrl/orchestrator';
 import { DecidingConsumer } from '@robustrl/service-kit';
 import { EventStore } from '@robustrl/store';
-import { eventually } from '../../../../test/support/eventually';
-import { createRolloutPoolDecider, ROLLOUT_POOL_INPUT_TYPES, Trajectories } from '../pool';
+import { eventually } from '@robustrl/testing/eventually';
+import { createRolloutPoolDecider, ROLLOUT_POOL_INPUT_TYPES, Trajectories } from '@robustrl/rollout-manager-domain';
 import { ROLLOUT_MANAGER_INPUTS } from '../rollout-manager.module';
 import { PoolScaler } from './pool-scaler';
 

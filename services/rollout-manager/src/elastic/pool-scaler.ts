@@ -4,7 +4,7 @@ import { createCausedMessage, MessageOf, RobustrlMessage, Topics } from '@robust
 import { Orchestrator } from '@robustrl/orchestrator';
 import { CommandExecutor } from '@robustrl/service-kit';
 import { EventStore } from '@robustrl/store';
-import { planScale, RolloutPoolState } from '../pool';
+import { planScale, RolloutPoolState } from '@robustrl/rollout-manager-domain';
 
 type Scale = MessageOf<'ScaleRolloutPool'>;
 

@@ -1,8 +1,8 @@
 import { InProcessBus } from '@robustrl/bus';
 import { decodeMessage, RobustrlMessage, Topics } from '@robustrl/contracts';
-import { eventually } from '../../../../test/support/eventually';
-import { ChatMessage, chatReplyFor, FakeInferenceEngine, toolResultFor } from '../../../../test/support/fake-inference-engine';
-import { agentLoop, chat, expectedConversation, post, streamChat, streamCompletion } from '../../../../test/support/openai-client';
+import { eventually } from '@robustrl/testing/eventually';
+import { ChatMessage, chatReplyFor, FakeInferenceEngine, toolResultFor } from '@robustrl/testing/fake-inference-engine';
+import { agentLoop, chat, expectedConversation, post, streamChat, streamCompletion } from '@robustrl/testing/openai-client';
 import { EnginePool } from './engine-pool';
 import { OpenAiRouter, RouterLogger } from './openai-router';
 import { trajectoryIdOf } from './trajectory-identity';

@@ -1,0 +1,3 @@
+export * from './detector.decider';
+export * from './detection-settings';
+export * from './rules';
