@@ -65,10 +65,10 @@ export function simulate(scenario: Scenario, options: SimulateOptions = {}): Sim
 export function runStrategy(scenario: Scenario, strategy: Strategy, seed: number, options: SimulateOptions = {}): StrategyResult {
   const kernel = new SimKernel(`sim-${scenario.name}-${strategy}`, { validate: options.validateMessages });
   const hosts = [
-    new DeciderHost(kernel, 'detector', createDetectorDecider({ defaults: PAPER_DETECTION_DEFAULTS }) as never, DETECTOR_INPUT_TYPES, TICK_MS),
-    new DeciderHost(kernel, 'controller', createControllerDecider({ policy: strategy === 'task-restart' ? 'task-restart' : 'role-based' }) as never, CONTROLLER_INPUT_TYPES, TICK_MS),
-    new DeciderHost(kernel, 'rollout-manager', createRolloutPoolDecider() as never, ROLLOUT_POOL_INPUT_TYPES, null),
-    new DeciderHost(kernel, 'weight-registry', createWeightRegistryDecider() as never, WEIGHT_REGISTRY_INPUT_TYPES, null),
+    new DeciderHost(kernel, 'detector', createDetectorDecider({ defaults: PAPER_DETECTION_DEFAULTS }), DETECTOR_INPUT_TYPES, TICK_MS),
+    new DeciderHost(kernel, 'controller', createControllerDecider({ policy: strategy === 'task-restart' ? 'task-restart' : 'role-based' }), CONTROLLER_INPUT_TYPES, TICK_MS),
+    new DeciderHost(kernel, 'rollout-manager', createRolloutPoolDecider(), ROLLOUT_POOL_INPUT_TYPES, null),
+    new DeciderHost(kernel, 'weight-registry', createWeightRegistryDecider(), WEIGHT_REGISTRY_INPUT_TYPES, null),
   ];
   const projection = createEttrProjection({ windowMs: scenario.ettr.windowSeconds * 1000, sampleMs: scenario.ettr.sampleSeconds * 1000 });
   let view = projection.initialView();

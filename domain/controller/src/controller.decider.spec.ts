@@ -1,6 +1,6 @@
-import { DeciderSpecification } from '@robustrl/domain-kit';
+import { DeciderRun, DeciderSpecification } from '@robustrl/domain-kit';
 import { DataOf, draft, Draft, Role, TrainingMode } from '@robustrl/contracts';
-import { at, iso, timeline } from '@robustrl/testing/job-timeline';
+import { at, iso, published, timeline } from '@robustrl/testing/job-timeline';
 import { ControllerDecider, ControllerEvent, ControllerInput, createControllerDecider } from './controller.decider';
 
 const msg = timeline();
@@ -36,21 +36,14 @@ const failed = (s: number, commandId: string, machineId: string | null) =>
   msg(s, 'RecoveryCommandFailed', { recoveryId: commandId.slice(0, commandId.lastIndexOf('/')), commandId, machineId, executor: 'spec', durationMs: 1000, error: 'could not start' });
 const phase = (s: number, machineId: string) => msg(s, 'RolePhaseChanged', { machineId, role: 'trainer', phase: 'initializing', step: 3, changedAt: iso(s) });
 
-/** Feed inputs through decide + evolve as the service shell does; return every output with its time. */
+/** Feed inputs through the kit's host step, as the service shell does; return every output. */
 function play(history: ControllerEvent[], inputs: Array<ControllerInput | { tick: number }>, decider = ControllerDecider) {
-  let state = history.reduce(decider.evolve, decider.initialState());
-  const emitted: Draft[] = [];
+  const run = DeciderRun.for(decider, published()).given(history);
   for (const input of inputs) {
-    const command = 'tick' in input ? { kind: 'tick' as const, now: at(input.tick) } : observe(input);
-    const now = command.now;
-    const out = decider.decide(command, state);
-    if (!('tick' in input)) state = decider.evolve(state, input);
-    for (const d of out) {
-      emitted.push(d);
-      state = decider.evolve(state, { ...d, occurredAt: new Date(now).toISOString() } as unknown as ControllerEvent);
-    }
+    if ('tick' in input) run.tick(at(input.tick));
+    else run.send(observe(input));
   }
-  return { emitted, state };
+  return { emitted: run.outputs() as Draft[], state: run.state };
 }
 
 const types = (ds: Draft[]) => ds.map((d) => d.type);

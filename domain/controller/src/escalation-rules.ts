@@ -1,5 +1,5 @@
 import type { DecisionRule } from '@robustrl/contracts';
-import type { ControllerState, Recovery } from './controller-state';
+import type { ControllerState, Recovery } from './controller.state';
 
 /**
  * When a role restart is not enough and the whole task restarts (paper §5.1.2). Role restarts

@@ -1,4 +1,4 @@
-import type { ControllerState, RosterMachine } from './controller-state';
+import type { ControllerState, RosterMachine } from './controller.state';
 
 /**
  * Which rollout machine becomes the trainer's warm standby (paper §5.1.3): a healthy rollout in the

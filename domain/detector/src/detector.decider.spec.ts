@@ -1,7 +1,7 @@
-import { DeciderSpecification } from '@robustrl/domain-kit';
-import { draft, Draft, Role } from '@robustrl/contracts';
-import { at, iso, timeline } from '@robustrl/testing/job-timeline';
-import { createDetectorDecider, DetectorDecider, DetectorEvent } from './detector.decider';
+import { DeciderRun, DeciderSpecification } from '@robustrl/domain-kit';
+import { draft, Draft, isOneOf, Role } from '@robustrl/contracts';
+import { at, iso, published, timeline } from '@robustrl/testing/job-timeline';
+import { createDetectorDecider, DETECTOR_INPUT_TYPES, DetectorDecider, DetectorDraft, DetectorEvent } from './detector.decider';
 import { DetectionRule } from './rules';
 
 const msg = timeline();
@@ -24,28 +24,17 @@ const tick = (s: number) => ({ kind: 'tick' as const, now: at(s) });
 
 /** Fold a history and collect everything the detector emits along the way, as the service shell would. */
 function run(history: DetectorEvent[], untilSeconds: number, tickEverySeconds = 1) {
-  const d = DetectorDecider;
-  let state = d.initialState();
-  const emitted: Array<{ at: number; draft: Draft }> = [];
-  const apply = (drafts: Draft[], now: number) => {
-    for (const out of drafts) {
-      emitted.push({ at: now, draft: out });
-      state = d.evolve(state, { ...out, occurredAt: new Date(now).toISOString() } as unknown as DetectorEvent);
-    }
-  };
+  const detector = DeciderRun.for(DetectorDecider, published()).given();
   const queue = [...history].sort((a, b) => Date.parse(a.occurredAt) - Date.parse(b.occurredAt));
   for (let s = 0; s <= untilSeconds; s += tickEverySeconds) {
     while (queue.length && Date.parse(queue[0].occurredAt) <= at(s)) {
       const m = queue.shift()!;
-      const now = Date.parse(m.occurredAt);
-      const out = m.type === 'JobStarted' || m.type.startsWith('Machine') || m.type.startsWith('Gpu') || m.type.startsWith('Role') || m.type.startsWith('Rollout') || m.type.startsWith('Heartbeat') || m.type.startsWith('Agent')
-        ? d.decide({ kind: 'observe', message: m as never, now }, state) : [];
-      state = d.evolve(state, m);
-      apply(out, now);
+      if (isOneOf(m, DETECTOR_INPUT_TYPES)) detector.observe(m, Date.parse(m.occurredAt));
+      else detector.fold(m);
     }
-    apply(d.decide(tick(s), state), at(s));
+    detector.tick(at(s));
   }
-  return emitted;
+  return detector.emitted.map(({ now, output }) => ({ at: now, draft: output as Draft }));
 }
 
 describe('trainer rule: 300 s without TensorCore activity, only inside the training phase', () => {
@@ -74,7 +63,7 @@ describe('trainer rule: 300 s without TensorCore activity, only inside the train
     // 90 s idle in training before the checkpoint, then 1200 s of GPU-free phases, then training again.
     spec.given([...trainer, ...pauses]).when(tick(1300 + 209)).thenNothingHappened(eq);
     spec.given([...trainer, ...pauses]).when(tick(1300 + 210)).then(
-      [expect.objectContaining({ type: 'FaultConfirmed', data: expect.objectContaining({ rule: 'trainer-idle' }) }) as unknown as Draft],
+      [expect.objectContaining({ type: 'FaultConfirmed', data: expect.objectContaining({ rule: 'trainer-idle' }) }) as unknown as DetectorDraft],
       eq,
     );
   });
@@ -250,7 +239,7 @@ describe('pluggable rules', () => {
   it('per-job settings from JobStarted scale the windows', () => {
     const fast = msg(0, 'JobStarted', { mode: 'async', resumedFromStep: null, trainerMachines: 1, rolloutMachines: 0, detection: { trainerIdleWindowSeconds: 3 } });
     spec.given([fast, register('trainer-0', 'trainer'), phase(0, 'trainer-0', 'training')]).when(tick(3)).then(
-      [expect.objectContaining({ type: 'FaultConfirmed' }) as unknown as Draft],
+      [expect.objectContaining({ type: 'FaultConfirmed' }) as unknown as DetectorDraft],
       eq,
     );
   });

@@ -1,6 +1,7 @@
 import { DataOf, Draft, MessageOf, MessageType, RolePhase } from '@robustrl/contracts';
-import { at, timeline } from '@robustrl/testing/job-timeline';
-import { DetectorDecider, DetectorEvent, DetectorInput } from './detector.decider';
+import { DeciderRun } from '@robustrl/domain-kit';
+import { at, published, timeline } from '@robustrl/testing/job-timeline';
+import { DetectorDecider, DetectorInput } from './detector.decider';
 
 /**
  * A scripted semi-sync job, hours long, fed to the real detector decider in virtual time: long tool
@@ -104,16 +105,12 @@ function scriptedJob(seed: number, faults: Fault[]) {
 /** Run the detector over the script with a 1 s tick; live agents answer probes after 0.2–3 s. */
 function detect(seed: number, faults: Fault[]) {
   const { events, alive, rnd, faultTimes } = scriptedJob(seed, faults);
-  const d = DetectorDecider;
-  let state = d.initialState();
+  const detector = DeciderRun.for(DetectorDecider, published('fp-job')).given();
   const queue = [...events];
   const pendingAcks: Array<{ at: number; ack: MessageOf<'HeartbeatAcked'> }> = [];
-  const out: Array<{ at: number; draft: Draft }> = [];
   const ackMsg = timeline('fp-job');
-  const emit = (drafts: Draft[], now: number) => {
+  const answerProbes = (drafts: Draft[], now: number) => {
     for (const draft of drafts) {
-      out.push({ at: now, draft });
-      state = d.evolve(state, { ...draft, occurredAt: new Date(now).toISOString() } as unknown as DetectorEvent);
       if (draft.type === 'HeartbeatProbeRequested' && alive(draft.data.machineId, (now - at(0)) / 1000)) {
         const ackAt = now + 200 + Math.floor(rnd() * 2800);
         pendingAcks.push({ at: ackAt, ack: ackMsg(0, 'HeartbeatAcked', { probeId: draft.data.probeId, machineId: draft.data.machineId, ackedAt: new Date(ackAt).toISOString() }) });
@@ -129,12 +126,11 @@ function detect(seed: number, faults: Fault[]) {
       if (Math.min(nextEvent, nextAck) > now) break;
       const m = nextEvent <= nextAck ? queue.shift()! : ({ ...pendingAcks[0].ack, occurredAt: new Date(pendingAcks.shift()!.at).toISOString() } as DetectorInput);
       const t = Date.parse(m.occurredAt);
-      const drafts = d.decide({ kind: 'observe', message: m, now: t }, state);
-      state = d.evolve(state, m);
-      emit(drafts, t);
+      answerProbes(detector.observe(m, t), t);
     }
-    emit(d.decide({ kind: 'tick', now }, state), now);
+    answerProbes(detector.tick(now), now);
   }
+  const out = detector.emitted.map(({ now, output }) => ({ at: now, draft: output as Draft }));
   return { out, faultTimes };
 }
 

@@ -1,7 +1,7 @@
 import { DeciderSpecification } from '@robustrl/domain-kit';
 import { Draft, draft } from '@robustrl/contracts';
 import { iso, timeline } from '@robustrl/testing/job-timeline';
-import { RolloutPoolDecider, RolloutPoolEvent, RolloutPoolInput } from './rollout-pool.decider';
+import { RolloutPoolDecider, RolloutPoolDraft, RolloutPoolEvent, RolloutPoolInput } from './rollout-pool.decider';
 
 const msg = timeline('job-pool');
 const spec = DeciderSpecification.for(RolloutPoolDecider);
@@ -48,7 +48,7 @@ describe('rollout pool: a rollout that stops serving hands its in-flight traject
   it('a rollout lent to the trainer as warm standby hands over the same way, and the pool tracks its refill', () => {
     const promote = msg(10, 'PromoteRolloutToTrainer', { recoveryId: 't/rec', commandId: 't/rec/1', rolloutMachineId: 'r-0', replacesMachineId: 'trainer-1' });
     spec.given(pool()).when(observe(promote)).then(
-      [expect.objectContaining({ type: 'TrajectoriesReassigned', data: expect.objectContaining({ fromRolloutId: 'r-0', reason: expect.stringMatching(/lent to the trainer as warm standby for trainer-1/) }) }) as unknown as Draft],
+      [expect.objectContaining({ type: 'TrajectoriesReassigned', data: expect.objectContaining({ fromRolloutId: 'r-0', reason: expect.stringMatching(/lent to the trainer as warm standby for trainer-1/) }) }) as unknown as RolloutPoolDraft],
       eq,
     );
     const d = RolloutPoolDecider;

@@ -1,4 +1,4 @@
-import type { RolloutPoolState } from './rollout-pool.decider';
+import type { RolloutPoolState } from './rollout-pool.state';
 import { Trajectories } from './trajectory-table';
 
 export interface ScalePlan {

@@ -1,4 +1,4 @@
-import type { PoolTrajectory } from './rollout-pool.decider';
+import type { PoolTrajectory } from './rollout-pool.state';
 
 /**
  * The pool's in-flight trajectories, sharded by id. The pool folds one event per tool turn; with a flat

@@ -1,4 +1,4 @@
-import { Draft, draft } from '@robustrl/contracts';
+import { draft } from '@robustrl/contracts';
 import {
   holdsBucket,
   holdsWhole,
@@ -10,6 +10,7 @@ import {
   liveVersions,
   PullFailureReason,
   trainerCanServe,
+  WeightRegistryDraft,
   WeightRegistryState,
 } from './weight-registry.state';
 
@@ -32,8 +33,8 @@ import {
  * partial holders of the buckets they need (paper §5.2.2, "pulls the remaining one from other living
  * relay servers").
  */
-export function abandonments(state: WeightRegistryState): Draft[] {
-  const out: Draft[] = [];
+export function abandonments(state: WeightRegistryState): WeightRegistryDraft[] {
+  const out: WeightRegistryDraft[] = [];
   const rollouts = liveRollouts(state);
   for (const version of liveVersions(state)) {
     const v = state.versions[version];
@@ -50,8 +51,8 @@ export function abandonments(state: WeightRegistryState): Draft[] {
  * same bucket from another living holder. A pull whose puller stopped serving fails with `puller-gone`,
  * which frees its source for someone else.
  */
-export function stalePulls(state: WeightRegistryState): Draft[] {
-  const out: Draft[] = [];
+export function stalePulls(state: WeightRegistryState): WeightRegistryDraft[] {
+  const out: WeightRegistryDraft[] = [];
   for (const pull of pullsOf(state, () => true)) {
     if (!isLiveRollout(state, pull.pullerId)) out.push(failed(pull, PullFailureReason.pullerGone));
     else if (!sourceStillServes(state, pull)) out.push(failed(pull, PullFailureReason.sourceLost));

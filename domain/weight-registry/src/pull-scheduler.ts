@@ -1,4 +1,4 @@
-import { Draft, draft } from '@robustrl/contracts';
+import { draft } from '@robustrl/contracts';
 import {
   attemptsOf,
   holdsBucket,
@@ -8,6 +8,7 @@ import {
   pullIdFor,
   targetVersion,
   trainerCanServe,
+  WeightRegistryDraft,
   WeightRegistryState,
   WeightVersion,
 } from './weight-registry.state';
@@ -39,11 +40,11 @@ export const DEFAULT_PULL_WINDOW = 1;
  * Pulls of an older version still in flight when a newer one is published run to completion (they
  * count against the puller's window) but no new ones are started: pullers go for the newest weights.
  */
-export function schedulePulls(state: WeightRegistryState, window: number, relays = true): Draft[] {
+export function schedulePulls(state: WeightRegistryState, window: number, relays = true): WeightRegistryDraft[] {
   const version = targetVersion(state);
   if (version === undefined) return [];
   const v = state.versions[version];
-  const out: Draft[] = [];
+  const out: WeightRegistryDraft[] = [];
 
   const busy = new Map<string, number>();
   const serving = new Set<string>();

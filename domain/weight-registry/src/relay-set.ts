@@ -1,5 +1,5 @@
-import { Draft, draft } from '@robustrl/contracts';
-import { holdsWhole, isLiveRollout, liveRollouts, newestWhole, relayKey, WeightRegistryState } from './weight-registry.state';
+import { draft } from '@robustrl/contracts';
+import { holdsWhole, isLiveRollout, liveRollouts, newestWhole, relayKey, WeightRegistryDraft, WeightRegistryState } from './weight-registry.state';
 
 /**
  * The relay set (paper §5.2.1 ➂): "a weight updated rollout will act as a relay server ... once weight
@@ -13,8 +13,8 @@ import { holdsWhole, isLiveRollout, liveRollouts, newestWhole, relayKey, WeightR
  */
 export const RelaySet = {
   /** RelayJoined for every living rollout whose newest whole version is not yet in the set. */
-  joins(state: WeightRegistryState): Draft[] {
-    const out: Draft[] = [];
+  joins(state: WeightRegistryState): WeightRegistryDraft[] {
+    const out: WeightRegistryDraft[] = [];
     for (const instanceId of liveRollouts(state)) {
       const version = newestWhole(state, instanceId);
       if (version !== undefined && !state.relays[relayKey(instanceId, version)]) {
@@ -26,8 +26,8 @@ export const RelaySet = {
   },
 
   /** RelayLeft for every relay that no longer serves its version, with why. */
-  leaves(state: WeightRegistryState): Draft[] {
-    const out: Draft[] = [];
+  leaves(state: WeightRegistryState): WeightRegistryDraft[] {
+    const out: WeightRegistryDraft[] = [];
     for (const key of Object.keys(state.relays).sort()) {
       const { instanceId, version } = state.relays[key];
       const reason = whyNotRelaying(state, instanceId, version);

@@ -1,5 +1,5 @@
-import { Draft, draft } from '@robustrl/contracts';
-import { WeightRegistryState } from './weight-registry.state';
+import { draft } from '@robustrl/contracts';
+import { WeightRegistryDraft, WeightRegistryState } from './weight-registry.state';
 
 /**
  * TrainerReleased, once per version, when the trainer no longer has to serve it (paper §5.2.1): in async
@@ -7,7 +7,7 @@ import { WeightRegistryState } from './weight-registry.state';
  * every living rollout holds it whole. The flag itself is set where the relay joins (evolve); this step
  * turns it into the event the trainer's agent waits for.
  */
-export function releases(state: WeightRegistryState): Draft[] {
+export function releases(state: WeightRegistryState): WeightRegistryDraft[] {
   return Object.values(state.versions)
     .filter((v) => v.status === 'live' && v.trainerReleased && !v.releaseAnnounced)
     .sort((a, b) => a.version - b.version)

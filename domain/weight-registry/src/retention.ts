@@ -1,5 +1,5 @@
-import { Draft, draft } from '@robustrl/contracts';
-import { liveRollouts, liveVersions, newestWhole, WeightRegistryState } from './weight-registry.state';
+import { draft } from '@robustrl/contracts';
+import { liveRollouts, liveVersions, newestWhole, WeightRegistryDraft, WeightRegistryState } from './weight-registry.state';
 
 export const DEFAULT_RETAINED_VERSIONS = 2;
 
@@ -9,7 +9,7 @@ export const DEFAULT_RETAINED_VERSIONS = 2;
  * serves inference with, and relays) it is. A rollout still pulling a newer version keeps its current
  * one alive, so a slow or recovering rollout is never left without weights.
  */
-export function retirements(state: WeightRegistryState, keep: number): Draft[] {
+export function retirements(state: WeightRegistryState, keep: number): WeightRegistryDraft[] {
   const live = liveVersions(state);
   const older = live.slice(0, Math.max(0, live.length - keep));
   if (older.length === 0) return [];

@@ -1,4 +1,4 @@
-import { DeciderSpecification } from '@robustrl/domain-kit';
+import { DeciderRun, DeciderSpecification } from '@robustrl/domain-kit';
 import { Draft, draft } from '@robustrl/contracts';
 import { timeline } from '@robustrl/testing/job-timeline';
 import { createWeightRegistryDecider, WeightRegistryDecider } from './weight-registry.decider';
@@ -39,20 +39,23 @@ const assigned = (version: number, bucketIndex: number, pullerId: string, source
 
 /** Drives the decider as the shell does: decide, then fold the input and the drafts; checks redelivery. */
 class Run {
-  state: WeightRegistryState;
+  private readonly run: DeciderRun<WeightRegistryState, WeightRegistryInput, WeightRegistryEvent, Draft>;
   t = 100;
   readonly log: Draft[] = [];
   constructor(
     readonly decider = D,
     given: WeightRegistryInput[] = [],
   ) {
-    this.state = decider.initialState();
+    this.run = DeciderRun.for(decider, (d: Draft) => msg(this.t, d.type, d.data as never) as WeightRegistryEvent).given();
     for (const m of given) this.send(m);
   }
+  get state(): WeightRegistryState {
+    return this.run.state;
+  }
   send(message: WeightRegistryInput): Draft[] {
-    const out = this.decider.decide(observe(message), this.state);
-    const published = out.map((d) => msg(this.t, d.type, d.data as never) as WeightRegistryEvent);
-    this.state = [message as WeightRegistryEvent, ...published].reduce(this.decider.evolve, this.state);
+    const before = this.run.emitted.length;
+    const out = this.run.send(observe(message));
+    const published = this.run.emitted.slice(before).map((e) => e.event);
     // Redelivery of the input, and the registry reading its own outputs back, decide nothing.
     for (const again of [message, ...published]) expect(this.decider.decide(observe(again as WeightRegistryInput), this.state)).toEqual([]);
     this.log.push(...out);

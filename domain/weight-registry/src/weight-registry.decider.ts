@@ -1,12 +1,11 @@
 import { Decider } from '@robustrl/domain-kit';
-import { Draft } from '@robustrl/contracts';
 import { abandonments, stalePulls } from './pull-failures';
 import { DEFAULT_PULL_WINDOW, schedulePulls } from './pull-scheduler';
 import { RelaySet } from './relay-set';
 import { releases } from './releases';
 import { DEFAULT_RETAINED_VERSIONS, retirements } from './retention';
 import { evolveWeightRegistry } from './weight-registry.evolve';
-import { initialWeightRegistryState, RegistryFact, WeightRegistryCommand, WeightRegistryEvent, WeightRegistryState } from './weight-registry.state';
+import { initialWeightRegistryState, RegistryFact, WeightRegistryCommand, WeightRegistryDraft, WeightRegistryEvent, WeightRegistryState } from './weight-registry.state';
 
 export interface WeightRegistryOptions {
   /** Versions kept however old (paper: the newest weights and the one rollouts may still serve). */
@@ -40,13 +39,13 @@ export interface WeightRegistryOptions {
  */
 export function createWeightRegistryDecider(
   options: WeightRegistryOptions = {},
-): Decider<WeightRegistryState, WeightRegistryCommand, WeightRegistryEvent, Draft> {
+): Decider<WeightRegistryState, WeightRegistryCommand, WeightRegistryEvent, WeightRegistryDraft> {
   const keep = options.retainVersions ?? DEFAULT_RETAINED_VERSIONS;
   const window = options.pullWindow ?? DEFAULT_PULL_WINDOW;
   const relays = options.relays ?? true;
   if (keep < 1 || window < 1) throw new Error('retainVersions and pullWindow must be at least 1');
 
-  const steps: Array<(s: WeightRegistryState) => Draft[]> = [
+  const steps: Array<(s: WeightRegistryState) => WeightRegistryDraft[]> = [
     RelaySet.joins,
     RelaySet.leaves,
     releases,
@@ -56,9 +55,9 @@ export function createWeightRegistryDecider(
     (s) => schedulePulls(s, window, relays),
   ];
 
-  function decide(command: WeightRegistryCommand, state: WeightRegistryState): Draft[] {
+  function decide(command: WeightRegistryCommand, state: WeightRegistryState): WeightRegistryDraft[] {
     let current = command.kind === 'observe' ? evolveWeightRegistry(state, command.message as RegistryFact) : state;
-    const out: Draft[] = [];
+    const out: WeightRegistryDraft[] = [];
     for (const step of steps) {
       for (const d of step(current)) {
         out.push(d);

@@ -1,4 +1,5 @@
 import { Draft, MessageOf, Role, TrainingMode } from '@robustrl/contracts';
+import type { JobCommand } from '@robustrl/domain-kit';
 
 /**
  * The weight registry's view of one job (paper §5.2.1, §5.2.2): weight versions, who holds which
@@ -31,7 +32,9 @@ export const WEIGHT_REGISTRY_OUTPUT_TYPES = ['WeightPullAssigned', 'WeightPullFa
 export type WeightRegistryInputType = (typeof WEIGHT_REGISTRY_INPUT_TYPES)[number];
 export type WeightRegistryInput = MessageOf<WeightRegistryInputType>;
 export type WeightRegistryEvent = MessageOf<WeightRegistryInputType | (typeof WEIGHT_REGISTRY_OUTPUT_TYPES)[number]>;
-export type WeightRegistryCommand = { kind: 'observe'; message: WeightRegistryInput; now: number } | { kind: 'tick'; now: number };
+export type WeightRegistryCommand = JobCommand<WeightRegistryInput>;
+/** What decide returns: an output before the host envelopes it. */
+export type WeightRegistryDraft = Draft<(typeof WEIGHT_REGISTRY_OUTPUT_TYPES)[number]>;
 
 /** What evolve needs of a message: a full message (input) or a draft the decider just produced. */
 export type RegistryFact = Draft<WeightRegistryInputType> & { occurredAt?: string; eventId?: string };

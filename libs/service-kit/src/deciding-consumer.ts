@@ -3,12 +3,9 @@ import { Logger } from '@nestjs/common';
 import { context, Context, ROOT_CONTEXT, SpanKind, trace } from '@opentelemetry/api';
 import { Delivery, MessageBus, Subscription } from '@robustrl/bus';
 import { createMessage, Draft, MessageType, RobustrlMessage, TopicName } from '@robustrl/contracts';
-import { Decider } from '@robustrl/domain-kit';
+import { Decider, JobCommand, observe, step, tick } from '@robustrl/domain-kit';
 import { EventStore } from '@robustrl/store';
 import { extractTraceContext, injectTraceHeaders, tracer } from '@robustrl/telemetry';
-
-/** The two ways a job decider is asked to decide: a message arrived, or time passed. */
-export type HostCommand<Input> = { kind: 'observe'; message: Input; now: number } | { kind: 'tick'; now: number };
 
 /** A span to open around tick-produced outputs, e.g. the evidence window of a verdict. */
 export interface OutputSpan {
@@ -17,7 +14,7 @@ export interface OutputSpan {
   attributes?: Record<string, string | number | boolean>;
 }
 
-export interface DecidingConsumerSpec<State, Input extends RobustrlMessage = RobustrlMessage, Event extends RobustrlMessage = RobustrlMessage> {
+export interface DecidingConsumerSpec<State, Event extends RobustrlMessage = RobustrlMessage, Input extends Event = Event> {
   /** Consumer group, checkpoint and inbox name, and the `source` of everything it emits. */
   consumer: string;
   topics: readonly TopicName[];
@@ -27,7 +24,7 @@ export interface DecidingConsumerSpec<State, Input extends RobustrlMessage = Rob
    * the types listed in `inputTypes` (the subscription delivers nothing else), and `Event` those plus
    * the decider's own outputs (the inbox holds nothing else).
    */
-  decider: Decider<State, HostCommand<Input>, Event, Draft>;
+  decider: Decider<State, JobCommand<Input>, Event, Draft>;
   /** How often time passes for the decider (null: never, the decider reacts to messages only). */
   tickIntervalMs: number | null;
   clock?: () => number;
@@ -53,7 +50,7 @@ export interface DecidingConsumerSpec<State, Input extends RobustrlMessage = Rob
  * On start the state of every job is rebuilt by folding the inbox — exactly what this consumer
  * applied, in the order it applied it.
  */
-export class DecidingConsumer<State, Input extends RobustrlMessage = RobustrlMessage, Event extends RobustrlMessage = RobustrlMessage> {
+export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMessage, Input extends Event = Event> {
   private readonly states = new Map<string, State>();
   private readonly logger: Logger;
   private readonly clock: () => number;
@@ -67,7 +64,7 @@ export class DecidingConsumer<State, Input extends RobustrlMessage = RobustrlMes
   constructor(
     private readonly bus: MessageBus,
     private readonly store: EventStore,
-    private readonly spec: DecidingConsumerSpec<State, Input, Event>,
+    private readonly spec: DecidingConsumerSpec<State, Event, Input>,
   ) {
     this.logger = new Logger(spec.consumer);
     this.clock = spec.clock ?? Date.now;
@@ -143,33 +140,33 @@ export class DecidingConsumer<State, Input extends RobustrlMessage = RobustrlMes
     const input = delivery.message;
     const now = this.clock();
     const before = this.stateFor(input.jobId);
-    let emitted: RobustrlMessage[] = [];
-    const outcome = await this.store.transaction(async (manager) => {
+    let stepped: { state: State; events: RobustrlMessage[] } | null = null;
+    await this.store.transaction(async (manager) => {
       const stream = `${delivery.topic}/${delivery.partition}`;
-      if (!(await this.store.checkpoints.advance(manager, this.spec.consumer, stream, delivery.offset))) return 'duplicate';
+      if (!(await this.store.checkpoints.advance(manager, this.spec.consumer, stream, delivery.offset))) return;
       // Our own outputs come back on the topics we consume; they are already in our inbox.
       const [fresh] = await this.store.inbox.add(manager, this.spec.consumer, [input]);
-      if (!fresh) return 'duplicate';
-      const drafts = inSpanSync(`decide ${this.spec.consumer}`, context.active(), undefined, () =>
-        this.spec.decider.decide({ kind: 'observe', message: input as Input, now }, before),
+      if (!fresh) return;
+      const decided = inSpanSync(`decide ${this.spec.consumer}`, context.active(), undefined, () =>
+        this.step(before, observe(input as Input, now), (d, i) => this.envelope(d, now, input, deterministicId(this.spec.consumer, input.eventId, i))),
       );
-      emitted = drafts.map((d, i) => this.envelope(d, now, input, deterministicId(this.spec.consumer, input.eventId, i)));
-      await this.store.log.append(manager, [input, ...emitted]);
-      await this.store.inbox.add(manager, this.spec.consumer, emitted);
-      await this.store.outbox.enqueue(manager, this.spec.consumer, emitted);
-      return 'applied';
+      await this.store.log.append(manager, [input, ...decided.events]);
+      await this.store.inbox.add(manager, this.spec.consumer, decided.events);
+      await this.store.outbox.enqueue(manager, this.spec.consumer, decided.events);
+      stepped = decided;
     });
-    if (outcome === 'duplicate') return;
-    this.states.set(input.jobId, [input, ...emitted].reduce(this.evolve, before));
-    this.afterCommit(emitted, input.jobId);
-    this.spec.onApplied?.(input as Input, emitted);
+    if (stepped === null) return; // a duplicate: applied before
+    const { state, events } = stepped;
+    this.states.set(input.jobId, state);
+    this.afterCommit(events, input.jobId);
+    this.spec.onApplied?.(input as Input, events);
   }
 
   private async tick(): Promise<void> {
     if (this.stopped) return;
     const now = this.clock();
     for (const [jobId, state] of this.states) {
-      const drafts = this.spec.decider.decide({ kind: 'tick', now }, state);
+      const drafts = this.spec.decider.decide(tick(now), state);
       if (drafts.length === 0) continue;
       const root = this.spec.spanForTick?.(drafts, now) ?? null;
       let parent: Context = ROOT_CONTEXT;
@@ -178,16 +175,23 @@ export class DecidingConsumer<State, Input extends RobustrlMessage = RobustrlMes
       // Outputs of one tick are one story: they share the first one's id as correlation.
       const ids = drafts.map(() => randomUUID());
       const cause = { eventId: null, jobId, correlationId: ids[0] };
-      const emitted = inSpanSync(`decide ${this.spec.consumer}`, parent, now, () => drafts.map((d, i) => this.envelope(d, now, cause, ids[i])));
+      const { state: next, events } = inSpanSync(`decide ${this.spec.consumer}`, parent, now, () =>
+        this.step(state, tick(now), (d, i) => this.envelope(d, now, cause, ids[i])),
+      );
       rootSpan?.end(now);
       await this.store.transaction(async (manager) => {
-        await this.store.log.append(manager, emitted);
-        await this.store.inbox.add(manager, this.spec.consumer, emitted);
-        await this.store.outbox.enqueue(manager, this.spec.consumer, emitted);
+        await this.store.log.append(manager, events);
+        await this.store.inbox.add(manager, this.spec.consumer, events);
+        await this.store.outbox.enqueue(manager, this.spec.consumer, events);
       });
-      this.states.set(jobId, emitted.reduce(this.evolve, state));
-      this.afterCommit(emitted, jobId);
+      this.states.set(jobId, next);
+      this.afterCommit(events, jobId);
     }
+  }
+
+  /** The kit's one host step; the subscription's type filter and the inbox make these messages `Event`s. */
+  private step(state: State, command: JobCommand<Input>, toEvent: (d: Draft, i: number) => RobustrlMessage) {
+    return step(this.spec.decider, state, command, (d, i) => toEvent(d, i) as Event);
   }
 
   private envelope(d: Draft, now: number, cause: { eventId: string | null; jobId: string; correlationId: string }, eventId: string): RobustrlMessage {

@@ -38,7 +38,7 @@ function recoveryPolicy(env: NodeJS.ProcessEnv): ControllerSettings['policy'] {
 // EttrProjector starts and stops itself (its own lifecycle hooks): a read model, independent of the consumer below.
 @Module({ providers: [RecoveryMetrics, EttrProjector], controllers: [MetricsController, EttrController], exports: [RecoveryMetrics] })
 export class ControllerModule implements OnApplicationBootstrap, OnModuleDestroy {
-  readonly consumer: DecidingConsumer<ControllerState, ControllerInput, ControllerEvent>;
+  readonly consumer: DecidingConsumer<ControllerState, ControllerEvent, ControllerInput>;
   readonly executor: RecoveryExecutor | null;
 
   /** The controller with an orchestrator given in code (the local process supervisor in tests and the demo). */

@@ -14,7 +14,7 @@ export const DETECTOR_INPUTS = [Topics.membership, Topics.telemetry, Topics.hear
 
 @Module({})
 export class DetectorModule implements OnApplicationBootstrap, OnModuleDestroy {
-  readonly consumer: DecidingConsumer<DetectorState, DetectorInput, DetectorEvent>;
+  readonly consumer: DecidingConsumer<DetectorState, DetectorEvent, DetectorInput>;
 
   constructor(@Inject(MESSAGE_BUS) bus: MessageBus, @Inject(EVENT_STORE) store: EventStore, @Optional() @Inject(CLOCK) clock: (() => number) | null) {
     const { decider, tickIntervalMs } = detectorFromEnv(process.env);

@@ -19,7 +19,7 @@ export const ROLLOUT_MANAGER_INPUTS = [Topics.membership, Topics.telemetry, Topi
 
 @Module({})
 export class RolloutManagerModule implements OnApplicationBootstrap, OnModuleDestroy {
-  readonly consumer: DecidingConsumer<RolloutPoolState, RolloutPoolInput, RolloutPoolEvent>;
+  readonly consumer: DecidingConsumer<RolloutPoolState, RolloutPoolEvent, RolloutPoolInput>;
   /** The OpenAI-compatible router, when this deployment routes the job's engines (ROBUSTRL_ROUTER_ENGINES). */
   readonly router: RouterRuntime | null;
   /** Carries out ScaleRolloutPool when an orchestrator is configured (ROBUSTRL_ORCHESTRATOR). */

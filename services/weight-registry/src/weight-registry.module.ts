@@ -30,7 +30,7 @@ export const WEIGHT_REGISTRY_INPUTS = [Topics.membership, Topics.weights, Topics
 
 @Module({})
 export class WeightRegistryModule implements OnApplicationBootstrap, OnModuleDestroy {
-  readonly consumer: DecidingConsumer<WeightRegistryState, WeightRegistryInput, WeightRegistryEvent>;
+  readonly consumer: DecidingConsumer<WeightRegistryState, WeightRegistryEvent, WeightRegistryInput>;
 
   constructor(@Inject(MESSAGE_BUS) bus: MessageBus, @Inject(EVENT_STORE) store: EventStore, @Optional() @Inject(CLOCK) clock: (() => number) | null) {
     this.consumer = new DecidingConsumer(bus, store, {

@@ -1,0 +1,79 @@
+import type { Draft, Evidence, MessageOf, Role } from '@robustrl/contracts';
+import type { JobCommand } from '@robustrl/domain-kit';
+import { PAPER_DETECTION_DEFAULTS, ResolvedDetectionSettings } from './detection-settings';
+import { DEFAULT_DETECTION_RULES, DetectionRule, MACHINE_OBSERVATIONS, MachineObservation, RuleContext, WatchedMachine } from './rules';
+
+/**
+ * The detector's view of one job (paper §4): the machines it watches, each rule's private state per
+ * machine, the suspicions open (with their heartbeat probes) and when each machine was last confirmed.
+ */
+export const DETECTOR_INPUT_TYPES = ['JobStarted', ...MACHINE_OBSERVATIONS] as const;
+export const DETECTOR_OUTPUT_TYPES = ['FaultSuspected', 'HeartbeatProbeRequested', 'FaultConfirmed', 'SuspicionCleared'] as const;
+
+export type DetectorInput = MachineObservation | MessageOf<'JobStarted'>;
+export type DetectorOutput = MessageOf<(typeof DETECTOR_OUTPUT_TYPES)[number]>;
+/** What decide returns: an output before the host envelopes it. */
+export type DetectorDraft = Draft<(typeof DETECTOR_OUTPUT_TYPES)[number]>;
+export type DetectorEvent = DetectorInput | DetectorOutput;
+export type DetectorCommand = JobCommand<DetectorInput>;
+
+/** What a detector is built with: the rules it runs and the windows a job gets unless it names its own. */
+export interface DetectorConfig {
+  rules: readonly DetectionRule[];
+  defaults: ResolvedDetectionSettings;
+}
+export const PAPER_DETECTOR_CONFIG: DetectorConfig = { rules: DEFAULT_DETECTION_RULES, defaults: PAPER_DETECTION_DEFAULTS };
+
+export interface OpenSuspicion {
+  verdictId: string;
+  machineId: string;
+  rule: string;
+  since: number;
+  evidence: Evidence;
+  /** Set while a heartbeat probe is outstanding. */
+  probe: { probeId: string; sentAt: number; timeoutMs: number } | null;
+}
+
+export interface DetectorState {
+  settings: ResolvedDetectionSettings;
+  machines: Record<string, WatchedMachine>;
+  /** Per machine, per rule name: the rule's private state. */
+  ruleStates: Record<string, Record<string, unknown>>;
+  /** Keyed by `${machineId}|${rule}`. */
+  suspicions: Record<string, OpenSuspicion>;
+  confirmedAt: Record<string, number>;
+  /** The last verdict number used: verdict ids are `<machine>/<rule>/<n>`, so deciding twice yields the same ids. */
+  verdictSeq: number;
+}
+
+export const initialDetectorState = (config: DetectorConfig): DetectorState => ({
+  settings: config.defaults,
+  machines: {},
+  ruleStates: {},
+  suspicions: {},
+  confirmedAt: {},
+  verdictSeq: 0,
+});
+
+export const suspicionKey = (machineId: string, rule: string) => `${machineId}|${rule}`;
+
+/** Hybrid machines (trainer and rollout colocated) are recovered as trainers. */
+export const handledAs = (role: Role): 'trainer' | 'rollout' => (role === 'rollout' ? 'rollout' : 'trainer');
+
+export const rulesFor = (config: DetectorConfig, m: WatchedMachine) => config.rules.filter((r) => r.appliesTo(m.role));
+
+export const freshRuleStates = (config: DetectorConfig, m: WatchedMachine, at: number) =>
+  Object.fromEntries(rulesFor(config, m).map((r) => [r.name, r.initialState(at)]));
+
+export const contextFor = (state: DetectorState, machine: WatchedMachine, now: number): RuleContext => ({
+  now,
+  machine,
+  peers: Object.values(state.machines).filter((p) => p.machineId !== machine.machineId),
+  settings: state.settings,
+});
+
+/** The number at the end of a verdict id (`<machine>/<rule>/<n>`). */
+export function seqOf(verdictId: string): number {
+  const n = Number(verdictId.slice(verdictId.lastIndexOf('/') + 1));
+  return Number.isFinite(n) ? n : 0;
+}
