@@ -13,7 +13,10 @@
       "target_name": "ucx",
       "conditions": [
         ["have_ucx==1", {
-          "sources": ["src/ucx.cc"],
+          "sources": [
+            "src/module.cc", "src/worker.cc", "src/endpoint.cc", "src/mapping.cc", "src/remote_key.cc",
+            "src/listener.cc", "src/operation.cc", "src/context.cc", "src/errors.cc"
+          ],
           "include_dirs": ["<!@(sh scripts/ucx-config.sh cflags)"],
           "libraries": ["<!@(sh scripts/ucx-config.sh libs)", "<!@(sh scripts/ucx-config.sh libdirs)"]
         }, {
