@@ -1,5 +1,14 @@
 import { INestApplication } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
+import {
+  AppendResponse,
+  BatchProgressResponse,
+  CompletedBatchResponse,
+  StartResponse,
+  StatusResult,
+  TrajectoryPrefix,
+  TrajectoryWithTurns,
+} from '@robustrl/contracts';
 import { EventStore } from '@robustrl/store';
 import { TrajectoriesController } from './trajectories.controller';
 import { RecordingBus, trajectory, turn } from '@robustrl/testing/trajectory-fixtures';
@@ -73,5 +82,23 @@ describe('trajectories HTTP API', () => {
     expect((await call('POST', '/trajectories/h1/status', { status: 'in-flight' })).status).toBe(409);
     const { trajectoryId: _u, ...late } = turn('h1', 2);
     expect((await call('POST', '/trajectories/h1/turns', late)).body).toMatchObject({ results: [{ turnId: 'h1/2', outcome: 'closed' }] });
+  });
+
+  // The contract types the controller's answers; parsing real ones checks what types cannot (formats, bounds).
+  it('answers in the shapes of the shared HTTP contract the router and trainers read', async () => {
+    const body = (t: string, over = {}) => trajectory(t, { batchId: 'batch-c', ...over });
+    const started = StartResponse.parse((await call('POST', '/trajectories', { trajectories: [body('c1'), body('c2', { sampleIndex: 1, ownerRolloutId: null })] })).body);
+    expect(started.results.map((r) => r.outcome)).toEqual(['created', 'created']);
+    expect(TrajectoryPrefix.parse((await call('GET', '/trajectories/c2/prefix')).body)).toMatchObject({ turns: [], resumeFromTurn: 0, trajectory: { lastTurnIndex: -1 } });
+    const turns = [turn('c1', 0, { weightVersion: 2 }), turn('c1', 1, { weightVersion: 2 })].map(({ trajectoryId: _t, ...t }) => t);
+    expect(AppendResponse.parse((await call('POST', '/trajectories/c1/turns', { turns })).body).results).toHaveLength(2);
+    expect(TrajectoryPrefix.parse((await call('GET', '/trajectories/c1/prefix')).body).resumeFromTurn).toBe(2);
+    const moved = StatusResult.parse((await call('POST', '/trajectories/c1/status', { status: 'reassigned', rolloutId: 'rollout-1', continuation: { weightVersion: 3, policy: 'keep' } })).body);
+    expect(moved.continuation).toEqual({ action: 'continue', reason: 'policy-keep' });
+    StatusResult.parse((await call('POST', '/trajectories/c1/status', { status: 'completed' })).body);
+    expect(TrajectoryWithTurns.parse((await call('GET', '/trajectories/c1')).body).completedAt).not.toBeNull();
+    expect(BatchProgressResponse.parse((await call('GET', '/jobs/job-1/batches/batch-c')).body)).toMatchObject({ completed: 1, 'in-flight': 1, total: 2 });
+    const completed = CompletedBatchResponse.parse((await call('GET', '/jobs/job-1/batches/batch-c/completed?currentWeightVersion=2&maxStaleness=0')).body);
+    expect(completed.trajectories.map((t) => t.turns.length)).toEqual([2]);
   });
 });

@@ -12,7 +12,23 @@ import {
   Query,
 } from '@nestjs/common';
 import { z } from 'zod';
-import { NewTrajectory, StatusChange, TurnInput } from '@robustrl/contracts';
+import {
+  AppendResponse,
+  AppendResult,
+  BatchProgressResponse,
+  CompletedBatchQuery,
+  CompletedBatchResponse,
+  NewTrajectories,
+  NewTrajectory,
+  StartResponse,
+  StatusChange,
+  StatusResult,
+  TrajectoryPrefix,
+  TrajectoryWithTurns,
+  TurnBatch,
+  TurnBody,
+  TurnInput,
+} from '@robustrl/contracts';
 import { InvalidTransitionError, TrajectoryNotFoundError, TrajectoryStore, TurnRejectedError, TurnWriter } from './trajectory-store';
 
 /**
@@ -21,19 +37,10 @@ import { InvalidTransitionError, TrajectoryNotFoundError, TrajectoryStore, TurnR
  * §5.1.2, §5.2.2). Every body and query is validated; a bad one gets a 400 naming each problem.
  * Turn appends go through the TurnWriter, so concurrent requests share one batched statement.
  */
-const TurnBody = TurnInput.omit({ trajectoryId: true });
+// Bodies, queries and answers are the contract's (libs/contracts http/trajectory-api.ts), shared with the router.
 // One or many: `{ trajectories: [...] }` / `{ turns: [...] }`, else the body is one item. Picked by key
 // rather than z.union, so a 400 names the field at fault instead of "no union member matched".
-const Bodies = {
-  startMany: z.object({ trajectories: z.array(NewTrajectory).min(1).max(10_000) }),
-  turnsMany: z.object({ turns: z.array(TurnBody).min(1).max(10_000) }),
-  status: StatusChange,
-};
 const hasKey = (body: unknown, key: string) => typeof body === 'object' && body !== null && key in body;
-const CompletedQuery = z.object({
-  currentWeightVersion: z.coerce.number().int().nonnegative(),
-  maxStaleness: z.coerce.number().int().nonnegative(),
-});
 
 function parse<T extends z.ZodType>(schema: T, input: unknown, what = 'request body'): z.infer<T> {
   const result = schema.safeParse(input ?? {});
@@ -62,8 +69,8 @@ export class TrajectoriesController {
   /** Start one trajectory or many (`{ trajectories: [...] }`); idempotent per trajectory id. */
   @Post('trajectories')
   @HttpCode(200)
-  async start(@Body() body: unknown) {
-    const list = hasKey(body, 'trajectories') ? parse(Bodies.startMany, body).trajectories : [parse(NewTrajectory, body)];
+  async start(@Body() body: unknown): Promise<StartResponse> {
+    const list = hasKey(body, 'trajectories') ? parse(NewTrajectories, body).trajectories : [parse(NewTrajectory, body)];
     const results = await this.store.startTrajectories(list);
     const conflicts = results.filter((r) => r.outcome === 'conflict');
     if (conflicts.length > 0) {
@@ -78,16 +85,17 @@ export class TrajectoriesController {
    */
   @Post('trajectories/:id/turns')
   @HttpCode(200)
-  async appendTurns(@Param('id') trajectoryId: string, @Body() body: unknown) {
-    const given = hasKey(body, 'turns') ? parse(Bodies.turnsMany, body).turns : [parse(TurnBody, body)];
+  async appendTurns(@Param('id') trajectoryId: string, @Body() body: unknown): Promise<AppendResponse> {
+    const given = hasKey(body, 'turns') ? parse(TurnBatch, body).turns : [parse(TurnBody, body)];
     const turns: TurnInput[] = given.map((t) => ({ ...t, trajectoryId }));
     const settled = await Promise.allSettled(turns.map((t) => this.writer.append(t)));
-    const results = settled.map((s, i) => ({
-      turnId: turns[i].turnId,
-      outcome: s.status === 'fulfilled' ? s.value : s.reason instanceof TurnRejectedError ? s.reason.outcome : null,
-    }));
+    // Anything but a refused turn (e.g. the database is down) is the call's failure, not a turn's outcome.
     const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected' && !(s.reason instanceof TurnRejectedError));
     if (failed) throw failed.reason;
+    const results: AppendResult[] = settled.map((s, i) => ({
+      turnId: turns[i].turnId,
+      outcome: s.status === 'fulfilled' ? s.value : (s.reason as TurnRejectedError).outcome,
+    }));
     if (results.some((r) => r.outcome === 'unknown-trajectory')) throw new NotFoundException({ error: `trajectory '${trajectoryId}' is not stored`, results });
     if (results.some((r) => r.outcome !== 'new' && r.outcome !== 'duplicate')) throw new ConflictException({ error: 'some turns were not stored', results });
     return { results };
@@ -95,13 +103,13 @@ export class TrajectoriesController {
 
   @Post('trajectories/:id/status')
   @HttpCode(200)
-  async setStatus(@Param('id') trajectoryId: string, @Body() body: unknown) {
-    const b = parse(Bodies.status, body);
+  async setStatus(@Param('id') trajectoryId: string, @Body() body: unknown): Promise<StatusResult> {
+    const b = parse(StatusChange, body);
     return this.store.setStatus(trajectoryId, b).catch(mapStoreError);
   }
 
   @Get('trajectories/:id')
-  async trajectory(@Param('id') trajectoryId: string) {
+  async trajectory(@Param('id') trajectoryId: string): Promise<TrajectoryWithTurns> {
     const found = await this.store.trajectory(trajectoryId);
     if (!found) throw new NotFoundException({ error: `trajectory '${trajectoryId}' is not stored` });
     return found;
@@ -109,19 +117,19 @@ export class TrajectoriesController {
 
   /** The prompt and the turns so far: what a continuation on another rollout starts from. */
   @Get('trajectories/:id/prefix')
-  async prefix(@Param('id') trajectoryId: string) {
+  async prefix(@Param('id') trajectoryId: string): Promise<TrajectoryPrefix> {
     return this.store.prefix(trajectoryId).catch(mapStoreError);
   }
 
   @Get('jobs/:jobId/batches/:batchId')
-  async progress(@Param('jobId') jobId: string, @Param('batchId') batchId: string) {
+  async progress(@Param('jobId') jobId: string, @Param('batchId') batchId: string): Promise<BatchProgressResponse> {
     return { jobId, batchId, ...(await this.store.batchProgress(jobId, batchId)) };
   }
 
   /** For a (restarted) trainer: the batch's completed trajectories within the staleness bound, with turns. */
   @Get('jobs/:jobId/batches/:batchId/completed')
-  async completed(@Param('jobId') jobId: string, @Param('batchId') batchId: string, @Query() query: unknown) {
-    const q = parse(CompletedQuery, query, 'query');
+  async completed(@Param('jobId') jobId: string, @Param('batchId') batchId: string, @Query() query: unknown): Promise<CompletedBatchResponse> {
+    const q = parse(CompletedBatchQuery, query, 'query');
     const batch = await this.store.completedOfBatch(jobId, batchId, {
       currentWeightVersion: q.currentWeightVersion,
       acceptance: { maxStaleness: q.maxStaleness },

@@ -2,9 +2,11 @@ import { z } from 'zod';
 import { TrajectoryStatus, TurnKind } from '../events/trajectories';
 
 /**
- * The trajectory store's HTTP contract (request manager ⇄ router and trainers): what callers hand the
- * store, validated once at the edge (HTTP body, TurnWriter.append) — one malformed turn must be refused
- * on its own, never fail the batched statement its neighbours share.
+ * The trajectory store's HTTP contract (request manager ⇄ router and trainers), described once for both
+ * sides. What callers hand the store is validated at the edge (HTTP body, TurnWriter.append) — one
+ * malformed turn must be refused on its own, never fail the batched statement its neighbours share.
+ * What the store answers is typed by the response schemas below (the controller's return types) and
+ * parsed by the readers that act on it (the router reads prefixes).
  */
 const Id = z.string().min(1).max(500);
 const Count = z.int().nonnegative();
@@ -67,3 +69,153 @@ export const StatusChange = z.object({
   continuation: Continuation.optional(),
 });
 export type StatusChange = z.infer<typeof StatusChange>;
+
+// ---- Request bodies as sent: one item alone, or the batch form (`{ trajectories }` / `{ turns }`). ----
+
+/** `POST /v1/trajectories` with many: one call starts a whole batch. */
+export const NewTrajectories = z.object({ trajectories: z.array(NewTrajectory).min(1).max(10_000) });
+export type NewTrajectories = z.infer<typeof NewTrajectories>;
+
+/** A turn in the body of `POST /v1/trajectories/:id/turns`: the trajectory id is the path's. */
+export const TurnBody = TurnInput.omit({ trajectoryId: true });
+export type TurnBody = z.infer<typeof TurnBody>;
+
+export const TurnBatch = z.object({ turns: z.array(TurnBody).min(1).max(10_000) });
+export type TurnBatch = z.infer<typeof TurnBatch>;
+
+/** `GET /v1/jobs/:jobId/batches/:batchId/completed?…`: query strings, hence the coercion. */
+export const CompletedBatchQuery = z.object({
+  currentWeightVersion: z.coerce.number().int().nonnegative(),
+  maxStaleness: z.coerce.number().int().nonnegative(),
+});
+export type CompletedBatchQuery = z.infer<typeof CompletedBatchQuery>;
+
+// ---- Responses: what the store answers, read by the router (prefix) and trainers (batches). ----
+
+const Timestamp = z.iso.datetime();
+
+/** `created` now, `existing` (same id, same slot: a retry), `conflict` (another id holds the slot; the call answers 409). */
+export const StartOutcome = z.enum(['created', 'existing', 'conflict']);
+export type StartOutcome = z.infer<typeof StartOutcome>;
+
+export const StartResult = z.object({ trajectoryId: Id, outcome: StartOutcome });
+export type StartResult = z.infer<typeof StartResult>;
+
+/** 200 of `POST /v1/trajectories`, per trajectory in the order given. */
+export const StartResponse = z.object({ results: z.array(StartResult) });
+export type StartResponse = z.infer<typeof StartResponse>;
+
+/**
+ * Per appended turn: `new` (stored now) and `duplicate` (its turn id was already stored) are durable;
+ * the rest were refused — `unknown-trajectory`, `closed` (completed or aborted), `stale-attempt` (the
+ * trajectory restarted from its prompt since), `index-taken` (another turn id holds that index).
+ */
+export const AppendOutcome = z.enum(['new', 'duplicate', 'unknown-trajectory', 'closed', 'stale-attempt', 'index-taken']);
+export type AppendOutcome = z.infer<typeof AppendOutcome>;
+
+export const AppendResult = z.object({ turnId: Id, outcome: AppendOutcome });
+export type AppendResult = z.infer<typeof AppendResult>;
+
+/** 200 of `POST /v1/trajectories/:id/turns` (every turn durable), per turn in the order given. */
+export const AppendResponse = z.object({ results: z.array(AppendResult) });
+export type AppendResponse = z.infer<typeof AppendResponse>;
+
+/** A trajectory without its turns. `attempt` counts restarts from the prompt. */
+export const TrajectorySummary = z.object({
+  trajectoryId: Id,
+  jobId: Id,
+  batchId: Id,
+  step: Count,
+  promptId: Id,
+  sampleIndex: Count,
+  prompt: JsonValue,
+  ownerRolloutId: Id.nullable(),
+  status: TrajectoryStatus,
+  attempt: Count,
+  /** -1 while the attempt has no turn. */
+  lastTurnIndex: z.int().min(-1),
+  /** Oldest / newest weight version of a generated (model-output, tool-call) turn of this attempt. */
+  minWeightVersion: Count.nullable(),
+  maxWeightVersion: Count.nullable(),
+  /** Every weight version a turn of this attempt was tagged with, ascending. */
+  weightVersions: z.array(Count),
+  createdAt: Timestamp,
+  updatedAt: Timestamp,
+  completedAt: Timestamp.nullable(),
+});
+export type TrajectorySummary = z.infer<typeof TrajectorySummary>;
+
+export const StoredTurn = z.object({
+  turnId: Id,
+  turnIndex: Count,
+  kind: TurnKind,
+  content: JsonValue,
+  rolloutId: Id.nullable(),
+  weightVersion: Count,
+  tokens: Count,
+  createdAt: Timestamp,
+});
+export type StoredTurn = z.infer<typeof StoredTurn>;
+
+/** `GET /v1/trajectories/:id`: the trajectory with the turns of its current attempt, in order. */
+export const TrajectoryWithTurns = TrajectorySummary.extend({ turns: z.array(StoredTurn) });
+export type TrajectoryWithTurns = z.infer<typeof TrajectoryWithTurns>;
+
+/** `GET /v1/trajectories/:id/prefix`: what a continuation on another rollout starts from (404: not stored). */
+export const TrajectoryPrefix = z.object({
+  /** The prompt is in here. */
+  trajectory: TrajectorySummary,
+  /** The turns so far (this attempt), in order. */
+  turns: z.array(StoredTurn),
+  resumeFromTurn: Count,
+});
+export type TrajectoryPrefix = z.infer<typeof TrajectoryPrefix>;
+
+/** What the staleness policy decided for a continuation (request manager's staleness-policy.ts). */
+export const ContinuationDecision = z.discriminatedUnion('action', [
+  z.object({ action: z.literal('continue'), reason: z.enum(['prefix-current', 'policy-keep']) }),
+  z.object({ action: z.literal('restart-from-prompt'), reason: z.enum(['policy-restart', 'prefix-beyond-bound']) }),
+]);
+export type ContinuationDecision = z.infer<typeof ContinuationDecision>;
+
+/** 200 of `POST /v1/trajectories/:id/status` (404: not stored; 409: a transition out of a final status). */
+export const StatusResult = z.object({
+  trajectory: TrajectorySummary,
+  previous: TrajectoryStatus,
+  /** False when the call repeated the current state (idempotent). */
+  changed: z.boolean(),
+  continuation: ContinuationDecision.nullable(),
+});
+export type StatusResult = z.infer<typeof StatusResult>;
+
+/** Trajectories of a batch per status, and in all. The shape is checked against TrajectoryStatus. */
+const progressShape = {
+  'in-flight': Count,
+  completed: Count,
+  reassigned: Count,
+  aborted: Count,
+  total: Count,
+} satisfies Record<TrajectoryStatus | 'total', typeof Count>;
+export const BatchProgress = z.object(progressShape);
+export type BatchProgress = z.infer<typeof BatchProgress>;
+
+/** `GET /v1/jobs/:jobId/batches/:batchId`. */
+export const BatchProgressResponse = BatchProgress.extend({ jobId: Id, batchId: Id });
+export type BatchProgressResponse = z.infer<typeof BatchProgressResponse>;
+
+export const CompletedBatch = z.object({
+  /** The completed trajectories within the staleness bound, with their turns, by prompt and sample. */
+  trajectories: z.array(TrajectoryWithTurns),
+  /** Completed but beyond the bound (not returned with turns). */
+  stale: z.array(z.object({ trajectoryId: Id, staleness: Count })),
+});
+export type CompletedBatch = z.infer<typeof CompletedBatch>;
+
+/** `GET /v1/jobs/:jobId/batches/:batchId/completed`: for a (restarted) trainer, echoing the query. */
+export const CompletedBatchResponse = CompletedBatch.extend({
+  jobId: Id,
+  batchId: Id,
+  currentWeightVersion: Count,
+  maxStaleness: Count,
+});
+export type CompletedBatchResponse = z.infer<typeof CompletedBatchResponse>;

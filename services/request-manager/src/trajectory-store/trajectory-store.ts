@@ -1,86 +1,32 @@
 import { Logger } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { MessageBus } from '@robustrl/bus';
-import { createMessage, DataOf, NewTrajectory, RobustrlMessage, StatusChange, TrajectoryStatus, TurnInput, TurnKind } from '@robustrl/contracts';
+import {
+  AppendOutcome,
+  AppendResult,
+  BatchProgress,
+  CompletedBatch,
+  createMessage,
+  DataOf,
+  NewTrajectory,
+  RobustrlMessage,
+  StartOutcome,
+  StartResult,
+  StatusChange,
+  StatusResult,
+  StoredTurn,
+  TrajectoryPrefix,
+  TrajectoryStatus,
+  TrajectorySummary,
+  TrajectoryWithTurns,
+  TurnInput,
+  TurnKind,
+} from '@robustrl/contracts';
 import { EventStore } from '@robustrl/store';
 import { AcceptanceBound, ContinuationDecision, decideContinuation, isAcceptable, staleness } from '@robustrl/request-manager-domain';
 
-/** A trajectory without its turns. `attempt` counts restarts from the prompt. */
-export interface TrajectorySummary {
-  trajectoryId: string;
-  jobId: string;
-  batchId: string;
-  step: number;
-  promptId: string;
-  sampleIndex: number;
-  prompt: unknown;
-  ownerRolloutId: string | null;
-  status: TrajectoryStatus;
-  attempt: number;
-  lastTurnIndex: number;
-  /** Oldest / newest weight version of a generated (model-output, tool-call) turn of this attempt. */
-  minWeightVersion: number | null;
-  maxWeightVersion: number | null;
-  /** Every weight version a turn of this attempt was tagged with, ascending. */
-  weightVersions: number[];
-  createdAt: string;
-  updatedAt: string;
-  completedAt: string | null;
-}
-
-export interface StoredTurn {
-  turnId: string;
-  turnIndex: number;
-  kind: TurnKind;
-  content: unknown;
-  rolloutId: string | null;
-  weightVersion: number;
-  tokens: number;
-  createdAt: string;
-}
-
-export interface TrajectoryWithTurns extends TrajectorySummary {
-  turns: StoredTurn[];
-}
-
-export type StartOutcome = 'created' | 'existing' | 'conflict';
-
-/**
- * Per appended turn: `new` (stored now) and `duplicate` (its turn id was already stored) are durable;
- * the rest were refused — `unknown-trajectory`, `closed` (completed or aborted), `stale-attempt` (the
- * trajectory restarted from its prompt since), `index-taken` (another turn id holds that index).
- */
-export type AppendOutcome = 'new' | 'duplicate' | 'unknown-trajectory' | 'closed' | 'stale-attempt' | 'index-taken';
+/** Durable append outcomes (the store's answers are the HTTP contract's shapes: libs/contracts http/trajectory-api.ts). */
 export const DURABLE_OUTCOMES: ReadonlySet<AppendOutcome> = new Set(['new', 'duplicate']);
-
-export interface AppendResult {
-  turnId: string;
-  outcome: AppendOutcome;
-}
-
-export interface StatusResult {
-  trajectory: TrajectorySummary;
-  previous: TrajectoryStatus;
-  /** False when the call repeated the current state (idempotent). */
-  changed: boolean;
-  continuation: ContinuationDecision | null;
-}
-
-export interface Prefix {
-  trajectory: TrajectorySummary;
-  /** The turns so far (this attempt), in order: what a continuation on another rollout starts from. */
-  turns: StoredTurn[];
-  resumeFromTurn: number;
-}
-
-export interface CompletedBatch {
-  /** The completed trajectories within the staleness bound, with their turns, by prompt and sample. */
-  trajectories: TrajectoryWithTurns[];
-  /** Completed but beyond the bound (not returned with turns). */
-  stale: Array<{ trajectoryId: string; staleness: number }>;
-}
-
-export type BatchProgress = Record<TrajectoryStatus, number> & { total: number };
 
 export interface PruneResult {
   trajectories: number;
@@ -266,7 +212,7 @@ export class TrajectoryStore {
   }
 
   /** Idempotent: a trajectory id already stored for the same slot is `existing`; another id in that slot is a `conflict`. */
-  async startTrajectories(trajectories: readonly NewTrajectory[]): Promise<Array<{ trajectoryId: string; outcome: StartOutcome }>> {
+  async startTrajectories(trajectories: readonly NewTrajectory[]): Promise<StartResult[]> {
     if (trajectories.length === 0) return [];
     const rows: Array<{ ord: number; inserted: boolean; same_id: boolean }> = await this.store.dataSource.query(
       `WITH input AS (
@@ -439,7 +385,7 @@ export class TrajectoryStore {
   }
 
   /** What a continuation on another rollout starts from: the prompt (in the summary) and the turns so far. */
-  async prefix(trajectoryId: string): Promise<Prefix> {
+  async prefix(trajectoryId: string): Promise<TrajectoryPrefix> {
     const found = await this.trajectory(trajectoryId);
     if (!found) throw new TrajectoryNotFoundError(trajectoryId);
     const { turns, ...trajectory } = found;

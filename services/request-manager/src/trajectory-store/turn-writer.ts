@@ -1,5 +1,5 @@
-import { AppendOutcome, DURABLE_OUTCOMES, TrajectoryStore } from './trajectory-store';
-import { TurnInput } from '@robustrl/contracts';
+import { AppendOutcome, TurnInput } from '@robustrl/contracts';
+import { DURABLE_OUTCOMES, TrajectoryStore } from './trajectory-store';
 
 export interface TurnWriterOptions {
   /** How long an append waits for company before its batch is written. */

@@ -1,9 +1,21 @@
+import { z } from 'zod';
+import { NewTrajectory, StoredTurn, TurnBatch, TurnBody } from '@robustrl/contracts';
 import { PrefixTurn, RecordedTurn, TrajectoryRecorder, TrajectoryStart, TurnConflictError } from './trajectory-recorder';
+
+/**
+ * What the router reads of `GET /v1/trajectories/:id/prefix` (the contract's TrajectoryPrefix): only
+ * the turns, and of each only what it compares with the request. Parsing no more than it uses keeps
+ * the router working when the store's summary grows a field.
+ */
+const PrefixTurns = z.object({ turns: z.array(StoredTurn.pick({ turnIndex: true, kind: true, content: true })) });
 
 /**
  * The router's recorder in a deployment: the request manager's trajectory store over its HTTP API
  * (`services/request-manager`, `/v1/trajectories…`). The router and the store run on different
  * machines; the API is idempotent (trajectory ids, turn ids), so a retried call stores once.
+ *
+ * Bodies are built and checked with the store's own contract before they leave: a turn the store
+ * would refuse with a 400 fails here, with the same consequence for the router (recording failed).
  */
 export class HttpTrajectoryRecorder implements TrajectoryRecorder {
   constructor(
@@ -12,22 +24,21 @@ export class HttpTrajectoryRecorder implements TrajectoryRecorder {
   ) {}
 
   async start(t: TrajectoryStart): Promise<void> {
-    await this.call('POST', '/v1/trajectories', t);
+    await this.call('POST', '/v1/trajectories', NewTrajectory.parse(t));
   }
 
   async appendTurns(turns: RecordedTurn[]): Promise<void> {
-    const byTrajectory = new Map<string, Array<Omit<RecordedTurn, 'trajectoryId'>>>();
+    const byTrajectory = new Map<string, TurnBody[]>();
     for (const { trajectoryId, ...turn } of turns) byTrajectory.set(trajectoryId, [...(byTrajectory.get(trajectoryId) ?? []), turn]);
     for (const [trajectoryId, list] of byTrajectory) {
-      await this.call('POST', `/v1/trajectories/${encodeURIComponent(trajectoryId)}/turns`, { turns: list });
+      const body: TurnBatch = TurnBatch.parse({ turns: list });
+      await this.call('POST', `/v1/trajectories/${encodeURIComponent(trajectoryId)}/turns`, body);
     }
   }
 
   async prefix(trajectoryId: string): Promise<PrefixTurn[]> {
-    const found = (await this.call('GET', `/v1/trajectories/${encodeURIComponent(trajectoryId)}/prefix`, undefined, { notFound: null })) as
-      | { turns: Array<{ turnIndex: number; kind: PrefixTurn['kind']; content: unknown }> }
-      | null;
-    return found ? found.turns.map((t) => ({ turnIndex: t.turnIndex, kind: t.kind, content: t.content })) : [];
+    const found = await this.call('GET', `/v1/trajectories/${encodeURIComponent(trajectoryId)}/prefix`, undefined, { notFound: null });
+    return found === null ? [] : PrefixTurns.parse(found).turns;
   }
 
   private async call(method: 'GET' | 'POST', path: string, body: unknown, on: { notFound?: null } = {}): Promise<unknown> {

@@ -1,8 +1,15 @@
+import type { NewTrajectory, StoredTurn, TurnInput } from '@robustrl/contracts';
+
+/** The one TurnKind is the contracts'; re-exported because the router's public API always named it. */
+export type { TurnKind } from '@robustrl/contracts';
+
 /**
  * The port the router records trajectories through (paper §5.2.2, "preserve the trajectories": every
  * tool iteration is stored outside the rollout machine, so a rollout that dies mid-trajectory loses
- * nothing already generated). The request manager's trajectory store implements it; the in-memory
- * recorder below serves tests and the demo.
+ * nothing already generated). The request manager's trajectory store implements it (over HTTP, see
+ * http-trajectory-recorder.ts); the in-memory recorder below serves tests and the demo. What goes in
+ * and out is the store's HTTP contract (libs/contracts http/trajectory-api.ts), so the port and the
+ * wire cannot drift apart.
  *
  * Contract (what the router relies on):
  *  - `start` is idempotent: a second call for a known trajectory is a no-op.
@@ -11,40 +18,18 @@
  *  - Per trajectory, turns arrive in `turnIndex` order without gaps (the router serialises the
  *    requests of one trajectory). A different `turnId` at an index already stored is a conflict.
  *  - `prefix` returns the stored turns in `turnIndex` order: what a resumed trajectory continues from.
+ *
+ * How the router fills a turn: `turnId` is derived from trajectory id, turn index and a hash of the
+ * content (turn-plan.ts `turnIdOf`); `content` is the chat message as it appears in the conversation,
+ * or the completions text segment; `rolloutId` is the engine that generated it (null for turns the
+ * model did not generate); `tokens` is what the model generated (0 for tool results: the router has
+ * no tokenizer). The start's `prompt` is, for chat, the messages before the first assistant message;
+ * for completions, the prompt string.
  */
-export type TurnKind = 'model-output' | 'tool-call' | 'tool-result';
-
-export interface TrajectoryStart {
-  trajectoryId: string;
-  jobId: string;
-  batchId: string;
-  step: number;
-  promptId: string;
-  sampleIndex: number;
-  /** Chat: the leading messages before the first assistant message. Completions: the prompt string. */
-  prompt: unknown;
-}
-
-export interface RecordedTurn {
-  trajectoryId: string;
-  /** Idempotency key: derived from trajectory id, turn index and a hash of the content. */
-  turnId: string;
-  turnIndex: number;
-  kind: TurnKind;
-  /** Chat: the message as it appears in the conversation. Completions: the text segment. */
-  content: unknown;
-  /** The rollout engine that generated the turn; null for turns the model did not generate. */
-  rolloutId: string | null;
-  weightVersion: number;
-  /** Tokens the model generated for the turn (0 for tool results: no tokenizer in the router). */
-  tokens: number;
-}
-
-export interface PrefixTurn {
-  turnIndex: number;
-  kind: TurnKind;
-  content: unknown;
-}
+export type TrajectoryStart = NewTrajectory;
+export type RecordedTurn = TurnInput;
+/** What the router reads back of a stored turn. */
+export type PrefixTurn = Pick<StoredTurn, 'turnIndex' | 'kind' | 'content'>;
 
 export interface TrajectoryRecorder {
   start(t: TrajectoryStart): Promise<void>;

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
-import { PrefixTurn, TurnKind } from './trajectory-recorder';
+import type { TurnKind } from '@robustrl/contracts';
+import { PrefixTurn } from './trajectory-recorder';
 
 /**
  * How one request of an agent loop maps onto the recorded trajectory (pure, no I/O).

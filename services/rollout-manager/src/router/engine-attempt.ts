@@ -1,0 +1,154 @@
+import { Agent, IncomingMessage } from 'node:http';
+import { StringDecoder } from 'node:string_decoder';
+import { EngineView } from './engine-pool';
+import { errorText, readAll, send } from './http-transport';
+import { endStream, relay, writeEvent } from './openai-responses';
+import { Answer, RequestContext } from './request-context';
+import { Api, continuationBody, Json, StreamSplice } from './stream-splice';
+import { ROLLOUT_HEADER } from './trajectory-identity';
+
+/**
+ * One engine's try at a request, for failover: forward it (or, once a stream began, its continuation
+ * from the text already forwarded), relay what comes back to the caller, and say how it ended —
+ * answered, the engine's own 4xx relayed, or failed and why (so failover knows whether the engine is
+ * gone or only unfit for this request).
+ */
+
+/** Why an attempt on one engine ended without an answer. */
+export interface AttemptFailure {
+  kind: 'failed';
+  reason: string;
+  /** The engine itself is gone (connection error, cut stream, idle): mark it dead. Else (5xx, bad stream) only skip it for this request. */
+  engineDown: boolean;
+  /** The engine's own error answer, relayed if every engine answers so. */
+  status?: number;
+  body?: Buffer;
+}
+
+export type AttemptOutcome = { kind: 'done'; answer: Answer } | { kind: 'relayed' } | AttemptFailure;
+
+/** An engine that reports an error in its stream is unfit for the request, not dead. */
+class UpstreamError extends Error {}
+
+export async function attemptOn(
+  ctx: RequestContext,
+  engine: EngineView,
+  splice: StreamSplice,
+  transport: { agent: Agent; idleTimeoutMs: number },
+): Promise<AttemptOutcome> {
+  splice.beginAttempt();
+  const body = ctx.stream && splice.started ? continuationBody(ctx.api, ctx.body, splice.text, splice.tokens) : ctx.body;
+  let upstream: IncomingMessage;
+  try {
+    upstream = await send(`${engine.baseUrl}${ctx.path}`, 'POST', JSON.stringify(body), {
+      agent: transport.agent,
+      idleTimeoutMs: transport.idleTimeoutMs,
+      signal: ctx.abort.signal,
+    });
+  } catch (err) {
+    return { kind: 'failed', reason: `connection failed: ${errorText(err)}`, engineDown: true };
+  }
+  const status = upstream.statusCode ?? 500;
+  if (status >= 400) {
+    let errorBody: Buffer;
+    try {
+      errorBody = await readAll(upstream);
+    } catch (err) {
+      return { kind: 'failed', reason: `connection failed: ${errorText(err)}`, engineDown: true };
+    }
+    if (status >= 500) return { kind: 'failed', reason: `engine answered ${status}`, engineDown: false, status, body: errorBody };
+    // A 4xx is about the request, not the engine: the caller gets it, unless the stream already began
+    // (then this engine cannot continue it, e.g. it lacks continue_final_message, and another may).
+    if (!splice.started) {
+      relay(ctx.res, status, errorBody, engine.id);
+      return { kind: 'relayed' };
+    }
+    return { kind: 'failed', reason: `engine refused the continuation with ${status}`, engineDown: false, status, body: errorBody };
+  }
+  if (!ctx.stream) {
+    let raw: Buffer;
+    let parsed: Json;
+    try {
+      raw = await readAll(upstream);
+    } catch (err) {
+      return { kind: 'failed', reason: `connection lost before the answer was complete: ${errorText(err)}`, engineDown: true };
+    }
+    try {
+      parsed = JSON.parse(raw.toString('utf8')) as Json;
+    } catch {
+      return { kind: 'failed', reason: 'the engine answered with invalid JSON', engineDown: false, status: 502, body: raw };
+    }
+    relay(ctx.res, status, raw, engine.id);
+    return { kind: 'done', answer: { ...answerOf(ctx.api, parsed), engines: [] } };
+  }
+  return pipeStream(ctx, engine, upstream, splice);
+}
+
+/** Forward the engine's SSE stream through the splice, which drops what the caller already has. */
+async function pipeStream(ctx: RequestContext, engine: EngineView, upstream: IncomingMessage, splice: StreamSplice): Promise<AttemptOutcome> {
+  const res = ctx.res;
+  const decoder = new StringDecoder('utf8');
+  let buffer = '';
+  let done = false;
+  const handleEvent = (raw: string): void => {
+    const data = raw
+      .split('\n')
+      .filter((line) => line.startsWith('data:'))
+      .map((line) => line.slice(5).replace(/^ /, ''))
+      .join('\n');
+    if (data === '') return;
+    if (data === '[DONE]') {
+      done = true;
+      return;
+    }
+    const chunk = JSON.parse(data) as Json;
+    if (chunk.error) throw new UpstreamError(`the engine reported an error mid-stream: ${JSON.stringify(chunk.error)}`);
+    const out = splice.accept(chunk);
+    if (out.length > 0 && !res.headersSent) {
+      res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive', [ROLLOUT_HEADER]: engine.id });
+    }
+    for (const c of out) writeEvent(res, c);
+  };
+  try {
+    for await (const piece of upstream) {
+      buffer += decoder.write(piece as Buffer).replace(/\r\n/g, '\n');
+      let end: number;
+      while (!done && (end = buffer.indexOf('\n\n')) >= 0) {
+        const raw = buffer.slice(0, end);
+        buffer = buffer.slice(end + 2);
+        handleEvent(raw);
+      }
+      if (done) break;
+    }
+    if (!done && buffer.trim() !== '') handleEvent(buffer);
+  } catch (err) {
+    upstream.destroy();
+    if (err instanceof UpstreamError || err instanceof SyntaxError) return { kind: 'failed', reason: err.message, engineDown: false };
+    return { kind: 'failed', reason: `stream cut: ${errorText(err)}`, engineDown: true };
+  }
+  if (!done) return { kind: 'failed', reason: 'stream ended before [DONE]', engineDown: true };
+  if (!res.headersSent) res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', [ROLLOUT_HEADER]: engine.id });
+  endStream(res);
+  return { kind: 'done', answer: { ...streamAnswer(ctx.api, splice), engines: [] } };
+}
+
+/** The answer a (possibly spliced) stream amounts to, in the shape a non-streaming answer is recorded in. */
+export function streamAnswer(api: Api, splice: StreamSplice): Omit<Answer, 'engines'> {
+  const tokens = typeof splice.usage?.completion_tokens === 'number' ? (splice.usage.completion_tokens as number) : splice.tokens;
+  if (api === 'completions') return { content: splice.text, finishReason: splice.finishReason, tokens };
+  const message: Json = { role: 'assistant', content: splice.text === '' && splice.toolCalls.length > 0 ? null : splice.text };
+  if (splice.toolCalls.length > 0) message.tool_calls = splice.toolCalls;
+  return { content: message, finishReason: splice.finishReason, tokens };
+}
+
+function answerOf(api: Api, response: Json): Omit<Answer, 'engines'> {
+  const choice = ((response.choices as Json[] | undefined) ?? [])[0] ?? {};
+  const usage = response.usage as Json | undefined;
+  const tokens = typeof usage?.completion_tokens === 'number' ? (usage.completion_tokens as number) : 0;
+  const finishReason = typeof choice.finish_reason === 'string' ? choice.finish_reason : null;
+  if (api === 'completions') return { content: typeof choice.text === 'string' ? choice.text : '', finishReason, tokens };
+  const message = (choice.message ?? { role: 'assistant', content: null }) as Json;
+  const recorded: Json = { role: 'assistant', content: message.content ?? null };
+  if (Array.isArray(message.tool_calls) && message.tool_calls.length > 0) recorded.tool_calls = message.tool_calls;
+  return { content: recorded, finishReason, tokens };
+}

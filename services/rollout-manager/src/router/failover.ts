@@ -1,0 +1,164 @@
+import { Agent } from 'node:http';
+import { EnginePool, EngineView } from './engine-pool';
+import { AttemptFailure, AttemptOutcome, attemptOn, streamAnswer } from './engine-attempt';
+import { endStream, relay, sendError, streamError, writeEvent } from './openai-responses';
+import { ReassignmentEvents } from './reassignment-events';
+import { Answer, RequestContext } from './request-context';
+import { RouterLogger, RouterStats } from './router-reporting';
+import { Json, resumable, StreamSplice } from './stream-splice';
+import { ThroughputMeter } from './throughput-meter';
+import { ToolIterationLiveness } from './tool-liveness';
+
+export interface FailoverOptions {
+  pool: EnginePool;
+  agent: Agent;
+  stats: RouterStats;
+  log: RouterLogger;
+  events: ReassignmentEvents;
+  liveness: ToolIterationLiveness;
+  meter?: ThroughputMeter;
+  noEngineDeadlineMs: number;
+  upstreamIdleTimeoutMs: number;
+  maxAttempts: number;
+  backoff: { initialMs: number; maxMs: number };
+}
+
+/**
+ * Failover (paper §5.2.2: a rollout that dies mid-trajectory loses nothing): serve a request on living
+ * engines until it is answered. The pool picks the engine (the trajectory's own while it lives); a
+ * connection error, a stream that ends before [DONE], an idle upstream or a 5xx takes the engine out
+ * and the request goes on on another — resent if nothing reached the caller yet, else continued from
+ * the forwarded text (stream-splice.ts), so the caller sees one uninterrupted answer.
+ */
+export class Failover {
+  constructor(private readonly o: FailoverOptions) {}
+
+  /** Returns the answer, or null when the caller got an error (or an engine's own 4xx) instead. */
+  async generate(ctx: RequestContext): Promise<Answer | null> {
+    const { pool, stats, log } = this.o;
+    // The trajectory is back (with its tool's result, if it was waiting on one).
+    if (ctx.identity !== null) {
+      this.o.meter?.awaitingTools(ctx.identity.trajectoryId, null);
+      await this.o.liveness.returned(ctx.identity.trajectoryId);
+    }
+    const splice = new StreamSplice(ctx.api);
+    const cannotResume = resumable(ctx.api, ctx.body);
+    const trajectoryId = ctx.identity?.trajectoryId ?? null;
+    const skipped = new Set<string>();
+    const contributors: EngineView[] = [];
+    let lastFailure: { engine: EngineView; failure: AttemptFailure } | null = null;
+    let lastErrorAnswer: AttemptFailure | null = null;
+    let noEngineSince: number | null = null;
+    let backoff = this.o.backoff.initialMs;
+    for (let attempt = 0; ; ) {
+      if (ctx.abort.signal.aborted) return null;
+      const lease = pool.acquire(trajectoryId, skipped);
+      if (!lease) {
+        // Living engines that all answered this request with an error: the error is the answer.
+        if (lastErrorAnswer && pool.pick(trajectoryId) !== undefined) return this.fail(ctx, splice, lastErrorAnswer);
+        noEngineSince ??= Date.now();
+        const left = noEngineSince + this.o.noEngineDeadlineMs - Date.now();
+        if (left <= 0) {
+          stats.noEngine503 += 1;
+          return this.fail(ctx, splice, null);
+        }
+        // A replaced machine may be back already: ask the dead ones before waiting out the backoff.
+        await within(pool.probeDead(), left);
+        if (pool.pick(trajectoryId, skipped) === undefined) await sleep(Math.min(backoff, left));
+        backoff = Math.min(backoff * 2, this.o.backoff.maxMs);
+        continue;
+      }
+      noEngineSince = null;
+      backoff = this.o.backoff.initialMs;
+      const engine = lease.engine;
+      if (lastFailure) {
+        stats.failovers += 1;
+        if (ctx.identity && ctx.outputIndex !== null) {
+          this.o.events.reassigned(ctx.identity, ctx.outputIndex, lastFailure.engine, engine, lastFailure.failure.reason);
+        }
+        lastFailure = null;
+      }
+      attempt += 1;
+      const tokensBefore = splice.tokens;
+      let outcome: AttemptOutcome;
+      try {
+        outcome = await attemptOn(ctx, engine, splice, { agent: this.o.agent, idleTimeoutMs: this.o.upstreamIdleTimeoutMs });
+      } finally {
+        lease.release();
+      }
+      if (outcome.kind === 'relayed') return null;
+      if (outcome.kind === 'done') {
+        contributors.push(engine);
+        this.metered(ctx, engine, outcome.answer);
+        return { ...outcome.answer, engines: contributors };
+      }
+      // The caller went away and nobody records the answer: the failure is ours (the abort), not the engine's.
+      if (ctx.abort.signal.aborted) return null;
+      if (splice.tokens > tokensBefore) contributors.push(engine);
+      log.warn('engine failed during a request', { engine: engine.id, reason: outcome.reason, trajectoryId, forwardedTokens: splice.tokens });
+      if (outcome.engineDown) pool.markDead(engine.id, outcome.reason);
+      else {
+        skipped.add(engine.id);
+        lastErrorAnswer = outcome;
+        void pool.probe(engine.id);
+      }
+      lastFailure = { engine, failure: outcome };
+      if (splice.started && cannotResume) return this.fail(ctx, splice, { ...outcome, reason: `${outcome.reason}; the stream cannot be continued (${cannotResume})` });
+      if (attempt >= this.o.maxAttempts) return this.fail(ctx, splice, outcome);
+      if (splice.started && splice.finished) {
+        // The answer was complete; only the end of the stream was lost.
+        endStream(ctx.res);
+        return { ...streamAnswer(ctx.api, splice), engines: contributors };
+      }
+      const remaining = remainingTokens(ctx.body, splice.tokens);
+      if (splice.started && remaining !== undefined && remaining <= 0) {
+        for (const chunk of splice.syntheticFinish('length')) writeEvent(ctx.res, chunk);
+        endStream(ctx.res);
+        return { ...streamAnswer(ctx.api, splice), engines: contributors };
+      }
+    }
+  }
+
+  /** Throughput per engine for the detector; a trajectory answered with a tool call now waits on its tool (and is checked on return). */
+  private metered(ctx: RequestContext, engine: EngineView, answer: { content: unknown; tokens: number }): void {
+    this.o.meter?.answered(engine.id, answer.tokens);
+    if (ctx.identity === null) return;
+    const toolCall = ctx.api === 'chat' && Array.isArray((answer.content as Json | null)?.tool_calls);
+    this.o.meter?.awaitingTools(ctx.identity.trajectoryId, toolCall ? engine.id : null);
+    if (toolCall) this.o.liveness.awaitingTool(ctx.identity.trajectoryId, engine.id);
+  }
+
+  /** Answer the caller with an error: JSON before the stream began, an SSE error event after. */
+  private fail(ctx: RequestContext, splice: StreamSplice, failure: AttemptFailure | null): null {
+    const res = ctx.res;
+    if (failure === null) {
+      const message = `no living rollout engine within ${this.o.noEngineDeadlineMs} ms`;
+      if (splice.started || res.headersSent) return streamError(res, 503, 'ServiceUnavailableError', message);
+      res.setHeader('retry-after', '5');
+      sendError(res, 503, 'ServiceUnavailableError', message);
+      return null;
+    }
+    if (splice.started || res.headersSent) return streamError(res, failure.status ?? 502, 'UpstreamError', failure.reason);
+    if (failure.status && failure.body) relay(res, failure.status, failure.body, null);
+    else sendError(res, 502, 'BadGatewayError', failure.reason);
+    return null;
+  }
+}
+
+/** What the caller's token budget leaves after what was already forwarded (undefined: no budget). */
+function remainingTokens(body: Json, used: number): number | undefined {
+  const max = body.max_completion_tokens ?? body.max_tokens;
+  return typeof max === 'number' ? max - used : undefined;
+}
+
+/** Wait for `p`, at most `ms`; the timer is cleared either way (a pending timer would hold the process open). */
+async function within(p: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([p, new Promise<void>((resolve) => (timer = setTimeout(resolve, Math.max(0, ms))))]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, Math.max(0, ms)));

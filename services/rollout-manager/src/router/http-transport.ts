@@ -1,0 +1,64 @@
+import { Agent, IncomingMessage, request as httpRequest } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+
+/**
+ * node:http plumbing both ways: the callers' request bodies in (readAll), the requests to the engines
+ * out (send). An engine's health is judged from how these fail, so they report every way they can.
+ */
+export function send(
+  url: string,
+  method: 'GET' | 'POST',
+  payload: string | null,
+  options: { agent: Agent; idleTimeoutMs: number; signal?: AbortSignal },
+): Promise<IncomingMessage> {
+  return new Promise((resolve, reject) => {
+    const https = url.startsWith('https:');
+    const headers: Record<string, string | number> = { accept: 'application/json, text/event-stream' };
+    if (payload !== null) {
+      headers['content-type'] = 'application/json';
+      headers['content-length'] = Buffer.byteLength(payload);
+    }
+    const req = (https ? httpsRequest : httpRequest)(url, {
+      method,
+      headers,
+      ...(https ? {} : { agent: options.agent }),
+      timeout: options.idleTimeoutMs,
+      signal: options.signal,
+    });
+    // The socket timeout covers the whole exchange: an engine that stops sending mid-stream is dead to this request.
+    req.on('timeout', () => req.destroy(new Error(`no bytes for ${options.idleTimeoutMs} ms`)));
+    req.on('response', resolve);
+    req.on('error', reject);
+    req.end(payload ?? undefined);
+  });
+}
+
+export function readAll(stream: IncomingMessage, limit = Number.POSITIVE_INFINITY): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    stream.on('data', (c: Buffer) => {
+      size += c.length;
+      if (size > limit) {
+        stream.destroy();
+        reject(new Error(`the body exceeds ${limit} bytes`));
+        return;
+      }
+      chunks.push(c);
+    });
+    stream.on('end', () => (stream.complete === false ? reject(new Error('incomplete body')) : resolve(Buffer.concat(chunks))));
+    stream.on('error', reject);
+    stream.on('aborted', () => reject(new Error('aborted')));
+    stream.on('close', () => {
+      if (!stream.complete) reject(new Error('connection closed before the body was complete'));
+    });
+  });
+}
+
+export function errorText(err: unknown): string {
+  if (err instanceof Error) {
+    const code = (err as NodeJS.ErrnoException).code;
+    return code ? `${code} ${err.message}` : err.message;
+  }
+  return String(err);
+}

@@ -1,0 +1,141 @@
+import type { TurnKind } from '@robustrl/contracts';
+import { EnginePool } from './engine-pool';
+import { Answer } from './request-context';
+import { RouterLogger, RouterStats } from './router-reporting';
+import { Api, Json } from './stream-splice';
+import { TrajectoryIdentity } from './trajectory-identity';
+import { RecordedTurn, TrajectoryRecorder } from './trajectory-recorder';
+import { planTurns, splitChatConversation, splitCompletionPrompt, TurnDraft, turnIdOf, TurnPlan } from './turn-plan';
+
+/** What to do with a recorded request, given what the store holds of its trajectory. */
+export type RecordingPlan =
+  /** The store could not be read: serve the agent anyway (its progress is what matters now), unrecorded. */
+  | { kind: 'unrecorded' }
+  /** The request contradicts the stored turns: refuse it, so the training data never mixes two histories. */
+  | { kind: 'conflict'; message: string }
+  /** A retry whose answer is stored: give that back, generate nothing. */
+  | { kind: 'replay'; content: unknown }
+  /** Generate; the answer becomes turn `outputIndex` (recordAnswer). */
+  | { kind: 'generate'; outputIndex: number };
+
+/**
+ * Recording (paper §5.2.2, "preserve the trajectories"): each recorded request's turns go to the
+ * request manager's trajectory store through the recorder port — the new inputs before generation,
+ * the answer after it. A store failure is logged and counted, never answered: the agent's progress
+ * comes first, and the store's own retries are its business.
+ */
+export class TrajectoryRecording {
+  /** Completions: each trajectory's first prompt, so later prompts split into segments unambiguously. */
+  private readonly completionBases = new Map<string, string>();
+  private readonly locks = new Map<string, Promise<void>>();
+
+  constructor(
+    private readonly recorder: TrajectoryRecorder,
+    private readonly pool: EnginePool,
+    private readonly stats: RouterStats,
+    private readonly log: RouterLogger,
+  ) {}
+
+  /**
+   * One request per trajectory at a time: a retry that overlaps the original waits for it and then
+   * finds its answer stored, instead of generating a second, different answer for the same turn.
+   */
+  async exclusive<T>(trajectoryId: string, fn: () => Promise<T>): Promise<T> {
+    const previous = this.locks.get(trajectoryId) ?? Promise.resolve();
+    let release!: () => void;
+    const mine = new Promise<void>((resolve) => (release = resolve));
+    const tail = previous.then(() => mine);
+    this.locks.set(trajectoryId, tail);
+    await previous;
+    try {
+      return await fn();
+    } finally {
+      release();
+      if (this.locks.get(trajectoryId) === tail) this.locks.delete(trajectoryId);
+    }
+  }
+
+  /**
+   * Before generation: compare the request with the stored turns and, when it extends them, store the
+   * trajectory's start and the new inputs (tool results) — if everything dies now, they are kept.
+   */
+  async prepare(api: Api, body: Json, identity: TrajectoryIdentity): Promise<RecordingPlan> {
+    let stored;
+    try {
+      stored = await this.recorder.prefix(identity.trajectoryId);
+    } catch (err) {
+      this.failed('prefix', identity, err);
+      return { kind: 'unrecorded' };
+    }
+    let prompt: unknown;
+    let plan: TurnPlan;
+    if (api === 'chat') {
+      const split = splitChatConversation(body.messages as Parameters<typeof splitChatConversation>[0]);
+      prompt = split.prompt;
+      plan = planTurns(split.turns, stored);
+    } else {
+      const split = splitCompletionPrompt(body.prompt as string, stored, this.completionBases.get(identity.trajectoryId));
+      if ('conflict' in split) plan = { kind: 'conflict', message: split.conflict };
+      else {
+        prompt = split.base;
+        this.completionBases.set(identity.trajectoryId, split.base);
+        plan = planTurns(split.turns, stored);
+      }
+    }
+    if (plan.kind === 'conflict') return { kind: 'conflict', message: plan.message };
+    if (plan.kind === 'replay') return { kind: 'replay', content: plan.turn.content };
+    const { append } = plan;
+    // The new inputs are tagged with the version of the engine the trajectory is on: the one its next turn most likely comes from.
+    const inputVersion = this.pool.pick(identity.trajectoryId)?.weightVersion ?? 0;
+    await this.record(identity, async () => {
+      const { trajectoryId, jobId, batchId, step, promptId, sampleIndex } = identity;
+      await this.recorder.start({ trajectoryId, jobId, batchId, step, promptId, sampleIndex, prompt });
+      if (append.length > 0) {
+        await this.recorder.appendTurns(append.map((t) => turn(identity, t.turnIndex, t, null, inputVersion, 0)));
+      }
+    });
+    return { kind: 'generate', outputIndex: plan.outputIndex };
+  }
+
+  /** After generation: the answer is the trajectory's turn `outputIndex`. */
+  async recordAnswer(identity: TrajectoryIdentity, api: Api, outputIndex: number, answer: Answer): Promise<void> {
+    const kind = answerKind(api, answer.content);
+    const last = answer.engines[answer.engines.length - 1];
+    // A turn continued across engines was generated with the oldest of their weights: the conservative bound on its staleness.
+    const weightVersion = Math.min(...answer.engines.map((e) => e.weightVersion));
+    await this.record(identity, () =>
+      this.recorder.appendTurns([turn(identity, outputIndex, { kind, content: answer.content }, last.id, weightVersion, answer.tokens)]),
+    );
+  }
+
+  private async record(identity: TrajectoryIdentity, write: () => Promise<void>): Promise<void> {
+    try {
+      await write();
+    } catch (err) {
+      this.failed('append', identity, err);
+    }
+  }
+
+  private failed(what: string, identity: TrajectoryIdentity, err: unknown): void {
+    this.stats.recordingErrors += 1;
+    this.log.error(`recording failed (${what})`, { trajectoryId: identity.trajectoryId, error: String(err) });
+  }
+}
+
+/** A chat answer with tool calls is a `tool-call` turn (the trajectory now waits on its tool); any other answer a `model-output`. */
+function answerKind(api: Api, content: unknown): TurnKind {
+  return api === 'chat' && Array.isArray((content as Json).tool_calls) ? 'tool-call' : 'model-output';
+}
+
+function turn(identity: TrajectoryIdentity, turnIndex: number, draft: TurnDraft, rolloutId: string | null, weightVersion: number, tokens: number): RecordedTurn {
+  return {
+    trajectoryId: identity.trajectoryId,
+    turnId: turnIdOf(identity.trajectoryId, turnIndex, draft.content),
+    turnIndex,
+    kind: draft.kind,
+    content: draft.content,
+    rolloutId,
+    weightVersion,
+    tokens,
+  };
+}
