@@ -1,0 +1,113 @@
+import type { MessageOf, RobustrlMessage } from '@robustrl/contracts';
+import type { RestartStageSeconds } from '../report/report-types';
+import type { Scenario } from '../scenario';
+import type { ClusterEnvironment } from './cluster-environment';
+import type { JobShape } from './cluster-model';
+import type { FaultInjector } from './fault-injector';
+import type { MachineAgents } from './machine-agents';
+import type { RlPipeline } from './rl-pipeline';
+
+type StageName = RestartStageSeconds['stage'];
+export type RestartKind = 'task-restart' | 'trainer-restart' | 'rollout-replacement';
+export interface RestartRecord {
+  kind: RestartKind;
+  stages: Partial<Record<StageName, number>>;
+}
+
+/**
+ * Carries out the control plane's recovery commands, as the cluster scheduler and the agents would, and
+ * records each restart's stages for the report's breakdown. It decides nothing: the controller chose.
+ */
+export class Orchestrator {
+  readonly restarts: RestartRecord[] = [];
+  private nextMachine: number;
+
+  constructor(
+    private readonly k: ClusterEnvironment,
+    private readonly s: Scenario,
+    private readonly shape: JobShape,
+    private readonly agents: MachineAgents,
+    private readonly pipeline: RlPipeline,
+    private readonly faults: FaultInjector,
+  ) {
+    this.nextMachine = s.cluster.rolloutMachines;
+    k.subscribe(['RestartTrainerGroup', 'ReplaceMachine', 'RestartTask', 'PromoteRolloutToTrainer'], (m) => this.onCommand(m));
+  }
+
+  private onCommand(message: RobustrlMessage): void {
+    switch (message.type) {
+      case 'RestartTrainerGroup':
+        return this.restartTrainerGroup(message as MessageOf<'RestartTrainerGroup'>);
+      case 'ReplaceMachine':
+        return this.replaceMachine(message as MessageOf<'ReplaceMachine'>);
+      case 'RestartTask':
+        return this.restartTask(message as MessageOf<'RestartTask'>);
+      case 'PromoteRolloutToTrainer': {
+        const d = (message as MessageOf<'PromoteRolloutToTrainer'>).data;
+        // Trainer machines never fail as hardware in these scenarios (faults kill processes), so no
+        // warm standby is needed; say so instead of pretending.
+        this.k.emit('RecoveryCommandFailed', { recoveryId: d.recoveryId, commandId: d.commandId, machineId: d.rolloutMachineId, executor: 'sim/orchestrator', durationMs: 0, error: 'warm standby promotion is not modelled by the simulator' }, 'sim/orchestrator');
+        return;
+      }
+    }
+  }
+
+  private restartTrainerGroup(c: MessageOf<'RestartTrainerGroup'>): void {
+    const r = this.s.restart;
+    this.restarts.push({ kind: 'trainer-restart', stages: { teardown: r.trainerTeardownSeconds, 'checkpoint-load': r.checkpointLoadSeconds, 'worker-init': r.workerInitSeconds } });
+    for (const id of c.data.machines) {
+      const m = this.agents.machines.get(id);
+      if (!m) continue;
+      m.process = 'starting';
+      m.epoch++;
+      this.k.after(r.trainerTeardownSeconds * 1000, () => {
+        this.k.emit('RecoveryCommandSucceeded', { recoveryId: c.data.recoveryId, commandId: c.data.commandId, machineId: id, executor: `agent/${id}`, durationMs: Math.round(r.trainerTeardownSeconds * 1000) }, `agent/${id}`);
+        this.agents.bootProcess(m, 'trainer-restart');
+      });
+    }
+  }
+
+  private replaceMachine(c: MessageOf<'ReplaceMachine'>): void {
+    const r = this.s.restart;
+    const old = this.agents.machines.get(c.data.machineId);
+    const seconds = r.machineSchedulingSeconds + r.containerStartSeconds;
+    this.restarts.push({ kind: 'rollout-replacement', stages: { 'machine-scheduling': r.machineSchedulingSeconds, 'container-start': r.containerStartSeconds, 'engine-start': r.engineStartSeconds, 'weight-sync': this.shape.pullSeconds * this.s.training.weightBuckets } });
+    if (old) {
+      old.alive = false;
+      old.process = 'dead';
+      this.k.emit('MachineDeregistered', { machineId: old.id, reason: `replaced (${c.data.recoveryId})` }, 'sim/orchestrator');
+      this.agents.machines.delete(old.id);
+    }
+    const role = c.data.role === 'rollout' ? 'rollout' : 'trainer';
+    const id = `${role}-${this.nextMachine++}`;
+    this.k.after(seconds * 1000, () => {
+      const m = this.agents.addMachine(id, role, role === 'rollout' ? this.shape.rolloutSlots : 0);
+      this.k.emit('RecoveryCommandSucceeded', { recoveryId: c.data.recoveryId, commandId: c.data.commandId, machineId: null, executor: 'sim/orchestrator', durationMs: Math.round(seconds * 1000), newMachineId: id }, 'sim/orchestrator');
+      this.agents.bootProcess(m, 'replacement');
+      if (role === 'rollout') this.faults.armRollout(m);
+    });
+  }
+
+  /** In place (paper §7.1: ByteRobust's in-place restart, no rescheduling): every process restarts; in-flight rollouts are lost. */
+  private restartTask(c: MessageOf<'RestartTask'>): void {
+    const r = this.s.restart;
+    this.restarts.push({ kind: 'task-restart', stages: { 'container-start': r.instanceRestartSeconds, 'engine-start': r.engineStartSeconds, 'rollout-init': r.rolloutInitSeconds, 'checkpoint-load': r.checkpointLoadSeconds, 'worker-init': r.workerInitSeconds, 'weight-sync': this.shape.pullSeconds * this.s.training.weightBuckets } });
+    this.pipeline.restartFromCheckpoint();
+    const up = r.instanceRestartSeconds * 1000;
+    for (const m of this.agents.machines.values()) {
+      m.process = 'starting';
+      m.epoch++;
+      m.running.clear();
+      m.held.clear();
+      m.buckets.clear();
+      const wasDead = !m.alive;
+      m.alive = true;
+      // A machine whose hardware had failed comes back through the scheduler as well.
+      this.k.after(up + (wasDead ? r.machineSchedulingSeconds * 1000 : 0), () => this.agents.bootProcess(m, 'task-restart'));
+      if (wasDead && m.role === 'rollout') this.faults.armRollout(m);
+    }
+    this.k.after(up, () => {
+      this.k.emit('RecoveryCommandSucceeded', { recoveryId: c.data.recoveryId, commandId: c.data.commandId, machineId: null, executor: 'sim/orchestrator', durationMs: Math.round(up) }, 'sim/orchestrator');
+    });
+  }
+}
