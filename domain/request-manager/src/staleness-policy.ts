@@ -1,4 +1,4 @@
-import type { ContinuationPolicy, TurnKind } from '@robustrl/contracts';
+import type { ContinuationDecision, ContinuationPolicy, TurnKind } from '@robustrl/contracts';
 
 /**
  * Staleness of a trajectory and what happens to one continued after a weight update. Pure.
@@ -65,10 +65,6 @@ export function isAcceptable(oldestGeneratedVersion: number | null, currentWeigh
 export function oldestAcceptableVersion(currentWeightVersion: number, bound: AcceptanceBound): number {
   return currentWeightVersion - bound.maxStaleness;
 }
-
-export type ContinuationDecision =
-  | { action: 'continue'; reason: 'prefix-current' | 'policy-keep' }
-  | { action: 'restart-from-prompt'; reason: 'policy-restart' | 'prefix-beyond-bound' };
 
 /**
  * What to do with a trajectory that continues (on the same or another rollout) with weights

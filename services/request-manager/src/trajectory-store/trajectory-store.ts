@@ -7,6 +7,7 @@ import {
   BatchProgress,
   CompletedBatch,
   createMessage,
+  ContinuationDecision,
   DataOf,
   NewTrajectory,
   RobustrlMessage,
@@ -23,7 +24,7 @@ import {
   TurnKind,
 } from '@robustrl/contracts';
 import { EventStore } from '@robustrl/store';
-import { AcceptanceBound, ContinuationDecision, decideContinuation, isAcceptable, staleness } from '@robustrl/request-manager-domain';
+import { AcceptanceBound, decideContinuation, isAcceptable, staleness } from '@robustrl/request-manager-domain';
 
 /** Durable append outcomes (the store's answers are the HTTP contract's shapes: libs/contracts http/trajectory-api.ts). */
 export const DURABLE_OUTCOMES: ReadonlySet<AppendOutcome> = new Set(['new', 'duplicate']);
