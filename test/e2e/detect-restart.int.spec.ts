@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import { KafkaBus, MessageBus, Subscription } from '@robustrl/bus';
+import { MessageBus, Subscription } from '@robustrl/bus';
 import { createMessage, MessageOf, MessageType, RobustrlMessage, Topics } from '@robustrl/contracts';
 import { signalAll, treeOf } from '@robustrl/agent';
 import { ControllerModule } from '@robustrl/controller';

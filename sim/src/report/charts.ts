@@ -14,8 +14,6 @@
 // Determinism: fixed sizes, inline data in the reports' order, no timestamps, and the SVG def ids
 // (clip paths, gradients: a module-wide counter in Vega) are reset before each render, so the same
 // reports give byte-identical SVG. Renders run one after another for that reason.
-import * as vega from 'vega';
-import * as vegaLite from 'vega-lite';
 import type { TopLevelSpec } from 'vega-lite';
 import type { RestartStageSeconds, SimulationReport, Strategy, StrategyResult } from './report-types';
 
@@ -86,12 +84,18 @@ export function chartSpecs(reports: readonly SimulationReport[]): ChartSpec[] {
   ];
 }
 
+/** Loaded on first use: Vega is about a hundred modules that a simulation drawing no chart never needs. */
+function loadVega() {
+  return { vega: require('vega') as typeof import('vega'), vegaLite: require('vega-lite') as typeof import('vega-lite') };
+}
+
 /** Vega-Lite → Vega → headless view → SVG string; the view is finalized even when rendering fails. */
 async function renderSvg(spec: TopLevelSpec): Promise<string> {
+  const { vega, vegaLite } = loadVega();
   const compiled = vegaLite.compile(spec).spec;
   const view = new vega.View(vega.parse(compiled), { renderer: 'none' });
   try {
-    resetSvgDefIds();
+    resetSvgDefIds(vega);
     return await view.toSVG();
   } finally {
     view.finalize();
@@ -102,7 +106,7 @@ async function renderSvg(spec: TopLevelSpec): Promise<string> {
  * Restarts Vega's module-wide counters of SVG def ids (`clip1`, `gradient_0`, …), so a chart's ids
  * don't depend on what was rendered before it. Exported by vega 5 but missing from its typings.
  */
-function resetSvgDefIds(): void {
+function resetSvgDefIds(vega: typeof import('vega')): void {
   (vega as unknown as { resetSVGDefIds: () => void }).resetSVGDefIds();
 }
 

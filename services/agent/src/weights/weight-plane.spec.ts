@@ -42,7 +42,7 @@ describeUcx('weight plane over real UCX (trainer → rollout → relay)', () => 
   let pullSeq = 0;
 
   const outcomeOf = (pullId: string) => eventually(`outcome of ${pullId}`, () => seen.find((m) => (m.type === 'WeightPullCompleted' || m.type === 'WeightPullFailed') && (m.data as { pullId: string }).pullId === pullId) as MessageOf<'WeightPullCompleted' | 'WeightPullFailed'> | undefined, 15_000);
-  async function assign(version: number, bucketIndex: number, puller: WeightPlane & { address: string | null }, pullerId: string, source: { id: string; plane: WeightPlane }) {
+  async function assign(version: number, bucketIndex: number, _puller: WeightPlane & { address: string | null }, pullerId: string, source: { id: string; plane: WeightPlane }) {
     const pullId = `w${version}/b${bucketIndex}/${pullerId}#${++pullSeq}`;
     await bus.publish(createMessage('WeightPullAssigned', { pullId, version, bucketIndex, pullerId, sourceId: source.id, sourceAddress: source.plane.address! }, { jobId: JOB, source: 'registry', occurredAt: new Date().toISOString() }) as RobustrlMessage);
     return outcomeOf(pullId);

@@ -1,6 +1,5 @@
 import { InProcessBus } from '@robustrl/bus';
 import { decodeMessage, RobustrlMessage, Topics } from '@robustrl/contracts';
-import { eventually } from '@robustrl/testing/eventually';
 import { ChatMessage, chatReplyFor, FakeInferenceEngine, toolResultFor } from '@robustrl/testing/fake-inference-engine';
 import { agentLoop, chat, expectedConversation, post, streamChat, streamCompletion } from '@robustrl/testing/openai-client';
 import { EnginePool } from './engine-pool';
