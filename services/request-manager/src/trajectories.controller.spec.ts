@@ -1,6 +1,7 @@
 import { INestApplication } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import { EventStore } from '@robustrl/store';
+import { REQUEST_MANAGER_MIGRATIONS } from './migrations';
 import { TrajectoriesController } from './trajectories.controller';
 import { RecordingBus, trajectory, turn } from '@robustrl/testing/trajectory-fixtures';
 import { TrajectoryStore } from './trajectory-store/trajectory-store';
@@ -12,7 +13,7 @@ describe('trajectories HTTP API', () => {
   let base: string;
 
   beforeAll(async () => {
-    store = await EventStore.open({ kind: 'pglite' });
+    store = await EventStore.open({ kind: 'pglite' }, { migrations: REQUEST_MANAGER_MIGRATIONS });
     const trajectories = new TrajectoryStore(store, new RecordingBus());
     const moduleRef = await Test.createTestingModule({
       controllers: [TrajectoriesController],
