@@ -1,6 +1,18 @@
 import { randomUUID } from 'node:crypto';
 import { createMessage, RobustrlMessage } from '@robustrl/contracts';
-import { EventStore } from '@robustrl/store';
+import { MigrationInterface, QueryRunner } from 'typeorm';
+import { EventStore, STORE_MIGRATIONS } from '@robustrl/store';
+
+/** A service's own table, as a service hands it to the store. */
+class SpecServiceTable1999000000000 implements MigrationInterface {
+  name = 'SpecServiceTable1999000000000';
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(`CREATE TABLE spec_service_table (id TEXT PRIMARY KEY)`);
+  }
+  async down(q: QueryRunner): Promise<void> {
+    await q.query(`DROP TABLE spec_service_table`);
+  }
+}
 
 /** The store's behaviour, run against the PostgreSQL server and against PGlite: same SQL, same results. */
 export function describeEventStore(backend: string, open: () => Promise<{ store: EventStore; close(): Promise<void> }>): void {
@@ -42,6 +54,22 @@ export function describeEventStore(backend: string, open: () => Promise<{ store:
       const rows: Array<{ count: string }> = await store.dataSource.query(`SELECT count(*)::text AS count FROM spec_effects WHERE consumer = $1`, [consumer]);
       expect(rows[0].count).toBe('2');
       expect(await store.checkpoints.read(store.dataSource.manager, consumer, 'robustrl.training/1')).toBe('42');
+    });
+
+    it("runs a service's own migrations once, next to its own, and finds a latest message by type", async () => {
+      await Promise.all([store.migrate([SpecServiceTable1999000000000]), store.append([ack(`job-${randomUUID()}`, 1)])]);
+      await store.migrate([SpecServiceTable1999000000000]); // already run: nothing to do
+      const rows: Array<{ name: string }> = await store.dataSource.query(`SELECT name FROM robustrl_migrations ORDER BY id`);
+      expect(rows.map((r) => r.name)).toEqual([...STORE_MIGRATIONS.map((m) => m.name), 'SpecServiceTable1999000000000']);
+      await store.transaction((m) => m.query(`INSERT INTO spec_service_table VALUES ('x')`));
+
+      const jobId = `job-${randomUUID()}`;
+      const [a, b] = [ack(jobId, 1), ack(jobId, 2)];
+      expect(await store.latestOfType(jobId, 'HeartbeatAcked')).toBeNull();
+      await store.append([a, b]);
+      expect(await store.latestOfType(jobId, 'HeartbeatAcked')).toEqual(b);
+      expect(await store.latestOfType(jobId, 'JobStarted')).toBeNull();
+      expect(await store.inbox.has(store.dataSource.manager, `c-${randomUUID()}`, a.eventId)).toBe(false);
     });
 
     it('rolls the checkpoint back with a failed effect, so the redelivery applies it', async () => {

@@ -5,7 +5,8 @@ import { Delivery, MessageBus, Subscription } from '@robustrl/bus';
 import { createMessage, Draft, MessageType, RobustrlMessage, TopicName } from '@robustrl/contracts';
 import { Decider, JobCommand, observe, step, tick } from '@robustrl/domain-kit';
 import { EventStore } from '@robustrl/store';
-import { extractTraceContext, injectTraceHeaders, tracer } from '@robustrl/telemetry';
+import { injectTraceHeaders, tracer } from '@robustrl/telemetry';
+import { OutboxRelay } from './outbox-relay';
 
 /** A span to open around tick-produced outputs, e.g. the evidence window of a verdict. */
 export interface OutputSpan {
@@ -43,9 +44,9 @@ export interface DecidingConsumerSpec<State, Event extends RobustrlMessage = Rob
  * Per delivered message, one transaction: advance the consumer checkpoint, record the message in the
  * inbox (de-duplicated by event id), decide, append input and outputs to the event log, put the
  * outputs in the inbox (they are part of the stream the state folds) and in the outbox. After the
- * commit the outbox is relayed to the bus. A crash anywhere repeats no effect: before the commit
- * nothing happened; after it, the redelivered message is a duplicate and the relay publishes what is
- * still pending (consumers de-duplicate by event id).
+ * commit the outbox is relayed to the bus (OutboxRelay). A crash anywhere repeats no effect: before
+ * the commit nothing happened; after it, the redelivered message is a duplicate and the relay
+ * publishes what is still pending (consumers de-duplicate by event id).
  *
  * On start the state of every job is rebuilt by folding the inbox — exactly what this consumer
  * applied, in the order it applied it.
@@ -56,9 +57,8 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
   private readonly clock: () => number;
   private subscription?: Subscription;
   private ticker?: NodeJS.Timeout;
-  private relayTimer?: NodeJS.Timeout;
+  private readonly outbox: OutboxRelay;
   private queue: Promise<unknown> = Promise.resolve();
-  private relaying: Promise<void> | null = null;
   private stopped = false;
 
   constructor(
@@ -68,6 +68,7 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
   ) {
     this.logger = new Logger(spec.consumer);
     this.clock = spec.clock ?? Date.now;
+    this.outbox = new OutboxRelay(bus, store, spec.consumer, this.logger);
   }
 
   async start(): Promise<void> {
@@ -84,14 +85,14 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
       this.ticker = setInterval(() => void this.serially(() => this.tick()).catch((err) => this.logger.error(`tick failed: ${String(err)}`)), this.spec.tickIntervalMs);
     }
     // Pending outbox entries of a failed relay are retried on a timer, not only on the next message.
-    this.relayTimer = setInterval(() => void this.relay(), 1_000);
+    this.outbox.startRetrying();
     this.logger.log(`deciding on ${this.spec.inputTypes.length} message types from ${this.spec.topics.join(', ')}`);
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
     clearInterval(this.ticker);
-    clearInterval(this.relayTimer);
+    this.outbox.stopRetrying();
     await this.subscription?.close();
     await this.queue.catch(() => undefined);
     await this.relay();
@@ -213,34 +214,9 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
     void this.relay();
   }
 
-  /** Publish what the outbox holds, oldest first; one relay at a time per process. */
-  relay(): Promise<void> {
-    if (this.relaying) return this.relaying.then(() => this.relayOnce());
-    return this.relayOnce();
-  }
-
-  private relayOnce(): Promise<void> {
-    if (this.relaying) return this.relaying;
-    this.relaying = (async () => {
-      try {
-        for (;;) {
-          const pending = await this.store.outbox.pending(this.store.dataSource.manager, this.spec.consumer, 100);
-          if (pending.length === 0) return;
-          for (const { message } of pending) {
-            // Continue the trace of the decision that produced the message.
-            const parent = message.trace ? extractTraceContext(message.trace as unknown as Record<string, string>) : ROOT_CONTEXT;
-            await context.with(parent, () => this.bus.publish(message));
-          }
-          await this.store.transaction((manager) => this.store.outbox.markPublished(manager, pending.map((p) => p.position)));
-          if (pending.length < 100) return;
-        }
-      } catch (err) {
-        this.logger.warn(`outbox relay failed, retrying in 1 s: ${err instanceof Error ? err.message : String(err)}`);
-      } finally {
-        this.relaying = null;
-      }
-    })();
-    return this.relaying;
+  /** Publish what the outbox holds, oldest first (true when nothing is left pending). */
+  relay(): Promise<boolean> {
+    return this.outbox.relay();
   }
 }
 

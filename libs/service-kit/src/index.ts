@@ -7,3 +7,4 @@ export * from './run-service';
 export * from './nest-bus-logger';
 export * from './deciding-consumer';
 export * from './command-executor';
+export * from './outbox-relay';

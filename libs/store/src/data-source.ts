@@ -1,5 +1,5 @@
-import { DataSource } from 'typeorm';
-import { STORE_MIGRATIONS } from './migrations';
+import { DataSource, DataSourceOptions } from 'typeorm';
+import { STORE_MIGRATIONS, StoreMigration } from './migrations';
 import { pgliteDriver } from './pglite/pglite-pool';
 
 /** PostgreSQL server when `DATABASE_URL` is set; otherwise PGlite in this process (embedded mode). */
@@ -22,13 +22,17 @@ export interface OpenedDataSource {
   close(): Promise<void>;
 }
 
-/** Open the data source and bring its schema up to date. */
-export async function openDataSource(config: StoreConfig): Promise<OpenedDataSource> {
+/**
+ * Open the data source and bring its schema up to date: the store's own migrations, then `migrations`
+ * (a service's own tables), ordered together by their timestamps.
+ */
+export async function openDataSource(config: StoreConfig, migrations: readonly StoreMigration[] = []): Promise<OpenedDataSource> {
+  const all = [...STORE_MIGRATIONS, ...migrations];
   if (config.kind === 'postgres') {
     const dataSource = new DataSource({
       type: 'postgres',
       url: config.url,
-      migrations: STORE_MIGRATIONS,
+      migrations: all,
       migrationsTableName: 'robustrl_migrations',
       // Each migration in its own transaction: a failure leaves the earlier ones applied, not half of one.
       migrationsTransactionMode: 'each',
@@ -43,7 +47,7 @@ export async function openDataSource(config: StoreConfig): Promise<OpenedDataSou
   const dataSource = new DataSource({
     type: 'postgres',
     driver: pgliteDriver(db),
-    migrations: STORE_MIGRATIONS,
+    migrations: all,
     migrationsTableName: 'robustrl_migrations',
     migrationsTransactionMode: 'each',
   });
@@ -56,6 +60,24 @@ export async function openDataSource(config: StoreConfig): Promise<OpenedDataSou
       await db.close();
     },
   };
+}
+
+/**
+ * Run `migrations` on an open data source (a service's own tables, after the store opened with its
+ * core ones). TypeORM runs the migrations a data source was built with, so a short-lived second one
+ * runs these, with the same options: the same database and migrations table, and on PGlite the same
+ * driver, whose lease keeps its statements from interleaving with the open data source's.
+ */
+export async function runServiceMigrations(open: DataSource, backend: StoreConfig['kind'], migrations: readonly StoreMigration[]): Promise<void> {
+  if (migrations.length === 0) return;
+  const runner = new DataSource({ ...open.options, migrations: [...migrations] } as DataSourceOptions);
+  await runner.initialize();
+  try {
+    if (backend === 'postgres') await migrateSerialized(runner);
+    else await runner.runMigrations();
+  } finally {
+    await runner.destroy();
+  }
 }
 
 /**

@@ -1,5 +1,5 @@
 import { EntityManager } from 'typeorm';
-import { RobustrlMessage, validateMessage } from '@robustrl/contracts';
+import { MessageOf, MessageType, RobustrlMessage, validateMessage } from '@robustrl/contracts';
 
 export interface LoggedMessage {
   /** Global position as a decimal string (BIGINT). */
@@ -83,6 +83,12 @@ export class EventLog {
       [jobId, afterPosition, limit],
     );
     return rows.map(toLogged);
+  }
+
+  /** The job's most recently recorded message of `type`, or null when the log has none. */
+  async latestOfType<T extends MessageType>(manager: EntityManager, jobId: string, type: T): Promise<MessageOf<T> | null> {
+    const rows: LogRow[] = await manager.query(`${SELECT} WHERE job_id = $1 AND type = $2 ORDER BY global_position DESC LIMIT 1`, [jobId, type]);
+    return rows.length === 0 ? null : (toLogged(rows[0]).message as MessageOf<T>);
   }
 
   async readCorrelation(manager: EntityManager, correlationId: string): Promise<LoggedMessage[]> {

@@ -1,9 +1,10 @@
 import { DataSource, EntityManager } from 'typeorm';
-import { RobustrlMessage } from '@robustrl/contracts';
+import { MessageOf, MessageType, RobustrlMessage } from '@robustrl/contracts';
 import { ApplyOutcome, ConsumerCheckpoints } from './checkpoints';
-import { openDataSource, StoreConfig } from './data-source';
+import { openDataSource, runServiceMigrations, StoreConfig } from './data-source';
 import { EventLog, LoggedMessage } from './event-log';
 import { Inbox } from './inbox';
+import { StoreMigration } from './migrations';
 import { Outbox } from './outbox';
 
 /** Where a delivered record sits: enough to checkpoint it (a bus Delivery satisfies this). */
@@ -29,9 +30,22 @@ export class EventStore {
     private readonly closeFn: () => Promise<void>,
   ) {}
 
-  static async open(config: StoreConfig): Promise<EventStore> {
-    const opened = await openDataSource(config);
+  /**
+   * Open the store and bring its tables up to date; `migrations` are the opener's own tables (a
+   * service's), run with the store's in one ordered pass.
+   */
+  static async open(config: StoreConfig, options: { migrations?: readonly StoreMigration[] } = {}): Promise<EventStore> {
+    const opened = await openDataSource(config, options.migrations);
     return new EventStore(opened.dataSource, config.kind, opened.close);
+  }
+
+  /**
+   * Run a service's own migrations on this open store (for a service that shares a store opened by
+   * someone else, e.g. the core module of a Nest process). Each runs once per database: they share the
+   * store's migrations table, and on PostgreSQL its lock against services migrating at the same time.
+   */
+  migrate(migrations: readonly StoreMigration[]): Promise<void> {
+    return runServiceMigrations(this.dataSource, this.backend, migrations);
   }
 
   transaction<T>(work: (manager: EntityManager) => Promise<T>): Promise<T> {
@@ -68,6 +82,10 @@ export class EventStore {
 
   readJob(jobId: string, afterPosition?: string, limit?: number): Promise<LoggedMessage[]> {
     return this.log.readJob(this.dataSource.manager, jobId, afterPosition, limit);
+  }
+
+  latestOfType<T extends MessageType>(jobId: string, type: T): Promise<MessageOf<T> | null> {
+    return this.log.latestOfType(this.dataSource.manager, jobId, type);
   }
 
   close(): Promise<void> {

@@ -17,6 +17,12 @@ export class Inbox {
     return added;
   }
 
+  /** Whether `consumer` already applied the message with this event id. */
+  async has(manager: EntityManager, consumer: string, eventId: string): Promise<boolean> {
+    const rows: unknown[] = await manager.query(`SELECT 1 FROM robustrl_inbox WHERE consumer = $1 AND event_id = $2`, [consumer, eventId]);
+    return rows.length > 0;
+  }
+
   /**
    * The consumer's stream in the order it applied it, joined with the event log for the payloads,
    * page by page (`afterSeq` is the last seq of the previous page).

@@ -1,12 +1,13 @@
-import { createScratchDatabase, EventStore } from '@robustrl/store';
+import { createScratchDatabase, EventStore, StoreMigration } from '@robustrl/store';
 
 /**
  * A fresh database on the real PostgreSQL server for one test file, so files running in parallel
- * never see each other's checkpoints. Dropped by the returned `drop`.
+ * never see each other's checkpoints. Dropped by the returned `drop`. `migrations`: the tables of the
+ * service under test (the store creates only its own).
  */
-export async function freshPostgresStore(): Promise<{ store: EventStore; drop(): Promise<void> }> {
+export async function freshPostgresStore(options: { migrations?: readonly StoreMigration[] } = {}): Promise<{ store: EventStore; drop(): Promise<void> }> {
   const db = await freshDatabaseUrl('robustrl_test');
-  const store = await EventStore.open({ kind: 'postgres', url: db.url });
+  const store = await EventStore.open({ kind: 'postgres', url: db.url }, options);
   return {
     store,
     drop: async () => {

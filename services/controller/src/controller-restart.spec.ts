@@ -63,7 +63,7 @@ describe('controller killed mid-recovery', () => {
     publishing = false;
     await bus.publish(fault);
     await eventually('the decision committed', async () => {
-      const rows: unknown[] = await store.dataSource.query(`SELECT 1 FROM robustrl_outbox WHERE consumer = 'controller' AND published_at IS NULL`);
+      const rows = await store.outbox.pending(store.dataSource.manager, 'controller');
       return rows.length === 2 ? true : undefined;
     });
     await first.stop().catch(() => undefined);

@@ -63,7 +63,7 @@ export class ControllerModule implements OnApplicationBootstrap, OnModuleDestroy
       clock: clock ?? undefined,
       onEmitted: (messages) => metrics.observe(messages),
     });
-    this.executor = chosen ? new RecoveryExecutor(bus, store, chosen) : null;
+    this.executor = chosen ? new RecoveryExecutor(bus, store, chosen, (jobId) => this.consumer.stateOf(jobId)) : null;
   }
 
   async onApplicationBootstrap(): Promise<void> {

@@ -2,3 +2,4 @@ export * from './request-manager.module';
 export * from './trajectory-store';
 export * from './trajectories.controller';
 export * from './retention';
+export * from './migrations';

@@ -3,6 +3,7 @@ import { MessageBus, Subscription } from '@robustrl/bus';
 import { Topics } from '@robustrl/contracts';
 import { EVENT_STORE, EventRecorder, MESSAGE_BUS } from '@robustrl/service-kit';
 import { EventStore } from '@robustrl/store';
+import { REQUEST_MANAGER_MIGRATIONS } from './migrations';
 import { retentionStepsFromEnv } from './retention';
 import { TrajectoriesController } from './trajectories.controller';
 import { TrajectoryStore, TurnWriter } from './trajectory-store';
@@ -14,6 +15,10 @@ import { TrajectoryStore, TurnWriter } from './trajectory-store';
  *   publishes TrajectoryTurnAppended / TrajectoryStatusChanged after each commit (the rollout manager
  *   tracks owners from them).
  * - Retention: on TrainingStepCompleted, completed batches older than the window are pruned (retention.ts).
+ * - Tables: the trajectory store's tables are this service's own (`migrations/`). The store it shares
+ *   with the other modules of the process creates only its core tables; this module runs its own
+ *   migrations on it before the trajectory store is built, so any process that imports the module
+ *   (its own main, the embedded main job, tests) has them.
  * - Recorder: the trajectories topic is still recorded in the event log, except TrajectoryTurnAppended:
  *   those are this service's own notifications of rows it already stores, at thousands per second;
  *   recording them again would double the write load of the hottest path for no new information.
@@ -25,7 +30,10 @@ export const REQUEST_MANAGER_INPUTS = [Topics.trajectories, Topics.training] as 
   providers: [
     {
       provide: TrajectoryStore,
-      useFactory: (store: EventStore, bus: MessageBus) => new TrajectoryStore(store, bus),
+      useFactory: async (store: EventStore, bus: MessageBus) => {
+        await store.migrate(REQUEST_MANAGER_MIGRATIONS);
+        return new TrajectoryStore(store, bus);
+      },
       inject: [EVENT_STORE, MESSAGE_BUS],
     },
     { provide: TurnWriter, useFactory: (trajectories: TrajectoryStore) => new TurnWriter(trajectories), inject: [TrajectoryStore] },

@@ -10,6 +10,7 @@ import {
   TrajectoryWithTurns,
 } from '@robustrl/contracts';
 import { EventStore } from '@robustrl/store';
+import { REQUEST_MANAGER_MIGRATIONS } from './migrations';
 import { TrajectoriesController } from './trajectories.controller';
 import { RecordingBus, trajectory, turn } from '@robustrl/testing/trajectory-fixtures';
 import { TrajectoryStore } from './trajectory-store/trajectory-store';
@@ -21,7 +22,7 @@ describe('trajectories HTTP API', () => {
   let base: string;
 
   beforeAll(async () => {
-    store = await EventStore.open({ kind: 'pglite' });
+    store = await EventStore.open({ kind: 'pglite' }, { migrations: REQUEST_MANAGER_MIGRATIONS });
     const trajectories = new TrajectoryStore(store, new RecordingBus());
     const moduleRef = await Test.createTestingModule({
       controllers: [TrajectoriesController],

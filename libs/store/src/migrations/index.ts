@@ -1,6 +1,14 @@
+import { MigrationInterface } from 'typeorm';
 import { EventLog1763700000000 } from './0001-event-log';
 import { InboxOutbox1763800000000 } from './0002-inbox-outbox';
-import { TrajectoryStore1763900000000 } from './0003-trajectory-store';
 
-/** In order. Each is a TypeORM migration, run by TypeORM on PostgreSQL and on PGlite alike. */
-export const STORE_MIGRATIONS = [EventLog1763700000000, InboxOutbox1763800000000, TrajectoryStore1763900000000];
+/** A TypeORM migration class: its name ends in a JavaScript timestamp, which orders it among all others. */
+export type StoreMigration = new () => MigrationInterface;
+
+/**
+ * The store's own tables (event log, checkpoints, inbox, outbox), in order. Each is a TypeORM
+ * migration, run by TypeORM on PostgreSQL and on PGlite alike. A service's own tables are created by
+ * migrations the service owns and hands to the store (`EventStore.open(config, { migrations })` or
+ * `store.migrate(...)`); they share the migrations table, so each runs once per database.
+ */
+export const STORE_MIGRATIONS: readonly StoreMigration[] = [EventLog1763700000000, InboxOutbox1763800000000];

@@ -3,9 +3,10 @@ import { SpanStatusCode } from '@opentelemetry/api';
 import { MessageBus } from '@robustrl/bus';
 import { createCausedMessage, MessageOf, RobustrlMessage, Topics } from '@robustrl/contracts';
 import { Orchestrator } from '@robustrl/orchestrator';
-import { CommandExecutor } from '@robustrl/service-kit';
+import { CommandContext, CommandExecutor } from '@robustrl/service-kit';
 import { EventStore } from '@robustrl/store';
 import { tracer } from '@robustrl/telemetry';
+import { ControllerState } from '@robustrl/controller-domain';
 
 type ExecutedCommand = MessageOf<'ReplaceMachine' | 'RestartTask'>;
 
@@ -14,7 +15,16 @@ type ExecutedCommand = MessageOf<'ReplaceMachine' | 'RestartTask'>;
  * task. (In-place role restarts and promotions are carried out by the agents on the machines.)
  *
  * Each command is executed once (CommandExecutor), and the orchestrator is idempotent per command id
- * for a crash between acting and recording.
+ * for a crash between acting and recording. Everything it publishes (the outcome, the machine it
+ * isolated, the resumed job) leaves through its outbox.
+ *
+ * What it needs to know beyond the command, it reads without touching another module's tables:
+ * - the checkpoint a restarted task resumes from is the controller decider's `lastCheckpointStep`
+ *   (its state, folded from CheckpointSaved and resumes), the same value the decider puts on a
+ *   RestartTrainerGroup: one notion of "the checkpoint to reload", from the consumer that decided;
+ * - the job's shape (mode, machine counts, detection settings) to announce the resumed job with is
+ *   the job's latest JobStarted, through the store's typed read (`latestOfType`): neither the command
+ *   nor the decider's state carries it.
  */
 export class RecoveryExecutor {
   private readonly logger = new Logger('recovery-executor');
@@ -22,15 +32,17 @@ export class RecoveryExecutor {
   static readonly CONSUMER = 'controller-executor';
 
   constructor(
-    private readonly bus: MessageBus,
+    bus: MessageBus,
     private readonly store: EventStore,
     private readonly orchestrator: Orchestrator,
+    /** The job as the controller sees it now (its deciding consumer's state). */
+    private readonly controllerStateOf: (jobId: string) => ControllerState | undefined,
   ) {
     this.executor = new CommandExecutor<ExecutedCommand>(bus, store, {
       consumer: RecoveryExecutor.CONSUMER,
       topics: [Topics.control],
       types: ['ReplaceMachine', 'RestartTask'],
-      execute: (command) => this.carryOut(command),
+      execute: (command, context) => this.carryOut(command, context),
     });
   }
 
@@ -43,12 +55,12 @@ export class RecoveryExecutor {
     return this.executor.stop();
   }
 
-  private async carryOut(command: ExecutedCommand): Promise<RobustrlMessage[]> {
+  private async carryOut(command: ExecutedCommand, context: CommandContext): Promise<RobustrlMessage[]> {
     const started = Date.now();
     const span = tracer().startSpan(`execute ${command.type}`, { attributes: { 'robustrl.command_id': command.data.commandId, 'robustrl.orchestrator': this.orchestrator.kind } });
     const outcome: RobustrlMessage[] = [];
     try {
-      const result = await this.execute(command);
+      const result = await this.execute(command, context);
       outcome.push(...result.events);
       outcome.push(this.caused(command, 'RecoveryCommandSucceeded', {
         recoveryId: command.data.recoveryId,
@@ -77,40 +89,23 @@ export class RecoveryExecutor {
     return outcome;
   }
 
-  private async execute(command: ExecutedCommand): Promise<{ events: RobustrlMessage[]; newMachineId?: string }> {
+  private async execute(command: ExecutedCommand, context: CommandContext): Promise<{ events: RobustrlMessage[]; newMachineId?: string }> {
     const jobId = command.jobId;
     const operationId = command.data.commandId;
     if (command.type === 'RestartTask') {
       await this.orchestrator.restartTask({ operationId, jobId });
-      const previous = await this.lastJobStarted(jobId);
+      const previous = await this.store.latestOfType(jobId, 'JobStarted');
       if (!previous) return { events: [] };
-      const checkpoint = await this.lastCheckpoint(jobId);
+      const checkpoint = this.controllerStateOf(jobId)?.lastCheckpointStep ?? null;
       // The restarted task resumes from the last checkpoint: a fresh first iteration (paper §5.1.2 rule 1).
-      return { events: [this.caused(command, 'JobStarted', { ...previous, resumedFromStep: checkpoint })] };
+      return { events: [this.caused(command, 'JobStarted', { ...previous.data, resumedFromStep: checkpoint })] };
     }
     const d = command.data;
     await this.orchestrator.isolateMachine({ operationId: `${operationId}/isolate`, jobId, machineId: d.machineId, reason: `recovery ${d.recoveryId}` });
-    const isolated = this.caused(command, 'MachineDeregistered', { machineId: d.machineId, reason: `isolated by ${d.recoveryId}` });
-    await this.bus.publish(isolated);
+    // Announced before the replacement is requested, as soon as the machine is out.
+    await context.emit([this.caused(command, 'MachineDeregistered', { machineId: d.machineId, reason: `isolated by ${d.recoveryId}` })]);
     const fresh = await this.orchestrator.requestMachine({ operationId: `${operationId}/request`, jobId, role: d.role, zone: d.zone, hardwareClass: d.hardwareClass, replaces: d.machineId });
     return { events: [], newMachineId: fresh.machineId };
-  }
-
-  private async lastJobStarted(jobId: string): Promise<MessageOf<'JobStarted'>['data'] | null> {
-    const rows: Array<{ data: unknown }> = await this.store.dataSource.query(
-      `SELECT data FROM robustrl_event_log WHERE job_id = $1 AND type = 'JobStarted' ORDER BY global_position DESC LIMIT 1`,
-      [jobId],
-    );
-    const data = rows[0]?.data;
-    return data ? ((typeof data === 'string' ? JSON.parse(data) : data) as MessageOf<'JobStarted'>['data']) : null;
-  }
-
-  private async lastCheckpoint(jobId: string): Promise<number | null> {
-    const rows: Array<{ step: number | null }> = await this.store.dataSource.query(
-      `SELECT max((data->>'step')::int) AS step FROM robustrl_event_log WHERE job_id = $1 AND type = 'CheckpointSaved'`,
-      [jobId],
-    );
-    return rows[0]?.step ?? null;
   }
 
   private caused<T extends 'RecoveryCommandSucceeded' | 'RecoveryCommandFailed' | 'JobStarted' | 'MachineDeregistered'>(

@@ -185,7 +185,8 @@ export interface TrajectoryStoreOptions {
 /**
  * The request manager's trajectory store (paper §3, §5.2.2): every trajectory of an RL batch, turn by
  * turn, so a failed rollout's progress continues elsewhere and a restarted trainer fetches its batch.
- * Tables: migration 0003. SQL goes through the EventStore's data source, on PostgreSQL and PGlite alike.
+ * Tables: this service's own migration 0003 (`../migrations`, handed to the store that runs it). SQL goes
+ * through the EventStore's data source, on PostgreSQL and PGlite alike.
  *
  * Events: after a commit, `TrajectoryTurnAppended` (metadata only; content stays here) for each turn that
  * was new and `TrajectoryStatusChanged` for each status that changed — a repeated call publishes nothing.

@@ -1,4 +1,5 @@
 import { EventStore } from '@robustrl/store';
+import { REQUEST_MANAGER_MIGRATIONS } from '../migrations';
 import { RecordingBus, trajectory, turn } from '@robustrl/testing/trajectory-fixtures';
 import { TrajectoryStore } from './trajectory-store';
 import { TurnRejectedError, TurnWriter } from './turn-writer';
@@ -9,7 +10,7 @@ describe('TurnWriter', () => {
   let bus: RecordingBus;
 
   beforeAll(async () => {
-    store = await EventStore.open({ kind: 'pglite' });
+    store = await EventStore.open({ kind: 'pglite' }, { migrations: REQUEST_MANAGER_MIGRATIONS });
   });
   afterAll(() => store.close());
   beforeEach(async () => {

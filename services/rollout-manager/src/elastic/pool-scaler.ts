@@ -2,7 +2,7 @@ import { Logger } from '@nestjs/common';
 import { MessageBus } from '@robustrl/bus';
 import { createCausedMessage, MessageOf, RobustrlMessage, Topics } from '@robustrl/contracts';
 import { Orchestrator } from '@robustrl/orchestrator';
-import { CommandExecutor } from '@robustrl/service-kit';
+import { CommandContext, CommandExecutor } from '@robustrl/service-kit';
 import { EventStore } from '@robustrl/store';
 import { planScale, RolloutPoolState } from '@robustrl/rollout-manager-domain';
 
@@ -12,7 +12,8 @@ type Scale = MessageOf<'ScaleRolloutPool'>;
  * The elastic rollout pool (paper §3, ElasticRayWorkerGroup: create/destroy workers, scale up):
  * carries out ScaleRolloutPool through the orchestrator. Scaling down first announces each machine
  * leaving (MachineDeregistered), so the pool moves its trajectories to the machines that stay, then
- * releases it — gracefully, without cordoning a healthy node or replacing it.
+ * releases it — gracefully, without cordoning a healthy node or replacing it. The announcements and
+ * the outcome leave through the scaler's outbox (CommandExecutor), like everything the service emits.
  */
 export class PoolScaler {
   static readonly CONSUMER = 'rollout-manager-scaler';
@@ -20,7 +21,7 @@ export class PoolScaler {
   private readonly executor: CommandExecutor<Scale>;
 
   constructor(
-    private readonly bus: MessageBus,
+    bus: MessageBus,
     store: EventStore,
     private readonly orchestrator: Orchestrator,
     /** The pool as the rollout manager sees it now (its deciding consumer's state). */
@@ -30,7 +31,7 @@ export class PoolScaler {
       consumer: PoolScaler.CONSUMER,
       topics: [Topics.control],
       types: ['ScaleRolloutPool'],
-      execute: (command) => this.scale(command),
+      execute: (command, context) => this.scale(command, context),
     });
   }
 
@@ -42,7 +43,7 @@ export class PoolScaler {
     return this.executor.stop();
   }
 
-  private async scale(command: Scale): Promise<RobustrlMessage[]> {
+  private async scale(command: Scale, context: CommandContext): Promise<RobustrlMessage[]> {
     const started = Date.now();
     const d = command.data;
     const pool = this.poolOf(command.jobId);
@@ -58,11 +59,11 @@ export class PoolScaler {
     try {
       for (const machineId of plan.remove) {
         // Announced first: the pool reassigns the machine's trajectories before it goes.
-        await this.bus.publish(createCausedMessage('MachineDeregistered', { machineId, reason: `scaled down by ${d.commandId}: ${d.reason}` }, command, { source: 'rollout-manager', occurredAt: new Date().toISOString() }));
+        await context.emit([createCausedMessage('MachineDeregistered', { machineId, reason: `scaled down by ${d.commandId}: ${d.reason}` }, command, { source: 'rollout-manager', occurredAt: new Date().toISOString() })]);
         const released = await this.orchestrator.releaseMachine({ operationId: `${d.commandId}/release/${machineId}`, jobId: command.jobId, machineId, reason: d.reason });
         if (released !== machineId) {
           // A StatefulSet gives back its highest ordinal, whichever we asked for: that one leaves too.
-          await this.bus.publish(createCausedMessage('MachineDeregistered', { machineId: released, reason: `scaled down by ${d.commandId} (released in place of ${machineId})` }, command, { source: 'rollout-manager', occurredAt: new Date().toISOString() }));
+          await context.emit([createCausedMessage('MachineDeregistered', { machineId: released, reason: `scaled down by ${d.commandId} (released in place of ${machineId})` }, command, { source: 'rollout-manager', occurredAt: new Date().toISOString() })]);
         }
         removed.push(released);
       }
