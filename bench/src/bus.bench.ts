@@ -87,7 +87,10 @@ function parseOptions(argv: string[], env: NodeJS.ProcessEnv): Options {
 /** KAFKA_BROKERS, or start the local services (idempotent) and use what they print. */
 function resolveBrokers(): string[] {
   const raw = localServiceSetting('KAFKA_BROKERS', progress);
-  const brokers = raw.split(',').map((b) => b.trim()).filter(Boolean);
+  const brokers = raw
+    .split(',')
+    .map((b) => b.trim())
+    .filter(Boolean);
   if (brokers.length === 0) throw new Error(`KAFKA_BROKERS='${raw}' names no broker`);
   return brokers;
 }

@@ -59,7 +59,9 @@ for (const [label, target] of [
   for (let r = 0; r < repeats; r++) {
     const run = measure(target);
     runs.push(run);
-    process.stderr.write(`${target} run ${r + 1}/${repeats}: ${run.modules} modules, loaded in ${run.loadMs.toFixed(0)} ms, first event at ${run.firstEventMs.toFixed(0)} ms\n`);
+    process.stderr.write(
+      `${target} run ${r + 1}/${repeats}: ${run.modules} modules, loaded in ${run.loadMs.toFixed(0)} ms, first event at ${run.firstEventMs.toFixed(0)} ms\n`,
+    );
   }
   const firstEvent = median(runs.map((r) => r.firstEventMs));
   rows.push(

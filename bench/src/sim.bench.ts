@@ -45,7 +45,9 @@ for (const strategy of STRATEGIES) {
   }
   const wall = median(walls);
   totalWall += wall;
-  rows.push(`| ${strategy} | ${(simulated / 3600).toFixed(2)} h | ${wall.toFixed(2)} s | ${Math.round(simulated / wall).toLocaleString('en-US')}x | ${Math.round(messages / wall).toLocaleString('en-US')} |`);
+  rows.push(
+    `| ${strategy} | ${(simulated / 3600).toFixed(2)} h | ${wall.toFixed(2)} s | ${Math.round(simulated / wall).toLocaleString('en-US')}x | ${Math.round(messages / wall).toLocaleString('en-US')} |`,
+  );
 }
 const gpus = (scenario.cluster.trainerMachines + scenario.cluster.rolloutMachines) * scenario.cluster.gpusPerMachine;
 process.stdout.write(

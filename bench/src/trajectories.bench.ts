@@ -166,7 +166,9 @@ async function main(): Promise<void> {
     const trajectories = new TrajectoryStore(store); // no bus: this measures the store
     const jobId = `bench-${Date.now().toString(36)}`;
     const n = opts.trajectories * opts.turns;
-    const bytes = buildTurns('probe', opts).flat().reduce((sum, t) => sum + JSON.stringify(t.content).length, 0);
+    const bytes = buildTurns('probe', opts)
+      .flat()
+      .reduce((sum, t) => sum + JSON.stringify(t.content).length, 0);
     progress(
       `${opts.trajectories} trajectories × ${opts.turns} turns = ${n} turns per run (${(bytes / n / 1024).toFixed(2)} KiB content on average), ` +
         `1 warm-up + ${opts.repeats} runs per variant; database ${dbName} on PostgreSQL ${serverVersion}`,
@@ -215,7 +217,8 @@ async function main(): Promise<void> {
       const batch = await trajectories.completedOfBatch(jobId, lastWriterRun, { currentWeightVersion: 4, acceptance: { maxStaleness: 1 } });
       const storeMs = performance.now() - t0;
       const got = batch.trajectories.reduce((s, t) => s + t.turns.length, 0);
-      if (batch.trajectories.length !== opts.trajectories || got !== n) throw new Error(`fetch returned ${batch.trajectories.length} trajectories / ${got} turns`);
+      if (batch.trajectories.length !== opts.trajectories || got !== n)
+        throw new Error(`fetch returned ${batch.trajectories.length} trajectories / ${got} turns`);
       t0 = performance.now();
       const raw = await plain.query(
         `SELECT t.trajectory_id, t.prompt, u.turn_index, u.kind, u.content, u.rollout_id, u.weight_version, u.tokens

@@ -64,9 +64,17 @@ async function bringUpOnce(n: number, mode: BringUpResult['mode'], opts: BringUp
       command: process.execPath,
       args: [AGENT_MAIN],
       env: {
-        KAFKA_BROKERS: opts.brokers.join(','), ROBUSTRL_TOPIC_PREFIX: topicPrefix, DATABASE_URL: database.url,
-        ROBUSTRL_JOB_ID: m.jobId, ROBUSTRL_MACHINE_ID: m.machineId, ROBUSTRL_ROLE: m.role, ROBUSTRL_GPUS: '1', ROBUSTRL_AGENT_PORT: '0',
-        ROBUSTRL_GPU_SOURCE: 'emulated', ROBUSTRL_GPU_SAMPLE_SECONDS: '30', ROBUSTRL_WEIGHTS_PORT: '0',
+        KAFKA_BROKERS: opts.brokers.join(','),
+        ROBUSTRL_TOPIC_PREFIX: topicPrefix,
+        DATABASE_URL: database.url,
+        ROBUSTRL_JOB_ID: m.jobId,
+        ROBUSTRL_MACHINE_ID: m.machineId,
+        ROBUSTRL_ROLE: m.role,
+        ROBUSTRL_GPUS: '1',
+        ROBUSTRL_AGENT_PORT: '0',
+        ROBUSTRL_GPU_SOURCE: 'emulated',
+        ROBUSTRL_GPU_SAMPLE_SECONDS: '30',
+        ROBUSTRL_WEIGHTS_PORT: '0',
         ROBUSTRL_WEIGHTS_CHUNK_MIB: String(Math.min(opts.bucketMiB, 4)),
         ROBUSTRL_WEIGHTS_MAX_MIB_PER_SECOND: String(opts.linkMiBPerSecond),
       },
@@ -74,13 +82,22 @@ async function bringUpOnce(n: number, mode: BringUpResult['mode'], opts: BringUp
   });
   process.env.ROBUSTRL_WEIGHT_RELAYS = mode === 'relays' ? 'on' : 'off';
   const service = await runService(
-    { serviceName: 'bench-weights', bus: { adapter: 'kafka', brokers: opts.brokers, clientId: 'bench-weights', topicPrefix }, store: { kind: 'postgres', url: database.url }, httpPort: 0 },
+    {
+      serviceName: 'bench-weights',
+      bus: { adapter: 'kafka', brokers: opts.brokers, clientId: 'bench-weights', topicPrefix },
+      store: { kind: 'postgres', url: database.url },
+      httpPort: 0,
+    },
     [WeightRegistryModule],
     { logLevels: ['error'] },
   );
   const seen: RobustrlMessage[] = [];
   const bus = service.app.get<MessageBus>(MESSAGE_BUS);
-  const observer = await bus.subscribe({ groupId: 'bench-observer', topics: [Topics.membership, Topics.weights], handler: async (d) => void seen.push(d.message) });
+  const observer = await bus.subscribe({
+    groupId: 'bench-observer',
+    topics: [Topics.membership, Topics.weights],
+    handler: async (d) => void seen.push(d.message),
+  });
   const of = <T extends RobustrlMessage['type']>(type: T) => seen.filter((m): m is MessageOf<T> => m.jobId === jobId && m.type === type);
   const until = async (what: string, done: () => boolean, timeoutMs: number) => {
     const deadline = Date.now() + timeoutMs;
@@ -93,7 +110,13 @@ async function bringUpOnce(n: number, mode: BringUpResult['mode'], opts: BringUp
     }
   };
   try {
-    await bus.publish(createMessage('JobStarted', { mode: 'sync', resumedFromStep: null, trainerMachines: 1, rolloutMachines: n }, { jobId, source: 'bench', occurredAt: new Date().toISOString() }));
+    await bus.publish(
+      createMessage(
+        'JobStarted',
+        { mode: 'sync', resumedFromStep: null, trainerMachines: 1, rolloutMachines: n },
+        { jobId, source: 'bench', occurredAt: new Date().toISOString() },
+      ),
+    );
     const machines: MachineSpec[] = [
       { machineId: 'trainer-0', role: 'trainer', zone: 'z', hardwareClass: 'bench' },
       ...Array.from({ length: n }, (_, i): MachineSpec => ({ machineId: `rollout-${i}`, role: 'rollout', zone: 'z', hardwareClass: 'bench' })),
@@ -112,11 +135,20 @@ async function bringUpOnce(n: number, mode: BringUpResult['mode'], opts: BringUp
       body: JSON.stringify({ version: 1, step: 0, shmName, bucketSizes: Array(opts.buckets).fill(bucketBytes) }),
     });
     if (res.status !== 202) throw new Error(`publish failed: ${res.status} ${await res.text()}`);
-    await until(`${n} rollouts holding version 1`, () => new Set(of('RelayJoined').map((m) => m.data.instanceId)).size >= n, Number(process.env.BENCH_WAIT_MS ?? 300_000));
+    await until(
+      `${n} rollouts holding version 1`,
+      () => new Set(of('RelayJoined').map((m) => m.data.instanceId)).size >= n,
+      Number(process.env.BENCH_WAIT_MS ?? 300_000),
+    );
     const published = Date.parse(of('WeightVersionPublished')[0].occurredAt);
     const last = Math.max(...of('RelayJoined').map((m) => Date.parse(m.occurredAt)));
     const completed = of('WeightPullCompleted');
-    if (of('WeightPullFailed').length) throw new Error(`pulls failed: ${of('WeightPullFailed').map((m) => m.data.reason).join('; ')}`);
+    if (of('WeightPullFailed').length)
+      throw new Error(
+        `pulls failed: ${of('WeightPullFailed')
+          .map((m) => m.data.reason)
+          .join('; ')}`,
+      );
     return {
       rollouts: n,
       mode,

@@ -233,7 +233,13 @@ function tailNote(text: string): string {
   const crash = lines.findIndex((l) => /Caught signal/.test(l));
   const pick =
     crash >= 0
-      ? [lines[crash], ...lines.slice(crash + 1).filter((l) => /^\s*\d+\s/.test(l)).slice(0, 6)]
+      ? [
+          lines[crash],
+          ...lines
+            .slice(crash + 1)
+            .filter((l) => /^\s*\d+\s/.test(l))
+            .slice(0, 6),
+        ]
       : lines.slice(-3);
   const t = pick
     .map((l) => l.trim().replace(/\s+/g, ' '))
@@ -450,7 +456,12 @@ export interface PerftestLine {
 export function parsePerftest(output: string): PerftestLine | null {
   const rows = output
     .split('\n')
-    .map((l) => l.replace(/^\s*Final:/, '').trim().split(/\s+/))
+    .map((l) =>
+      l
+        .replace(/^\s*Final:/, '')
+        .trim()
+        .split(/\s+/),
+    )
     .filter((f) => f.length === 8 && /^\d+$/.test(f[0]) && f.every((x) => /^([\d.]+|inf|-?nan)$/i.test(x)));
   const f = rows.at(-1);
   if (!f) return null;
@@ -620,7 +631,9 @@ export async function measureSingleLink(opts: SingleLinkOptions = {}): Promise<L
   const sizeLabel = sizeBytes % MIB === 0 ? `${sizeBytes / MIB} MiB` : `${sizeBytes} B`;
 
   const ucxEnv = Object.fromEntries(
-    Object.entries(process.env).filter((e): e is [string, string] => e[0].startsWith('UCX_') && !['UCX_TLS', 'UCX_LOG_FILE'].includes(e[0]) && e[1] !== undefined),
+    Object.entries(process.env).filter(
+      (e): e is [string, string] => e[0].startsWith('UCX_') && !['UCX_TLS', 'UCX_LOG_FILE'].includes(e[0]) && e[1] !== undefined,
+    ),
   );
   // UCX logs (warnings such as "unused env variable") go to stdout by default, where they would mix with
   // the bench's tables/JSON and with ucx_perftest's numbers. Unless told otherwise, send them to stderr:
@@ -630,9 +643,7 @@ export async function measureSingleLink(opts: SingleLinkOptions = {}): Promise<L
   for (const transport of transports) {
     const spec = LINK_TRANSPORTS[transport];
     const tag = `${transport}`;
-    progress(
-      `${tag}: ${rounds} rounds of ${warmup} warm-up + ${iterations} × ${sizeLabel} per tool; UCX_TLS=${spec.tls}, module on the ${spec.endpoint} ep`,
-    );
+    progress(`${tag}: ${rounds} rounds of ${warmup} warm-up + ${iterations} × ${sizeLabel} per tool; UCX_TLS=${spec.tls}, module on the ${spec.endpoint} ep`);
     const mod: ModuleRound[] = [];
     const pt: PerftestRound[] = [];
     const mc: Round[] = [];
@@ -753,7 +764,11 @@ export function formatSingleLink(results: readonly LinkResult[]): string {
     `One GET (or copy) of ${size} at a time; ${r0.rounds} interleaved rounds of ${r0.warmup} warm-up + ${r0.iterations} timed per tool. ` +
       'MiB/s as median (of the round medians) / best / mean; ratios: median of the per-round ratios (min–max).',
     ...(Object.keys(r0.ucxEnv).length
-      ? [`UCX settings from the environment, applied to both the module and ucx_perftest: ${Object.entries(r0.ucxEnv).map(([k, v]) => `${k}=${v}`).join(' ')}.`]
+      ? [
+          `UCX settings from the environment, applied to both the module and ucx_perftest: ${Object.entries(r0.ucxEnv)
+            .map(([k, v]) => `${k}=${v}`)
+            .join(' ')}.`,
+        ]
       : []),
     '',
     '| transport | UCX_TLS | module | ucx_perftest | memcpy | module / ucx_perftest | module / memcpy |',

@@ -77,7 +77,8 @@ function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv): Options 
     'link-mib-per-s': { env: 'BENCH_LINK_MIB_PER_S', fallback: 128, min: 0, placeholder: 'L' },
   });
   const rollouts = (rolloutsArg ?? env.BENCH_ROLLOUTS ?? '1,2,4,8').split(',').map((x) => Number(x.trim()));
-  if (!rollouts.length || rollouts.some((n) => !Number.isInteger(n) || n < 1)) throw new Error(`--rollouts (or BENCH_ROLLOUTS) must list whole numbers ≥ 1, got '${rolloutsArg ?? env.BENCH_ROLLOUTS}'`);
+  if (!rollouts.length || rollouts.some((n) => !Number.isInteger(n) || n < 1))
+    throw new Error(`--rollouts (or BENCH_ROLLOUTS) must list whole numbers ≥ 1, got '${rolloutsArg ?? env.BENCH_ROLLOUTS}'`);
   const list = (transportsArg ?? env.BENCH_TRANSPORTS ?? 'shm,tcp')
     .split(',')
     .map((s) => s.trim())

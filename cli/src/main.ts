@@ -2,9 +2,7 @@ import { Command, InvalidArgumentError } from 'commander';
 import { runSimulateCommand, SimulateArgs, UsageError } from './simulate-command';
 import { DEFAULT_TAIL_TOPICS, tail } from './tail';
 
-const program = new Command()
-  .name('robustrl')
-  .description('robustrl: role-based fault tolerance for LLM RL post-training jobs');
+const program = new Command().name('robustrl').description('robustrl: role-based fault tolerance for LLM RL post-training jobs');
 
 program
   .command('tail')
@@ -21,7 +19,10 @@ program
   .option('--brokers <list>', 'Kafka bootstrap servers, comma separated (default: $KAFKA_BROKERS)')
   .option('--topic-prefix <prefix>', 'topic prefix of the deployment (default: $ROBUSTRL_TOPIC_PREFIX)')
   .action(async (opts: { topic?: string[]; job?: string; json: boolean; fromBeginning: boolean; limit?: number; brokers?: string; topicPrefix?: string }) => {
-    const brokers = (opts.brokers ?? process.env.KAFKA_BROKERS ?? '').split(',').map((b) => b.trim()).filter(Boolean);
+    const brokers = (opts.brokers ?? process.env.KAFKA_BROKERS ?? '')
+      .split(',')
+      .map((b) => b.trim())
+      .filter(Boolean);
     if (brokers.length === 0) {
       program.error('no Kafka brokers: pass --brokers host:port or set KAFKA_BROKERS (deploy/local/services.sh env prints the local one)');
     }

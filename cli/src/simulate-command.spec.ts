@@ -49,13 +49,17 @@ describe('robustrl simulate', () => {
 
   it('says what is wrong with bad arguments', async () => {
     const c = capture();
-    await expect(runSimulateCommand({}, c.io)).rejects.toThrow(new UsageError('--scenario <name|file.json> (or --all) is required (robustrl simulate --list shows the built-in ones)'));
+    await expect(runSimulateCommand({}, c.io)).rejects.toThrow(
+      new UsageError('--scenario <name|file.json> (or --all) is required (robustrl simulate --list shows the built-in ones)'),
+    );
     await expect(runSimulateCommand({ scenario: 'nope' }, c.io)).rejects.toThrow(/no built-in scenario 'nope'/);
     await expect(runSimulateCommand({ scenario: file, strategies: 'robustrl,magic' }, c.io)).rejects.toThrow(/unknown strategy magic/);
     await expect(runSimulateCommand({ scenario: file, seed: '-1' }, c.io)).rejects.toThrow(/--seed must be an integer/);
     const broken = join(dir, 'broken.json');
     writeFileSync(broken, JSON.stringify({ ...mainJobScenario(3), steps: -4 }));
-    await expect(runSimulateCommand({ scenario: broken }, c.io)).rejects.toThrow(/broken\.json is not a valid simulation scenario:\n {2}steps: [\s\S]*schemas\/simulation\/scenario\.schema\.json/);
+    await expect(runSimulateCommand({ scenario: broken }, c.io)).rejects.toThrow(
+      /broken\.json is not a valid simulation scenario:\n {2}steps: [\s\S]*schemas\/simulation\/scenario\.schema\.json/,
+    );
     const notJson = join(dir, 'x.json');
     writeFileSync(notJson, '{');
     await expect(runSimulateCommand({ scenario: notJson }, c.io)).rejects.toThrow(/x\.json is not JSON/);

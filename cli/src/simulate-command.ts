@@ -45,7 +45,8 @@ export async function runSimulateCommand(args: SimulateArgs, io: SimulateIo): Pr
     seed,
     strategies,
     // Long runs show progress on stderr (stdout stays the table or the JSON).
-    onProgress: (strategy, simulatedSeconds, steps) => io.err(`  ${strategy}: ${(simulatedSeconds / 3600).toFixed(0)} h simulated, ${steps}/${scenario.steps} steps`),
+    onProgress: (strategy, simulatedSeconds, steps) =>
+      io.err(`  ${strategy}: ${(simulatedSeconds / 3600).toFixed(0)} h simulated, ${steps}/${scenario.steps} steps`),
   });
   io.err(`simulated ${scenario.name} (${strategies.join(', ')}, seed ${seed}) in ${((Date.now() - started) / 1000).toFixed(1)} s`);
   if (args.json) io.out(JSON.stringify(report, null, 2));
@@ -89,13 +90,15 @@ export function reproductionTable(reports: readonly SimulationReport[]): string 
   const lines = [`| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`];
   for (const r of reports) {
     const c = r.comparison;
-    lines.push(`| ${[
-      r.scenario.name,
-      ...r.strategies.map((s) => `${(s.wallClockSeconds / 3600).toFixed(2)} h`),
-      ...r.strategies.map((s) => `${(s.ettr * 100).toFixed(1)} %`),
-      c ? `${(c.timeSavedFraction * 100).toFixed(1)} %` : '-',
-      c ? `${c.ettrGain >= 0 ? '+' : ''}${(c.ettrGain * 100).toFixed(1)} pt` : '-',
-    ].join(' | ')} |`);
+    lines.push(
+      `| ${[
+        r.scenario.name,
+        ...r.strategies.map((s) => `${(s.wallClockSeconds / 3600).toFixed(2)} h`),
+        ...r.strategies.map((s) => `${(s.ettr * 100).toFixed(1)} %`),
+        c ? `${(c.timeSavedFraction * 100).toFixed(1)} %` : '-',
+        c ? `${c.ettrGain >= 0 ? '+' : ''}${(c.ettrGain * 100).toFixed(1)} pt` : '-',
+      ].join(' | ')} |`,
+    );
   }
   return lines.join('\n');
 }
@@ -127,9 +130,13 @@ export function loadScenario(nameOrFile: string): Scenario {
 
 function parseStrategies(list: string | undefined): Strategy[] {
   if (!list) return [...STRATEGIES];
-  const names = list.split(',').map((s) => s.trim()).filter(Boolean);
+  const names = list
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   const bad = names.filter((n) => !(STRATEGIES as readonly string[]).includes(n));
-  if (bad.length > 0 || names.length === 0) throw new UsageError(`unknown strategy ${bad.join(', ') || '(none)'}: expected a comma-separated list of ${STRATEGIES.join(', ')}`);
+  if (bad.length > 0 || names.length === 0)
+    throw new UsageError(`unknown strategy ${bad.join(', ') || '(none)'}: expected a comma-separated list of ${STRATEGIES.join(', ')}`);
   return [...new Set(names)] as Strategy[];
 }
 
@@ -153,13 +160,18 @@ export function comparisonTable(report: SimulationReport): string {
       String(r.faults),
       String(r.restarts),
       `${(r.lostRolloutSeconds / 3600).toFixed(2)} machine-h`,
-      r.downtimeByCategory.filter((c) => c.gpuHours > 0).map((c) => `${c.category} ${c.gpuHours.toFixed(1)}`).join(', ') || '-',
+      r.downtimeByCategory
+        .filter((c) => c.gpuHours > 0)
+        .map((c) => `${c.category} ${c.gpuHours.toFixed(1)}`)
+        .join(', ') || '-',
     ]),
   ];
   const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
   const lines = rows.map((r) => r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i]))).join('  '));
   lines.splice(1, 0, widths.map((w, i) => '-'.repeat(i === widths.length - 1 ? Math.min(w, 40) : w)).join('  '));
   const c = report.comparison;
-  const tail = c ? `robustrl vs task-restart: ${(c.timeSavedFraction * 100).toFixed(1)} % less end-to-end time, ETTR ${c.ettrGain >= 0 ? '+' : ''}${(c.ettrGain * 100).toFixed(1)} points` : '';
+  const tail = c
+    ? `robustrl vs task-restart: ${(c.timeSavedFraction * 100).toFixed(1)} % less end-to-end time, ETTR ${c.ettrGain >= 0 ? '+' : ''}${(c.ettrGain * 100).toFixed(1)} points`
+    : '';
   return [head, '', ...lines, ...(tail ? ['', tail] : [])].join('\n');
 }

@@ -45,7 +45,9 @@ export const Scenario = z
     restart: z.object({
       machineSchedulingSeconds: seconds.describe('a replacement machine is scheduled (paper §7.3: 30 s)'),
       containerStartSeconds: seconds.describe('container start of a replacement machine (paper §7.3: under 30 s)'),
-      instanceRestartSeconds: seconds.describe('in-place restart of every instance of a task: container restart and library installation (paper Fig. 14 "restart instance")'),
+      instanceRestartSeconds: seconds.describe(
+        'in-place restart of every instance of a task: container restart and library installation (paper Fig. 14 "restart instance")',
+      ),
       engineStartSeconds: seconds.describe('inference engine start of a rollout (paper §7.3: 49 s for 32B)'),
       rolloutInitSeconds: seconds.describe('rollout initialisation after the engine (task restart only)'),
       checkpointLoadSeconds: seconds,

@@ -35,7 +35,11 @@ describe('simulator', () => {
     expect(seen.get('weight-registry:WeightPullAssigned')).toBeGreaterThan(0);
     expect(seen.get('detector:HeartbeatProbeRequested')).toBeGreaterThan(0);
     expect([...seen.keys()].some((k) => k.startsWith('sim:') || k.startsWith('agent:'))).toBe(true);
-    expect([...seen.keys()].filter((k) => k.endsWith(':RecoveryDecided') || k.endsWith(':FaultConfirmed')).every((k) => k.startsWith('controller:') || k.startsWith('detector:'))).toBe(true);
+    expect(
+      [...seen.keys()]
+        .filter((k) => k.endsWith(':RecoveryDecided') || k.endsWith(':FaultConfirmed'))
+        .every((k) => k.startsWith('controller:') || k.startsWith('detector:')),
+    ).toBe(true);
     expect(r.faults).toBeGreaterThan(0);
     expect(r.restarts).toBeGreaterThan(0);
   });
@@ -62,7 +66,9 @@ describe('simulator', () => {
 
   it('more faults never raise ETTR', () => {
     for (const strategy of ['task-restart', 'robustrl'] as const) {
-      const ettrs = [null, 0.5, 0.25, 0.125].map((every) => runStrategy(smallJob({ steps: 16, faults: { trainerEveryStepsFraction: every, rolloutFaultsPerMachineHour: 0 } }), strategy, 5).ettr);
+      const ettrs = [null, 0.5, 0.25, 0.125].map(
+        (every) => runStrategy(smallJob({ steps: 16, faults: { trainerEveryStepsFraction: every, rolloutFaultsPerMachineHour: 0 } }), strategy, 5).ettr,
+      );
       for (let i = 1; i < ettrs.length; i++) expect(ettrs[i]).toBeLessThanOrEqual(ettrs[i - 1]);
       expect(ettrs[3]).toBeLessThan(ettrs[0]);
     }
@@ -95,9 +101,19 @@ describe('simulator', () => {
 
   it('built-in scenarios name a source for what they assume', () => {
     const all = builtInScenarios();
-    expect(all.map((s) => s.name)).toEqual(expect.arrayContaining(['qwen3-8b-math-sync', 'qwen3-8b-math-semi-sync', 'qwen3-8b-math-async', 'qwen3-32b-math-semi-sync', 'qwen3-32b-swe-async']));
+    expect(all.map((s) => s.name)).toEqual(
+      expect.arrayContaining(['qwen3-8b-math-sync', 'qwen3-8b-math-semi-sync', 'qwen3-8b-math-async', 'qwen3-32b-math-semi-sync', 'qwen3-32b-swe-async']),
+    );
     for (const s of all) {
-      for (const key of ['cluster', 'steps', 'batch', 'rollout.responseSeconds', 'training.stepSeconds', 'restart.instanceRestartSeconds', 'faults.trainerEveryStepsFraction']) {
+      for (const key of [
+        'cluster',
+        'steps',
+        'batch',
+        'rollout.responseSeconds',
+        'training.stepSeconds',
+        'restart.instanceRestartSeconds',
+        'faults.trainerEveryStepsFraction',
+      ]) {
         expect(s.sources[key]).toMatch(/paper|assumed/);
       }
     }
@@ -106,7 +122,9 @@ describe('simulator', () => {
   it('rejects an invalid scenario with the field that is wrong', () => {
     const bad = { ...smallJob(), steps: 0, rollout: { ...smallJob().rollout, turns: { min: 3, max: 1 } } };
     expect(() => parseScenario(bad, 'my.json')).toThrow(/my\.json is not a valid simulation scenario:\n {2}steps:/);
-    expect(() => parseScenario({ ...smallJob(), rollout: { ...smallJob().rollout, turns: { min: 3, max: 1 } } }, 'my.json')).toThrow(/turns\.max must be at least/);
+    expect(() => parseScenario({ ...smallJob(), rollout: { ...smallJob().rollout, turns: { min: 3, max: 1 } } }, 'my.json')).toThrow(
+      /turns\.max must be at least/,
+    );
   });
 });
 

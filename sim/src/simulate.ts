@@ -56,9 +56,10 @@ export function simulate(scenario: Scenario, options: SimulateOptions = {}): Sim
     },
     seed,
     strategies: results,
-    comparison: task && robust
-      ? { timeSavedFraction: round4((task.wallClockSeconds - robust.wallClockSeconds) / task.wallClockSeconds), ettrGain: round4(robust.ettr - task.ettr) }
-      : null,
+    comparison:
+      task && robust
+        ? { timeSavedFraction: round4((task.wallClockSeconds - robust.wallClockSeconds) / task.wallClockSeconds), ettrGain: round4(robust.ettr - task.ettr) }
+        : null,
   };
 }
 
@@ -66,7 +67,13 @@ export function runStrategy(scenario: Scenario, strategy: Strategy, seed: number
   const kernel = new SimKernel(`sim-${scenario.name}-${strategy}`, { validate: options.validateMessages });
   const hosts = [
     new DeciderHost(kernel, 'detector', createDetectorDecider({ defaults: PAPER_DETECTION_DEFAULTS }), DETECTOR_INPUT_TYPES, TICK_MS),
-    new DeciderHost(kernel, 'controller', createControllerDecider({ policy: strategy === 'task-restart' ? 'task-restart' : 'role-based' }), CONTROLLER_INPUT_TYPES, TICK_MS),
+    new DeciderHost(
+      kernel,
+      'controller',
+      createControllerDecider({ policy: strategy === 'task-restart' ? 'task-restart' : 'role-based' }),
+      CONTROLLER_INPUT_TYPES,
+      TICK_MS,
+    ),
     new DeciderHost(kernel, 'rollout-manager', createRolloutPoolDecider(), ROLLOUT_POOL_INPUT_TYPES, null),
     new DeciderHost(kernel, 'weight-registry', createWeightRegistryDecider(), WEIGHT_REGISTRY_INPUT_TYPES, null),
   ];
@@ -91,7 +98,9 @@ export function runStrategy(scenario: Scenario, strategy: Strategy, seed: number
     return cluster.finishedAt !== null;
   }, start + MAX_VIRTUAL_MS);
   if (!finished) {
-    throw new Error(`${scenario.name}/${strategy}: the job did not finish (${cluster.stepsDone}/${scenario.steps} steps after ${Math.round((kernel.now - start) / 3_600_000)} simulated hours); the scenario or the recovery is stuck`);
+    throw new Error(
+      `${scenario.name}/${strategy}: the job did not finish (${cluster.stepsDone}/${scenario.steps} steps after ${Math.round((kernel.now - start) / 3_600_000)} simulated hours); the scenario or the recovery is stuck`,
+    );
   }
   // Account up to the end of the job (the last event may be earlier).
   const end = cluster.finishedAt!;
@@ -121,7 +130,9 @@ function restartBreakdown(cluster: EmulatedCluster): StrategyResult['restartBrea
     .map((kind) => {
       const rs = cluster.restarts.filter((r) => r.kind === kind);
       const stages = new Map<RestartStageSeconds['stage'], number>();
-      for (const r of rs) for (const [stage, s] of Object.entries(r.stages)) stages.set(stage as RestartStageSeconds['stage'], (stages.get(stage as RestartStageSeconds['stage']) ?? 0) + s);
+      for (const r of rs)
+        for (const [stage, s] of Object.entries(r.stages))
+          stages.set(stage as RestartStageSeconds['stage'], (stages.get(stage as RestartStageSeconds['stage']) ?? 0) + s);
       return { kind, count: rs.length, stages: [...stages.entries()].map(([stage, total]) => ({ stage, seconds: round4(total / Math.max(1, rs.length)) })) };
     })
     .filter((b) => b.count > 0);

@@ -14,7 +14,11 @@ describe('layering: dependency arrows point down', () => {
   it('every workspace package belongs to a layer', () => {
     const { workspaces } = require(join(ROOT, 'package.json')) as { workspaces: string[] };
     const layered = LAYERS.flatMap((l) => l.folders);
-    for (const pattern of workspaces) expect({ pattern, layered: layered.some((f) => f === pattern || f.startsWith(`${pattern}/`) || (pattern.endsWith('/*') && f.startsWith(pattern.slice(0, -1)))) }).toEqual({ pattern, layered: true });
+    for (const pattern of workspaces)
+      expect({
+        pattern,
+        layered: layered.some((f) => f === pattern || f.startsWith(`${pattern}/`) || (pattern.endsWith('/*') && f.startsWith(pattern.slice(0, -1)))),
+      }).toEqual({ pattern, layered: true });
   });
 
   it('sees imports, re-exports, requires and dynamic imports', () => {
@@ -31,19 +35,27 @@ describe('layering: dependency arrows point down', () => {
     beforeAll(() => {
       root = mkdtempSync(join(tmpdir(), 'robustrl-layering-'));
       write('libs/contracts/package.json', '{"name":"@x/contracts"}');
-      write('libs/contracts/src/index.ts', "export const x = 1;\n");
+      write('libs/contracts/src/index.ts', 'export const x = 1;\n');
       write('domain/detector/package.json', '{"name":"@x/detector-domain"}');
-      write('domain/detector/src/index.ts', "import { Injectable } from '@nestjs/common';\nimport { y } from '@x/detector';\nimport { x } from '@x/contracts';\n");
+      write(
+        'domain/detector/src/index.ts',
+        "import { Injectable } from '@nestjs/common';\nimport { y } from '@x/detector';\nimport { x } from '@x/contracts';\n",
+      );
       write('domain/detector/src/ok.spec.ts', "import { y } from '@x/detector';\n");
       write('services/detector/package.json', '{"name":"@x/detector"}');
-      write('services/detector/src/index.ts', "export const y = 2;\n");
+      write('services/detector/src/index.ts', 'export const y = 2;\n');
       write('libs/bus/package.json', '{"name":"@x/bus"}');
-      write('libs/bus/src/index.ts', "import { y } from '@x/detector';\nimport { z } from '../../../services/detector/src/index';\nimport { Kafka } from 'kafkajs';\n");
+      write(
+        'libs/bus/src/index.ts',
+        "import { y } from '@x/detector';\nimport { z } from '../../../services/detector/src/index';\nimport { Kafka } from 'kafkajs';\n",
+      );
     });
     afterAll(() => rmSync(root, { recursive: true, force: true }));
 
     it('a domain module importing NestJS or a service, a lib importing a service or reaching out of its package', () => {
-      const rules = checkLayering(root).map((v) => `${v.file}: ${v.specifier}`).sort();
+      const rules = checkLayering(root)
+        .map((v) => `${v.file}: ${v.specifier}`)
+        .sort();
       expect(rules).toEqual([
         'domain/detector/src/index.ts: @nestjs/common',
         'domain/detector/src/index.ts: @x/detector',
@@ -57,10 +69,17 @@ describe('layering: dependency arrows point down', () => {
 describe('the simulator loads without the services', () => {
   it('requiring the built @robustrl/sim loads no framework or client module', () => {
     const loaded: string[] = JSON.parse(
-      execFileSync(process.execPath, ['-e', "require('@robustrl/sim'); process.stdout.write(JSON.stringify(Object.keys(require.cache)))"], { cwd: ROOT, encoding: 'utf8' }),
+      execFileSync(process.execPath, ['-e', "require('@robustrl/sim'); process.stdout.write(JSON.stringify(Object.keys(require.cache)))"], {
+        cwd: ROOT,
+        encoding: 'utf8',
+      }),
     );
-    const packages = new Set(loaded.map((p) => /node_modules[\\/]((?:@[^\\/]+[\\/])?[^\\/]+)/.exec(p)?.[1]?.replace('\\', '/')).filter((p): p is string => !!p));
+    const packages = new Set(
+      loaded.map((p) => /node_modules[\\/]((?:@[^\\/]+[\\/])?[^\\/]+)/.exec(p)?.[1]?.replace('\\', '/')).filter((p): p is string => !!p),
+    );
     expect([...packages].filter((p) => FORBIDDEN_IN_PURE_CODE.some((re) => re.test(p)))).toEqual([]);
-    expect([...packages].filter((p) => /^@robustrl\/(detector|controller|rollout-manager|weight-registry|request-manager|agent|embedded)$/.test(p))).toEqual([]);
+    expect([...packages].filter((p) => /^@robustrl\/(detector|controller|rollout-manager|weight-registry|request-manager|agent|embedded)$/.test(p))).toEqual(
+      [],
+    );
   });
 });

@@ -40,10 +40,25 @@ export const LAYERS: readonly Layer[] = [
   { name: 'kernel', folders: ['libs/contracts', 'libs/domain-kit'], mayImport: ['kernel'], pure: true },
   { name: 'domain', folders: ['domain/*'], mayImport: ['kernel', 'domain'], pure: true },
   { name: 'native', folders: ['native/*'], mayImport: [], pure: true },
-  { name: 'infrastructure', folders: ['libs/bus', 'libs/store', 'libs/telemetry', 'libs/service-kit', 'libs/orchestrator'], mayImport: ['kernel', 'infrastructure'], pure: false },
+  {
+    name: 'infrastructure',
+    folders: ['libs/bus', 'libs/store', 'libs/telemetry', 'libs/service-kit', 'libs/orchestrator'],
+    mayImport: ['kernel', 'infrastructure'],
+    pure: false,
+  },
   { name: 'simulator', folders: ['sim'], mayImport: ['kernel', 'domain'], pure: true },
-  { name: 'services', folders: ['services/detector', 'services/controller', 'services/request-manager', 'services/rollout-manager', 'services/weight-registry', 'services/agent'], mayImport: ['kernel', 'domain', 'native', 'infrastructure'], pure: false },
-  { name: 'composition', folders: ['services/embedded', 'cli', 'bench'], mayImport: ['kernel', 'domain', 'native', 'infrastructure', 'simulator', 'services', 'composition'], pure: false },
+  {
+    name: 'services',
+    folders: ['services/detector', 'services/controller', 'services/request-manager', 'services/rollout-manager', 'services/weight-registry', 'services/agent'],
+    mayImport: ['kernel', 'domain', 'native', 'infrastructure'],
+    pure: false,
+  },
+  {
+    name: 'composition',
+    folders: ['services/embedded', 'cli', 'bench'],
+    mayImport: ['kernel', 'domain', 'native', 'infrastructure', 'simulator', 'services', 'composition'],
+    pure: false,
+  },
   { name: 'test-support', folders: ['libs/testing'], mayImport: ['kernel', 'infrastructure', 'test-support'], pure: false },
 ];
 
@@ -111,7 +126,8 @@ export function checkLayering(root: string, layers: readonly Layer[] = LAYERS): 
         if (specifier.startsWith('.')) {
           // A relative import that leaves the package reaches around the package graph.
           const target = resolve(file, '..', specifier);
-          if (!target.startsWith(packageDir + sep)) violations.push({ file: rel, specifier, rule: `relative import out of ${ws.name}: import the package by name` });
+          if (!target.startsWith(packageDir + sep))
+            violations.push({ file: rel, specifier, rule: `relative import out of ${ws.name}: import the package by name` });
           continue;
         }
         if (isBuiltin(specifier)) continue;

@@ -34,9 +34,7 @@ export function describeBusContract(adapter: string, makeFixture: () => Promise<
     const open: Subscription[] = [];
     beforeAll(async () => {
       f = await makeFixture();
-      await f.store.transaction((m) =>
-        m.query(`CREATE TABLE IF NOT EXISTS contract_counts (event_id UUID PRIMARY KEY, handled INTEGER NOT NULL)`),
-      );
+      await f.store.transaction((m) => m.query(`CREATE TABLE IF NOT EXISTS contract_counts (event_id UUID PRIMARY KEY, handled INTEGER NOT NULL)`));
     });
     afterEach(async () => {
       await Promise.all(open.splice(0).map((s) => s.close()));
@@ -126,9 +124,7 @@ export function describeBusContract(adapter: string, makeFixture: () => Promise<
       });
       await eventually('the record after the poison one', () => (handled.length === 1 ? true : undefined));
       expect(attempts).toEqual([1, 2, 3]);
-      const dl = await eventually('the poison record dead-lettered', () =>
-        f.deadLetters().find((d) => d.consumerGroup === groupId && d.key === jobId),
-      );
+      const dl = await eventually('the poison record dead-lettered', () => f.deadLetters().find((d) => d.consumerGroup === groupId && d.key === jobId));
       expect(dl.kind).toBe('handler-failed');
       expect(dl.reason).toMatch(/after 3 attempt\(s\): Error: downstream unavailable/);
     });
@@ -168,9 +164,18 @@ export function describeBusContract(adapter: string, makeFixture: () => Promise<
       const jobId = `job-${randomUUID()}`;
       const groupId = `trace-${randomUUID()}`;
       tracing.reset();
-      const cause = message('AgentFaultSignalled', {
-        machineId: 'gpu-3', role: 'trainer', signal: 'xid-error', detail: 'Xid 79', exitCode: null, observedAt: now(),
-      }, jobId);
+      const cause = message(
+        'AgentFaultSignalled',
+        {
+          machineId: 'gpu-3',
+          role: 'trainer',
+          signal: 'xid-error',
+          detail: 'Xid 79',
+          exitCode: null,
+          observedAt: now(),
+        },
+        jobId,
+      );
       let downstream: RobustrlMessage | undefined;
       await subscribe({
         groupId: `${groupId}-detector`,
@@ -178,10 +183,21 @@ export function describeBusContract(adapter: string, makeFixture: () => Promise<
         handler: async (d) => {
           if (d.message.eventId !== cause.eventId) return;
           await f.bus.publish(
-            createCausedMessage('FaultConfirmed', {
-              verdictId: 'v1', machineId: 'gpu-3', role: 'trainer', rule: 'explicit-signal', evidence: { signal: 'xid-error' },
-              handledAs: 'trainer', machineFaulty: true, detectionLatencyMs: 3,
-            }, d.message, { source: 'contract-test', occurredAt: now() }),
+            createCausedMessage(
+              'FaultConfirmed',
+              {
+                verdictId: 'v1',
+                machineId: 'gpu-3',
+                role: 'trainer',
+                rule: 'explicit-signal',
+                evidence: { signal: 'xid-error' },
+                handledAs: 'trainer',
+                machineFaulty: true,
+                detectionLatencyMs: 3,
+              },
+              d.message,
+              { source: 'contract-test', occurredAt: now() },
+            ),
           );
         },
       });

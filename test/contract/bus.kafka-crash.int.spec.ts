@@ -13,17 +13,30 @@ describe('Kafka consumer process killed between effect and offset commit', () =>
   it('redelivers to the next process, which finds the checkpoint and does not repeat the effect', async () => {
     const { store, drop } = await freshPostgresStore();
     const topicPrefix = `test-${randomUUID()}.`;
-    const bus = new KafkaBus({ brokers: process.env.KAFKA_BROKERS!.split(','), clientId: 'crash-test', topicPrefix, logger: { info() {}, warn() {}, error: console.error } });
+    const bus = new KafkaBus({
+      brokers: process.env.KAFKA_BROKERS!.split(','),
+      clientId: 'crash-test',
+      topicPrefix,
+      logger: { info() {}, warn() {}, error: console.error },
+    });
     try {
       await store.transaction((m) => m.query(`CREATE TABLE crash_counts (event_id UUID PRIMARY KEY, handled INTEGER NOT NULL)`));
       const jobId = `job-${randomUUID()}`;
-      const event = createMessage('TrainingStepCompleted', { step: 3, batchId: 'b3', durationMs: 5 }, { jobId, source: 'crash-test', occurredAt: new Date().toISOString() });
+      const event = createMessage(
+        'TrainingStepCompleted',
+        { step: 3, batchId: 'b3', durationMs: 5 },
+        { jobId, source: 'crash-test', occurredAt: new Date().toISOString() },
+      );
       await bus.publish(event);
 
       const groupId = `crash-${randomUUID()}`;
       const run = (mode: 'crash' | 'normal') =>
         spawnSync(process.execPath, [join(__dirname, 'crash-consumer.js'), groupId, event.eventId, mode], {
-          env: { ...process.env, ROBUSTRL_TOPIC_PREFIX: topicPrefix, DATABASE_URL: store.dataSource.options.type === 'postgres' ? (store.dataSource.options as { url: string }).url : '' },
+          env: {
+            ...process.env,
+            ROBUSTRL_TOPIC_PREFIX: topicPrefix,
+            DATABASE_URL: store.dataSource.options.type === 'postgres' ? (store.dataSource.options as { url: string }).url : '',
+          },
           encoding: 'utf8',
           timeout: 60_000,
         });

@@ -10,7 +10,12 @@ const quiet = { info() {}, warn() {}, error: (m, f) => console.error(m, f) };
 
 (async () => {
   const store = await EventStore.open({ kind: 'postgres', url: process.env.DATABASE_URL });
-  const bus = new KafkaBus({ brokers: process.env.KAFKA_BROKERS.split(','), clientId: 'crash-consumer', topicPrefix: process.env.ROBUSTRL_TOPIC_PREFIX ?? '', logger: quiet });
+  const bus = new KafkaBus({
+    brokers: process.env.KAFKA_BROKERS.split(','),
+    clientId: 'crash-consumer',
+    topicPrefix: process.env.ROBUSTRL_TOPIC_PREFIX ?? '',
+    logger: quiet,
+  });
   let finished;
   const done = new Promise((resolve) => (finished = resolve));
   await bus.subscribe({

@@ -23,7 +23,11 @@ export function describeEventStore(backend: string, open: () => Promise<{ store:
     afterAll(async () => close?.());
 
     const ack = (jobId: string, i: number): RobustrlMessage =>
-      createMessage('HeartbeatAcked', { probeId: `p${i}`, machineId: 'm1', ackedAt: '2026-11-21T10:00:00.000Z' }, { jobId, source: 'spec', occurredAt: `2026-11-21T10:00:0${i}.000Z` });
+      createMessage(
+        'HeartbeatAcked',
+        { probeId: `p${i}`, machineId: 'm1', ackedAt: '2026-11-21T10:00:00.000Z' },
+        { jobId, source: 'spec', occurredAt: `2026-11-21T10:00:0${i}.000Z` },
+      );
 
     it('appends with increasing global positions and stores a redelivered event once', async () => {
       const jobId = `job-${randomUUID()}`;

@@ -48,39 +48,55 @@ describe('detect and restart, end to end (real Kafka, PostgreSQL, processes)', (
     try {
       return await eventually(what, () => find(jobId, type, where), timeoutMs);
     } catch (err) {
-      process.stderr.write(`--- last machine output ---\n${machineOutput.slice(-60).join('\n')}\n--- ${jobId} events ---\n${ofJob(jobId).map((m) => `${m.occurredAt} ${m.type} ${JSON.stringify(m.data)}`).join('\n')}\n`);
+      process.stderr.write(
+        `--- last machine output ---\n${machineOutput.slice(-60).join('\n')}\n--- ${jobId} events ---\n${ofJob(jobId)
+          .map((m) => `${m.occurredAt} ${m.type} ${JSON.stringify(m.data)}`)
+          .join('\n')}\n`,
+      );
       throw err;
     }
   }
   async function startJob(jobId: string, machines: MachineSpec[], stepSeconds: number) {
     stepSecondsOf.set(jobId, stepSeconds);
     await bus.publish(
-      createMessage('JobStarted', {
-        mode: 'semi-sync', resumedFromStep: null,
-        trainerMachines: machines.filter((m) => m.role === 'trainer').length,
-        rolloutMachines: machines.filter((m) => m.role === 'rollout').length,
-        // Paper windows (300 s / 60 s) scaled to seconds for the test.
-        detection: { trainerIdleWindowSeconds: 20, rolloutSilentWindowSeconds: 3, probeTimeoutSeconds: 2 },
-      }, { jobId, source: 'e2e', occurredAt: new Date().toISOString() }),
+      createMessage(
+        'JobStarted',
+        {
+          mode: 'semi-sync',
+          resumedFromStep: null,
+          trainerMachines: machines.filter((m) => m.role === 'trainer').length,
+          rolloutMachines: machines.filter((m) => m.role === 'rollout').length,
+          // Paper windows (300 s / 60 s) scaled to seconds for the test.
+          detection: { trainerIdleWindowSeconds: 20, rolloutSilentWindowSeconds: 3, probeTimeoutSeconds: 2 },
+        },
+        { jobId, source: 'e2e', occurredAt: new Date().toISOString() },
+      ),
     );
     await supervisor.launchJob(jobId, machines);
     for (const m of machines) await waitFor(jobId, 'MachineRegistered', `${m.machineId} registered`, (r) => r.data.machineId === m.machineId);
   }
   const stepSecondsOf = new Map<string, number>();
-  const agentUrl = (jobId: string, machineId: string) =>
-    all(jobId, 'MachineRegistered', (m) => m.data.machineId === machineId).at(-1)!.data.agentAddress;
+  const agentUrl = (jobId: string, machineId: string) => all(jobId, 'MachineRegistered', (m) => m.data.machineId === machineId).at(-1)!.data.agentAddress;
 
   beforeAll(async () => {
     database = await freshDatabaseUrl('robustrl_e2e');
     dbUrl = database.url;
 
     supervisor = agentMachines({
-      brokers, topicPrefix, databaseUrl: () => dbUrl, output: machineOutput,
+      brokers,
+      topicPrefix,
+      databaseUrl: () => dbUrl,
+      output: machineOutput,
       env: (m) => ({ E2E_STEP_SECONDS: String(stepSecondsOf.get(m.jobId) ?? 1.5) }),
     });
     process.env.ROBUSTRL_COMMAND_TIMEOUT_SECONDS = '30';
     service = await runService(
-      { serviceName: 'e2e-control-plane', bus: { adapter: 'kafka', brokers, clientId: 'e2e-control-plane', topicPrefix }, store: { kind: 'postgres', url: dbUrl }, httpPort: 0 },
+      {
+        serviceName: 'e2e-control-plane',
+        bus: { adapter: 'kafka', brokers, clientId: 'e2e-control-plane', topicPrefix },
+        store: { kind: 'postgres', url: dbUrl },
+        httpPort: 0,
+      },
       [DetectorModule, ControllerModule.withOrchestrator(supervisor)],
       { logLevels: ['error'] },
     );
@@ -156,7 +172,12 @@ describe('detect and restart, end to end (real Kafka, PostgreSQL, processes)', (
       const killedAt = Date.now();
       signalAll(treeOf(status.roleProcess.pid), 'SIGKILL'); // the trainer's whole process tree
 
-      const signal = await waitFor(jobId, 'AgentFaultSignalled', 'the agent reports the exit', (m) => m.data.machineId === 'trainer-0' && Date.parse(m.occurredAt) >= killedAt);
+      const signal = await waitFor(
+        jobId,
+        'AgentFaultSignalled',
+        'the agent reports the exit',
+        (m) => m.data.machineId === 'trainer-0' && Date.parse(m.occurredAt) >= killedAt,
+      );
       expect(signal.data).toMatchObject({ signal: 'process-exited', exitCode: 137 });
       const verdict = await waitFor(jobId, 'FaultConfirmed', 'trainer fault confirmed', (m) => m.data.machineId === 'trainer-0');
       expect(verdict.data).toMatchObject({ rule: 'explicit-signal', handledAs: 'trainer', machineFaulty: false });
@@ -169,12 +190,32 @@ describe('detect and restart, end to end (real Kafka, PostgreSQL, processes)', (
       expect(completed.data.outcome).toBe('recovered');
 
       // The restarted trainer retried the kept step from the reloaded checkpoint...
-      await waitFor(jobId, 'RolePhaseChanged', 'restarted trainer initialising at the retried step', (m) => m.data.machineId === 'trainer-0' && m.data.phase === 'initializing' && m.data.step === restart.data.step && Date.parse(m.occurredAt) > killedAt);
-      const resumed = await waitFor(jobId, 'TrainingStepCompleted', 'training continues after the restart', (m) => m.data.step === restart.data.step && Date.parse(m.occurredAt) > Date.parse(completed.occurredAt));
+      await waitFor(
+        jobId,
+        'RolePhaseChanged',
+        'restarted trainer initialising at the retried step',
+        (m) => m.data.machineId === 'trainer-0' && m.data.phase === 'initializing' && m.data.step === restart.data.step && Date.parse(m.occurredAt) > killedAt,
+      );
+      const resumed = await waitFor(
+        jobId,
+        'TrainingStepCompleted',
+        'training continues after the restart',
+        (m) => m.data.step === restart.data.step && Date.parse(m.occurredAt) > Date.parse(completed.occurredAt),
+      );
       // ...while the rollouts were never touched and kept generating through the restart.
       expect(['rollout-a', 'rollout-c'].map((id) => supervisor.pidOf(id))).toEqual(rolloutPids);
-      const during = (id: string) => all(jobId, 'RolloutThroughputSampled', (m) => m.data.machineId === id && m.data.tokensPerSecond > 0 && Date.parse(m.occurredAt) > killedAt && Date.parse(m.occurredAt) < Date.parse(resumed.occurredAt));
-      for (const id of ['rollout-a', 'rollout-c']) expect({ id, generatedWhileTrainerWasDown: during(id).length > 0 }).toEqual({ id, generatedWhileTrainerWasDown: true });
+      const during = (id: string) =>
+        all(
+          jobId,
+          'RolloutThroughputSampled',
+          (m) =>
+            m.data.machineId === id &&
+            m.data.tokensPerSecond > 0 &&
+            Date.parse(m.occurredAt) > killedAt &&
+            Date.parse(m.occurredAt) < Date.parse(resumed.occurredAt),
+        );
+      for (const id of ['rollout-a', 'rollout-c'])
+        expect({ id, generatedWhileTrainerWasDown: during(id).length > 0 }).toEqual({ id, generatedWhileTrainerWasDown: true });
       expect(all(jobId, 'RestartTask')).toEqual([]);
       expect(all(jobId, 'ReplaceMachine', (m) => m.data.recoveryId === decision.data.recoveryId)).toEqual([]);
     });
@@ -184,7 +225,8 @@ describe('detect and restart, end to end (real Kafka, PostgreSQL, processes)', (
       const lastRestart = all(jobId, 'RestartTrainerGroup').at(-1)!;
       await waitFor(jobId, 'TrainingStepStarted', 'a step after the restarted one', (m) => m.data.step > lastRestart.data.step);
       const response = await fetch(`${agentUrl(jobId, 'trainer-0')}/v1/errors`, {
-        method: 'POST', headers: { 'content-type': 'application/json' },
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
         body: JSON.stringify({ signal: 'xid-error', detail: 'Xid 79: GPU has fallen off the bus' }),
       });
       expect(response.status).toBe(202);
@@ -196,34 +238,70 @@ describe('detect and restart, end to end (real Kafka, PostgreSQL, processes)', (
       const standby = promote.data.rolloutMachineId;
       expect(standby).toMatch(/^rollout-/);
       await waitFor(jobId, 'MachineRoleChanged', 'the standby switched roles', (m) => m.data.machineId === standby && m.data.to === 'trainer');
-      const refill = await waitFor(jobId, 'ReplaceMachine', 'the faulty machine replaced for the rollout pool', (m) => m.data.recoveryId === decision.data.recoveryId);
+      const refill = await waitFor(
+        jobId,
+        'ReplaceMachine',
+        'the faulty machine replaced for the rollout pool',
+        (m) => m.data.recoveryId === decision.data.recoveryId,
+      );
       expect(refill.data).toMatchObject({ machineId: 'trainer-0', role: 'rollout' });
-      const restart = await waitFor(jobId, 'RestartTrainerGroup', 'the trainer group restarted on the standby', (m) => m.data.recoveryId === decision.data.recoveryId);
+      const restart = await waitFor(
+        jobId,
+        'RestartTrainerGroup',
+        'the trainer group restarted on the standby',
+        (m) => m.data.recoveryId === decision.data.recoveryId,
+      );
       expect(restart.data.machines).toEqual([standby]);
       const completed = await waitFor(jobId, 'RecoveryCompleted', 'warm standby recovery completed', (m) => m.data.recoveryId === decision.data.recoveryId);
       expect(completed.data.outcome).toBe('recovered');
       await waitFor(jobId, 'TrainingStepCompleted', 'the standby trains', (m) => Date.parse(m.occurredAt) > Date.parse(completed.occurredAt));
-      const refilled = await waitFor(jobId, 'RecoveryCommandSucceeded', 'a new rollout machine for the pool', (m) => m.data.commandId === refill.data.commandId);
+      const refilled = await waitFor(
+        jobId,
+        'RecoveryCommandSucceeded',
+        'a new rollout machine for the pool',
+        (m) => m.data.commandId === refill.data.commandId,
+      );
       await waitFor(jobId, 'RolloutThroughputSampled', 'the refill generating', (m) => m.data.machineId === refilled.data.newMachineId);
       expect(all(jobId, 'RestartTask')).toEqual([]);
     });
 
     it('one trace per fault: evidence → verdict → decision → role restarted, and a latency histogram in Prometheus format', async () => {
       const spans = tracing.spans();
-      const verdictSend = spans.find((s) => s.name === 'send FaultConfirmed' && s.attributes['robustrl.job_id'] === jobId && spans.some((p) => p.spanContext().traceId === s.spanContext().traceId && p.name === 'process AgentFaultSignalled'));
+      const verdictSend = spans.find(
+        (s) =>
+          s.name === 'send FaultConfirmed' &&
+          s.attributes['robustrl.job_id'] === jobId &&
+          spans.some((p) => p.spanContext().traceId === s.spanContext().traceId && p.name === 'process AgentFaultSignalled'),
+      );
       expect(verdictSend).toBeDefined();
       const trace = spans.filter((s) => s.spanContext().traceId === verdictSend!.spanContext().traceId).map((s) => s.name);
       // Evidence (the agent's signal, consumed here), verdict, decision, and the agent's answer to the restart.
-      expect(trace).toEqual(expect.arrayContaining([
-        'process AgentFaultSignalled', 'decide detector', 'send FaultConfirmed',
-        'process FaultConfirmed', 'decide controller', 'send RecoveryDecided', 'send RestartTrainerGroup',
-        'process RecoveryCommandSucceeded',
-      ]));
+      expect(trace).toEqual(
+        expect.arrayContaining([
+          'process AgentFaultSignalled',
+          'decide detector',
+          'send FaultConfirmed',
+          'process FaultConfirmed',
+          'decide controller',
+          'send RecoveryDecided',
+          'send RestartTrainerGroup',
+          'process RecoveryCommandSucceeded',
+        ]),
+      );
       // A verdict reached by time alone (the silent rollout) starts its trace with the evidence window.
       const evidence = spans.find((s) => s.name === 'evidence rollout-silent');
       expect(evidence).toBeDefined();
       const silentTrace = spans.filter((s) => s.spanContext().traceId === evidence!.spanContext().traceId).map((s) => s.name);
-      expect(silentTrace).toEqual(expect.arrayContaining(['evidence rollout-silent', 'send FaultConfirmed', 'process FaultConfirmed', 'send ReplaceMachine', 'execute ReplaceMachine', 'send RecoveryCommandSucceeded']));
+      expect(silentTrace).toEqual(
+        expect.arrayContaining([
+          'evidence rollout-silent',
+          'send FaultConfirmed',
+          'process FaultConfirmed',
+          'send ReplaceMachine',
+          'execute ReplaceMachine',
+          'send RecoveryCommandSucceeded',
+        ]),
+      );
 
       const metrics = await (await fetch(`${(await service.app.getUrl()).replace('[::1]', '127.0.0.1')}/metrics`)).text();
       expect(metrics).toMatch(/# TYPE robustrl_recovery_stage_seconds histogram/);
@@ -233,12 +311,29 @@ describe('detect and restart, end to end (real Kafka, PostgreSQL, processes)', (
 
     it('robustrl tail shows the whole story', () => {
       // Topics are ordered per job but read side by side: ask for exactly as many records as the story has.
-      const story = ofJob(jobId).filter((m) => m.type in { FaultSuspected: 1, FaultConfirmed: 1, SuspicionCleared: 1 } || [
-        'RecoveryDecided', 'RestartTrainerGroup', 'PromoteRolloutToTrainer', 'ReplaceMachine', 'RestartTask', 'RecoveryCommandSucceeded', 'RecoveryCommandFailed', 'RecoveryCompleted',
-      ].includes(m.type));
-      const out = execFileSync(process.execPath, [CLI, 'tail', '--job', jobId, '--from-beginning', '--topic', 'verdicts', 'control', '--limit', String(story.length), '--topic-prefix', topicPrefix], {
-        encoding: 'utf8', env: { ...process.env, KAFKA_BROKERS: brokers.join(',') }, timeout: 60_000,
-      });
+      const story = ofJob(jobId).filter(
+        (m) =>
+          m.type in { FaultSuspected: 1, FaultConfirmed: 1, SuspicionCleared: 1 } ||
+          [
+            'RecoveryDecided',
+            'RestartTrainerGroup',
+            'PromoteRolloutToTrainer',
+            'ReplaceMachine',
+            'RestartTask',
+            'RecoveryCommandSucceeded',
+            'RecoveryCommandFailed',
+            'RecoveryCompleted',
+          ].includes(m.type),
+      );
+      const out = execFileSync(
+        process.execPath,
+        [CLI, 'tail', '--job', jobId, '--from-beginning', '--topic', 'verdicts', 'control', '--limit', String(story.length), '--topic-prefix', topicPrefix],
+        {
+          encoding: 'utf8',
+          env: { ...process.env, KAFKA_BROKERS: brokers.join(',') },
+          timeout: 60_000,
+        },
+      );
       expect(out).toMatch(/FaultConfirmed .*machineId=rollout-b .*rule=rollout-silent/);
       expect(out).toMatch(/RecoveryDecided .*action=replace-rollout/);
       expect(out).toMatch(/ReplaceMachine .*machineId=rollout-b/);
@@ -251,9 +346,17 @@ describe('detect and restart, end to end (real Kafka, PostgreSQL, processes)', (
     afterAll(async () => {
       // The job is over: its machines leave first, so the control plane does not replace them.
       for (const m of await supervisor.listMachines(jobId)) {
-        await bus.publish(createMessage('MachineDeregistered', { machineId: m.machineId, reason: 'job finished' }, { jobId, source: 'e2e', occurredAt: new Date().toISOString() }));
+        await bus.publish(
+          createMessage(
+            'MachineDeregistered',
+            { machineId: m.machineId, reason: 'job finished' },
+            { jobId, source: 'e2e', occurredAt: new Date().toISOString() },
+          ),
+        );
       }
-      await eventually('the detector to let the machines go', () => (seen.filter((m) => m.jobId === jobId && m.type === 'MachineDeregistered' && m.source === 'e2e').length > 0 ? true : undefined));
+      await eventually('the detector to let the machines go', () =>
+        seen.filter((m) => m.jobId === jobId && m.type === 'MachineDeregistered' && m.source === 'e2e').length > 0 ? true : undefined,
+      );
       for (const m of await supervisor.listMachines(jobId)) {
         await supervisor.isolateMachine({ operationId: `cleanup-${m.machineId}`, jobId, machineId: m.machineId, reason: 'job finished' });
       }
@@ -265,17 +368,26 @@ describe('detect and restart, end to end (real Kafka, PostgreSQL, processes)', (
 
     it('three faults in the first iteration (trainer exit, step exception, rollout exit) → three task restarts, never a role restart', async () => {
       // A long first step: every fault lands inside it.
-      await startJob(jobId, [
-        { machineId: 'b-trainer-0', role: 'trainer', zone: 'az-1', hardwareClass: 'cpu-e2e' },
-        { machineId: 'b-rollout-0', role: 'rollout', zone: 'az-1', hardwareClass: 'cpu-e2e' },
-      ], 120);
-      const roleProcessOf = async (address: string) => ((await (await fetch(`${address}/v1/status`)).json()) as { roleProcess: { pid: number } }).roleProcess.pid;
+      await startJob(
+        jobId,
+        [
+          { machineId: 'b-trainer-0', role: 'trainer', zone: 'az-1', hardwareClass: 'cpu-e2e' },
+          { machineId: 'b-rollout-0', role: 'rollout', zone: 'az-1', hardwareClass: 'cpu-e2e' },
+        ],
+        120,
+      );
+      const roleProcessOf = async (address: string) =>
+        ((await (await fetch(`${address}/v1/status`)).json()) as { roleProcess: { pid: number } }).roleProcess.pid;
       const faults: Array<{ kind: string; inject: (trainer: string, rollout: string) => Promise<void> }> = [
         { kind: 'trainer process killed', inject: async (trainer) => signalAll(treeOf(await roleProcessOf(trainer)), 'SIGKILL') },
         {
           kind: 'exception in the training step',
           inject: async (trainer) => {
-            const r = await fetch(`${trainer}/v1/errors`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ signal: 'step-exception', detail: 'RuntimeError: shape mismatch in loss' }) });
+            const r = await fetch(`${trainer}/v1/errors`, {
+              method: 'POST',
+              headers: { 'content-type': 'application/json' },
+              body: JSON.stringify({ signal: 'step-exception', detail: 'RuntimeError: shape mismatch in loss' }),
+            });
             expect(r.status).toBe(202);
           },
         },
@@ -285,13 +397,24 @@ describe('detect and restart, end to end (real Kafka, PostgreSQL, processes)', (
       for (const [i, fault] of faults.entries()) {
         // The machines of this incarnation of the task: registered after the last task restart, the trainer training.
         const since = i === 0 ? 0 : Date.parse(all(jobId, 'RestartTask')[i - 1].occurredAt);
-        const registered = (machineId: string) => waitFor(jobId, 'MachineRegistered', `${machineId} up (fault ${i + 1})`, (m) => m.data.machineId === machineId && Date.parse(m.occurredAt) > since);
+        const registered = (machineId: string) =>
+          waitFor(jobId, 'MachineRegistered', `${machineId} up (fault ${i + 1})`, (m) => m.data.machineId === machineId && Date.parse(m.occurredAt) > since);
         const trainer = await registered('b-trainer-0');
         const rollout = await registered('b-rollout-0');
-        await waitFor(jobId, 'RolePhaseChanged', `trainer training (fault ${i + 1})`, (m) => m.data.machineId === 'b-trainer-0' && m.data.phase === 'training' && Date.parse(m.occurredAt) > Date.parse(trainer.occurredAt));
+        await waitFor(
+          jobId,
+          'RolePhaseChanged',
+          `trainer training (fault ${i + 1})`,
+          (m) => m.data.machineId === 'b-trainer-0' && m.data.phase === 'training' && Date.parse(m.occurredAt) > Date.parse(trainer.occurredAt),
+        );
         await fault.inject(trainer.data.agentAddress, rollout.data.agentAddress);
 
-        const decision = await waitFor(jobId, 'RecoveryDecided', `task restart #${i + 1} decided (${fault.kind})`, (m) => m.data.action === 'restart-task' && all(jobId, 'RecoveryDecided', (d) => d.data.action === 'restart-task').indexOf(m) === i);
+        const decision = await waitFor(
+          jobId,
+          'RecoveryDecided',
+          `task restart #${i + 1} decided (${fault.kind})`,
+          (m) => m.data.action === 'restart-task' && all(jobId, 'RecoveryDecided', (d) => d.data.action === 'restart-task').indexOf(m) === i,
+        );
         expect({ fault: fault.kind, rule: decision.data.rule }).toEqual({ fault: fault.kind, rule: 'escalate-first-iteration' });
         await waitFor(jobId, 'RecoveryCompleted', `task restart #${i + 1} done`, (m) => m.data.recoveryId === decision.data.recoveryId);
         // The restarted task announces itself: a new first iteration.

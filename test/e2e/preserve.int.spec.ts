@@ -39,7 +39,12 @@ describe('preserve: a rollout engine dies mid-stream, no trajectory loses a turn
   beforeAll(async () => {
     database = await freshDatabaseUrl('robustrl_preserve');
     service = await runService(
-      { serviceName: 'e2e-preserve', bus: { adapter: 'kafka', brokers, clientId: 'e2e-preserve', topicPrefix }, store: { kind: 'postgres', url: database.url }, httpPort: 0 },
+      {
+        serviceName: 'e2e-preserve',
+        bus: { adapter: 'kafka', brokers, clientId: 'e2e-preserve', topicPrefix },
+        store: { kind: 'postgres', url: database.url },
+        httpPort: 0,
+      },
       [RequestManagerModule, RolloutManagerModule],
       { logLevels: ['error'], jsonBodyLimit: '64mb' },
     );
@@ -47,9 +52,19 @@ describe('preserve: a rollout engine dies mid-stream, no trajectory loses a turn
     bus = service.app.get<MessageBus>(MESSAGE_BUS);
     observer = await bus.subscribe({ groupId: 'e2e-preserve-observer', topics: [Topics.trajectories], handler: async (d) => void seen.push(d.message) });
 
-    engines = await Promise.all(['e1', 'e2', 'e3'].map((id) => FakeInferenceEngine.start({ id, toolRounds: TOOL_ROUNDS, tokensPerReply: TOKENS, tokenIntervalMs: 5, weightVersion: 4 })));
-    pool = new EnginePool(engines.map((e) => ({ id: e.id, baseUrl: e.url, weightVersion: 4 })), { probeIntervalMs: 0, probeTimeoutMs: 300 });
-    router = new OpenAiRouter({ pool, recorder: new HttpTrajectoryRecorder(requestManagerUrl), bus, logger: { info: () => undefined, warn: () => undefined, error: (m, f) => process.stderr.write(`router: ${m} ${JSON.stringify(f)}\n`) } });
+    engines = await Promise.all(
+      ['e1', 'e2', 'e3'].map((id) => FakeInferenceEngine.start({ id, toolRounds: TOOL_ROUNDS, tokensPerReply: TOKENS, tokenIntervalMs: 5, weightVersion: 4 })),
+    );
+    pool = new EnginePool(
+      engines.map((e) => ({ id: e.id, baseUrl: e.url, weightVersion: 4 })),
+      { probeIntervalMs: 0, probeTimeoutMs: 300 },
+    );
+    router = new OpenAiRouter({
+      pool,
+      recorder: new HttpTrajectoryRecorder(requestManagerUrl),
+      bus,
+      logger: { info: () => undefined, warn: () => undefined, error: (m, f) => process.stderr.write(`router: ${m} ${JSON.stringify(f)}\n`) },
+    });
     await router.listen(0, '127.0.0.1');
   });
 
@@ -68,8 +83,11 @@ describe('preserve: a rollout engine dies mid-stream, no trajectory loses a turn
       { role: 'user', content: `task ${i % 8}` },
     ];
     const identity = (i: number) => ({
-      'x-robustrl-job': jobId, 'x-robustrl-prompt': `task-${i % 8}`, 'x-robustrl-sample': String(Math.floor(i / 8)),
-      'x-robustrl-batch': 'batch-9', 'x-robustrl-step': '9',
+      'x-robustrl-job': jobId,
+      'x-robustrl-prompt': `task-${i % 8}`,
+      'x-robustrl-sample': String(Math.floor(i / 8)),
+      'x-robustrl-batch': 'batch-9',
+      'x-robustrl-step': '9',
     });
     // The first engine dies while its streams are half sent: once it has taken several requests, a
     // reply's time (16 tokens × 5 ms) after the last one began.
@@ -91,7 +109,9 @@ describe('preserve: a rollout engine dies mid-stream, no trajectory loses a turn
       const trajectoryId = trajectoryIdOf(jobId, `task-${i % 8}`, Math.floor(i / 8));
       // The rollout worker marks the trajectory done once its agent loop ends.
       const done = await fetch(`${requestManagerUrl}/v1/trajectories/${encodeURIComponent(trajectoryId)}/status`, {
-        method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ status: 'completed' }),
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ status: 'completed' }),
       });
       expect(done.status).toBe(200);
       const stored = (await (await fetch(`${requestManagerUrl}/v1/trajectories/${encodeURIComponent(trajectoryId)}`)).json()) as {
@@ -112,7 +132,9 @@ describe('preserve: a rollout engine dies mid-stream, no trajectory loses a turn
 
     // The failovers are on the bus: which trajectories moved from the dead engine, and where.
     await router.flushEvents();
-    const reassigned = await eventually('reassignment events on Kafka', () => (all('TrajectoriesReassigned').length > 0 ? all('TrajectoriesReassigned') : undefined));
+    const reassigned = await eventually('reassignment events on Kafka', () =>
+      all('TrajectoriesReassigned').length > 0 ? all('TrajectoriesReassigned') : undefined,
+    );
     expect(reassigned.every((m) => m.data.fromRolloutId === 'e1')).toBe(true);
     expect(reassigned.flatMap((m) => m.data.assignments.map((a) => a.toRolloutId)).every((to) => to === 'e2' || to === 'e3')).toBe(true);
     await eventually('every turn announced once on Kafka', () => (all('TrajectoryTurnAppended').length === TRAJECTORIES * 5 ? true : undefined));

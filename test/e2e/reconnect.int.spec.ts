@@ -57,12 +57,21 @@ describe('reconnect: weight pulls with relays across agent processes (real Kafka
     try {
       return await eventually(what, () => all(type, where)[0], timeoutMs);
     } catch (err) {
-      process.stderr.write(`--- last machine output ---\n${machineOutput.slice(-80).join('\n')}\n--- events ---\n${seen.filter((m) => m.jobId === jobId).map((m) => `${m.occurredAt} ${m.type} ${JSON.stringify(m.data).slice(0, 300)}`).join('\n')}\n`);
+      process.stderr.write(
+        `--- last machine output ---\n${machineOutput.slice(-80).join('\n')}\n--- events ---\n${seen
+          .filter((m) => m.jobId === jobId)
+          .map((m) => `${m.occurredAt} ${m.type} ${JSON.stringify(m.data).slice(0, 300)}`)
+          .join('\n')}\n`,
+      );
       throw err;
     }
   }
   const agentUrl = (machineId: string) => all('MachineRegistered', (m) => m.data.machineId === machineId).at(-1)!.data.agentAddress;
-  const liveRollouts = () => supervisor.machines().filter((m) => m.role === 'rollout' && m.status === 'running').map((m) => m.machineId);
+  const liveRollouts = () =>
+    supervisor
+      .machines()
+      .filter((m) => m.role === 'rollout' && m.status === 'running')
+      .map((m) => m.machineId);
   const trainerBytes = (version: number) => readFileSync(`/dev/shm/e2e-${jobId}-trainer-v${version}`);
 
   /** What a rollout's framework would load: the agent's newest whole version and the bytes in its /dev/shm file. */
@@ -74,10 +83,14 @@ describe('reconnect: weight pulls with relays across agent processes (real Kafka
   }
   async function allHold(version: number, machines: string[]) {
     const want = sha(trainerBytes(version));
-    await eventually(`${machines.join(', ')} hold version ${version}`, async () => {
-      const held = await Promise.all(machines.map(heldBy));
-      return held.every((h) => h?.version === version && h.sha === want) ? held : undefined;
-    }, 60_000);
+    await eventually(
+      `${machines.join(', ')} hold version ${version}`,
+      async () => {
+        const held = await Promise.all(machines.map(heldBy));
+        return held.every((h) => h?.version === version && h.sha === want) ? held : undefined;
+      },
+      60_000,
+    );
     return want;
   }
   const publish = (version: number) => writeFileSync(join(requests, `publish-${version}`), '');
@@ -85,16 +98,27 @@ describe('reconnect: weight pulls with relays across agent processes (real Kafka
   beforeAll(async () => {
     database = await freshDatabaseUrl('robustrl_e2e_weights');
     supervisor = agentMachines({
-      brokers, topicPrefix, databaseUrl: () => database.url, output: machineOutput,
+      brokers,
+      topicPrefix,
+      databaseUrl: () => database.url,
+      output: machineOutput,
       env: () => ({
-        ROBUSTRL_WEIGHTS_CHUNK_MIB: '1', ROBUSTRL_WEIGHTS_MAX_MIB_PER_SECOND: String(PULL_MIB_PER_SECOND),
+        ROBUSTRL_WEIGHTS_CHUNK_MIB: '1',
+        ROBUSTRL_WEIGHTS_MAX_MIB_PER_SECOND: String(PULL_MIB_PER_SECOND),
         ROBUSTRL_WEIGHTS_OP_TIMEOUT_SECONDS: '10',
-        E2E_STEP_SECONDS: '1.5', E2E_WEIGHTS_DIR: requests, E2E_BUCKET_SIZES: BUCKETS.join(','),
+        E2E_STEP_SECONDS: '1.5',
+        E2E_WEIGHTS_DIR: requests,
+        E2E_BUCKET_SIZES: BUCKETS.join(','),
       }),
     });
     process.env.ROBUSTRL_COMMAND_TIMEOUT_SECONDS = '30';
     service = await runService(
-      { serviceName: 'e2e-weights', bus: { adapter: 'kafka', brokers, clientId: 'e2e-weights', topicPrefix }, store: { kind: 'postgres', url: database.url }, httpPort: 0 },
+      {
+        serviceName: 'e2e-weights',
+        bus: { adapter: 'kafka', brokers, clientId: 'e2e-weights', topicPrefix },
+        store: { kind: 'postgres', url: database.url },
+        httpPort: 0,
+      },
       [DetectorModule, ControllerModule.withOrchestrator(supervisor), WeightRegistryModule],
       { logLevels: ['error'] },
     );
@@ -106,12 +130,19 @@ describe('reconnect: weight pulls with relays across agent processes (real Kafka
       ...['a', 'b', 'c', 'd'].map((x): MachineSpec => ({ machineId: `rollout-${x}`, role: 'rollout', zone: 'az-1', hardwareClass: 'cpu-e2e' })),
     ];
     await bus.publish(
-      createMessage('JobStarted', {
-        mode: 'semi-sync', resumedFromStep: null, trainerMachines: 1, rolloutMachines: 4,
-        // Paper windows (300 s / 60 s) scaled to seconds; wide enough that five agents, their role scripts,
-        // the broker and the database sharing two cores are never taken for dead.
-        detection: { trainerIdleWindowSeconds: 20, rolloutSilentWindowSeconds: 6, probeTimeoutSeconds: 3 },
-      }, { jobId, source: 'e2e', occurredAt: new Date().toISOString() }),
+      createMessage(
+        'JobStarted',
+        {
+          mode: 'semi-sync',
+          resumedFromStep: null,
+          trainerMachines: 1,
+          rolloutMachines: 4,
+          // Paper windows (300 s / 60 s) scaled to seconds; wide enough that five agents, their role scripts,
+          // the broker and the database sharing two cores are never taken for dead.
+          detection: { trainerIdleWindowSeconds: 20, rolloutSilentWindowSeconds: 6, probeTimeoutSeconds: 3 },
+        },
+        { jobId, source: 'e2e', occurredAt: new Date().toISOString() },
+      ),
     );
     await supervisor.launchJob(jobId, machines);
     for (const m of machines) await waitFor('MachineRegistered', `${m.machineId} registered`, (r) => r.data.machineId === m.machineId);
@@ -132,7 +163,7 @@ describe('reconnect: weight pulls with relays across agent processes (real Kafka
     delete process.env.ROBUSTRL_COMMAND_TIMEOUT_SECONDS;
   });
 
-  it('version 1 reaches all four rollouts with the trainer\'s checksums, some of it through relays', async () => {
+  it("version 1 reaches all four rollouts with the trainer's checksums, some of it through relays", async () => {
     for (const m of all('MachineRegistered')) expect(m.data.weightsAddress).toMatch(/^127\.0\.0\.1:\d+$/);
     publish(1);
     const manifest = await waitFor('WeightVersionPublished', 'version 1 published', (m) => m.data.version === 1);
@@ -141,10 +172,14 @@ describe('reconnect: weight pulls with relays across agent processes (real Kafka
 
     await allHold(1, ['rollout-a', 'rollout-b', 'rollout-c', 'rollout-d']);
     // Held (the agents' view) a moment before the last WeightPullCompleted reaches us.
-    const completed = await eventually('every completed pull of version 1', () => {
-      const done = all('WeightPullCompleted', (m) => m.data.version === 1);
-      return done.length >= 4 * BUCKETS.length ? done : undefined;
-    }, 10_000);
+    const completed = await eventually(
+      'every completed pull of version 1',
+      () => {
+        const done = all('WeightPullCompleted', (m) => m.data.version === 1);
+        return done.length >= 4 * BUCKETS.length ? done : undefined;
+      },
+      10_000,
+    );
     expect(completed).toHaveLength(4 * BUCKETS.length);
     // Each (rollout, bucket) fetched once; a source never served one bucket to two pullers at once (the
     // registry's rule) is covered by its specs; here: some buckets travelled rollout to rollout.
@@ -158,7 +193,12 @@ describe('reconnect: weight pulls with relays across agent processes (real Kafka
   it('kill -9 a relay mid-pull → its pullers finish the buckets from another source, identical bytes', async () => {
     publish(2);
     // The first pull of version 2 served by a rollout: kill that rollout's whole machine while it serves.
-    const served = await waitFor('WeightPullAssigned', 'a pull of version 2 served by a rollout', (m) => m.data.version === 2 && m.data.sourceId.startsWith('rollout-'), 60_000);
+    const served = await waitFor(
+      'WeightPullAssigned',
+      'a pull of version 2 served by a rollout',
+      (m) => m.data.version === 2 && m.data.sourceId.startsWith('rollout-'),
+      60_000,
+    );
     const victim = served.data.sourceId;
     supervisor.killMachine(victim, 'SIGKILL');
 
@@ -166,10 +206,14 @@ describe('reconnect: weight pulls with relays across agent processes (real Kafka
     expect(failed.data.reason).toMatch(/unreachable|source-lost|puller-gone/);
     const survivors = ['rollout-a', 'rollout-b', 'rollout-c', 'rollout-d'].filter((id) => id !== victim);
     await allHold(2, survivors);
-    await eventually('the survivors\' completed pulls of version 2', () => {
-      const n = all('WeightPullCompleted', (m) => m.data.version === 2 && survivors.includes(m.data.pullerId)).length;
-      return n >= survivors.length * BUCKETS.length ? n : undefined;
-    }, 10_000);
+    await eventually(
+      "the survivors' completed pulls of version 2",
+      () => {
+        const n = all('WeightPullCompleted', (m) => m.data.version === 2 && survivors.includes(m.data.pullerId)).length;
+        return n >= survivors.length * BUCKETS.length ? n : undefined;
+      },
+      10_000,
+    );
     // Every bucket of version 2 a survivor holds came once, and the ones that failed came from another source.
     const done = all('WeightPullCompleted', (m) => m.data.version === 2 && survivors.includes(m.data.pullerId));
     expect(new Set(done.map((m) => `${m.data.pullerId}/${m.data.bucketIndex}`)).size).toBe(done.length);
@@ -181,15 +225,23 @@ describe('reconnect: weight pulls with relays across agent processes (real Kafka
     // The detector confirms the dead machine and the controller replaces it; the new rollout pulls the
     // latest version from the relays (paper §5.2.1 ➂: a recovering rollout outside an update).
     const verdict = await waitFor('FaultConfirmed', `${victim} confirmed dead`, (m) => m.data.machineId === victim);
-    const replaced = await waitFor('RecoveryCommandSucceeded', 'replacement started', (m) => m.data.recoveryId === `${verdict.data.verdictId}/recovery` && !!m.data.newMachineId);
+    const replaced = await waitFor(
+      'RecoveryCommandSucceeded',
+      'replacement started',
+      (m) => m.data.recoveryId === `${verdict.data.verdictId}/recovery` && !!m.data.newMachineId,
+    );
     const newcomer = replaced.data.newMachineId!;
     await waitFor('MachineRegistered', `${newcomer} registered`, (m) => m.data.machineId === newcomer);
     await allHold(2, [newcomer]);
     // The agent holds the last bucket a moment before its WeightPullCompleted reaches us.
-    const newcomerSources = await eventually(`${newcomer}'s ${BUCKETS.length} completed pulls`, () => {
-      const sources = all('WeightPullCompleted', (m) => m.data.pullerId === newcomer && m.data.version === 2).map((m) => m.data.sourceId);
-      return sources.length === BUCKETS.length ? sources : undefined;
-    }, 10_000);
+    const newcomerSources = await eventually(
+      `${newcomer}'s ${BUCKETS.length} completed pulls`,
+      () => {
+        const sources = all('WeightPullCompleted', (m) => m.data.pullerId === newcomer && m.data.version === 2).map((m) => m.data.sourceId);
+        return sources.length === BUCKETS.length ? sources : undefined;
+      },
+      10_000,
+    );
     expect(newcomerSources.every((s) => s.startsWith('rollout-'))).toBe(true);
   });
 
@@ -207,10 +259,14 @@ describe('reconnect: weight pulls with relays across agent processes (real Kafka
     expect(verdict.data.handledAs).toBe('trainer');
     // No rollout held version 3 whole: it is abandoned, every partial copy dropped (paper §5.2.2).
     await waitFor('WeightVersionRetired', 'version 3 abandoned', (m) => m.data.version === 3);
-    await eventually('partial copies of version 3 removed from /dev/shm', () => {
-      const left = rollouts.filter((id) => existsSync(`/dev/shm/robustrl-${jobId}-${id}-v3`));
-      return left.length === 0 ? true : undefined;
-    }, 20_000);
+    await eventually(
+      'partial copies of version 3 removed from /dev/shm',
+      () => {
+        const left = rollouts.filter((id) => existsSync(`/dev/shm/robustrl-${jobId}-${id}-v3`));
+        return left.length === 0 ? true : undefined;
+      },
+      20_000,
+    );
     await waitFor('RecoveryCompleted', 'trainer restarted', (m) => m.data.recoveryId === `${verdict.data.verdictId}/recovery`);
     // The restarted trainer republishes version 3; the pulls start over and complete everywhere.
     await waitFor('WeightVersionPublished', 'version 3 republished', (m) => m.data.version === 3 && Date.parse(m.occurredAt) > killedAt);
@@ -219,12 +275,34 @@ describe('reconnect: weight pulls with relays across agent processes (real Kafka
   });
 
   it('the membership story is in `robustrl tail`', () => {
-    const story = all('WeightVersionPublished').length + ['WeightPullAssigned', 'WeightPullCompleted', 'WeightPullFailed', 'RelayJoined', 'RelayLeft', 'TrainerReleased', 'WeightVersionRetired']
-      .reduce((n, type) => n + all(type as MessageType).length, 0);
-    const out = execFileSync(process.execPath, [CLI, 'tail', '--job', jobId, '--from-beginning', '--topic', 'weights', '--limit', String(story), '--brokers', brokers.join(','), '--topic-prefix', topicPrefix], {
-      encoding: 'utf8',
-      timeout: 60_000,
-    });
+    const story =
+      all('WeightVersionPublished').length +
+      ['WeightPullAssigned', 'WeightPullCompleted', 'WeightPullFailed', 'RelayJoined', 'RelayLeft', 'TrainerReleased', 'WeightVersionRetired'].reduce(
+        (n, type) => n + all(type as MessageType).length,
+        0,
+      );
+    const out = execFileSync(
+      process.execPath,
+      [
+        CLI,
+        'tail',
+        '--job',
+        jobId,
+        '--from-beginning',
+        '--topic',
+        'weights',
+        '--limit',
+        String(story),
+        '--brokers',
+        brokers.join(','),
+        '--topic-prefix',
+        topicPrefix,
+      ],
+      {
+        encoding: 'utf8',
+        timeout: 60_000,
+      },
+    );
     expect(out).toMatch(/WeightVersionPublished .*version=1/);
     expect(out).toMatch(/WeightPullFailed .*reason=/);
     expect(out).toMatch(/RelayJoined .*instanceId=rollout-/);

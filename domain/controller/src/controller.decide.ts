@@ -73,7 +73,9 @@ type FaultPolicy = (c: FaultCase) => ControllerDraft[] | null;
 /** A fault on a machine an unfinished recovery already covers (a rank hanging on its dead peer) is recorded, not acted on. */
 const coveredByActiveRecovery: FaultPolicy = ({ state, verdict, decided }) => {
   const covering = coveringRecovery(state, verdict.machineId, verdict.handledAs);
-  return covering ? [decided('report-only', 'covered-by-active-recovery', { ...verdict.evidence, detail: `covered by ${covering.recoveryId} (${covering.action})` })] : null;
+  return covering
+    ? [decided('report-only', 'covered-by-active-recovery', { ...verdict.evidence, detail: `covered by ${covering.recoveryId} (${covering.action})` })]
+    : null;
 };
 
 /** The baseline policy: every fault restarts the whole task. */
@@ -98,15 +100,31 @@ const trainerMachineFaulty: FaultPolicy = ({ state, verdict, recovery }) =>
   verdict.machineFaulty ? faultyTrainerMachine(state, recovery, 1, verdict.machineId, verdict.evidence) : null;
 
 /** Any other trainer fault: restart only the trainer group, in place. */
-const trainerFault: FaultPolicy = ({ state, recovery, decided }) => [decided('restart-trainer-group', 'trainer-fault'), restartTrainerGroup(state, recovery.recoveryId, 1, trainerGroup(state))];
+const trainerFault: FaultPolicy = ({ state, recovery, decided }) => [
+  decided('restart-trainer-group', 'trainer-fault'),
+  restartTrainerGroup(state, recovery.recoveryId, 1, trainerGroup(state)),
+];
 
-export const FAULT_POLICIES: readonly FaultPolicy[] = [coveredByActiveRecovery, taskRestartPolicy, escalation, rolloutFault, trainerMachineFaulty, trainerFault];
+export const FAULT_POLICIES: readonly FaultPolicy[] = [
+  coveredByActiveRecovery,
+  taskRestartPolicy,
+  escalation,
+  rolloutFault,
+  trainerMachineFaulty,
+  trainerFault,
+];
 
 function decideOnFault(settings: ControllerSettings, state: ControllerState, fault: MessageOf<'FaultConfirmed'>): ControllerDraft[] {
   const verdict = fault.data;
   if (state.decidedVerdicts[verdict.verdictId]) return [];
   const recovery = { recoveryId: `${verdict.verdictId}/recovery`, verdictId: verdict.verdictId, machineId: verdict.machineId };
-  const c: FaultCase = { settings, state, verdict, recovery, decided: (action, rule, evidence = verdict.evidence) => decision(state, recovery, action, rule, evidence) };
+  const c: FaultCase = {
+    settings,
+    state,
+    verdict,
+    recovery,
+    decided: (action, rule, evidence = verdict.evidence) => decision(state, recovery, action, rule, evidence),
+  };
   for (const policy of FAULT_POLICIES) {
     const decided = policy(c);
     if (decided) return decided;
@@ -135,7 +153,10 @@ function faultyTrainerMachine(
       replaceMachine(recovery.recoveryId, seq + 1, faulty, 'rollout'),
     ];
   }
-  return [decision(state, recovery, 'request-new-trainer-machine', 'trainer-machine-faulty', evidence), replaceMachine(recovery.recoveryId, seq, faulty, faulty.role)];
+  return [
+    decision(state, recovery, 'request-new-trainer-machine', 'trainer-machine-faulty', evidence),
+    replaceMachine(recovery.recoveryId, seq, faulty, faulty.role),
+  ];
 }
 
 /** An unfinished recovery that already covers this fault: the same machine, or the trainer group it is restarting. */

@@ -26,14 +26,39 @@ function jobAtStep3(mode: TrainingMode = 'semi-sync') {
 
 const fault = (s: number, machineId: string, extra: Partial<DataOf<'FaultConfirmed'>> = {}) =>
   msg(s, 'FaultConfirmed', {
-    verdictId: `${machineId}/v${s}`, machineId, role: 'trainer', rule: 'explicit-signal', handledAs: 'trainer', machineFaulty: false,
-    detectionLatencyMs: 0, evidence: { signal: 'process-exited' }, ...extra,
+    verdictId: `${machineId}/v${s}`,
+    machineId,
+    role: 'trainer',
+    rule: 'explicit-signal',
+    handledAs: 'trainer',
+    machineFaulty: false,
+    detectionLatencyMs: 0,
+    evidence: { signal: 'process-exited' },
+    ...extra,
   });
-const observe = (message: ControllerInput, s?: number) => ({ kind: 'observe' as const, message, now: s === undefined ? Date.parse(message.occurredAt) : at(s) });
+const observe = (message: ControllerInput, s?: number) => ({
+  kind: 'observe' as const,
+  message,
+  now: s === undefined ? Date.parse(message.occurredAt) : at(s),
+});
 const succeeded = (s: number, commandId: string, machineId: string | null, newMachineId?: string) =>
-  msg(s, 'RecoveryCommandSucceeded', { recoveryId: commandId.slice(0, commandId.lastIndexOf('/')), commandId, machineId, executor: 'spec', durationMs: 1000, ...(newMachineId ? { newMachineId } : {}) });
+  msg(s, 'RecoveryCommandSucceeded', {
+    recoveryId: commandId.slice(0, commandId.lastIndexOf('/')),
+    commandId,
+    machineId,
+    executor: 'spec',
+    durationMs: 1000,
+    ...(newMachineId ? { newMachineId } : {}),
+  });
 const failed = (s: number, commandId: string, machineId: string | null) =>
-  msg(s, 'RecoveryCommandFailed', { recoveryId: commandId.slice(0, commandId.lastIndexOf('/')), commandId, machineId, executor: 'spec', durationMs: 1000, error: 'could not start' });
+  msg(s, 'RecoveryCommandFailed', {
+    recoveryId: commandId.slice(0, commandId.lastIndexOf('/')),
+    commandId,
+    machineId,
+    executor: 'spec',
+    durationMs: 1000,
+    error: 'could not start',
+  });
 const phase = (s: number, machineId: string) => msg(s, 'RolePhaseChanged', { machineId, role: 'trainer', phase: 'initializing', step: 3, changedAt: iso(s) });
 
 /** Feed inputs through the kit's host step, as the service shell does; return every output. */
@@ -51,13 +76,31 @@ const decidedOf = (ds: Draft[]) => ds.filter((d): d is Draft<'RecoveryDecided'> 
 
 describe('trainer fault â†’ restart only the trainer group', () => {
   it('restarts every trainer machine, reloading the last checkpoint and keeping the batch', () => {
-    spec.given(jobAtStep3()).when(observe(fault(400, 'trainer-1'))).then(
-      [
-        draft('RecoveryDecided', { recoveryId: 'trainer-1/v400/recovery', verdictId: 'trainer-1/v400', machineId: 'trainer-1', action: 'restart-trainer-group', rule: 'trainer-fault', step: 3, evidence: { signal: 'process-exited' } }),
-        draft('RestartTrainerGroup', { recoveryId: 'trainer-1/v400/recovery', commandId: 'trainer-1/v400/recovery/1', machines: ['trainer-0', 'trainer-1'], step: 3, checkpointStep: 2, keepBatch: true }),
-      ],
-      eq,
-    );
+    spec
+      .given(jobAtStep3())
+      .when(observe(fault(400, 'trainer-1')))
+      .then(
+        [
+          draft('RecoveryDecided', {
+            recoveryId: 'trainer-1/v400/recovery',
+            verdictId: 'trainer-1/v400',
+            machineId: 'trainer-1',
+            action: 'restart-trainer-group',
+            rule: 'trainer-fault',
+            step: 3,
+            evidence: { signal: 'process-exited' },
+          }),
+          draft('RestartTrainerGroup', {
+            recoveryId: 'trainer-1/v400/recovery',
+            commandId: 'trainer-1/v400/recovery/1',
+            machines: ['trainer-0', 'trainer-1'],
+            step: 3,
+            checkpointStep: 2,
+            keepBatch: true,
+          }),
+        ],
+        eq,
+      );
   });
 
   it('decides nothing on a redelivered verdict: no duplicate restart', () => {
@@ -68,29 +111,56 @@ describe('trainer fault â†’ restart only the trainer group', () => {
   it('completes once every restarted machine reports in, with the latency of each stage', () => {
     const f = fault(400, 'trainer-1', { detectionLatencyMs: 5000 });
     const { emitted } = play(jobAtStep3(), [
-      f, succeeded(430, 'trainer-1/v400/recovery/1', 'trainer-0'), phase(431, 'trainer-0'),
-      succeeded(440, 'trainer-1/v400/recovery/1', 'trainer-1'), phase(452, 'trainer-1'),
+      f,
+      succeeded(430, 'trainer-1/v400/recovery/1', 'trainer-0'),
+      phase(431, 'trainer-0'),
+      succeeded(440, 'trainer-1/v400/recovery/1', 'trainer-1'),
+      phase(452, 'trainer-1'),
     ]);
-    expect(emitted.at(-1)).toEqual(draft('RecoveryCompleted', { recoveryId: 'trainer-1/v400/recovery', outcome: 'recovered', stagesMs: { detect: 5000, decide: 0, restart: 40_000, reconnect: 12_000 } }));
+    expect(emitted.at(-1)).toEqual(
+      draft('RecoveryCompleted', {
+        recoveryId: 'trainer-1/v400/recovery',
+        outcome: 'recovered',
+        stagesMs: { detect: 5000, decide: 0, restart: 40_000, reconnect: 12_000 },
+      }),
+    );
   });
 
   it('a rank hanging on its dead peer during the restart is covered by it, not a second fault', () => {
     const { emitted } = play(jobAtStep3(), [fault(400, 'trainer-1'), fault(401, 'trainer-0', { rule: 'trainer-idle' })]);
-    expect(decidedOf(emitted)).toEqual([['restart-trainer-group', 'trainer-fault'], ['report-only', 'covered-by-active-recovery']]);
+    expect(decidedOf(emitted)).toEqual([
+      ['restart-trainer-group', 'trainer-fault'],
+      ['report-only', 'covered-by-active-recovery'],
+    ]);
     expect(types(emitted)).not.toContain('RestartTask');
   });
 });
 
 describe('escalation to a whole-task restart: exactly the three rules of paper Â§5.1.2', () => {
   it('rule 1: a fault in the first iteration restarts the task', () => {
-    const fresh = [msg(0, 'JobStarted', { mode: 'async', resumedFromStep: null, trainerMachines: 1, rolloutMachines: 1 }), register('trainer-0', 'trainer'), register('rollout-0', 'rollout')];
-    spec.given(fresh).when(observe(fault(10, 'trainer-0'))).then(
-      [
-        draft('RecoveryDecided', { recoveryId: 'trainer-0/v10/recovery', verdictId: 'trainer-0/v10', machineId: 'trainer-0', action: 'restart-task', rule: 'escalate-first-iteration', step: 0, evidence: { signal: 'process-exited' } }),
-        draft('RestartTask', { recoveryId: 'trainer-0/v10/recovery', commandId: 'trainer-0/v10/recovery/1', rule: 'escalate-first-iteration' }),
-      ],
-      eq,
-    );
+    const fresh = [
+      msg(0, 'JobStarted', { mode: 'async', resumedFromStep: null, trainerMachines: 1, rolloutMachines: 1 }),
+      register('trainer-0', 'trainer'),
+      register('rollout-0', 'rollout'),
+    ];
+    spec
+      .given(fresh)
+      .when(observe(fault(10, 'trainer-0')))
+      .then(
+        [
+          draft('RecoveryDecided', {
+            recoveryId: 'trainer-0/v10/recovery',
+            verdictId: 'trainer-0/v10',
+            machineId: 'trainer-0',
+            action: 'restart-task',
+            rule: 'escalate-first-iteration',
+            step: 0,
+            evidence: { signal: 'process-exited' },
+          }),
+          draft('RestartTask', { recoveryId: 'trainer-0/v10/recovery', commandId: 'trainer-0/v10/recovery/1', rule: 'escalate-first-iteration' }),
+        ],
+        eq,
+      );
   });
 
   it('rule 1 covers rollout faults too (code errors in rollout), and the first iteration after a resume', () => {
@@ -102,21 +172,32 @@ describe('escalation to a whole-task restart: exactly the three rules of paper Â
   it('rule 2: a second trainer fault in the same step restarts the task', () => {
     const { emitted } = play(jobAtStep3(), [
       fault(400, 'trainer-1'),
-      succeeded(430, 'trainer-1/v400/recovery/1', null), phase(431, 'trainer-0'), phase(432, 'trainer-1'),
+      succeeded(430, 'trainer-1/v400/recovery/1', null),
+      phase(431, 'trainer-0'),
+      phase(432, 'trainer-1'),
       fault(500, 'trainer-0'),
     ]);
-    expect(decidedOf(emitted)).toEqual([['restart-trainer-group', 'trainer-fault'], ['restart-task', 'escalate-repeated-fault-in-step']]);
+    expect(decidedOf(emitted)).toEqual([
+      ['restart-trainer-group', 'trainer-fault'],
+      ['restart-task', 'escalate-repeated-fault-in-step'],
+    ]);
     expect(emitted.at(-1)).toMatchObject({ type: 'RestartTask', data: { rule: 'escalate-repeated-fault-in-step' } });
   });
 
   it('a trainer fault in a later step is a new first fault', () => {
     const { emitted } = play(jobAtStep3(), [
       fault(400, 'trainer-1'),
-      succeeded(430, 'trainer-1/v400/recovery/1', null), phase(431, 'trainer-0'), phase(432, 'trainer-1'),
-      msg(600, 'TrainingStepCompleted', { step: 3, batchId: 'b3', durationMs: 1 }), msg(601, 'TrainingStepStarted', { step: 4, batchId: 'b4', startedAt: iso(601) }),
+      succeeded(430, 'trainer-1/v400/recovery/1', null),
+      phase(431, 'trainer-0'),
+      phase(432, 'trainer-1'),
+      msg(600, 'TrainingStepCompleted', { step: 3, batchId: 'b3', durationMs: 1 }),
+      msg(601, 'TrainingStepStarted', { step: 4, batchId: 'b4', startedAt: iso(601) }),
       fault(700, 'trainer-0'),
     ]);
-    expect(decidedOf(emitted)).toEqual([['restart-trainer-group', 'trainer-fault'], ['restart-trainer-group', 'trainer-fault']]);
+    expect(decidedOf(emitted)).toEqual([
+      ['restart-trainer-group', 'trainer-fault'],
+      ['restart-trainer-group', 'trainer-fault'],
+    ]);
   });
 
   it('rule 3: one failed restart is allowed, the second escalates', () => {
@@ -126,7 +207,9 @@ describe('escalation to a whole-task restart: exactly the three rules of paper Â
       failed(460, 'trainer-1/v400/recovery/2', null),
     ]);
     expect(decidedOf(emitted)).toEqual([
-      ['restart-trainer-group', 'trainer-fault'], ['restart-trainer-group', 'trainer-fault'], ['restart-task', 'escalate-restart-failed-twice'],
+      ['restart-trainer-group', 'trainer-fault'],
+      ['restart-trainer-group', 'trainer-fault'],
+      ['restart-task', 'escalate-restart-failed-twice'],
     ]);
     expect(types(emitted)).toEqual(['RecoveryDecided', 'RestartTrainerGroup', 'RecoveryDecided', 'RestartTrainerGroup', 'RecoveryDecided', 'RestartTask']);
   });
@@ -138,7 +221,10 @@ describe('escalation to a whole-task restart: exactly the three rules of paper Â
       succeeded(410, 'trainer-1/v400/recovery/1', 'rollout-0'),
       failed(430, 'trainer-1/v400/recovery/3', null), // the first failed trainer restart: allowed
     ]);
-    expect(decidedOf(emitted)).toEqual([['warm-standby-from-rollout', 'trainer-machine-faulty'], ['warm-standby-from-rollout', 'trainer-machine-faulty']]);
+    expect(decidedOf(emitted)).toEqual([
+      ['warm-standby-from-rollout', 'trainer-machine-faulty'],
+      ['warm-standby-from-rollout', 'trainer-machine-faulty'],
+    ]);
     expect(types(emitted)).not.toContain('RestartTask');
   });
 
@@ -155,28 +241,83 @@ describe('escalation to a whole-task restart: exactly the three rules of paper Â
 
 describe('faulty trainer machine â†’ a rollout as warm standby (semi-sync/async), a new machine (sync)', () => {
   it('promotes the least busy rollout of the same zone and class, and refills the rollout pool', () => {
-    const busy = msg(350, 'RolloutThroughputSampled', { machineId: 'rollout-0', rolloutId: 'r0', sampledAt: iso(350), windowSeconds: 10, tokensPerSecond: 900, completedRequests: 3, inFlightRequests: 12, awaitingTools: 0 });
-    const idle = msg(350, 'RolloutThroughputSampled', { machineId: 'rollout-1', rolloutId: 'r1', sampledAt: iso(350), windowSeconds: 10, tokensPerSecond: 900, completedRequests: 3, inFlightRequests: 2, awaitingTools: 0 });
+    const busy = msg(350, 'RolloutThroughputSampled', {
+      machineId: 'rollout-0',
+      rolloutId: 'r0',
+      sampledAt: iso(350),
+      windowSeconds: 10,
+      tokensPerSecond: 900,
+      completedRequests: 3,
+      inFlightRequests: 12,
+      awaitingTools: 0,
+    });
+    const idle = msg(350, 'RolloutThroughputSampled', {
+      machineId: 'rollout-1',
+      rolloutId: 'r1',
+      sampledAt: iso(350),
+      windowSeconds: 10,
+      tokensPerSecond: 900,
+      completedRequests: 3,
+      inFlightRequests: 2,
+      awaitingTools: 0,
+    });
     // rollout-2 is idler still, but in another zone: not a valid standby (paper Â§5.1.3 prerequisite).
-    spec.given([...jobAtStep3(), busy, idle]).when(observe(fault(400, 'trainer-1', { signal: undefined, machineFaulty: true, evidence: { signal: 'xid-error' } } as never))).then(
-      [
-        draft('RecoveryDecided', { recoveryId: 'trainer-1/v400/recovery', verdictId: 'trainer-1/v400', machineId: 'trainer-1', action: 'warm-standby-from-rollout', rule: 'trainer-machine-faulty', step: 3, evidence: { signal: 'xid-error' } }),
-        draft('PromoteRolloutToTrainer', { recoveryId: 'trainer-1/v400/recovery', commandId: 'trainer-1/v400/recovery/1', rolloutMachineId: 'rollout-1', replacesMachineId: 'trainer-1' }),
-        draft('ReplaceMachine', { recoveryId: 'trainer-1/v400/recovery', commandId: 'trainer-1/v400/recovery/2', machineId: 'trainer-1', role: 'rollout', zone: 'az-1', hardwareClass: 'h100x8' }),
-      ],
-      eq,
-    );
+    spec
+      .given([...jobAtStep3(), busy, idle])
+      .when(observe(fault(400, 'trainer-1', { signal: undefined, machineFaulty: true, evidence: { signal: 'xid-error' } } as never)))
+      .then(
+        [
+          draft('RecoveryDecided', {
+            recoveryId: 'trainer-1/v400/recovery',
+            verdictId: 'trainer-1/v400',
+            machineId: 'trainer-1',
+            action: 'warm-standby-from-rollout',
+            rule: 'trainer-machine-faulty',
+            step: 3,
+            evidence: { signal: 'xid-error' },
+          }),
+          draft('PromoteRolloutToTrainer', {
+            recoveryId: 'trainer-1/v400/recovery',
+            commandId: 'trainer-1/v400/recovery/1',
+            rolloutMachineId: 'rollout-1',
+            replacesMachineId: 'trainer-1',
+          }),
+          draft('ReplaceMachine', {
+            recoveryId: 'trainer-1/v400/recovery',
+            commandId: 'trainer-1/v400/recovery/2',
+            machineId: 'trainer-1',
+            role: 'rollout',
+            zone: 'az-1',
+            hardwareClass: 'h100x8',
+          }),
+        ],
+        eq,
+      );
   });
 
   it('after the promotion the trainer group restarts with the standby in and the faulty machine out', () => {
     const { emitted } = play(jobAtStep3(), [fault(400, 'trainer-1', { machineFaulty: true }), succeeded(410, 'trainer-1/v400/recovery/1', 'rollout-0')]);
-    expect(emitted.at(-1)).toEqual(draft('RestartTrainerGroup', { recoveryId: 'trainer-1/v400/recovery', commandId: 'trainer-1/v400/recovery/3', machines: ['trainer-0', 'rollout-0'], step: 3, checkpointStep: 2, keepBatch: true }));
+    expect(emitted.at(-1)).toEqual(
+      draft('RestartTrainerGroup', {
+        recoveryId: 'trainer-1/v400/recovery',
+        commandId: 'trainer-1/v400/recovery/3',
+        machines: ['trainer-0', 'rollout-0'],
+        step: 3,
+        checkpointStep: 2,
+        keepBatch: true,
+      }),
+    );
   });
 
   it('a restart that fails on one machine makes that machine faulty: warm standby, not a second blind restart', () => {
     const { emitted } = play(jobAtStep3(), [fault(400, 'trainer-1'), failed(430, 'trainer-1/v400/recovery/1', 'trainer-1')]);
-    expect(decidedOf(emitted)).toEqual([['restart-trainer-group', 'trainer-fault'], ['warm-standby-from-rollout', 'trainer-machine-faulty']]);
-    expect(emitted.find((d) => d.type === 'PromoteRolloutToTrainer')).toMatchObject({ data: { rolloutMachineId: 'rollout-0', replacesMachineId: 'trainer-1' } });
+    expect(decidedOf(emitted)).toEqual([
+      ['restart-trainer-group', 'trainer-fault'],
+      ['warm-standby-from-rollout', 'trainer-machine-faulty'],
+    ]);
+    expect(emitted.find((d) => d.type === 'PromoteRolloutToTrainer')).toMatchObject({
+      data: { rolloutMachineId: 'rollout-0', replacesMachineId: 'trainer-1' },
+    });
   });
 
   it('sync mode has no standby to borrow: a new machine is requested, then the group restarts with it', () => {
@@ -185,12 +326,26 @@ describe('faulty trainer machine â†’ a rollout as warm standby (semi-sync/async)
       succeeded(500, 'trainer-1/v400/recovery/1', null, 'node-9'),
     ]);
     expect(decidedOf(emitted)).toEqual([['request-new-trainer-machine', 'trainer-machine-faulty']]);
-    expect(emitted[1]).toEqual(draft('ReplaceMachine', { recoveryId: 'trainer-1/v400/recovery', commandId: 'trainer-1/v400/recovery/1', machineId: 'trainer-1', role: 'hybrid', zone: 'az-1', hardwareClass: 'h100x8' }));
+    expect(emitted[1]).toEqual(
+      draft('ReplaceMachine', {
+        recoveryId: 'trainer-1/v400/recovery',
+        commandId: 'trainer-1/v400/recovery/1',
+        machineId: 'trainer-1',
+        role: 'hybrid',
+        zone: 'az-1',
+        hardwareClass: 'h100x8',
+      }),
+    );
     expect(emitted[2]).toMatchObject({ type: 'RestartTrainerGroup', data: { machines: ['trainer-0', 'node-9'] } });
   });
 
   it('no rollout in the same zone and class: a new machine even in semi-sync', () => {
-    const other = [msg(0, 'JobStarted', { mode: 'semi-sync', resumedFromStep: null, trainerMachines: 1, rolloutMachines: 1 }), register('trainer-0', 'trainer'), register('rollout-0', 'rollout', 0, 'az-1', 'a100x8'), msg(50, 'TrainingStepCompleted', { step: 0, batchId: 'b0', durationMs: 1 })];
+    const other = [
+      msg(0, 'JobStarted', { mode: 'semi-sync', resumedFromStep: null, trainerMachines: 1, rolloutMachines: 1 }),
+      register('trainer-0', 'trainer'),
+      register('rollout-0', 'rollout', 0, 'az-1', 'a100x8'),
+      msg(50, 'TrainingStepCompleted', { step: 0, batchId: 'b0', durationMs: 1 }),
+    ];
     const { emitted } = play(other, [fault(400, 'trainer-0', { machineFaulty: true })]);
     expect(decidedOf(emitted)).toEqual([['request-new-trainer-machine', 'trainer-machine-faulty']]);
   });
@@ -204,23 +359,59 @@ describe('rollout fault â†’ replace that machine only', () => {
       register('rollout-7', 'rollout', 425),
     ]);
     expect(emitted).toEqual([
-      draft('RecoveryDecided', { recoveryId: 'rollout-1/v400/recovery', verdictId: 'rollout-1/v400', machineId: 'rollout-1', action: 'replace-rollout', rule: 'rollout-fault', step: 3, evidence: { signal: 'process-exited' } }),
-      draft('ReplaceMachine', { recoveryId: 'rollout-1/v400/recovery', commandId: 'rollout-1/v400/recovery/1', machineId: 'rollout-1', role: 'rollout', zone: 'az-1', hardwareClass: 'h100x8' }),
-      draft('RecoveryCompleted', { recoveryId: 'rollout-1/v400/recovery', outcome: 'recovered', stagesMs: { detect: 70_000, decide: 0, restart: 20_000, reconnect: 5_000 } }),
+      draft('RecoveryDecided', {
+        recoveryId: 'rollout-1/v400/recovery',
+        verdictId: 'rollout-1/v400',
+        machineId: 'rollout-1',
+        action: 'replace-rollout',
+        rule: 'rollout-fault',
+        step: 3,
+        evidence: { signal: 'process-exited' },
+      }),
+      draft('ReplaceMachine', {
+        recoveryId: 'rollout-1/v400/recovery',
+        commandId: 'rollout-1/v400/recovery/1',
+        machineId: 'rollout-1',
+        role: 'rollout',
+        zone: 'az-1',
+        hardwareClass: 'h100x8',
+      }),
+      draft('RecoveryCompleted', {
+        recoveryId: 'rollout-1/v400/recovery',
+        outcome: 'recovered',
+        stagesMs: { detect: 70_000, decide: 0, restart: 20_000, reconnect: 5_000 },
+      }),
     ]);
   });
 
   it('a second rollout fault in the same step is replaced too, never escalated', () => {
-    const { emitted } = play(jobAtStep3(), [fault(400, 'rollout-0', { role: 'rollout', handledAs: 'rollout' }), fault(401, 'rollout-1', { role: 'rollout', handledAs: 'rollout' })]);
-    expect(decidedOf(emitted)).toEqual([['replace-rollout', 'rollout-fault'], ['replace-rollout', 'rollout-fault']]);
+    const { emitted } = play(jobAtStep3(), [
+      fault(400, 'rollout-0', { role: 'rollout', handledAs: 'rollout' }),
+      fault(401, 'rollout-1', { role: 'rollout', handledAs: 'rollout' }),
+    ]);
+    expect(decidedOf(emitted)).toEqual([
+      ['replace-rollout', 'rollout-fault'],
+      ['replace-rollout', 'rollout-fault'],
+    ]);
   });
 });
 
 describe('commands that get no answer', () => {
   it('a restart with no answer in time fails, naming the silent machine, and the machine is treated as faulty', () => {
     const decider = createControllerDecider({ commandTimeoutMs: 60_000 });
-    const { emitted } = play(jobAtStep3(), [fault(400, 'trainer-1'), succeeded(410, 'trainer-1/v400/recovery/1', 'trainer-0'), { tick: 459 }, { tick: 460 }], decider);
-    expect(types(emitted)).toEqual(['RecoveryDecided', 'RestartTrainerGroup', 'RecoveryCommandFailed', 'RecoveryDecided', 'PromoteRolloutToTrainer', 'ReplaceMachine']);
+    const { emitted } = play(
+      jobAtStep3(),
+      [fault(400, 'trainer-1'), succeeded(410, 'trainer-1/v400/recovery/1', 'trainer-0'), { tick: 459 }, { tick: 460 }],
+      decider,
+    );
+    expect(types(emitted)).toEqual([
+      'RecoveryDecided',
+      'RestartTrainerGroup',
+      'RecoveryCommandFailed',
+      'RecoveryDecided',
+      'PromoteRolloutToTrainer',
+      'ReplaceMachine',
+    ]);
     expect(emitted[2]).toMatchObject({ data: { machineId: 'trainer-1', executor: 'controller', error: 'no answer from trainer-1 within 60 s' } });
   });
 });
@@ -228,7 +419,11 @@ describe('commands that get no answer', () => {
 describe('rebuilt from the log', () => {
   it('a controller rebuilt from its events mid-recovery issues nothing twice', () => {
     const live = play(jobAtStep3(), [fault(400, 'trainer-1')]);
-    const log: ControllerEvent[] = [...jobAtStep3(), fault(400, 'trainer-1'), ...live.emitted.map((d) => ({ ...d, occurredAt: iso(400) }) as unknown as ControllerEvent)];
+    const log: ControllerEvent[] = [
+      ...jobAtStep3(),
+      fault(400, 'trainer-1'),
+      ...live.emitted.map((d) => ({ ...d, occurredAt: iso(400) }) as unknown as ControllerEvent),
+    ];
     const rebuilt = log.reduce(ControllerDecider.evolve, ControllerDecider.initialState());
     expect(ControllerDecider.decide(observe(fault(400, 'trainer-1')), rebuilt)).toEqual([]);
     expect(rebuilt).toEqual(live.state);

@@ -26,7 +26,9 @@ export * from './controller.state';
  * and the decision steps live in `controller.state.ts`, `controller.evolve.ts` and `controller.decide.ts`;
  * the fault policies are listed in order in `FAULT_POLICIES`, the escalation rules in `escalation-rules.ts`.
  */
-export function createControllerDecider(overrides: Partial<ControllerSettings> = {}): Decider<ControllerState, ControllerCommand, ControllerEvent, ControllerDraft> {
+export function createControllerDecider(
+  overrides: Partial<ControllerSettings> = {},
+): Decider<ControllerState, ControllerCommand, ControllerEvent, ControllerDraft> {
   const settings: ControllerSettings = { ...DEFAULT_CONTROLLER_SETTINGS, ...overrides };
   return {
     initialState: initialControllerState,

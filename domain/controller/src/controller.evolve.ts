@@ -23,7 +23,14 @@ export function evolveController(state: ControllerState, fact: ControllerFact, a
       const prior = state.machines[d.machineId];
       // A registration overtaken by the machine's verdict (another topic) keeps the status it has since.
       const status = prior && prior.status !== 'active' ? prior.status : 'active';
-      const registered = withMachine(state, { machineId: d.machineId, role: d.role, zone: d.zone, hardwareClass: d.hardwareClass, status, inFlightRequests: prior?.inFlightRequests ?? 0 });
+      const registered = withMachine(state, {
+        machineId: d.machineId,
+        role: d.role,
+        zone: d.zone,
+        hardwareClass: d.hardwareClass,
+        status,
+        inFlightRequests: prior?.inFlightRequests ?? 0,
+      });
       return lifeSign(registered, d.machineId, at);
     }
     case 'MachineRoleChanged': {
@@ -98,7 +105,8 @@ function onDecided(state: ControllerState, fact: Draft<'RecoveryDecided'>, at: n
     commands: {},
     commandSeq: 0,
     failures: 0,
-    trainerGroup: d.action === 'restart-trainer-group' || d.action === 'warm-standby-from-rollout' || d.action === 'request-new-trainer-machine' ? trainerGroup(state) : [],
+    trainerGroup:
+      d.action === 'restart-trainer-group' || d.action === 'warm-standby-from-rollout' || d.action === 'request-new-trainer-machine' ? trainerGroup(state) : [],
     step: state.step,
     checkpointStep: state.lastCheckpointStep,
     restartedAt: null,
@@ -113,7 +121,11 @@ function onDecided(state: ControllerState, fact: Draft<'RecoveryDecided'>, at: n
   return withRecovery({ ...state, decidedVerdicts, trainerFaultsInStep }, recovery);
 }
 
-function onIssued(state: ControllerState, fact: Draft<'RestartTrainerGroup' | 'PromoteRolloutToTrainer' | 'ReplaceMachine' | 'RestartTask'>, at: number): ControllerState {
+function onIssued(
+  state: ControllerState,
+  fact: Draft<'RestartTrainerGroup' | 'PromoteRolloutToTrainer' | 'ReplaceMachine' | 'RestartTask'>,
+  at: number,
+): ControllerState {
   const r = state.recoveries[fact.data.recoveryId];
   if (!r) return state;
   const seq = Number(fact.data.commandId.slice(fact.data.commandId.lastIndexOf('/') + 1)) || r.commandSeq + 1;
@@ -144,7 +156,16 @@ function onIssued(state: ControllerState, fact: Draft<'RestartTrainerGroup' | 'P
     case 'RestartTask':
       break;
   }
-  const cmd: IssuedCommand = { commandId: fact.data.commandId, type: fact.type, issuedAt: at, awaiting, status: 'pending', background, subject, newMachineId: null };
+  const cmd: IssuedCommand = {
+    commandId: fact.data.commandId,
+    type: fact.type,
+    issuedAt: at,
+    awaiting,
+    status: 'pending',
+    background,
+    subject,
+    newMachineId: null,
+  };
   return withRecovery(
     { ...state, machines, commandOwner: { ...state.commandOwner, [cmd.commandId]: r.recoveryId } },
     { ...r, commandSeq: Math.max(r.commandSeq, seq), trainerGroup: trainerGroupNow, commands: { ...r.commands, [cmd.commandId]: cmd } },
@@ -167,7 +188,10 @@ function onOutcome(state: ControllerState, fact: Draft<'RecoveryCommandSucceeded
   const awaiting = machineId === null ? [] : cmd.awaiting.filter((m) => m !== machineId);
   const finished = awaiting.length === 0;
   const newMachineId = fact.data.newMachineId ?? cmd.newMachineId;
-  let recovery: Recovery = { ...r, commands: { ...r.commands, [cmd.commandId]: { ...cmd, awaiting, status: finished ? 'succeeded' : 'pending', newMachineId } } };
+  let recovery: Recovery = {
+    ...r,
+    commands: { ...r.commands, [cmd.commandId]: { ...cmd, awaiting, status: finished ? 'succeeded' : 'pending', newMachineId } },
+  };
   if (cmd.type === 'RestartTrainerGroup') {
     // Each machine must report in after its own restart: a phase from the process being replaced does not count.
     const restarted = machineId === null ? Object.fromEntries(cmd.awaiting.map((m) => [m, at])) : { [machineId]: at };

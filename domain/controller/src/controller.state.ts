@@ -154,4 +154,11 @@ export function reportedInFully(r: Recovery): boolean {
 }
 
 /** A machine the controller knows only from a verdict (its registration is on another topic). */
-export const unknownMachine = (machineId: string, role: Role): RosterMachine => ({ machineId, role, zone: 'unknown', hardwareClass: 'unknown', status: 'active', inFlightRequests: 0 });
+export const unknownMachine = (machineId: string, role: Role): RosterMachine => ({
+  machineId,
+  role,
+  zone: 'unknown',
+  hardwareClass: 'unknown',
+  status: 'active',
+  inFlightRequests: 0,
+});

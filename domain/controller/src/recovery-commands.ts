@@ -7,7 +7,13 @@ import { ControllerDraft, ControllerState, Recovery, RosterMachine } from './con
  */
 
 /** The decision record of a recovery, naming the rule that fired. */
-export function decision(state: ControllerState, r: { recoveryId: string; verdictId: string; machineId: string }, action: RecoveryAction, rule: DecisionRule, evidence: Evidence): ControllerDraft {
+export function decision(
+  state: ControllerState,
+  r: { recoveryId: string; verdictId: string; machineId: string },
+  action: RecoveryAction,
+  rule: DecisionRule,
+  evidence: Evidence,
+): ControllerDraft {
   return draft('RecoveryDecided', { recoveryId: r.recoveryId, verdictId: r.verdictId, machineId: r.machineId, action, rule, step: state.step, evidence });
 }
 

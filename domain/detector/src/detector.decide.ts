@@ -111,13 +111,32 @@ function evaluateMachine(config: DetectorConfig, state: DetectorState, machine: 
     if (finding === null) {
       // Evidence gone (e.g. output resumed while the probe was out): the suspicion ends here.
       if (open) {
-        out.push(draft('SuspicionCleared', { verdictId: open.verdictId, machineId: machine.machineId, role: machine.role, rule: rule.name, evidence: open.evidence, reason: 'the evidence no longer holds' }));
+        out.push(
+          draft('SuspicionCleared', {
+            verdictId: open.verdictId,
+            machineId: machine.machineId,
+            role: machine.role,
+            rule: rule.name,
+            evidence: open.evidence,
+            reason: 'the evidence no longer holds',
+          }),
+        );
       }
       continue;
     }
     if (finding.verdict === 'confirm') {
       if (rule.name === 'trainer-idle' && trainerGroupAlreadyConfirmed(state, machine, now)) continue;
-      out.push(confirmed(machine, rule.name, open?.verdictId ?? verdictIdFor(machine, rule.name, nextSeq()), finding.since, finding.evidence, finding.machineFaulty, now));
+      out.push(
+        confirmed(
+          machine,
+          rule.name,
+          open?.verdictId ?? verdictIdFor(machine, rule.name, nextSeq()),
+          finding.since,
+          finding.evidence,
+          finding.machineFaulty,
+          now,
+        ),
+      );
       return out;
     }
     if (open) continue;
@@ -145,7 +164,15 @@ function trainerGroupAlreadyConfirmed(state: DetectorState, machine: WatchedMach
   );
 }
 
-function confirmed(machine: WatchedMachine, rule: string, verdictId: string, since: number, evidence: Evidence, machineFaulty: boolean, now: number): DetectorDraft {
+function confirmed(
+  machine: WatchedMachine,
+  rule: string,
+  verdictId: string,
+  since: number,
+  evidence: Evidence,
+  machineFaulty: boolean,
+  now: number,
+): DetectorDraft {
   return draft('FaultConfirmed', {
     verdictId,
     machineId: machine.machineId,

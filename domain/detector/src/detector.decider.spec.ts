@@ -17,8 +17,14 @@ const gpu = (s: number, machineId: string, tensorActive: number) =>
   msg(s, 'GpuActivitySampled', { machineId, sampledAt: iso(s), intervalSeconds: 10, tensorActive, source: 'emulated' });
 const throughput = (s: number, machineId: string, tokensPerSecond: number, extra: Partial<{ inFlight: number; awaitingTools: number }> = {}) =>
   msg(s, 'RolloutThroughputSampled', {
-    machineId, rolloutId: machineId, sampledAt: iso(s), windowSeconds: 10, tokensPerSecond,
-    completedRequests: tokensPerSecond > 0 ? 1 : 0, inFlightRequests: extra.inFlight ?? 8, awaitingTools: extra.awaitingTools ?? 0,
+    machineId,
+    rolloutId: machineId,
+    sampledAt: iso(s),
+    windowSeconds: 10,
+    tokensPerSecond,
+    completedRequests: tokensPerSecond > 0 ? 1 : 0,
+    inFlightRequests: extra.inFlight ?? 8,
+    awaitingTools: extra.awaitingTools ?? 0,
   });
 const tick = (s: number) => ({ kind: 'tick' as const, now: at(s) });
 
@@ -41,39 +47,69 @@ describe('trainer rule: 300 s without TensorCore activity, only inside the train
   const trainer = [job, register('trainer-0', 'trainer'), phase(0, 'trainer-0', 'training'), gpu(10, 'trainer-0', 0.7)];
 
   it('confirms a trainer idle for the whole window in the training phase', () => {
-    spec.given([...trainer]).when(tick(310)).then(
-      [draft('FaultConfirmed', {
-        verdictId: 'trainer-0/trainer-idle/1', machineId: 'trainer-0', role: 'trainer', rule: 'trainer-idle', handledAs: 'trainer', machineFaulty: false,
-        detectionLatencyMs: 300_000,
-        evidence: { windowSeconds: 300, lastActivityAt: iso(10), faultEvidenceSince: iso(10), detail: 'no TensorCore activity for 300 s inside the training phase' },
-      })],
-      eq,
-    );
+    spec
+      .given([...trainer])
+      .when(tick(310))
+      .then(
+        [
+          draft('FaultConfirmed', {
+            verdictId: 'trainer-0/trainer-idle/1',
+            machineId: 'trainer-0',
+            role: 'trainer',
+            rule: 'trainer-idle',
+            handledAs: 'trainer',
+            machineFaulty: false,
+            detectionLatencyMs: 300_000,
+            evidence: {
+              windowSeconds: 300,
+              lastActivityAt: iso(10),
+              faultEvidenceSince: iso(10),
+              detail: 'no TensorCore activity for 300 s inside the training phase',
+            },
+          }),
+        ],
+        eq,
+      );
   });
 
   it('does not confirm one second before the window ends', () => {
-    spec.given([...trainer]).when(tick(309)).thenNothingHappened(eq);
+    spec
+      .given([...trainer])
+      .when(tick(309))
+      .thenNothingHappened(eq);
   });
 
   it('never counts context switch, weight update, advantage or checkpoint time toward the window', () => {
     const pauses = [
-      phase(100, 'trainer-0', 'checkpoint'), phase(400, 'trainer-0', 'weight-update'), phase(700, 'trainer-0', 'context-switch'),
-      phase(1000, 'trainer-0', 'advantage'), phase(1300, 'trainer-0', 'training'),
+      phase(100, 'trainer-0', 'checkpoint'),
+      phase(400, 'trainer-0', 'weight-update'),
+      phase(700, 'trainer-0', 'context-switch'),
+      phase(1000, 'trainer-0', 'advantage'),
+      phase(1300, 'trainer-0', 'training'),
     ];
     // 90 s idle in training before the checkpoint, then 1200 s of GPU-free phases, then training again.
-    spec.given([...trainer, ...pauses]).when(tick(1300 + 209)).thenNothingHappened(eq);
-    spec.given([...trainer, ...pauses]).when(tick(1300 + 210)).then(
-      [expect.objectContaining({ type: 'FaultConfirmed', data: expect.objectContaining({ rule: 'trainer-idle' }) }) as unknown as DetectorDraft],
-      eq,
-    );
+    spec
+      .given([...trainer, ...pauses])
+      .when(tick(1300 + 209))
+      .thenNothingHappened(eq);
+    spec
+      .given([...trainer, ...pauses])
+      .when(tick(1300 + 210))
+      .then([expect.objectContaining({ type: 'FaultConfirmed', data: expect.objectContaining({ rule: 'trainer-idle' }) }) as unknown as DetectorDraft], eq);
   });
 
   it('any TensorCore activity restarts the window', () => {
-    spec.given([...trainer, gpu(200, 'trainer-0', 0.01)]).when(tick(499)).thenNothingHappened(eq);
+    spec
+      .given([...trainer, gpu(200, 'trainer-0', 0.01)])
+      .when(tick(499))
+      .thenNothingHappened(eq);
   });
 
   it('a trainer outside the training phase is never flagged, however long', () => {
-    spec.given([job, register('trainer-0', 'trainer'), phase(0, 'trainer-0', 'checkpoint')]).when(tick(10_000)).thenNothingHappened(eq);
+    spec
+      .given([job, register('trainer-0', 'trainer'), phase(0, 'trainer-0', 'checkpoint')])
+      .when(tick(10_000))
+      .thenNothingHappened(eq);
   });
 
   it('the echo of a dead rank on its peers is one verdict, not one per rank', () => {
@@ -82,10 +118,21 @@ describe('trainer rule: 300 s without TensorCore activity, only inside the train
     expect(out).toHaveLength(1);
   });
 
-  it('a rank idle long after its peer\'s verdict is a fault of its own, not an echo', () => {
-    const two = [job, register('trainer-0', 'trainer'), register('trainer-1', 'trainer'), phase(0, 'trainer-0', 'training'), phase(400, 'trainer-1', 'training')];
-    const confirmed = run(two, 800).filter((e) => e.draft.type === 'FaultConfirmed').map((e) => [(e.draft.data as { machineId: string }).machineId, (e.at - at(0)) / 1000]);
-    expect(confirmed).toEqual([['trainer-0', 300], ['trainer-1', 700]]);
+  it("a rank idle long after its peer's verdict is a fault of its own, not an echo", () => {
+    const two = [
+      job,
+      register('trainer-0', 'trainer'),
+      register('trainer-1', 'trainer'),
+      phase(0, 'trainer-0', 'training'),
+      phase(400, 'trainer-1', 'training'),
+    ];
+    const confirmed = run(two, 800)
+      .filter((e) => e.draft.type === 'FaultConfirmed')
+      .map((e) => [(e.draft.data as { machineId: string }).machineId, (e.at - at(0)) / 1000]);
+    expect(confirmed).toEqual([
+      ['trainer-0', 300],
+      ['trainer-1', 700],
+    ]);
   });
 
   it('a restarted trainer is watched again once it reports a phase', () => {
@@ -99,16 +146,22 @@ describe('rollout rule: 60 s of zero throughput → probe → confirmed only if 
   const rollout = [job, register('rollout-0', 'rollout'), throughput(5, 'rollout-0', 900)];
 
   it('suspects after the window and probes the agent', () => {
-    spec.given(rollout).when(tick(65)).then(
-      [
-        draft('FaultSuspected', {
-          verdictId: 'rollout-0/rollout-silent/1', machineId: 'rollout-0', role: 'rollout', rule: 'rollout-silent',
-          evidence: { windowSeconds: 60, lastActivityAt: iso(5), faultEvidenceSince: iso(5), observed: 900, detail: 'no rollout throughput for 60 s' },
-        }),
-        draft('HeartbeatProbeRequested', { probeId: 'rollout-0/rollout-silent/1/probe', machineId: 'rollout-0', timeoutMs: 10_000 }),
-      ],
-      eq,
-    );
+    spec
+      .given(rollout)
+      .when(tick(65))
+      .then(
+        [
+          draft('FaultSuspected', {
+            verdictId: 'rollout-0/rollout-silent/1',
+            machineId: 'rollout-0',
+            role: 'rollout',
+            rule: 'rollout-silent',
+            evidence: { windowSeconds: 60, lastActivityAt: iso(5), faultEvidenceSince: iso(5), observed: 900, detail: 'no rollout throughput for 60 s' },
+          }),
+          draft('HeartbeatProbeRequested', { probeId: 'rollout-0/rollout-silent/1/probe', machineId: 'rollout-0', timeoutMs: 10_000 }),
+        ],
+        eq,
+      );
   });
 
   it('confirms when the probe times out, naming the probe in the evidence', () => {
@@ -116,7 +169,10 @@ describe('rollout rule: 60 s of zero throughput → probe → confirmed only if 
     const confirmed = emitted.find((e) => e.draft.type === 'FaultConfirmed')!;
     expect((confirmed.at - at(0)) / 1000).toBe(75);
     expect(confirmed.draft.data).toMatchObject({
-      verdictId: 'rollout-0/rollout-silent/1', handledAs: 'rollout', machineFaulty: true, detectionLatencyMs: 70_000,
+      verdictId: 'rollout-0/rollout-silent/1',
+      handledAs: 'rollout',
+      machineFaulty: true,
+      detectionLatencyMs: 70_000,
       evidence: { probe: { probeId: 'rollout-0/rollout-silent/1/probe', result: 'timed-out' } },
     });
   });
@@ -125,9 +181,16 @@ describe('rollout rule: 60 s of zero throughput → probe → confirmed only if 
     const ack = msg(66, 'HeartbeatAcked', { probeId: 'rollout-0/rollout-silent/1/probe', machineId: 'rollout-0', ackedAt: iso(66) });
     const emitted = run([...rollout, ack], 130);
     expect(emitted.map((e) => [e.draft.type, (e.at - at(0)) / 1000])).toEqual([
-      ['FaultSuspected', 65], ['HeartbeatProbeRequested', 65], ['SuspicionCleared', 66], ['FaultSuspected', 126], ['HeartbeatProbeRequested', 126],
+      ['FaultSuspected', 65],
+      ['HeartbeatProbeRequested', 65],
+      ['SuspicionCleared', 66],
+      ['FaultSuspected', 126],
+      ['HeartbeatProbeRequested', 126],
     ]);
-    expect(emitted[2].draft.data).toMatchObject({ reason: 'the agent answered the heartbeat probe in 1000 ms', evidence: { probe: { result: 'acked', latencyMs: 1000 } } });
+    expect(emitted[2].draft.data).toMatchObject({
+      reason: 'the agent answered the heartbeat probe in 1000 ms',
+      evidence: { probe: { result: 'acked', latencyMs: 1000 } },
+    });
   });
 
   it('a rollout waiting on tools for 15 minutes that answers its probes is never flagged', () => {
@@ -168,8 +231,10 @@ describe('hybrid roles: the rollout rule applies, the fault is a trainer fault',
   });
 
   it('the trainer idle rule does not apply to hybrid machines', () => {
-    spec.given([job, register('hybrid-0', 'hybrid'), phase(0, 'hybrid-0', 'training', 'hybrid'), throughput(0, 'hybrid-0', 100)])
-      .when(tick(59)).thenNothingHappened(eq);
+    spec
+      .given([job, register('hybrid-0', 'hybrid'), phase(0, 'hybrid-0', 'training', 'hybrid'), throughput(0, 'hybrid-0', 100)])
+      .when(tick(59))
+      .thenNothingHappened(eq);
   });
 });
 
@@ -180,20 +245,60 @@ describe('explicit signals confirm at once', () => {
     ['ecc-error', true],
     ['xid-error', true],
   ] as const)('%s → confirmed immediately (machine faulty: %s)', (signal, machineFaulty) => {
-    const signalled = msg(42, 'AgentFaultSignalled', { machineId: 'trainer-0', role: 'trainer', signal, detail: 'boom', exitCode: signal === 'process-exited' ? 137 : null, observedAt: iso(42) });
-    spec.given([job, register('trainer-0', 'trainer')]).when({ kind: 'observe', message: signalled, now: at(42) }).then(
-      [draft('FaultConfirmed', {
-        verdictId: 'trainer-0/explicit-signal/1', machineId: 'trainer-0', role: 'trainer', rule: 'explicit-signal', handledAs: 'trainer', machineFaulty, detectionLatencyMs: 0,
-        evidence: { signal, faultEvidenceSince: iso(42), detail: signal === 'process-exited' ? 'boom (exit code 137)' : 'boom' },
-      })],
-      eq,
-    );
+    const signalled = msg(42, 'AgentFaultSignalled', {
+      machineId: 'trainer-0',
+      role: 'trainer',
+      signal,
+      detail: 'boom',
+      exitCode: signal === 'process-exited' ? 137 : null,
+      observedAt: iso(42),
+    });
+    spec
+      .given([job, register('trainer-0', 'trainer')])
+      .when({ kind: 'observe', message: signalled, now: at(42) })
+      .then(
+        [
+          draft('FaultConfirmed', {
+            verdictId: 'trainer-0/explicit-signal/1',
+            machineId: 'trainer-0',
+            role: 'trainer',
+            rule: 'explicit-signal',
+            handledAs: 'trainer',
+            machineFaulty,
+            detectionLatencyMs: 0,
+            evidence: { signal, faultEvidenceSince: iso(42), detail: signal === 'process-exited' ? 'boom (exit code 137)' : 'boom' },
+          }),
+        ],
+        eq,
+      );
   });
 
   it('a machine already confirmed is not confirmed again', () => {
-    const first = msg(42, 'AgentFaultSignalled', { machineId: 'rollout-0', role: 'rollout', signal: 'process-exited', detail: 'x', exitCode: 1, observedAt: iso(42) });
-    const confirmed = { ...draft('FaultConfirmed', { verdictId: 'rollout-0/explicit-signal/1', machineId: 'rollout-0', role: 'rollout', rule: 'explicit-signal', handledAs: 'rollout', machineFaulty: false, detectionLatencyMs: 0, evidence: {} }), occurredAt: iso(42) } as unknown as DetectorEvent;
-    spec.given([job, register('rollout-0', 'rollout'), first, confirmed]).when({ kind: 'observe', message: { ...first, occurredAt: iso(43) }, now: at(43) }).thenNothingHappened(eq);
+    const first = msg(42, 'AgentFaultSignalled', {
+      machineId: 'rollout-0',
+      role: 'rollout',
+      signal: 'process-exited',
+      detail: 'x',
+      exitCode: 1,
+      observedAt: iso(42),
+    });
+    const confirmed = {
+      ...draft('FaultConfirmed', {
+        verdictId: 'rollout-0/explicit-signal/1',
+        machineId: 'rollout-0',
+        role: 'rollout',
+        rule: 'explicit-signal',
+        handledAs: 'rollout',
+        machineFaulty: false,
+        detectionLatencyMs: 0,
+        evidence: {},
+      }),
+      occurredAt: iso(42),
+    } as unknown as DetectorEvent;
+    spec
+      .given([job, register('rollout-0', 'rollout'), first, confirmed])
+      .when({ kind: 'observe', message: { ...first, occurredAt: iso(43) }, now: at(43) })
+      .thenNothingHappened(eq);
   });
 });
 
@@ -214,7 +319,8 @@ describe('straggler rule: reported, not restarted', () => {
 
   it('a rollout waiting on tools is not a straggler', () => {
     const h: DetectorEvent[] = [job, ...peers.map((p) => register(p, 'rollout'))];
-    for (let s = 0; s <= 500; s += 10) for (const p of peers) h.push(p === 'rollout-3' ? throughput(s, p, 0, { inFlight: 4, awaitingTools: 4 }) : throughput(s, p, 1000));
+    for (let s = 0; s <= 500; s += 10)
+      for (const p of peers) h.push(p === 'rollout-3' ? throughput(s, p, 0, { inFlight: 4, awaitingTools: 4 }) : throughput(s, p, 1000));
     expect(run(h, 500).filter((e) => (e.draft.data as { rule?: string }).rule === 'straggler')).toEqual([]);
   });
 });
@@ -229,18 +335,42 @@ describe('pluggable rules', () => {
       evaluate: (s, { now }) => (s.mismatch ? { verdict: 'suspect', since: now, evidence: { detail: 'gradient checksum mismatch' } } : null),
     };
     const decider = createDetectorDecider({ rules: [sdc as DetectionRule] });
-    const signalled = msg(5, 'AgentFaultSignalled', { machineId: 'trainer-0', role: 'trainer', signal: 'step-exception', detail: 'checksum differs across replicas', exitCode: null, observedAt: iso(5) });
-    DeciderSpecification.for(decider).given([job, register('trainer-0', 'trainer')]).when({ kind: 'observe', message: signalled, now: at(5) }).then(
-      [draft('FaultSuspected', { verdictId: 'trainer-0/silent-data-corruption/1', machineId: 'trainer-0', role: 'trainer', rule: 'silent-data-corruption', evidence: { detail: 'gradient checksum mismatch' } })],
-      eq,
-    );
+    const signalled = msg(5, 'AgentFaultSignalled', {
+      machineId: 'trainer-0',
+      role: 'trainer',
+      signal: 'step-exception',
+      detail: 'checksum differs across replicas',
+      exitCode: null,
+      observedAt: iso(5),
+    });
+    DeciderSpecification.for(decider)
+      .given([job, register('trainer-0', 'trainer')])
+      .when({ kind: 'observe', message: signalled, now: at(5) })
+      .then(
+        [
+          draft('FaultSuspected', {
+            verdictId: 'trainer-0/silent-data-corruption/1',
+            machineId: 'trainer-0',
+            role: 'trainer',
+            rule: 'silent-data-corruption',
+            evidence: { detail: 'gradient checksum mismatch' },
+          }),
+        ],
+        eq,
+      );
   });
 
   it('per-job settings from JobStarted scale the windows', () => {
-    const fast = msg(0, 'JobStarted', { mode: 'async', resumedFromStep: null, trainerMachines: 1, rolloutMachines: 0, detection: { trainerIdleWindowSeconds: 3 } });
-    spec.given([fast, register('trainer-0', 'trainer'), phase(0, 'trainer-0', 'training')]).when(tick(3)).then(
-      [expect.objectContaining({ type: 'FaultConfirmed' }) as unknown as DetectorDraft],
-      eq,
-    );
+    const fast = msg(0, 'JobStarted', {
+      mode: 'async',
+      resumedFromStep: null,
+      trainerMachines: 1,
+      rolloutMachines: 0,
+      detection: { trainerIdleWindowSeconds: 3 },
+    });
+    spec
+      .given([fast, register('trainer-0', 'trainer'), phase(0, 'trainer-0', 'training')])
+      .when(tick(3))
+      .then([expect.objectContaining({ type: 'FaultConfirmed' }) as unknown as DetectorDraft], eq);
   });
 });

@@ -1,15 +1,6 @@
 import { assertNever } from '@robustrl/domain-kit';
 import { resolveDetectionSettings } from './detection-settings';
-import {
-  DetectorConfig,
-  DetectorEvent,
-  DetectorState,
-  freshRuleStates,
-  contextFor,
-  rulesFor,
-  seqOf,
-  suspicionKey,
-} from './detector.state';
+import { DetectorConfig, DetectorEvent, DetectorState, freshRuleStates, contextFor, rulesFor, seqOf, suspicionKey } from './detector.state';
 import { MachineObservation, WatchedMachine } from './rules';
 
 /**
@@ -40,7 +31,10 @@ export function evolveDetector(config: DetectorConfig, state: DetectorState, eve
       const entry = Object.entries(state.suspicions).find(([, s]) => event.data.probeId === `${s.verdictId}/probe`);
       if (!entry) return state;
       const [key, s] = entry;
-      return { ...state, suspicions: { ...state.suspicions, [key]: { ...s, probe: { probeId: event.data.probeId, sentAt: at, timeoutMs: event.data.timeoutMs } } } };
+      return {
+        ...state,
+        suspicions: { ...state.suspicions, [key]: { ...s, probe: { probeId: event.data.probeId, sentAt: at, timeoutMs: event.data.timeoutMs } } },
+      };
     }
     case 'SuspicionCleared': {
       const suspicions = { ...state.suspicions };
@@ -68,7 +62,12 @@ export function markConfirmed(state: DetectorState, machineId: string, at: numbe
   const m = state.machines[machineId];
   if (!m) return state;
   const suspicions = Object.fromEntries(Object.entries(state.suspicions).filter(([, s]) => s.machineId !== machineId));
-  return { ...state, machines: { ...state.machines, [machineId]: { ...m, status: 'confirmed' } }, suspicions, confirmedAt: { ...state.confirmedAt, [machineId]: at } };
+  return {
+    ...state,
+    machines: { ...state.machines, [machineId]: { ...m, status: 'confirmed' } },
+    suspicions,
+    confirmedAt: { ...state.confirmedAt, [machineId]: at },
+  };
 }
 
 /** A confirmed machine is watched again once it shows life after the verdict (re-registered, or its restarted role reports a phase). */
@@ -78,8 +77,15 @@ function rearm(state: DetectorState, m: WatchedMachine, at: number): WatchedMach
 }
 
 const unknownMachine = (machineId: string, role: WatchedMachine['role'], at: number): WatchedMachine => ({
-  machineId, role, zone: 'unknown', hardwareClass: 'unknown', status: 'watching',
-  phase: null, phaseSince: at, lastActivityAt: null, lastThroughput: null,
+  machineId,
+  role,
+  zone: 'unknown',
+  hardwareClass: 'unknown',
+  status: 'watching',
+  phase: null,
+  phaseSince: at,
+  lastActivityAt: null,
+  lastThroughput: null,
 });
 
 function observeMachine(config: DetectorConfig, state: DetectorState, message: MachineObservation, at: number): DetectorState {
@@ -95,7 +101,12 @@ function observeMachine(config: DetectorConfig, state: DetectorState, message: M
     const machine: WatchedMachine = { ...unknownMachine(id, d.role, at), zone: d.zone, hardwareClass: d.hardwareClass };
     // A (re-)registration starts from a clean slate: new process, new evidence.
     const suspicions = prior ? withoutMachine(state.suspicions, id) : state.suspicions;
-    return { ...state, suspicions, machines: { ...state.machines, [id]: machine }, ruleStates: { ...state.ruleStates, [id]: freshRuleStates(config, machine, at) } };
+    return {
+      ...state,
+      suspicions,
+      machines: { ...state.machines, [id]: machine },
+      ruleStates: { ...state.ruleStates, [id]: freshRuleStates(config, machine, at) },
+    };
   }
   if (!state.machines[id] && (message.type === 'AgentFaultSignalled' || message.type === 'RolePhaseChanged')) {
     // The machine's registration has not arrived yet (another topic); the message names its role.
@@ -108,8 +119,21 @@ function observeMachine(config: DetectorConfig, state: DetectorState, message: M
     return { ...state, suspicions: withoutMachine(state.suspicions, id), machines: { ...state.machines, [id]: { ...prior, status: 'gone' } } };
   }
   if (message.type === 'MachineRoleChanged') {
-    const machine: WatchedMachine = { ...prior, role: message.data.to, status: 'watching', phase: null, phaseSince: at, lastActivityAt: null, lastThroughput: null };
-    return { ...state, suspicions: withoutMachine(state.suspicions, id), machines: { ...state.machines, [id]: machine }, ruleStates: { ...state.ruleStates, [id]: freshRuleStates(config, machine, at) } };
+    const machine: WatchedMachine = {
+      ...prior,
+      role: message.data.to,
+      status: 'watching',
+      phase: null,
+      phaseSince: at,
+      lastActivityAt: null,
+      lastThroughput: null,
+    };
+    return {
+      ...state,
+      suspicions: withoutMachine(state.suspicions, id),
+      machines: { ...state.machines, [id]: machine },
+      ruleStates: { ...state.ruleStates, [id]: freshRuleStates(config, machine, at) },
+    };
   }
   let machine = prior;
   let ruleStates = state.ruleStates[id] ?? {};
@@ -130,7 +154,16 @@ function observeMachine(config: DetectorConfig, state: DetectorState, message: M
       break;
     case 'RolloutThroughputSampled': {
       const d = message.data;
-      machine = { ...machine, lastThroughput: { at, tokensPerSecond: d.tokensPerSecond, completedRequests: d.completedRequests, inFlightRequests: d.inFlightRequests, awaitingTools: d.awaitingTools } };
+      machine = {
+        ...machine,
+        lastThroughput: {
+          at,
+          tokensPerSecond: d.tokensPerSecond,
+          completedRequests: d.completedRequests,
+          inFlightRequests: d.inFlightRequests,
+          awaitingTools: d.awaitingTools,
+        },
+      };
       break;
     }
     default:

@@ -36,20 +36,32 @@ function scriptedJob(seed: number, faults: Fault[]) {
 
   push(0, 'JobStarted', { mode: 'semi-sync', resumedFromStep: null, trainerMachines: 1, rolloutMachines: ROLLOUTS.length });
   for (const id of ['trainer-0', ...ROLLOUTS]) {
-    push(0, 'MachineRegistered', { machineId: id, role: id.startsWith('trainer') ? 'trainer' : 'rollout', zone: 'az-1', hardwareClass: 'h100x8', gpus: 8, agentAddress: `${id}:8086`, dpRank: 0 });
+    push(0, 'MachineRegistered', {
+      machineId: id,
+      role: id.startsWith('trainer') ? 'trainer' : 'rollout',
+      zone: 'az-1',
+      hardwareClass: 'h100x8',
+      gpus: 8,
+      agentAddress: `${id}:8086`,
+      dpRank: 0,
+    });
   }
 
   // Trainer: each step waits (idle) for half the batch, reshards and pulls weights, trains ~20 min
   // with the GPU busy, computes advantages, checkpoints. Only the training phase counts.
   let s = 1;
   let step = 0;
-  const phase = (t: number, p: RolePhase) => push(t, 'RolePhaseChanged', { machineId: 'trainer-0', role: 'trainer', phase: p, step, changedAt: new Date(at(t)).toISOString() });
+  const phase = (t: number, p: RolePhase) =>
+    push(t, 'RolePhaseChanged', { machineId: 'trainer-0', role: 'trainer', phase: p, step, changedAt: new Date(at(t)).toISOString() });
   const hang = faultOf('trainer-0');
   let hangStartedAt: number | null = null;
   while (s < end) {
-    phase(s, 'idle'); s += 600 + Math.floor(rnd() * 1800); // waiting on the rollout batch: up to 40 min
-    phase(s, 'context-switch'); s += 20 + Math.floor(rnd() * 40);
-    phase(s, 'weight-update'); s += 60 + Math.floor(rnd() * 120);
+    phase(s, 'idle');
+    s += 600 + Math.floor(rnd() * 1800); // waiting on the rollout batch: up to 40 min
+    phase(s, 'context-switch');
+    s += 20 + Math.floor(rnd() * 40);
+    phase(s, 'weight-update');
+    s += 60 + Math.floor(rnd() * 120);
     phase(s, 'training');
     const trainEnd = s + 900 + Math.floor(rnd() * 600);
     // A hang scheduled outside a training phase strikes at the next one: only there can it show.
@@ -58,15 +70,30 @@ function scriptedJob(seed: number, faults: Fault[]) {
       const hung = hangStartedAt !== null && s >= hangStartedAt;
       // Short dips to zero (data loading, a collective) are normal; they stay far below the window.
       const dip = rnd() < 0.08;
-      push(s, 'GpuActivitySampled', { machineId: 'trainer-0', sampledAt: new Date(at(s)).toISOString(), intervalSeconds: SAMPLE_S, tensorActive: hung || dip ? 0 : 0.3 + rnd() * 0.6, source: 'dcgm' });
+      push(s, 'GpuActivitySampled', {
+        machineId: 'trainer-0',
+        sampledAt: new Date(at(s)).toISOString(),
+        intervalSeconds: SAMPLE_S,
+        tensorActive: hung || dip ? 0 : 0.3 + rnd() * 0.6,
+        source: 'dcgm',
+      });
     }
     if (hangStartedAt !== null) {
       // A hung trainer never leaves the training phase; its agent keeps reporting zero activity.
-      for (; s < end; s += SAMPLE_S) push(s, 'GpuActivitySampled', { machineId: 'trainer-0', sampledAt: new Date(at(s)).toISOString(), intervalSeconds: SAMPLE_S, tensorActive: 0, source: 'dcgm' });
+      for (; s < end; s += SAMPLE_S)
+        push(s, 'GpuActivitySampled', {
+          machineId: 'trainer-0',
+          sampledAt: new Date(at(s)).toISOString(),
+          intervalSeconds: SAMPLE_S,
+          tensorActive: 0,
+          source: 'dcgm',
+        });
       break;
     }
-    phase(s, 'advantage'); s += 60 + Math.floor(rnd() * 120);
-    phase(s, 'checkpoint'); s += 120 + Math.floor(rnd() * 180);
+    phase(s, 'advantage');
+    s += 60 + Math.floor(rnd() * 120);
+    phase(s, 'checkpoint');
+    s += 120 + Math.floor(rnd() * 180);
     step += 1;
   }
 
@@ -86,8 +113,14 @@ function scriptedJob(seed: number, faults: Fault[]) {
         const tps = waitingOnTools || idle ? 0 : 500 + rnd() * 1500;
         if (tps > 0) done += 1;
         push(t, 'RolloutThroughputSampled', {
-          machineId: id, rolloutId: id, sampledAt: new Date(at(t)).toISOString(), windowSeconds: SAMPLE_S, tokensPerSecond: tps,
-          completedRequests: tps > 0 ? done : 0, inFlightRequests: idle ? 0 : 16, awaitingTools: waitingOnTools ? 16 : Math.floor(rnd() * 4),
+          machineId: id,
+          rolloutId: id,
+          sampledAt: new Date(at(t)).toISOString(),
+          windowSeconds: SAMPLE_S,
+          tokensPerSecond: tps,
+          completedRequests: tps > 0 ? done : 0,
+          inFlightRequests: idle ? 0 : 16,
+          awaitingTools: waitingOnTools ? 16 : Math.floor(rnd() * 4),
         });
       }
       if (!alive(id, t)) break;
@@ -95,7 +128,14 @@ function scriptedJob(seed: number, faults: Fault[]) {
     const f = faultOf(id);
     // The agent sees its role process die at once; the machine and the agent stay up.
     if (f?.kind === 'rollout-process-exit') {
-      push(f.at, 'AgentFaultSignalled', { machineId: id, role: 'rollout', signal: 'process-exited', detail: 'rollout engine killed by SIGKILL', exitCode: 137, observedAt: new Date(at(f.at)).toISOString() });
+      push(f.at, 'AgentFaultSignalled', {
+        machineId: id,
+        role: 'rollout',
+        signal: 'process-exited',
+        detail: 'rollout engine killed by SIGKILL',
+        exitCode: 137,
+        observedAt: new Date(at(f.at)).toISOString(),
+      });
     }
   }
   const faultTimes = Object.fromEntries(faults.map((f) => [f.machineId, f.kind === 'trainer-hang' ? hangStartedAt : f.at]));
@@ -113,7 +153,10 @@ function detect(seed: number, faults: Fault[]) {
     for (const draft of drafts) {
       if (draft.type === 'HeartbeatProbeRequested' && alive(draft.data.machineId, (now - at(0)) / 1000)) {
         const ackAt = now + 200 + Math.floor(rnd() * 2800);
-        pendingAcks.push({ at: ackAt, ack: ackMsg(0, 'HeartbeatAcked', { probeId: draft.data.probeId, machineId: draft.data.machineId, ackedAt: new Date(ackAt).toISOString() }) });
+        pendingAcks.push({
+          at: ackAt,
+          ack: ackMsg(0, 'HeartbeatAcked', { probeId: draft.data.probeId, machineId: draft.data.machineId, ackedAt: new Date(ackAt).toISOString() }),
+        });
       }
     }
   };
@@ -124,7 +167,8 @@ function detect(seed: number, faults: Fault[]) {
       pendingAcks.sort((a, b) => a.at - b.at);
       const nextAck = pendingAcks.length ? pendingAcks[0].at : Infinity;
       if (Math.min(nextEvent, nextAck) > now) break;
-      const m = nextEvent <= nextAck ? queue.shift()! : ({ ...pendingAcks[0].ack, occurredAt: new Date(pendingAcks.shift()!.at).toISOString() } as DetectorInput);
+      const m =
+        nextEvent <= nextAck ? queue.shift()! : ({ ...pendingAcks[0].ack, occurredAt: new Date(pendingAcks.shift()!.at).toISOString() } as DetectorInput);
       const t = Date.parse(m.occurredAt);
       answerProbes(detector.observe(m, t), t);
     }
@@ -163,7 +207,11 @@ describe(`false positives: a ${HOURS}-hour semi-sync job with long tool waits an
       const fault = faults.find((f) => f.machineId === c.draft.data.machineId)!;
       const latencyS = (c.at - at(faultTimes[fault.machineId]!)) / 1000;
       // +1 s: the detector looks at the clock once a second.
-      expect({ machine: fault.machineId, latencyS, within: latencyS <= bounds[fault.machineId as keyof typeof bounds] + 1 }).toEqual({ machine: fault.machineId, latencyS, within: true });
+      expect({ machine: fault.machineId, latencyS, within: latencyS <= bounds[fault.machineId as keyof typeof bounds] + 1 }).toEqual({
+        machine: fault.machineId,
+        latencyS,
+        within: true,
+      });
       expect(latencyS).toBeGreaterThanOrEqual(0);
     }
   });

@@ -70,14 +70,22 @@ export function downtimeLedger(view: EttrView): DowntimeRow[] {
         gpuHours: round4(e.gpuMs / HOUR_MS),
       };
     })
-    .sort((a, b) => b.gpuHours - a.gpuHours || (a.outageId ?? '').localeCompare(b.outageId ?? '') || a.machineId.localeCompare(b.machineId) || a.category.localeCompare(b.category));
+    .sort(
+      (a, b) =>
+        b.gpuHours - a.gpuHours ||
+        (a.outageId ?? '').localeCompare(b.outageId ?? '') ||
+        a.machineId.localeCompare(b.machineId) ||
+        a.category.localeCompare(b.category),
+    );
 }
 
 /** GPU-hours lost, summed by a key of the ledger rows (e.g. by action: "41 to trainer restarts, 3 to rollout replacements"). */
 export function downtimeBy<K extends keyof DowntimeRow>(rows: readonly DowntimeRow[], key: K): Array<{ key: DowntimeRow[K]; gpuHours: number }> {
   const sums = new Map<DowntimeRow[K], number>();
   for (const r of rows) sums.set(r[key], (sums.get(r[key]) ?? 0) + r.gpuHours);
-  return [...sums.entries()].map(([k, gpuHours]) => ({ key: k, gpuHours: round4(gpuHours) })).sort((a, b) => b.gpuHours - a.gpuHours || String(a.key).localeCompare(String(b.key)));
+  return [...sums.entries()]
+    .map(([k, gpuHours]) => ({ key: k, gpuHours: round4(gpuHours) }))
+    .sort((a, b) => b.gpuHours - a.gpuHours || String(a.key).localeCompare(String(b.key)));
 }
 
 export interface StageStats {
@@ -97,7 +105,10 @@ export function recoveryStages(view: EttrView): StageStats[] {
     const k = s.action ?? '';
     groups.set(k, [...(groups.get(k) ?? []), s]);
   }
-  const stat = (xs: StageSample[], f: (s: StageSample) => number) => ({ mean: Math.round(xs.reduce((a, s) => a + f(s), 0) / xs.length), max: Math.max(...xs.map(f)) });
+  const stat = (xs: StageSample[], f: (s: StageSample) => number) => ({
+    mean: Math.round(xs.reduce((a, s) => a + f(s), 0) / xs.length),
+    max: Math.max(...xs.map(f)),
+  });
   return [...groups.entries()]
     .sort(([a], [b]) => a.localeCompare(b))
     .map(([action, xs]) => ({
@@ -138,7 +149,10 @@ export function ettrReport(view: EttrView): EttrReport {
     steps: view.steps,
     faults: Object.keys(view.outages).length,
     downtimeByCategory: DOWNTIME_CATEGORIES.map((category) => ({ category, gpuHours: byCategory.get(category) ?? 0 })),
-    downtimeByAction: downtimeBy(rows.filter((r) => r.action !== null), 'action').map((r) => ({ action: r.key as string, gpuHours: r.gpuHours })),
+    downtimeByAction: downtimeBy(
+      rows.filter((r) => r.action !== null),
+      'action',
+    ).map((r) => ({ action: r.key as string, gpuHours: r.gpuHours })),
     stages: recoveryStages(view),
   };
 }

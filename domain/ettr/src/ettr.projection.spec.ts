@@ -14,13 +14,35 @@ const registered = (s: number, machineId: string, role: 'trainer' | 'rollout', g
   at(s, 'MachineRegistered', { machineId, role, zone: 'z', hardwareClass: 'h20', gpus, agentAddress: `http://${machineId}`, dpRank: null });
 const phase = (s: number, machineId: string, role: 'trainer' | 'rollout', p: DataOf<'RolePhaseChanged'>['phase'], step = 0) =>
   at(s, 'RolePhaseChanged', { machineId, role, phase: p, step, changedAt: iso(s) });
-const started = (mode: 'sync' | 'semi-sync' | 'async' = 'semi-sync') => at(0, 'JobStarted', { mode, resumedFromStep: null, trainerMachines: 1, rolloutMachines: 3 });
+const started = (mode: 'sync' | 'semi-sync' | 'async' = 'semi-sync') =>
+  at(0, 'JobStarted', { mode, resumedFromStep: null, trainerMachines: 1, rolloutMachines: 3 });
 const trainerFault = (s: number, latencyMs = 0, verdictId = 't0/explicit-signal/1') =>
-  at(s, 'FaultConfirmed', { verdictId, machineId: 't0', role: 'trainer', rule: 'explicit-signal', evidence: {}, handledAs: 'trainer', machineFaulty: false, detectionLatencyMs: latencyMs });
-const decided = (s: number, verdictId: string, machineId: string, action: DataOf<'RecoveryDecided'>['action'], rule: DataOf<'RecoveryDecided'>['rule'] = 'trainer-fault') =>
-  at(s, 'RecoveryDecided', { recoveryId: `${verdictId}/recovery`, verdictId, machineId, action, rule, step: 0, evidence: {} });
+  at(s, 'FaultConfirmed', {
+    verdictId,
+    machineId: 't0',
+    role: 'trainer',
+    rule: 'explicit-signal',
+    evidence: {},
+    handledAs: 'trainer',
+    machineFaulty: false,
+    detectionLatencyMs: latencyMs,
+  });
+const decided = (
+  s: number,
+  verdictId: string,
+  machineId: string,
+  action: DataOf<'RecoveryDecided'>['action'],
+  rule: DataOf<'RecoveryDecided'>['rule'] = 'trainer-fault',
+) => at(s, 'RecoveryDecided', { recoveryId: `${verdictId}/recovery`, verdictId, machineId, action, rule, step: 0, evidence: {} });
 const restartGroup = (s: number, verdictId: string) =>
-  at(s, 'RestartTrainerGroup', { recoveryId: `${verdictId}/recovery`, commandId: `${verdictId}/recovery/1`, machines: ['t0'], step: 0, checkpointStep: null, keepBatch: true });
+  at(s, 'RestartTrainerGroup', {
+    recoveryId: `${verdictId}/recovery`,
+    commandId: `${verdictId}/recovery/1`,
+    machines: ['t0'],
+    step: 0,
+    checkpointStep: null,
+    keepBatch: true,
+  });
 /** Something that only moves time forward (the projection ignores the data). */
 const tick = (s: number) => at(s, 'TrainingStepStarted', { step: 99, batchId: 'b-tick', startedAt: iso(s) });
 
@@ -34,7 +56,8 @@ const workingJob = (mode: 'sync' | 'semi-sync' | 'async' = 'semi-sync', rolloutP
 ];
 
 const spec = (settings = {}) => ProjectionSpecification.for(createEttrProjection(settings));
-const gpuSeconds = (rows: ReturnType<typeof downtimeLedger>, category: string) => Math.round(rows.filter((r) => r.category === category).reduce((a, r) => a + r.gpuHours, 0) * 3600);
+const gpuSeconds = (rows: ReturnType<typeof downtimeLedger>, category: string) =>
+  Math.round(rows.filter((r) => r.category === category).reduce((a, r) => a + r.gpuHours, 0) * 3600);
 
 describe('ETTR projection', () => {
   it('counts a fault-free job as effective except its start-up', () => {
@@ -80,7 +103,9 @@ describe('ETTR projection', () => {
         const rows = downtimeLedger(view);
         expect(gpuSeconds(rows, 'restart')).toBe(8 * 60);
         expect(gpuSeconds(rows, 'reinitialization')).toBe(8 * 40);
-        expect(rows.every((r) => r.action === 'restart-trainer-group' && r.role === 'trainer' && r.detectionRule === 'explicit-signal' && r.machineId === 't0')).toBe(true);
+        expect(
+          rows.every((r) => r.action === 'restart-trainer-group' && r.role === 'trainer' && r.detectionRule === 'explicit-signal' && r.machineId === 't0'),
+        ).toBe(true);
         expect(downtimeBy(rows, 'action')).toEqual([{ key: 'restart-trainer-group', gpuHours: expect.closeTo((8 * 100) / 3600, 3) }]);
       });
   });
@@ -151,14 +176,30 @@ describe('ETTR projection', () => {
       });
   });
 
-  it('a replaced rollout machine\'s slot is down from the fault until its replacement generates', () => {
+  it("a replaced rollout machine's slot is down from the fault until its replacement generates", () => {
     const verdict = 'r2/rollout-silent/1';
     spec()
       .given([
         ...workingJob(),
-        at(100, 'FaultConfirmed', { verdictId: verdict, machineId: 'r2', role: 'rollout', rule: 'rollout-silent', evidence: {}, handledAs: 'rollout', machineFaulty: true, detectionLatencyMs: 70_000 }),
+        at(100, 'FaultConfirmed', {
+          verdictId: verdict,
+          machineId: 'r2',
+          role: 'rollout',
+          rule: 'rollout-silent',
+          evidence: {},
+          handledAs: 'rollout',
+          machineFaulty: true,
+          detectionLatencyMs: 70_000,
+        }),
         decided(100, verdict, 'r2', 'replace-rollout', 'rollout-fault'),
-        at(100, 'ReplaceMachine', { recoveryId: `${verdict}/recovery`, commandId: `${verdict}/recovery/1`, machineId: 'r2', role: 'rollout', zone: 'z', hardwareClass: 'h20' }),
+        at(100, 'ReplaceMachine', {
+          recoveryId: `${verdict}/recovery`,
+          commandId: `${verdict}/recovery/1`,
+          machineId: 'r2',
+          role: 'rollout',
+          zone: 'z',
+          hardwareClass: 'h20',
+        }),
         at(110, 'MachineDeregistered', { machineId: 'r2', reason: 'replaced' }),
         registered(200, 'r9', 'rollout'),
         phase(250, 'r9', 'rollout', 'rollout'),
@@ -200,11 +241,22 @@ describe('ETTR projection', () => {
         ...workingJob(),
         trainerFault(100),
         decided(100, 't0/explicit-signal/1', 't0', 'restart-trainer-group'),
-        at(200, 'RecoveryCompleted', { recoveryId: 't0/explicit-signal/1/recovery', outcome: 'recovered', stagesMs: { detect: 1000, decide: 3, restart: 60_000, reconnect: 39_000 } }),
+        at(200, 'RecoveryCompleted', {
+          recoveryId: 't0/explicit-signal/1/recovery',
+          outcome: 'recovered',
+          stagesMs: { detect: 1000, decide: 3, restart: 60_000, reconnect: 39_000 },
+        }),
       ])
       .then((view) => {
         expect(ettrReport(view).stages).toEqual([
-          { action: 'restart-trainer-group', count: 1, detect: { mean: 1000, max: 1000 }, decide: { mean: 3, max: 3 }, restart: { mean: 60_000, max: 60_000 }, reconnect: { mean: 39_000, max: 39_000 } },
+          {
+            action: 'restart-trainer-group',
+            count: 1,
+            detect: { mean: 1000, max: 1000 },
+            decide: { mean: 3, max: 3 },
+            restart: { mean: 60_000, max: 60_000 },
+            reconnect: { mean: 39_000, max: 39_000 },
+          },
         ]);
       });
   });

@@ -38,7 +38,8 @@ const isTrainer = (m: MachineView) => m.role !== 'rollout';
  */
 export function createEttrProjection(settings: Partial<EttrSettings> = {}): Projection<EttrView, EttrInput> {
   const resolved = { ...DEFAULT_ETTR_SETTINGS, ...settings };
-  if (resolved.windowMs % resolved.sampleMs !== 0) throw new Error(`the ETTR window (${resolved.windowMs} ms) must be a multiple of the sample period (${resolved.sampleMs} ms)`);
+  if (resolved.windowMs % resolved.sampleMs !== 0)
+    throw new Error(`the ETTR window (${resolved.windowMs} ms) must be a multiple of the sample period (${resolved.sampleMs} ms)`);
   return {
     initialView: () => emptyView(resolved),
     evolve: (view, event) => {
@@ -52,8 +53,21 @@ export function createEttrProjection(settings: Partial<EttrSettings> = {}): Proj
 
 export function emptyView(settings: EttrSettings = DEFAULT_ETTR_SETTINGS): EttrView {
   return {
-    settings, jobId: null, mode: null, startedAt: null, clock: null, machines: {}, outages: {}, recoveries: {},
-    effectiveGpuMs: 0, totalGpuMs: 0, ledger: {}, buckets: [], stages: [], stepStartedAt: null, steps: 0,
+    settings,
+    jobId: null,
+    mode: null,
+    startedAt: null,
+    clock: null,
+    machines: {},
+    outages: {},
+    recoveries: {},
+    effectiveGpuMs: 0,
+    totalGpuMs: 0,
+    ledger: {},
+    buckets: [],
+    stages: [],
+    stepStartedAt: null,
+    steps: 0,
   };
 }
 
@@ -107,9 +121,18 @@ function apply(view: EttrView, event: EttrInput, at: number): void {
       const d = event.data;
       if (view.outages[d.verdictId]) return;
       const o: Outage = {
-        outageId: d.verdictId, recoveryId: null, machineId: d.machineId, handledAs: d.handledAs, detectionRule: d.rule,
-        action: null, decisionRule: null, startedAt: at - d.detectionLatencyMs, confirmedAt: at,
-        awaitingReplacement: [], taskRestart: false, closedAt: null,
+        outageId: d.verdictId,
+        recoveryId: null,
+        machineId: d.machineId,
+        handledAs: d.handledAs,
+        detectionRule: d.rule,
+        action: null,
+        decisionRule: null,
+        startedAt: at - d.detectionLatencyMs,
+        confirmedAt: at,
+        awaitingReplacement: [],
+        taskRestart: false,
+        closedAt: null,
       };
       view.outages[o.outageId] = o;
       // A trainer fault stops the whole trainer group (its ranks hang on the dead one); a rollout fault, its machine.
@@ -197,7 +220,18 @@ function apply(view: EttrView, event: EttrInput, at: number): void {
 }
 
 function newMachine(machineId: string, role: MachineView['role'], gpus: number): MachineView {
-  return { machineId, role, gpus, phase: null, heldBy: null, restartOrdered: false, reportedSinceRestart: false, effectiveSince: null, ghost: false, atRisk: [] };
+  return {
+    machineId,
+    role,
+    gpus,
+    phase: null,
+    heldBy: null,
+    restartOrdered: false,
+    reportedSinceRestart: false,
+    effectiveSince: null,
+    ghost: false,
+    atRisk: [],
+  };
 }
 
 function outageOf(view: EttrView, recoveryId: string): Outage | undefined {

@@ -27,13 +27,21 @@ export function decideRolloutPool(command: RolloutPoolCommand, state: RolloutPoo
   const m = command.message;
   switch (m.type) {
     case 'FaultConfirmed':
-      return m.data.handledAs === 'rollout' || m.data.role === 'rollout' ? stopsServing(state, m.data.machineId, `rollout ${m.data.machineId} confirmed faulty (${m.data.rule})`) : [];
+      return m.data.handledAs === 'rollout' || m.data.role === 'rollout'
+        ? stopsServing(state, m.data.machineId, `rollout ${m.data.machineId} confirmed faulty (${m.data.rule})`)
+        : [];
     case 'MachineDeregistered':
       return stopsServing(state, m.data.machineId, `rollout ${m.data.machineId} left: ${m.data.reason}`);
     case 'PromoteRolloutToTrainer':
-      return stopsServing(state, m.data.rolloutMachineId, `rollout ${m.data.rolloutMachineId} lent to the trainer as warm standby for ${m.data.replacesMachineId}`);
+      return stopsServing(
+        state,
+        m.data.rolloutMachineId,
+        `rollout ${m.data.rolloutMachineId} lent to the trainer as warm standby for ${m.data.replacesMachineId}`,
+      );
     case 'MachineRoleChanged':
-      return m.data.from === 'rollout' && m.data.to !== 'rollout' ? stopsServing(state, m.data.machineId, `rollout ${m.data.machineId} became ${m.data.to}: ${m.data.reason}`) : [];
+      return m.data.from === 'rollout' && m.data.to !== 'rollout'
+        ? stopsServing(state, m.data.machineId, `rollout ${m.data.machineId} became ${m.data.to}: ${m.data.reason}`)
+        : [];
     case 'MachineRegistered':
       return m.data.role === 'rollout' && state.orphans.length > 0 ? orphansAdopted(evolveRolloutPool(state, m)) : [];
     case 'RolloutThroughputSampled':

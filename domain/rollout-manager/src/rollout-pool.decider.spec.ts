@@ -11,46 +11,89 @@ const observe = (message: RolloutPoolInput) => ({ kind: 'observe' as const, mess
 const register = (machineId: string, s = 0, role: 'rollout' | 'trainer' = 'rollout') =>
   msg(s, 'MachineRegistered', { machineId, role, zone: 'az-1', hardwareClass: 'h100x8', gpus: 8, agentAddress: `${machineId}:8086`, dpRank: 0 });
 let turnNo = 0;
-const turn = (s: number, trajectoryId: string, turnIndex: number, rolloutId: string | null, kind: 'model-output' | 'tool-call' | 'tool-result' = 'model-output') =>
+const turn = (
+  s: number,
+  trajectoryId: string,
+  turnIndex: number,
+  rolloutId: string | null,
+  kind: 'model-output' | 'tool-call' | 'tool-result' = 'model-output',
+) =>
   msg(s, 'TrajectoryTurnAppended', {
-    trajectoryId, batchId: 'b-3', step: 3, promptId: trajectoryId.split('/')[0], sampleIndex: 0,
-    turnId: `${trajectoryId}#${turnIndex}#${++turnNo}`, turnIndex, kind, rolloutId, weightVersion: 3, tokens: 100,
+    trajectoryId,
+    batchId: 'b-3',
+    step: 3,
+    promptId: trajectoryId.split('/')[0],
+    sampleIndex: 0,
+    turnId: `${trajectoryId}#${turnIndex}#${++turnNo}`,
+    turnIndex,
+    kind,
+    rolloutId,
+    weightVersion: 3,
+    tokens: 100,
   });
 const completed = (s: number, trajectoryId: string) =>
   msg(s, 'TrajectoryStatusChanged', { trajectoryId, batchId: 'b-3', step: 3, promptId: trajectoryId.split('/')[0], sampleIndex: 0, status: 'completed' });
 const fault = (s: number, machineId: string) =>
-  msg(s, 'FaultConfirmed', { verdictId: `${machineId}/v`, machineId, role: 'rollout', rule: 'rollout-silent', handledAs: 'rollout', machineFaulty: true, detectionLatencyMs: 70_000, evidence: {} });
+  msg(s, 'FaultConfirmed', {
+    verdictId: `${machineId}/v`,
+    machineId,
+    role: 'rollout',
+    rule: 'rollout-silent',
+    handledAs: 'rollout',
+    machineFaulty: true,
+    detectionLatencyMs: 70_000,
+    evidence: {},
+  });
 
 /** Three rollouts; r-0 runs p1 (waiting on a tool after 3 turns), p2 (2 turns), and p3 (completed). */
 const pool = () => [
-  register('r-0'), register('r-1'), register('r-2'),
-  turn(1, 'p1/0', 0, 'r-0'), turn(2, 'p1/0', 1, null, 'tool-call'), turn(3, 'p1/0', 2, null, 'tool-result'),
-  turn(1, 'p2/0', 0, 'r-0'), turn(2, 'p2/0', 1, 'r-0'),
-  turn(1, 'p3/0', 0, 'r-0'), completed(2, 'p3/0'),
+  register('r-0'),
+  register('r-1'),
+  register('r-2'),
+  turn(1, 'p1/0', 0, 'r-0'),
+  turn(2, 'p1/0', 1, null, 'tool-call'),
+  turn(3, 'p1/0', 2, null, 'tool-result'),
+  turn(1, 'p2/0', 0, 'r-0'),
+  turn(2, 'p2/0', 1, 'r-0'),
+  turn(1, 'p3/0', 0, 'r-0'),
+  completed(2, 'p3/0'),
   turn(1, 'p4/0', 0, 'r-1'),
 ];
 
 describe('rollout pool: a rollout that stops serving hands its in-flight trajectories over', () => {
   it('moves them to the least loaded living rollouts, resuming after their last stored turn; completed ones stay', () => {
-    spec.given(pool()).when(observe(fault(10, 'r-0'))).then(
-      [draft('TrajectoriesReassigned', {
-        fromRolloutId: 'r-0',
-        reason: 'rollout r-0 confirmed faulty (rollout-silent)',
-        assignments: [
-          { trajectoryId: 'p1/0', toRolloutId: 'r-2', resumeFromTurn: 3 },
-          { trajectoryId: 'p2/0', toRolloutId: 'r-1', resumeFromTurn: 2 },
+    spec
+      .given(pool())
+      .when(observe(fault(10, 'r-0')))
+      .then(
+        [
+          draft('TrajectoriesReassigned', {
+            fromRolloutId: 'r-0',
+            reason: 'rollout r-0 confirmed faulty (rollout-silent)',
+            assignments: [
+              { trajectoryId: 'p1/0', toRolloutId: 'r-2', resumeFromTurn: 3 },
+              { trajectoryId: 'p2/0', toRolloutId: 'r-1', resumeFromTurn: 2 },
+            ],
+          }),
         ],
-      })],
-      eq,
-    );
+        eq,
+      );
   });
 
   it('a rollout lent to the trainer as warm standby hands over the same way, and the pool tracks its refill', () => {
     const promote = msg(10, 'PromoteRolloutToTrainer', { recoveryId: 't/rec', commandId: 't/rec/1', rolloutMachineId: 'r-0', replacesMachineId: 'trainer-1' });
-    spec.given(pool()).when(observe(promote)).then(
-      [expect.objectContaining({ type: 'TrajectoriesReassigned', data: expect.objectContaining({ fromRolloutId: 'r-0', reason: expect.stringMatching(/lent to the trainer as warm standby for trainer-1/) }) }) as unknown as RolloutPoolDraft],
-      eq,
-    );
+    spec
+      .given(pool())
+      .when(observe(promote))
+      .then(
+        [
+          expect.objectContaining({
+            type: 'TrajectoriesReassigned',
+            data: expect.objectContaining({ fromRolloutId: 'r-0', reason: expect.stringMatching(/lent to the trainer as warm standby for trainer-1/) }),
+          }) as unknown as RolloutPoolDraft,
+        ],
+        eq,
+      );
     const d = RolloutPoolDecider;
     const state = [...pool(), promote, register('r-9', 20)].reduce(d.evolve, d.initialState());
     expect(state.machines['r-0']).toMatchObject({ status: 'lent', lentTo: 'r-9' });
@@ -61,32 +104,78 @@ describe('rollout pool: a rollout that stops serving hands its in-flight traject
     const d = RolloutPoolDecider;
     const first = d.decide(observe(fault(10, 'r-0')), pool().reduce(d.evolve, d.initialState()));
     const history: RolloutPoolEvent[] = [...pool(), fault(10, 'r-0'), ...first.map((x) => ({ ...x, occurredAt: iso(10) }) as unknown as RolloutPoolEvent)];
-    spec.given(history).when(observe(fault(11, 'r-0'))).thenNothingHappened(eq);
+    spec
+      .given(history)
+      .when(observe(fault(11, 'r-0')))
+      .thenNothingHappened(eq);
   });
 
   it('with no rollout alive the trajectories wait, and go to the next rollout that joins', () => {
     const lonely = [register('r-0'), turn(1, 'p1/0', 0, 'r-0'), turn(2, 'p1/0', 1, null, 'tool-call')];
-    spec.given(lonely).when(observe(fault(10, 'r-0'))).thenNothingHappened(eq);
-    spec.given([...lonely, fault(10, 'r-0')]).when(observe(register('r-7', 30))).then(
-      [draft('TrajectoriesReassigned', {
-        fromRolloutId: 'r-0',
-        reason: 'rollout r-0 stopped serving with no other rollout alive',
-        assignments: [{ trajectoryId: 'p1/0', toRolloutId: 'r-7', resumeFromTurn: 2 }],
-      })],
-      eq,
-    );
+    spec
+      .given(lonely)
+      .when(observe(fault(10, 'r-0')))
+      .thenNothingHappened(eq);
+    spec
+      .given([...lonely, fault(10, 'r-0')])
+      .when(observe(register('r-7', 30)))
+      .then(
+        [
+          draft('TrajectoriesReassigned', {
+            fromRolloutId: 'r-0',
+            reason: 'rollout r-0 stopped serving with no other rollout alive',
+            assignments: [{ trajectoryId: 'p1/0', toRolloutId: 'r-7', resumeFromTurn: 2 }],
+          }),
+        ],
+        eq,
+      );
   });
 
-  it('knows a machine\'s instances (one per DP rank) from throughput samples', () => {
+  it("knows a machine's instances (one per DP rank) from throughput samples", () => {
     const ranks = [
-      register('m-0'), register('m-1'),
-      msg(0, 'RolloutThroughputSampled', { machineId: 'm-0', rolloutId: 'm-0/dp0', sampledAt: iso(0), windowSeconds: 10, tokensPerSecond: 1, completedRequests: 0, inFlightRequests: 1, awaitingTools: 0 }),
-      msg(0, 'RolloutThroughputSampled', { machineId: 'm-0', rolloutId: 'm-0/dp1', sampledAt: iso(0), windowSeconds: 10, tokensPerSecond: 1, completedRequests: 0, inFlightRequests: 1, awaitingTools: 0 }),
-      msg(0, 'RolloutThroughputSampled', { machineId: 'm-1', rolloutId: 'm-1/dp0', sampledAt: iso(0), windowSeconds: 10, tokensPerSecond: 1, completedRequests: 0, inFlightRequests: 1, awaitingTools: 0 }),
-      turn(1, 'a/0', 0, 'm-0/dp0'), turn(1, 'b/0', 0, 'm-0/dp1'),
+      register('m-0'),
+      register('m-1'),
+      msg(0, 'RolloutThroughputSampled', {
+        machineId: 'm-0',
+        rolloutId: 'm-0/dp0',
+        sampledAt: iso(0),
+        windowSeconds: 10,
+        tokensPerSecond: 1,
+        completedRequests: 0,
+        inFlightRequests: 1,
+        awaitingTools: 0,
+      }),
+      msg(0, 'RolloutThroughputSampled', {
+        machineId: 'm-0',
+        rolloutId: 'm-0/dp1',
+        sampledAt: iso(0),
+        windowSeconds: 10,
+        tokensPerSecond: 1,
+        completedRequests: 0,
+        inFlightRequests: 1,
+        awaitingTools: 0,
+      }),
+      msg(0, 'RolloutThroughputSampled', {
+        machineId: 'm-1',
+        rolloutId: 'm-1/dp0',
+        sampledAt: iso(0),
+        windowSeconds: 10,
+        tokensPerSecond: 1,
+        completedRequests: 0,
+        inFlightRequests: 1,
+        awaitingTools: 0,
+      }),
+      turn(1, 'a/0', 0, 'm-0/dp0'),
+      turn(1, 'b/0', 0, 'm-0/dp1'),
     ];
     const out = RolloutPoolDecider.decide(observe(fault(10, 'm-0')), ranks.reduce(RolloutPoolDecider.evolve, RolloutPoolDecider.initialState()));
-    expect(out.map((o) => [o.type, (o.data as { fromRolloutId: string }).fromRolloutId, (o.data as { assignments: Array<{ toRolloutId: string }> }).assignments.map((a) => a.toRolloutId)])).toEqual([
+    expect(
+      out.map((o) => [
+        o.type,
+        (o.data as { fromRolloutId: string }).fromRolloutId,
+        (o.data as { assignments: Array<{ toRolloutId: string }> }).assignments.map((a) => a.toRolloutId),
+      ]),
+    ).toEqual([
       ['TrajectoriesReassigned', 'm-0/dp0', ['m-1/dp0']],
       ['TrajectoriesReassigned', 'm-0/dp1', ['m-1/dp0']],
     ]);
@@ -94,13 +183,29 @@ describe('rollout pool: a rollout that stops serving hands its in-flight traject
 
   it('records the weight version each machine holds, from the relays it joins', () => {
     const d = RolloutPoolDecider;
-    const state = [...pool(), msg(5, 'RelayJoined', { instanceId: 'r-1', version: 4, address: 'r-1:9000' }), msg(6, 'RelayJoined', { instanceId: 'r-1', version: 3, address: 'r-1:9000' })].reduce(d.evolve, d.initialState());
+    const state = [
+      ...pool(),
+      msg(5, 'RelayJoined', { instanceId: 'r-1', version: 4, address: 'r-1:9000' }),
+      msg(6, 'RelayJoined', { instanceId: 'r-1', version: 3, address: 'r-1:9000' }),
+    ].reduce(d.evolve, d.initialState());
     expect(state.machines['r-1'].weightVersion).toBe(4);
     expect(state.machines['r-0'].weightVersion).toBeNull();
   });
 
   it('a trainer fault moves nothing', () => {
-    const trainerFault = msg(10, 'FaultConfirmed', { verdictId: 't/v', machineId: 'trainer-0', role: 'trainer', rule: 'explicit-signal', handledAs: 'trainer', machineFaulty: false, detectionLatencyMs: 0, evidence: {} });
-    spec.given([...pool(), register('trainer-0', 0, 'trainer')]).when(observe(trainerFault)).thenNothingHappened(eq);
+    const trainerFault = msg(10, 'FaultConfirmed', {
+      verdictId: 't/v',
+      machineId: 'trainer-0',
+      role: 'trainer',
+      rule: 'explicit-signal',
+      handledAs: 'trainer',
+      machineFaulty: false,
+      detectionLatencyMs: 0,
+      evidence: {},
+    });
+    spec
+      .given([...pool(), register('trainer-0', 0, 'trainer')])
+      .when(observe(trainerFault))
+      .thenNothingHappened(eq);
   });
 });

@@ -9,7 +9,12 @@ import { Trajectories } from './trajectory-table';
 export function evolveRolloutPool(state: RolloutPoolState, event: RolloutPoolEvent): RolloutPoolState {
   const after = evolveFacts(state, event);
   const machineId = stoppedMachineOf(event);
-  if (machineId !== null && state.machines[machineId]?.status === 'serving' && after.machines[machineId]?.status !== 'serving' && servingInstances(after).length === 0) {
+  if (
+    machineId !== null &&
+    state.machines[machineId]?.status === 'serving' &&
+    after.machines[machineId]?.status !== 'serving' &&
+    servingInstances(after).length === 0
+  ) {
     const lost = stranded(state, machineId, `rollout ${machineId} stopped serving with no other rollout alive`);
     return { ...after, orphans: [...after.orphans, ...lost.filter((l) => !after.orphans.some((o) => o.trajectoryId === l.trajectoryId))] };
   }
@@ -35,7 +40,15 @@ function evolveFacts(state: RolloutPoolState, event: RolloutPoolEvent): RolloutP
     case 'MachineRegistered': {
       if (event.data.role !== 'rollout') return state;
       const d = event.data;
-      let next = withMachine(state, { machineId: d.machineId, zone: d.zone, hardwareClass: d.hardwareClass, dpRank: d.dpRank, status: 'serving', lentTo: null, weightVersion: null });
+      let next = withMachine(state, {
+        machineId: d.machineId,
+        zone: d.zone,
+        hardwareClass: d.hardwareClass,
+        dpRank: d.dpRank,
+        status: 'serving',
+        lentTo: null,
+        weightVersion: null,
+      });
       // The first rollout to join after a lend refills the pool for it.
       if (next.awaitingRefill.length > 0) {
         const [lent, ...rest] = next.awaitingRefill;
@@ -92,7 +105,9 @@ function evolveFacts(state: RolloutPoolState, event: RolloutPoolEvent): RolloutP
         return { ...state, trajectories, orphans: state.orphans.filter((o) => o.trajectoryId !== event.data.trajectoryId) };
       }
       const prior = Trajectories.get(state.trajectories, event.data.trajectoryId);
-      const t: PoolTrajectory = prior ? { ...prior, status: event.data.status } : { trajectoryId: event.data.trajectoryId, owner: null, lastTurnIndex: -1, status: event.data.status };
+      const t: PoolTrajectory = prior
+        ? { ...prior, status: event.data.status }
+        : { trajectoryId: event.data.trajectoryId, owner: null, lastTurnIndex: -1, status: event.data.status };
       return { ...state, trajectories: Trajectories.set(state.trajectories, t) };
     }
     case 'TrajectoriesReassigned': {

@@ -66,7 +66,13 @@ export interface RolloutPoolState {
   awaitingRefill: string[];
 }
 
-export const initialRolloutPoolState = (): RolloutPoolState => ({ machines: {}, instanceMachine: {}, trajectories: Trajectories.empty(), orphans: [], awaitingRefill: [] });
+export const initialRolloutPoolState = (): RolloutPoolState => ({
+  machines: {},
+  instanceMachine: {},
+  trajectories: Trajectories.empty(),
+  orphans: [],
+  awaitingRefill: [],
+});
 
 export const machineOfInstance = (state: RolloutPoolState, rolloutId: string) => state.instanceMachine[rolloutId] ?? rolloutId.split('/')[0];
 export const isActive = (t: PoolTrajectory) => t.status === 'in-flight' || t.status === 'reassigned';
@@ -79,7 +85,8 @@ export function servingInstances(state: RolloutPoolState): string[] {
   const instances = new Set<string>();
   for (const [rolloutId, machineId] of Object.entries(state.instanceMachine)) if (state.machines[machineId]?.status === 'serving') instances.add(rolloutId);
   // A serving machine no sample has named an instance for yet serves under its own id.
-  for (const m of Object.values(state.machines)) if (m.status === 'serving' && !Object.values(state.instanceMachine).includes(m.machineId)) instances.add(m.machineId);
+  for (const m of Object.values(state.machines))
+    if (m.status === 'serving' && !Object.values(state.instanceMachine).includes(m.machineId)) instances.add(m.machineId);
   return [...instances].sort();
 }
 

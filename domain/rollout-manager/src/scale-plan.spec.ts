@@ -7,7 +7,19 @@ const register = (machineId: string, zone = 'az-1') =>
   msg(0, 'MachineRegistered', { machineId, role: 'rollout', zone, hardwareClass: 'h100x8', gpus: 8, agentAddress: 'a', dpRank: 0 });
 let n = 0;
 const turn = (trajectoryId: string, rolloutId: string) =>
-  msg(1, 'TrajectoryTurnAppended', { trajectoryId, batchId: 'b', step: 1, promptId: 'p', sampleIndex: 0, turnId: `${trajectoryId}#${++n}`, turnIndex: 0, kind: 'model-output', rolloutId, weightVersion: 1, tokens: 1 });
+  msg(1, 'TrajectoryTurnAppended', {
+    trajectoryId,
+    batchId: 'b',
+    step: 1,
+    promptId: 'p',
+    sampleIndex: 0,
+    turnId: `${trajectoryId}#${++n}`,
+    turnIndex: 0,
+    kind: 'model-output',
+    rolloutId,
+    weightVersion: 1,
+    tokens: 1,
+  });
 const state = (events: RolloutPoolEvent[]) => events.reduce(RolloutPoolDecider.evolve, RolloutPoolDecider.initialState());
 
 describe('scale plan', () => {

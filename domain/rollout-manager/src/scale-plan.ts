@@ -28,8 +28,6 @@ export function planScale(state: RolloutPoolState, target: { targetMachines: num
     const m = machineOf(t.owner);
     if (busy.has(m)) busy.set(m, busy.get(m)! + 1);
   }
-  const remove = [...current]
-    .sort((a, b) => busy.get(a)! - busy.get(b)! || b.localeCompare(a))
-    .slice(0, current.length - target.targetMachines);
+  const remove = [...current].sort((a, b) => busy.get(a)! - busy.get(b)! || b.localeCompare(a)).slice(0, current.length - target.targetMachines);
   return { current, add: 0, remove };
 }

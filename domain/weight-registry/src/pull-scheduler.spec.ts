@@ -1,7 +1,16 @@
 import { Draft } from '@robustrl/contracts';
 import { timeline } from '@robustrl/testing/job-timeline';
 import { createWeightRegistryDecider } from './weight-registry.decider';
-import { holdsBucket, holdsWhole, isTrainerSource, liveRollouts, targetVersion, WeightRegistryEvent, WeightRegistryInput, WeightRegistryState } from './weight-registry.state';
+import {
+  holdsBucket,
+  holdsWhole,
+  isTrainerSource,
+  liveRollouts,
+  targetVersion,
+  WeightRegistryEvent,
+  WeightRegistryInput,
+  WeightRegistryState,
+} from './weight-registry.state';
 
 /** mulberry32: a tiny seeded PRNG, so a failing seed replays exactly. */
 function prng(seed: number) {
@@ -43,7 +52,8 @@ function simulate(seed: number, window: number) {
         const { pullerId, sourceId, version: v, bucketIndex } = d.data;
         // Never fetch again what the puller holds; only assign from a source that has the bucket.
         if (holdsBucket(s, pullerId, v, bucketIndex)) violations.push(`${d.data.pullId}: ${pullerId} already holds it`);
-        if (!isTrainerSource(s.versions[v], sourceId) && !holdsBucket(s, sourceId, v, bucketIndex)) violations.push(`${d.data.pullId}: ${sourceId} does not hold it`);
+        if (!isTrainerSource(s.versions[v], sourceId) && !holdsBucket(s, sourceId, v, bucketIndex))
+          violations.push(`${d.data.pullId}: ${sourceId} does not hold it`);
         assignments.push(d);
       }
       s = D.evolve(s, msg(t, d.type, d.data as never) as WeightRegistryEvent);
@@ -83,10 +93,31 @@ function simulate(seed: number, window: number) {
   };
   const register = () => {
     const machineId = `r-${nextRollout++}`;
-    send(msg(++t, 'MachineRegistered', { machineId, role: 'rollout', zone: 'az', hardwareClass: 'h', gpus: 8, agentAddress: `http://${machineId}:8090`, dpRank: 0, weightsAddress: `${machineId}:9000` }));
+    send(
+      msg(++t, 'MachineRegistered', {
+        machineId,
+        role: 'rollout',
+        zone: 'az',
+        hardwareClass: 'h',
+        gpus: 8,
+        agentAddress: `http://${machineId}:8090`,
+        dpRank: 0,
+        weightsAddress: `${machineId}:9000`,
+      }),
+    );
   };
 
-  send(msg(0, 'MachineRegistered', { machineId: 'trainer-0', role: 'trainer', zone: 'az', hardwareClass: 'h', gpus: 8, agentAddress: 'trainer-0:9000', dpRank: 0 }));
+  send(
+    msg(0, 'MachineRegistered', {
+      machineId: 'trainer-0',
+      role: 'trainer',
+      zone: 'az',
+      hardwareClass: 'h',
+      gpus: 8,
+      agentAddress: 'trainer-0:9000',
+      dpRank: 0,
+    }),
+  );
   for (let i = 0; i < 8; i++) register();
   publish();
 
@@ -96,12 +127,33 @@ function simulate(seed: number, window: number) {
     if (r < 0.02) publish();
     else if (r < 0.025) {
       // The trainer group fails (paper §5.2.2): what no rollout holds whole is abandoned until republished.
-      send(msg(++t, 'FaultConfirmed', { verdictId: `trainer/v${t}`, machineId: 'trainer-0', role: 'trainer', rule: 'trainer-idle', handledAs: 'trainer', machineFaulty: false, detectionLatencyMs: 1, evidence: {} }));
+      send(
+        msg(++t, 'FaultConfirmed', {
+          verdictId: `trainer/v${t}`,
+          machineId: 'trainer-0',
+          role: 'trainer',
+          rule: 'trainer-idle',
+          handledAs: 'trainer',
+          machineFaulty: false,
+          detectionLatencyMs: 1,
+          evidence: {},
+        }),
+      );
       trainerFaults += 1;
-    }
-    else if (r < 0.05 && liveRollouts(state).length > 3) {
+    } else if (r < 0.05 && liveRollouts(state).length > 3) {
       const victim = pick(liveRollouts(state));
-      send(msg(++t, 'FaultConfirmed', { verdictId: `${victim}/v`, machineId: victim, role: 'rollout', rule: 'rollout-silent', handledAs: 'rollout', machineFaulty: true, detectionLatencyMs: 1, evidence: {} }));
+      send(
+        msg(++t, 'FaultConfirmed', {
+          verdictId: `${victim}/v`,
+          machineId: victim,
+          role: 'rollout',
+          rule: 'rollout-silent',
+          handledAs: 'rollout',
+          machineFaulty: true,
+          detectionLatencyMs: 1,
+          evidence: {},
+        }),
+      );
     } else if (r < 0.07) register();
     else if (inFlight.length > 0) {
       const p = pick(inFlight);

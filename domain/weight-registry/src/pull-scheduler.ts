@@ -72,7 +72,14 @@ export function schedulePulls(state: WeightRegistryState, window: number, relays
       const { id: sourceId, address: sourceAddress } = candidates[0];
       const attempt = attemptsOf(state, version, bucket.index, pullerId) + 1;
       out.push(
-        draft('WeightPullAssigned', { pullId: pullIdFor(version, bucket.index, pullerId, attempt), version, bucketIndex: bucket.index, pullerId, sourceId, sourceAddress }),
+        draft('WeightPullAssigned', {
+          pullId: pullIdFor(version, bucket.index, pullerId, attempt),
+          version,
+          bucketIndex: bucket.index,
+          pullerId,
+          sourceId,
+          sourceAddress,
+        }),
       );
       take(pullerId, sourceId, bucket.index, version);
     }

@@ -11,7 +11,16 @@ const eq = (actual: Draft[], expected: readonly Draft[]) => expect(actual).toEqu
 const observe = (message: WeightRegistryInput) => ({ kind: 'observe' as const, message, now: Date.parse(message.occurredAt) });
 
 const register = (machineId: string, s = 0, role: 'rollout' | 'trainer' = 'rollout') =>
-  msg(s, 'MachineRegistered', { machineId, role, zone: 'az-1', hardwareClass: 'h100x8', gpus: 8, agentAddress: `http://${machineId}:8090`, dpRank: 0, weightsAddress: `${machineId}:9000` });
+  msg(s, 'MachineRegistered', {
+    machineId,
+    role,
+    zone: 'az-1',
+    hardwareClass: 'h100x8',
+    gpus: 8,
+    agentAddress: `http://${machineId}:8090`,
+    dpRank: 0,
+    weightsAddress: `${machineId}:9000`,
+  });
 const publish = (s: number, version: number, opts: { sources?: string[]; buckets?: number; salt?: string } = {}) => {
   const n = opts.buckets ?? 3;
   return msg(s, 'WeightVersionPublished', {
@@ -23,9 +32,27 @@ const publish = (s: number, version: number, opts: { sources?: string[]; buckets
   });
 };
 const rolloutFault = (s: number, machineId: string) =>
-  msg(s, 'FaultConfirmed', { verdictId: `${machineId}/v${s}`, machineId, role: 'rollout', rule: 'rollout-silent', handledAs: 'rollout', machineFaulty: true, detectionLatencyMs: 70_000, evidence: {} });
+  msg(s, 'FaultConfirmed', {
+    verdictId: `${machineId}/v${s}`,
+    machineId,
+    role: 'rollout',
+    rule: 'rollout-silent',
+    handledAs: 'rollout',
+    machineFaulty: true,
+    detectionLatencyMs: 70_000,
+    evidence: {},
+  });
 const trainerFault = (s: number, machineId = 'trainer-0') =>
-  msg(s, 'FaultConfirmed', { verdictId: `${machineId}/v${s}`, machineId, role: 'trainer', rule: 'trainer-idle', handledAs: 'trainer', machineFaulty: false, detectionLatencyMs: 300_000, evidence: {} });
+  msg(s, 'FaultConfirmed', {
+    verdictId: `${machineId}/v${s}`,
+    machineId,
+    role: 'trainer',
+    rule: 'trainer-idle',
+    handledAs: 'trainer',
+    machineFaulty: false,
+    detectionLatencyMs: 300_000,
+    evidence: {},
+  });
 const assigned = (version: number, bucketIndex: number, pullerId: string, sourceId: string, attempt = 1) =>
   draft('WeightPullAssigned', {
     pullId: `w${version}/b${bucketIndex}/${pullerId}#${attempt}`,
@@ -88,7 +115,10 @@ const fourRollouts = () => [register('trainer-0', 0, 'trainer'), register('r-0')
 
 describe('weight registry: one version to four rollouts from one trainer source (paper §5.2.1)', () => {
   it('first pulls come only from the trainer, one puller per bucket at a time', () => {
-    spec.given(fourRollouts()).when(observe(publish(1, 1))).then([assigned(1, 0, 'r-0', 'trainer-0')], eq);
+    spec
+      .given(fourRollouts())
+      .when(observe(publish(1, 1)))
+      .then([assigned(1, 0, 'r-0', 'trainer-0')], eq);
   });
 
   it('pipelines: a rollout holding bucket 0 serves bucket 0 while it still pulls bucket 1', () => {
@@ -148,7 +178,9 @@ describe('weight registry: failures while pulling (paper §5.2.2)', () => {
       assigned(1, 2, 'r-1', 'trainer-0', 2),
     ]);
     run.drain();
-    const r1 = run.log.filter((d) => d.type === 'WeightPullAssigned' && (d.data as { pullerId: string }).pullerId === 'r-1').map((d) => (d.data as { bucketIndex: number }).bucketIndex);
+    const r1 = run.log
+      .filter((d) => d.type === 'WeightPullAssigned' && (d.data as { pullerId: string }).pullerId === 'r-1')
+      .map((d) => (d.data as { bucketIndex: number }).bucketIndex);
     expect(r1).toEqual([0, 1, 2, 2]); // completed buckets 0 and 1 were never fetched again
   });
 
@@ -166,8 +198,18 @@ describe('weight registry: failures while pulling (paper §5.2.2)', () => {
   it('a checksum failure found after completion drops that copy: the relay leaves, re-pulls the bucket, rejoins', () => {
     const run = new Run(D, [register('trainer-0', 0, 'trainer'), register('r-0'), register('r-1'), publish(1, 1)]);
     run.drain();
-    const r0b1 = run.log.find((d) => d.type === 'WeightPullAssigned' && d.data.pullerId === 'r-0' && d.data.bucketIndex === 1)!.data as { pullId: string; sourceId: string };
-    const late = msg(300, 'WeightPullFailed', { pullId: r0b1.pullId, version: 1, bucketIndex: 1, pullerId: 'r-0', sourceId: r0b1.sourceId, reason: 'checksum-mismatch after whole-version verification' });
+    const r0b1 = run.log.find((d) => d.type === 'WeightPullAssigned' && d.data.pullerId === 'r-0' && d.data.bucketIndex === 1)!.data as {
+      pullId: string;
+      sourceId: string;
+    };
+    const late = msg(300, 'WeightPullFailed', {
+      pullId: r0b1.pullId,
+      version: 1,
+      bucketIndex: 1,
+      pullerId: 'r-0',
+      sourceId: r0b1.sourceId,
+      reason: 'checksum-mismatch after whole-version verification',
+    });
     expect(run.send(late)).toEqual([
       draft('RelayLeft', { instanceId: 'r-0', version: 1, reason: 'no longer holds version 1 whole (a bucket failed its checksum)' }),
       assigned(1, 1, 'r-0', 'r-1', 2),
@@ -207,9 +249,7 @@ describe('weight registry: failures while pulling (paper §5.2.2)', () => {
     expect(run.state.relays['r-0@1']).toBeDefined();
     const out = run.send(trainerFault(200));
     expect(out.filter((d) => d.type === 'WeightVersionRetired')).toEqual([]);
-    expect(out.filter((d) => d.type === 'WeightPullFailed').map((d) => d.data.reason)).toEqual(
-      expect.arrayContaining(['source-lost']),
-    );
+    expect(out.filter((d) => d.type === 'WeightPullFailed').map((d) => d.data.reason)).toEqual(expect.arrayContaining(['source-lost']));
     run.drain();
     expect(Object.keys(run.state.relays).sort()).toEqual(['r-0@1', 'r-1@1', 'r-2@1']);
   });
@@ -243,7 +283,10 @@ describe('weight registry: async mode releases the trainer after the first whole
     // From here on every new pull is served by a rollout.
     const before = run.log.length;
     run.drain();
-    const later = run.log.slice(before).filter((d) => d.type === 'WeightPullAssigned').map((d) => d.data.sourceId);
+    const later = run.log
+      .slice(before)
+      .filter((d) => d.type === 'WeightPullAssigned')
+      .map((d) => d.data.sourceId);
     expect(later.length).toBeGreaterThan(0);
     expect(later.every((s) => s.startsWith('r-'))).toBe(true);
   });
@@ -265,7 +308,15 @@ describe('weight registry: async mode releases the trainer after the first whole
   });
 
   it('a rollout registered without a weight server neither pulls nor holds back the release', () => {
-    const noUcx = msg(0, 'MachineRegistered', { machineId: 'r-9', role: 'rollout', zone: 'az-1', hardwareClass: 'h100x8', gpus: 8, agentAddress: 'http://r-9:8090', dpRank: 0 });
+    const noUcx = msg(0, 'MachineRegistered', {
+      machineId: 'r-9',
+      role: 'rollout',
+      zone: 'az-1',
+      hardwareClass: 'h100x8',
+      gpus: 8,
+      agentAddress: 'http://r-9:8090',
+      dpRank: 0,
+    });
     const run = new Run(D, [register('trainer-0', 0, 'trainer'), register('r-0'), noUcx, publish(1, 1, { buckets: 1 })]);
     expect(run.log.filter((d) => d.type === 'WeightPullAssigned').map((d) => d.data.pullerId)).toEqual(['r-0']);
     expect(run.complete('r-0').map((d) => d.type)).toEqual(['RelayJoined', 'TrainerReleased']);
@@ -316,7 +367,7 @@ describe('weight registry: redelivery', () => {
     expect(D.decide(observe(done), run.state)).toEqual([]);
   });
 
-  it('a redelivered trainer fault older than the recovered trainer\'s publication changes nothing', () => {
+  it("a redelivered trainer fault older than the recovered trainer's publication changes nothing", () => {
     const run = new Run(D, [...fourRollouts(), publish(1, 1)]);
     const fault = trainerFault(200);
     run.send(fault);

@@ -5,7 +5,14 @@ import { RelaySet } from './relay-set';
 import { releases } from './releases';
 import { DEFAULT_RETAINED_VERSIONS, retirements } from './retention';
 import { evolveWeightRegistry } from './weight-registry.evolve';
-import { initialWeightRegistryState, RegistryFact, WeightRegistryCommand, WeightRegistryDraft, WeightRegistryEvent, WeightRegistryState } from './weight-registry.state';
+import {
+  initialWeightRegistryState,
+  RegistryFact,
+  WeightRegistryCommand,
+  WeightRegistryDraft,
+  WeightRegistryEvent,
+  WeightRegistryState,
+} from './weight-registry.state';
 
 export interface WeightRegistryOptions {
   /** Versions kept however old (paper: the newest weights and the one rollouts may still serve). */

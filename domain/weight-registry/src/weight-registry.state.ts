@@ -27,7 +27,14 @@ export const WEIGHT_REGISTRY_INPUT_TYPES = [
   'WeightVersionRetired',
   'TrainerReleased',
 ] as const;
-export const WEIGHT_REGISTRY_OUTPUT_TYPES = ['WeightPullAssigned', 'WeightPullFailed', 'RelayJoined', 'RelayLeft', 'WeightVersionRetired', 'TrainerReleased'] as const;
+export const WEIGHT_REGISTRY_OUTPUT_TYPES = [
+  'WeightPullAssigned',
+  'WeightPullFailed',
+  'RelayJoined',
+  'RelayLeft',
+  'WeightVersionRetired',
+  'TrainerReleased',
+] as const;
 
 export type WeightRegistryInputType = (typeof WEIGHT_REGISTRY_INPUT_TYPES)[number];
 export type WeightRegistryInput = MessageOf<WeightRegistryInputType>;
@@ -188,8 +195,7 @@ export const newestWhole = (s: WeightRegistryState, instanceId: string): number 
 
 export const isTrainerSource = (v: WeightVersion, instanceId: string) => v.sources.some((x) => x.instanceId === instanceId);
 /** Whether the version's own trainer ranks are still there to serve it (released or not). */
-export const trainerCanServe = (s: WeightRegistryState, v: WeightVersion) =>
-  v.trainerServing && v.sources.some((src) => !isMachineDown(s, src.instanceId));
+export const trainerCanServe = (s: WeightRegistryState, v: WeightVersion) => v.trainerServing && v.sources.some((src) => !isMachineDown(s, src.instanceId));
 
 /**
  * Async mode (paper §5.2.1): the trainer resumes training as soon as the first relay holds the version

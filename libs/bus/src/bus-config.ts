@@ -16,14 +16,15 @@ export const BusConfig = z.discriminatedUnion('adapter', [
 export type BusConfig = z.infer<typeof BusConfig>;
 
 export function busConfigFromEnv(env: NodeJS.ProcessEnv, clientId: string): BusConfig {
-  const brokers = env.KAFKA_BROKERS?.split(',').map((b) => b.trim()).filter(Boolean);
-  const raw =
-    brokers && brokers.length > 0
-      ? { adapter: 'kafka', brokers, clientId, topicPrefix: env.ROBUSTRL_TOPIC_PREFIX ?? '' }
-      : { adapter: 'in-process' };
+  const brokers = env.KAFKA_BROKERS?.split(',')
+    .map((b) => b.trim())
+    .filter(Boolean);
+  const raw = brokers && brokers.length > 0 ? { adapter: 'kafka', brokers, clientId, topicPrefix: env.ROBUSTRL_TOPIC_PREFIX ?? '' } : { adapter: 'in-process' };
   const parsed = BusConfig.safeParse(raw);
   if (!parsed.success) {
-    throw new Error(`invalid bus configuration (KAFKA_BROKERS=${env.KAFKA_BROKERS}, ROBUSTRL_TOPIC_PREFIX=${env.ROBUSTRL_TOPIC_PREFIX}): ${z.prettifyError(parsed.error)}`);
+    throw new Error(
+      `invalid bus configuration (KAFKA_BROKERS=${env.KAFKA_BROKERS}, ROBUSTRL_TOPIC_PREFIX=${env.ROBUSTRL_TOPIC_PREFIX}): ${z.prettifyError(parsed.error)}`,
+    );
   }
   return parsed.data;
 }

@@ -49,9 +49,7 @@ export async function processInbound(record: InboundRecord, p: InboundPipeline):
   const message = decoded.message;
   if (p.types && !p.types.has(message.type)) return 'skipped';
 
-  const parent = extractTraceContext(
-    record.headers.traceparent ? record.headers : (message.trace as Record<string, string> | undefined) ?? {},
-  );
+  const parent = extractTraceContext(record.headers.traceparent ? record.headers : ((message.trace as Record<string, string> | undefined) ?? {}));
   let attempt = 0;
   for (;;) {
     attempt += 1;

@@ -24,10 +24,7 @@ export interface OutboundRecord {
  * rides in the `traceparent` header and in the envelope, so the event log keeps it too. The spans
  * end when `send` (the adapter's durable write) has finished, so they measure its latency.
  */
-export async function publishTraced(
-  messages: readonly RobustrlMessage[],
-  send: (records: OutboundRecord[]) => Promise<void>,
-): Promise<void> {
+export async function publishTraced(messages: readonly RobustrlMessage[], send: (records: OutboundRecord[]) => Promise<void>): Promise<void> {
   if (messages.length === 0) return;
   const parent = context.active();
   const spans = messages.map((m) =>

@@ -5,11 +5,20 @@ const ctx = { jobId: 'job-1', source: 'spec', occurredAt: '2026-11-21T10:00:00.0
 
 describe('message catalog', () => {
   it('round-trips a message through bytes unchanged', () => {
-    const m = createMessage('FaultConfirmed', {
-      verdictId: 'v1', machineId: 'gpu-7', role: 'hybrid', rule: 'rollout-silent',
-      evidence: { windowSeconds: 60, probe: { probeId: 'p1', result: 'timed-out' } },
-      handledAs: 'trainer', machineFaulty: false, detectionLatencyMs: 61_000,
-    }, ctx);
+    const m = createMessage(
+      'FaultConfirmed',
+      {
+        verdictId: 'v1',
+        machineId: 'gpu-7',
+        role: 'hybrid',
+        rule: 'rollout-silent',
+        evidence: { windowSeconds: 60, probe: { probeId: 'p1', result: 'timed-out' } },
+        handledAs: 'trainer',
+        machineFaulty: false,
+        detectionLatencyMs: 61_000,
+      },
+      ctx,
+    );
     const decoded = decodeMessage(encodeMessage(m));
     expect(decoded).toEqual({ ok: true, message: m });
     expect(m).toMatchObject({ kind: 'event', schemaVersion: 1, causationId: null, correlationId: m.eventId });
@@ -23,18 +32,48 @@ describe('message catalog', () => {
   });
 
   it('refuses to build an invalid message', () => {
-    expect(() => createMessage('GpuActivitySampled', { machineId: 'm', sampledAt: 'yesterday', intervalSeconds: 10, tensorActive: 1.5, source: 'dcgm' }, ctx)).toThrow(
-      /sampledAt|tensorActive/,
-    );
+    expect(() =>
+      createMessage('GpuActivitySampled', { machineId: 'm', sampledAt: 'yesterday', intervalSeconds: 10, tensorActive: 1.5, source: 'dcgm' }, ctx),
+    ).toThrow(/sampledAt|tensorActive/);
   });
 
   it.each([
     ['not JSON', '{oops', /not JSON/],
     ['an empty value', null, /empty record value/],
-    ['an unknown type', JSON.stringify({ eventId: randomUUID(), type: 'Nope', kind: 'event', schemaVersion: 1, ...ctx, causationId: null, correlationId: 'c', data: {} }), /unknown message type 'Nope'/],
-    ['a future schema version', JSON.stringify({ eventId: randomUUID(), type: 'HeartbeatAcked', kind: 'event', schemaVersion: 2, ...ctx, causationId: null, correlationId: 'c', data: {} }), /unsupported schemaVersion 2/],
+    [
+      'an unknown type',
+      JSON.stringify({ eventId: randomUUID(), type: 'Nope', kind: 'event', schemaVersion: 1, ...ctx, causationId: null, correlationId: 'c', data: {} }),
+      /unknown message type 'Nope'/,
+    ],
+    [
+      'a future schema version',
+      JSON.stringify({
+        eventId: randomUUID(),
+        type: 'HeartbeatAcked',
+        kind: 'event',
+        schemaVersion: 2,
+        ...ctx,
+        causationId: null,
+        correlationId: 'c',
+        data: {},
+      }),
+      /unsupported schemaVersion 2/,
+    ],
     ['a bad envelope', JSON.stringify({ type: 'HeartbeatAcked' }), /invalid envelope/],
-    ['bad data', JSON.stringify({ eventId: randomUUID(), type: 'HeartbeatAcked', kind: 'event', schemaVersion: 1, ...ctx, causationId: null, correlationId: 'c', data: { probeId: '' } }), /invalid HeartbeatAcked/],
+    [
+      'bad data',
+      JSON.stringify({
+        eventId: randomUUID(),
+        type: 'HeartbeatAcked',
+        kind: 'event',
+        schemaVersion: 1,
+        ...ctx,
+        causationId: null,
+        correlationId: 'c',
+        data: { probeId: '' },
+      }),
+      /invalid HeartbeatAcked/,
+    ],
   ])('explains why it rejects %s', (_what, bytes, reason) => {
     const decoded = decodeMessage(bytes);
     expect(decoded.ok).toBe(false);

@@ -62,16 +62,11 @@ export type DataOf<T extends MessageType> = MessageOf<T>['data'];
 /** Any robustrl message: the discriminated union over `type`. */
 export type RobustrlMessage = { [T in MessageType]: MessageOf<T> }[MessageType];
 
-const schemas = Object.values(MessageCatalog).map((d) => d.schema) as unknown as [
-  Catalog[MessageType]['schema'],
-  ...Catalog[MessageType]['schema'][],
-];
+const schemas = Object.values(MessageCatalog).map((d) => d.schema) as unknown as [Catalog[MessageType]['schema'], ...Catalog[MessageType]['schema'][]];
 export const RobustrlMessageSchema = z.discriminatedUnion('type', schemas);
 
 export function definitionOf(type: string): MessageDefinition | undefined {
-  return Object.prototype.hasOwnProperty.call(MessageCatalog, type)
-    ? (MessageCatalog as Record<string, MessageDefinition>)[type]
-    : undefined;
+  return Object.prototype.hasOwnProperty.call(MessageCatalog, type) ? (MessageCatalog as Record<string, MessageDefinition>)[type] : undefined;
 }
 
 export function topicOf(type: MessageType): TopicName {
@@ -83,9 +78,7 @@ export function isMessageType(type: string): type is MessageType {
 }
 
 /** Result of reading a message off the wire: a valid message, or the reason it is not one. */
-export type DecodeResult =
-  | { ok: true; message: RobustrlMessage }
-  | { ok: false; reason: string };
+export type DecodeResult = { ok: true; message: RobustrlMessage } | { ok: false; reason: string };
 
 /**
  * Parse and validate raw bytes. Never throws: an invalid record must become a dead letter with its

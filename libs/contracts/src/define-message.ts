@@ -6,11 +6,7 @@ import { TopicName } from './topics';
  * One message type: its full envelope schema (with `type` and `schemaVersion` pinned to literals,
  * so the catalog is a discriminated union) plus where it is published.
  */
-export interface MessageDefinition<
-  Type extends string = string,
-  Kind extends MessageKind = MessageKind,
-  Data extends z.ZodType = z.ZodType,
-> {
+export interface MessageDefinition<Type extends string = string, Kind extends MessageKind = MessageKind, Data extends z.ZodType = z.ZodType> {
   readonly type: Type;
   readonly kind: Kind;
   readonly schemaVersion: number;
@@ -46,18 +42,8 @@ export function defineMessage<Type extends string, Kind extends MessageKind, Dat
   return { ...def, schema: schema as unknown as MessageDefinition<Type, Kind, Data>['schema'] };
 }
 
-export const event = <Type extends string, Data extends z.ZodType>(
-  type: Type,
-  topic: TopicName,
-  description: string,
-  data: Data,
-  schemaVersion = 1,
-) => defineMessage({ type, kind: 'event', schemaVersion, topic, description, data });
+export const event = <Type extends string, Data extends z.ZodType>(type: Type, topic: TopicName, description: string, data: Data, schemaVersion = 1) =>
+  defineMessage({ type, kind: 'event', schemaVersion, topic, description, data });
 
-export const command = <Type extends string, Data extends z.ZodType>(
-  type: Type,
-  topic: TopicName,
-  description: string,
-  data: Data,
-  schemaVersion = 1,
-) => defineMessage({ type, kind: 'command', schemaVersion, topic, description, data });
+export const command = <Type extends string, Data extends z.ZodType>(type: Type, topic: TopicName, description: string, data: Data, schemaVersion = 1) =>
+  defineMessage({ type, kind: 'command', schemaVersion, topic, description, data });

@@ -24,7 +24,10 @@ const spec = DeciderSpecification.for(counter);
 
 describe('DeciderSpecification', () => {
   it('folds the given events before deciding', () => {
-    spec.given([{ type: 'Incremented' }]).when({ type: 'Decrement' }).then([{ type: 'Decremented' }], equal);
+    spec
+      .given([{ type: 'Incremented' }])
+      .when({ type: 'Decrement' })
+      .then([{ type: 'Decremented' }], equal);
   });
 
   it('reports a decision that differs from the expectation', () => {
@@ -32,7 +35,15 @@ describe('DeciderSpecification', () => {
   });
 
   it('checks thrown errors, and fails when nothing is thrown', () => {
-    spec.given([]).when({ type: 'Decrement' }).thenThrows((e) => (e as Error).message === 'already at zero');
-    expect(() => spec.given([]).when({ type: 'Increment' }).thenThrows(() => true)).toThrow(/expected decide\(\) to throw/);
+    spec
+      .given([])
+      .when({ type: 'Decrement' })
+      .thenThrows((e) => (e as Error).message === 'already at zero');
+    expect(() =>
+      spec
+        .given([])
+        .when({ type: 'Increment' })
+        .thenThrows(() => true),
+    ).toThrow(/expected decide\(\) to throw/);
   });
 });

@@ -1,4 +1,19 @@
 export * from './orchestrator';
-export { KubernetesOrchestrator, type KubernetesOrchestratorOptions, PodLabels, NodeAnnotations, OwnerAnnotations, PodAnnotations } from './kubernetes/kubernetes-orchestrator';
-export { LocalProcessSupervisor, type LocalProcessSupervisorOptions, type LocalLaunchCommand, type LocalMachineLaunch, type LocalMachineSnapshot, type LocalMachineStatus, type LocalMachineExit } from './local/local-process-supervisor';
+export {
+  KubernetesOrchestrator,
+  type KubernetesOrchestratorOptions,
+  PodLabels,
+  NodeAnnotations,
+  OwnerAnnotations,
+  PodAnnotations,
+} from './kubernetes/kubernetes-orchestrator';
+export {
+  LocalProcessSupervisor,
+  type LocalProcessSupervisorOptions,
+  type LocalLaunchCommand,
+  type LocalMachineLaunch,
+  type LocalMachineSnapshot,
+  type LocalMachineStatus,
+  type LocalMachineExit,
+} from './local/local-process-supervisor';
 export * from './from-env';

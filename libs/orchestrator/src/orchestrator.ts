@@ -46,14 +46,7 @@ export interface Orchestrator {
    * a role of bare pods, which nothing can scale, is a non-retriable error). Resolves once the
    * machine exists and runs (its agent registers on its own).
    */
-  requestMachine(request: {
-    operationId: string;
-    jobId: string;
-    role: Role;
-    zone: string;
-    hardwareClass: string;
-    replaces?: string;
-  }): Promise<MachineSpec>;
+  requestMachine(request: { operationId: string; jobId: string; role: Role; zone: string; hardwareClass: string; replaces?: string }): Promise<MachineSpec>;
 
   /**
    * Give back a healthy machine: a scale-down by one. The machine is stopped gracefully (its processes

@@ -82,7 +82,10 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
       handler: (delivery) => this.serially(() => this.onDelivery(delivery)),
     });
     if (this.spec.tickIntervalMs !== null) {
-      this.ticker = setInterval(() => void this.serially(() => this.tick()).catch((err) => this.logger.error(`tick failed: ${String(err)}`)), this.spec.tickIntervalMs);
+      this.ticker = setInterval(
+        () => void this.serially(() => this.tick()).catch((err) => this.logger.error(`tick failed: ${String(err)}`)),
+        this.spec.tickIntervalMs,
+      );
     }
     // Pending outbox entries of a failed relay are retried on a timer, not only on the next message.
     this.outbox.startRetrying();
@@ -171,7 +174,9 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
       if (drafts.length === 0) continue;
       const root = this.spec.spanForTick?.(drafts, now) ?? null;
       let parent: Context = ROOT_CONTEXT;
-      const rootSpan = root ? tracer().startSpan(root.name, { kind: SpanKind.INTERNAL, startTime: root.startTime, attributes: root.attributes }, ROOT_CONTEXT) : null;
+      const rootSpan = root
+        ? tracer().startSpan(root.name, { kind: SpanKind.INTERNAL, startTime: root.startTime, attributes: root.attributes }, ROOT_CONTEXT)
+        : null;
       if (rootSpan) parent = trace.setSpan(ROOT_CONTEXT, rootSpan);
       // Outputs of one tick are one story: they share the first one's id as correlation.
       const ids = drafts.map(() => randomUUID());

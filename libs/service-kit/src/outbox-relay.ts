@@ -56,7 +56,12 @@ export class OutboxRelay {
             const parent = message.trace ? extractTraceContext(message.trace as unknown as Record<string, string>) : ROOT_CONTEXT;
             await context.with(parent, () => this.bus.publish(message));
           }
-          await this.store.transaction((manager) => this.store.outbox.markPublished(manager, pending.map((p) => p.position)));
+          await this.store.transaction((manager) =>
+            this.store.outbox.markPublished(
+              manager,
+              pending.map((p) => p.position),
+            ),
+          );
           if (pending.length < 100) return true;
         }
       } catch (err) {

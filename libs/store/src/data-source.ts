@@ -3,9 +3,7 @@ import { STORE_MIGRATIONS, StoreMigration } from './migrations';
 import { pgliteDriver } from './pglite/pglite-pool';
 
 /** PostgreSQL server when `DATABASE_URL` is set; otherwise PGlite in this process (embedded mode). */
-export type StoreConfig =
-  | { kind: 'postgres'; url: string; poolSize?: number }
-  | { kind: 'pglite'; dataDir?: string };
+export type StoreConfig = { kind: 'postgres'; url: string; poolSize?: number } | { kind: 'pglite'; dataDir?: string };
 
 export function storeConfigFromEnv(env: NodeJS.ProcessEnv): StoreConfig {
   if (env.DATABASE_URL) {

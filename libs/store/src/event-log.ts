@@ -78,10 +78,11 @@ export class EventLog {
   }
 
   async readJob(manager: EntityManager, jobId: string, afterPosition = '0', limit = 1000): Promise<LoggedMessage[]> {
-    const rows: LogRow[] = await manager.query(
-      `${SELECT} WHERE job_id = $1 AND global_position > $2::bigint ORDER BY global_position LIMIT $3`,
-      [jobId, afterPosition, limit],
-    );
+    const rows: LogRow[] = await manager.query(`${SELECT} WHERE job_id = $1 AND global_position > $2::bigint ORDER BY global_position LIMIT $3`, [
+      jobId,
+      afterPosition,
+      limit,
+    ]);
     return rows.map(toLogged);
   }
 

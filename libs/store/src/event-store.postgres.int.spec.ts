@@ -17,7 +17,12 @@ describe('event log on the PostgreSQL server, with concurrent writers', () => {
 
   it('never lets a forward reader skip an event whose transaction commits late', async () => {
     const jobId = `job-${randomUUID()}`;
-    const msg = (i: number) => createMessage('TrainingStepStarted', { step: i, batchId: `b${i}`, startedAt: '2026-11-21T10:00:00.000Z' }, { jobId, source: 'spec', occurredAt: '2026-11-21T10:00:00.000Z' });
+    const msg = (i: number) =>
+      createMessage(
+        'TrainingStepStarted',
+        { step: i, batchId: `b${i}`, startedAt: '2026-11-21T10:00:00.000Z' },
+        { jobId, source: 'spec', occurredAt: '2026-11-21T10:00:00.000Z' },
+      );
     const before = (await store.readAll('0', 100_000)).at(-1)?.position ?? '0';
 
     let releaseSlow!: () => void;

@@ -1,15 +1,4 @@
-import {
-  Context,
-  context,
-  propagation,
-  ROOT_CONTEXT,
-  Span,
-  SpanKind,
-  SpanStatusCode,
-  TextMapGetter,
-  TextMapSetter,
-  trace,
-} from '@opentelemetry/api';
+import { Context, context, propagation, ROOT_CONTEXT, Span, SpanKind, SpanStatusCode, TextMapGetter, TextMapSetter, trace } from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 
 /**

@@ -71,7 +71,11 @@ export function chatReplyFor(messages: readonly ChatMessage[], options: { tokens
   const id = createHash('sha256').update(`call:${seed}`).digest('hex');
   return {
     tokens: deterministicTokens(seed, Math.floor(n / 2)),
-    toolCall: { id: `call_${id.slice(0, 12)}`, type: 'function', function: { name: 'lookup', arguments: JSON.stringify({ query: id.slice(12, 28), round: toolResults }) } },
+    toolCall: {
+      id: `call_${id.slice(0, 12)}`,
+      type: 'function',
+      function: { name: 'lookup', arguments: JSON.stringify({ query: id.slice(12, 28), round: toolResults }) },
+    },
   };
 }
 
@@ -234,7 +238,8 @@ export class FakeInferenceEngine {
 
   private limit(tokens: string[], toolCall: ToolCall | null, maxTokens: number | undefined, promptChars: number): Plan {
     const promptTokens = Math.ceil(promptChars / 4);
-    if (maxTokens !== undefined && maxTokens < tokens.length) return { tokens: tokens.slice(0, maxTokens), toolCall: null, finishReason: 'length', promptTokens };
+    if (maxTokens !== undefined && maxTokens < tokens.length)
+      return { tokens: tokens.slice(0, maxTokens), toolCall: null, finishReason: 'length', promptTokens };
     return { tokens, toolCall, finishReason: toolCall ? 'tool_calls' : 'stop', promptTokens };
   }
 
@@ -248,7 +253,14 @@ export class FakeInferenceEngine {
       const content = plan.tokens.join('');
       const message: ChatMessage = { role: 'assistant', content: content === '' && plan.toolCall ? null : content };
       if (plan.toolCall) message.tool_calls = [plan.toolCall];
-      return json(res, 200, { id, object: 'chat.completion', created, model: this.model, choices: [{ index: 0, message, logprobs: null, finish_reason: plan.finishReason }], usage });
+      return json(res, 200, {
+        id,
+        object: 'chat.completion',
+        created,
+        model: this.model,
+        choices: [{ index: 0, message, logprobs: null, finish_reason: plan.finishReason }],
+        usage,
+      });
     }
     const chunk = (delta: Record<string, unknown>, finish: string | null = null) => ({
       id,

@@ -297,13 +297,24 @@ export class FakeKubernetesApiServer {
         if (refusal) return sendStatus(res, ...refusal);
         const patched = mergePatch(pod, body) as FakePod;
         // Only metadata (annotations, labels) is patchable here; identity and status stay the server's.
-        pod.metadata = { ...patched.metadata, name: pod.metadata.name, namespace: pod.metadata.namespace, uid: pod.metadata.uid, resourceVersion: this.nextResourceVersion() };
+        pod.metadata = {
+          ...patched.metadata,
+          name: pod.metadata.name,
+          namespace: pod.metadata.namespace,
+          uid: pod.metadata.uid,
+          resourceVersion: this.nextResourceVersion(),
+        };
         return sendJson(res, 200, pod);
       }
       if (method === 'DELETE') {
         const preconditionUid = (body as { preconditions?: { uid?: string } } | undefined)?.preconditions?.uid;
         if (preconditionUid !== undefined && preconditionUid !== pod.metadata.uid) {
-          return sendStatus(res, 409, 'Conflict', `Operation cannot be fulfilled on pods "${name}": Precondition failed: UID in precondition: ${preconditionUid}, UID in object meta: ${pod.metadata.uid}`);
+          return sendStatus(
+            res,
+            409,
+            'Conflict',
+            `Operation cannot be fulfilled on pods "${name}": Precondition failed: UID in precondition: ${preconditionUid}, UID in object meta: ${pod.metadata.uid}`,
+          );
         }
         return sendJson(res, 200, this.deletePod(pod));
       }
@@ -332,7 +343,12 @@ export class FakeKubernetesApiServer {
       if (method === 'GET') return sendJson(res, 200, node);
       if (method === 'PATCH') {
         if (contentType !== 'application/merge-patch+json' && contentType !== 'application/strategic-merge-patch+json') {
-          return sendStatus(res, 415, 'UnsupportedMediaType', `the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml`);
+          return sendStatus(
+            res,
+            415,
+            'UnsupportedMediaType',
+            `the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml`,
+          );
         }
         // For the fields this fake knows (maps and scalars), a strategic merge patch is a merge patch.
         const patched = mergePatch(node, body) as FakeNode;
@@ -357,7 +373,9 @@ export class FakeKubernetesApiServer {
       if (this.pods.get(key) === pod) this.pods.delete(key);
       if (!owner) return;
       const workload = this.workload(owner.kind as WorkloadKind, pod.metadata.namespace, owner.name);
-      this.later(this.options.replacementDelayMs, () => (workload ? this.reconcile(workload) : this.createReplacement(pod, owner.kind as OwnerKind, owner.name)));
+      this.later(this.options.replacementDelayMs, () =>
+        workload ? this.reconcile(workload) : this.createReplacement(pod, owner.kind as OwnerKind, owner.name),
+      );
     };
     if (this.options.terminationMs > 0) this.later(this.options.terminationMs, removeAndReplace);
     else removeAndReplace();
@@ -381,7 +399,9 @@ export class FakeKubernetesApiServer {
     const current = this.workload(workload.kind, workload.metadata.namespace, workload.metadata.name);
     if (!current) return;
     if (current.kind !== 'Deployment') return this.reconcile(current);
-    const replicaSets = [...this.workloads.values()].filter((w) => w.kind === 'ReplicaSet' && w.metadata.ownerReferences?.some((o) => o.controller && o.kind === 'Deployment' && o.name === current.metadata.name));
+    const replicaSets = [...this.workloads.values()].filter(
+      (w) => w.kind === 'ReplicaSet' && w.metadata.ownerReferences?.some((o) => o.controller && o.kind === 'Deployment' && o.name === current.metadata.name),
+    );
     for (const replicaSet of replicaSets) {
       replicaSet.spec.replicas = current.spec.replicas;
       replicaSet.metadata.resourceVersion = this.nextResourceVersion();
@@ -411,7 +431,11 @@ export class FakeKubernetesApiServer {
       }
     } else {
       for (let missing = workload.spec.replicas - live.length; missing > 0; missing--) create(`${name}-s${++this.replacementCounter}`);
-      const rank = (pod: FakePod) => [pod.spec.nodeName ? 1 : 0, pod.status.phase === 'Running' ? 1 : 0, Number(pod.metadata.annotations?.[POD_DELETION_COST_ANNOTATION] ?? 0)];
+      const rank = (pod: FakePod) => [
+        pod.spec.nodeName ? 1 : 0,
+        pod.status.phase === 'Running' ? 1 : 0,
+        Number(pod.metadata.annotations?.[POD_DELETION_COST_ANNOTATION] ?? 0),
+      ];
       const surplus = [...live]
         .sort((a, b) => compareRanks(rank(a), rank(b)) || this.creationOrder(b) - this.creationOrder(a))
         .slice(0, Math.max(0, live.length - workload.spec.replicas));
@@ -424,7 +448,14 @@ export class FakeKubernetesApiServer {
     return this.creationSequence.get(pod.metadata.uid) ?? 0;
   }
 
-  private putWorkload(kind: WorkloadKind, namespace: string, name: string, replicas: number, podLabels: Record<string, string>, owner?: FakeWorkload): FakeWorkload {
+  private putWorkload(
+    kind: WorkloadKind,
+    namespace: string,
+    name: string,
+    replicas: number,
+    podLabels: Record<string, string>,
+    owner?: FakeWorkload,
+  ): FakeWorkload {
     const workload: FakeWorkload = {
       apiVersion: 'apps/v1',
       kind,
@@ -433,7 +464,9 @@ export class FakeKubernetesApiServer {
         namespace,
         uid: `owner-${name}`,
         resourceVersion: this.nextResourceVersion(),
-        ownerReferences: owner ? [{ apiVersion: 'apps/v1', kind: owner.kind, name: owner.metadata.name, uid: owner.metadata.uid, controller: true }] : undefined,
+        ownerReferences: owner
+          ? [{ apiVersion: 'apps/v1', kind: owner.kind, name: owner.metadata.name, uid: owner.metadata.uid, controller: true }]
+          : undefined,
       },
       spec: { replicas, template: { metadata: { labels: { ...podLabels } } } },
     };
@@ -514,7 +547,8 @@ function matches(requirements: LabelRequirement[], labels: Record<string, string
 /** RFC 7386 JSON merge patch: objects merge recursively, null deletes, anything else replaces. */
 function mergePatch(target: unknown, patch: unknown): unknown {
   if (patch === null || typeof patch !== 'object' || Array.isArray(patch)) return patch;
-  const result: Record<string, unknown> = target !== null && typeof target === 'object' && !Array.isArray(target) ? { ...(target as Record<string, unknown>) } : {};
+  const result: Record<string, unknown> =
+    target !== null && typeof target === 'object' && !Array.isArray(target) ? { ...(target as Record<string, unknown>) } : {};
   for (const [key, value] of Object.entries(patch as Record<string, unknown>)) {
     if (value === null) delete result[key];
     else result[key] = mergePatch(result[key], value);
@@ -526,13 +560,27 @@ function mergePatch(target: unknown, patch: unknown): unknown {
  * Why a merge patch is refused, if it is: the wrong content type (415), or a resourceVersion in the
  * patch that is not the object's (409: the API server treats it as an optimistic-concurrency precondition).
  */
-function patchRefusal(resource: string, name: string, resourceVersion: string, contentType: string | undefined, body: unknown): [number, string, string] | undefined {
+function patchRefusal(
+  resource: string,
+  name: string,
+  resourceVersion: string,
+  contentType: string | undefined,
+  body: unknown,
+): [number, string, string] | undefined {
   if (contentType !== 'application/merge-patch+json' && contentType !== 'application/strategic-merge-patch+json') {
-    return [415, 'UnsupportedMediaType', 'the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml'];
+    return [
+      415,
+      'UnsupportedMediaType',
+      'the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml',
+    ];
   }
   const expected = (body as { metadata?: { resourceVersion?: string } } | undefined)?.metadata?.resourceVersion;
   if (expected !== undefined && expected !== resourceVersion) {
-    return [409, 'Conflict', `Operation cannot be fulfilled on ${resource} "${name}": the object has been modified; please apply your changes to the latest version and try again`];
+    return [
+      409,
+      'Conflict',
+      `Operation cannot be fulfilled on ${resource} "${name}": the object has been modified; please apply your changes to the latest version and try again`,
+    ];
   }
   return undefined;
 }

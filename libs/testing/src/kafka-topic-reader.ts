@@ -7,7 +7,10 @@ export class KafkaTopicReader {
   readonly records: InboundRecord[] = [];
   private consumer?: Consumer;
 
-  constructor(private readonly brokers: string[], private readonly topic: string) {}
+  constructor(
+    private readonly brokers: string[],
+    private readonly topic: string,
+  ) {}
 
   async start(): Promise<this> {
     const kafka = new Kafka({ brokers: this.brokers, clientId: 'test-reader', logLevel: logLevel.NOTHING });

@@ -88,7 +88,10 @@ export async function streamChat(
     const chunk = JSON.parse(data) as {
       id: string;
       error?: unknown;
-      choices: Array<{ delta: { role?: string; content?: string; tool_calls?: Array<{ index: number; id?: string; function?: { name?: string; arguments?: string } }> }; finish_reason: string | null }>;
+      choices: Array<{
+        delta: { role?: string; content?: string; tool_calls?: Array<{ index: number; id?: string; function?: { name?: string; arguments?: string } }> };
+        finish_reason: string | null;
+      }>;
     };
     if (chunk.error) throw new Error(`stream error: ${JSON.stringify(chunk.error)}`);
     ids.add(chunk.id);

@@ -98,11 +98,16 @@ function mapError(e: unknown): Error {
   if (n.ucxKind === undefined) return e; // TypeError / RangeError from argument checks
   const args: [string, string, number, { cause: unknown }] = [n.message, n.code ?? 'UCX_ERROR', n.status ?? 0, { cause: e }];
   switch (n.ucxKind) {
-    case 'unavailable': return new UcxUnavailableError(...args);
-    case 'peer': return new PeerUnreachableError(...args);
-    case 'closed': return new EndpointClosedError(...args);
-    case 'timeout': return new TimeoutError(...args);
-    default: return new UcxError(...args);
+    case 'unavailable':
+      return new UcxUnavailableError(...args);
+    case 'peer':
+      return new PeerUnreachableError(...args);
+    case 'closed':
+      return new EndpointClosedError(...args);
+    case 'timeout':
+      return new TimeoutError(...args);
+    default:
+      return new UcxError(...args);
   }
 }
 async function wrap<T>(p: () => Promise<T>): Promise<T> {
@@ -152,7 +157,6 @@ function load(): UcxInfo {
   const errors: string[] = [];
   for (const p of candidates) {
     try {
-      // eslint-disable-next-line @typescript-eslint/no-var-requires
       native = require(p) as NativeModule;
       loadInfo = { ...native.info(), addonPath: p };
       return loadInfo;
@@ -262,7 +266,10 @@ export class RemoteKey {
  */
 export class MemoryRegion {
   /** @internal */
-  constructor(readonly native: NativeMapping, readonly buffer: ArrayBufferView | ArrayBuffer) {}
+  constructor(
+    readonly native: NativeMapping,
+    readonly buffer: ArrayBufferView | ArrayBuffer,
+  ) {}
   /** 'host', or 'cuda' for a region from mapDevice */
   get memoryType(): MemoryType {
     return this.native.memoryType;

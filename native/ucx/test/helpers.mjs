@@ -4,7 +4,9 @@ import { createHash } from 'node:crypto';
 import { once } from 'node:events';
 const require = createRequire(import.meta.url);
 export const ucx = require('../dist/ucx.js');
-export const TAG_DESC = 1n, TAG_REQ = 2n, TAG_RESP = 3n;
+export const TAG_DESC = 1n,
+  TAG_REQ = 2n,
+  TAG_RESP = 3n;
 export const sha = (b) => createHash('sha256').update(b).digest('hex');
 
 /** A fresh /dev/shm path for one test (removed by the test's teardown). */
@@ -39,11 +41,12 @@ export async function connectClient(port, tls, { rma = 'sockaddr', errorHandling
   // RMA endpoint to ctl, so a peer failure seen on ctl force-closes it); 'worker-address-raw' only
   // uses connectAddress with the address from the descriptor.
   if (rma === 'worker-address') await ctl.sendTag(TAG_REQ, Buffer.from(JSON.stringify({ op: 'worker-address' })), { timeoutMs: 10000 });
-  const ep = rma === 'worker-address'
-    ? await worker.connectRma(ctl, { timeoutMs: 10000, errorHandling })
-    : rma === 'worker-address-raw'
-      ? await worker.connectAddress(Buffer.from(d.worker, 'base64'), { timeoutMs: 10000, errorHandling })
-      : ctl;
+  const ep =
+    rma === 'worker-address'
+      ? await worker.connectRma(ctl, { timeoutMs: 10000, errorHandling })
+      : rma === 'worker-address-raw'
+        ? await worker.connectAddress(Buffer.from(d.worker, 'base64'), { timeoutMs: 10000, errorHandling })
+        : ctl;
   const region = (x) => ep.remoteRegion({ address: BigInt(x.address), length: x.length, rkey: Buffer.from(x.rkey, 'base64') });
   const request = async (req) => {
     await ctl.sendTag(TAG_REQ, Buffer.from(JSON.stringify(req)), { timeoutMs: 10000 });

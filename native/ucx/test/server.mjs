@@ -11,7 +11,9 @@ import { createHash, randomFillSync } from 'node:crypto';
 const require = createRequire(import.meta.url);
 const ucx = require('../dist/ucx.js');
 
-export const TAG_DESC = 1n, TAG_REQ = 2n, TAG_RESP = 3n;
+export const TAG_DESC = 1n,
+  TAG_REQ = 2n,
+  TAG_RESP = 3n;
 const sizeA = Number(process.argv[2] ?? 1 << 20);
 const sizeB = Number(process.argv[3] ?? 1 << 20);
 const tls = process.argv[4];
@@ -39,10 +41,20 @@ const listener = worker.listen({ host: '127.0.0.1', port: 0 }, async (ep) => {
       let resp;
       if (req.op === 'sha') {
         const buf = req.region === 'a' ? a : b;
-        resp = Buffer.from(createHash('sha256').update(buf.subarray(req.off, req.off + req.len)).digest('hex'));
+        resp = Buffer.from(
+          createHash('sha256')
+            .update(buf.subarray(req.off, req.off + req.len))
+            .digest('hex'),
+        );
       } else if (req.op === 'echo') resp = Buffer.from(req.data, 'base64');
-      else if (req.op === 'worker-address') { await worker.sendWorkerAddress(ep); continue; } // for connectRma
-      else if (req.op === 'bye') { await ep.sendTag(TAG_RESP, Buffer.from('bye')); break; }
+      else if (req.op === 'worker-address') {
+        await worker.sendWorkerAddress(ep);
+        continue;
+      } // for connectRma
+      else if (req.op === 'bye') {
+        await ep.sendTag(TAG_RESP, Buffer.from('bye'));
+        break;
+      }
       await ep.sendTag(TAG_RESP, resp);
     }
   } catch (e) {
@@ -50,4 +62,7 @@ const listener = worker.listen({ host: '127.0.0.1', port: 0 }, async (ep) => {
   }
 });
 process.stdout.write(JSON.stringify({ port: listener.port, pid: process.pid }) + '\n');
-process.on('SIGTERM', () => { worker.close(); process.exit(0); });
+process.on('SIGTERM', () => {
+  worker.close();
+  process.exit(0);
+});

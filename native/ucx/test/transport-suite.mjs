@@ -37,7 +37,17 @@ export function transportSuite(name, tls, copts) {
       const local = Buffer.alloc(256 * MiB + 64);
       const lr = client.worker.map(local);
       try {
-        for (const [size, srcOff, dstOff] of [[1, 0, 0], [1, 12345, 3], [7, 1, 5], [4096, 4096, 0], [65537, 999, 17], [MiB + 3, 5 * MiB + 1, 1], [16 * MiB, 7, 64], [64 * MiB, 0, 0], [256 * MiB, 0, 64]]) {
+        for (const [size, srcOff, dstOff] of [
+          [1, 0, 0],
+          [1, 12345, 3],
+          [7, 1, 5],
+          [4096, 4096, 0],
+          [65537, 999, 17],
+          [MiB + 3, 5 * MiB + 1, 1],
+          [16 * MiB, 7, 64],
+          [64 * MiB, 0, 0],
+          [256 * MiB, 0, 64],
+        ]) {
           await client.ep.get(lr, dstOff, client.a, srcOff, size, { timeoutMs: 60000 });
           const remote = (await client.request({ op: 'sha', region: 'a', off: srcOff, len: size })).toString();
           assert.equal(sha(local.subarray(dstOff, dstOff + size)), remote, `GET size=${size} srcOff=${srcOff} dstOff=${dstOff}`);
@@ -51,7 +61,13 @@ export function transportSuite(name, tls, copts) {
     test('PUT 1 B .. 64 MiB is byte-exact (SHA-256)', async () => {
       const src = randomFillSync(Buffer.alloc(64 * MiB));
       const sr = client.worker.map(src);
-      for (const [size, srcOff, dstOff] of [[1, 0, 0], [13, 3, 5], [4097, 100, 4095], [MiB, 0, MiB + 1], [64 * MiB, 0, 0]]) {
+      for (const [size, srcOff, dstOff] of [
+        [1, 0, 0],
+        [13, 3, 5],
+        [4097, 100, 4095],
+        [MiB, 0, MiB + 1],
+        [64 * MiB, 0, 0],
+      ]) {
         await client.ep.put(sr, srcOff, client.b, dstOff, size, { timeoutMs: 60000 });
         const remote = (await client.request({ op: 'sha', region: 'b', off: dstOff, len: size })).toString();
         assert.equal(remote, sha(src.subarray(srcOff, srcOff + size)), `PUT size=${size}`);
@@ -78,7 +94,9 @@ export function transportSuite(name, tls, copts) {
     const local = Buffer.alloc(256 * MiB);
     const lr = client.worker.map(local);
     let epError = null;
-    client.ep.onError((e) => { epError = e; });
+    client.ep.onError((e) => {
+      epError = e;
+    });
     try {
       await client.ep.get(lr, 0, client.a, 0, 256 * MiB, { timeoutMs: 60000 }); // warm-up, succeeds
       // Keep large GETs in flight and kill the server while they run.
@@ -87,12 +105,17 @@ export function transportSuite(name, tls, copts) {
       const results = [];
       const inflight = [];
       for (let i = 0; i < 8; i++) {
-        inflight.push(client.ep.get(lr, 0, client.a, 0, 256 * MiB, { timeoutMs: 60000 }).then(
-          () => results.push({ ok: true, at: Date.now() }),
-          (e) => results.push({ ok: false, e, at: Date.now() }),
-        ));
+        inflight.push(
+          client.ep.get(lr, 0, client.a, 0, 256 * MiB, { timeoutMs: 60000 }).then(
+            () => results.push({ ok: true, at: Date.now() }),
+            (e) => results.push({ ok: false, e, at: Date.now() }),
+          ),
+        );
       }
-      setTimeout(() => { killedAt = Date.now(); server.proc.kill('SIGKILL'); }, 5);
+      setTimeout(() => {
+        killedAt = Date.now();
+        server.proc.kill('SIGKILL');
+      }, 5);
       await Promise.all(inflight);
       const failed = results.filter((r) => !r.ok);
       assert.ok(failed.length > 0, `no GET failed (${results.length} completed, killed ${killedAt - started} ms after start)`);
@@ -101,7 +124,9 @@ export function transportSuite(name, tls, copts) {
         assert.ok(f.at - killedAt < BOUND_MS, `rejected ${f.at - killedAt} ms after SIGKILL (bound ${BOUND_MS} ms)`);
       }
       const worst = Math.max(...failed.map((f) => f.at - killedAt));
-      console.log(`# ${name}: ${failed.length}/8 GETs rejected, worst ${worst} ms after SIGKILL; first error ${failed[0].e.name} ${failed[0].e.code}; ep onError: ${epError?.code}`);
+      console.log(
+        `# ${name}: ${failed.length}/8 GETs rejected, worst ${worst} ms after SIGKILL; first error ${failed[0].e.name} ${failed[0].e.code}; ep onError: ${epError?.code}`,
+      );
       if (copts.errorHandling === 'none') {
         // Failed through the control ep: a peer failure, reported on the RMA ep as well.
         for (const f of failed) assert.ok(f.e instanceof ucx.PeerUnreachableError, `${f.e.name}: ${f.e.message}`);

@@ -16,7 +16,12 @@ test("force close of an errorHandling 'none' ep rejects its pending GETs (peer s
     await client.ep.get(lr, 0, client.a, 0, 16 * MiB, { timeoutMs: 10000 });
     server.proc.kill('SIGSTOP');
     const results = [];
-    const ps = [0, 1, 2].map(() => client.ep.get(lr, 0, client.a, 0, 16 * MiB).then(() => results.push('ok'), (e) => results.push(e)));
+    const ps = [0, 1, 2].map(() =>
+      client.ep.get(lr, 0, client.a, 0, 16 * MiB).then(
+        () => results.push('ok'),
+        (e) => results.push(e),
+      ),
+    );
     await sleep(200);
     assert.equal(results.length, 0, 'GETs completed while the server was stopped');
     const t0 = Date.now();

@@ -7,7 +7,10 @@ import { join } from 'node:path';
 // `deploy/local/ucx.sh ensure` installs before `npm test`. It runs from here so a broken addon fails
 // `npm test` like any other test. It needs the compiled facade (dist/), which `npm test` builds first.
 const PACKAGE_DIR = join(__dirname, '..');
-const SUITE_FILES = readdirSync(__dirname).filter((f) => f.endsWith('.test.mjs')).sort().map((f) => `test/${f}`);
+const SUITE_FILES = readdirSync(__dirname)
+  .filter((f) => f.endsWith('.test.mjs'))
+  .sort()
+  .map((f) => `test/${f}`);
 
 describe('native UCX module (native/ucx, node --test against real UCX)', () => {
   it('passes its suite', () => {

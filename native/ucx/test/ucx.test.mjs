@@ -29,7 +29,12 @@ test('module reports itself available, UCX version, CUDA support from the UCX co
 test("UCX's memory hooks are off unless the environment asks for them (their code patching races with V8's threads)", () => {
   // UCM logs each libc function it patches ('installing bistro hook for mmap') at debug level.
   const code = `const ucx = require('./dist/ucx.js'); ucx.ucxInfo(); const w = new ucx.UcxWorker(); w.close(); console.log(process.env.UCX_MEM_EVENTS);`;
-  const run = (extra) => spawnSync(process.execPath, ['-e', code], { cwd: pkgDir, encoding: 'utf8', env: { ...process.env, UCX_MEM_EVENTS: undefined, UCX_MEM_LOG_LEVEL: 'debug', ...extra } });
+  const run = (extra) =>
+    spawnSync(process.execPath, ['-e', code], {
+      cwd: pkgDir,
+      encoding: 'utf8',
+      env: { ...process.env, UCX_MEM_EVENTS: undefined, UCX_MEM_LOG_LEVEL: 'debug', ...extra },
+    });
   const byDefault = run({});
   assert.equal(byDefault.status, 0, byDefault.stderr);
   assert.equal(byDefault.stdout.trim(), 'no');
@@ -44,7 +49,10 @@ test('mapDevice without CUDA support throws UcxUnavailableError', (t) => {
   if (ucx.ucxInfo().cudaSupported) return t.skip('this UCX supports CUDA (see the CUDA test)');
   const w = new ucx.UcxWorker();
   try {
-    assert.throws(() => w.mapDevice(0x7f0000000000n, 4096, 'cuda'), (e) => e instanceof ucx.UcxUnavailableError && /CUDA/.test(e.message));
+    assert.throws(
+      () => w.mapDevice(0x7f0000000000n, 4096, 'cuda'),
+      (e) => e instanceof ucx.UcxUnavailableError && /CUDA/.test(e.message),
+    );
     assert.throws(() => w.mapDevice(0x7f0000000000n, 4096, 'rocm'), TypeError);
     assert.equal(w.stats().mappings, 0);
   } finally {
@@ -55,7 +63,9 @@ test('mapDevice without CUDA support throws UcxUnavailableError', (t) => {
 test('mapDevice registers CUDA memory', (t) => {
   const info = ucx.ucxInfo();
   if (!info.cudaSupported) {
-    return t.skip(`no CUDA-enabled UCX: UCX ${info.version} reports no UCS_MEMORY_TYPE_CUDA in ucp_context_query memory types (Debian's UCX is built without CUDA; libucx-cu12 has it)`);
+    return t.skip(
+      `no CUDA-enabled UCX: UCX ${info.version} reports no UCS_MEMORY_TYPE_CUDA in ucp_context_query memory types (Debian's UCX is built without CUDA; libucx-cu12 has it)`,
+    );
   }
   // With CUDA: argument checks and the typed result. Registering real device memory needs a device
   // allocation, which this package has no API for; a GET into device memory is left to the agent's
@@ -108,9 +118,14 @@ describe('mapFile (/dev/shm)', () => {
       prefix.unmap();
       // MAP_SHARED: what we write lands in the file, and another process reads it.
       randomFillSync(region.buffer, 1000, 65536);
-      const reader = spawnSync(process.execPath, ['-e',
-        `process.stdout.write(require('node:crypto').createHash('sha256').update(require('node:fs').readFileSync(${JSON.stringify(path)})).digest('hex'))`],
-      { encoding: 'utf8' });
+      const reader = spawnSync(
+        process.execPath,
+        [
+          '-e',
+          `process.stdout.write(require('node:crypto').createHash('sha256').update(require('node:fs').readFileSync(${JSON.stringify(path)})).digest('hex'))`,
+        ],
+        { encoding: 'utf8' },
+      );
       assert.equal(reader.stdout, sha(region.buffer));
       const view = region.buffer;
       region.unmap();
@@ -147,15 +162,23 @@ describe('mapFile (/dev/shm)', () => {
     const w = new ucx.UcxWorker();
     try {
       const missing = tmp('missing');
-      assert.throws(() => w.mapFile(missing, 4096), (e) =>
-        e instanceof ucx.UcxError && e.code === 'ENOENT' && e.message.includes(missing) && /No such file/.test(e.message) && e.cause?.errno === 2);
+      assert.throws(
+        () => w.mapFile(missing, 4096),
+        (e) => e instanceof ucx.UcxError && e.code === 'ENOENT' && e.message.includes(missing) && /No such file/.test(e.message) && e.cause?.errno === 2,
+      );
       assert.equal(existsSync(missing), false);
       const short = tmp('short');
       writeFileSync(short, Buffer.alloc(1000));
-      assert.throws(() => w.mapFile(short, 4096), (e) => e instanceof RangeError && /1000 bytes/.test(e.message));
+      assert.throws(
+        () => w.mapFile(short, 4096),
+        (e) => e instanceof RangeError && /1000 bytes/.test(e.message),
+      );
       assert.throws(() => w.mapFile(short, 0), RangeError);
       assert.throws(() => w.mapFile('/dev/null', 4096), TypeError);
-      assert.throws(() => w.mapFile('/dev/shm', 4096), (e) => e instanceof ucx.UcxError && e.code === 'EISDIR');
+      assert.throws(
+        () => w.mapFile('/dev/shm', 4096),
+        (e) => e instanceof ucx.UcxError && e.code === 'EISDIR',
+      );
       assert.equal(w.stats().mappings, 0);
     } finally {
       w.close();
@@ -212,10 +235,24 @@ for (const [name, copts] of [
       const local = Buffer.alloc(64 * MiB + 64);
       const lr = client.worker.map(local);
       try {
-        for (const [size, srcOff, dstOff] of [[1, 0, 0], [1, 4095, 3], [7, 1, 5], [4096, 4096, 0], [65537, 999, 17], [MiB + 3, 5 * MiB + 1, 1], [16 * MiB, 7, 64], [64 * MiB, 0, 0], [64 * MiB, 4096, 64]]) {
+        for (const [size, srcOff, dstOff] of [
+          [1, 0, 0],
+          [1, 4095, 3],
+          [7, 1, 5],
+          [4096, 4096, 0],
+          [65537, 999, 17],
+          [MiB + 3, 5 * MiB + 1, 1],
+          [16 * MiB, 7, 64],
+          [64 * MiB, 0, 0],
+          [64 * MiB, 4096, 64],
+        ]) {
           local.fill(0);
           await client.ep.get(lr, dstOff, client.a, srcOff, size, { timeoutMs: 60000 });
-          assert.equal(sha(local.subarray(dstOff, dstOff + size)), sha(source.subarray(srcOff, srcOff + size)), `GET size=${size} srcOff=${srcOff} dstOff=${dstOff}`);
+          assert.equal(
+            sha(local.subarray(dstOff, dstOff + size)),
+            sha(source.subarray(srcOff, srcOff + size)),
+            `GET size=${size} srcOff=${srcOff} dstOff=${dstOff}`,
+          );
         }
       } finally {
         lr.unmap();
@@ -272,7 +309,8 @@ test('errors: connect to a closed port, recv timeout, ops on a closed endpoint',
 });
 
 test('worker.address / mapAlloc / printInfo (one process, two workers)', async () => {
-  const ws = new ucx.UcxWorker(), wc = new ucx.UcxWorker();
+  const ws = new ucx.UcxWorker(),
+    wc = new ucx.UcxWorker();
   try {
     const addr = ws.address();
     assert.ok(Buffer.isBuffer(addr) && addr.length > 0);

@@ -1,4 +1,16 @@
-import { BadRequestException, Body, ConflictException, Controller, Get, HttpCode, Inject, NotFoundException, Param, Post, ServiceUnavailableException } from '@nestjs/common';
+import {
+  BadRequestException,
+  Body,
+  ConflictException,
+  Controller,
+  Get,
+  HttpCode,
+  Inject,
+  NotFoundException,
+  Param,
+  Post,
+  ServiceUnavailableException,
+} from '@nestjs/common';
 import { z } from 'zod';
 import { FaultSignal, RolePhase } from '@robustrl/contracts';
 import { AgentRuntime } from './agent-runtime';
@@ -23,7 +35,11 @@ const Bodies = {
     awaitingTools: z.int().nonnegative(),
     rolloutId: z.string().min(1).optional(),
   }),
-  gpuActivity: z.object({ tensorActive: z.number().min(0).max(1), intervalSeconds: z.number().positive().optional(), perGpu: z.array(z.number().min(0).max(1)).optional() }),
+  gpuActivity: z.object({
+    tensorActive: z.number().min(0).max(1),
+    intervalSeconds: z.number().positive().optional(),
+    perGpu: z.array(z.number().min(0).max(1)).optional(),
+  }),
   error: z.object({ signal: FaultSignal.exclude(['process-exited']), detail: z.string().max(4000) }),
   publishWeights: z.object({
     version: z.int().nonnegative(),
@@ -99,12 +115,14 @@ export class AgentApiController {
   async throughput(@Body() body: unknown) {
     const b = parse(Bodies.throughput, body);
     const { rolloutId, ...sample } = b;
-    return accepted(await this.agent.emit('RolloutThroughputSampled', {
-      machineId: this.agent.config.machineId,
-      rolloutId: rolloutId ?? this.agent.config.machineId,
-      sampledAt: new Date().toISOString(),
-      ...sample,
-    }));
+    return accepted(
+      await this.agent.emit('RolloutThroughputSampled', {
+        machineId: this.agent.config.machineId,
+        rolloutId: rolloutId ?? this.agent.config.machineId,
+        sampledAt: new Date().toISOString(),
+        ...sample,
+      }),
+    );
   }
 
   @Post('gpu-activity')
@@ -112,7 +130,9 @@ export class AgentApiController {
   gpuActivity(@Body() body: unknown) {
     const b = parse(Bodies.gpuActivity, body);
     if (!this.agent.pushGpuActivity(b.tensorActive, b.perGpu)) {
-      throw new ConflictException({ error: `this agent reads GPU activity from ${this.agent.status().gpuActivitySource.kind}; framework reports are not used` });
+      throw new ConflictException({
+        error: `this agent reads GPU activity from ${this.agent.status().gpuActivitySource.kind}; framework reports are not used`,
+      });
     }
     // Published with the next sample, at the agent's sampling interval.
     return { accepted: true, eventId: null };
@@ -122,14 +142,16 @@ export class AgentApiController {
   @HttpCode(202)
   async error(@Body() body: unknown) {
     const b = parse(Bodies.error, body);
-    return accepted(await this.agent.emit('AgentFaultSignalled', {
-      machineId: this.agent.config.machineId,
-      role: this.agent.role,
-      signal: b.signal,
-      detail: b.detail,
-      exitCode: null,
-      observedAt: new Date().toISOString(),
-    }));
+    return accepted(
+      await this.agent.emit('AgentFaultSignalled', {
+        machineId: this.agent.config.machineId,
+        role: this.agent.role,
+        signal: b.signal,
+        detail: b.detail,
+        exitCode: null,
+        observedAt: new Date().toISOString(),
+      }),
+    );
   }
 
   // ── weights (paper §5.2.1): the framework hands versions over through named /dev/shm regions ─────

@@ -42,7 +42,15 @@ export class AgentRuntime {
     });
     const { weights } = config;
     this.weights = new WeightPlane(
-      { jobId: config.jobId, machineId: config.machineId, bindHost: weights.bindHost, port: weights.port, advertiseHost: weights.advertiseHost, shmDir: weights.shmDir, limits: weights },
+      {
+        jobId: config.jobId,
+        machineId: config.machineId,
+        bindHost: weights.bindHost,
+        port: weights.port,
+        advertiseHost: weights.advertiseHost,
+        shmDir: weights.shmDir,
+        limits: weights,
+      },
       bus,
       (type, data, cause) => this.emit(type, data, cause),
     );
@@ -54,7 +62,8 @@ export class AgentRuntime {
     this.gpuSource = selection.source;
     this.gpuSourceReason = selection.reason;
     this.logger.log(`GPU activity source: ${selection.reason}`);
-    if (selection.source.kind === 'emulated') this.logger.warn('no hardware GPU activity source: the framework must POST /v1/gpu-activity, or a trainer reads as idle');
+    if (selection.source.kind === 'emulated')
+      this.logger.warn('no hardware GPU activity source: the framework must POST /v1/gpu-activity, or a trainer reads as idle');
 
     // Each agent sees every command and probe (its own consumer group) and picks those addressed to it.
     this.subscription = await this.bus.subscribe({
@@ -151,7 +160,8 @@ export class AgentRuntime {
     if (!exit.unexpected || this.closing) return;
     const how = exit.signal ? `killed by ${exit.signal}` : `exited with code ${exit.code}`;
     this.logger.warn(`${this.role} process ${how}`);
-    if (this.role !== 'rollout') await this.weights.withdrawPublished(`the ${this.role} process ${how}`).catch((err) => this.logger.error(`withdrawing weights: ${String(err)}`));
+    if (this.role !== 'rollout')
+      await this.weights.withdrawPublished(`the ${this.role} process ${how}`).catch((err) => this.logger.error(`withdrawing weights: ${String(err)}`));
     await this.emit('AgentFaultSignalled', {
       machineId: this.config.machineId,
       role: this.role,
@@ -201,23 +211,33 @@ export class AgentRuntime {
     if (!command) throw new Error(`no command configured for the ${this.role} role on ${this.config.machineId}`);
     // A process started after the command was issued is already the restarted one (e.g. the whole machine came back).
     if (this.roleProcess.running && (this.roleProcess.startedAt ?? 0) > Date.parse(m.occurredAt)) return;
-    const pid = await this.roleProcess.restart(command, this.roleEnv(this.apiUrl, {
-      ROBUSTRL_RESUME_FROM_CHECKPOINT_STEP: m.data.checkpointStep === null ? '' : String(m.data.checkpointStep),
-      ROBUSTRL_RETRY_STEP: String(m.data.step),
-      ROBUSTRL_KEEP_BATCH: String(m.data.keepBatch),
-    }));
-    this.logger.log(`${this.role} process restarted (pid ${pid}) for ${m.data.recoveryId}, reloading checkpoint ${m.data.checkpointStep ?? 'none'}, retrying step ${m.data.step}`);
+    const pid = await this.roleProcess.restart(
+      command,
+      this.roleEnv(this.apiUrl, {
+        ROBUSTRL_RESUME_FROM_CHECKPOINT_STEP: m.data.checkpointStep === null ? '' : String(m.data.checkpointStep),
+        ROBUSTRL_RETRY_STEP: String(m.data.step),
+        ROBUSTRL_KEEP_BATCH: String(m.data.keepBatch),
+      }),
+    );
+    this.logger.log(
+      `${this.role} process restarted (pid ${pid}) for ${m.data.recoveryId}, reloading checkpoint ${m.data.checkpointStep ?? 'none'}, retrying step ${m.data.step}`,
+    );
   }
 
   /** Hand this rollout machine to the trainer group: stop generating, switch role; the trainer group restart starts the trainer here. */
   private async promote(m: MessageOf<'PromoteRolloutToTrainer'>): Promise<void> {
-    if (!this.config.roleCommands.trainer) throw new Error(`${this.config.machineId} has no trainer command (ROBUSTRL_TRAINER_COMMAND) and cannot be a warm standby`);
+    if (!this.config.roleCommands.trainer)
+      throw new Error(`${this.config.machineId} has no trainer command (ROBUSTRL_TRAINER_COMMAND) and cannot be a warm standby`);
     await this.roleProcess.stop();
     await this.weights.dropPulled(`lent to the trainer as warm standby for ${m.data.replacesMachineId}`);
     const from = this.role;
     this.role = 'trainer';
     this.phase = null;
-    await this.emit('MachineRoleChanged', { machineId: this.config.machineId, from, to: 'trainer', reason: `warm standby for ${m.data.replacesMachineId} (${m.data.recoveryId})` }, m);
+    await this.emit(
+      'MachineRoleChanged',
+      { machineId: this.config.machineId, from, to: 'trainer', reason: `warm standby for ${m.data.replacesMachineId} (${m.data.recoveryId})` },
+      m,
+    );
   }
 
   private roleEnv(apiUrl: string, extra: Record<string, string>): Record<string, string> {

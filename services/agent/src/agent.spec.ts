@@ -20,21 +20,40 @@ describe('agent', () => {
   let dir: string;
 
   const published = (type: MessageType) =>
-    Object.values(Topics).flatMap((t) => bus.read(t)).map((r) => decodeMessage(r.value)).filter((d): d is { ok: true; message: RobustrlMessage } => d.ok && d.message.type === type).map((d) => d.message);
-  const role = (name: string) => `echo "$ROBUSTRL_ROLE retry=$ROBUSTRL_RETRY_STEP ckpt=$ROBUSTRL_RESUME_FROM_CHECKPOINT_STEP" > ${dir}/${name}-$$; exec sleep 60`;
-  const starts = (name: string) => readdirSync(dir).filter((f) => f.startsWith(`${name}-`)).map((f) => readFileSync(join(dir, f), 'utf8').trim());
-  const command = <T extends MessageType>(type: T, data: MessageOf<T>['data']) => createMessage(type, data, { jobId: 'job-1', source: 'controller', occurredAt: new Date().toISOString() });
+    Object.values(Topics)
+      .flatMap((t) => bus.read(t))
+      .map((r) => decodeMessage(r.value))
+      .filter((d): d is { ok: true; message: RobustrlMessage } => d.ok && d.message.type === type)
+      .map((d) => d.message);
+  const role = (name: string) =>
+    `echo "$ROBUSTRL_ROLE retry=$ROBUSTRL_RETRY_STEP ckpt=$ROBUSTRL_RESUME_FROM_CHECKPOINT_STEP" > ${dir}/${name}-$$; exec sleep 60`;
+  const starts = (name: string) =>
+    readdirSync(dir)
+      .filter((f) => f.startsWith(`${name}-`))
+      .map((f) => readFileSync(join(dir, f), 'utf8').trim());
+  const command = <T extends MessageType>(type: T, data: MessageOf<T>['data']) =>
+    createMessage(type, data, { jobId: 'job-1', source: 'controller', occurredAt: new Date().toISOString() });
 
   beforeEach(async () => {
     dir = mkdtempSync(join(tmpdir(), 'robustrl-agent-'));
     bus = new InProcessBus();
     const config = agentConfigFromEnv({
-      ROBUSTRL_JOB_ID: 'job-1', ROBUSTRL_MACHINE_ID: 'm-1', ROBUSTRL_ROLE: 'rollout', ROBUSTRL_GPU_SOURCE: 'emulated',
-      ROBUSTRL_ROLLOUT_COMMAND: role('rollout'), ROBUSTRL_TRAINER_COMMAND: role('trainer'), ROBUSTRL_STOP_GRACE_SECONDS: '1', ROBUSTRL_GPU_SAMPLE_SECONDS: '3600',
-      ROBUSTRL_WEIGHTS_PORT: '0', ROBUSTRL_WEIGHTS_BIND_HOST: '127.0.0.1',
+      ROBUSTRL_JOB_ID: 'job-1',
+      ROBUSTRL_MACHINE_ID: 'm-1',
+      ROBUSTRL_ROLE: 'rollout',
+      ROBUSTRL_GPU_SOURCE: 'emulated',
+      ROBUSTRL_ROLLOUT_COMMAND: role('rollout'),
+      ROBUSTRL_TRAINER_COMMAND: role('trainer'),
+      ROBUSTRL_STOP_GRACE_SECONDS: '1',
+      ROBUSTRL_GPU_SAMPLE_SECONDS: '3600',
+      ROBUSTRL_WEIGHTS_PORT: '0',
+      ROBUSTRL_WEIGHTS_BIND_HOST: '127.0.0.1',
     });
     runtime = new AgentRuntime(bus, config);
-    const moduleRef = await Test.createTestingModule({ controllers: [AgentApiController], providers: [{ provide: AgentRuntime, useValue: runtime }] }).compile();
+    const moduleRef = await Test.createTestingModule({
+      controllers: [AgentApiController],
+      providers: [{ provide: AgentRuntime, useValue: runtime }],
+    }).compile();
     app = moduleRef.createNestApplication({ logger: false });
     await app.listen(0, '127.0.0.1');
     url = (await app.getUrl()).replace('[::1]', '127.0.0.1');
@@ -53,19 +72,33 @@ describe('agent', () => {
     expect(() => agentConfigFromEnv({ ROBUSTRL_JOB_ID: 'j', ROBUSTRL_MACHINE_ID: 'm', ROBUSTRL_ROLE: 'pilot' })).toThrow(/ROBUSTRL_ROLE/);
   });
 
-  it('registers the machine and relays the framework\'s reports; a bad body is a 400 naming each problem', async () => {
+  it("registers the machine and relays the framework's reports; a bad body is a 400 naming each problem", async () => {
     expect(published('MachineRegistered')[0].data).toMatchObject({ machineId: 'm-1', role: 'rollout', agentAddress: url });
-    const bad = await fetch(`${url}/v1/phase`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ phase: 'napping', step: -1 }) });
+    const bad = await fetch(`${url}/v1/phase`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ phase: 'napping', step: -1 }),
+    });
     expect(bad.status).toBe(400);
     const problems = (await bad.json()) as { issues: Array<{ path: string }> };
     expect(problems.issues.map((i) => i.path).sort()).toEqual(['phase', 'step']);
     expect(published('RolePhaseChanged')).toHaveLength(0);
 
-    const ok = await fetch(`${url}/v1/phase`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ phase: 'rollout', step: 3 }) });
+    const ok = await fetch(`${url}/v1/phase`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ phase: 'rollout', step: 3 }),
+    });
     expect(ok.status).toBe(202);
     const { eventId } = (await ok.json()) as { eventId: string };
-    expect(published('RolePhaseChanged')).toEqual([expect.objectContaining({ eventId, data: expect.objectContaining({ machineId: 'm-1', phase: 'rollout', step: 3 }) })]);
-    const tput = await fetch(`${url}/v1/throughput`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ windowSeconds: 10, tokensPerSecond: 5, completedRequests: 1, inFlightRequests: 2, awaitingTools: 1 }) });
+    expect(published('RolePhaseChanged')).toEqual([
+      expect.objectContaining({ eventId, data: expect.objectContaining({ machineId: 'm-1', phase: 'rollout', step: 3 }) }),
+    ]);
+    const tput = await fetch(`${url}/v1/throughput`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ windowSeconds: 10, tokensPerSecond: 5, completedRequests: 1, inFlightRequests: 2, awaitingTools: 1 }),
+    });
     expect(tput.status).toBe(202);
     expect(published('RolloutThroughputSampled')[0].data).toMatchObject({ machineId: 'm-1', rolloutId: 'm-1', awaitingTools: 1 });
   });
@@ -91,7 +124,14 @@ describe('agent', () => {
     expect(runtime.status().roleProcess.running).toBe(false);
     expect(published('AgentFaultSignalled')).toEqual([]); // stopping it on purpose is not a fault
 
-    const restart = command('RestartTrainerGroup', { recoveryId: 'r-1', commandId: 'r-1/3', machines: ['t-1', 'm-1'], step: 7, checkpointStep: 6, keepBatch: true });
+    const restart = command('RestartTrainerGroup', {
+      recoveryId: 'r-1',
+      commandId: 'r-1/3',
+      machines: ['t-1', 'm-1'],
+      step: 7,
+      checkpointStep: 6,
+      keepBatch: true,
+    });
     await bus.publish(restart);
     await bus.publish({ ...restart }); // redelivered: carried out once
     await eventually('trainer started', () => (starts('trainer').length === 1 ? true : undefined));
@@ -99,13 +139,24 @@ describe('agent', () => {
     await new Promise((r) => setTimeout(r, 300));
     expect(starts('trainer')).toEqual(['trainer retry=7 ckpt=6']);
     expect(published('RecoveryCommandSucceeded').filter((m) => (m.data as { commandId: string }).commandId === 'r-1/3')).toHaveLength(1);
-    expect(published('RecoveryCommandSucceeded').find((m) => (m.data as { commandId: string }).commandId === 'r-1/3')!.data).toMatchObject({ machineId: 'm-1', executor: 'agent/m-1' });
+    expect(published('RecoveryCommandSucceeded').find((m) => (m.data as { commandId: string }).commandId === 'r-1/3')!.data).toMatchObject({
+      machineId: 'm-1',
+      executor: 'agent/m-1',
+    });
   });
 
   it('takes GPU activity pushed by the framework into its emulated source, validated', async () => {
-    const pushed = await fetch(`${url}/v1/gpu-activity`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ tensorActive: 0.5 }) });
+    const pushed = await fetch(`${url}/v1/gpu-activity`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ tensorActive: 0.5 }),
+    });
     expect(pushed.status).toBe(202);
-    const out = await fetch(`${url}/v1/gpu-activity`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ tensorActive: 1.5 }) });
+    const out = await fetch(`${url}/v1/gpu-activity`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ tensorActive: 1.5 }),
+    });
     expect(out.status).toBe(400);
   });
 });

@@ -34,7 +34,11 @@ describe('controller killed mid-recovery', () => {
       tickIntervalMs: null,
     });
   const onControl = (type: string) =>
-    bus.read(Topics.control).map((r) => decodeMessage(r.value)).filter((d): d is { ok: true; message: RobustrlMessage } => d.ok && d.message.type === type).map((d) => d.message);
+    bus
+      .read(Topics.control)
+      .map((r) => decodeMessage(r.value))
+      .filter((d): d is { ok: true; message: RobustrlMessage } => d.ok && d.message.type === type)
+      .map((d) => d.message);
 
   it('relays the decided restart once after the crash, ignores the redelivered verdict, and finishes the recovery', async () => {
     const history = [
@@ -44,8 +48,14 @@ describe('controller killed mid-recovery', () => {
       msg(2, 'CheckpointSaved', { step: 0, uri: 'file:///c0', blockingMs: 1 }),
     ];
     const fault = msg(10, 'FaultConfirmed', {
-      verdictId: 'trainer-0/explicit-signal/1', machineId: 'trainer-0', role: 'trainer', rule: 'explicit-signal', handledAs: 'trainer',
-      machineFaulty: false, detectionLatencyMs: 0, evidence: { signal: 'process-exited' },
+      verdictId: 'trainer-0/explicit-signal/1',
+      machineId: 'trainer-0',
+      role: 'trainer',
+      rule: 'explicit-signal',
+      handledAs: 'trainer',
+      machineFaulty: false,
+      detectionLatencyMs: 0,
+      evidence: { signal: 'process-exited' },
     });
 
     // First incarnation: decides, commits, then dies before its outbox reaches the bus.
@@ -77,7 +87,15 @@ describe('controller killed mid-recovery', () => {
 
     await bus.publish({ ...fault }); // the verdict redelivered at a new offset (same event id)
     const restart = onControl('RestartTrainerGroup')[0];
-    await bus.publish(msg(12, 'RecoveryCommandSucceeded', { recoveryId: 'trainer-0/explicit-signal/1/recovery', commandId: (restart.data as { commandId: string }).commandId, machineId: 'trainer-0', executor: 'spec', durationMs: 5 }));
+    await bus.publish(
+      msg(12, 'RecoveryCommandSucceeded', {
+        recoveryId: 'trainer-0/explicit-signal/1/recovery',
+        commandId: (restart.data as { commandId: string }).commandId,
+        machineId: 'trainer-0',
+        executor: 'spec',
+        durationMs: 5,
+      }),
+    );
     await bus.publish(msg(13, 'RolePhaseChanged', { machineId: 'trainer-0', role: 'trainer', phase: 'initializing', step: 1, changedAt: iso(13) }));
     await eventually('the recovery completed', () => (onControl('RecoveryCompleted').length === 1 ? true : undefined));
     await second.stop();

@@ -10,7 +10,15 @@ import { EttrController } from './ettr/ettr.controller';
 import { EttrProjector } from './ettr/ettr-projector';
 import { MetricsController } from './metrics/metrics.controller';
 import { RecoveryMetrics } from './metrics/recovery-metrics';
-import { CONTROLLER_INPUT_TYPES, ControllerEvent, ControllerInput, ControllerSettings, ControllerState, createControllerDecider, DEFAULT_CONTROLLER_SETTINGS } from '@robustrl/controller-domain';
+import {
+  CONTROLLER_INPUT_TYPES,
+  ControllerEvent,
+  ControllerInput,
+  ControllerSettings,
+  ControllerState,
+  createControllerDecider,
+  DEFAULT_CONTROLLER_SETTINGS,
+} from '@robustrl/controller-domain';
 
 /**
  * Controller: role-based recovery (paper §5.1, Figure 7). The workflow is the decider in
@@ -69,7 +77,10 @@ export class ControllerModule implements OnApplicationBootstrap, OnModuleDestroy
   async onApplicationBootstrap(): Promise<void> {
     await this.consumer.start();
     if (this.executor) await this.executor.start();
-    else new Logger('controller').warn('no orchestrator (ROBUSTRL_ORCHESTRATOR=none): ReplaceMachine and RestartTask are decided but not carried out, and time out as failed');
+    else
+      new Logger('controller').warn(
+        'no orchestrator (ROBUSTRL_ORCHESTRATOR=none): ReplaceMachine and RestartTask are decided but not carried out, and time out as failed',
+      );
   }
 
   async onModuleDestroy(): Promise<void> {

@@ -10,13 +10,7 @@ import { WEIGHT_REGISTRY_INPUTS, WeightRegistryModule } from '@robustrl/weight-r
  * The five control-plane services in one process, sharing one bus and one store (provided by the
  * core module). Agents are not part of it: there is one per GPU machine, next to the role it watches.
  */
-export const EMBEDDED_SERVICE_MODULES = [
-  DetectorModule,
-  ControllerModule,
-  RequestManagerModule,
-  RolloutManagerModule,
-  WeightRegistryModule,
-];
+export const EMBEDDED_SERVICE_MODULES = [DetectorModule, ControllerModule, RequestManagerModule, RolloutManagerModule, WeightRegistryModule];
 
 export const EMBEDDED_SERVICE_INPUTS: ReadonlyArray<readonly TopicName[]> = [
   DETECTOR_INPUTS,

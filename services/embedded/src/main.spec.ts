@@ -4,7 +4,13 @@ import { join } from 'node:path';
 /** `npm start` as a newcomer runs it (the built entry, no external service), shortened: 4 steps at 200x. */
 describe('the main job', () => {
   it('runs the control plane on an emulated cluster: injected faults are detected and recovered by the services, and the job ends with its ETTR report', () => {
-    const env: NodeJS.ProcessEnv = { ...process.env, ROBUSTRL_JOB_ID: 'spec-job', ROBUSTRL_STEPS: '4', ROBUSTRL_SPEEDUP: '200', ROBUSTRL_TIMEOUT_SECONDS: '120' };
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      ROBUSTRL_JOB_ID: 'spec-job',
+      ROBUSTRL_STEPS: '4',
+      ROBUSTRL_SPEEDUP: '200',
+      ROBUSTRL_TIMEOUT_SECONDS: '120',
+    };
     delete env.KAFKA_BROKERS;
     delete env.DATABASE_URL;
     const out = execFileSync(process.execPath, [join(__dirname, '..', 'dist', 'main.js')], { env, encoding: 'utf8', timeout: 150_000 });

@@ -25,7 +25,12 @@ async function main(): Promise<void> {
   const speedup = positiveNumber('ROBUSTRL_SPEEDUP', 120);
   const steps = Math.round(positiveNumber('ROBUSTRL_STEPS', 8));
   const seed = Math.round(positiveNumber('ROBUSTRL_SEED', 1));
-  const jobId = env.ROBUSTRL_JOB_ID ?? `job-${new Date().toISOString().replace(/[-:.TZ]/g, '').slice(0, 14)}`;
+  const jobId =
+    env.ROBUSTRL_JOB_ID ??
+    `job-${new Date()
+      .toISOString()
+      .replace(/[-:.TZ]/g, '')
+      .slice(0, 14)}`;
   const scenario = mainJobScenario(steps);
   const clock = new ScaledClock(speedup);
   // The detector's rules run on every tick: tick every 5 s of job time, as the services do every second.
@@ -86,16 +91,32 @@ async function main(): Promise<void> {
   const sliding = slidingEttr(view);
   log('');
   log(stopping ? 'ETTR report (interrupted)' : 'ETTR report');
-  log(`  job time ${hms(report.wallClockSeconds * 1000)} for ${cluster.stepsDone} steps on ${(scenario.cluster.trainerMachines + scenario.cluster.rolloutMachines) * scenario.cluster.gpusPerMachine} GPUs; faults injected: ${cluster.faultsInjected}, restarts carried out: ${cluster.restarts.length}`);
+  log(
+    `  job time ${hms(report.wallClockSeconds * 1000)} for ${cluster.stepsDone} steps on ${(scenario.cluster.trainerMachines + scenario.cluster.rolloutMachines) * scenario.cluster.gpusPerMachine} GPUs; faults injected: ${cluster.faultsInjected}, restarts carried out: ${cluster.restarts.length}`,
+  );
   log(`  ETTR ${(report.ettr * 100).toFixed(1)} %  (effective ${report.effectiveGpuHours.toFixed(1)} of ${report.totalGpuHours.toFixed(1)} GPU-hours)`);
-  if (sliding.length > 0) log(`  sliding ETTR (${scenario.ettr.windowSeconds / 60} min window): lowest ${(Math.min(...sliding.map((p) => p.ettr)) * 100).toFixed(1)} %`);
+  if (sliding.length > 0)
+    log(`  sliding ETTR (${scenario.ettr.windowSeconds / 60} min window): lowest ${(Math.min(...sliding.map((p) => p.ettr)) * 100).toFixed(1)} %`);
   log(`  ${describeDowntime(report)}`);
   for (const c of report.downtimeByCategory.filter((x) => x.gpuHours > 0)) log(`    ${c.category.padEnd(22)} ${c.gpuHours.toFixed(2)} GPU-hours`);
   for (const s of report.stages) {
-    log(`  ${s.action ?? 'recovery'} ×${s.count}: detect ${sec(s.detect.mean)}, decide ${sec(s.decide.mean)}, restart ${sec(s.restart.mean)}, reconnect ${sec(s.reconnect.mean)} (mean)`);
+    log(
+      `  ${s.action ?? 'recovery'} ×${s.count}: detect ${sec(s.detect.mean)}, decide ${sec(s.decide.mean)}, restart ${sec(s.restart.mean)}, reconnect ${sec(s.reconnect.mean)} (mean)`,
+    );
   }
-  log(`  messages: ${[...counts.entries()].sort().map(([k, v]) => `${k} ${v}`).join(', ')}; event log for ${jobId}: ${(await store.readJob(jobId, '0', 1_000_000)).length}`);
-  const deadLetters = bus instanceof InProcessBus ? bus.read(DEAD_LETTER_TOPIC).map(fromDeadLetterRecord).filter((d) => d.key === jobId) : [];
+  log(
+    `  messages: ${[...counts.entries()]
+      .sort()
+      .map(([k, v]) => `${k} ${v}`)
+      .join(', ')}; event log for ${jobId}: ${(await store.readJob(jobId, '0', 1_000_000)).length}`,
+  );
+  const deadLetters =
+    bus instanceof InProcessBus
+      ? bus
+          .read(DEAD_LETTER_TOPIC)
+          .map(fromDeadLetterRecord)
+          .filter((d) => d.key === jobId)
+      : [];
   if (bus instanceof InProcessBus) log(`  dead letters: ${deadLetters.length} (the malformed record, once per consumer group that read it; nothing blocked)`);
   log(`  what the same faults would cost with whole-task restarts: robustrl simulate --scenario main-job`);
   log(`  done in ${((Date.now() - started) / 1000).toFixed(1)} s`);
@@ -169,6 +190,6 @@ function log(line: string): void {
 }
 
 main().catch((err: unknown) => {
-  console.error(`robustrl main job failed: ${err instanceof Error ? err.stack ?? err.message : String(err)}`);
+  console.error(`robustrl main job failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
   process.exit(1);
 });

@@ -74,7 +74,9 @@ export class RequestManagerModule implements OnApplicationBootstrap, OnModuleDes
         if (message.type !== 'TrainingStepCompleted') return;
         const pruned = await this.trajectories.prune({ jobId: message.jobId, keepSteps, currentStep: message.data.step });
         if (pruned.trajectories > 0) {
-          this.logger.log(`job ${message.jobId} step ${message.data.step}: pruned ${pruned.trajectories} trajectories (${pruned.turns} turns) of steps <= ${message.data.step - keepSteps}`);
+          this.logger.log(
+            `job ${message.jobId} step ${message.data.step}: pruned ${pruned.trajectories} trajectories (${pruned.turns} turns) of steps <= ${message.data.step - keepSteps}`,
+          );
         }
       },
     });

@@ -88,13 +88,22 @@ describe('trajectories HTTP API', () => {
   // The contract types the controller's answers; parsing real ones checks what types cannot (formats, bounds).
   it('answers in the shapes of the shared HTTP contract the router and trainers read', async () => {
     const body = (t: string, over = {}) => trajectory(t, { batchId: 'batch-c', ...over });
-    const started = StartResponse.parse((await call('POST', '/trajectories', { trajectories: [body('c1'), body('c2', { sampleIndex: 1, ownerRolloutId: null })] })).body);
+    const started = StartResponse.parse(
+      (await call('POST', '/trajectories', { trajectories: [body('c1'), body('c2', { sampleIndex: 1, ownerRolloutId: null })] })).body,
+    );
     expect(started.results.map((r) => r.outcome)).toEqual(['created', 'created']);
-    expect(TrajectoryPrefix.parse((await call('GET', '/trajectories/c2/prefix')).body)).toMatchObject({ turns: [], resumeFromTurn: 0, trajectory: { lastTurnIndex: -1 } });
+    expect(TrajectoryPrefix.parse((await call('GET', '/trajectories/c2/prefix')).body)).toMatchObject({
+      turns: [],
+      resumeFromTurn: 0,
+      trajectory: { lastTurnIndex: -1 },
+    });
     const turns = [turn('c1', 0, { weightVersion: 2 }), turn('c1', 1, { weightVersion: 2 })].map(({ trajectoryId: _t, ...t }) => t);
     expect(AppendResponse.parse((await call('POST', '/trajectories/c1/turns', { turns })).body).results).toHaveLength(2);
     expect(TrajectoryPrefix.parse((await call('GET', '/trajectories/c1/prefix')).body).resumeFromTurn).toBe(2);
-    const moved = StatusResult.parse((await call('POST', '/trajectories/c1/status', { status: 'reassigned', rolloutId: 'rollout-1', continuation: { weightVersion: 3, policy: 'keep' } })).body);
+    const moved = StatusResult.parse(
+      (await call('POST', '/trajectories/c1/status', { status: 'reassigned', rolloutId: 'rollout-1', continuation: { weightVersion: 3, policy: 'keep' } }))
+        .body,
+    );
     expect(moved.continuation).toEqual({ action: 'continue', reason: 'policy-keep' });
     StatusResult.parse((await call('POST', '/trajectories/c1/status', { status: 'completed' })).body);
     expect(TrajectoryWithTurns.parse((await call('GET', '/trajectories/c1')).body).completedAt).not.toBeNull();

@@ -31,9 +31,17 @@ export function routerConfigFromEnv(env: NodeJS.ProcessEnv): RouterConfig | null
     return { id: m.groups.id, machineId: m.groups.machine ?? m.groups.id, baseUrl: m.groups.url };
   });
   if (!env.ROBUSTRL_JOB_ID) throw new Error('ROBUSTRL_JOB_ID is required with ROBUSTRL_ROUTER_ENGINES: the job the engines serve');
-  const port = z.coerce.number().int().min(0).max(65535).safeParse(env.ROBUSTRL_ROUTER_PORT ?? '8000');
+  const port = z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(65535)
+    .safeParse(env.ROBUSTRL_ROUTER_PORT ?? '8000');
   if (!port.success) throw new Error(`ROBUSTRL_ROUTER_PORT must be a port number, got '${env.ROBUSTRL_ROUTER_PORT}'`);
-  const seconds = z.coerce.number().positive().safeParse(env.ROBUSTRL_THROUGHPUT_SECONDS ?? '10');
+  const seconds = z.coerce
+    .number()
+    .positive()
+    .safeParse(env.ROBUSTRL_THROUGHPUT_SECONDS ?? '10');
   if (!seconds.success) throw new Error(`ROBUSTRL_THROUGHPUT_SECONDS must be a positive number, got '${env.ROBUSTRL_THROUGHPUT_SECONDS}'`);
   return {
     jobId: env.ROBUSTRL_JOB_ID,
@@ -69,7 +77,11 @@ export class RouterRuntime {
       meter: this.meter,
       source: 'rollout-manager/router',
       ...(config.requestManagerUrl ? { recorder: new HttpTrajectoryRecorder(config.requestManagerUrl) } : {}),
-      logger: { info: (m, f) => this.logger.log(`${m} ${f ? JSON.stringify(f) : ''}`), warn: (m, f) => this.logger.warn(`${m} ${f ? JSON.stringify(f) : ''}`), error: (m, f) => this.logger.error(`${m} ${f ? JSON.stringify(f) : ''}`) },
+      logger: {
+        info: (m, f) => this.logger.log(`${m} ${f ? JSON.stringify(f) : ''}`),
+        warn: (m, f) => this.logger.warn(`${m} ${f ? JSON.stringify(f) : ''}`),
+        error: (m, f) => this.logger.error(`${m} ${f ? JSON.stringify(f) : ''}`),
+      },
     });
   }
 
@@ -92,13 +104,18 @@ export class RouterRuntime {
   follow(input: RobustrlMessage, emitted: readonly RobustrlMessage[]): void {
     if (input.jobId !== this.config.jobId) return;
     const leaving =
-      input.type === 'FaultConfirmed' && input.data.handledAs === 'rollout' ? input.data.machineId
-      : input.type === 'MachineDeregistered' ? input.data.machineId
-      : input.type === 'PromoteRolloutToTrainer' ? input.data.rolloutMachineId
-      : null;
+      input.type === 'FaultConfirmed' && input.data.handledAs === 'rollout'
+        ? input.data.machineId
+        : input.type === 'MachineDeregistered'
+          ? input.data.machineId
+          : input.type === 'PromoteRolloutToTrainer'
+            ? input.data.rolloutMachineId
+            : null;
     if (leaving) {
       for (const e of this.pool.enginesOn(leaving)) {
-        this.logger.warn(`engine ${e.id} leaves the pool: its machine ${leaving} ${input.type === 'PromoteRolloutToTrainer' ? 'is lent to the trainer' : 'stopped serving'}`);
+        this.logger.warn(
+          `engine ${e.id} leaves the pool: its machine ${leaving} ${input.type === 'PromoteRolloutToTrainer' ? 'is lent to the trainer' : 'stopped serving'}`,
+        );
         this.pool.remove(e.id);
       }
     }
@@ -110,18 +127,25 @@ export class RouterRuntime {
 
   private async publishThroughput(): Promise<void> {
     const now = Date.now();
-    const samples = this.meter.take(now, this.pool.snapshot().filter((e) => e.alive));
+    const samples = this.meter.take(
+      now,
+      this.pool.snapshot().filter((e) => e.alive),
+    );
     const messages = samples.map((s) =>
-      createMessage('RolloutThroughputSampled', {
-        machineId: s.machineId,
-        rolloutId: s.engineId,
-        sampledAt: new Date(now).toISOString(),
-        windowSeconds: s.windowSeconds,
-        tokensPerSecond: s.tokensPerSecond,
-        completedRequests: s.completedRequests,
-        inFlightRequests: s.inFlightRequests,
-        awaitingTools: s.awaitingTools,
-      }, { jobId: this.config.jobId, source: 'rollout-manager/router', occurredAt: new Date(now).toISOString() }),
+      createMessage(
+        'RolloutThroughputSampled',
+        {
+          machineId: s.machineId,
+          rolloutId: s.engineId,
+          sampledAt: new Date(now).toISOString(),
+          windowSeconds: s.windowSeconds,
+          tokensPerSecond: s.tokensPerSecond,
+          completedRequests: s.completedRequests,
+          inFlightRequests: s.inFlightRequests,
+          awaitingTools: s.awaitingTools,
+        },
+        { jobId: this.config.jobId, source: 'rollout-manager/router', occurredAt: new Date(now).toISOString() },
+      ),
     );
     await this.bus.publish(messages as RobustrlMessage[]).catch((err) => this.logger.warn(`throughput not published: ${String(err)}`));
   }

@@ -3,7 +3,14 @@ import { MessageBus } from '@robustrl/bus';
 import { Topics } from '@robustrl/contracts';
 import { CLOCK, DecidingConsumer, EVENT_STORE, MESSAGE_BUS } from '@robustrl/service-kit';
 import { EventStore } from '@robustrl/store';
-import { createWeightRegistryDecider, WEIGHT_REGISTRY_INPUT_TYPES, WeightRegistryEvent, WeightRegistryInput, WeightRegistryOptions, WeightRegistryState } from '@robustrl/weight-registry-domain';
+import {
+  createWeightRegistryDecider,
+  WEIGHT_REGISTRY_INPUT_TYPES,
+  WeightRegistryEvent,
+  WeightRegistryInput,
+  WeightRegistryOptions,
+  WeightRegistryState,
+} from '@robustrl/weight-registry-domain';
 
 /**
  * ROBUSTRL_WEIGHT_RELAYS=off: every rollout pulls from the trainer (the baseline, for comparison);

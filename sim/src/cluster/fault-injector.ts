@@ -76,7 +76,18 @@ export class FaultInjector {
       if (!m.alive || m.process === 'dead') continue;
       m.process = 'dead';
       m.epoch++;
-      this.k.emit('AgentFaultSignalled', { machineId: m.id, role: 'trainer', signal: 'process-exited', detail: 'trainer process killed (fault injection)', exitCode: 137, observedAt: new Date(this.k.now).toISOString() }, `agent/${m.id}`);
+      this.k.emit(
+        'AgentFaultSignalled',
+        {
+          machineId: m.id,
+          role: 'trainer',
+          signal: 'process-exited',
+          detail: 'trainer process killed (fault injection)',
+          exitCode: 137,
+          observedAt: new Date(this.k.now).toISOString(),
+        },
+        `agent/${m.id}`,
+      );
     }
     this.pipeline.abandonStep();
   }

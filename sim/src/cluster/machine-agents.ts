@@ -43,7 +43,20 @@ export class MachineAgents {
   }
 
   addMachine(id: string, role: 'trainer' | 'rollout', slots: number): Machine {
-    const m: Machine = { id, role, alive: true, process: 'starting', epoch: 0, slots, running: new Set(), held: new Set(), buckets: new Map(), completedInWindow: 0, phase: 'initializing', registered: false };
+    const m: Machine = {
+      id,
+      role,
+      alive: true,
+      process: 'starting',
+      epoch: 0,
+      slots,
+      running: new Set(),
+      held: new Set(),
+      buckets: new Map(),
+      completedInWindow: 0,
+      phase: 'initializing',
+      registered: false,
+    };
     this.machines.set(id, m);
     return m;
   }
@@ -56,12 +69,26 @@ export class MachineAgents {
     m.process = 'initializing';
     if (!m.registered || why !== 'trainer-restart') {
       m.registered = true;
-      this.k.emit('MachineRegistered', { machineId: m.id, role: m.role, zone: 'sim-zone', hardwareClass: 'sim-gpu', gpus: this.s.cluster.gpusPerMachine, agentAddress: `sim://${m.id}`, dpRank: null, weightsAddress: `sim://${m.id}:13337` }, `agent/${m.id}`);
+      this.k.emit(
+        'MachineRegistered',
+        {
+          machineId: m.id,
+          role: m.role,
+          zone: 'sim-zone',
+          hardwareClass: 'sim-gpu',
+          gpus: this.s.cluster.gpusPerMachine,
+          agentAddress: `sim://${m.id}`,
+          dpRank: null,
+          weightsAddress: `sim://${m.id}:13337`,
+        },
+        `agent/${m.id}`,
+      );
     }
     this.reportPhase(m, 'initializing');
-    const initSeconds = m.role === 'trainer'
-      ? r.checkpointLoadSeconds + r.workerInitSeconds
-      : r.engineStartSeconds + (why === 'task-restart' || why === 'startup' ? r.rolloutInitSeconds : 0);
+    const initSeconds =
+      m.role === 'trainer'
+        ? r.checkpointLoadSeconds + r.workerInitSeconds
+        : r.engineStartSeconds + (why === 'task-restart' || why === 'startup' ? r.rolloutInitSeconds : 0);
     this.k.after(initSeconds * 1000, () => {
       if (m.epoch !== epoch || !m.alive) return;
       m.process = 'ready';
@@ -76,7 +103,11 @@ export class MachineAgents {
   reportPhase(m: Machine, phase: string): void {
     if (m.phase === phase || !m.alive) return;
     m.phase = phase;
-    this.k.emit('RolePhaseChanged', { machineId: m.id, role: m.role, phase: phase as never, step: this.job.trainerStep(), changedAt: new Date(this.k.now).toISOString() }, `agent/${m.id}`);
+    this.k.emit(
+      'RolePhaseChanged',
+      { machineId: m.id, role: m.role, phase: phase as never, step: this.job.trainerStep(), changedAt: new Date(this.k.now).toISOString() },
+      `agent/${m.id}`,
+    );
   }
 
   trainers(): Machine[] {
@@ -95,15 +126,29 @@ export class MachineAgents {
       for (const m of this.machines.values()) {
         if (!m.alive || !m.registered) continue;
         if (m.role === 'trainer') {
-          this.k.emit('GpuActivitySampled', { machineId: m.id, sampledAt: at, intervalSeconds: this.s.telemetrySeconds, tensorActive: m.phase === 'training' ? 0.8 : 0, source: 'emulated' }, `agent/${m.id}`);
+          this.k.emit(
+            'GpuActivitySampled',
+            { machineId: m.id, sampledAt: at, intervalSeconds: this.s.telemetrySeconds, tensorActive: m.phase === 'training' ? 0.8 : 0, source: 'emulated' },
+            `agent/${m.id}`,
+          );
         } else if (m.process === 'ready') {
           let awaiting = 0;
           for (const x of m.running) if (x.awaitingTool) awaiting++;
           const generating = m.running.size - awaiting;
-          this.k.emit('RolloutThroughputSampled', {
-            machineId: m.id, rolloutId: m.id, sampledAt: at, windowSeconds: this.s.telemetrySeconds,
-            tokensPerSecond: generating * this.s.rollout.tokensPerSecond, completedRequests: m.completedInWindow, inFlightRequests: m.running.size, awaitingTools: awaiting,
-          }, `agent/${m.id}`);
+          this.k.emit(
+            'RolloutThroughputSampled',
+            {
+              machineId: m.id,
+              rolloutId: m.id,
+              sampledAt: at,
+              windowSeconds: this.s.telemetrySeconds,
+              tokensPerSecond: generating * this.s.rollout.tokensPerSecond,
+              completedRequests: m.completedInWindow,
+              inFlightRequests: m.running.size,
+              awaitingTools: awaiting,
+            },
+            `agent/${m.id}`,
+          );
           m.completedInWindow = 0;
         }
       }
@@ -115,7 +160,8 @@ export class MachineAgents {
     const machine = this.machines.get(m.data.machineId);
     if (!machine || !machine.alive) return; // a dead machine's agent cannot answer
     this.k.after(5, () => {
-      if (machine.alive) this.k.emit('HeartbeatAcked', { probeId: m.data.probeId, machineId: machine.id, ackedAt: new Date(this.k.now).toISOString() }, `agent/${machine.id}`);
+      if (machine.alive)
+        this.k.emit('HeartbeatAcked', { probeId: m.data.probeId, machineId: machine.id, ackedAt: new Date(this.k.now).toISOString() }, `agent/${machine.id}`);
     });
   }
 
@@ -129,15 +175,40 @@ export class MachineAgents {
     const ms = this.shape.pullSeconds * 1000;
     this.k.after(ms, () => {
       if (!puller.alive || puller.epoch !== pullerEpoch) return; // the puller died: the registry learns it from the verdict
-      const sourceOk = source.alive && source.epoch === sourceEpoch && source.held.has(d.version) || (source.alive && (source.buckets.get(d.version)?.has(d.bucketIndex) ?? false));
+      const sourceOk =
+        (source.alive && source.epoch === sourceEpoch && source.held.has(d.version)) ||
+        (source.alive && (source.buckets.get(d.version)?.has(d.bucketIndex) ?? false));
       if (!sourceOk) {
-        this.k.emit('WeightPullFailed', { pullId: d.pullId, version: d.version, bucketIndex: d.bucketIndex, pullerId: d.pullerId, sourceId: d.sourceId, reason: `source ${d.sourceId} unreachable` }, `agent/${puller.id}`);
+        this.k.emit(
+          'WeightPullFailed',
+          {
+            pullId: d.pullId,
+            version: d.version,
+            bucketIndex: d.bucketIndex,
+            pullerId: d.pullerId,
+            sourceId: d.sourceId,
+            reason: `source ${d.sourceId} unreachable`,
+          },
+          `agent/${puller.id}`,
+        );
         return;
       }
       const got = puller.buckets.get(d.version) ?? new Set<number>();
       got.add(d.bucketIndex);
       puller.buckets.set(d.version, got);
-      this.k.emit('WeightPullCompleted', { pullId: d.pullId, version: d.version, bucketIndex: d.bucketIndex, pullerId: d.pullerId, sourceId: d.sourceId, bytes: this.shape.bucketBytes, durationMs: Math.round(ms) }, `agent/${puller.id}`);
+      this.k.emit(
+        'WeightPullCompleted',
+        {
+          pullId: d.pullId,
+          version: d.version,
+          bucketIndex: d.bucketIndex,
+          pullerId: d.pullerId,
+          sourceId: d.sourceId,
+          bytes: this.shape.bucketBytes,
+          durationMs: Math.round(ms),
+        },
+        `agent/${puller.id}`,
+      );
       if (got.size === this.s.training.weightBuckets) {
         puller.held.add(d.version);
         puller.buckets.delete(d.version);

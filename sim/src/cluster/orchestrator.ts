@@ -46,7 +46,18 @@ export class Orchestrator {
         const d = (message as MessageOf<'PromoteRolloutToTrainer'>).data;
         // Trainer machines never fail as hardware in these scenarios (faults kill processes), so no
         // warm standby is needed; say so instead of pretending.
-        this.k.emit('RecoveryCommandFailed', { recoveryId: d.recoveryId, commandId: d.commandId, machineId: d.rolloutMachineId, executor: 'sim/orchestrator', durationMs: 0, error: 'warm standby promotion is not modelled by the simulator' }, 'sim/orchestrator');
+        this.k.emit(
+          'RecoveryCommandFailed',
+          {
+            recoveryId: d.recoveryId,
+            commandId: d.commandId,
+            machineId: d.rolloutMachineId,
+            executor: 'sim/orchestrator',
+            durationMs: 0,
+            error: 'warm standby promotion is not modelled by the simulator',
+          },
+          'sim/orchestrator',
+        );
         return;
       }
     }
@@ -54,14 +65,27 @@ export class Orchestrator {
 
   private restartTrainerGroup(c: MessageOf<'RestartTrainerGroup'>): void {
     const r = this.s.restart;
-    this.restarts.push({ kind: 'trainer-restart', stages: { teardown: r.trainerTeardownSeconds, 'checkpoint-load': r.checkpointLoadSeconds, 'worker-init': r.workerInitSeconds } });
+    this.restarts.push({
+      kind: 'trainer-restart',
+      stages: { teardown: r.trainerTeardownSeconds, 'checkpoint-load': r.checkpointLoadSeconds, 'worker-init': r.workerInitSeconds },
+    });
     for (const id of c.data.machines) {
       const m = this.agents.machines.get(id);
       if (!m) continue;
       m.process = 'starting';
       m.epoch++;
       this.k.after(r.trainerTeardownSeconds * 1000, () => {
-        this.k.emit('RecoveryCommandSucceeded', { recoveryId: c.data.recoveryId, commandId: c.data.commandId, machineId: id, executor: `agent/${id}`, durationMs: Math.round(r.trainerTeardownSeconds * 1000) }, `agent/${id}`);
+        this.k.emit(
+          'RecoveryCommandSucceeded',
+          {
+            recoveryId: c.data.recoveryId,
+            commandId: c.data.commandId,
+            machineId: id,
+            executor: `agent/${id}`,
+            durationMs: Math.round(r.trainerTeardownSeconds * 1000),
+          },
+          `agent/${id}`,
+        );
         this.agents.bootProcess(m, 'trainer-restart');
       });
     }
@@ -71,7 +95,15 @@ export class Orchestrator {
     const r = this.s.restart;
     const old = this.agents.machines.get(c.data.machineId);
     const seconds = r.machineSchedulingSeconds + r.containerStartSeconds;
-    this.restarts.push({ kind: 'rollout-replacement', stages: { 'machine-scheduling': r.machineSchedulingSeconds, 'container-start': r.containerStartSeconds, 'engine-start': r.engineStartSeconds, 'weight-sync': this.shape.pullSeconds * this.s.training.weightBuckets } });
+    this.restarts.push({
+      kind: 'rollout-replacement',
+      stages: {
+        'machine-scheduling': r.machineSchedulingSeconds,
+        'container-start': r.containerStartSeconds,
+        'engine-start': r.engineStartSeconds,
+        'weight-sync': this.shape.pullSeconds * this.s.training.weightBuckets,
+      },
+    });
     if (old) {
       old.alive = false;
       old.process = 'dead';
@@ -82,7 +114,18 @@ export class Orchestrator {
     const id = `${role}-${this.nextMachine++}`;
     this.k.after(seconds * 1000, () => {
       const m = this.agents.addMachine(id, role, role === 'rollout' ? this.shape.rolloutSlots : 0);
-      this.k.emit('RecoveryCommandSucceeded', { recoveryId: c.data.recoveryId, commandId: c.data.commandId, machineId: null, executor: 'sim/orchestrator', durationMs: Math.round(seconds * 1000), newMachineId: id }, 'sim/orchestrator');
+      this.k.emit(
+        'RecoveryCommandSucceeded',
+        {
+          recoveryId: c.data.recoveryId,
+          commandId: c.data.commandId,
+          machineId: null,
+          executor: 'sim/orchestrator',
+          durationMs: Math.round(seconds * 1000),
+          newMachineId: id,
+        },
+        'sim/orchestrator',
+      );
       this.agents.bootProcess(m, 'replacement');
       if (role === 'rollout') this.faults.armRollout(m);
     });
@@ -91,7 +134,17 @@ export class Orchestrator {
   /** In place (paper §7.1: ByteRobust's in-place restart, no rescheduling): every process restarts; in-flight rollouts are lost. */
   private restartTask(c: MessageOf<'RestartTask'>): void {
     const r = this.s.restart;
-    this.restarts.push({ kind: 'task-restart', stages: { 'container-start': r.instanceRestartSeconds, 'engine-start': r.engineStartSeconds, 'rollout-init': r.rolloutInitSeconds, 'checkpoint-load': r.checkpointLoadSeconds, 'worker-init': r.workerInitSeconds, 'weight-sync': this.shape.pullSeconds * this.s.training.weightBuckets } });
+    this.restarts.push({
+      kind: 'task-restart',
+      stages: {
+        'container-start': r.instanceRestartSeconds,
+        'engine-start': r.engineStartSeconds,
+        'rollout-init': r.rolloutInitSeconds,
+        'checkpoint-load': r.checkpointLoadSeconds,
+        'worker-init': r.workerInitSeconds,
+        'weight-sync': this.shape.pullSeconds * this.s.training.weightBuckets,
+      },
+    });
     this.pipeline.restartFromCheckpoint();
     const up = r.instanceRestartSeconds * 1000;
     for (const m of this.agents.machines.values()) {
@@ -107,7 +160,11 @@ export class Orchestrator {
       if (wasDead && m.role === 'rollout') this.faults.armRollout(m);
     }
     this.k.after(up, () => {
-      this.k.emit('RecoveryCommandSucceeded', { recoveryId: c.data.recoveryId, commandId: c.data.commandId, machineId: null, executor: 'sim/orchestrator', durationMs: Math.round(up) }, 'sim/orchestrator');
+      this.k.emit(
+        'RecoveryCommandSucceeded',
+        { recoveryId: c.data.recoveryId, commandId: c.data.commandId, machineId: null, executor: 'sim/orchestrator', durationMs: Math.round(up) },
+        'sim/orchestrator',
+      );
     });
   }
 }

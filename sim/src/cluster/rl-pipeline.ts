@@ -49,7 +49,11 @@ export class RlPipeline {
 
   announce(): void {
     const s = this.s;
-    this.k.emit('JobStarted', { mode: s.mode, resumedFromStep: null, trainerMachines: s.cluster.trainerMachines, rolloutMachines: s.cluster.rolloutMachines, detection: s.detection }, 'sim/job');
+    this.k.emit(
+      'JobStarted',
+      { mode: s.mode, resumedFromStep: null, trainerMachines: s.cluster.trainerMachines, rolloutMachines: s.cluster.rolloutMachines, detection: s.detection },
+      'sim/job',
+    );
   }
 
   // ── trainer ──────────────────────────────────────────────────────────────────────────────────
@@ -67,10 +71,18 @@ export class RlPipeline {
   private publishWeights(): void {
     const version = ++this.latestVersion;
     this.versionStep.set(version, this.stepsDone);
-    const buckets = Array.from({ length: this.s.training.weightBuckets }, (_, index) => ({ index, sizeBytes: this.shape.bucketBytes, checksum: `sim:${version}:${index}` }));
+    const buckets = Array.from({ length: this.s.training.weightBuckets }, (_, index) => ({
+      index,
+      sizeBytes: this.shape.bucketBytes,
+      checksum: `sim:${version}:${index}`,
+    }));
     const sources = this.agents.trainers().map((t) => ({ instanceId: t.id, address: `sim://${t.id}:13337` }));
     for (const t of this.agents.trainers()) t.held.add(version);
-    this.k.emit('WeightVersionPublished', { version, step: this.stepsDone, buckets, totalBytes: this.shape.bucketBytes * buckets.length, sources }, `agent/${this.agents.trainers()[0].id}`);
+    this.k.emit(
+      'WeightVersionPublished',
+      { version, step: this.stepsDone, buckets, totalBytes: this.shape.bucketBytes * buckets.length, sources },
+      `agent/${this.agents.trainers()[0].id}`,
+    );
     // The batch of the coming step goes out with its weights (async: only at the start and after a task
     // restart; otherwise each batch follows the previous one's generation, see complete()).
     this.releaseBatch(this.stepsDone);
@@ -149,7 +161,11 @@ export class RlPipeline {
         x.epoch++;
         if (x.owner) x.owner.running.delete(x);
         if (!x.done && x.turnsDone > 0) {
-          this.k.emit('TrajectoryStatusChanged', { trajectoryId: x.id, batchId: `b${x.step}.${x.attempt}`, step: x.step, promptId: x.promptId, sampleIndex: x.sampleIndex, status: 'aborted' }, 'sim/job');
+          this.k.emit(
+            'TrajectoryStatusChanged',
+            { trajectoryId: x.id, batchId: `b${x.step}.${x.attempt}`, step: x.step, promptId: x.promptId, sampleIndex: x.sampleIndex, status: 'aborted' },
+            'sim/job',
+          );
         }
         x.owner = null;
       }
@@ -180,8 +196,24 @@ export class RlPipeline {
       for (let i = 0; i < this.s.batch.responsesPerPrompt; i++) {
         const turns = this.rng.int(r.turns.min, r.turns.max);
         const total = Math.min(r.responseSeconds.max, this.rng.logNormal(r.responseSeconds.median, r.responseSeconds.sigma));
-        const toolSeconds = Array.from({ length: turns - 1 }, () => (r.toolSeconds.median > 0 ? this.rng.logNormal(r.toolSeconds.median, r.toolSeconds.sigma) : 0));
-        samples.push({ id: `s${step}.${attempt}/p${p}/${i}`, step, attempt, promptId: `s${step}-p${p}`, sampleIndex: i, turns, turnSeconds: total / turns, toolSeconds, turnsDone: 0, owner: null, epoch: 0, awaitingTool: false, done: false });
+        const toolSeconds = Array.from({ length: turns - 1 }, () =>
+          r.toolSeconds.median > 0 ? this.rng.logNormal(r.toolSeconds.median, r.toolSeconds.sigma) : 0,
+        );
+        samples.push({
+          id: `s${step}.${attempt}/p${p}/${i}`,
+          step,
+          attempt,
+          promptId: `s${step}-p${p}`,
+          sampleIndex: i,
+          turns,
+          turnSeconds: total / turns,
+          toolSeconds,
+          turnsDone: 0,
+          owner: null,
+          epoch: 0,
+          awaitingTool: false,
+          done: false,
+        });
       }
     }
     const batch: Batch = { step, attempt, samples, done: 0, released: true };
@@ -200,7 +232,8 @@ export class RlPipeline {
   /** Hands waiting samples, oldest first, to the least loaded rollouts that hold the weights for them. */
   dispatch(): void {
     if (this.waiting.length === 0) return;
-    const free = this.agents.rollouts()
+    const free = this.agents
+      .rollouts()
       .filter((m) => m.alive && m.process === 'ready' && m.running.size < m.slots)
       .map((m) => ({ m, weights: this.weightsStepOf(m) }));
     if (free.length === 0) return;
@@ -239,11 +272,23 @@ export class RlPipeline {
     this.k.after(sample.turnSeconds * 1000, () => {
       if (sample.epoch !== epoch || !sample.owner) return;
       const m = sample.owner;
-      this.k.emit('TrajectoryTurnAppended', {
-        trajectoryId: sample.id, batchId: `b${sample.step}.${sample.attempt}`, step: sample.step, promptId: sample.promptId, sampleIndex: sample.sampleIndex,
-        turnId: `${sample.id}/t${sample.turnsDone}`, turnIndex: sample.turnsDone, kind: 'model-output', rolloutId: m.id,
-        weightVersion: this.latestVersion, tokens: Math.round(sample.turnSeconds * this.s.rollout.tokensPerSecond),
-      }, `agent/${m.id}`);
+      this.k.emit(
+        'TrajectoryTurnAppended',
+        {
+          trajectoryId: sample.id,
+          batchId: `b${sample.step}.${sample.attempt}`,
+          step: sample.step,
+          promptId: sample.promptId,
+          sampleIndex: sample.sampleIndex,
+          turnId: `${sample.id}/t${sample.turnsDone}`,
+          turnIndex: sample.turnsDone,
+          kind: 'model-output',
+          rolloutId: m.id,
+          weightVersion: this.latestVersion,
+          tokens: Math.round(sample.turnSeconds * this.s.rollout.tokensPerSecond),
+        },
+        `agent/${m.id}`,
+      );
       sample.turnsDone++;
       if (sample.turnsDone >= sample.turns) return this.complete(sample);
       sample.awaitingTool = true;
@@ -260,7 +305,18 @@ export class RlPipeline {
     m.completedInWindow++;
     sample.done = true;
     sample.owner = null;
-    this.k.emit('TrajectoryStatusChanged', { trajectoryId: sample.id, batchId: `b${sample.step}.${sample.attempt}`, step: sample.step, promptId: sample.promptId, sampleIndex: sample.sampleIndex, status: 'completed' }, `agent/${m.id}`);
+    this.k.emit(
+      'TrajectoryStatusChanged',
+      {
+        trajectoryId: sample.id,
+        batchId: `b${sample.step}.${sample.attempt}`,
+        step: sample.step,
+        promptId: sample.promptId,
+        sampleIndex: sample.sampleIndex,
+        status: 'completed',
+      },
+      `agent/${m.id}`,
+    );
     const batch = this.batches[sample.step];
     if (batch && batch.attempt === sample.attempt) {
       batch.done++;

@@ -48,7 +48,18 @@ export class SimKernel {
     const occurredAt = new Date(this.now).toISOString();
     if (this.options.validate) return createMessage(type, data, { jobId: this.jobId, source, occurredAt, causationId, eventId });
     const def = MessageCatalog[type];
-    return { eventId, type, kind: def.kind, schemaVersion: def.schemaVersion, jobId: this.jobId, source, occurredAt, causationId, correlationId: eventId, data } as unknown as MessageOf<T>;
+    return {
+      eventId,
+      type,
+      kind: def.kind,
+      schemaVersion: def.schemaVersion,
+      jobId: this.jobId,
+      source,
+      occurredAt,
+      causationId,
+      correlationId: eventId,
+      data,
+    } as unknown as MessageOf<T>;
   }
 
   /** Event ids are UUID-shaped (the envelope requires it) and deterministic: the job's hash and a counter. */

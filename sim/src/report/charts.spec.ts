@@ -53,8 +53,22 @@ const fixture: SimulationReport = report('qwen7b-sync', [
   result('robustrl', {
     wallClockSeconds: 38_000,
     restartBreakdown: [
-      { kind: 'trainer-restart', count: 1, stages: [{ stage: 'worker-init', seconds: 20 }, { stage: 'weight-sync', seconds: 5 }] },
-      { kind: 'rollout-replacement', count: 1, stages: [{ stage: 'engine-start', seconds: 40 }, { stage: 'weight-sync', seconds: 3 }] },
+      {
+        kind: 'trainer-restart',
+        count: 1,
+        stages: [
+          { stage: 'worker-init', seconds: 20 },
+          { stage: 'weight-sync', seconds: 5 },
+        ],
+      },
+      {
+        kind: 'rollout-replacement',
+        count: 1,
+        stages: [
+          { stage: 'engine-start', seconds: 40 },
+          { stage: 'weight-sync', seconds: 3 },
+        ],
+      },
       // No restart of this kind: left out of the chart.
       { kind: 'task-restart', count: 0, stages: [] },
     ],

@@ -75,13 +75,15 @@ export async function renderCharts(reports: readonly SimulationReport[]): Promis
  * and file names keep only `[A-Za-z0-9._-]` (anything else becomes `-`).
  */
 export function chartSpecs(reports: readonly SimulationReport[]): ChartSpec[] {
-  const labels = uniqueNames(reports.map((r) => r.scenario.name), ' #');
-  const slidingFiles = uniqueNames(labels.map((l) => `sliding-ettr-${safeFileStem(l)}`), '-').map((stem) => `${stem}.svg`);
-  return [
-    ...reports.map((r, i) => slidingEttrChart(r, labels[i], slidingFiles[i])),
-    endToEndChart(reports, labels),
-    restartBreakdownChart(reports, labels),
-  ];
+  const labels = uniqueNames(
+    reports.map((r) => r.scenario.name),
+    ' #',
+  );
+  const slidingFiles = uniqueNames(
+    labels.map((l) => `sliding-ettr-${safeFileStem(l)}`),
+    '-',
+  ).map((stem) => `${stem}.svg`);
+  return [...reports.map((r, i) => slidingEttrChart(r, labels[i], slidingFiles[i])), endToEndChart(reports, labels), restartBreakdownChart(reports, labels)];
 }
 
 /** Loaded on first use: Vega is about a hundred modules that a simulation drawing no chart never needs. */

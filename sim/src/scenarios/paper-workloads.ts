@@ -10,10 +10,11 @@ type Workload = 'qwen3-8b-math' | 'qwen3-32b-math' | 'qwen3-32b-swe';
 type Mode = 'sync' | 'semi-sync' | 'async';
 
 const COMMON_SOURCES: Record<string, string> = {
-  'cluster': 'paper §7.2: end-to-end runs on 128 GPUs; §7.1: 8 GPUs per machine, rollout TP 8 (a rollout is one machine), equal trainer and rollout GPUs in semi-sync and async (assumed equal in sync too: the paper does not give the sync split)',
-  'steps': 'paper §7.1: 100 steps',
-  'batch': 'paper §7.1: 64 prompts × 8 responses (global batch 512)',
-  'trainStartFraction': 'paper §7.1: semi-sync trains when 50% of the batch is done, sync at 100%, async at 0% with a one-step warm-up',
+  cluster:
+    'paper §7.2: end-to-end runs on 128 GPUs; §7.1: 8 GPUs per machine, rollout TP 8 (a rollout is one machine), equal trainer and rollout GPUs in semi-sync and async (assumed equal in sync too: the paper does not give the sync split)',
+  steps: 'paper §7.1: 100 steps',
+  batch: 'paper §7.1: 64 prompts × 8 responses (global batch 512)',
+  trainStartFraction: 'paper §7.1: semi-sync trains when 50% of the batch is done, sync at 100%, async at 0% with a one-step warm-up',
   'faults.trainerEveryStepsFraction': 'paper §7.1: a trainer fault at a random time within every 10% of the steps, by killing all trainers',
   'faults.rolloutFaultsPerMachineHour': 'paper §7.1 injects trainer faults only',
   'training.checkpointBlockingSeconds': 'paper §7.4, Fig. 19: about 3 s blocking per step (GPU to memory)',
@@ -21,12 +22,24 @@ const COMMON_SOURCES: Record<string, string> = {
   'restart.machineSchedulingSeconds': 'paper §7.3: machine scheduling 30 s (rollout replacement)',
   'restart.containerStartSeconds': 'paper §7.3: container startup under 30 s',
   'restart.engineStartSeconds': 'paper §7.3: inference engine startup 49 s (32B)',
-  'restart.instanceRestartSeconds': 'assumed: 150 s for Fig. 14\'s "restart instance" (container start, library installation; in place, no rescheduling) — the paper says a task restart takes over 300 s in total (§7.3)',
-  'detection': 'paper §4: 300 s trainer idle window, 60 s rollout silent window; a killed trainer process is an explicit signal (confirmed at once)',
-  'telemetrySeconds': 'assumed: agents report every 15 s (well inside the 60 s rollout window)',
+  'restart.instanceRestartSeconds':
+    'assumed: 150 s for Fig. 14\'s "restart instance" (container start, library installation; in place, no rescheduling) — the paper says a task restart takes over 300 s in total (§7.3)',
+  detection: 'paper §4: 300 s trainer idle window, 60 s rollout silent window; a killed trainer process is an explicit signal (confirmed at once)',
+  telemetrySeconds: 'assumed: agents report every 15 s (well inside the 60 s rollout window)',
 };
 
-const WORKLOADS: Record<Workload, { model: string; params: number; task: 'math' | 'swe'; rollout: ScenarioInput['rollout']; training: { stepSeconds: number }; restart: { checkpointLoadSeconds: number; workerInitSeconds: number; rolloutInitSeconds: number; trainerTeardownSeconds: number }; sources: Record<string, string> }> = {
+const WORKLOADS: Record<
+  Workload,
+  {
+    model: string;
+    params: number;
+    task: 'math' | 'swe';
+    rollout: ScenarioInput['rollout'];
+    training: { stepSeconds: number };
+    restart: { checkpointLoadSeconds: number; workerInitSeconds: number; rolloutInitSeconds: number; trainerTeardownSeconds: number };
+    sources: Record<string, string>;
+  }
+> = {
   'qwen3-8b-math': {
     model: 'Qwen3-8B',
     params: 8,
@@ -35,13 +48,14 @@ const WORKLOADS: Record<Workload, { model: string; params: number; task: 'math' 
     training: { stepSeconds: 90 },
     restart: { checkpointLoadSeconds: 30, workerInitSeconds: 60, rolloutInitSeconds: 90, trainerTeardownSeconds: 20 },
     sources: {
-      'rollout.responseSeconds': 'assumed: long-tailed (log-normal, median 40 s, tail capped at 360 s) so that 100 sync steps take about 12 h — the paper reports 0.8–2.1 h saved as 8.4–17.4%, i.e. runs of roughly 10 h (§7.2, abstract)',
+      'rollout.responseSeconds':
+        'assumed: long-tailed (log-normal, median 40 s, tail capped at 360 s) so that 100 sync steps take about 12 h — the paper reports 0.8–2.1 h saved as 8.4–17.4%, i.e. runs of roughly 10 h (§7.2, abstract)',
       'rollout.turns': 'paper §7.1: math is single-turn with a rule-based reward',
       'training.stepSeconds': 'assumed: 90 s per step for 8B on 64 GPUs (a minute-scale step, §7.4: "each step takes over minutes")',
       'restart.checkpointLoadSeconds': 'assumed: 30 s from host memory (paper §7.3 loads shards to memory ahead)',
       'restart.workerInitSeconds': 'assumed: 60 s training-engine init (Fig. 14 stage; larger than checkpoint load)',
       'restart.rolloutInitSeconds': 'assumed: 90 s standalone inference-engine init in a task restart (Fig. 14 stage, absent in RobustRL)',
-      'restart.trainerTeardownSeconds': 'assumed: 20 s — RobustRL\'s trainer restart first destroys its process group and connections (§7.3)',
+      'restart.trainerTeardownSeconds': "assumed: 20 s — RobustRL's trainer restart first destroys its process group and connections (§7.3)",
     },
   },
   'qwen3-32b-math': {
@@ -65,7 +79,12 @@ const WORKLOADS: Record<Workload, { model: string; params: number; task: 'math' 
     model: 'Qwen3-32B',
     params: 32,
     task: 'swe',
-    rollout: { responseSeconds: { median: 240, sigma: 0.7, max: 1050 }, turns: { min: 4, max: 30 }, toolSeconds: { median: 4, sigma: 0.8 }, tokensPerSecond: 35 },
+    rollout: {
+      responseSeconds: { median: 240, sigma: 0.7, max: 1050 },
+      turns: { min: 4, max: 30 },
+      toolSeconds: { median: 4, sigma: 0.8 },
+      tokensPerSecond: 35,
+    },
     training: { stepSeconds: 300 },
     restart: { checkpointLoadSeconds: 60, workerInitSeconds: 120, rolloutInitSeconds: 120, trainerTeardownSeconds: 30 },
     sources: {
@@ -114,10 +133,14 @@ function scaleScenario(): Scenario {
     {
       ...base,
       name: 'qwen3-8b-math-semi-sync-256gpu',
-      description: 'Qwen3-8B-Math semi-sync on the paper\'s full 256-GPU testbed (32 machines), with rollout machine faults too — the benchmark scenario',
+      description: "Qwen3-8B-Math semi-sync on the paper's full 256-GPU testbed (32 machines), with rollout machine faults too — the benchmark scenario",
       cluster: { trainerMachines: 16, rolloutMachines: 16, gpusPerMachine: 8 },
       faults: { trainerEveryStepsFraction: 0.1, rolloutFaultsPerMachineHour: 0.02 },
-      sources: { ...base.sources, cluster: 'paper §7.1: 32 machines × 8 H20 GPUs', 'faults.rolloutFaultsPerMachineHour': 'assumed: 0.02 silent rollout machine failures per machine-hour, to exercise replacement at scale' },
+      sources: {
+        ...base.sources,
+        cluster: 'paper §7.1: 32 machines × 8 H20 GPUs',
+        'faults.rolloutFaultsPerMachineHour': 'assumed: 0.02 silent rollout machine failures per machine-hour, to exercise replacement at scale',
+      },
     },
     'built-in scenario qwen3-8b-math-semi-sync-256gpu',
   );
@@ -155,7 +178,9 @@ export function mainJobScenario(steps = 8): Scenario {
 }
 
 const BUILT_IN: Array<() => Scenario> = [
-  ...(['qwen3-8b-math', 'qwen3-32b-math', 'qwen3-32b-swe'] as const).flatMap((w) => (['sync', 'semi-sync', 'async'] as const).map((m) => () => paperScenario(w, m))),
+  ...(['qwen3-8b-math', 'qwen3-32b-math', 'qwen3-32b-swe'] as const).flatMap((w) =>
+    (['sync', 'semi-sync', 'async'] as const).map((m) => () => paperScenario(w, m)),
+  ),
   scaleScenario,
   () => mainJobScenario(),
 ];

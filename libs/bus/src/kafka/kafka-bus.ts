@@ -51,13 +51,15 @@ export class KafkaBus implements MessageBus {
       clientId: this.options.clientId,
       brokers: options.brokers,
       logLevel: options.kafkaLogLevel ?? logLevel.WARN,
-      logCreator: () => ({ level, log }) => {
-        const fields = { ...log, logger: 'kafkajs' } as Record<string, unknown>;
-        const msg = String(log.message);
-        if (level === logLevel.ERROR) logger.error(msg, fields);
-        else if (level === logLevel.WARN) logger.warn(msg, fields);
-        else logger.info(msg, fields);
-      },
+      logCreator:
+        () =>
+        ({ level, log }) => {
+          const fields = { ...log, logger: 'kafkajs' } as Record<string, unknown>;
+          const msg = String(log.message);
+          if (level === logLevel.ERROR) logger.error(msg, fields);
+          else if (level === logLevel.WARN) logger.warn(msg, fields);
+          else logger.info(msg, fields);
+        },
       retry: { initialRetryTime: 100, retries: 8 },
     };
     this.kafka = new Kafka(config);

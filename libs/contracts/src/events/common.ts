@@ -38,9 +38,7 @@ export const Evidence = z
     windowSeconds: z.number().nonnegative().optional(),
     lastActivityAt: IsoTime.nullable().optional(),
     faultEvidenceSince: IsoTime.optional(),
-    probe: z
-      .object({ probeId: z.string(), result: z.enum(['acked', 'timed-out']), latencyMs: z.number().nonnegative().optional() })
-      .optional(),
+    probe: z.object({ probeId: z.string(), result: z.enum(['acked', 'timed-out']), latencyMs: z.number().nonnegative().optional() }).optional(),
     signal: FaultSignal.optional(),
     detail: z.string().max(4000).optional(),
     peerMedian: z.number().nonnegative().optional(),

@@ -45,7 +45,7 @@ export const RolloutThroughputSampled = event(
 export const HeartbeatProbeRequested = event(
   'HeartbeatProbeRequested',
   Topics.heartbeat,
-  'The detector asks a suspect machine\'s agent to prove it is alive (paper §4 ➁).',
+  "The detector asks a suspect machine's agent to prove it is alive (paper §4 ➁).",
   z.object({ probeId: z.string().min(1), machineId: MachineId, timeoutMs: z.int().positive() }),
 );
 

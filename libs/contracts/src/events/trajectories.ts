@@ -45,12 +45,10 @@ export const TrajectoryStatusChanged = event(
 export const TrajectoriesReassigned = event(
   'TrajectoriesReassigned',
   Topics.trajectories,
-  'A dead or lent rollout\'s in-flight trajectories continue on living rollouts from their last stored turn.',
+  "A dead or lent rollout's in-flight trajectories continue on living rollouts from their last stored turn.",
   z.object({
     fromRolloutId: z.string().min(1),
     reason: z.string().min(1),
-    assignments: z.array(
-      z.object({ trajectoryId: z.string().min(1), toRolloutId: z.string().min(1), resumeFromTurn: z.int().nonnegative() }),
-    ),
+    assignments: z.array(z.object({ trajectoryId: z.string().min(1), toRolloutId: z.string().min(1), resumeFromTurn: z.int().nonnegative() })),
   }),
 );

@@ -24,9 +24,7 @@ export const WeightVersionPublished = event(
   z.object({
     version: Version,
     step: Step,
-    buckets: z.array(
-      z.object({ index: z.int().nonnegative(), sizeBytes: z.int().nonnegative(), checksum: z.string().min(1) }),
-    ),
+    buckets: z.array(z.object({ index: z.int().nonnegative(), sizeBytes: z.int().nonnegative(), checksum: z.string().min(1) })),
     totalBytes: z.int().nonnegative(),
     /** Trainer ranks serving it: `address` is the rank agent's UCX weight server (`host:port`). */
     sources: z.array(z.object({ instanceId: InstanceId, address: z.string().min(1), region: WeightRegion.optional() })),

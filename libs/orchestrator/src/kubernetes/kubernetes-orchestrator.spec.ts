@@ -11,7 +11,12 @@ const NAMESPACE = 'rl';
 async function startCluster(options: { readyTimeoutMs?: number } = {}) {
   const fake = await FakeKubernetesApiServer.start({ replacementDelayMs: 10, runningDelayMs: 20 });
   for (const node of ['node-1', 'node-2', 'node-3', 'node-4', 'node-spare']) fake.addNode(node, { zone: 'zone-a' });
-  const labels = (job: string, role: string) => ({ [PodLabels.job]: job, [PodLabels.role]: role, [PodLabels.zone]: 'zone-a', [PodLabels.hardwareClass]: 'h100' });
+  const labels = (job: string, role: string) => ({
+    [PodLabels.job]: job,
+    [PodLabels.role]: role,
+    [PodLabels.zone]: 'zone-a',
+    [PodLabels.hardwareClass]: 'h100',
+  });
   const pod = (name: string, job: string, role: string, nodeName: string, owner: { kind: OwnerKind; name: string }) =>
     fake.addPod({ name, namespace: NAMESPACE, nodeName, owner, labels: labels(job, role) });
   fake.addStatefulSet({ name: 'job-1-trainer', namespace: NAMESPACE, replicas: 1, podLabels: labels('job-1', 'trainer') });
@@ -241,7 +246,9 @@ describe('KubernetesOrchestrator', () => {
       const error = await rejection(orchestrator.requestMachine({ ...request, operationId: 'op-request', replaces: 'job-1-rollout-a' }));
 
       expect(error.retriable).toBe(true);
-      expect(error.message).toMatch(/timed out after 150 ms waiting for a new Running pod for job job-1 role rollout zone zone-a hardware class h100 replacing job-1-rollout-a/);
+      expect(error.message).toMatch(
+        /timed out after 150 ms waiting for a new Running pod for job job-1 role rollout zone zone-a hardware class h100 replacing job-1-rollout-a/,
+      );
       expect(fake.listPods(NAMESPACE).some((p) => p.status.phase === 'Pending')).toBe(true);
 
       fake.addNode('node-repaired', { zone: 'zone-a' });
@@ -252,7 +259,8 @@ describe('KubernetesOrchestrator', () => {
 
   describe('requestMachine without replaces (scale-up)', () => {
     const scaleUp = { jobId: 'job-1', role: 'rollout' as const, zone: 'zone-a', hardwareClass: 'h100' };
-    const rolloutPods = () => fake.listPods(NAMESPACE).filter((p) => p.metadata.labels[PodLabels.job] === 'job-1' && p.metadata.labels[PodLabels.role] === 'rollout');
+    const rolloutPods = () =>
+      fake.listPods(NAMESPACE).filter((p) => p.metadata.labels[PodLabels.job] === 'job-1' && p.metadata.labels[PodLabels.role] === 'rollout');
 
     it("raises the Deployment's replicas by one, found through the ReplicaSet, and returns the new Running pod", async () => {
       const deployment = fake.workload('Deployment', NAMESPACE, 'job-1-rollout')!;
@@ -324,7 +332,12 @@ describe('KubernetesOrchestrator', () => {
     });
 
     it('refuses a role of bare pods with a non-retriable error saying so', async () => {
-      fake.addPod({ name: 'hybrid-bare', namespace: NAMESPACE, nodeName: 'node-spare', labels: { [PodLabels.job]: 'job-1', [PodLabels.role]: 'hybrid', [PodLabels.zone]: 'zone-a', [PodLabels.hardwareClass]: 'h100' } });
+      fake.addPod({
+        name: 'hybrid-bare',
+        namespace: NAMESPACE,
+        nodeName: 'node-spare',
+        labels: { [PodLabels.job]: 'job-1', [PodLabels.role]: 'hybrid', [PodLabels.zone]: 'zone-a', [PodLabels.hardwareClass]: 'h100' },
+      });
 
       const error = await rejection(orchestrator.requestMachine({ ...scaleUp, role: 'hybrid', operationId: 'op-up' }));
 
@@ -356,7 +369,7 @@ describe('KubernetesOrchestrator', () => {
   describe('releaseMachine', () => {
     const release = { operationId: 'op-release', jobId: 'job-1', machineId: 'job-1-rollout-a', reason: 'pool shrinks' };
 
-    it("gives a Deployment pod the lowest deletion cost and scales down, so that exact pod goes; nothing is cordoned", async () => {
+    it('gives a Deployment pod the lowest deletion cost and scales down, so that exact pod goes; nothing is cordoned', async () => {
       // Without the deletion cost the ReplicaSet would remove the newer pod, job-1-rollout-b.
       const bUid = fake.pod(NAMESPACE, 'job-1-rollout-b')!.metadata.uid;
 
@@ -371,7 +384,9 @@ describe('KubernetesOrchestrator', () => {
         'PATCH /api/v1/namespaces/rl/pods/job-1-rollout-a',
         'PATCH /apis/apps/v1/namespaces/rl/deployments/job-1-rollout',
       ]);
-      expect(writes[0].body).toMatchObject({ metadata: { annotations: { [PodAnnotations.deletionCost]: '-2147483648', [PodAnnotations.operation]: 'op-release' } } });
+      expect(writes[0].body).toMatchObject({
+        metadata: { annotations: { [PodAnnotations.deletionCost]: '-2147483648', [PodAnnotations.operation]: 'op-release' } },
+      });
       expect(writes[1].body).toMatchObject({ spec: { replicas: 1 }, metadata: { annotations: { [OwnerAnnotations.operation]: 'op-release' } } });
       for (const node of ['node-1', 'node-2', 'node-3', 'node-4', 'node-spare']) expect(fake.node(node)!.spec.unschedulable).toBeUndefined();
       expect(await orchestrator.listMachines('job-1')).toHaveLength(2);
@@ -379,7 +394,13 @@ describe('KubernetesOrchestrator', () => {
 
     it('in a StatefulSet releases the highest ordinal, and says so', async () => {
       for (const ordinal of [1, 2]) {
-        fake.addPod({ name: `job-1-trainer-${ordinal}`, namespace: NAMESPACE, nodeName: ordinal === 1 ? 'node-spare' : undefined, owner: { kind: 'StatefulSet', name: 'job-1-trainer' }, labels: fake.pod(NAMESPACE, 'job-1-trainer-0')!.metadata.labels });
+        fake.addPod({
+          name: `job-1-trainer-${ordinal}`,
+          namespace: NAMESPACE,
+          nodeName: ordinal === 1 ? 'node-spare' : undefined,
+          owner: { kind: 'StatefulSet', name: 'job-1-trainer' },
+          labels: fake.pod(NAMESPACE, 'job-1-trainer-0')!.metadata.labels,
+        });
       }
       fake.addNode('node-5', { zone: 'zone-a' });
       fake.workload('StatefulSet', NAMESPACE, 'job-1-trainer')!.spec.replicas = 3;
@@ -470,11 +491,19 @@ describe('KubernetesOrchestrator', () => {
   describe('restartTask', () => {
     it("deletes every pod of the job and no other job's, and waits for all replacements", async () => {
       const job2Uid = fake.pod(NAMESPACE, 'job-2-rollout-a')!.metadata.uid;
-      const job1Uids = fake.listPods(NAMESPACE).filter((p) => p.metadata.labels[PodLabels.job] === 'job-1').map((p) => p.metadata.uid);
+      const job1Uids = fake
+        .listPods(NAMESPACE)
+        .filter((p) => p.metadata.labels[PodLabels.job] === 'job-1')
+        .map((p) => p.metadata.uid);
 
       await orchestrator.restartTask({ operationId: 'op-task', jobId: 'job-1' });
 
-      expect(fake.requestsMatching('DELETE', /pods\//).map((r) => r.path.split('/').pop()).sort()).toEqual(['job-1-rollout-a', 'job-1-rollout-b', 'job-1-trainer-0']);
+      expect(
+        fake
+          .requestsMatching('DELETE', /pods\//)
+          .map((r) => r.path.split('/').pop())
+          .sort(),
+      ).toEqual(['job-1-rollout-a', 'job-1-rollout-b', 'job-1-trainer-0']);
       expect(fake.pod(NAMESPACE, 'job-2-rollout-a')!.metadata.uid).toBe(job2Uid);
       const job1 = fake.listPods(NAMESPACE).filter((p) => p.metadata.labels[PodLabels.job] === 'job-1');
       expect(job1).toHaveLength(3);

@@ -200,7 +200,12 @@ export class KubernetesOrchestrator implements Orchestrator {
           const pods = await this.listPods(selector);
           const owner = await this.ownerOfPool(request, pods);
           progress = { podsBefore: new Set(pods.map(podUid)) };
-          await this.scaleOwner(owner, +1, request.operationId, `scale up ${request.role} zone ${request.zone} hardware class ${request.hardwareClass} of job ${request.jobId}`);
+          await this.scaleOwner(
+            owner,
+            +1,
+            request.operationId,
+            `scale up ${request.role} zone ${request.zone} hardware class ${request.hardwareClass} of job ${request.jobId}`,
+          );
           this.scaleUpProgress.set(request.operationId, progress);
         }
         podsBefore = progress.podsBefore;
@@ -361,7 +366,10 @@ export class KubernetesOrchestrator implements Orchestrator {
       if (owner) owners.set(`${owner.kind}/${owner.name}`, owner);
     }
     if (owners.size > 1) {
-      throw new OrchestratorError(`cannot scale up: ${describe} belong to several owners (${[...owners.keys()].join(', ')}); which one to scale is ambiguous`, false);
+      throw new OrchestratorError(
+        `cannot scale up: ${describe} belong to several owners (${[...owners.keys()].join(', ')}); which one to scale is ambiguous`,
+        false,
+      );
     }
     const [owner] = owners.values();
     if (owner) {
@@ -496,7 +504,14 @@ export class KubernetesOrchestrator implements Orchestrator {
    */
   private async deletePod(pod: PodRef): Promise<void> {
     try {
-      await this.core.deleteNamespacedPod(pod.name, this.namespace, undefined, undefined, undefined, undefined, undefined,
+      await this.core.deleteNamespacedPod(
+        pod.name,
+        this.namespace,
+        undefined,
+        undefined,
+        undefined,
+        undefined,
+        undefined,
         pod.uid ? { preconditions: { uid: pod.uid } } : undefined,
       );
     } catch (error) {

@@ -9,13 +9,14 @@ import { rejectionOf } from '@robustrl/testing/rejection';
 
 // Machines are real `node -e` processes; every script keeps running until signalled unless it says otherwise.
 const SLEEPER = 'setInterval(() => {}, 1000)';
-const ANNOUNCES_ITSELF = "console.log(`pid ${process.pid} marker ${process.env.MARKER} id ${process.env.MACHINE_ID}`); setInterval(() => {}, 1000)";
+const ANNOUNCES_ITSELF = 'console.log(`pid ${process.pid} marker ${process.env.MARKER} id ${process.env.MACHINE_ID}`); setInterval(() => {}, 1000)';
 const WITH_GRANDCHILD = [
   "const grandchild = require('child_process').spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore' });",
   'console.log(`grandchild ${grandchild.pid}`);',
   'setInterval(() => {}, 1000);',
 ].join('\n');
-const DRAINS_ON_SIGTERM = "process.on('SIGTERM', () => { console.log('draining'); setTimeout(() => process.exit(0), 50); }); console.log('ready'); setInterval(() => {}, 1000)";
+const DRAINS_ON_SIGTERM =
+  "process.on('SIGTERM', () => { console.log('draining'); setTimeout(() => process.exit(0), 50); }); console.log('ready'); setInterval(() => {}, 1000)";
 const IGNORES_SIGTERM = "process.on('SIGTERM', () => console.log('ignoring SIGTERM')); console.log('ready'); setInterval(() => {}, 1000)";
 
 const machine = (machineId: string, role: MachineSpec['role'] = 'trainer'): MachineSpec => ({ machineId, role, zone: 'zone-a', hardwareClass: 'cpu' });
@@ -71,8 +72,9 @@ describe('LocalProcessSupervisor', () => {
 
   /** The rest of the nth line (0-based) of a machine that starts with prefix, once it has been printed. */
   const lineAfter = (machineId: string, prefix: string, nth = 0) =>
-    eventually(`line ${nth} '${prefix}…' of ${machineId}`, () =>
-      lines.filter((l) => l.machineId === machineId && l.line.startsWith(prefix)).map((l) => l.line.slice(prefix.length))[nth],
+    eventually(
+      `line ${nth} '${prefix}…' of ${machineId}`,
+      () => lines.filter((l) => l.machineId === machineId && l.line.startsWith(prefix)).map((l) => l.line.slice(prefix.length))[nth],
     );
 
   beforeEach(() => {
@@ -344,7 +346,9 @@ describe('LocalProcessSupervisor', () => {
   });
 
   it('forwards every stdout and stderr line of a machine to the output callback', async () => {
-    const local = supervisor({ trainer: "process.stdout.write('one\\ntwo\\n'); process.stderr.write('three\\n'); process.stdout.write('last, without newline')" });
+    const local = supervisor({
+      trainer: "process.stdout.write('one\\ntwo\\n'); process.stderr.write('three\\n'); process.stdout.write('last, without newline')",
+    });
     await local.launchJob('job-1', [machine('trainer-0')]);
 
     expect(await local.exits('trainer-0')).toEqual({ code: 0, signal: null });

@@ -87,7 +87,6 @@ const GROUP_POLL_MS = 25;
 /** A machineIdFor that keeps answering ids in use would otherwise loop forever. */
 const MAX_ID_ATTEMPTS = 10_000;
 
-
 interface ResolvedLaunchCommand {
   command: string;
   args: string[];
@@ -243,7 +242,10 @@ export class LocalProcessSupervisor implements Orchestrator {
         return [];
       });
       if (problems.length > 0) throw new OrchestratorError(`restartMachines: ${problems.join('; ')}`, false);
-      await this.restartAll(`restartMachines ${ids.join(', ')}`, ids.map((id) => this.recordOf(id)));
+      await this.restartAll(
+        `restartMachines ${ids.join(', ')}`,
+        ids.map((id) => this.recordOf(id)),
+      );
     });
   }
 
@@ -258,9 +260,7 @@ export class LocalProcessSupervisor implements Orchestrator {
   }
 
   private async stopEverything(): Promise<void> {
-    const results = await Promise.allSettled(
-      [...this.records.values()].map((record) => (record.current ? this.stopGroup(record, record.current) : undefined)),
-    );
+    const results = await Promise.allSettled([...this.records.values()].map((record) => (record.current ? this.stopGroup(record, record.current) : undefined)));
     throwIfAnyFailed('close', results);
     this.orphanGuard.dispose();
   }

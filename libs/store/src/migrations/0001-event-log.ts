@@ -56,5 +56,3 @@ export class EventLog1763700000000 implements MigrationInterface {
     await q.query(`DROP FUNCTION robustrl_event_log_append_only()`);
   }
 }
-
-

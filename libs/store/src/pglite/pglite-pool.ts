@@ -32,9 +32,7 @@ export function pgliteDriver(db: PGlite): { Pool: new () => EventEmitter } {
 
   const run = async (sql: string, params?: unknown[]) => {
     const result: Results =
-      params && params.length > 0
-        ? await db.query(sql, params)
-        : ((await db.exec(sql)).at(-1) ?? { rows: [], fields: [], affectedRows: 0 });
+      params && params.length > 0 ? await db.query(sql, params) : ((await db.exec(sql)).at(-1) ?? { rows: [], fields: [], affectedRows: 0 });
     return {
       rows: result.rows,
       rowCount: result.affectedRows ?? result.rows.length,
@@ -48,7 +46,11 @@ export function pgliteDriver(db: PGlite): { Pool: new () => EventEmitter } {
       const callback = typeof params === 'function' ? params : cb;
       const values = typeof params === 'function' ? undefined : params;
       const promise = run(sql, values);
-      if (callback) promise.then((r) => callback(null, r), (e: Error) => callback(e));
+      if (callback)
+        promise.then(
+          (r) => callback(null, r),
+          (e: Error) => callback(e),
+        );
       return promise;
     }
   }
@@ -56,7 +58,10 @@ export function pgliteDriver(db: PGlite): { Pool: new () => EventEmitter } {
   class Pool extends EventEmitter {
     private readonly connection = new Connection();
     connect(callback: (err: Error | null, connection?: Connection, release?: () => void) => void) {
-      acquire().then((release) => callback(null, this.connection, release), (err: Error) => callback(err));
+      acquire().then(
+        (release) => callback(null, this.connection, release),
+        (err: Error) => callback(err),
+      );
     }
     async query(sql: string, params?: unknown[]) {
       const release = await acquire();

@@ -164,7 +164,9 @@ describe('DcgmExporterSource against a fake dcgm-exporter', () => {
   });
 
   it('refuses an invalid URL at construction', () => {
-    expect(() => new DcgmExporterSource({ url: 'localhost:9400' })).toThrow("dcgm GPU activity source (localhost:9400) failed: not an http(s) URL (scheme 'localhost:')");
+    expect(() => new DcgmExporterSource({ url: 'localhost:9400' })).toThrow(
+      "dcgm GPU activity source (localhost:9400) failed: not an http(s) URL (scheme 'localhost:')",
+    );
     expect(() => new DcgmExporterSource({ url: 'http://' })).toThrow('dcgm GPU activity source (http://) failed: not a valid URL');
   });
 });

@@ -196,7 +196,10 @@ function parseSampleLine(line: string, start: number): { labels: Record<string, 
   }
 
   // Value, then an optional timestamp in ms that we ignore: dcgm-exporter does not send one.
-  const fields = line.slice(pos).trim().split(/[ \t]+/);
+  const fields = line
+    .slice(pos)
+    .trim()
+    .split(/[ \t]+/);
   if (fields[0] === undefined || fields[0] === '') throw new Error('no value');
   if (fields.length > 2) throw new Error('unexpected text after the value and timestamp');
   return { labels, value: parsePrometheusValue(fields[0]) };

@@ -72,5 +72,10 @@ export function describeCause(err: unknown): string {
  * may come from another realm (jest's sandbox, for one), where `instanceof` is false.
  */
 export function isErrorLike(err: unknown): err is { name: string; message: string; code?: unknown; cause?: unknown } {
-  return typeof err === 'object' && err !== null && typeof (err as { message?: unknown }).message === 'string' && typeof (err as { name?: unknown }).name === 'string';
+  return (
+    typeof err === 'object' &&
+    err !== null &&
+    typeof (err as { message?: unknown }).message === 'string' &&
+    typeof (err as { name?: unknown }).name === 'string'
+  );
 }

@@ -71,7 +71,7 @@ ${H100X8}OUT`,
     await expect(source.sample()).resolves.toEqual({ tensorActive: expect.closeTo(0.85625, 9), perGpu: [0.97, 0.98, 0.96, 1, 0.97, 0, 0.98, 0.99] });
   });
 
-  it('fails with the command, exit code and nvidia-smi\'s own explanation when the driver is down', async () => {
+  it("fails with the command, exit code and nvidia-smi's own explanation when the driver is down", async () => {
     const path = fakeNvidiaSmi('driver-down', `echo "${DRIVER_DOWN}"\nexit 9`);
     const failure = new NvidiaSmiSource({ path }).sample();
     await expect(failure).rejects.toBeInstanceOf(GpuActivitySourceError);
@@ -82,7 +82,9 @@ ${H100X8}OUT`,
 
   it('fails with the reason when the output has a GPU without a number', async () => {
     const path = fakeNvidiaSmi('na', `printf '0, 97\\n1, [N/A]\\n'`);
-    await expect(new NvidiaSmiSource({ path }).sample()).rejects.toThrow(/^nvidia-smi GPU activity source \(.*\) failed: line 2: GPU 1 utilization '\[N\/A\]' is not a number$/);
+    await expect(new NvidiaSmiSource({ path }).sample()).rejects.toThrow(
+      /^nvidia-smi GPU activity source \(.*\) failed: line 2: GPU 1 utilization '\[N\/A\]' is not a number$/,
+    );
   });
 
   it('kills a hung nvidia-smi after its timeout', async () => {

@@ -65,7 +65,9 @@ describe('selectGpuActivitySource', () => {
       { kind: 'dcgm', reason: `dcgm GPU activity source (${dcgmUrl}) failed: HTTP 500 Internal Server Error: collector crashed` },
       { kind: 'nvml', reason: 'not available yet (needs the native NVML module)' },
     ]);
-    expect(selection.reason).toMatch(/^nvidia-smi: '.*nvidia-smi-ok --query-gpu=index,utilization.gpu --format=csv,noheader,nounits' ran, 8 GPU\(s\), mean activity 0.86/);
+    expect(selection.reason).toMatch(
+      /^nvidia-smi: '.*nvidia-smi-ok --query-gpu=index,utilization.gpu --format=csv,noheader,nounits' ran, 8 GPU\(s\), mean activity 0.86/,
+    );
     expect(selection.reason).toContain('coarser than tensor-pipe activity');
     expect(selection.reason).toContain(`passed over dcgm: dcgm GPU activity source (${dcgmUrl}) failed: HTTP 500`);
   });
@@ -83,7 +85,9 @@ describe('selectGpuActivitySource', () => {
     expect(selection.source).toBeInstanceOf(EmulatedGpuActivitySource);
     expect(selection.passedOver.map((p) => p.kind)).toEqual(['dcgm', 'nvml', 'nvidia-smi']);
     expect(selection.passedOver[2]!.reason).toMatch(/nvidia-smi-broken .*failed: exit code 6: No devices were found$/);
-    expect(selection.reason).toMatch(/^emulated: no hardware source; activity comes only from pushes \(POST \/v1\/gpu-activity\) and reads 0 until the first one; passed over dcgm: .*HTTP 503 Service Unavailable; nvml: .*; nvidia-smi: .*exit code 6/);
+    expect(selection.reason).toMatch(
+      /^emulated: no hardware source; activity comes only from pushes \(POST \/v1\/gpu-activity\) and reads 0 until the first one; passed over dcgm: .*HTTP 503 Service Unavailable; nvml: .*; nvidia-smi: .*exit code 6/,
+    );
     await expect(selection.source.sample()).resolves.toEqual({ tensorActive: 0, perGpu: [] });
   });
 
@@ -93,7 +97,10 @@ describe('selectGpuActivitySource', () => {
     expect(selection.passedOver).toEqual([
       { kind: 'dcgm', reason: 'not configured (no dcgm-exporter URL)' },
       { kind: 'nvml', reason: 'not available yet (needs the native NVML module)' },
-      { kind: 'nvidia-smi', reason: `nvidia-smi GPU activity source (${missingSmi} --query-gpu=index,utilization.gpu --format=csv,noheader,nounits) failed: executable not found` },
+      {
+        kind: 'nvidia-smi',
+        reason: `nvidia-smi GPU activity source (${missingSmi} --query-gpu=index,utilization.gpu --format=csv,noheader,nounits) failed: executable not found`,
+      },
     ]);
   });
 

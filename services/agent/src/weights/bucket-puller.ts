@@ -29,13 +29,20 @@ export type PullOutcome = { ok: true; bytes: number; durationMs: number } | { ok
  * then verifies it against the manifest's checksum. Never throws: a failure is an outcome whose reason
  * the registry reads (a checksum reason → pull again; anything else blames the source → go elsewhere).
  */
-export async function pullBucket(links: SourceLinks, staging: MemoryRegion, pull: BucketPull, limits: PullLimits, stopping: () => boolean): Promise<PullOutcome> {
+export async function pullBucket(
+  links: SourceLinks,
+  staging: MemoryRegion,
+  pull: BucketPull,
+  limits: PullLimits,
+  stopping: () => boolean,
+): Promise<PullOutcome> {
   const started = Date.now();
   const { offset, sizeBytes } = pull.bucket;
   try {
     const { ep, remote } = await links.regionOf(pull.sourceAddress, pull.version, limits.catalogWaitMs, pull.sourceRegion);
-    if (offset + sizeBytes > remote.length) return { ok: false, reason: `source region of ${remote.length} bytes does not hold bucket ${pull.bucket.index} (${offset}+${sizeBytes})` };
-    for (let done = 0; done < sizeBytes; ) {
+    if (offset + sizeBytes > remote.length)
+      return { ok: false, reason: `source region of ${remote.length} bytes does not hold bucket ${pull.bucket.index} (${offset}+${sizeBytes})` };
+    for (let done = 0; done < sizeBytes;) {
       if (stopping()) return { ok: false, reason: 'puller stopping' };
       const n = Math.min(limits.chunkBytes, sizeBytes - done);
       await ep.get(staging, offset + done, remote, offset + done, n, { timeoutMs: limits.opTimeoutMs });

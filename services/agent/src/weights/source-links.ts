@@ -57,11 +57,9 @@ export class SourceLinks {
     const ep = this.endpoints.get(address);
     this.endpoints.delete(address);
     this.catalogs.delete(address);
-    ep
-      ?.then(async (e) => {
-        if (e.state === 'open') await e.close({ force: true });
-      })
-      .catch(() => undefined);
+    ep?.then(async (e) => {
+      if (e.state === 'open') await e.close({ force: true });
+    }).catch(() => undefined);
   }
 
   /**

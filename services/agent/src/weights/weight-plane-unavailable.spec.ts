@@ -17,7 +17,11 @@ describe('weight plane without the native UCX module', () => {
     const { WeightPlane, WeightTransferUnavailableError } = await import('./weight-plane');
     const bus = new InProcessBus();
     const limits = { chunkBytes: 1, maxBytesPerSecond: 0, opTimeoutMs: 1, catalogWaitMs: 1 };
-    const plane = new WeightPlane({ jobId: 'j', machineId: 'm-1', bindHost: '127.0.0.1', port: 0, advertiseHost: '127.0.0.1', shmDir: '/dev/shm', limits }, bus, async () => 'x');
+    const plane = new WeightPlane(
+      { jobId: 'j', machineId: 'm-1', bindHost: '127.0.0.1', port: 0, advertiseHost: '127.0.0.1', shmDir: '/dev/shm', limits },
+      bus,
+      async () => 'x',
+    );
     expect(plane.available).toBe(false);
     expect(await plane.start()).toBeNull();
     const refusal = await plane.publish({ version: 1, step: 0, shmName: 'w', bucketSizes: [1] }).catch((e: unknown) => e);

@@ -24,13 +24,19 @@ describeUcx('weight plane over real UCX (trainer → rollout → relay)', () => 
   const seen: RobustrlMessage[] = [];
   const planes: WeightPlane[] = [];
   const limits = { chunkBytes: 128 * KiB, maxBytesPerSecond: 0, opTimeoutMs: 5_000, catalogWaitMs: 3_000 };
-  const emitFrom = (machineId: string) => async <T extends 'WeightVersionPublished' | 'WeightPullCompleted' | 'WeightPullFailed'>(type: T, data: DataOf<T>) => {
-    const m = createMessage(type, data, { jobId: JOB, source: `agent/${machineId}`, occurredAt: new Date().toISOString() });
-    await bus.publish(m as RobustrlMessage);
-    return m.eventId;
-  };
+  const emitFrom =
+    (machineId: string) =>
+    async <T extends 'WeightVersionPublished' | 'WeightPullCompleted' | 'WeightPullFailed'>(type: T, data: DataOf<T>) => {
+      const m = createMessage(type, data, { jobId: JOB, source: `agent/${machineId}`, occurredAt: new Date().toISOString() });
+      await bus.publish(m as RobustrlMessage);
+      return m.eventId;
+    };
   const plane = (machineId: string) => {
-    const p = new WeightPlane({ jobId: JOB, machineId, bindHost: '127.0.0.1', port: 0, advertiseHost: '127.0.0.1', shmDir: shm, limits }, bus, emitFrom(machineId));
+    const p = new WeightPlane(
+      { jobId: JOB, machineId, bindHost: '127.0.0.1', port: 0, advertiseHost: '127.0.0.1', shmDir: shm, limits },
+      bus,
+      emitFrom(machineId),
+    );
     planes.push(p);
     return p;
   };
@@ -41,10 +47,29 @@ describeUcx('weight plane over real UCX (trainer → rollout → relay)', () => 
   for (let i = 0; i < weights.length; i++) weights[i] = (i * 2654435761) >>> 24;
   let pullSeq = 0;
 
-  const outcomeOf = (pullId: string) => eventually(`outcome of ${pullId}`, () => seen.find((m) => (m.type === 'WeightPullCompleted' || m.type === 'WeightPullFailed') && (m.data as { pullId: string }).pullId === pullId) as MessageOf<'WeightPullCompleted' | 'WeightPullFailed'> | undefined, 15_000);
-  async function assign(version: number, bucketIndex: number, _puller: WeightPlane & { address: string | null }, pullerId: string, source: { id: string; plane: WeightPlane }) {
+  const outcomeOf = (pullId: string) =>
+    eventually(
+      `outcome of ${pullId}`,
+      () =>
+        seen.find((m) => (m.type === 'WeightPullCompleted' || m.type === 'WeightPullFailed') && (m.data as { pullId: string }).pullId === pullId) as
+          MessageOf<'WeightPullCompleted' | 'WeightPullFailed'> | undefined,
+      15_000,
+    );
+  async function assign(
+    version: number,
+    bucketIndex: number,
+    _puller: WeightPlane & { address: string | null },
+    pullerId: string,
+    source: { id: string; plane: WeightPlane },
+  ) {
     const pullId = `w${version}/b${bucketIndex}/${pullerId}#${++pullSeq}`;
-    await bus.publish(createMessage('WeightPullAssigned', { pullId, version, bucketIndex, pullerId, sourceId: source.id, sourceAddress: source.plane.address! }, { jobId: JOB, source: 'registry', occurredAt: new Date().toISOString() }) as RobustrlMessage);
+    await bus.publish(
+      createMessage(
+        'WeightPullAssigned',
+        { pullId, version, bucketIndex, pullerId, sourceId: source.id, sourceAddress: source.plane.address! },
+        { jobId: JOB, source: 'registry', occurredAt: new Date().toISOString() },
+      ) as RobustrlMessage,
+    );
     return outcomeOf(pullId);
   }
 
@@ -65,8 +90,19 @@ describeUcx('weight plane over real UCX (trainer → rollout → relay)', () => 
     let offset = 0;
     const expected = SIZES.map((n) => bucketChecksum(weights.subarray(offset, (offset += n))));
     expect(res.checksums).toEqual(expected);
-    expect(manifest.data).toMatchObject({ version: 1, step: 7, totalBytes: weights.length, buckets: SIZES.map((sizeBytes, index) => ({ index, sizeBytes, checksum: expected[index] })) });
-    expect(manifest.data.sources).toEqual([{ instanceId: 'trainer-0', address: trainer.address, region: { address: expect.stringMatching(/^0x[0-9a-f]+$/), length: weights.length, rkey: expect.any(String) } }]);
+    expect(manifest.data).toMatchObject({
+      version: 1,
+      step: 7,
+      totalBytes: weights.length,
+      buckets: SIZES.map((sizeBytes, index) => ({ index, sizeBytes, checksum: expected[index] })),
+    });
+    expect(manifest.data.sources).toEqual([
+      {
+        instanceId: 'trainer-0',
+        address: trainer.address,
+        region: { address: expect.stringMatching(/^0x[0-9a-f]+$/), length: weights.length, rkey: expect.any(String) },
+      },
+    ]);
   });
 
   it('a rollout pulls every bucket from the trainer into its /dev/shm staging file, byte-exact', async () => {
@@ -108,7 +144,9 @@ describeUcx('weight plane over real UCX (trainer → rollout → relay)', () => 
 
   it('a retired version is dropped: the staging file goes, the copy is no longer offered', async () => {
     const path = rollout.latest()!.path;
-    await bus.publish(createMessage('WeightVersionRetired', { version: 1 }, { jobId: JOB, source: 'registry', occurredAt: new Date().toISOString() }) as RobustrlMessage);
+    await bus.publish(
+      createMessage('WeightVersionRetired', { version: 1 }, { jobId: JOB, source: 'registry', occurredAt: new Date().toISOString() }) as RobustrlMessage,
+    );
     await eventually('staging removed', () => (existsSync(path) ? undefined : true));
     expect(rollout.status().versions).toEqual([]);
     expect(rollout.latest()).toBeNull();

@@ -115,9 +115,15 @@ export class WeightPlane {
    * The framework wrote version `version` into `<shmDir>/<shmName>`, buckets back to back with these
    * sizes. Maps it, checksums it, serves it and publishes the manifest (paper §5.2.1 ➀).
    */
-  async publish(req: { version: number; step: number; shmName: string; bucketSizes: number[] }): Promise<{ eventId: string; totalBytes: number; checksums: string[] }> {
+  async publish(req: {
+    version: number;
+    step: number;
+    shmName: string;
+    bucketSizes: number[];
+  }): Promise<{ eventId: string; totalBytes: number; checksums: string[] }> {
     const { worker, server } = this.ready();
-    if (!/^[A-Za-z0-9._-]+$/.test(req.shmName)) throw new RangeError(`shmName must be a plain file name in ${this.config.shmDir}, got ${JSON.stringify(req.shmName)}`);
+    if (!/^[A-Za-z0-9._-]+$/.test(req.shmName))
+      throw new RangeError(`shmName must be a plain file name in ${this.config.shmDir}, got ${JSON.stringify(req.shmName)}`);
     const path = join(this.config.shmDir, req.shmName);
     if (!existsSync(path)) throw new RangeError(`no shared-memory region ${path}: write the weights there first`);
     const { buckets, totalBytes } = bucketLayout(req.bucketSizes);
@@ -135,7 +141,9 @@ export class WeightPlane {
       step: req.step,
       buckets: buckets.map((b, i) => ({ index: b.index, sizeBytes: b.sizeBytes, checksum: checksums[i] })),
       totalBytes,
-      sources: [{ instanceId: this.config.machineId, address: server.advertisedAddress, region: { address: entry.address, length: entry.length, rkey: entry.rkey } }],
+      sources: [
+        { instanceId: this.config.machineId, address: server.advertisedAddress, region: { address: entry.address, length: entry.length, rkey: entry.rkey } },
+      ],
     });
     this.logger.log(`published version ${req.version} (step ${req.step}, ${buckets.length} buckets, ${totalBytes} bytes) from ${path}`);
     return { eventId, totalBytes, checksums };
@@ -150,7 +158,10 @@ export class WeightPlane {
     const published = [...this.copies.values()].filter((c) => c.kind === 'published');
     if (!published.length || !this.server) return;
     this.logger.warn(`withdrawing versions ${published.map((c) => c.version).join(', ')}: ${reason}`);
-    await this.server.withdraw(published.map((c) => c.version), { disconnect: true });
+    await this.server.withdraw(
+      published.map((c) => c.version),
+      { disconnect: true },
+    );
     for (const c of published) {
       this.copies.delete(c.version);
       this.release(c);
@@ -162,7 +173,10 @@ export class WeightPlane {
     const pulled = [...this.copies.values()].filter((c) => c.kind === 'pulled');
     if (!pulled.length || !this.server) return;
     this.logger.log(`dropping copies of versions ${pulled.map((c) => c.version).join(', ')}: ${reason}`);
-    await this.server.withdraw(pulled.map((c) => c.version), { disconnect: true });
+    await this.server.withdraw(
+      pulled.map((c) => c.version),
+      { disconnect: true },
+    );
     for (const c of pulled) {
       this.copies.delete(c.version);
       this.release(c);
@@ -249,7 +263,13 @@ export class WeightPlane {
     const outcome = await pullBucket(
       this.links!,
       copy.region,
-      { version, bucket, checksum: spec.checksum, sourceAddress: d.sourceAddress, sourceRegion: source?.address === d.sourceAddress ? source.region : undefined },
+      {
+        version,
+        bucket,
+        checksum: spec.checksum,
+        sourceAddress: d.sourceAddress,
+        sourceRegion: source?.address === d.sourceAddress ? source.region : undefined,
+      },
       this.config.limits,
       () => this.stopping || this.copies.get(version) !== copy,
     );

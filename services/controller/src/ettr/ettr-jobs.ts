@@ -177,8 +177,16 @@ export class EttrJobs {
     let job = this.jobs.get(jobId);
     if (!job) {
       job = {
-        view: this.projection.initialView(), foldedUpTo: -Infinity, pending: [], streams: new Map(), firstArrival: arrival,
-        seen: new Set(), seenRing: [], seenNext: 0, accepted: 0, late: 0,
+        view: this.projection.initialView(),
+        foldedUpTo: -Infinity,
+        pending: [],
+        streams: new Map(),
+        firstArrival: arrival,
+        seen: new Set(),
+        seenRing: [],
+        seenNext: 0,
+        accepted: 0,
+        late: 0,
       };
       this.jobs.set(jobId, job);
     }

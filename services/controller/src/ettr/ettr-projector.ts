@@ -59,8 +59,12 @@ export class EttrProjector implements OnApplicationBootstrap, OnModuleDestroy {
     this.jobs = new EttrJobs(
       this.settings,
       this.ordering,
-      (err, m) => this.logger.error(`ETTR projection failed on ${m.type} ${m.eventId} of job ${m.jobId}, skipped: ${err instanceof Error ? err.message : String(err)}`),
-      (jobId, m) => this.logger.warn(`job ${jobId}: ${m.type} at ${m.occurredAt} arrived after later events were accounted; it is applied at the time it arrived (counted in lateEvents)`),
+      (err, m) =>
+        this.logger.error(`ETTR projection failed on ${m.type} ${m.eventId} of job ${m.jobId}, skipped: ${err instanceof Error ? err.message : String(err)}`),
+      (jobId, m) =>
+        this.logger.warn(
+          `job ${jobId}: ${m.type} at ${m.occurredAt} arrived after later events were accounted; it is applied at the time it arrived (counted in lateEvents)`,
+        ),
     );
     registerEttrGauges(metrics.registry, () => this.samples());
   }
@@ -87,7 +91,9 @@ export class EttrProjector implements OnApplicationBootstrap, OnModuleDestroy {
         try {
           this.jobs.accept(delivery.message, delivery.topic, performance.now());
         } catch (err) {
-          this.logger.error(`ETTR: ${delivery.message.type} ${delivery.message.eventId} of job ${delivery.message.jobId} not accounted: ${err instanceof Error ? err.message : String(err)}`);
+          this.logger.error(
+            `ETTR: ${delivery.message.type} ${delivery.message.eventId} of job ${delivery.message.jobId} not accounted: ${err instanceof Error ? err.message : String(err)}`,
+          );
         }
       },
     });

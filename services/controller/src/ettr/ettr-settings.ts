@@ -47,8 +47,10 @@ export function parseWindowSeconds(raw: unknown, settings: EttrSettings): { wind
   if (typeof raw !== 'string') return { error: 'windowSeconds must be given once, as a whole number of seconds' };
   const sampleSeconds = settings.sampleMs / 1000;
   const value = Number(raw);
-  if (!/^\d+$/.test(raw) || !Number.isSafeInteger(value) || value <= 0) return { error: `windowSeconds must be a whole number of seconds greater than 0, got '${raw}'` };
-  if (value % sampleSeconds !== 0) return { error: `windowSeconds (${value}) must be a multiple of the sample period of ${sampleSeconds} s (ROBUSTRL_ETTR_SAMPLE_SECONDS)` };
+  if (!/^\d+$/.test(raw) || !Number.isSafeInteger(value) || value <= 0)
+    return { error: `windowSeconds must be a whole number of seconds greater than 0, got '${raw}'` };
+  if (value % sampleSeconds !== 0)
+    return { error: `windowSeconds (${value}) must be a multiple of the sample period of ${sampleSeconds} s (ROBUSTRL_ETTR_SAMPLE_SECONDS)` };
   const keptSeconds = settings.maxBuckets * sampleSeconds;
   if (value > keptSeconds) return { error: `windowSeconds (${value}) exceeds the ${keptSeconds} s of sliding series kept per job` };
   return { windowMs: value * 1000 };

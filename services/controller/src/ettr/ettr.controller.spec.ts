@@ -29,7 +29,15 @@ function history(): RobustrlMessage[] {
   const phase = (s: number, machineId: string, role: 'trainer' | 'rollout', p: 'training' | 'rollout' | 'initializing') =>
     msg(s, 'RolePhaseChanged', { machineId, role, phase: p, step: 0, changedAt: iso(s) });
   const machine = (machineId: string, role: 'trainer' | 'rollout') =>
-    msg(0, 'MachineRegistered', { machineId, role, zone: 'z', hardwareClass: 'h100x8', gpus: 8, agentAddress: `${machineId}:7070`, dpRank: role === 'trainer' ? 0 : null });
+    msg(0, 'MachineRegistered', {
+      machineId,
+      role,
+      zone: 'z',
+      hardwareClass: 'h100x8',
+      gpus: 8,
+      agentAddress: `${machineId}:7070`,
+      dpRank: role === 'trainer' ? 0 : null,
+    });
   return [
     msg(0, 'JobStarted', { mode: 'semi-sync', resumedFromStep: null, trainerMachines: 1, rolloutMachines: 1 }),
     machine('trainer-0', 'trainer'),
@@ -37,10 +45,32 @@ function history(): RobustrlMessage[] {
     phase(0, 'trainer-0', 'trainer', 'training'),
     phase(0, 'rollout-0', 'rollout', 'rollout'),
     msg(100, 'FaultConfirmed', {
-      verdictId: VERDICT, machineId: 'trainer-0', role: 'trainer', rule: 'explicit-signal', handledAs: 'trainer', machineFaulty: false, detectionLatencyMs: 0, evidence: { signal: 'process-exited' },
+      verdictId: VERDICT,
+      machineId: 'trainer-0',
+      role: 'trainer',
+      rule: 'explicit-signal',
+      handledAs: 'trainer',
+      machineFaulty: false,
+      detectionLatencyMs: 0,
+      evidence: { signal: 'process-exited' },
     }),
-    msg(100, 'RecoveryDecided', { recoveryId: RECOVERY, verdictId: VERDICT, machineId: 'trainer-0', action: 'restart-trainer-group', rule: 'trainer-fault', step: 0, evidence: {} }),
-    msg(100, 'RestartTrainerGroup', { recoveryId: RECOVERY, commandId: `${RECOVERY}/1`, machines: ['trainer-0'], step: 0, checkpointStep: null, keepBatch: true }),
+    msg(100, 'RecoveryDecided', {
+      recoveryId: RECOVERY,
+      verdictId: VERDICT,
+      machineId: 'trainer-0',
+      action: 'restart-trainer-group',
+      rule: 'trainer-fault',
+      step: 0,
+      evidence: {},
+    }),
+    msg(100, 'RestartTrainerGroup', {
+      recoveryId: RECOVERY,
+      commandId: `${RECOVERY}/1`,
+      machines: ['trainer-0'],
+      step: 0,
+      checkpointStep: null,
+      keepBatch: true,
+    }),
     phase(160, 'trainer-0', 'trainer', 'initializing'),
     phase(200, 'trainer-0', 'trainer', 'training'),
   ];
@@ -61,9 +91,16 @@ const inOrder = (messages: readonly RobustrlMessage[]) => {
 describe('ETTR settings from the environment', () => {
   it('defaults to a 300 s window sampled every 60 s, and names the variable at fault', () => {
     expect(ettrSettingsFromEnv({})).toMatchObject({ windowMs: 300_000, sampleMs: 60_000 });
-    expect(ettrSettingsFromEnv({ ROBUSTRL_ETTR_WINDOW_SECONDS: '600', ROBUSTRL_ETTR_SAMPLE_SECONDS: '30' })).toMatchObject({ windowMs: 600_000, sampleMs: 30_000 });
-    expect(() => ettrSettingsFromEnv({ ROBUSTRL_ETTR_WINDOW_SECONDS: '90' })).toThrow(/ROBUSTRL_ETTR_WINDOW_SECONDS \(90\) must be a whole multiple of ROBUSTRL_ETTR_SAMPLE_SECONDS \(60\)/);
-    expect(() => ettrSettingsFromEnv({ ROBUSTRL_ETTR_SAMPLE_SECONDS: '0' })).toThrow(/ROBUSTRL_ETTR_SAMPLE_SECONDS must be a whole number of seconds greater than 0, got '0'/);
+    expect(ettrSettingsFromEnv({ ROBUSTRL_ETTR_WINDOW_SECONDS: '600', ROBUSTRL_ETTR_SAMPLE_SECONDS: '30' })).toMatchObject({
+      windowMs: 600_000,
+      sampleMs: 30_000,
+    });
+    expect(() => ettrSettingsFromEnv({ ROBUSTRL_ETTR_WINDOW_SECONDS: '90' })).toThrow(
+      /ROBUSTRL_ETTR_WINDOW_SECONDS \(90\) must be a whole multiple of ROBUSTRL_ETTR_SAMPLE_SECONDS \(60\)/,
+    );
+    expect(() => ettrSettingsFromEnv({ ROBUSTRL_ETTR_SAMPLE_SECONDS: '0' })).toThrow(
+      /ROBUSTRL_ETTR_SAMPLE_SECONDS must be a whole number of seconds greater than 0, got '0'/,
+    );
     expect(() => ettrSettingsFromEnv({ ROBUSTRL_ETTR_WINDOW_SECONDS: '5m' })).toThrow(/ROBUSTRL_ETTR_WINDOW_SECONDS .* got '5m'/);
   });
 });
@@ -108,7 +145,11 @@ describe('ETTR views fed in bus order', () => {
     expect(ettrReport(jobs.viewOf(JOB, now)!)).toEqual(expected);
 
     // Older than what is folded: applied on arrival and counted, never dropped or thrown.
-    const stepStarted = createMessage('TrainingStepStarted', { step: 0, batchId: 'b0', startedAt: iso(50) }, { jobId: JOB, source: 'spec', occurredAt: iso(50) });
+    const stepStarted = createMessage(
+      'TrainingStepStarted',
+      { step: 0, batchId: 'b0', startedAt: iso(50) },
+      { jobId: JOB, source: 'spec', occurredAt: iso(50) },
+    );
     expect(jobs.accept(stepStarted, Topics.training, 10_100)).toBe('late');
     expect(jobs.lateEvents(JOB)).toBe(1);
   });
@@ -122,7 +163,12 @@ describe('ETTR over HTTP and /metrics', () => {
   const startApp = async () => {
     const moduleRef = await Test.createTestingModule({
       controllers: [EttrController, MetricsController],
-      providers: [RecoveryMetrics, EttrProjector, { provide: MESSAGE_BUS, useValue: bus }, { provide: ETTR_OPTIONS, useValue: { settings, now: () => at(300) } }],
+      providers: [
+        RecoveryMetrics,
+        EttrProjector,
+        { provide: MESSAGE_BUS, useValue: bus },
+        { provide: ETTR_OPTIONS, useValue: { settings, now: () => at(300) } },
+      ],
     }).compile();
     app = moduleRef.createNestApplication({ logger: false });
     await app.listen(0, '127.0.0.1');
@@ -135,7 +181,11 @@ describe('ETTR over HTTP and /metrics', () => {
     return { status: res.status, text, body: res.headers.get('content-type')?.includes('json') ? (JSON.parse(text) as any) : undefined };
   };
   const folded = (projector: EttrProjector) =>
-    eventually('the projector to receive the whole history', () => (projector.jobs.accepted(JOB) === 10 && projector.jobs.accepted('job-orphan') === 1 ? true : undefined), 10_000);
+    eventually(
+      'the projector to receive the whole history',
+      () => (projector.jobs.accepted(JOB) === 10 && projector.jobs.accepted('job-orphan') === 1 ? true : undefined),
+      10_000,
+    );
 
   beforeEach(() => {
     bus = new InProcessBus({ logger: { info: () => undefined, warn: () => undefined, error: () => undefined } });
@@ -168,7 +218,14 @@ describe('ETTR over HTTP and /metrics', () => {
 
     const report = await get(`/v1/jobs/${JOB}/ettr`);
     expect(report.status).toBe(200);
-    const lost = { action: 'restart-trainer-group', detectionRule: 'explicit-signal', role: 'trainer', faultMachineId: 'trainer-0', outageId: VERDICT, machineId: 'trainer-0' };
+    const lost = {
+      action: 'restart-trainer-group',
+      detectionRule: 'explicit-signal',
+      role: 'trainer',
+      faultMachineId: 'trainer-0',
+      outageId: VERDICT,
+      machineId: 'trainer-0',
+    };
     expect(report.body).toMatchObject({
       jobId: JOB,
       mode: 'semi-sync',
@@ -215,7 +272,10 @@ describe('ETTR over HTTP and /metrics', () => {
     expect(metrics.text).toContain('# TYPE robustrl_recovery_decisions_total counter'); // the registry it shares
 
     const dead = await eventually('the bad record dead-lettered', () => {
-      const mine = bus.read(DEAD_LETTER_TOPIC).map(fromDeadLetterRecord).filter((d) => d.consumerGroup.startsWith('robustrl-controller-ettr-'));
+      const mine = bus
+        .read(DEAD_LETTER_TOPIC)
+        .map(fromDeadLetterRecord)
+        .filter((d) => d.consumerGroup.startsWith('robustrl-controller-ettr-'));
       return mine.length > 0 ? mine : undefined;
     });
     expect(dead[0].kind).toBe('invalid');
@@ -223,7 +283,9 @@ describe('ETTR over HTTP and /metrics', () => {
 
   it('a restarted controller rebuilds the same views from the topics', async () => {
     await bus.publish(history());
-    await bus.publish(timeline('job-orphan')(10, 'RestartTask', { recoveryId: 'nobody/recovery', commandId: 'nobody/recovery/1', rule: 'escalate-repeated-fault-in-step' }));
+    await bus.publish(
+      timeline('job-orphan')(10, 'RestartTask', { recoveryId: 'nobody/recovery', commandId: 'nobody/recovery/1', rule: 'escalate-repeated-fault-in-step' }),
+    );
     await folded(await startApp());
     const before = (await get(`/v1/jobs/${JOB}/ettr`)).body;
     await app!.close();

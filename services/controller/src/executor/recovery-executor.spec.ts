@@ -59,7 +59,8 @@ describe('recovery executor', () => {
     await store.close();
   });
 
-  const replace = () => msg(10, 'ReplaceMachine', { recoveryId: 'r-1', commandId: 'r-1/1', machineId: 'rollout-3', role: 'rollout', zone: 'az-1', hardwareClass: 'h100x8' });
+  const replace = () =>
+    msg(10, 'ReplaceMachine', { recoveryId: 'r-1', commandId: 'r-1/1', machineId: 'rollout-3', role: 'rollout', zone: 'az-1', hardwareClass: 'h100x8' });
 
   it('announces the isolated machine before asking for its replacement, then answers the command, once', async () => {
     await start(bus);
@@ -90,7 +91,9 @@ describe('recovery executor', () => {
     const first = await start(dying);
     const command = replace();
     await bus.publish(command);
-    await eventually('the answer committed', async () => ((await store.outbox.pending(store.dataSource.manager, RecoveryExecutor.CONSUMER)).length === 1 ? true : undefined));
+    await eventually('the answer committed', async () =>
+      (await store.outbox.pending(store.dataSource.manager, RecoveryExecutor.CONSUMER)).length === 1 ? true : undefined,
+    );
     await first.stop();
     executors = [];
     expect(onBus('RecoveryCommandSucceeded')).toHaveLength(0);
@@ -106,7 +109,13 @@ describe('recovery executor', () => {
   });
 
   it('restarts the task and announces the job resumed from the controller’s last checkpoint, with the job’s own settings', async () => {
-    const started = msg(0, 'JobStarted', { mode: 'semi-sync', resumedFromStep: null, trainerMachines: 2, rolloutMachines: 4, detection: { probeTimeoutSeconds: 7 } });
+    const started = msg(0, 'JobStarted', {
+      mode: 'semi-sync',
+      resumedFromStep: null,
+      trainerMachines: 2,
+      rolloutMachines: 4,
+      detection: { probeTimeoutSeconds: 7 },
+    });
     await store.append([started]);
     await start(bus, 41);
     const restart = msg(20, 'RestartTask', { recoveryId: 'r-2', commandId: 'r-2/1', rule: 'escalate-first-iteration' });

@@ -57,32 +57,38 @@ export class RecoveryExecutor {
 
   private async carryOut(command: ExecutedCommand, context: CommandContext): Promise<RobustrlMessage[]> {
     const started = Date.now();
-    const span = tracer().startSpan(`execute ${command.type}`, { attributes: { 'robustrl.command_id': command.data.commandId, 'robustrl.orchestrator': this.orchestrator.kind } });
+    const span = tracer().startSpan(`execute ${command.type}`, {
+      attributes: { 'robustrl.command_id': command.data.commandId, 'robustrl.orchestrator': this.orchestrator.kind },
+    });
     const outcome: RobustrlMessage[] = [];
     try {
       const result = await this.execute(command, context);
       outcome.push(...result.events);
-      outcome.push(this.caused(command, 'RecoveryCommandSucceeded', {
-        recoveryId: command.data.recoveryId,
-        commandId: command.data.commandId,
-        machineId: command.type === 'ReplaceMachine' ? command.data.machineId : null,
-        executor: `orchestrator/${this.orchestrator.kind}`,
-        durationMs: Date.now() - started,
-        ...(result.newMachineId ? { newMachineId: result.newMachineId } : {}),
-      }));
+      outcome.push(
+        this.caused(command, 'RecoveryCommandSucceeded', {
+          recoveryId: command.data.recoveryId,
+          commandId: command.data.commandId,
+          machineId: command.type === 'ReplaceMachine' ? command.data.machineId : null,
+          executor: `orchestrator/${this.orchestrator.kind}`,
+          durationMs: Date.now() - started,
+          ...(result.newMachineId ? { newMachineId: result.newMachineId } : {}),
+        }),
+      );
     } catch (err) {
       const error = err instanceof Error ? err.message : String(err);
       span.recordException(err as Error);
       span.setStatus({ code: SpanStatusCode.ERROR, message: error });
       this.logger.warn(`${command.type} ${command.data.commandId} failed: ${error}`);
-      outcome.push(this.caused(command, 'RecoveryCommandFailed', {
-        recoveryId: command.data.recoveryId,
-        commandId: command.data.commandId,
-        machineId: command.type === 'ReplaceMachine' ? command.data.machineId : null,
-        executor: `orchestrator/${this.orchestrator.kind}`,
-        durationMs: Date.now() - started,
-        error: error.slice(0, 2000) || 'unknown error',
-      }));
+      outcome.push(
+        this.caused(command, 'RecoveryCommandFailed', {
+          recoveryId: command.data.recoveryId,
+          commandId: command.data.commandId,
+          machineId: command.type === 'ReplaceMachine' ? command.data.machineId : null,
+          executor: `orchestrator/${this.orchestrator.kind}`,
+          durationMs: Date.now() - started,
+          error: error.slice(0, 2000) || 'unknown error',
+        }),
+      );
     } finally {
       span.end();
     }
@@ -104,7 +110,14 @@ export class RecoveryExecutor {
     await this.orchestrator.isolateMachine({ operationId: `${operationId}/isolate`, jobId, machineId: d.machineId, reason: `recovery ${d.recoveryId}` });
     // Announced before the replacement is requested, as soon as the machine is out.
     await context.emit([this.caused(command, 'MachineDeregistered', { machineId: d.machineId, reason: `isolated by ${d.recoveryId}` })]);
-    const fresh = await this.orchestrator.requestMachine({ operationId: `${operationId}/request`, jobId, role: d.role, zone: d.zone, hardwareClass: d.hardwareClass, replaces: d.machineId });
+    const fresh = await this.orchestrator.requestMachine({
+      operationId: `${operationId}/request`,
+      jobId,
+      role: d.role,
+      zone: d.zone,
+      hardwareClass: d.hardwareClass,
+      replaces: d.machineId,
+    });
     return { events: [], newMachineId: fresh.machineId };
   }
 

@@ -42,7 +42,9 @@ describe('TrajectoryStore on PostgreSQL', () => {
   it('after a trainer restart a new store on the same database returns exactly the completed trajectories, within the staleness bound', async () => {
     const before = new TrajectoryStore(db.store, new RecordingBus());
     const n = 12;
-    await before.startTrajectories(Array.from({ length: n }, (_, i) => trajectory(`b-${i}`, { batchId: 'batch-7', step: 7, promptId: `p${i >> 1}`, sampleIndex: i & 1 })));
+    await before.startTrajectories(
+      Array.from({ length: n }, (_, i) => trajectory(`b-${i}`, { batchId: 'batch-7', step: 7, promptId: `p${i >> 1}`, sampleIndex: i & 1 })),
+    );
     for (let i = 0; i < n; i++) {
       // Sample i was generated with weights 10 - (i % 4): 0..3 versions behind version 10.
       const v = 10 - (i % 4);

@@ -41,7 +41,9 @@ describe('TrajectoryStore (PGlite)', () => {
     expect(trajectories.appendStatements).toBe(2);
 
     const appended = bus.ofType('TrajectoryTurnAppended');
-    expect(appended.map((m) => m.data)).toEqual([0, 1, 2, 3].map((i) => expect.objectContaining({ turnId: `t1/${i}`, turnIndex: i, batchId: 'batch-0', promptId: 'prompt-t1' })));
+    expect(appended.map((m) => m.data)).toEqual(
+      [0, 1, 2, 3].map((i) => expect.objectContaining({ turnId: `t1/${i}`, turnIndex: i, batchId: 'batch-0', promptId: 'prompt-t1' })),
+    );
     expect(appended.every((m) => m.jobId === 'job-1' && !('content' in m.data))).toBe(true);
 
     const stored = await trajectories.trajectory('t1');
@@ -109,7 +111,11 @@ describe('TrajectoryStore (PGlite)', () => {
     });
     expect(restarted.continuation?.action).toBe('restart-from-prompt');
     const prefix = await trajectories.prefix('restarted');
-    expect(prefix).toMatchObject({ turns: [], resumeFromTurn: 0, trajectory: { attempt: 1, minWeightVersion: null, prompt: { messages: [{ role: 'user', content: 'solve restarted' }] } } });
+    expect(prefix).toMatchObject({
+      turns: [],
+      resumeFromTurn: 0,
+      trajectory: { attempt: 1, minWeightVersion: null, prompt: { messages: [{ role: 'user', content: 'solve restarted' }] } },
+    });
     // A late redelivery of an old turn stays a duplicate; the old attempt's writer is fenced out.
     const late = await trajectories.appendTurns([turn('restarted', 1, { weightVersion: 1 }), turn('restarted', 2, { turnId: 'zombie', attempt: 0 })]);
     expect(late.map((r) => r.outcome)).toEqual(['duplicate', 'stale-attempt']);

@@ -377,9 +377,7 @@ export class TrajectoryStore {
   /** The trajectory with the turns of its current attempt, in order; null when not stored. */
   async trajectory(trajectoryId: string): Promise<TrajectoryWithTurns | null> {
     return this.store.dataSource.transaction('REPEATABLE READ', async (m) => {
-      const rows: TrajectoryRow[] = await m.query(`SELECT ${TRAJECTORY_COLUMNS} FROM robustrl_trajectories t WHERE t.trajectory_id = $1`, [
-        trajectoryId,
-      ]);
+      const rows: TrajectoryRow[] = await m.query(`SELECT ${TRAJECTORY_COLUMNS} FROM robustrl_trajectories t WHERE t.trajectory_id = $1`, [trajectoryId]);
       if (rows.length === 0) return null;
       const summary = toSummary(rows[0]);
       return { ...summary, turns: (await this.turnsOf(m, [trajectoryId])).get(trajectoryId) ?? [] };
@@ -399,11 +397,7 @@ export class TrajectoryStore {
    * are within the staleness bound at `currentWeightVersion` (judged by the oldest generated turn, see
    * staleness-policy.ts). One snapshot, so a trajectory completing meanwhile is either fully in or out.
    */
-  async completedOfBatch(
-    jobId: string,
-    batchId: string,
-    options: { currentWeightVersion: number; acceptance: AcceptanceBound },
-  ): Promise<CompletedBatch> {
+  async completedOfBatch(jobId: string, batchId: string, options: { currentWeightVersion: number; acceptance: AcceptanceBound }): Promise<CompletedBatch> {
     return this.store.dataSource.transaction('REPEATABLE READ', async (m) => {
       const rows: TrajectoryRow[] = await m.query(
         `SELECT ${TRAJECTORY_COLUMNS} FROM robustrl_trajectories t
@@ -471,10 +465,9 @@ export class TrajectoryStore {
   }
 
   private async lockTrajectory(m: EntityManager, trajectoryId: string): Promise<TrajectorySummary> {
-    const rows: TrajectoryRow[] = await m.query(
-      `SELECT ${TRAJECTORY_COLUMNS} FROM robustrl_trajectories t WHERE t.trajectory_id = $1 FOR UPDATE`,
-      [trajectoryId],
-    );
+    const rows: TrajectoryRow[] = await m.query(`SELECT ${TRAJECTORY_COLUMNS} FROM robustrl_trajectories t WHERE t.trajectory_id = $1 FOR UPDATE`, [
+      trajectoryId,
+    ]);
     if (rows.length === 0) throw new TrajectoryNotFoundError(trajectoryId);
     return toSummary(rows[0]);
   }

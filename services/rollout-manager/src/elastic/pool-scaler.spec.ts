@@ -20,15 +20,30 @@ describe('elastic rollout pool', () => {
   let pool: DecidingConsumer<ReturnType<ReturnType<typeof createRolloutPoolDecider>['initialState']>>;
   let scaler: PoolScaler;
 
-  const publish = <T extends MessageType>(type: T, data: DataOf<T>) => bus.publish(createMessage(type, data, { jobId, source: 'spec', occurredAt: new Date().toISOString() }) as RobustrlMessage);
+  const publish = <T extends MessageType>(type: T, data: DataOf<T>) =>
+    bus.publish(createMessage(type, data, { jobId, source: 'spec', occurredAt: new Date().toISOString() }) as RobustrlMessage);
   const onBus = <T extends MessageType>(type: T): MessageOf<T>[] =>
-    Object.values(Topics).flatMap((t) => bus.read(t)).map((r) => decodeMessage(r.value)).filter((d): d is { ok: true; message: RobustrlMessage } => d.ok && d.message.type === type).map((d) => d.message as MessageOf<T>);
+    Object.values(Topics)
+      .flatMap((t) => bus.read(t))
+      .map((r) => decodeMessage(r.value))
+      .filter((d): d is { ok: true; message: RobustrlMessage } => d.ok && d.message.type === type)
+      .map((d) => d.message as MessageOf<T>);
 
   beforeEach(async () => {
     bus = new InProcessBus();
     store = await EventStore.open({ kind: 'pglite' });
-    supervisor = new LocalProcessSupervisor({ stopGraceMs: 1_000, output: () => undefined, launch: () => ({ command: process.execPath, args: ['-e', 'setInterval(() => {}, 1000)'] }) });
-    pool = new DecidingConsumer(bus, store, { consumer: 'rollout-manager', topics: ROLLOUT_MANAGER_INPUTS, inputTypes: ROLLOUT_POOL_INPUT_TYPES, decider: createRolloutPoolDecider(), tickIntervalMs: null });
+    supervisor = new LocalProcessSupervisor({
+      stopGraceMs: 1_000,
+      output: () => undefined,
+      launch: () => ({ command: process.execPath, args: ['-e', 'setInterval(() => {}, 1000)'] }),
+    });
+    pool = new DecidingConsumer(bus, store, {
+      consumer: 'rollout-manager',
+      topics: ROLLOUT_MANAGER_INPUTS,
+      inputTypes: ROLLOUT_POOL_INPUT_TYPES,
+      decider: createRolloutPoolDecider(),
+      tickIntervalMs: null,
+    });
     await pool.start();
     scaler = new PoolScaler(bus, store, supervisor, (job) => pool.stateOf(job));
     await scaler.start();
@@ -37,8 +52,24 @@ describe('elastic rollout pool', () => {
     await supervisor.launchJob(jobId, machines);
     for (const m of machines) await publish('MachineRegistered', { ...m, gpus: 8, agentAddress: `${m.machineId}:8086`, dpRank: 0 });
     let n = 0;
-    for (const [trajectoryId, rolloutId] of [['a', 'r-0'], ['b', 'r-0'], ['c', 'r-2']]) {
-      await publish('TrajectoryTurnAppended', { trajectoryId, batchId: 'b', step: 1, promptId: trajectoryId, sampleIndex: 0, turnId: `${trajectoryId}#${++n}`, turnIndex: 0, kind: 'model-output', rolloutId, weightVersion: 1, tokens: 10 });
+    for (const [trajectoryId, rolloutId] of [
+      ['a', 'r-0'],
+      ['b', 'r-0'],
+      ['c', 'r-2'],
+    ]) {
+      await publish('TrajectoryTurnAppended', {
+        trajectoryId,
+        batchId: 'b',
+        step: 1,
+        promptId: trajectoryId,
+        sampleIndex: 0,
+        turnId: `${trajectoryId}#${++n}`,
+        turnIndex: 0,
+        kind: 'model-output',
+        rolloutId,
+        weightVersion: 1,
+        tokens: 10,
+      });
     }
     await eventually('the pool sees three machines and three trajectories', () => {
       const s = pool.stateOf(jobId);
@@ -55,7 +86,11 @@ describe('elastic rollout pool', () => {
   });
 
   it('scales down by releasing the least busy machines, after their trajectories moved to the one that stays', async () => {
-    const command = createMessage('ScaleRolloutPool', { commandId: 'scale-1', targetMachines: 1, zone: 'az-1', hardwareClass: 'h100x8', reason: 'batch tail' }, { jobId, source: 'spec', occurredAt: new Date().toISOString() });
+    const command = createMessage(
+      'ScaleRolloutPool',
+      { commandId: 'scale-1', targetMachines: 1, zone: 'az-1', hardwareClass: 'h100x8', reason: 'batch tail' },
+      { jobId, source: 'spec', occurredAt: new Date().toISOString() },
+    );
     await bus.publish(command);
     const scaled = await eventually('scaled', () => onBus('RolloutPoolScaled')[0]);
     expect(scaled.data).toMatchObject({ commandId: 'scale-1', from: 3, to: 1, added: [], removed: ['r-1', 'r-2'] });

@@ -51,27 +51,62 @@ export class PoolScaler {
     const added: string[] = [];
     const removed: string[] = [];
     const outcome = (error?: string) => {
-      const data = { commandId: d.commandId, from: plan.current.length, to: plan.current.length + added.length - removed.length, added, removed, durationMs: Date.now() - started };
+      const data = {
+        commandId: d.commandId,
+        from: plan.current.length,
+        to: plan.current.length + added.length - removed.length,
+        added,
+        removed,
+        durationMs: Date.now() - started,
+      };
       return error === undefined
         ? createCausedMessage('RolloutPoolScaled', data, command, { source: 'rollout-manager', occurredAt: new Date().toISOString() })
-        : createCausedMessage('RolloutPoolScaleFailed', { ...data, error: error.slice(0, 2000) || 'unknown error' }, command, { source: 'rollout-manager', occurredAt: new Date().toISOString() });
+        : createCausedMessage('RolloutPoolScaleFailed', { ...data, error: error.slice(0, 2000) || 'unknown error' }, command, {
+            source: 'rollout-manager',
+            occurredAt: new Date().toISOString(),
+          });
     };
     try {
       for (const machineId of plan.remove) {
         // Announced first: the pool reassigns the machine's trajectories before it goes.
-        await context.emit([createCausedMessage('MachineDeregistered', { machineId, reason: `scaled down by ${d.commandId}: ${d.reason}` }, command, { source: 'rollout-manager', occurredAt: new Date().toISOString() })]);
-        const released = await this.orchestrator.releaseMachine({ operationId: `${d.commandId}/release/${machineId}`, jobId: command.jobId, machineId, reason: d.reason });
+        await context.emit([
+          createCausedMessage('MachineDeregistered', { machineId, reason: `scaled down by ${d.commandId}: ${d.reason}` }, command, {
+            source: 'rollout-manager',
+            occurredAt: new Date().toISOString(),
+          }),
+        ]);
+        const released = await this.orchestrator.releaseMachine({
+          operationId: `${d.commandId}/release/${machineId}`,
+          jobId: command.jobId,
+          machineId,
+          reason: d.reason,
+        });
         if (released !== machineId) {
           // A StatefulSet gives back its highest ordinal, whichever we asked for: that one leaves too.
-          await context.emit([createCausedMessage('MachineDeregistered', { machineId: released, reason: `scaled down by ${d.commandId} (released in place of ${machineId})` }, command, { source: 'rollout-manager', occurredAt: new Date().toISOString() })]);
+          await context.emit([
+            createCausedMessage(
+              'MachineDeregistered',
+              { machineId: released, reason: `scaled down by ${d.commandId} (released in place of ${machineId})` },
+              command,
+              { source: 'rollout-manager', occurredAt: new Date().toISOString() },
+            ),
+          ]);
         }
         removed.push(released);
       }
       for (let i = 0; i < plan.add; i++) {
-        const machine = await this.orchestrator.requestMachine({ operationId: `${d.commandId}/add/${i}`, jobId: command.jobId, role: 'rollout', zone: d.zone, hardwareClass: d.hardwareClass });
+        const machine = await this.orchestrator.requestMachine({
+          operationId: `${d.commandId}/add/${i}`,
+          jobId: command.jobId,
+          role: 'rollout',
+          zone: d.zone,
+          hardwareClass: d.hardwareClass,
+        });
         added.push(machine.machineId);
       }
-      this.logger.log(`${d.commandId}: ${plan.current.length} → ${plan.current.length + added.length - removed.length} rollout machines in ${d.zone}/${d.hardwareClass}`);
+      this.logger.log(
+        `${d.commandId}: ${plan.current.length} → ${plan.current.length + added.length - removed.length} rollout machines in ${d.zone}/${d.hardwareClass}`,
+      );
       return [outcome()];
     } catch (err) {
       const error = err instanceof Error ? err.message : String(err);

@@ -37,7 +37,14 @@ describe('selectEngine', () => {
 
 describe('EnginePool', () => {
   const up = new Set<string>();
-  const pool = () => new EnginePool([{ id: 'a', baseUrl: 'http://a/' }, { id: 'b', baseUrl: 'http://b', weightVersion: 3 }], { probeIntervalMs: 0, probe: async (e) => up.has(e.id) });
+  const pool = () =>
+    new EnginePool(
+      [
+        { id: 'a', baseUrl: 'http://a/' },
+        { id: 'b', baseUrl: 'http://b', weightVersion: 3 },
+      ],
+      { probeIntervalMs: 0, probe: async (e) => up.has(e.id) },
+    );
 
   beforeEach(() => {
     up.clear();

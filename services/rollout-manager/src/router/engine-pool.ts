@@ -84,7 +84,10 @@ export class EnginePool {
   private readonly probeTimeoutMs: number;
   private readonly maxSticky: number;
 
-  constructor(specs: readonly EngineSpec[] = [], private readonly options: EnginePoolOptions = {}) {
+  constructor(
+    specs: readonly EngineSpec[] = [],
+    private readonly options: EnginePoolOptions = {},
+  ) {
     this.probeFn = options.probe ?? httpProbe;
     this.probeTimeoutMs = options.probeTimeoutMs ?? 1_000;
     this.maxSticky = options.maxStickyTrajectories ?? 100_000;

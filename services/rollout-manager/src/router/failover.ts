@@ -50,7 +50,7 @@ export class Failover {
     let lastErrorAnswer: AttemptFailure | null = null;
     let noEngineSince: number | null = null;
     let backoff = this.o.backoff.initialMs;
-    for (let attempt = 0; ; ) {
+    for (let attempt = 0; ;) {
       if (ctx.abort.signal.aborted) return null;
       const lease = pool.acquire(trajectoryId, skipped);
       if (!lease) {
@@ -103,7 +103,8 @@ export class Failover {
         void pool.probe(engine.id);
       }
       lastFailure = { engine, failure: outcome };
-      if (splice.started && cannotResume) return this.fail(ctx, splice, { ...outcome, reason: `${outcome.reason}; the stream cannot be continued (${cannotResume})` });
+      if (splice.started && cannotResume)
+        return this.fail(ctx, splice, { ...outcome, reason: `${outcome.reason}; the stream cannot be continued (${cannotResume})` });
       if (attempt >= this.o.maxAttempts) return this.fail(ctx, splice, outcome);
       if (splice.started && splice.finished) {
         // The answer was complete; only the end of the stream was lost.

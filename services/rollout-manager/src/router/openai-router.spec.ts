@@ -20,9 +20,20 @@ describe('OpenAiRouter', () => {
 
   const start = async (options: { toolRounds?: number; tokensPerReply?: number; tokenIntervalMs?: number; noEngineDeadlineMs?: number } = {}) => {
     engines = await Promise.all(
-      ['e1', 'e2', 'e3'].map((id, i) => FakeInferenceEngine.start({ id, toolRounds: options.toolRounds ?? 0, tokensPerReply: options.tokensPerReply ?? 12, tokenIntervalMs: options.tokenIntervalMs ?? 5, weightVersion: 7 + i })),
+      ['e1', 'e2', 'e3'].map((id, i) =>
+        FakeInferenceEngine.start({
+          id,
+          toolRounds: options.toolRounds ?? 0,
+          tokensPerReply: options.tokensPerReply ?? 12,
+          tokenIntervalMs: options.tokenIntervalMs ?? 5,
+          weightVersion: 7 + i,
+        }),
+      ),
     );
-    pool = new EnginePool(engines.map((e, i) => ({ id: e.id, baseUrl: e.url, weightVersion: 7 + i })), { probeIntervalMs: 0, probeTimeoutMs: 300 });
+    pool = new EnginePool(
+      engines.map((e, i) => ({ id: e.id, baseUrl: e.url, weightVersion: 7 + i })),
+      { probeIntervalMs: 0, probeTimeoutMs: 300 },
+    );
     recorder = new InMemoryTrajectoryRecorder();
     bus = new InProcessBus();
     router = new OpenAiRouter({ pool, recorder, bus, noEngineDeadlineMs: options.noEngineDeadlineMs ?? 2_000, logger: quiet });
@@ -36,7 +47,12 @@ describe('OpenAiRouter', () => {
     await bus.close();
   });
 
-  const identity = (prompt: string, sample = 0) => ({ 'x-robustrl-job': 'job-1', 'x-robustrl-prompt': prompt, 'x-robustrl-sample': String(sample), 'x-robustrl-step': '4' });
+  const identity = (prompt: string, sample = 0) => ({
+    'x-robustrl-job': 'job-1',
+    'x-robustrl-prompt': prompt,
+    'x-robustrl-sample': String(sample),
+    'x-robustrl-step': '4',
+  });
   const engineById = (id: string | null) => engines.find((e) => e.id === id)!;
   const prompt = (text: string): ChatMessage[] => [
     { role: 'system', content: 'you are a test' },
@@ -78,7 +94,9 @@ describe('OpenAiRouter', () => {
     expect(viaRouter.choices[0].text).toBe(direct.choices[0].text);
     const streamed = await streamCompletion(url, { ...body, stream: true }, identity('c2'));
     expect(streamed.text).toBe(direct.choices[0].text);
-    expect(recorder.trajectory(trajectoryIdOf('job-1', 'c2', 0)).turns).toMatchObject([{ turnIndex: 0, kind: 'model-output', content: direct.choices[0].text }]);
+    expect(recorder.trajectory(trajectoryIdOf('job-1', 'c2', 0)).turns).toMatchObject([
+      { turnIndex: 0, kind: 'model-output', content: direct.choices[0].text },
+    ]);
   });
 
   it('keeps a trajectory on one engine across turns (sticky) and spreads new trajectories', async () => {
@@ -203,7 +221,9 @@ describe('OpenAiRouter', () => {
     const res = await post(url, '/v1/chat/completions', { messages: prompt('anyone?') }, identity('d1'));
     expect(res.status).toBe(503);
     expect(Date.now() - began).toBeGreaterThanOrEqual(350);
-    expect(await res.json()).toEqual({ error: { message: expect.stringMatching(/no living rollout engine/), type: 'ServiceUnavailableError', param: null, code: 503 } });
+    expect(await res.json()).toEqual({
+      error: { message: expect.stringMatching(/no living rollout engine/), type: 'ServiceUnavailableError', param: null, code: 503 },
+    });
     expect((await fetch(`${url}/health`)).status).toBe(503);
   });
 
@@ -217,9 +237,12 @@ describe('OpenAiRouter', () => {
     expect(answer.message.content).toBe(chatReplyFor(prompt('patience')).tokens.join(''));
   });
 
-  it('fails over on a 5xx, and relays the engines\' error when all of them answer so', async () => {
+  it("fails over on a 5xx, and relays the engines' error when all of them answer so", async () => {
     engines = await Promise.all(['e1', 'e2'].map((id, i) => FakeInferenceEngine.start({ id, failStatus: i === 0 ? 500 : undefined })));
-    pool = new EnginePool(engines.map((e) => ({ id: e.id, baseUrl: e.url })), { probeIntervalMs: 0 });
+    pool = new EnginePool(
+      engines.map((e) => ({ id: e.id, baseUrl: e.url })),
+      { probeIntervalMs: 0 },
+    );
     bus = new InProcessBus();
     recorder = new InMemoryTrajectoryRecorder();
     router = new OpenAiRouter({ pool, recorder, bus, logger: quiet, noEngineDeadlineMs: 500 });
@@ -233,7 +256,7 @@ describe('OpenAiRouter', () => {
     expect(((await res.json()) as { error: { message: string } }).error.message).toMatch(/e1 is failing/);
   });
 
-  it('checks a trajectory\'s engine after each tool iteration: one that hung during the tool call is skipped at once', async () => {
+  it("checks a trajectory's engine after each tool iteration: one that hung during the tool call is skipped at once", async () => {
     await start({ toolRounds: 1, tokensPerReply: 8, tokenIntervalMs: 1 });
     const messages = prompt('hang after the tool call');
     const first = await chat(url, { model: 'fake-model', messages }, identity('hang'));
@@ -242,7 +265,11 @@ describe('OpenAiRouter', () => {
     hung.freeze(); // accepts connections, never answers: a request to it would wait for the idle timeout (300 s)
     const call = first.message.tool_calls![0];
     const started = Date.now();
-    const second = await chat(url, { model: 'fake-model', messages: [...messages, first.message, { role: 'tool', tool_call_id: call.id, content: toolResultFor(call) }] }, identity('hang'));
+    const second = await chat(
+      url,
+      { model: 'fake-model', messages: [...messages, first.message, { role: 'tool', tool_call_id: call.id, content: toolResultFor(call) }] },
+      identity('hang'),
+    );
     expect(Date.now() - started).toBeLessThan(3_000);
     expect(second.engineId).not.toBe(hung.id);
     expect(second.message.tool_calls).toBeUndefined();
@@ -253,9 +280,7 @@ describe('OpenAiRouter', () => {
     await start({ toolRounds: 3, tokensPerReply: 16, tokenIntervalMs: 4 });
     const samples = Array.from({ length: 8 }, (_, i) => i);
     setTimeout(() => engines[0].kill(), 150);
-    const conversations = await Promise.all(
-      samples.map((i) => agentLoop(url, prompt(`task ${i % 4}`), identity(`task-${i % 4}`, i), { stream: i % 2 === 0 })),
-    );
+    const conversations = await Promise.all(samples.map((i) => agentLoop(url, prompt(`task ${i % 4}`), identity(`task-${i % 4}`, i), { stream: i % 2 === 0 })));
     expect(engines[0].requests.length).toBeGreaterThan(0);
     for (const [i, conversation] of conversations.entries()) {
       expect(conversation).toEqual(await expectedConversation(prompt(`task ${i % 4}`), 3));

@@ -203,7 +203,16 @@ export class OpenAiRouter {
     if (identity.identity === null && this.config.requireIdentity) {
       return sendError(res, 400, 'BadRequestError', 'trajectory identity headers are required: x-robustrl-job, x-robustrl-prompt, x-robustrl-sample');
     }
-    const ctx: RequestContext = { api, path, body, stream: body.stream === true, identity: identity.identity, outputIndex: null, res, abort: new AbortController() };
+    const ctx: RequestContext = {
+      api,
+      path,
+      body,
+      stream: body.stream === true,
+      identity: identity.identity,
+      outputIndex: null,
+      res,
+      abort: new AbortController(),
+    };
     const recording = this.recording;
     if (ctx.identity === null || recording === undefined) {
       // Nobody records this answer, so nobody wants it once the caller is gone.
@@ -217,7 +226,8 @@ export class OpenAiRouter {
     if (api === 'completions' && typeof body.prompt !== 'string') {
       return sendError(res, 400, 'BadRequestError', 'a recorded completions request needs a single string prompt');
     }
-    if (typeof body.n === 'number' && body.n > 1) return sendError(res, 400, 'BadRequestError', 'a recorded request is one sample: n must be 1 (use x-robustrl-sample per sample)');
+    if (typeof body.n === 'number' && body.n > 1)
+      return sendError(res, 400, 'BadRequestError', 'a recorded request is one sample: n must be 1 (use x-robustrl-sample per sample)');
     res.setHeader(TRAJECTORY_HEADER, identityOf.trajectoryId);
     await recording.exclusive(identityOf.trajectoryId, () => this.recordedGeneration(ctx, identityOf, recording));
   }

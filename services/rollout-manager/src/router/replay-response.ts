@@ -18,14 +18,23 @@ export function replay(ctx: RequestContext, content: unknown): void {
   const finishReason = toolCalls.length > 0 ? 'tool_calls' : 'stop';
   const headers = { [ROLLOUT_HEADER]: 'replay' };
   if (!ctx.stream) {
-    const choice = ctx.api === 'chat' ? { index: 0, message, logprobs: null, finish_reason: finishReason } : { index: 0, text: content, logprobs: null, finish_reason: finishReason };
+    const choice =
+      ctx.api === 'chat'
+        ? { index: 0, message, logprobs: null, finish_reason: finishReason }
+        : { index: 0, text: content, logprobs: null, finish_reason: finishReason };
     const body = { id, object: ctx.api === 'chat' ? 'chat.completion' : 'text_completion', created, model, choices: [choice], usage: null };
     res.writeHead(200, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(body));
     return;
   }
   res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', ...headers });
   if (ctx.api === 'chat') {
-    const chunk = (delta: Json, finish: string | null = null) => ({ id, object: 'chat.completion.chunk', created, model, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] });
+    const chunk = (delta: Json, finish: string | null = null) => ({
+      id,
+      object: 'chat.completion.chunk',
+      created,
+      model,
+      choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+    });
     writeEvent(res, chunk({ role: 'assistant', content: '' }));
     if (typeof message?.content === 'string' && message.content !== '') writeEvent(res, chunk({ content: message.content }));
     if (toolCalls.length > 0) writeEvent(res, chunk({ tool_calls: toolCalls.map((c, index) => ({ index, ...c })) }));

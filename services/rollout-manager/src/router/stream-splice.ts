@@ -126,13 +126,31 @@ export class StreamSplice {
   private toolCallChunk(template: Json): Json {
     const calls = [...this.pendingToolCalls.values()].sort((a, b) => a.index - b.index);
     this.pendingToolCalls.clear();
-    this.toolCalls = calls.map((c) => ({ ...(c.id ? { id: c.id } : {}), type: c.type ?? 'function', function: { name: c.function.name ?? '', arguments: c.function.arguments } }));
+    this.toolCalls = calls.map((c) => ({
+      ...(c.id ? { id: c.id } : {}),
+      type: c.type ?? 'function',
+      function: { name: c.function.name ?? '', arguments: c.function.arguments },
+    }));
     return {
       id: template.id,
       object: template.object ?? 'chat.completion.chunk',
       created: template.created,
       model: template.model,
-      choices: [{ index: 0, delta: { tool_calls: calls.map((c) => ({ index: c.index, id: c.id, type: c.type ?? 'function', function: { name: c.function.name ?? '', arguments: c.function.arguments } })) }, logprobs: null, finish_reason: null }],
+      choices: [
+        {
+          index: 0,
+          delta: {
+            tool_calls: calls.map((c) => ({
+              index: c.index,
+              id: c.id,
+              type: c.type ?? 'function',
+              function: { name: c.function.name ?? '', arguments: c.function.arguments },
+            })),
+          },
+          logprobs: null,
+          finish_reason: null,
+        },
+      ],
     };
   }
 }

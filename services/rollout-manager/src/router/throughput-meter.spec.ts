@@ -1,7 +1,16 @@
 import type { EngineView } from './engine-pool';
 import { ThroughputMeter } from './throughput-meter';
 
-const engine = (id: string, inFlight = 0): EngineView => ({ id, machineId: `m-${id}`, baseUrl: 'http://x', weightVersion: 1, inFlight, alive: true, stickyCount: 0, deadReason: null });
+const engine = (id: string, inFlight = 0): EngineView => ({
+  id,
+  machineId: `m-${id}`,
+  baseUrl: 'http://x',
+  weightVersion: 1,
+  inFlight,
+  alive: true,
+  stickyCount: 0,
+  deadReason: null,
+});
 
 describe('throughput meter', () => {
   it('reports tokens per second, completions, and trajectories parked on tools per engine, then starts a new window', () => {

@@ -67,7 +67,8 @@ export function identityFromHeaders(headers: IncomingHttpHeaders): IdentityResul
   if ((job as string).length > 200) return { ok: false, message: `${IDENTITY_HEADERS.job} is longer than 200 characters` };
   if (!/^\d+$/.test(sample as string)) return { ok: false, message: `${IDENTITY_HEADERS.sample} must be a non-negative integer, got '${sample}'` };
   const stepText = header(IDENTITY_HEADERS.step);
-  if (stepText !== undefined && !/^\d+$/.test(stepText)) return { ok: false, message: `${IDENTITY_HEADERS.step} must be a non-negative integer, got '${stepText}'` };
+  if (stepText !== undefined && !/^\d+$/.test(stepText))
+    return { ok: false, message: `${IDENTITY_HEADERS.step} must be a non-negative integer, got '${stepText}'` };
   const step = stepText === undefined ? 0 : Number(stepText);
   const sampleIndex = Number(sample);
   return {

@@ -127,7 +127,14 @@ function answerKind(api: Api, content: unknown): TurnKind {
   return api === 'chat' && Array.isArray((content as Json).tool_calls) ? 'tool-call' : 'model-output';
 }
 
-function turn(identity: TrajectoryIdentity, turnIndex: number, draft: TurnDraft, rolloutId: string | null, weightVersion: number, tokens: number): RecordedTurn {
+function turn(
+  identity: TrajectoryIdentity,
+  turnIndex: number,
+  draft: TurnDraft,
+  rolloutId: string | null,
+  weightVersion: number,
+  tokens: number,
+): RecordedTurn {
   return {
     trajectoryId: identity.trajectoryId,
     turnId: turnIdOf(identity.trajectoryId, turnIndex, draft.content),

@@ -89,7 +89,11 @@ export function planTurns(requestTurns: readonly TurnDraft[], stored: readonly P
  * Completions: split the request's prompt along the stored segments. `base` is the trajectory's
  * first prompt when known; otherwise it is inferred from where the stored segments sit in the prompt.
  */
-export function splitCompletionPrompt(prompt: string, stored: readonly PrefixTurn[], base: string | undefined): { base: string; turns: TurnDraft[] } | { conflict: string } {
+export function splitCompletionPrompt(
+  prompt: string,
+  stored: readonly PrefixTurn[],
+  base: string | undefined,
+): { base: string; turns: TurnDraft[] } | { conflict: string } {
   const texts = stored.map((t) => (typeof t.content === 'string' ? t.content : ''));
   if (base === undefined) {
     if (stored.length === 0) base = prompt;
@@ -102,7 +106,7 @@ export function splitCompletionPrompt(prompt: string, stored: readonly PrefixTur
       else return { conflict: 'the prompt does not contain the stored turns' };
     }
   }
-  if (!prompt.startsWith(base)) return { conflict: 'the prompt does not start with the trajectory\'s prompt' };
+  if (!prompt.startsWith(base)) return { conflict: "the prompt does not start with the trajectory's prompt" };
   let rest = prompt.slice(base.length);
   const turns: TurnDraft[] = [];
   for (let i = 0; i < stored.length && rest !== ''; i++) {
