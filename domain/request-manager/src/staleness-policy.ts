@@ -21,9 +21,6 @@ import type { ContinuationDecision, ContinuationPolicy, TurnKind } from '@robust
  *   right after a trainer restart from the previous checkpoint) counts as 0, not negative: it is not stale.
  */
 
-/** Kinds whose tokens were sampled from the policy. */
-export const GENERATED_TURN_KINDS: readonly TurnKind[] = ['model-output', 'tool-call'];
-
 export interface VersionedTurn {
   kind: TurnKind;
   weightVersion: number;

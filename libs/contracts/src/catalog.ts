@@ -62,19 +62,12 @@ export type DataOf<T extends MessageType> = MessageOf<T>['data'];
 /** Any robustrl message: the discriminated union over `type`. */
 export type RobustrlMessage = { [T in MessageType]: MessageOf<T> }[MessageType];
 
-const schemas = Object.values(MessageCatalog).map((d) => d.schema) as unknown as [Catalog[MessageType]['schema'], ...Catalog[MessageType]['schema'][]];
-export const RobustrlMessageSchema = z.discriminatedUnion('type', schemas);
-
 export function definitionOf(type: string): MessageDefinition | undefined {
   return Object.prototype.hasOwnProperty.call(MessageCatalog, type) ? (MessageCatalog as Record<string, MessageDefinition>)[type] : undefined;
 }
 
 export function topicOf(type: MessageType): TopicName {
   return MessageCatalog[type].topic;
-}
-
-export function isMessageType(type: string): type is MessageType {
-  return definitionOf(type) !== undefined;
 }
 
 /** Result of reading a message off the wire: a valid message, or the reason it is not one. */

@@ -38,7 +38,7 @@ export interface DecidingConsumerSpec<State, Event extends RobustrlMessage = Rob
 }
 
 /**
- * The shell of a deciding service (DESIGN.md principle 3): consume → decide → append → publish,
+ * The shell of a deciding service (README "Delivery guarantees"): consume → decide → append → publish,
  * with nothing lost and nothing done twice.
  *
  * Per delivered message, one transaction: advance the consumer checkpoint, record the message in the

@@ -1,7 +1,7 @@
 import { SeededRandom } from '../random';
 import type { Scenario } from '../scenario';
 import type { ClusterEnvironment } from './cluster-environment';
-import { jobShape, Machine } from './cluster-model';
+import { jobShape } from './cluster-model';
 import { FaultInjector } from './fault-injector';
 import { MachineAgents } from './machine-agents';
 import { Orchestrator, RestartRecord } from './orchestrator';
@@ -22,7 +22,6 @@ export type { RestartKind, RestartRecord } from './orchestrator';
  * random draw and every agenda item falls where it did, so a seed still gives the same run.
  */
 export class EmulatedCluster {
-  readonly machines: Map<string, Machine>;
   private readonly agents: MachineAgents;
   private readonly pipeline: RlPipeline;
   private readonly faults: FaultInjector;
@@ -42,7 +41,6 @@ export class EmulatedCluster {
     this.pipeline = new RlPipeline(k, s, shape, workloadRng, this.agents, (stepsDone) => this.faults.stepFinished(stepsDone));
     this.faults = new FaultInjector(k, s, faultRng, injectFaults, this.agents, this.pipeline);
     this.orchestrator = new Orchestrator(k, s, shape, this.agents, this.pipeline, this.faults);
-    this.machines = this.agents.machines;
   }
 
   start(): void {

@@ -1,7 +1,6 @@
 import { clampUnit, describeCause, GpuActivityReading, GpuActivitySource, GpuActivitySourceError, isErrorLike, readingFromPerGpu } from './gpu-activity-source';
 
 export const DCGM_TENSOR_ACTIVE_METRIC = 'DCGM_FI_PROF_PIPE_TENSOR_ACTIVE';
-export const DEFAULT_DCGM_EXPORTER_URL = 'http://127.0.0.1:9400/metrics';
 
 export interface DcgmExporterSourceOptions {
   /** dcgm-exporter's metrics endpoint, e.g. http://127.0.0.1:9400/metrics. */

@@ -26,8 +26,3 @@ export function bucketLayout(sizes: readonly number[]): { buckets: BucketSpan[];
 export function bucketChecksum(bytes: Uint8Array): string {
   return `sha256:${createHash('sha256').update(bytes).digest('hex')}`;
 }
-
-/** Checksum of a whole version as held in memory: what a framework (and the e2e test) compares. */
-export function versionChecksum(bytes: Uint8Array): string {
-  return bucketChecksum(bytes);
-}
