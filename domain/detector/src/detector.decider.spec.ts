@@ -196,23 +196,15 @@ describe('rollout rule: 60 s of zero throughput → probe → confirmed only if 
   it('a rollout waiting on tools for 15 minutes that answers its probes is never flagged', () => {
     const waiting = [job, register('rollout-0', 'rollout'), throughput(0, 'rollout-0', 800), throughput(10, 'rollout-0', 0, { inFlight: 8, awaitingTools: 8 })];
     // The agent answers each probe 2 s after it is sent, as a live agent does.
-    const d = DetectorDecider;
-    let state = waiting.reduce(d.evolve, d.initialState());
-    const verdicts: string[] = [];
+    const detector = DeciderRun.for(DetectorDecider, published()).given(waiting);
     for (let s = 10; s <= 10 + 15 * 60; s += 1) {
-      for (const out of d.decide(tick(s), state)) {
-        verdicts.push(out.type);
-        state = d.evolve(state, { ...out, occurredAt: iso(s) } as unknown as DetectorEvent);
+      for (const out of detector.tick(at(s))) {
         if (out.type === 'HeartbeatProbeRequested') {
-          const ack = msg(s + 2, 'HeartbeatAcked', { probeId: out.data.probeId, machineId: 'rollout-0', ackedAt: iso(s + 2) });
-          for (const cleared of d.decide({ kind: 'observe', message: ack, now: at(s + 2) }, state)) {
-            verdicts.push(cleared.type);
-            state = d.evolve(state, { ...cleared, occurredAt: iso(s + 2) } as unknown as DetectorEvent);
-          }
-          state = d.evolve(state, ack);
+          detector.observe(msg(s + 2, 'HeartbeatAcked', { probeId: out.data.probeId, machineId: 'rollout-0', ackedAt: iso(s + 2) }), at(s + 2));
         }
       }
     }
+    const verdicts = detector.outputs().map((o) => o.type);
     expect(verdicts).not.toContain('FaultConfirmed');
     expect(verdicts.filter((v) => v === 'SuspicionCleared').length).toBe(verdicts.filter((v) => v === 'FaultSuspected').length);
   });

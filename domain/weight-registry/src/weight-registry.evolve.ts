@@ -1,3 +1,4 @@
+import { assertNever } from '@robustrl/domain-kit';
 import {
   attemptKey,
   attemptsOf,
@@ -224,6 +225,8 @@ export function evolveWeightRegistry(state: WeightRegistryState, fact: RegistryF
       const retiredAttempts = { ...state.retiredAttempts, [v.version]: highest };
       return dropVersionCopies({ ...state, attempts, retiredAttempts, versions: { ...state.versions, [v.version]: { ...v, status: 'retired' } } }, v.version);
     }
+    default:
+      return assertNever(fact, 'weight registry fact');
   }
 }
 
