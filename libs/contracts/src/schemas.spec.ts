@@ -13,7 +13,7 @@ function filesUnder(dir: string): string[] {
 describe('checked-in JSON Schemas', () => {
   it('match the zod contracts (run `npm run schemas:generate` after changing a contract)', () => {
     const expected = renderJsonSchemas();
-    // schemas/simulation/ holds the simulator's scenario format (libs/sim checks it).
+    // schemas/simulation/ holds the simulator's scenario format (sim checks it).
     const onDisk = filesUnder(SCHEMAS_DIR).filter((f) => f.endsWith('.json') && !f.startsWith('simulation/'));
     expect(onDisk.sort()).toEqual([...expected.keys()].sort());
     for (const [file, content] of expected) {

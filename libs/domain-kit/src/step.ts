@@ -27,7 +27,20 @@ export function step<State, Input extends Event, Event, Output>(
   command: JobCommand<Input>,
   toEvent: (output: Output, index: number) => Event,
 ): Stepped<State, Output, Event> {
-  const outputs = decider.decide(command, state);
+  return settle(decider, state, command, decider.decide(command, state), toEvent);
+}
+
+/**
+ * Steps 2 and 3 alone, for a host that had to see the decision before enveloping it (the services'
+ * tick opens the trace span its outputs belong to from what was decided).
+ */
+export function settle<State, Input extends Event, Event, Output>(
+  decider: Decider<State, JobCommand<Input>, Event, Output>,
+  state: State,
+  command: JobCommand<Input>,
+  outputs: Output[],
+  toEvent: (output: Output, index: number) => Event,
+): Stepped<State, Output, Event> {
   let next = command.kind === 'observe' ? decider.evolve(state, command.message) : state;
   const events = outputs.map(toEvent);
   for (const event of events) next = decider.evolve(next, event);

@@ -3,7 +3,7 @@ import { Logger } from '@nestjs/common';
 import { context, Context, ROOT_CONTEXT, SpanKind, trace } from '@opentelemetry/api';
 import { Delivery, MessageBus, Subscription } from '@robustrl/bus';
 import { createMessage, Draft, MessageType, RobustrlMessage, TopicName } from '@robustrl/contracts';
-import { Decider, JobCommand, observe, step, tick } from '@robustrl/domain-kit';
+import { Decider, JobCommand, observe, settle, step, tick } from '@robustrl/domain-kit';
 import { EventStore } from '@robustrl/store';
 import { injectTraceHeaders, tracer } from '@robustrl/telemetry';
 import { OutboxRelay } from './outbox-relay';
@@ -144,20 +144,21 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
     const input = delivery.message;
     const now = this.clock();
     const before = this.stateFor(input.jobId);
-    let stepped: { state: State; events: RobustrlMessage[] } | null = null;
-    await this.store.transaction(async (manager) => {
+    const stepped = await this.store.transaction(async (manager) => {
       const stream = `${delivery.topic}/${delivery.partition}`;
-      if (!(await this.store.checkpoints.advance(manager, this.spec.consumer, stream, delivery.offset))) return;
+      if (!(await this.store.checkpoints.advance(manager, this.spec.consumer, stream, delivery.offset))) return null;
       // Our own outputs come back on the topics we consume; they are already in our inbox.
       const [fresh] = await this.store.inbox.add(manager, this.spec.consumer, [input]);
-      if (!fresh) return;
+      if (!fresh) return null;
       const decided = inSpanSync(`decide ${this.spec.consumer}`, context.active(), undefined, () =>
-        this.step(before, observe(input as Input, now), (d, i) => this.envelope(d, now, input, deterministicId(this.spec.consumer, input.eventId, i))),
+        step(this.spec.decider, before, observe(input as Input, now), (d, i) =>
+          this.envelope(d, now, input, deterministicId(this.spec.consumer, input.eventId, i)),
+        ),
       );
       await this.store.log.append(manager, [input, ...decided.events]);
       await this.store.inbox.add(manager, this.spec.consumer, decided.events);
       await this.store.outbox.enqueue(manager, this.spec.consumer, decided.events);
-      stepped = decided;
+      return decided;
     });
     if (stepped === null) return; // a duplicate: applied before
     const { state, events } = stepped;
@@ -182,7 +183,7 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
       const ids = drafts.map(() => randomUUID());
       const cause = { eventId: null, jobId, correlationId: ids[0] };
       const { state: next, events } = inSpanSync(`decide ${this.spec.consumer}`, parent, now, () =>
-        this.step(state, tick(now), (d, i) => this.envelope(d, now, cause, ids[i])),
+        settle(this.spec.decider, state, tick(now), drafts, (d, i) => this.envelope(d, now, cause, ids[i])),
       );
       rootSpan?.end(now);
       await this.store.transaction(async (manager) => {
@@ -195,12 +196,8 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
     }
   }
 
-  /** The kit's one host step; the subscription's type filter and the inbox make these messages `Event`s. */
-  private step(state: State, command: JobCommand<Input>, toEvent: (d: Draft, i: number) => RobustrlMessage) {
-    return step(this.spec.decider, state, command, (d, i) => toEvent(d, i) as Event);
-  }
-
-  private envelope(d: Draft, now: number, cause: { eventId: string | null; jobId: string; correlationId: string }, eventId: string): RobustrlMessage {
+  /** Outputs are `Event`s: they are part of the stream this consumer's state is a fold of. */
+  private envelope(d: Draft, now: number, cause: { eventId: string | null; jobId: string; correlationId: string }, eventId: string): Event {
     const traced = injectTraceHeaders(context.active());
     return createMessage(d.type, d.data as never, {
       jobId: cause.jobId,
@@ -210,7 +207,7 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
       correlationId: cause.correlationId,
       eventId,
       ...(traced ? { trace: traced } : {}),
-    }) as RobustrlMessage;
+    }) as Event;
   }
 
   private afterCommit(emitted: RobustrlMessage[], jobId: string): void {
