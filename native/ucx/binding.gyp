@@ -2,8 +2,10 @@
   "variables": {
     "have_ucx%": "<!(sh scripts/ucx-config.sh have)"
   },
+  # -fvisibility=hidden: the addon's classes span several files in a named namespace; only the N-API
+  # entry points (exported by node-addon-api's own attribute) leave ucx.node.
   "target_defaults": {
-    "cflags_cc": ["-std=c++17", "-fexceptions", "-O2", "-Wall", "-Wno-unused-parameter"],
+    "cflags_cc": ["-std=c++17", "-fexceptions", "-O2", "-Wall", "-Wno-unused-parameter", "-fvisibility=hidden"],
     "cflags_cc!": ["-fno-exceptions", "-std=gnu++17"],
     "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
     "defines": ["NAPI_VERSION=8", "NAPI_CPP_EXCEPTIONS"]
