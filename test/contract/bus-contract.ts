@@ -103,6 +103,38 @@ export function describeBusContract(adapter: string, makeFixture: () => Promise<
       expect(byOffset[1].value?.toString()).toEqual(wrongShape);
     });
 
+    it('accepts a message type only on its catalog topic: one on another topic is dead-lettered, not handled', async () => {
+      const jobId = `job-${randomUUID()}`;
+      const groupId = `topic-${randomUUID()}`;
+      const verdict = message(
+        'FaultConfirmed',
+        {
+          verdictId: 'v-1',
+          machineId: 'trainer-0',
+          role: 'trainer',
+          rule: 'explicit-signal',
+          handledAs: 'trainer',
+          machineFaulty: false,
+          detectionLatencyMs: 0,
+          evidence: {},
+        },
+        jobId,
+      );
+      // A valid verdict, written where only telemetry belongs, then a valid telemetry sample.
+      await f.bus.publishRaw({ topic: Topics.telemetry, key: jobId, value: JSON.stringify(verdict) });
+      await f.bus.publish(
+        message('GpuActivitySampled', { machineId: 'trainer-0', sampledAt: now(), intervalSeconds: 10, tensorActive: 0.5, source: 'emulated' }, jobId),
+      );
+
+      const handled: RobustrlMessage[] = [];
+      await subscribe({ groupId, topics: [Topics.telemetry], handler: async (d) => void (d.message.jobId === jobId && handled.push(d.message)) });
+      await eventually('the telemetry sample after the misplaced verdict', () => (handled.length === 1 ? true : undefined));
+      expect(handled.map((m) => m.type)).toEqual(['GpuActivitySampled']);
+      const dl = await eventually('the misplaced verdict dead-lettered', () => f.deadLetters().find((d) => d.consumerGroup === groupId && d.key === jobId));
+      expect(dl).toMatchObject({ kind: 'invalid', originalTopic: Topics.telemetry });
+      expect(dl.reason).toMatch(/FaultConfirmed belongs on robustrl\.verdicts, not on robustrl\.telemetry/);
+    });
+
     it('retries a failing handler, then dead-letters the record and moves on', async () => {
       const jobId = `job-${randomUUID()}`;
       const groupId = `poison-${randomUUID()}`;

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { decodeMessage, MessageType } from '@robustrl/contracts';
+import { DEAD_LETTER_TOPIC, decodeMessage, MessageType, topicOf } from '@robustrl/contracts';
 import { extractTraceContext, inSpan, SpanKind } from '@robustrl/telemetry';
 import { DeadLetterKind, toDeadLetterRecord } from './dead-letter';
 import { BusLogger, DEFAULT_RETRY, isRetriable, MessageHandler, RawRecord, RetryPolicy } from './message-bus';
@@ -47,6 +47,14 @@ export async function processInbound(record: InboundRecord, p: InboundPipeline):
     return 'dead-lettered';
   }
   const message = decoded.message;
+  // A type is valid only on its catalog topic: a FaultConfirmed written to the telemetry topic (by a
+  // client that may write telemetry, not verdicts) must not be acted on. Dead letters carry other
+  // topics' records by design.
+  const home = topicOf(message.type);
+  if (record.topic !== home && record.topic !== DEAD_LETTER_TOPIC) {
+    await deadLetter(record, p, 'invalid', `${message.type} belongs on ${home}, not on ${record.topic}`);
+    return 'dead-lettered';
+  }
   if (p.types && !p.types.has(message.type)) return 'skipped';
 
   const parent = extractTraceContext(record.headers.traceparent ? record.headers : ((message.trace as Record<string, string> | undefined) ?? {}));
