@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { createCausedMessage, createMessage, DataOf, MessageType, RobustrlMessage, Topics } from '@robustrl/contracts';
-import { DeadLetter, Delivery, MessageBus, Subscription } from '@robustrl/bus';
+import { DeadLetter, DeadLetterReference, Delivery, MessageBus, Subscription } from '@robustrl/bus';
 import { EventStore } from '@robustrl/store';
 import { installInMemoryTracing } from '@robustrl/telemetry';
 import { eventually } from '@robustrl/testing/eventually';
@@ -133,6 +133,26 @@ export function describeBusContract(adapter: string, makeFixture: () => Promise<
       const dl = await eventually('the misplaced verdict dead-lettered', () => f.deadLetters().find((d) => d.consumerGroup === groupId && d.key === jobId));
       expect(dl).toMatchObject({ kind: 'invalid', originalTopic: Topics.telemetry });
       expect(dl.reason).toMatch(/FaultConfirmed belongs on robustrl\.verdicts, not on robustrl\.telemetry/);
+    });
+
+    it('dead-letters a record at the bus limit as one reference (topic, partition, offset, size, prefix) and handles the next', async () => {
+      const jobId = `job-${randomUUID()}`;
+      const groupId = `big-${randomUUID()}`;
+      // Not JSON, and as large as the bus takes: a copy with the dead-letter headers would not fit.
+      const big = Buffer.alloc(f.bus.maxRecordBytes - 4_096 - Buffer.byteLength(jobId), 'x');
+      await f.bus.publishRaw({ topic: Topics.training, key: jobId, value: big });
+      await f.bus.publish(stepCompleted(jobId, 1));
+
+      const handled: RobustrlMessage[] = [];
+      await subscribe({ groupId, topics: [Topics.training], handler: async (d) => void (d.message.jobId === jobId && handled.push(d.message)) });
+      await eventually('the record after the oversized one', () => (handled.length === 1 ? true : undefined));
+      const dl = await eventually('the oversized record dead-lettered', () => f.deadLetters().find((d) => d.consumerGroup === groupId && d.key === jobId));
+      expect(dl).toMatchObject({ kind: 'invalid', reference: true, originalTopic: Topics.training, originalSizeBytes: big.length });
+      const ref = JSON.parse(dl.value!.toString()) as DeadLetterReference;
+      expect(ref).toMatchObject({ topic: Topics.training, offset: dl.originalOffset, partition: dl.originalPartition, sizeBytes: big.length });
+      expect(ref.reason).toMatch(/not JSON/);
+      expect(ref.prefix).toBe('x'.repeat(2_048));
+      expect(f.deadLetters().filter((d) => d.consumerGroup === groupId && d.key === jobId)).toHaveLength(1);
     });
 
     it('retries a failing handler, then dead-letters the record and moves on', async () => {

@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { DEAD_LETTER_TOPIC, decodeMessage, MessageType, topicOf } from '@robustrl/contracts';
 import { extractTraceContext, inSpan, SpanKind } from '@robustrl/telemetry';
 import { DeadLetterKind, toDeadLetterRecord } from './dead-letter';
-import { BusLogger, DEFAULT_RETRY, isRetriable, MessageHandler, RawRecord, RetryPolicy } from './message-bus';
+import { BusLogger, DEFAULT_RETRY, isRetriable, MessageHandler, RawRecord, RecordTooLargeError, RetryPolicy } from './message-bus';
 
 export interface InboundRecord {
   topic: string;
@@ -19,6 +19,8 @@ export interface InboundPipeline {
   types?: ReadonlySet<MessageType>;
   retry: RetryPolicy;
   deadLetter(record: RawRecord): Promise<void>;
+  /** The bus's record limit: a dead letter that would exceed it is written as a reference. */
+  maxRecordBytes: number;
   logger: BusLogger;
   /** Lets the Kafka adapter keep the group session alive while a handler is being retried. */
   heartbeat?: () => Promise<void>;
@@ -104,9 +106,38 @@ export async function processInbound(record: InboundRecord, p: InboundPipeline):
   }
 }
 
+/**
+ * Writes the record's dead letter, retrying until it is written: a dead letter that cannot be written
+ * must neither be skipped (the record would be lost) nor stop the consumer. A write refused as too
+ * large is retried as a reference; any other failure (broker down) waits with backoff while the
+ * partition holds, and gives up only when the subscription closes (the record then stays uncommitted).
+ */
 async function deadLetter(record: InboundRecord, p: InboundPipeline, kind: DeadLetterKind, reason: string): Promise<void> {
   p.logger.warn('dead-lettering record', { group: p.groupId, topic: record.topic, partition: record.partition, offset: record.offset, kind, reason });
-  await p.deadLetter(toDeadLetterRecord(record, { kind, reason, groupId: p.groupId, at: new Date() }));
+  const failure = { kind, reason, groupId: p.groupId, at: new Date() };
+  let asReference = false;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await p.deadLetter(toDeadLetterRecord(record, failure, p.maxRecordBytes, asReference));
+      return;
+    } catch (err) {
+      if (p.isRunning && !p.isRunning()) throw new SubscriptionClosingError();
+      if (!asReference && isTooLarge(err)) {
+        asReference = true;
+        continue;
+      }
+      p.logger.error('dead-letter write failed, retrying', { group: p.groupId, topic: record.topic, offset: record.offset, attempt, error: String(err) });
+      await sleep(Math.min(5_000, 100 * 2 ** Math.min(attempt, 6)));
+      await p.heartbeat?.().catch(() => undefined);
+    }
+  }
+}
+
+/** The bus (or the broker: kafkajs's MESSAGE_TOO_LARGE) refused the record for its size. */
+function isTooLarge(err: unknown): boolean {
+  if (err instanceof RecordTooLargeError) return true;
+  const e = err as { type?: string; message?: string; cause?: unknown } | null;
+  return e?.type === 'MESSAGE_TOO_LARGE' || /too large/i.test(e?.message ?? '') || (e?.cause !== undefined && isTooLarge(e.cause));
 }
 
 export function retryPolicy(partial?: Partial<RetryPolicy>): RetryPolicy {

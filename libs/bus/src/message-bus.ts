@@ -11,6 +11,11 @@ import { MessageType, RobustrlMessage } from '@robustrl/contracts';
  */
 export interface MessageBus {
   readonly adapter: 'kafka' | 'in-process';
+  /**
+   * The largest record (value, key and headers) the bus accepts; a larger one is refused on publish.
+   * A dead letter that would exceed it is written as a reference to the original instead of a copy.
+   */
+  readonly maxRecordBytes: number;
   /** Publish messages to their catalog topics, keyed by job id. Resolves once durable (acks=all). */
   publish(messages: RobustrlMessage | readonly RobustrlMessage[]): Promise<void>;
   /** Publish bytes as they are: for bridges and tests of bad input. */
@@ -18,6 +23,28 @@ export interface MessageBus {
   subscribe(options: SubscribeOptions): Promise<Subscription>;
   /** Graceful: waits for in-flight handlers, commits what they finished. */
   close(): Promise<void>;
+}
+
+/**
+ * Kafka's default limit (`message.max.bytes`, 1 MiB) less room for the record batch's own framing:
+ * what both adapters accept unless told otherwise.
+ */
+export const DEFAULT_MAX_RECORD_BYTES = 1_000_000;
+
+/** What a record costs against `maxRecordBytes`: its value, key and headers. */
+export function recordBytes(r: { key: string | null; value: Buffer | string | null; headers?: Record<string, string> }): number {
+  let n = (r.value === null ? 0 : Buffer.byteLength(r.value)) + (r.key === null ? 0 : Buffer.byteLength(r.key));
+  for (const [k, v] of Object.entries(r.headers ?? {})) n += Buffer.byteLength(k) + Buffer.byteLength(v);
+  return n;
+}
+
+/** A record larger than the bus accepts: not retriable as it is (the dead-letter path sends a reference instead). */
+export class RecordTooLargeError extends Error {
+  readonly retriable = false;
+  constructor(topic: string, bytes: number, max: number) {
+    super(`record of ${bytes} bytes for ${topic} exceeds the bus's limit of ${max} bytes`);
+    this.name = 'RecordTooLargeError';
+  }
 }
 
 export interface RawRecord {

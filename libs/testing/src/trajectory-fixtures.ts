@@ -1,9 +1,10 @@
-import { MessageBus, RawRecord, SubscribeOptions, Subscription } from '@robustrl/bus';
+import { DEFAULT_MAX_RECORD_BYTES, MessageBus, RawRecord, SubscribeOptions, Subscription } from '@robustrl/bus';
 import { NewTrajectory, RobustrlMessage, TurnInput } from '@robustrl/contracts';
 
 /** A bus that only records what was published (the store's events are fire-and-forget notifications). */
 export class RecordingBus implements MessageBus {
   readonly adapter = 'in-process' as const;
+  readonly maxRecordBytes = DEFAULT_MAX_RECORD_BYTES;
   readonly published: RobustrlMessage[] = [];
   async publish(messages: RobustrlMessage | readonly RobustrlMessage[]): Promise<void> {
     this.published.push(...(Array.isArray(messages) ? messages : [messages as RobustrlMessage]));

@@ -1,7 +1,17 @@
 import { setMaxListeners } from 'node:events';
 import { DEAD_LETTER_TOPIC, RobustrlMessage } from '@robustrl/contracts';
 import { InboundRecord, processInbound, retryPolicy, SubscriptionClosingError } from '../inbound';
-import { BusLogger, MessageBus, RawRecord, stderrLogger, SubscribeOptions, Subscription } from '../message-bus';
+import {
+  BusLogger,
+  DEFAULT_MAX_RECORD_BYTES,
+  MessageBus,
+  RawRecord,
+  recordBytes,
+  RecordTooLargeError,
+  stderrLogger,
+  SubscribeOptions,
+  Subscription,
+} from '../message-bus';
 import { OutboundRecord, publishTraced } from '../outbound';
 import { partitionFor } from './partitioner';
 
@@ -40,6 +50,8 @@ class PartitionLog {
 
 export interface InProcessBusOptions {
   partitions?: number;
+  /** The largest record accepted, as a broker's `message.max.bytes` (default: Kafka's, less framing). */
+  maxRecordBytes?: number;
   logger?: BusLogger;
 }
 
@@ -51,6 +63,7 @@ export interface InProcessBusOptions {
  */
 export class InProcessBus implements MessageBus {
   readonly adapter = 'in-process' as const;
+  readonly maxRecordBytes: number;
   private readonly topics = new Map<string, PartitionLog[]>();
   private readonly committed = new Map<string, number>();
   private readonly activeGroups = new Set<string>();
@@ -61,6 +74,7 @@ export class InProcessBus implements MessageBus {
 
   constructor(options: InProcessBusOptions = {}) {
     this.partitions = options.partitions ?? 3;
+    this.maxRecordBytes = options.maxRecordBytes ?? DEFAULT_MAX_RECORD_BYTES;
     this.logger = options.logger ?? stderrLogger;
   }
 
@@ -103,6 +117,7 @@ export class InProcessBus implements MessageBus {
       types: options.types ? new Set(options.types) : undefined,
       retry: retryPolicy(options.retry),
       deadLetter: (r: RawRecord) => this.publishRaw(r),
+      maxRecordBytes: this.maxRecordBytes,
       logger: this.logger,
       isRunning: () => !abort.signal.aborted,
     };
@@ -160,6 +175,8 @@ export class InProcessBus implements MessageBus {
 
   private append(record: { topic: string; key: string | null; value: Buffer | null; headers: Record<string, string> }): void {
     if (this.closed && record.topic !== DEAD_LETTER_TOPIC) throw new Error('bus is closed');
+    const bytes = recordBytes(record);
+    if (bytes > this.maxRecordBytes) throw new RecordTooLargeError(record.topic, bytes, this.maxRecordBytes);
     const logs = this.logsOf(record.topic);
     logs[partitionFor(record.key, logs.length)].append({ key: record.key, value: record.value, headers: record.headers });
   }

@@ -1,7 +1,17 @@
 import { Admin, Consumer, IHeaders, Kafka, KafkaConfig, logLevel, Producer } from 'kafkajs';
 import { ALL_TOPICS, DEAD_LETTER_TOPIC, RobustrlMessage } from '@robustrl/contracts';
 import { processInbound, retryPolicy, SubscriptionClosingError } from '../inbound';
-import { BusLogger, MessageBus, RawRecord, stderrLogger, SubscribeOptions, Subscription } from '../message-bus';
+import {
+  BusLogger,
+  DEFAULT_MAX_RECORD_BYTES,
+  MessageBus,
+  RawRecord,
+  recordBytes,
+  RecordTooLargeError,
+  stderrLogger,
+  SubscribeOptions,
+  Subscription,
+} from '../message-bus';
 import { OutboundRecord, publishTraced } from '../outbound';
 
 export interface KafkaBusOptions {
@@ -23,11 +33,14 @@ export interface KafkaBusOptions {
    * runs can share one cluster without seeing each other. Deliveries report the unprefixed name.
    */
   topicPrefix?: string;
+  /** The largest record this bus publishes: keep it at or below the broker's `message.max.bytes`. */
+  maxRecordBytes?: number;
 }
 
 /** kafkajs adapter: idempotent producer, acks=all, commit-after-effect consumers, dead-letter topic. */
 export class KafkaBus implements MessageBus {
   readonly adapter = 'kafka' as const;
+  readonly maxRecordBytes: number;
   private readonly kafka: Kafka;
   private readonly options: Required<Omit<KafkaBusOptions, 'kafkaLogLevel'>>;
   private producer?: Promise<Producer>;
@@ -44,8 +57,10 @@ export class KafkaBus implements MessageBus {
       commit: { intervalMs: 1_000, threshold: 100 },
       logger: stderrLogger,
       topicPrefix: '',
+      maxRecordBytes: DEFAULT_MAX_RECORD_BYTES,
       ...options,
     };
+    this.maxRecordBytes = this.options.maxRecordBytes;
     const logger = this.options.logger;
     const config: KafkaConfig = {
       clientId: this.options.clientId,
@@ -130,6 +145,7 @@ export class KafkaBus implements MessageBus {
                 types,
                 retry,
                 deadLetter: (r) => this.publishRaw(r),
+                maxRecordBytes: this.maxRecordBytes,
                 logger,
                 heartbeat,
                 isRunning: () => running && isRunning(),
@@ -206,6 +222,11 @@ export class KafkaBus implements MessageBus {
   /** The one place records reach the broker; topics are logical here and get the prefix on the wire. */
   private async send(records: OutboundRecord[]): Promise<void> {
     if (this.closed) throw new Error('bus is closed');
+    // Refused here with a clear error rather than by the broker after the producer's retries.
+    for (const r of records) {
+      const bytes = recordBytes(r);
+      if (bytes > this.maxRecordBytes) throw new RecordTooLargeError(r.topic, bytes, this.maxRecordBytes);
+    }
     const producer = await this.getProducer();
     const byTopic = new Map<string, OutboundRecord[]>();
     for (const r of records) {
