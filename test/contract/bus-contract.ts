@@ -181,6 +181,34 @@ export function describeBusContract(adapter: string, makeFixture: () => Promise<
       expect(dl.reason).toMatch(/after 3 attempt\(s\): Error: downstream unavailable/);
     });
 
+    it('waits out an unavailable dependency without limit: the record is handled when it returns, never dead-lettered', async () => {
+      const jobId = `job-${randomUUID()}`;
+      const groupId = `outage-${randomUUID()}`;
+      await f.bus.publish([stepCompleted(jobId, 1), stepCompleted(jobId, 2)]);
+      const attempts: number[] = [];
+      const handled: number[] = [];
+      // The store refuses connections for longer than the retry budget (3 attempts), then comes back.
+      const outageAttempts = 8;
+      const refused = () => Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
+      await subscribe({
+        groupId,
+        topics: [Topics.training],
+        retry: { maxAttempts: 3, initialBackoffMs: 5, maxBackoffMs: 20 },
+        handler: async (d) => {
+          if (d.message.jobId !== jobId || d.message.type !== 'TrainingStepCompleted') return;
+          if (d.message.data.step === 1 && attempts.length < outageAttempts) {
+            attempts.push(d.attempt);
+            throw refused();
+          }
+          handled.push(d.message.data.step);
+        },
+      });
+      await eventually('both records, in order, after the outage', () => (handled.length === 2 ? true : undefined));
+      expect(handled).toEqual([1, 2]);
+      expect(attempts).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+      expect(f.deadLetters().filter((d) => d.consumerGroup === groupId && d.key === jobId)).toEqual([]);
+    });
+
     it('redelivers after a crash between effect and commit, and the checkpoint keeps the effect single', async () => {
       const jobId = `job-${randomUUID()}`;
       const groupId = `once-${randomUUID()}`;

@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { DEAD_LETTER_TOPIC, decodeMessage, MessageType, topicOf } from '@robustrl/contracts';
 import { extractTraceContext, inSpan, SpanKind } from '@robustrl/telemetry';
 import { DeadLetterKind, toDeadLetterRecord } from './dead-letter';
+import { isInfrastructureError } from './infrastructure-errors';
 import { BusLogger, DEFAULT_RETRY, isRetriable, MessageHandler, RawRecord, RecordTooLargeError, RetryPolicy } from './message-bus';
 
 export interface InboundRecord {
@@ -61,8 +62,11 @@ export async function processInbound(record: InboundRecord, p: InboundPipeline):
 
   const parent = extractTraceContext(record.headers.traceparent ? record.headers : ((message.trace as Record<string, string> | undefined) ?? {}));
   let attempt = 0;
+  /** Attempts that failed for the record's own sake (infrastructure failures do not count). */
+  let attemptsOnRecord = 0;
   for (;;) {
     attempt += 1;
+    attemptsOnRecord += 1;
     try {
       await inSpan(
         `process ${message.type}`,
@@ -93,12 +97,22 @@ export async function processInbound(record: InboundRecord, p: InboundPipeline):
       return 'handled';
     } catch (err) {
       const reason = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
-      if (!isRetriable(err) || attempt >= p.retry.maxAttempts) {
+      // A dependency that is down is not the record's fault: wait for it, however long, and do not
+      // spend the record's retry budget (infrastructure-errors.ts).
+      const infrastructure = isInfrastructureError(err);
+      if (infrastructure) attemptsOnRecord -= 1;
+      if (!infrastructure && (!isRetriable(err) || attemptsOnRecord >= p.retry.maxAttempts)) {
         await deadLetter(record, p, 'handler-failed', `handler failed after ${attempt} attempt(s): ${reason}`);
         return 'dead-lettered';
       }
-      p.logger.warn('handler failed, retrying', { group: p.groupId, topic: record.topic, offset: record.offset, attempt, reason });
-      const backoff = Math.min(p.retry.maxBackoffMs, p.retry.initialBackoffMs * 2 ** (attempt - 1));
+      p.logger.warn(infrastructure ? 'a dependency is unavailable, the record waits' : 'handler failed, retrying', {
+        group: p.groupId,
+        topic: record.topic,
+        offset: record.offset,
+        attempt,
+        reason,
+      });
+      const backoff = Math.min(p.retry.maxBackoffMs, p.retry.initialBackoffMs * 2 ** Math.min(attempt - 1, 20));
       await sleep(backoff / 2 + Math.random() * (backoff / 2));
       if (p.isRunning && !p.isRunning()) throw new SubscriptionClosingError();
       await p.heartbeat?.();

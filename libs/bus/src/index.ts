@@ -1,5 +1,6 @@
 export * from './message-bus';
 export * from './dead-letter';
+export * from './infrastructure-errors';
 export * from './outbound';
 export * from './inbound';
 export * from './in-process/in-process-bus';
