@@ -23,6 +23,27 @@ export interface MessageBus {
   subscribe(options: SubscribeOptions): Promise<Subscription>;
   /** Graceful: waits for in-flight handlers, commits what they finished. */
   close(): Promise<void>;
+  /**
+   * Whether the bus can do its work now, for readiness probes: the broker reachable, and per open
+   * subscription whether its consumer is running and how far it lags (null when it cannot be known).
+   * Never throws; answers within a few seconds even when the broker is down.
+   */
+  health(): Promise<BusHealth>;
+}
+
+export interface SubscriptionHealth {
+  groupId: string;
+  /** False once the consumer stopped on an error it does not recover from by itself. */
+  running: boolean;
+  /** Records published but not yet committed by the group, over its topics; null while unknown. */
+  lag: number | null;
+  error?: string;
+}
+
+export interface BusHealth {
+  reachable: boolean;
+  error?: string;
+  subscriptions: SubscriptionHealth[];
 }
 
 /**

@@ -1,4 +1,4 @@
-import { DEFAULT_MAX_RECORD_BYTES, MessageBus, RawRecord, SubscribeOptions, Subscription } from '@robustrl/bus';
+import { BusHealth, DEFAULT_MAX_RECORD_BYTES, MessageBus, RawRecord, SubscribeOptions, Subscription } from '@robustrl/bus';
 import { NewTrajectory, RobustrlMessage, TurnInput } from '@robustrl/contracts';
 
 /** A bus that only records what was published (the store's events are fire-and-forget notifications). */
@@ -14,6 +14,9 @@ export class RecordingBus implements MessageBus {
     return { groupId: options.groupId, close: async () => undefined };
   }
   async close(): Promise<void> {}
+  async health(): Promise<BusHealth> {
+    return { reachable: true, subscriptions: [] };
+  }
   ofType(type: RobustrlMessage['type']): RobustrlMessage[] {
     return this.published.filter((m) => m.type === type);
   }

@@ -2,6 +2,7 @@ import { setMaxListeners } from 'node:events';
 import { DEAD_LETTER_TOPIC, RobustrlMessage } from '@robustrl/contracts';
 import { InboundRecord, processInbound, retryPolicy, SubscriptionClosingError } from '../inbound';
 import {
+  BusHealth,
   BusLogger,
   DEFAULT_MAX_RECORD_BYTES,
   MessageBus,
@@ -66,7 +67,8 @@ export class InProcessBus implements MessageBus {
   readonly maxRecordBytes: number;
   private readonly topics = new Map<string, PartitionLog[]>();
   private readonly committed = new Map<string, number>();
-  private readonly activeGroups = new Set<string>();
+  /** Open subscriptions: group → its topics. */
+  private readonly activeGroups = new Map<string, readonly string[]>();
   private readonly subscriptions = new Set<Subscription>();
   private readonly partitions: number;
   private readonly logger: BusLogger;
@@ -94,6 +96,20 @@ export class InProcessBus implements MessageBus {
     });
   }
 
+  async health(): Promise<BusHealth> {
+    const subscriptions = [...this.activeGroups].map(([groupId, topics]) => {
+      let lag = 0;
+      for (const topic of topics) {
+        this.logsOf(topic).forEach((log, partition) => {
+          lag += log.records.length - (this.committed.get(`${groupId}\u0000${topic}\u0000${partition}`) ?? 0);
+        });
+      }
+      // The partition loops never stop on an error (a failed dead-letter write is retried in place).
+      return { groupId, running: true, lag };
+    });
+    return { reachable: !this.closed, ...(this.closed ? { error: 'bus is closed' } : {}), subscriptions };
+  }
+
   /** Read a topic from the start, e.g. the dead-letter topic in tests. */
   read(topic: string): Array<InboundRecord> {
     return this.logsOf(topic).flatMap((log, partition) =>
@@ -106,7 +122,7 @@ export class InProcessBus implements MessageBus {
     if (this.activeGroups.has(options.groupId)) {
       throw new Error(`consumer group '${options.groupId}' already has an active subscription in this process`);
     }
-    this.activeGroups.add(options.groupId);
+    this.activeGroups.set(options.groupId, options.topics);
     const abort = new AbortController();
     // One waiting listener per partition loop (removed on every wake-up): many topics × partitions
     // legitimately exceed Node's leak-warning default of 10.

@@ -2,6 +2,7 @@ import { Admin, Consumer, IHeaders, Kafka, KafkaConfig, logLevel, Producer } fro
 import { ALL_TOPICS, DEAD_LETTER_TOPIC, RobustrlMessage } from '@robustrl/contracts';
 import { processInbound, retryPolicy, SubscriptionClosingError } from '../inbound';
 import {
+  BusHealth,
   BusLogger,
   DEFAULT_MAX_RECORD_BYTES,
   MessageBus,
@@ -46,6 +47,8 @@ export class KafkaBus implements MessageBus {
   private producer?: Promise<Producer>;
   private topicsReady?: Promise<void>;
   private readonly consumers = new Set<Consumer>();
+  /** Open subscriptions as readiness sees them (kafkajs restarts a consumer only on retriable errors). */
+  private readonly subscriptionStates = new Map<string, { topics: readonly string[]; running: boolean; error?: string }>();
   private closed = false;
 
   constructor(options: KafkaBusOptions) {
@@ -110,13 +113,18 @@ export class KafkaBus implements MessageBus {
     let running = true;
     const types = options.types ? new Set(options.types) : undefined;
     const logger = this.options.logger;
-    consumer.on(consumer.events.CRASH, (e) =>
-      logger.error('consumer crashed; kafkajs restarts it from the last committed offset', {
+    const state: { topics: readonly string[]; running: boolean; error?: string } = { topics: options.topics, running: true };
+    this.subscriptionStates.set(options.groupId, state);
+    consumer.on(consumer.events.CRASH, (e) => {
+      const restart = e.payload.restart;
+      logger.error(restart ? 'consumer crashed; kafkajs restarts it from the last committed offset' : 'consumer crashed and stopped', {
         group: options.groupId,
         error: String(e.payload.error),
-        restart: e.payload.restart,
-      }),
-    );
+        restart,
+      });
+      if (!restart) Object.assign(state, { running: false, error: String(e.payload.error) });
+    });
+    consumer.on(consumer.events.GROUP_JOIN, () => Object.assign(state, { running: true, error: undefined }));
     await consumer.connect();
     const prefix = this.options.topicPrefix;
     await consumer.subscribe({ topics: options.topics.map((t) => prefix + t), fromBeginning: options.fromBeginning ?? true });
@@ -165,11 +173,51 @@ export class KafkaBus implements MessageBus {
       groupId: options.groupId,
       close: async () => {
         running = false;
+        this.subscriptionStates.delete(options.groupId);
         // disconnect() waits for the running batch, then commits every resolved offset.
         await consumer.disconnect();
         this.consumers.delete(consumer);
       },
     };
+  }
+
+  async health(): Promise<BusHealth> {
+    const subscriptions = [...this.subscriptionStates].map(([groupId, s]) => ({
+      groupId,
+      running: s.running,
+      lag: null as number | null,
+      ...(s.error ? { error: s.error } : {}),
+    }));
+    const admin = this.kafka.admin({ retry: { retries: 0 } });
+    try {
+      await withTimeout(admin.connect(), HEALTH_TIMEOUT_MS, 'connecting to the broker');
+      await withTimeout(admin.describeCluster(), HEALTH_TIMEOUT_MS, 'describing the cluster');
+      for (const sub of subscriptions) {
+        const topics = this.subscriptionStates.get(sub.groupId)?.topics ?? [];
+        sub.lag = await withTimeout(this.lagOf(admin, sub.groupId, topics), HEALTH_TIMEOUT_MS, `reading the lag of ${sub.groupId}`).catch(() => null);
+      }
+      return { reachable: true, subscriptions };
+    } catch (err) {
+      return { reachable: false, error: err instanceof Error ? err.message : String(err), subscriptions };
+    } finally {
+      await admin.disconnect().catch(() => undefined);
+    }
+  }
+
+  /** Log-end offsets minus the group's committed offsets over its topics (a partition it never committed counts from its start). */
+  private async lagOf(admin: Admin, groupId: string, topics: readonly string[]): Promise<number> {
+    const prefixed = topics.map((t) => this.options.topicPrefix + t);
+    const committed = await admin.fetchOffsets({ groupId: this.options.topicPrefix + groupId, topics: prefixed });
+    let lag = 0;
+    for (const topic of prefixed) {
+      const ends = await admin.fetchTopicOffsets(topic);
+      const byPartition = new Map((committed.find((c) => c.topic === topic)?.partitions ?? []).map((p) => [p.partition, Number(p.offset)]));
+      for (const end of ends) {
+        const at = byPartition.get(end.partition) ?? -1;
+        lag += Number(end.high) - (at < 0 ? Number(end.low) : at);
+      }
+    }
+    return lag;
   }
 
   async close(): Promise<void> {
@@ -267,4 +315,15 @@ function headersToStrings(headers: IHeaders | undefined): Record<string, string>
     out[k] = Buffer.isBuffer(first) ? first.toString('utf8') : String(first);
   }
   return out;
+}
+
+/** How long a readiness check waits for the broker before calling it unreachable. */
+const HEALTH_TIMEOUT_MS = 3_000;
+
+function withTimeout<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms ${what}`)), ms);
+  });
+  return Promise.race([work, timeout]).finally(() => clearTimeout(timer));
 }
