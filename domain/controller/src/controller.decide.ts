@@ -179,10 +179,10 @@ function commandSucceeded(state: ControllerState, commandId: string, now: number
   const next = recovery.commandSeq + 1;
   switch (cmd.type) {
     case 'PromoteRolloutToTrainer':
-      return [restartTrainerGroupOf(recovery, next)];
+      return [restartTrainerGroupOf(state, recovery, next)];
     case 'ReplaceMachine':
       if (cmd.background) return [];
-      if (recovery.handledAs === 'trainer') return [restartTrainerGroupOf(recovery, next, cmd.newMachineId)];
+      if (recovery.handledAs === 'trainer') return [restartTrainerGroupOf(state, recovery, next, cmd.newMachineId)];
       return reportedInFully(recovery) ? [completed(recovery, now, 'recovered')] : [];
     case 'RestartTrainerGroup':
       return reportedInFully(recovery) ? [completed(recovery, now, 'recovered')] : [];
@@ -218,7 +218,7 @@ function commandFailed(state: ControllerState, failure: MessageOf<'RecoveryComma
     const faulty = state.machines[recovery.machineId];
     return faulty ? [decided('request-new-trainer-machine', 'trainer-machine-faulty'), replaceMachine(recovery.recoveryId, next, faulty, faulty.role)] : [];
   }
-  return [decided(recovery.action, recovery.rule), restartTrainerGroupOf(recovery, next)];
+  return [decided(recovery.action, recovery.rule), restartTrainerGroupOf(state, recovery, next)];
 }
 
 /** A command unanswered past the timeout has failed (a dead agent cannot say so itself); one per tick, so each decision sees the last. */

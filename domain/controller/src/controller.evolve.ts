@@ -30,6 +30,7 @@ export function evolveController(state: ControllerState, fact: ControllerFact, a
         hardwareClass: d.hardwareClass,
         status,
         inFlightRequests: prior?.inFlightRequests ?? 0,
+        incarnation: d.incarnation ?? null,
       });
       return lifeSign(registered, d.machineId, at);
     }

@@ -59,6 +59,8 @@ export interface RosterMachine {
   status: 'active' | 'isolated' | 'gone';
   /** Rollout work in flight at the last throughput sample: the warm standby is the least busy. */
   inFlightRequests: number;
+  /** The registered agent process (MachineRegistered.incarnation); commands are addressed to it. */
+  incarnation: string | null;
 }
 
 export type CommandType = 'RestartTrainerGroup' | 'PromoteRolloutToTrainer' | 'ReplaceMachine' | 'RestartTask';
@@ -161,4 +163,5 @@ export const unknownMachine = (machineId: string, role: Role): RosterMachine => 
   hardwareClass: 'unknown',
   status: 'active',
   inFlightRequests: 0,
+  incarnation: null,
 });

@@ -17,6 +17,18 @@ export function decision(
   return draft('RecoveryDecided', { recoveryId: r.recoveryId, verdictId: r.verdictId, machineId: r.machineId, action, rule, step: state.step, evidence });
 }
 
+/**
+ * The registered incarnations of `machines`, as far as the roster knows them: a command names the agent
+ * processes it was issued for, so an agent started after it (a replay, a restart) does not act on it.
+ */
+function addressedTo(state: ControllerState, machines: readonly string[]): { incarnations?: Record<string, string> } {
+  const known = machines.flatMap((id) => {
+    const incarnation = state.machines[id]?.incarnation;
+    return incarnation ? [[id, incarnation] as const] : [];
+  });
+  return known.length > 0 ? { incarnations: Object.fromEntries(known) } : {};
+}
+
 /** Restart the trainer group in place: reload the per-step checkpoint and retry the step on its batch (paper §5.1.2). */
 export function restartTrainerGroup(state: ControllerState, recoveryId: string, seq: number, machines: string[]): ControllerDraft {
   return draft('RestartTrainerGroup', {
@@ -26,11 +38,12 @@ export function restartTrainerGroup(state: ControllerState, recoveryId: string, 
     step: state.step,
     checkpointStep: state.lastCheckpointStep,
     keepBatch: true,
+    ...addressedTo(state, machines),
   });
 }
 
 /** The same restart for a recovery already under way: its step and checkpoint, its (re-formed) group plus a new machine. */
-export function restartTrainerGroupOf(recovery: Recovery, seq: number, add: string | null = null): ControllerDraft {
+export function restartTrainerGroupOf(state: ControllerState, recovery: Recovery, seq: number, add: string | null = null): ControllerDraft {
   const machines = add && !recovery.trainerGroup.includes(add) ? [...recovery.trainerGroup, add] : recovery.trainerGroup;
   return draft('RestartTrainerGroup', {
     recoveryId: recovery.recoveryId,
@@ -39,11 +52,18 @@ export function restartTrainerGroupOf(recovery: Recovery, seq: number, add: stri
     step: recovery.step,
     checkpointStep: recovery.checkpointStep,
     keepBatch: true,
+    ...addressedTo(state, machines),
   });
 }
 
 export function promoteRollout(recoveryId: string, seq: number, standby: RosterMachine, replacesMachineId: string): ControllerDraft {
-  return draft('PromoteRolloutToTrainer', { recoveryId, commandId: `${recoveryId}/${seq}`, rolloutMachineId: standby.machineId, replacesMachineId });
+  return draft('PromoteRolloutToTrainer', {
+    recoveryId,
+    commandId: `${recoveryId}/${seq}`,
+    rolloutMachineId: standby.machineId,
+    replacesMachineId,
+    ...(standby.incarnation ? { incarnation: standby.incarnation } : {}),
+  });
 }
 
 export function replaceMachine(recoveryId: string, seq: number, m: RosterMachine, role: RosterMachine['role']): ControllerDraft {

@@ -19,6 +19,8 @@ export interface AgentConfig {
   preferredGpuSource: 'dcgm' | 'nvidia-smi' | 'emulated' | undefined;
   /** SIGTERM → SIGKILL grace when stopping the role process. */
   stopGraceMs: number;
+  /** Tolerance when judging a command without an incarnation by its time against the agent's start. */
+  commandClockSkewMs: number;
   /** The UCX weight server and pull limits (paper §5.2.1). */
   weights: {
     bindHost: string;
@@ -49,6 +51,8 @@ const Env = z.object({
   ROBUSTRL_DCGM_URL: z.url().optional(),
   ROBUSTRL_GPU_SOURCE: z.enum(['dcgm', 'nvidia-smi', 'emulated']).optional(),
   ROBUSTRL_STOP_GRACE_SECONDS: z.coerce.number().nonnegative().default(10),
+  // A command that names no incarnation and is older than the agent's start by more than this is a replay.
+  ROBUSTRL_COMMAND_CLOCK_SKEW_SECONDS: z.coerce.number().nonnegative().default(5),
   ROBUSTRL_WEIGHTS_BIND_HOST: z.string().min(1).default('0.0.0.0'),
   ROBUSTRL_WEIGHTS_PORT: z.coerce.number().int().min(0).max(65535).default(13337),
   // What other machines dial: the pod IP / host name on a cluster (the bind address may be 0.0.0.0).
@@ -91,6 +95,7 @@ export function agentConfigFromEnv(env: NodeJS.ProcessEnv): AgentConfig {
     dcgmUrl: e.ROBUSTRL_DCGM_URL,
     preferredGpuSource: e.ROBUSTRL_GPU_SOURCE,
     stopGraceMs: Math.round(e.ROBUSTRL_STOP_GRACE_SECONDS * 1000),
+    commandClockSkewMs: Math.round(e.ROBUSTRL_COMMAND_CLOCK_SKEW_SECONDS * 1000),
     weights: {
       bindHost: e.ROBUSTRL_WEIGHTS_BIND_HOST,
       port: e.ROBUSTRL_WEIGHTS_PORT,

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { Logger } from '@nestjs/common';
 import { SpanStatusCode } from '@opentelemetry/api';
 import { Delivery, MessageBus, Subscription } from '@robustrl/bus';
@@ -23,6 +24,12 @@ export class AgentRuntime {
   private sampler?: NodeJS.Timeout;
   private subscription?: Subscription;
   private readonly executed = new Set<string>();
+  /**
+   * This process's registration epoch: when it started and a random part. Commands name the incarnation
+   * they were issued for; one for another (a predecessor's, read back from the topic) is not ours to run.
+   */
+  readonly startedAt = Date.now();
+  readonly incarnation = `${new Date(this.startedAt).toISOString()}/${randomUUID().slice(0, 8)}`;
   role: Role;
   phase: RolePhase | null = null;
   step = 0;
@@ -84,6 +91,7 @@ export class AgentRuntime {
       agentAddress: apiUrl,
       dpRank: this.config.dpRank,
       ...(weightsAddress ? { weightsAddress } : {}),
+      incarnation: this.incarnation,
     });
     const command = this.config.roleCommands[this.role];
     if (command) {
@@ -185,6 +193,12 @@ export class AgentRuntime {
     }
     const mine = m.type === 'RestartTrainerGroup' ? m.data.machines.includes(me) : m.data.rolloutMachineId === me;
     if (!mine || this.executed.has(m.data.commandId)) return;
+    const stale = this.staleness(m);
+    if (stale) {
+      this.executed.add(m.data.commandId);
+      this.logger.log(`ignoring ${m.type} ${m.data.commandId}: ${stale}`);
+      return;
+    }
     this.executed.add(m.data.commandId);
     const started = Date.now();
     const span = tracer().startSpan(m.type === 'RestartTrainerGroup' ? 'restart trainer process' : 'promote rollout to trainer', {
@@ -203,6 +217,20 @@ export class AgentRuntime {
     } finally {
       span.end();
     }
+  }
+
+  /**
+   * Why a command addressed to this machine is not for this process, or null when it is: it names
+   * another incarnation, or — naming none (a controller that did not know the registration yet) — it
+   * was issued before this process started (a replay of the control topic after a restart).
+   */
+  private staleness(m: MessageOf<'RestartTrainerGroup' | 'PromoteRolloutToTrainer'>): string | null {
+    const addressed = m.type === 'RestartTrainerGroup' ? m.data.incarnations?.[this.config.machineId] : m.data.incarnation;
+    if (addressed !== undefined) return addressed === this.incarnation ? null : `issued for incarnation ${addressed}, this is ${this.incarnation}`;
+    const issuedAt = Date.parse(m.occurredAt);
+    return issuedAt < this.startedAt - this.config.commandClockSkewMs
+      ? `issued at ${m.occurredAt}, before this agent started (${new Date(this.startedAt).toISOString()})`
+      : null;
   }
 
   /** Terminate, re-initialise, reload the last checkpoint and retry the same step (paper §5.1.2). */

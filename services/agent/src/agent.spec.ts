@@ -145,6 +145,38 @@ describe('agent', () => {
     });
   });
 
+  it('acts only on commands for its own incarnation: an old incarnation, or an undated replay from before it started, is ignored', async () => {
+    const { incarnation } = published('MachineRegistered')[0].data as { incarnation: string };
+    expect(incarnation).toBe(runtime.incarnation);
+    const answered = (commandId: string) =>
+      [...published('RecoveryCommandSucceeded'), ...published('RecoveryCommandFailed')].some((m) => (m.data as { commandId: string }).commandId === commandId);
+    // Issued for this machine's previous agent process, and a replay from an hour ago that names none.
+    await bus.publish(
+      command('PromoteRolloutToTrainer', {
+        recoveryId: 'old',
+        commandId: 'old/1',
+        rolloutMachineId: 'm-1',
+        replacesMachineId: 't-0',
+        incarnation: 'an-earlier-one',
+      }),
+    );
+    await bus.publish(
+      createMessage(
+        'RestartTrainerGroup',
+        { recoveryId: 'older', commandId: 'older/1', machines: ['m-1'], step: 1, checkpointStep: null, keepBatch: true },
+        { jobId: 'job-1', source: 'controller', occurredAt: new Date(Date.now() - 3_600_000).toISOString() },
+      ),
+    );
+    // Then one for this incarnation: carried out, so the two before it were seen and passed over.
+    await bus.publish(
+      command('PromoteRolloutToTrainer', { recoveryId: 'r-2', commandId: 'r-2/1', rolloutMachineId: 'm-1', replacesMachineId: 't-0', incarnation }),
+    );
+    await eventually('the current promotion answered', () => (answered('r-2/1') ? true : undefined));
+    expect(answered('old/1')).toBe(false);
+    expect(answered('older/1')).toBe(false);
+    expect(published('MachineRoleChanged')).toHaveLength(1);
+  });
+
   it('takes GPU activity pushed by the framework into its emulated source, validated', async () => {
     const pushed = await fetch(`${url}/v1/gpu-activity`, {
       method: 'POST',

@@ -59,6 +59,8 @@ export const RestartTrainerGroup = command(
     /** The last per-step checkpoint to reload; null when none was saved yet (start from the initial weights). */
     checkpointStep: Step.nullable(),
     keepBatch: z.boolean(),
+    /** Per machine, the incarnation the command is for (when the controller knows it): other incarnations ignore it. */
+    incarnations: z.record(MachineId, z.string().min(1)).optional(),
   }),
 );
 
@@ -66,7 +68,13 @@ export const PromoteRolloutToTrainer = command(
   'PromoteRolloutToTrainer',
   Topics.control,
   'Take a healthy rollout machine into the trainer group as warm standby (paper §5.1.3).',
-  z.object({ ...Target, rolloutMachineId: MachineId, replacesMachineId: MachineId }),
+  z.object({
+    ...Target,
+    rolloutMachineId: MachineId,
+    replacesMachineId: MachineId,
+    /** The rollout's incarnation the promotion is for (when known): another incarnation ignores it. */
+    incarnation: z.string().min(1).optional(),
+  }),
 );
 
 export const ReplaceMachine = command(

@@ -60,6 +60,11 @@ export const MachineRegistered = event(
      * in weight transfer (the native UCX module is unavailable there): it then neither pulls nor relays.
      */
     weightsAddress: z.string().min(1).optional(),
+    /**
+     * This agent process's registration epoch (unique per start). Commands name the incarnation they
+     * were issued for, so a restarted agent never carries out what was meant for its predecessor.
+     */
+    incarnation: z.string().min(1).max(200).optional(),
   }),
 );
 
