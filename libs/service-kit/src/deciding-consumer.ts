@@ -35,6 +35,26 @@ export interface DecidingConsumerSpec<State, Event extends RobustrlMessage = Rob
   onEmitted?: (messages: readonly RobustrlMessage[], jobId: string) => void;
   /** Called after each delivered input committed, with what it led to (side effects outside the store). */
   onApplied?: (input: Input, emitted: readonly RobustrlMessage[]) => void;
+  /**
+   * A job silent this long (by `clock`) leaves memory and the tick — a finished or abandoned job must not
+   * cost every tick forever; its state comes back from the inbox if it speaks again. null: never. Default
+   * `ROBUSTRL_JOB_STATE_RETENTION_SECONDS` (`off` for never), else one hour.
+   */
+  idleJobRetentionMs?: number | null;
+}
+
+/** One hour: a live job reports GPU activity and throughput every few seconds, so an hour of silence is a job that is gone. */
+export const DEFAULT_IDLE_JOB_RETENTION_MS = 3_600_000;
+
+/** `ROBUSTRL_JOB_STATE_RETENTION_SECONDS`: seconds, or `off`; a bad value stops start-up with a message naming it. */
+export function idleJobRetentionFromEnv(env: NodeJS.ProcessEnv = process.env): number | null {
+  const raw = env.ROBUSTRL_JOB_STATE_RETENTION_SECONDS;
+  if (raw === undefined || raw === '') return DEFAULT_IDLE_JOB_RETENTION_MS;
+  if (raw === 'off') return null;
+  const seconds = Number(raw);
+  if (!Number.isFinite(seconds) || seconds <= 0)
+    throw new Error(`ROBUSTRL_JOB_STATE_RETENTION_SECONDS must be a positive number of seconds or 'off', got '${raw}'`);
+  return Math.round(seconds * 1000);
 }
 
 /**
@@ -53,6 +73,10 @@ export interface DecidingConsumerSpec<State, Event extends RobustrlMessage = Rob
  */
 export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMessage, Input extends Event = Event> {
   private readonly states = new Map<string, State>();
+  /** When each job in memory last had a message or an output (by `clock`). */
+  private readonly lastActive = new Map<string, number>();
+  private readonly idleJobRetentionMs: number | null;
+  private sweeper?: NodeJS.Timeout;
   private readonly logger: Logger;
   private readonly clock: () => number;
   private subscription?: Subscription;
@@ -68,6 +92,7 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
   ) {
     this.logger = new Logger(spec.consumer);
     this.clock = spec.clock ?? Date.now;
+    this.idleJobRetentionMs = spec.idleJobRetentionMs === undefined ? idleJobRetentionFromEnv() : spec.idleJobRetentionMs;
     this.outbox = new OutboxRelay(bus, store, spec.consumer, this.logger);
   }
 
@@ -89,12 +114,17 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
     }
     // Pending outbox entries of a failed relay are retried on a timer, not only on the next message.
     this.outbox.startRetrying();
+    if (this.idleJobRetentionMs !== null) {
+      const every = Math.max(1_000, Math.min(60_000, Math.floor(this.idleJobRetentionMs / 4)));
+      this.sweeper = setInterval(() => void this.evictIdleJobs().catch((err) => this.logger.error(`evicting idle jobs failed: ${String(err)}`)), every);
+    }
     this.logger.log(`deciding on ${this.spec.inputTypes.length} message types from ${this.spec.topics.join(', ')}`);
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
     clearInterval(this.ticker);
+    clearInterval(this.sweeper);
     this.outbox.stopRetrying();
     await this.subscription?.close();
     await this.queue.catch(() => undefined);
@@ -108,6 +138,22 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
 
   jobs(): string[] {
     return [...this.states.keys()];
+  }
+
+  /** Drop from memory the jobs silent longer than the retention; returns their ids. */
+  evictIdleJobs(): Promise<string[]> {
+    return this.serially(async () => {
+      const retention = this.idleJobRetentionMs;
+      if (retention === null) return [];
+      const now = this.clock();
+      const idle = [...this.lastActive].filter(([, at]) => now - at > retention).map(([jobId]) => jobId);
+      for (const jobId of idle) {
+        this.states.delete(jobId);
+        this.lastActive.delete(jobId);
+      }
+      if (idle.length > 0) this.logger.log(`evicted ${idle.length} idle job(s) from memory (silent > ${Math.round(retention / 1000)} s): ${idle.join(', ')}`);
+      return idle;
+    });
   }
 
   /** Run one tick now (tests and the simulator-driven demo use it instead of waiting for the timer). */
@@ -128,9 +174,30 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
       const page = await this.store.inbox.read(this.store.dataSource.manager, this.spec.consumer, after, 1000);
       for (const { message } of page) this.states.set(message.jobId, this.evolve(this.stateFor(message.jobId), message));
       count += page.length;
-      if (page.length < 1000) return count;
+      if (page.length < 1000) break;
       after = page[page.length - 1].seq;
     }
+    const now = this.clock();
+    for (const jobId of this.states.keys()) this.lastActive.set(jobId, now);
+    return count;
+  }
+
+  /** A job's state: in memory, or — after it was evicted — folded again from its part of the inbox. */
+  private async load(jobId: string): Promise<State> {
+    const known = this.states.get(jobId);
+    if (known !== undefined) return known;
+    let state = this.spec.decider.initialState();
+    let after = '0';
+    let count = 0;
+    for (;;) {
+      const page = await this.store.inbox.read(this.store.dataSource.manager, this.spec.consumer, after, 1000, jobId);
+      for (const { message } of page) state = this.evolve(state, message);
+      count += page.length;
+      if (page.length < 1000) break;
+      after = page[page.length - 1].seq;
+    }
+    if (count > 0) this.logger.log(`job ${jobId} speaks again: state restored from ${count} inbox message(s)`);
+    return state;
   }
 
   /** The subscription's type filter and the inbox's contents are what make these messages `Event`s. */
@@ -143,7 +210,7 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
   private async onDelivery(delivery: Delivery): Promise<void> {
     const input = delivery.message;
     const now = this.clock();
-    const before = this.stateFor(input.jobId);
+    const before = await this.load(input.jobId);
     const stepped = await this.store.transaction(async (manager) => {
       const stream = `${delivery.topic}/${delivery.partition}`;
       if (!(await this.store.checkpoints.advance(manager, this.spec.consumer, stream, delivery.offset))) return null;
@@ -163,6 +230,7 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
     if (stepped === null) return; // a duplicate: applied before
     const { state, events } = stepped;
     this.states.set(input.jobId, state);
+    this.lastActive.set(input.jobId, now);
     this.afterCommit(events, input.jobId);
     this.spec.onApplied?.(input as Input, events);
   }
@@ -192,6 +260,7 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
         await this.store.outbox.enqueue(manager, this.spec.consumer, events);
       });
       this.states.set(jobId, next);
+      this.lastActive.set(jobId, now);
       this.afterCommit(events, jobId);
     }
   }

@@ -25,15 +25,21 @@ export class Inbox {
 
   /**
    * The consumer's stream in the order it applied it, joined with the event log for the payloads,
-   * page by page (`afterSeq` is the last seq of the previous page).
+   * page by page (`afterSeq` is the last seq of the previous page); with `jobId`, that job's part only.
    */
-  async read(manager: EntityManager, consumer: string, afterSeq = '0', limit = 1000): Promise<Array<{ seq: string; message: RobustrlMessage }>> {
+  async read(
+    manager: EntityManager,
+    consumer: string,
+    afterSeq = '0',
+    limit = 1000,
+    jobId?: string,
+  ): Promise<Array<{ seq: string; message: RobustrlMessage }>> {
     const rows: Array<MessageRow & { seq: string }> = await manager.query(
       `SELECT i.seq::text AS seq, l.event_id, l.type, l.schema_version, l.kind, l.job_id, l.source, l.occurred_at,
               l.causation_id, l.correlation_id, l.trace, l.data
          FROM robustrl_inbox i JOIN robustrl_event_log l ON l.event_id = i.event_id
-        WHERE i.consumer = $1 AND i.seq > $2::bigint ORDER BY i.seq LIMIT $3`,
-      [consumer, afterSeq, limit],
+        WHERE i.consumer = $1 AND i.seq > $2::bigint ${jobId === undefined ? '' : 'AND i.job_id = $4'} ORDER BY i.seq LIMIT $3`,
+      jobId === undefined ? [consumer, afterSeq, limit] : [consumer, afterSeq, limit, jobId],
     );
     return rows.map((row) => ({ seq: row.seq, message: messageFromRow(row, `inbox of ${consumer} at seq ${row.seq}`) }));
   }
