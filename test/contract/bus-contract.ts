@@ -155,6 +155,32 @@ export function describeBusContract(adapter: string, makeFixture: () => Promise<
       expect(f.deadLetters().filter((d) => d.consumerGroup === groupId && d.key === jobId)).toHaveLength(1);
     });
 
+    it('dead-letters a bad record once, however many consumer groups read it and however often they restart', async () => {
+      const jobId = `job-${randomUUID()}`;
+      await f.bus.publishRaw({ topic: Topics.training, key: jobId, value: 'not json at all' });
+      await f.bus.publish(stepCompleted(jobId, 1));
+      const groups = [`once-a-${randomUUID()}`, `once-b-${randomUUID()}`];
+      const seen = new Map<string, number>();
+      const readAll = async (groupId: string) => {
+        const sub = await f.bus.subscribe({
+          groupId,
+          topics: [Topics.training],
+          handler: async (d) => void (d.message.jobId === jobId && seen.set(groupId, (seen.get(groupId) ?? 0) + 1)),
+        });
+        await eventually(`${groupId} past the bad record`, () => (seen.get(groupId) === 1 ? true : undefined));
+        await sub.close();
+      };
+      // Two groups read it; then a fresh group, as a read model joining anew on every start does.
+      for (const g of groups) await readAll(g);
+      await readAll(`once-c-${randomUUID()}`);
+      const mine = await eventually('the dead letter', () => {
+        const dl = f.deadLetters().filter((d) => d.key === jobId);
+        return dl.length > 0 ? dl : undefined;
+      });
+      expect(mine).toHaveLength(1);
+      expect(mine[0].consumerGroup).toBe(groups[0]);
+    });
+
     it('retries a failing handler, then dead-letters the record and moves on', async () => {
       const jobId = `job-${randomUUID()}`;
       const groupId = `poison-${randomUUID()}`;

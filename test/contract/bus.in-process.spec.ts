@@ -4,8 +4,8 @@ import { EventStore } from '@robustrl/store';
 import { describeBusContract } from './bus-contract';
 
 describeBusContract('in-process bus with PGlite store', async () => {
-  const bus = new InProcessBus({ logger: { info: () => undefined, warn: () => undefined, error: console.error } });
   const store = await EventStore.open({ kind: 'pglite' });
+  const bus = new InProcessBus({ logger: { info: () => undefined, warn: () => undefined, error: console.error }, deadLetterLedger: store.deadLetterClaims });
   return {
     bus,
     store,

@@ -9,9 +9,15 @@ describeBusContract('Kafka broker with PostgreSQL store', async () => {
   const brokers = process.env.KAFKA_BROKERS!.split(',');
   // Topics of their own, so a broker's history (other runs, benchmarks) never slows or confuses the suite.
   const topicPrefix = `test-${randomUUID()}.`;
-  const bus = new KafkaBus({ brokers, clientId: 'contract-test', topicPrefix, logger: { info: () => undefined, warn: () => undefined, error: console.error } });
-  await bus.ensureTopics();
   const { store, drop } = await freshPostgresStore();
+  const bus = new KafkaBus({
+    brokers,
+    clientId: 'contract-test',
+    topicPrefix,
+    logger: { info: () => undefined, warn: () => undefined, error: console.error },
+    deadLetterLedger: store.deadLetterClaims,
+  });
+  await bus.ensureTopics();
   const dlq = await new KafkaTopicReader(brokers, topicPrefix + DEAD_LETTER_TOPIC).start();
   return {
     bus,

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { InProcessBus } from './in-process/in-process-bus';
 import { KafkaBus } from './kafka/kafka-bus';
-import { BusLogger, MessageBus } from './message-bus';
+import { BusLogger, DeadLetterLedger, MessageBus } from './message-bus';
 
 /** Which bus a process uses: Kafka when `KAFKA_BROKERS` is set, else the in-process bus (embedded mode). */
 export const BusConfig = z.discriminatedUnion('adapter', [
@@ -29,8 +29,8 @@ export function busConfigFromEnv(env: NodeJS.ProcessEnv, clientId: string): BusC
   return parsed.data;
 }
 
-export function createBus(config: BusConfig, logger?: BusLogger): MessageBus {
+export function createBus(config: BusConfig, logger?: BusLogger, deadLetterLedger?: DeadLetterLedger): MessageBus {
   return config.adapter === 'kafka'
-    ? new KafkaBus({ brokers: config.brokers, clientId: config.clientId, topicPrefix: config.topicPrefix, logger })
-    : new InProcessBus({ logger });
+    ? new KafkaBus({ brokers: config.brokers, clientId: config.clientId, topicPrefix: config.topicPrefix, logger, deadLetterLedger })
+    : new InProcessBus({ logger, deadLetterLedger });
 }

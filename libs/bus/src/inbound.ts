@@ -3,7 +3,7 @@ import { DEAD_LETTER_TOPIC, decodeMessage, MessageType, topicOf } from '@robustr
 import { extractTraceContext, inSpan, SpanKind } from '@robustrl/telemetry';
 import { DeadLetterKind, toDeadLetterRecord } from './dead-letter';
 import { isInfrastructureError } from './infrastructure-errors';
-import { BusLogger, DEFAULT_RETRY, isRetriable, MessageHandler, RawRecord, RecordTooLargeError, RetryPolicy } from './message-bus';
+import { BusLogger, DeadLetterLedger, DEFAULT_RETRY, isRetriable, MessageHandler, RawRecord, RecordTooLargeError, RetryPolicy } from './message-bus';
 
 export interface InboundRecord {
   topic: string;
@@ -22,6 +22,8 @@ export interface InboundPipeline {
   deadLetter(record: RawRecord): Promise<void>;
   /** The bus's record limit: a dead letter that would exceed it is written as a reference. */
   maxRecordBytes: number;
+  /** One dead letter per record across groups and restarts (see DeadLetterLedger); absent: one per group. */
+  ledger?: { ledger: DeadLetterLedger; stream: string };
   logger: BusLogger;
   /** Lets the Kafka adapter keep the group session alive while a handler is being retried. */
   heartbeat?: () => Promise<void>;
@@ -132,6 +134,10 @@ async function deadLetter(record: InboundRecord, p: InboundPipeline, kind: DeadL
   let asReference = false;
   for (let attempt = 1; ; attempt++) {
     try {
+      if (p.ledger && !(await p.ledger.ledger.claim({ stream: p.ledger.stream, partition: record.partition, offset: record.offset }, p.groupId))) {
+        p.logger.info('record already dead-lettered by another consumer group', { group: p.groupId, topic: record.topic, offset: record.offset });
+        return;
+      }
       await p.deadLetter(toDeadLetterRecord(record, failure, p.maxRecordBytes, asReference));
       return;
     } catch (err) {

@@ -99,6 +99,18 @@ export interface RetryPolicy {
 
 export const DEFAULT_RETRY: RetryPolicy = { maxAttempts: 5, initialBackoffMs: 100, maxBackoffMs: 5_000 };
 
+/**
+ * Who writes the dead letter of a bad record when several consumers read it: every consumer group that
+ * reads a topic meets the same bad record (the detector, the controller, each agent, a read model that
+ * joins a fresh group on every start), and each would dead-letter its own copy. A bus given a ledger
+ * dead-letters a record once: `claim` answers true for the first group to claim the record, and again
+ * for that same group (its own redelivery after a crash), false for every other; those skip the write
+ * and move on. Claims are durable, so restarts and new groups do not write again.
+ */
+export interface DeadLetterLedger {
+  claim(record: { stream: string; partition: number; offset: string }, groupId: string): Promise<boolean>;
+}
+
 export interface SubscribeOptions {
   groupId: string;
   topics: readonly string[];

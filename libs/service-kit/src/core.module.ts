@@ -25,7 +25,12 @@ export class CoreModule implements OnApplicationShutdown {
       providers: [
         { provide: SERVICE_CONFIG, useValue: config },
         { provide: CLOCK, useValue: config.clock ?? Date.now },
-        { provide: MESSAGE_BUS, useFactory: () => createBus(config.bus, nestBusLogger(config.serviceName)) },
+        // Every consumer of the process dead-letters through the store's ledger: once per bad record, not per group.
+        {
+          provide: MESSAGE_BUS,
+          useFactory: (store: EventStore) => createBus(config.bus, nestBusLogger(config.serviceName), store.deadLetterClaims),
+          inject: [EVENT_STORE],
+        },
         { provide: EVENT_STORE, useFactory: () => EventStore.open(config.store) },
       ],
       exports: [SERVICE_CONFIG, MESSAGE_BUS, EVENT_STORE, CLOCK],

@@ -1,3 +1,4 @@
+import { DeadLetterClaims } from './dead-letter-claims';
 import { DataSource, EntityManager } from 'typeorm';
 import { MessageOf, MessageType, RobustrlMessage } from '@robustrl/contracts';
 import { ApplyOutcome, ConsumerCheckpoints } from './checkpoints';
@@ -23,12 +24,16 @@ export class EventStore {
   readonly checkpoints = new ConsumerCheckpoints();
   readonly inbox = new Inbox();
   readonly outbox = new Outbox();
+  /** The bus's dead-letter ledger over this store: each bad record dead-lettered once across groups. */
+  readonly deadLetterClaims: DeadLetterClaims;
 
   private constructor(
     readonly dataSource: DataSource,
     readonly backend: StoreConfig['kind'],
     private readonly closeFn: () => Promise<void>,
-  ) {}
+  ) {
+    this.deadLetterClaims = new DeadLetterClaims(dataSource);
+  }
 
   /**
    * Open the store and bring its tables up to date; `migrations` are the opener's own tables (a

@@ -7,3 +7,4 @@ export * from './pglite/pglite-pool';
 export * from './inbox';
 export * from './outbox';
 export * from './scratch-database';
+export * from './dead-letter-claims';

@@ -117,7 +117,8 @@ async function main(): Promise<void> {
           .map(fromDeadLetterRecord)
           .filter((d) => d.key === jobId)
       : [];
-  if (bus instanceof InProcessBus) log(`  dead letters: ${deadLetters.length} (the malformed record, once per consumer group that read it; nothing blocked)`);
+  if (bus instanceof InProcessBus)
+    log(`  dead letters: ${deadLetters.length} (the malformed record, once however many consumer groups read it; nothing blocked)`);
   log(`  what the same faults would cost with whole-task restarts: robustrl simulate --scenario main-job`);
   log(`  done in ${((Date.now() - started) / 1000).toFixed(1)} s`);
   await service.stop();

@@ -1,9 +1,11 @@
+import { randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import { DEAD_LETTER_TOPIC, RobustrlMessage } from '@robustrl/contracts';
 import { InboundRecord, processInbound, retryPolicy, SubscriptionClosingError } from '../inbound';
 import {
   BusHealth,
   BusLogger,
+  DeadLetterLedger,
   DEFAULT_MAX_RECORD_BYTES,
   MessageBus,
   RawRecord,
@@ -53,6 +55,8 @@ export interface InProcessBusOptions {
   partitions?: number;
   /** The largest record accepted, as a broker's `message.max.bytes` (default: Kafka's, less framing). */
   maxRecordBytes?: number;
+  /** Dead-letter each bad record once across consumer groups (the store's ledger). */
+  deadLetterLedger?: DeadLetterLedger;
   logger?: BusLogger;
 }
 
@@ -65,6 +69,9 @@ export interface InProcessBusOptions {
 export class InProcessBus implements MessageBus {
   readonly adapter = 'in-process' as const;
   readonly maxRecordBytes: number;
+  private readonly deadLetterLedger?: DeadLetterLedger;
+  /** This bus's logs live and die with it: ledger keys carry its id so another bus's offsets never collide. */
+  private readonly instanceId = randomUUID();
   private readonly topics = new Map<string, PartitionLog[]>();
   private readonly committed = new Map<string, number>();
   /** Open subscriptions: group → its topics. */
@@ -77,6 +84,7 @@ export class InProcessBus implements MessageBus {
   constructor(options: InProcessBusOptions = {}) {
     this.partitions = options.partitions ?? 3;
     this.maxRecordBytes = options.maxRecordBytes ?? DEFAULT_MAX_RECORD_BYTES;
+    this.deadLetterLedger = options.deadLetterLedger;
     this.logger = options.logger ?? stderrLogger;
   }
 
@@ -178,7 +186,8 @@ export class InProcessBus implements MessageBus {
       if (signal.aborted) return;
       const r = log.records[offset];
       try {
-        await processInbound({ topic, partition, offset: String(offset), key: r.key, value: r.value, headers: r.headers }, pipeline);
+        const ledger = this.deadLetterLedger ? { ledger: { ledger: this.deadLetterLedger, stream: `in-process:${this.instanceId}:${topic}` } } : {};
+        await processInbound({ topic, partition, offset: String(offset), key: r.key, value: r.value, headers: r.headers }, { ...pipeline, ...ledger });
         this.committed.set(commitKey, offset + 1);
       } catch (err) {
         if (err instanceof SubscriptionClosingError) return;

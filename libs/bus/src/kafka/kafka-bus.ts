@@ -4,6 +4,7 @@ import { processInbound, retryPolicy, SubscriptionClosingError } from '../inboun
 import {
   BusHealth,
   BusLogger,
+  DeadLetterLedger,
   DEFAULT_MAX_RECORD_BYTES,
   MessageBus,
   RawRecord,
@@ -36,6 +37,8 @@ export interface KafkaBusOptions {
   topicPrefix?: string;
   /** The largest record this bus publishes: keep it at or below the broker's `message.max.bytes`. */
   maxRecordBytes?: number;
+  /** Dead-letter each bad record once across consumer groups and restarts (the store's ledger). */
+  deadLetterLedger?: DeadLetterLedger;
 }
 
 /** kafkajs adapter: idempotent producer, acks=all, commit-after-effect consumers, dead-letter topic. */
@@ -43,7 +46,8 @@ export class KafkaBus implements MessageBus {
   readonly adapter = 'kafka' as const;
   readonly maxRecordBytes: number;
   private readonly kafka: Kafka;
-  private readonly options: Required<Omit<KafkaBusOptions, 'kafkaLogLevel'>>;
+  private readonly options: Required<Omit<KafkaBusOptions, 'kafkaLogLevel' | 'deadLetterLedger'>>;
+  private readonly deadLetterLedger?: DeadLetterLedger;
   private producer?: Promise<Producer>;
   private topicsReady?: Promise<void>;
   private readonly consumers = new Set<Consumer>();
@@ -64,6 +68,7 @@ export class KafkaBus implements MessageBus {
       ...options,
     };
     this.maxRecordBytes = this.options.maxRecordBytes;
+    this.deadLetterLedger = options.deadLetterLedger;
     const logger = this.options.logger;
     const config: KafkaConfig = {
       clientId: this.options.clientId,
@@ -154,6 +159,8 @@ export class KafkaBus implements MessageBus {
                 retry,
                 deadLetter: (r) => this.publishRaw(r),
                 maxRecordBytes: this.maxRecordBytes,
+                // Keyed by the topic as the broker names it: deployments sharing a cluster differ by prefix.
+                ...(this.deadLetterLedger ? { ledger: { ledger: this.deadLetterLedger, stream: `kafka:${batch.topic}` } } : {}),
                 logger,
                 heartbeat,
                 isRunning: () => running && isRunning(),

@@ -2,6 +2,7 @@ import { MigrationInterface } from 'typeorm';
 import { EventLog1763700000000 } from './0001-event-log';
 import { InboxOutbox1763800000000 } from './0002-inbox-outbox';
 import { InboxByJob1764000000000 } from './0004-inbox-by-job';
+import { DeadLetterClaims1764100000000 } from './0005-dead-letter-claims';
 
 /** A TypeORM migration class: its name ends in a JavaScript timestamp, which orders it among all others. */
 export type StoreMigration = new () => MigrationInterface;
@@ -12,4 +13,9 @@ export type StoreMigration = new () => MigrationInterface;
  * migrations the service owns and hands to the store (`EventStore.open(config, { migrations })` or
  * `store.migrate(...)`); they share the migrations table, so each runs once per database.
  */
-export const STORE_MIGRATIONS: readonly StoreMigration[] = [EventLog1763700000000, InboxOutbox1763800000000, InboxByJob1764000000000];
+export const STORE_MIGRATIONS: readonly StoreMigration[] = [
+  EventLog1763700000000,
+  InboxOutbox1763800000000,
+  InboxByJob1764000000000,
+  DeadLetterClaims1764100000000,
+];
