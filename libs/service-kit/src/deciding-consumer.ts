@@ -168,15 +168,7 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
   }
 
   private async rebuild(): Promise<number> {
-    let after = '0';
-    let count = 0;
-    for (;;) {
-      const page = await this.store.inbox.read(this.store.dataSource.manager, this.spec.consumer, after, 1000);
-      for (const { message } of page) this.states.set(message.jobId, this.evolve(this.stateFor(message.jobId), message));
-      count += page.length;
-      if (page.length < 1000) break;
-      after = page[page.length - 1].seq;
-    }
+    const count = await this.foldInbox(undefined, (message) => this.states.set(message.jobId, this.evolve(this.stateFor(message.jobId), message)));
     const now = this.clock();
     for (const jobId of this.states.keys()) this.lastActive.set(jobId, now);
     return count;
@@ -187,17 +179,22 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
     const known = this.states.get(jobId);
     if (known !== undefined) return known;
     let state = this.spec.decider.initialState();
+    const count = await this.foldInbox(jobId, (message) => (state = this.evolve(state, message)));
+    if (count > 0) this.logger.log(`job ${jobId} speaks again: state restored from ${count} inbox message(s)`);
+    return state;
+  }
+
+  /** Hands the inbox (all of it, or one job's part) to `apply` in the order it was applied, page by page; returns how many. */
+  private async foldInbox(jobId: string | undefined, apply: (message: RobustrlMessage) => void): Promise<number> {
     let after = '0';
     let count = 0;
     for (;;) {
       const page = await this.store.inbox.read(this.store.dataSource.manager, this.spec.consumer, after, 1000, jobId);
-      for (const { message } of page) state = this.evolve(state, message);
+      for (const { message } of page) apply(message);
       count += page.length;
-      if (page.length < 1000) break;
+      if (page.length < 1000) return count;
       after = page[page.length - 1].seq;
     }
-    if (count > 0) this.logger.log(`job ${jobId} speaks again: state restored from ${count} inbox message(s)`);
-    return state;
   }
 
   /** The subscription's type filter and the inbox's contents are what make these messages `Event`s. */

@@ -151,7 +151,9 @@ export class InProcessBus implements MessageBus {
       this.logsOf(topic).forEach((log, partition) => {
         const key = `${options.groupId}\u0000${topic}\u0000${partition}`;
         if (!this.committed.has(key)) this.committed.set(key, fromBeginning ? 0 : log.records.length);
-        loops.push(this.consumePartition(topic, partition, log, key, pipeline, abort.signal));
+        // Ledger keys name this bus instance and topic: its offsets mean nothing beyond it.
+        const ledger = this.deadLetterLedger ? { ledger: { ledger: this.deadLetterLedger, stream: `in-process:${this.instanceId}:${topic}` } } : {};
+        loops.push(this.consumePartition(topic, partition, log, key, { ...pipeline, ...ledger }, abort.signal));
       });
     }
     const subscription: Subscription = {
@@ -186,8 +188,7 @@ export class InProcessBus implements MessageBus {
       if (signal.aborted) return;
       const r = log.records[offset];
       try {
-        const ledger = this.deadLetterLedger ? { ledger: { ledger: this.deadLetterLedger, stream: `in-process:${this.instanceId}:${topic}` } } : {};
-        await processInbound({ topic, partition, offset: String(offset), key: r.key, value: r.value, headers: r.headers }, { ...pipeline, ...ledger });
+        await processInbound({ topic, partition, offset: String(offset), key: r.key, value: r.value, headers: r.headers }, pipeline);
         this.committed.set(commitKey, offset + 1);
       } catch (err) {
         if (err instanceof SubscriptionClosingError) return;

@@ -145,14 +145,16 @@ export const TrajectorySummary = z.object({
 });
 export type TrajectorySummary = z.infer<typeof TrajectorySummary>;
 
-export const StoredTurn = z.object({
-  turnId: Id,
-  turnIndex: Count,
-  kind: TurnKind,
-  content: JsonValue,
-  rolloutId: Id.nullable(),
-  weightVersion: Count,
-  tokens: Count,
+/** A turn as stored: what was appended (less the fence), and when. */
+export const StoredTurn = TurnInput.pick({
+  turnId: true,
+  turnIndex: true,
+  kind: true,
+  content: true,
+  rolloutId: true,
+  weightVersion: true,
+  tokens: true,
+}).extend({
   createdAt: Timestamp,
 });
 export type StoredTurn = z.infer<typeof StoredTurn>;
