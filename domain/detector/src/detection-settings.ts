@@ -5,6 +5,8 @@ export interface ResolvedDetectionSettings {
   trainerIdleWindowMs: number;
   rolloutSilentWindowMs: number;
   probeTimeoutMs: number;
+  /** After the detector was blind, no time-based window may suspect a machine for this long (or for as long as the gap, if shorter). */
+  resumeGraceMs: number;
   straggler: { enabled: boolean; ratio: number; windowMs: number; minPeers: number; action: 'report' | 'replace' };
 }
 
@@ -12,12 +14,14 @@ export interface ResolvedDetectionSettings {
  * Defaults from the paper (§4): 300 s of zero TensorCore activity in the training phase for a
  * trainer, 60 s of zero throughput for a rollout. The probe timeout and the straggler rule are ours:
  * 10 s is several round trips of a loaded agent; a rollout at a fifth of its peers' median for 5
- * minutes is "far below" without reacting to one long prompt.
+ * minutes is "far below" without reacting to one long prompt. The grace after a blind interval is
+ * also ours: 30 s lets every agent's first samples after the gap (its producer reconnecting) arrive.
  */
 export const PAPER_DETECTION_DEFAULTS: ResolvedDetectionSettings = {
   trainerIdleWindowMs: 300_000,
   rolloutSilentWindowMs: 60_000,
   probeTimeoutMs: 10_000,
+  resumeGraceMs: 30_000,
   straggler: { enabled: true, ratio: 0.2, windowMs: 300_000, minPeers: 3, action: 'report' },
 };
 
@@ -32,6 +36,7 @@ export function resolveDetectionSettings(
     trainerIdleWindowMs: ms(job?.trainerIdleWindowSeconds, defaults.trainerIdleWindowMs),
     rolloutSilentWindowMs: ms(job?.rolloutSilentWindowSeconds, defaults.rolloutSilentWindowMs),
     probeTimeoutMs: ms(job?.probeTimeoutSeconds, defaults.probeTimeoutMs),
+    resumeGraceMs: ms(job?.resumeGraceSeconds, defaults.resumeGraceMs),
     straggler: {
       enabled: s?.enabled ?? defaults.straggler.enabled,
       ratio: s?.ratio ?? defaults.straggler.ratio,

@@ -1,7 +1,7 @@
 import { draft, Evidence, MessageOf } from '@robustrl/contracts';
 import { assertNever } from '@robustrl/domain-kit';
 import { evolveDetector, markConfirmed } from './detector.evolve';
-import { contextFor, DetectorCommand, DetectorConfig, DetectorDraft, DetectorState, handledAs, rulesFor, suspicionKey } from './detector.state';
+import { contextFor, DetectorCommand, DetectorConfig, DetectorDraft, DetectorState, handledAs, rulesFor, suspicionKey, windowsCount } from './detector.state';
 import { Finding, WatchedMachine } from './rules';
 
 /**
@@ -11,9 +11,16 @@ import { Finding, WatchedMachine } from './rules';
  *    evaluateMachine  — the machine's rules look at it now: confirm, or suspect (and probe), or clear
  *  observe a HeartbeatAcked:
  *    probeAnswered    — the agent answered in time: the suspicion is cleared
+ *  observe DetectionPaused / DetectionResumed (from the host: its own input had a gap):
+ *    startOver        — on resume, every open suspicion is withdrawn: its evidence and its probe's
+ *                       answer may have been lost in the gap, so only fresh evidence and a fresh probe count
  *  tick (time passed):
  *    1. expiredProbes        — probes unanswered past their timeout confirm the fault
  *    2. evaluateEveryMachine — every watched machine's rules at `now` (time-based windows)
+ *
+ * While blind nothing is concluded from time (no tick step runs, time-windowed rules are skipped) and
+ * during the grace period after, time-windowed rules are skipped: missing input is not evidence of a
+ * fault. Explicit signals confirm throughout, and acks still clear.
  *
  * Verdict ids come from a counter in the state (`<machine>/<rule>/<n>`), so deciding twice from the same
  * state yields the same ids.
@@ -21,6 +28,7 @@ import { Finding, WatchedMachine } from './rules';
 export function decideDetector(config: DetectorConfig) {
   return (command: DetectorCommand, state: DetectorState): DetectorDraft[] => {
     if (command.kind === 'tick') {
+      if (state.blind !== null) return [];
       const confirmations = expiredProbes(state, command.now);
       const alreadyConfirmed = new Set(confirmations.map((d) => (d.type === 'FaultConfirmed' ? d.data.machineId : '')));
       return [...confirmations, ...evaluateEveryMachine(config, state, command.now, alreadyConfirmed)];
@@ -28,7 +36,10 @@ export function decideDetector(config: DetectorConfig) {
     const { message, now } = command;
     switch (message.type) {
       case 'JobStarted':
+      case 'DetectionPaused':
         return [];
+      case 'DetectionResumed':
+        return startOver(state, message);
       case 'HeartbeatAcked':
         return probeAnswered(state, message);
       case 'MachineRegistered':
@@ -74,6 +85,25 @@ function probeAnswered(state: DetectorState, ack: MessageOf<'HeartbeatAcked'>): 
   ];
 }
 
+/** The gap closed: open suspicions are withdrawn, to be raised again only on evidence seen after it. */
+function startOver(state: DetectorState, resumed: MessageOf<'DetectionResumed'>): DetectorDraft[] {
+  const seconds = Math.round(resumed.data.blindMs / 1000);
+  return Object.values(state.suspicions).flatMap((s) => {
+    const machine = state.machines[s.machineId];
+    if (!machine) return [];
+    return [
+      draft('SuspicionCleared', {
+        verdictId: s.verdictId,
+        machineId: s.machineId,
+        role: machine.role,
+        rule: s.rule,
+        evidence: s.evidence,
+        reason: `the detector was blind for ${seconds} s (${resumed.data.reason}): the evidence${s.probe ? ' and the probe' : ''} start over`,
+      }),
+    ];
+  });
+}
+
 /** Probes nobody answered in time: an agent that cannot answer means the machine (or its network) is gone, not only the process. */
 function expiredProbes(state: DetectorState, now: number): DetectorDraft[] {
   const out: DetectorDraft[] = [];
@@ -105,7 +135,9 @@ function evaluateMachine(config: DetectorConfig, state: DetectorState, machine: 
   if (machine.status !== 'watching') return [];
   const out: DetectorDraft[] = [];
   const ctx = contextFor(state, machine, now);
+  const timeCounts = windowsCount(state, now);
   for (const rule of rulesFor(config, machine)) {
+    if (rule.timeWindowed && !timeCounts) continue;
     const open = state.suspicions[suspicionKey(machine.machineId, rule.name)];
     const finding: Finding | null = rule.evaluate(state.ruleStates[machine.machineId]?.[rule.name], ctx);
     if (finding === null) {

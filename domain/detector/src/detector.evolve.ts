@@ -1,7 +1,7 @@
 import { assertNever } from '@robustrl/domain-kit';
 import { resolveDetectionSettings } from './detection-settings';
 import { DetectorConfig, DetectorEvent, DetectorState, freshRuleStates, contextFor, rulesFor, seqOf, suspicionKey } from './detector.state';
-import { MachineObservation, WatchedMachine } from './rules';
+import { BlindInterval, MachineObservation, WatchedMachine } from './rules';
 
 /**
  * Folds one event into the detector state at `at` — the event's own time. The detector's outputs are
@@ -43,6 +43,16 @@ export function evolveDetector(config: DetectorConfig, state: DetectorState, eve
     }
     case 'FaultConfirmed':
       return { ...markConfirmed(state, event.data.machineId, at), verdictSeq: Math.max(state.verdictSeq, seqOf(event.data.verdictId)) };
+    case 'DetectionPaused': {
+      const since = Date.parse(event.data.blindSince);
+      // Paused twice (a second reason while still blind) stays blind since the first.
+      return { ...state, blind: state.blind && state.blind.since <= since ? state.blind : { since, reason: event.data.reason } };
+    }
+    case 'DetectionResumed': {
+      // A pause recorded earlier (e.g. by an incarnation that crashed while blind) may reach further back.
+      const from = Math.min(Date.parse(event.data.blindSince), state.blind?.since ?? Infinity);
+      return resumeAfterBlindness(config, state, { from, to: Date.parse(event.data.resumedAt) });
+    }
     case 'MachineRegistered':
     case 'MachineRoleChanged':
     case 'MachineDeregistered':
@@ -55,6 +65,29 @@ export function evolveDetector(config: DetectorConfig, state: DetectorState, eve
     default:
       return assertNever(event, 'detector event');
   }
+}
+
+/**
+ * The gap closed: every window discounts the blind interval (paused, not reset), and no window may
+ * suspect anyone during the grace period — the agents' first samples after the gap may still be on
+ * their way (producers reconnecting after a broker outage).
+ * Open suspicions were withdrawn by the decision on DetectionResumed; they start over from fresh evidence.
+ */
+function resumeAfterBlindness(config: DetectorConfig, state: DetectorState, blind: BlindInterval): DetectorState {
+  const ruleStates: DetectorState['ruleStates'] = {};
+  for (const [machineId, byRule] of Object.entries(state.ruleStates)) {
+    const machine = state.machines[machineId];
+    const rules = machine ? rulesFor(config, machine) : [];
+    ruleStates[machineId] = Object.fromEntries(
+      Object.entries(byRule).map(([name, ruleState]) => {
+        const rule = rules.find((r) => r.name === name);
+        return [name, rule ? rule.discountBlindness(ruleState, blind) : ruleState];
+      }),
+    );
+  }
+  // A short gap (a quick restart) needs only a short grace: no longer than the gap, at most the setting.
+  const graceMs = Math.min(state.settings.resumeGraceMs, blind.to - blind.from);
+  return { ...state, ruleStates, blind: null, graceUntil: blind.to + graceMs };
 }
 
 /** A verdict stands on its machine: no more suspicions of it, and it is not judged again until re-armed. */

@@ -1,4 +1,4 @@
-import type { Draft, Evidence, MessageOf, Role } from '@robustrl/contracts';
+import type { Draft, Evidence, InputGapReason, MessageOf, Role } from '@robustrl/contracts';
 import type { JobCommand } from '@robustrl/domain-kit';
 import { PAPER_DETECTION_DEFAULTS, ResolvedDetectionSettings } from './detection-settings';
 import { DEFAULT_DETECTION_RULES, DetectionRule, MACHINE_OBSERVATIONS, MachineObservation, RuleContext, WatchedMachine } from './rules';
@@ -8,9 +8,14 @@ import { DEFAULT_DETECTION_RULES, DetectionRule, MACHINE_OBSERVATIONS, MachineOb
  * machine, the suspicions open (with their heartbeat probes) and when each machine was last confirmed.
  */
 export const DETECTOR_INPUT_TYPES = ['JobStarted', ...MACHINE_OBSERVATIONS] as const;
+/**
+ * What the detector's host tells it about its own input (README "Detection knows when it is blind"):
+ * not read from the bus but recorded by the host when its input has a gap and when the gap closes.
+ */
+export const DETECTOR_HOST_INPUT_TYPES = ['DetectionPaused', 'DetectionResumed'] as const;
 export const DETECTOR_OUTPUT_TYPES = ['FaultSuspected', 'HeartbeatProbeRequested', 'FaultConfirmed', 'SuspicionCleared'] as const;
 
-export type DetectorInput = MachineObservation | MessageOf<'JobStarted'>;
+export type DetectorInput = MachineObservation | MessageOf<'JobStarted'> | MessageOf<(typeof DETECTOR_HOST_INPUT_TYPES)[number]>;
 export type DetectorOutput = MessageOf<(typeof DETECTOR_OUTPUT_TYPES)[number]>;
 /** What decide returns: an output before the host envelopes it. */
 export type DetectorDraft = Draft<(typeof DETECTOR_OUTPUT_TYPES)[number]>;
@@ -44,6 +49,10 @@ export interface DetectorState {
   confirmedAt: Record<string, number>;
   /** The last verdict number used: verdict ids are `<machine>/<rule>/<n>`, so deciding twice yields the same ids. */
   verdictSeq: number;
+  /** Set while the detector's input has a gap (DetectionPaused → DetectionResumed): time-based rules conclude nothing. */
+  blind: { since: number; reason: InputGapReason } | null;
+  /** After a gap, time-based rules conclude nothing before this moment (null: no grace running). */
+  graceUntil: number | null;
 }
 
 export const initialDetectorState = (config: DetectorConfig): DetectorState => ({
@@ -53,7 +62,12 @@ export const initialDetectorState = (config: DetectorConfig): DetectorState => (
   suspicions: {},
   confirmedAt: {},
   verdictSeq: 0,
+  blind: null,
+  graceUntil: null,
 });
+
+/** Whether a time-based rule may conclude anything about the job at `now`: not while blind, not during the grace after. */
+export const windowsCount = (state: DetectorState, now: number): boolean => state.blind === null && (state.graceUntil === null || now >= state.graceUntil);
 
 export const suspicionKey = (machineId: string, rule: string) => `${machineId}|${rule}`;
 

@@ -25,6 +25,8 @@ export const MessageCatalog = {
   FaultSuspected: verdicts.FaultSuspected,
   FaultConfirmed: verdicts.FaultConfirmed,
   SuspicionCleared: verdicts.SuspicionCleared,
+  DetectionPaused: verdicts.DetectionPaused,
+  DetectionResumed: verdicts.DetectionResumed,
   RecoveryDecided: control.RecoveryDecided,
   RestartTrainerGroup: control.RestartTrainerGroup,
   PromoteRolloutToTrainer: control.PromoteRolloutToTrainer,

@@ -10,4 +10,5 @@ export * from './format-message';
 export * from './draft';
 export { DetectionSettings } from './events/membership';
 export { TurnKind, TrajectoryStatus } from './events/trajectories';
+export { InputGapReason } from './events/verdicts';
 export * from './http/trajectory-api';

@@ -6,6 +6,7 @@ import { createMessage, Draft, MessageType, RobustrlMessage, TopicName } from '@
 import { Decider, JobCommand, observe, settle, step, tick } from '@robustrl/domain-kit';
 import { EventStore } from '@robustrl/store';
 import { injectTraceHeaders, tracer } from '@robustrl/telemetry';
+import { InputGap, InputGapMonitor } from './input-gap-monitor';
 import { OutboxRelay } from './outbox-relay';
 
 /** A span to open around tick-produced outputs, e.g. the evidence window of a verdict. */
@@ -41,6 +42,24 @@ export interface DecidingConsumerSpec<State, Event extends RobustrlMessage = Rob
    * `ROBUSTRL_JOB_STATE_RETENTION_SECONDS` (`off` for never), else one hour.
    */
   idleJobRetentionMs?: number | null;
+  /**
+   * Time passing is evidence only while the input is whole (README "Detection knows when it is blind").
+   * With this set the host watches its own input (bus health, consumer lag, its own restart) and, while
+   * it has a gap, runs no tick; it records the gap as inputs of every job (`paused` when it opens,
+   * `resumed` when it closes) so the decider can discount it. Absent: ticks run regardless.
+   */
+  inputGaps?: InputGapHandling;
+}
+
+export interface InputGapHandling {
+  /** How old the newest input read may be while records wait, before the consumer counts as behind. */
+  lagToleranceMs: number;
+  /** How often the bus's health is sampled (default: the tick interval, else 1 s). */
+  sampleIntervalMs?: number;
+  /** The input recorded for a job when a gap opens (or when the job first speaks during one). */
+  paused(gap: InputGap): Draft;
+  /** The input recorded for a job when the gap closes at `at`. */
+  resumed(gap: InputGap, at: number): Draft;
 }
 
 /** One hour: a live job reports GPU activity and throughput every few seconds, so an hour of silence is a job that is gone. */
@@ -84,6 +103,13 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
   private readonly outbox: OutboxRelay;
   private queue: Promise<unknown> = Promise.resolve();
   private stopped = false;
+  /** Input gaps (when `spec.inputGaps`): the monitor, the newest input seen, and what was recorded of the gap per job. */
+  private gapMonitor?: InputGapMonitor;
+  private newestInputAt: number | null = null;
+  private readonly pausedJobs = new Set<string>();
+  private readonly resumesPending = new Map<string, { gap: InputGap; at: number }>();
+  private gapSampler?: NodeJS.Timeout;
+  private sampling = false;
 
   constructor(
     private readonly bus: MessageBus,
@@ -99,9 +125,14 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
   async start(): Promise<void> {
     const rebuilt = await this.rebuild();
     if (rebuilt > 0) this.logger.log(`state rebuilt from ${rebuilt} inbox message(s) across ${this.states.size} job(s)`);
+    if (this.spec.inputGaps) {
+      // Blind from the newest input the last incarnation applied until this one has caught up.
+      const now = this.clock();
+      this.gapMonitor = new InputGapMonitor(this.spec.inputGaps.lagToleranceMs, now, this.newestInputAt ?? now);
+    }
     await this.relay();
     this.subscription = await this.bus.subscribe({
-      groupId: `robustrl-${this.spec.consumer}`,
+      groupId: this.groupId,
       topics: this.spec.topics,
       types: this.spec.inputTypes,
       handler: (delivery) => this.serially(() => this.onDelivery(delivery)),
@@ -111,6 +142,11 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
         () => void this.serially(() => this.tick()).catch((err) => this.logger.error(`tick failed: ${String(err)}`)),
         this.spec.tickIntervalMs,
       );
+    }
+    if (this.gapMonitor) {
+      const every = this.spec.inputGaps?.sampleIntervalMs ?? this.spec.tickIntervalMs ?? 1_000;
+      this.gapSampler = setInterval(() => void this.sampleInput(), every);
+      void this.sampleInput();
     }
     // Pending outbox entries of a failed relay are retried on a timer, not only on the next message.
     this.outbox.startRetrying();
@@ -125,6 +161,7 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
     this.stopped = true;
     clearInterval(this.ticker);
     clearInterval(this.sweeper);
+    clearInterval(this.gapSampler);
     this.outbox.stopRetrying();
     await this.subscription?.close();
     await this.queue.catch(() => undefined);
@@ -156,6 +193,25 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
     });
   }
 
+  /** The gap in this consumer's input, null while it is whole or not watched. */
+  inputGap(): InputGap | null {
+    return this.gapMonitor?.current ?? null;
+  }
+
+  /** Sample the bus's health now and act on a gap opening or closing (the timer calls it; tests may too). */
+  async sampleInput(): Promise<void> {
+    if (!this.gapMonitor || this.sampling || this.stopped) return;
+    this.sampling = true;
+    try {
+      const health = await this.bus.health().catch((err: unknown) => ({ reachable: false, error: String(err), subscriptions: [] }));
+      await this.serially(() => this.onInputSample(health));
+    } catch (err) {
+      this.logger.error(`acting on the input's health failed: ${String(err)}`);
+    } finally {
+      this.sampling = false;
+    }
+  }
+
   /** Run one tick now (tests and the simulator-driven demo use it instead of waiting for the timer). */
   tickNow(): Promise<void> {
     return this.serially(() => this.tick());
@@ -168,7 +224,10 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
   }
 
   private async rebuild(): Promise<number> {
-    const count = await this.foldInbox(undefined, (message) => this.states.set(message.jobId, this.evolve(this.stateFor(message.jobId), message)));
+    const count = await this.foldInbox(undefined, (message) => {
+      this.states.set(message.jobId, this.evolve(this.stateFor(message.jobId), message));
+      if (this.spec.inputTypes.includes(message.type)) this.noteInput(message);
+    });
     const now = this.clock();
     for (const jobId of this.states.keys()) this.lastActive.set(jobId, now);
     return count;
@@ -206,6 +265,11 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
 
   private async onDelivery(delivery: Delivery): Promise<void> {
     const input = delivery.message;
+    if (this.gapMonitor) {
+      this.noteInput(input);
+      // A job that speaks during a gap (new, or back from eviction) learns of it before its message.
+      await this.recordGapFor(input.jobId);
+    }
     const now = this.clock();
     const before = await this.load(input.jobId);
     const stepped = await this.store.transaction(async (manager) => {
@@ -234,8 +298,14 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
 
   private async tick(): Promise<void> {
     if (this.stopped) return;
+    if (this.gapMonitor) {
+      // Missing input is not evidence: while blind, time does not pass for the deciders.
+      await this.recordGap();
+      if (this.gapMonitor.current !== null) return;
+    }
     const now = this.clock();
     for (const [jobId, state] of this.states) {
+      if (this.resumesPending.has(jobId)) continue; // its resume did not commit yet: still blind
       const drafts = this.spec.decider.decide(tick(now), state);
       if (drafts.length === 0) continue;
       const root = this.spec.spanForTick?.(drafts, now) ?? null;
@@ -260,6 +330,82 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
       this.lastActive.set(jobId, now);
       this.afterCommit(events, jobId);
     }
+  }
+
+  /** The newest event time among inputs (capped at now: a producer's clock running ahead must not hide a lag). */
+  private noteInput(message: RobustrlMessage): void {
+    const at = Math.min(Date.parse(message.occurredAt), this.clock());
+    if (Number.isFinite(at) && (this.newestInputAt === null || at > this.newestInputAt)) this.newestInputAt = at;
+  }
+
+  private async onInputSample(health: Awaited<ReturnType<MessageBus['health']>>): Promise<void> {
+    const monitor = this.gapMonitor!;
+    const change = monitor.observe({ health, groupId: this.groupId, newestInputAt: this.newestInputAt }, this.clock());
+    if (change?.kind === 'opened') {
+      const { gap } = change;
+      this.logger.warn(`input gap (${gap.reason}): ${gap.detail}; time-based decisions paused for ${this.states.size} job(s)`);
+      this.pausedJobs.clear();
+    } else if (change?.kind === 'closed') {
+      const { gap, at } = change;
+      this.logger.log(`input whole again after ${Math.round((at - gap.since) / 1000)} s blind (${gap.reason}); resuming ${this.states.size} job(s)`);
+      for (const jobId of new Set([...this.states.keys(), ...this.pausedJobs])) this.resumesPending.set(jobId, { gap, at });
+      this.pausedJobs.clear();
+    }
+    await this.recordGap();
+  }
+
+  /** Record what is due of the current gap for every job: resumes that did not commit yet, pauses of the open gap. */
+  private async recordGap(): Promise<void> {
+    for (const jobId of [...this.resumesPending.keys()]) await this.recordGapFor(jobId);
+    if (this.gapMonitor?.current) for (const jobId of [...this.states.keys()]) await this.recordGapFor(jobId);
+  }
+
+  /** One job's pending resume, then its pause of the open gap; a failure (store down) is retried on the next sample or tick. */
+  private async recordGapFor(jobId: string): Promise<void> {
+    const handling = this.spec.inputGaps!;
+    try {
+      const resume = this.resumesPending.get(jobId);
+      if (resume) {
+        await this.applyHostInput(jobId, handling.resumed(resume.gap, resume.at), `resumed/${resume.gap.since}`);
+        this.resumesPending.delete(jobId);
+      }
+      const gap = this.gapMonitor?.current;
+      if (gap && !this.pausedJobs.has(jobId)) {
+        await this.applyHostInput(jobId, handling.paused(gap), `paused/${gap.since}`);
+        this.pausedJobs.add(jobId);
+      }
+    } catch (err) {
+      this.logger.warn(`recording the input gap for job ${jobId} failed (retried): ${String(err)}`);
+    }
+  }
+
+  /**
+   * An input the host itself observed (not delivered by the bus), applied like a delivery: in the inbox,
+   * the log and the outbox (operators see it on its topic), decided on, folded. Its id derives from the
+   * job and `cause`, so recording it again after a failure applies it once.
+   */
+  private async applyHostInput(jobId: string, hostInput: Draft, cause: string): Promise<void> {
+    const now = this.clock();
+    const before = await this.load(jobId);
+    const id = deterministicId(this.spec.consumer, `${jobId}\u0000${cause}`, 0);
+    const input = this.envelope(hostInput, now, { eventId: null, jobId, correlationId: id }, id) as Input;
+    const stepped = await this.store.transaction(async (manager) => {
+      const [fresh] = await this.store.inbox.add(manager, this.spec.consumer, [input]);
+      if (!fresh) return null;
+      const decided = step(this.spec.decider, before, observe(input, now), (d, i) => this.envelope(d, now, input, deterministicId(this.spec.consumer, id, i)));
+      await this.store.log.append(manager, [input, ...decided.events]);
+      await this.store.inbox.add(manager, this.spec.consumer, decided.events);
+      await this.store.outbox.enqueue(manager, this.spec.consumer, [input, ...decided.events]);
+      return decided;
+    });
+    if (stepped === null) return;
+    this.states.set(jobId, stepped.state);
+    this.lastActive.set(jobId, now);
+    this.afterCommit([input, ...stepped.events], jobId);
+  }
+
+  private get groupId(): string {
+    return `robustrl-${this.spec.consumer}`;
   }
 
   /** Outputs are `Event`s: they are part of the stream this consumer's state is a fold of. */

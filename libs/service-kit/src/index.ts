@@ -6,5 +6,6 @@ export * from './health.controller';
 export * from './run-service';
 export * from './nest-bus-logger';
 export * from './deciding-consumer';
+export * from './input-gap-monitor';
 export * from './command-executor';
 export * from './outbox-relay';

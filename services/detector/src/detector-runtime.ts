@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { Draft } from '@robustrl/contracts';
-import { OutputSpan } from '@robustrl/service-kit';
+import { Draft, draft } from '@robustrl/contracts';
+import { InputGap, InputGapHandling, OutputSpan } from '@robustrl/service-kit';
 import { createDetectorDecider } from '@robustrl/detector-domain';
 import { PAPER_DETECTION_DEFAULTS, ResolvedDetectionSettings } from '@robustrl/detector-domain';
 
@@ -9,7 +9,9 @@ const Seconds = z.coerce.number().positive();
 /**
  * Service-wide detection defaults from the environment (a job's JobStarted settings override them):
  * ROBUSTRL_TRAINER_IDLE_WINDOW_SECONDS, ROBUSTRL_ROLLOUT_SILENT_WINDOW_SECONDS,
- * ROBUSTRL_PROBE_TIMEOUT_SECONDS, ROBUSTRL_DETECTOR_TICK_SECONDS (how often time is checked, default 1).
+ * ROBUSTRL_PROBE_TIMEOUT_SECONDS, ROBUSTRL_DETECTOR_RESUME_GRACE_SECONDS, ROBUSTRL_DETECTOR_TICK_SECONDS (how
+ * often time is checked, default 1), ROBUSTRL_DETECTOR_INPUT_LAG_TOLERANCE_SECONDS (how old the newest input read
+ * may be while records wait before the detector counts itself blind, default 10).
  */
 export function detectorFromEnv(env: NodeJS.ProcessEnv) {
   const seconds = (name: string, fallbackMs: number) => {
@@ -24,9 +26,26 @@ export function detectorFromEnv(env: NodeJS.ProcessEnv) {
     trainerIdleWindowMs: seconds('ROBUSTRL_TRAINER_IDLE_WINDOW_SECONDS', PAPER_DETECTION_DEFAULTS.trainerIdleWindowMs),
     rolloutSilentWindowMs: seconds('ROBUSTRL_ROLLOUT_SILENT_WINDOW_SECONDS', PAPER_DETECTION_DEFAULTS.rolloutSilentWindowMs),
     probeTimeoutMs: seconds('ROBUSTRL_PROBE_TIMEOUT_SECONDS', PAPER_DETECTION_DEFAULTS.probeTimeoutMs),
+    resumeGraceMs: seconds('ROBUSTRL_DETECTOR_RESUME_GRACE_SECONDS', PAPER_DETECTION_DEFAULTS.resumeGraceMs),
   };
   const tickIntervalMs = seconds('ROBUSTRL_DETECTOR_TICK_SECONDS', 1000);
-  return { decider: createDetectorDecider({ defaults }), defaults, tickIntervalMs };
+  const inputGaps = detectionGaps(seconds('ROBUSTRL_DETECTOR_INPUT_LAG_TOLERANCE_SECONDS', 10_000));
+  return { decider: createDetectorDecider({ defaults }), defaults, tickIntervalMs, inputGaps };
+}
+
+/** A gap in the detector's own input becomes DetectionPaused / DetectionResumed in every job (README "Detection knows when it is blind"). */
+export function detectionGaps(lagToleranceMs: number): InputGapHandling {
+  return {
+    lagToleranceMs,
+    paused: (gap: InputGap) => draft('DetectionPaused', { reason: gap.reason, blindSince: new Date(gap.since).toISOString(), detail: gap.detail }),
+    resumed: (gap: InputGap, at: number) =>
+      draft('DetectionResumed', {
+        reason: gap.reason,
+        blindSince: new Date(gap.since).toISOString(),
+        resumedAt: new Date(at).toISOString(),
+        blindMs: Math.max(0, Math.round(at - gap.since)),
+      }),
+  };
 }
 
 /**

@@ -17,7 +17,7 @@ export class DetectorModule implements OnApplicationBootstrap, OnModuleDestroy {
   readonly consumer: DecidingConsumer<DetectorState, DetectorEvent, DetectorInput>;
 
   constructor(@Inject(MESSAGE_BUS) bus: MessageBus, @Inject(EVENT_STORE) store: EventStore, @Optional() @Inject(CLOCK) clock: (() => number) | null) {
-    const { decider, tickIntervalMs } = detectorFromEnv(process.env);
+    const { decider, tickIntervalMs, inputGaps } = detectorFromEnv(process.env);
     this.consumer = new DecidingConsumer(bus, store, {
       consumer: 'detector',
       topics: DETECTOR_INPUTS,
@@ -26,6 +26,7 @@ export class DetectorModule implements OnApplicationBootstrap, OnModuleDestroy {
       tickIntervalMs,
       clock: clock ?? undefined,
       spanForTick: evidenceSpanForVerdicts,
+      inputGaps,
     });
   }
 

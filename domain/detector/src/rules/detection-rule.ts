@@ -1,5 +1,6 @@
 import type { Evidence, MessageOf, Role, RolePhase } from '@robustrl/contracts';
 import type { ResolvedDetectionSettings } from '../detection-settings';
+import type { BlindInterval } from './blind-interval';
 
 /** Messages the detector learns from (all carry the machine they are about). */
 export const MACHINE_OBSERVATIONS = [
@@ -66,8 +67,16 @@ export type Finding =
  */
 export interface DetectionRule<State = unknown> {
   readonly name: string;
+  /**
+   * The rule concludes from how long something lasted (silence, idleness, slowness) rather than from a
+   * signal the machine sent. Such a rule cannot conclude anything while the detector is blind to its
+   * input, nor during the grace period after (README "Detection knows when it is blind").
+   */
+  readonly timeWindowed: boolean;
   appliesTo(role: Role): boolean;
   initialState(at: number): State;
   observe(state: State, message: MachineObservation, at: number, ctx: RuleContext): State;
   evaluate(state: State, ctx: RuleContext): Finding | null;
+  /** The state with a blind interval discounted: the time anchors its windows count from move past the gap. */
+  discountBlindness(state: State, blind: BlindInterval): State;
 }

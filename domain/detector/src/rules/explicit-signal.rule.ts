@@ -14,6 +14,8 @@ const HARDWARE_SIGNALS: ReadonlySet<FaultSignal> = new Set(['ecc-error', 'xid-er
  */
 export const ExplicitSignalRule: DetectionRule<ExplicitSignalState> = {
   name: 'explicit-signal',
+  // A signal is evidence in itself: it confirms even while the detector is blind to the rest of the input.
+  timeWindowed: false,
   appliesTo: () => true,
   initialState: () => ({ signal: null }),
 
@@ -37,4 +39,6 @@ export const ExplicitSignalRule: DetectionRule<ExplicitSignalState> = {
       },
     };
   },
+
+  discountBlindness: (state) => state,
 };

@@ -5,6 +5,7 @@ import { StragglerRule } from './straggler.rule';
 import { TrainerIdleRule } from './trainer-idle.rule';
 
 export * from './detection-rule';
+export * from './blind-interval';
 export { ExplicitSignalRule, RolloutSilentRule, StragglerRule, TrainerIdleRule };
 
 /** The rules a detector runs unless told otherwise; order is the order findings are reported in. */

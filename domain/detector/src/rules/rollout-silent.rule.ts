@@ -1,3 +1,4 @@
+import { discountBlindInterval } from './blind-interval';
 import { DetectionRule } from './detection-rule';
 
 export interface RolloutSilentState {
@@ -14,6 +15,7 @@ export interface RolloutSilentState {
  */
 export const RolloutSilentRule: DetectionRule<RolloutSilentState> = {
   name: 'rollout-silent',
+  timeWindowed: true,
   appliesTo: (role) => role === 'rollout' || role === 'hybrid',
   initialState: (at) => ({ silentSince: at }),
 
@@ -40,4 +42,6 @@ export const RolloutSilentRule: DetectionRule<RolloutSilentState> = {
       },
     };
   },
+
+  discountBlindness: (state, blind) => ({ silentSince: discountBlindInterval(state.silentSince, blind) }),
 };

@@ -1,3 +1,4 @@
+import { discountBlindInterval } from './blind-interval';
 import { DetectionRule, WatchedMachine } from './detection-rule';
 
 export interface StragglerState {
@@ -25,6 +26,7 @@ function median(values: number[]): number {
  */
 export const StragglerRule: DetectionRule<StragglerState> = {
   name: 'straggler',
+  timeWindowed: true,
   appliesTo: (role) => role === 'rollout',
   initialState: () => ({ belowSince: null, observed: 0, peerMedian: 0 }),
 
@@ -52,4 +54,6 @@ export const StragglerRule: DetectionRule<StragglerState> = {
       ? { verdict: 'confirm', since: state.belowSince, evidence, machineFaulty: false }
       : { verdict: 'suspect', since: state.belowSince, evidence };
   },
+
+  discountBlindness: (state, blind) => (state.belowSince === null ? state : { ...state, belowSince: discountBlindInterval(state.belowSince, blind) }),
 };

@@ -1,3 +1,4 @@
+import { discountBlindInterval } from './blind-interval';
 import { DetectionRule } from './detection-rule';
 
 export interface TrainerIdleState {
@@ -19,6 +20,7 @@ export interface TrainerIdleState {
  */
 export const TrainerIdleRule: DetectionRule<TrainerIdleState> = {
   name: 'trainer-idle',
+  timeWindowed: true,
   appliesTo: (role) => role === 'trainer',
   initialState: () => ({ accruedMs: 0, accruingFrom: null, evidenceSince: null }),
 
@@ -60,4 +62,7 @@ export const TrainerIdleRule: DetectionRule<TrainerIdleState> = {
       },
     };
   },
+
+  // Idle time accrued before the gap stays accrued; the stretch in progress resumes after it.
+  discountBlindness: (state, blind) => (state.accruingFrom === null ? state : { ...state, accruingFrom: discountBlindInterval(state.accruingFrom, blind) }),
 };

@@ -15,6 +15,8 @@ export const DetectionSettings = z
     rolloutSilentWindowSeconds: z.number().positive().optional(),
     /** How long a probed agent has to answer before the fault is confirmed. */
     probeTimeoutSeconds: z.number().positive().optional(),
+    /** After the detector was blind (its own input had a gap), how long windows wait before they may suspect a machine. */
+    resumeGraceSeconds: z.number().nonnegative().optional(),
     /** Straggler rule: a rollout below `ratio` × its peers' median throughput for `windowSeconds`. */
     straggler: z
       .object({
