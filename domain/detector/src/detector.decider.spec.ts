@@ -321,10 +321,12 @@ describe('pluggable rules', () => {
   it('a new rule is added without touching the core', () => {
     const sdc: DetectionRule<{ mismatch: boolean }> = {
       name: 'silent-data-corruption',
+      timeWindowed: false,
       appliesTo: (role) => role === 'trainer',
       initialState: () => ({ mismatch: false }),
       observe: (s, m) => (m.type === 'AgentFaultSignalled' && m.data.detail.startsWith('checksum') ? { mismatch: true } : s),
       evaluate: (s, { now }) => (s.mismatch ? { verdict: 'suspect', since: now, evidence: { detail: 'gradient checksum mismatch' } } : null),
+      discountBlindness: (s) => s,
     };
     const decider = createDetectorDecider({ rules: [sdc as DetectionRule] });
     const signalled = msg(5, 'AgentFaultSignalled', {
