@@ -9,6 +9,7 @@
 #
 # Environment overrides:
 #   ROBUSTRL_LOCAL_DIR     state dir (default: <repo>/.local); Kafka lives in $ROBUSTRL_LOCAL_DIR/kafka
+#   KAFKA_LIBS_DIR         where the jars are (default: $ROBUSTRL_LOCAL_DIR/kafka/libs), e.g. another broker's
 #   KAFKA_VERSION          kafka_2.13 version from Maven Central (default 3.9.1; 4.x supported)
 #   KAFKA_PORT             client listener port on 127.0.0.1 (default 19092)
 #   KAFKA_CONTROLLER_PORT  KRaft controller port on 127.0.0.1 (default 19093)
@@ -37,7 +38,8 @@ KAFKA_STOP_TIMEOUT="${KAFKA_STOP_TIMEOUT:-30}"
 
 POM="${SCRIPT_DIR}/kafka/pom.xml"
 KAFKA_DIR="${STATE_DIR}/kafka"
-LIBS_DIR="${KAFKA_DIR}/libs"
+# A second broker (e.g. a test's own, to stop and start) may share the jars of the first.
+LIBS_DIR="${KAFKA_LIBS_DIR:-${KAFKA_DIR}/libs}"
 DATA_DIR="${KAFKA_DIR}/data"
 PROPS_FILE="${KAFKA_DIR}/server.properties"
 LOG4J_FILE="${KAFKA_DIR}/log4j.properties"

@@ -1,0 +1,463 @@
+import { randomUUID } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { Consumer, Kafka, logLevel } from 'kafkajs';
+import { Client } from 'pg';
+import { BusLogger, DeadLetter, fromDeadLetterRecord, KafkaBus, Subscription } from '@robustrl/bus';
+import { ALL_TOPICS, createMessage, DEAD_LETTER_TOPIC, encodeMessage, MessageType, RobustrlMessage, Topics } from '@robustrl/contracts';
+import { freePort, PrivateInfra, ServiceProcess } from './private-infra';
+import { SyntheticJob } from './synthetic-job';
+
+/**
+ * The infrastructure fault-injection campaign (issue 12; `npm run chaos:infra`, and with the issue's
+ * durations in `test/e2e/infra-chaos.int.spec.ts`): a real broker and PostgreSQL server of its own, the
+ * detector, controller and rollout manager as their own processes, and a healthy synthetic job sending
+ * telemetry throughout. Faults of the control plane's own infrastructure are injected one after the
+ * other; the scorecard says, per scenario, what was published, handled, dead-lettered and lost, which
+ * verdicts came out (every machine is healthy, so every verdict is false), and how restarts went.
+ */
+export interface InfraChaosOptions {
+  trainers: number;
+  rollouts: number;
+  /** How long PostgreSQL is down while telemetry keeps arriving. */
+  storeOutageSeconds: number;
+  /** How long the broker is down. */
+  brokerOutageSeconds: number;
+  /** A restarted detector must consume again within this (process start → its first new input applied). */
+  restartBudgetMs: number;
+  progress: (line: string) => void;
+}
+
+export const DEFAULT_CHAOS_OPTIONS: Omit<InfraChaosOptions, 'progress'> = {
+  trainers: 4,
+  rollouts: 16,
+  storeOutageSeconds: 60,
+  brokerOutageSeconds: 90,
+  restartBudgetMs: 5_000,
+};
+
+export interface Check {
+  what: string;
+  ok: boolean;
+  detail: string;
+}
+
+export interface ScenarioResult {
+  name: string;
+  seconds: number;
+  /** Valid inputs the broker acknowledged during the scenario. */
+  published: number;
+  /** Of those, applied by the detector (in its inbox) by the end of the run. */
+  handled: number;
+  /** Of those, never applied: lost. */
+  lost: number;
+  deadLettered: number;
+  verdicts: number;
+  suspicions: number;
+  checks: Check[];
+  notes: string[];
+}
+
+export interface RestartMeasure {
+  service: string;
+  how: 'kill -9' | 'SIGTERM';
+  /** Process start → its first input applied that it had not applied before. */
+  toConsumingMs: number | null;
+  /** Process start → GET /readyz 200. */
+  toReadyMs: number | null;
+}
+
+export interface Scorecard {
+  jobId: string;
+  scenarios: ScenarioResult[];
+  restarts: RestartMeasure[];
+  /** Dead-letter copies per bad record (a record dead-lettered twice shows up here). */
+  duplicateDeadLetters: number;
+  ok: boolean;
+}
+
+const SERVICES = [
+  { name: 'detector', consumer: 'detector' },
+  { name: 'controller', consumer: 'controller' },
+  { name: 'rollout-manager', consumer: 'rollout-manager' },
+] as const;
+
+const VERDICT_TYPES: MessageType[] = ['FaultSuspected', 'FaultConfirmed', 'SuspicionCleared', 'DetectionPaused', 'DetectionResumed'];
+const quiet: BusLogger = { info: () => undefined, warn: () => undefined, error: () => undefined };
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export async function runInfraChaos(options: InfraChaosOptions): Promise<Scorecard> {
+  const { progress } = options;
+  const infra = await PrivateInfra.create();
+  const logDir = join(infra.dir, 'logs');
+  mkdirSync(logDir, { recursive: true });
+  progress(`private broker and PostgreSQL in ${infra.dir} (service logs in ${logDir})`);
+  infra.startKafka();
+  infra.startPostgres();
+  const topicPrefix = `chaos-${randomUUID().slice(0, 8)}.`;
+  const env: NodeJS.ProcessEnv = {
+    KAFKA_BROKERS: infra.brokers.join(','),
+    DATABASE_URL: infra.databaseUrl,
+    ROBUSTRL_TOPIC_PREFIX: topicPrefix,
+    ROBUSTRL_ORCHESTRATOR: 'none',
+    OTEL_SDK_DISABLED: 'true',
+  };
+  const services = new Map<string, ServiceProcess>();
+  for (const s of SERVICES) services.set(s.name, new ServiceProcess(s.name, await freePort(), env, logDir));
+  const bus = new KafkaBus({ brokers: infra.brokers, clientId: 'chaos-agents', topicPrefix, logger: quiet, maxRecordBytes: 4 * 1024 * 1024 });
+  const observer = new Observer(infra.brokers, topicPrefix, bus);
+  const db = new Database(infra.databaseUrl);
+  const job = new SyntheticJob(
+    bus,
+    { trainers: options.trainers, rollouts: options.rollouts },
+    {
+      // Short windows, so a false verdict would show within the outages; longer than the detector's lag tolerance (10 s).
+      trainerIdleWindowSeconds: 30,
+      rolloutSilentWindowSeconds: 20,
+      probeTimeoutSeconds: 5,
+      resumeGraceSeconds: 10,
+    },
+  );
+  const scenarios: ScenarioResult[] = [];
+  const restarts: RestartMeasure[] = [];
+  const scenarioOf = new Map<string, string>();
+  try {
+    await bus.ensureTopics();
+    for (const s of services.values()) s.start();
+    for (const s of services.values()) await waitFor(`${s.name} ready`, async () => (await s.readiness()) === 200, 90_000);
+    await observer.start();
+    await job.begin();
+    job.run(1_000);
+    progress(`job ${job.jobId}: ${options.trainers} trainers and ${options.rollouts} rollouts reporting every second`);
+
+    let handledSet = new Set<string>();
+    const refresh = async () => void (handledSet = await db.handledIds(job.jobId));
+    const scenario = async (name: string, body: (r: ScenarioResult) => Promise<void>) => {
+      progress(`scenario: ${name}`);
+      const started = Date.now();
+      const before = {
+        dl: observer.deadLetters.length,
+        verdicts: observer.count(job.jobId, 'FaultConfirmed'),
+        suspicions: observer.count(job.jobId, 'FaultSuspected'),
+      };
+      const result: ScenarioResult = {
+        name,
+        seconds: 0,
+        published: 0,
+        handled: 0,
+        lost: 0,
+        deadLettered: 0,
+        verdicts: 0,
+        suspicions: 0,
+        checks: [],
+        notes: [],
+      };
+      await body(result);
+      for (const id of job.published) if (!scenarioOf.has(id)) scenarioOf.set(id, name);
+      result.seconds = Math.round((Date.now() - started) / 1000);
+      result.deadLettered = observer.deadLetters.length - before.dl;
+      result.verdicts = observer.count(job.jobId, 'FaultConfirmed') - before.verdicts;
+      result.suspicions = observer.count(job.jobId, 'FaultSuspected') - before.suspicions;
+      scenarios.push(result);
+      for (const c of result.checks) progress(`  ${c.ok ? 'ok  ' : 'FAIL'} ${c.what}: ${c.detail}`);
+    };
+    const check = (r: ScenarioResult, what: string, ok: boolean, detail: string) => r.checks.push({ what, ok, detail });
+    /** Until the detector applied everything published so far (the load goes on meanwhile). */
+    const caughtUp = async (what: string, timeoutMs: number) => {
+      const start = Date.now();
+      const target = [...job.published];
+      const ok = await waitFor(
+        what,
+        async () => {
+          await refresh();
+          return target.every((id) => handledSet.has(id));
+        },
+        timeoutMs,
+      ).catch(() => false);
+      return { ok, ms: Date.now() - start };
+    };
+
+    await scenario('steady load', async (r) => {
+      await sleep(10_000);
+      const c = await caughtUp('steady load applied', 30_000);
+      check(r, 'every sample applied', c.ok, c.ok ? 'all applied' : 'some not applied within 30 s');
+    });
+
+    await scenario('oversized record at the broker limit', async (r) => {
+      const dlBefore = observer.deadLetters.length;
+      // Keyed by the job: the record sits in the job's own telemetry partition, ahead of its samples.
+      await bus.publishRaw({ topic: Topics.telemetry, key: job.jobId, value: Buffer.alloc(1_048_400, 'x') });
+      const c = await caughtUp('samples after the oversized record applied', 60_000);
+      check(r, 'the records after it handled', c.ok, c.ok ? `caught up in ${c.ms} ms` : 'the partition did not move on');
+      await sleep(5_000); // every group reading telemetry has passed it
+      const refs = observer.deadLetters.slice(dlBefore).filter((d) => d.reference);
+      check(r, 'one dead-letter reference', refs.length === 1, `${refs.length} reference(s), ${observer.deadLetters.length - dlBefore} dead letter(s)`);
+    });
+
+    await scenario('malformed records on every topic', async (r) => {
+      const dlBefore = observer.deadLetters.length;
+      const misplaced = createMessage('FaultConfirmed', fakeVerdict(), { jobId: job.jobId, source: 'chaos', occurredAt: new Date().toISOString() });
+      const bad: Array<{ topic: string; value: Buffer }> = [
+        ...ALL_TOPICS.map((topic) => ({ topic, value: Buffer.from(`not json on ${topic}`) })),
+        { topic: Topics.telemetry, value: Buffer.from(JSON.stringify({ type: 'GpuActivitySampled', data: { machineId: 7 } })) },
+        { topic: Topics.telemetry, value: Buffer.from(encodeMessage(misplaced)) },
+      ];
+      for (const b of bad) await bus.publishRaw({ topic: b.topic, key: job.jobId, value: b.value });
+      const c = await caughtUp('samples after the malformed records applied', 60_000);
+      check(r, 'the records after them handled', c.ok, c.ok ? `caught up in ${c.ms} ms` : 'a partition did not move on');
+      await sleep(5_000);
+      const copies = observer.deadLetters.length - dlBefore;
+      check(r, 'one dead letter per bad record', copies === bad.length, `${bad.length} bad records, ${copies} dead letters`);
+    });
+
+    await scenario(`PostgreSQL down ${options.storeOutageSeconds} s under load`, async (r) => {
+      const dlBefore = observer.deadLetters.length;
+      infra.stopPostgres();
+      await sleep(Math.min(10_000, (options.storeOutageSeconds * 1000) / 2));
+      const readyWhileDown = await services.get('detector')!.readiness();
+      check(r, '/readyz false while the store is down', readyWhileDown === 503, `detector /readyz ${readyWhileDown}`);
+      await sleep(options.storeOutageSeconds * 1000 - Math.min(10_000, (options.storeOutageSeconds * 1000) / 2));
+      infra.startPostgres();
+      const c = await caughtUp('the backlog applied after the store came back', 120_000);
+      check(r, 'processing resumes by itself', c.ok, c.ok ? `caught up ${Math.round(c.ms / 1000)} s after the store came back` : 'not caught up within 120 s');
+      check(r, 'nothing dead-lettered', observer.deadLetters.length === dlBefore, `${observer.deadLetters.length - dlBefore} dead letter(s)`);
+    });
+
+    await scenario(`broker down ${options.brokerOutageSeconds} s`, async (r) => {
+      infra.stopKafka();
+      await sleep(Math.min(15_000, (options.brokerOutageSeconds * 1000) / 2));
+      const readyWhileDown = await services.get('detector')!.readiness();
+      check(r, '/readyz false while the broker is down', readyWhileDown === 503, `detector /readyz ${readyWhileDown}`);
+      await sleep(options.brokerOutageSeconds * 1000 - Math.min(15_000, (options.brokerOutageSeconds * 1000) / 2));
+      infra.startKafka();
+      const back = Date.now();
+      const ready = await waitFor('ready again', async () => (await services.get('detector')!.readiness()) === 200, 60_000).catch(() => false);
+      check(r, '/readyz true after', ready, ready ? `after ${Math.round((Date.now() - back) / 1000)} s` : 'not ready within 60 s');
+      const c = await caughtUp('telemetry applied after the outage', 120_000);
+      check(r, 'processing resumes by itself', c.ok, c.ok ? `caught up ${Math.round(c.ms / 1000)} s after ready` : 'not caught up within 120 s');
+      // Past the grace period and a whole rollout window: a false verdict would have come by now.
+      await sleep(35_000);
+      check(
+        r,
+        'detection paused and resumed',
+        observer.count(job.jobId, 'DetectionResumed') > 0,
+        `${observer.count(job.jobId, 'DetectionPaused')} paused, ${observer.count(job.jobId, 'DetectionResumed')} resumed`,
+      );
+    });
+
+    const restart = async (name: string, how: RestartMeasure['how']) => {
+      const service = services.get(name)!;
+      if (how === 'kill -9') await service.kill9();
+      else await service.terminate();
+      await sleep(2_000); // the job keeps reporting while it is down
+      service.start();
+      const since = new Date(service.startedAt);
+      const measure: RestartMeasure = { service: name, how, toConsumingMs: null, toReadyMs: null };
+      const consumer = SERVICES.find((s) => s.name === name)!.consumer;
+      await Promise.all([
+        waitFor(`${name} ready`, async () => (await service.readiness()) === 200, 60_000)
+          .then(() => (measure.toReadyMs = Date.now() - service.startedAt))
+          .catch(() => undefined),
+        waitFor(
+          `${name} consuming`,
+          async () => {
+            const first = await db.firstAppliedSince(consumer, since);
+            if (first !== null) measure.toConsumingMs = first - service.startedAt;
+            return first !== null;
+          },
+          60_000,
+          100,
+        ).catch(() => undefined),
+      ]);
+      restarts.push(measure);
+      return measure;
+    };
+
+    await scenario('detector killed (kill -9) and restarted', async (r) => {
+      const m = await restart('detector', 'kill -9');
+      check(
+        r,
+        `consuming within ${options.restartBudgetMs} ms`,
+        m.toConsumingMs !== null && m.toConsumingMs <= options.restartBudgetMs,
+        `start → consuming ${fmt(m.toConsumingMs)}, → ready ${fmt(m.toReadyMs)}`,
+      );
+      const c = await caughtUp('caught up after the restart', 60_000);
+      check(r, 'nothing lost across the restart', c.ok, c.ok ? 'all applied' : 'not caught up within 60 s');
+    });
+
+    await scenario('detector stopped (SIGTERM) and restarted', async (r) => {
+      const m = await restart('detector', 'SIGTERM');
+      check(
+        r,
+        `consuming within ${options.restartBudgetMs} ms`,
+        m.toConsumingMs !== null && m.toConsumingMs <= options.restartBudgetMs,
+        `start → consuming ${fmt(m.toConsumingMs)}, → ready ${fmt(m.toReadyMs)}`,
+      );
+    });
+
+    await scenario('controller and rollout manager killed (kill -9) and restarted', async (r) => {
+      const dlBefore = observer.deadLetters.length;
+      for (const name of ['controller', 'rollout-manager']) {
+        const m = await restart(name, 'kill -9');
+        r.notes.push(`${name}: start → ready ${fmt(m.toReadyMs)}`);
+      }
+      await sleep(10_000); // their groups (and the controller's fresh read-model group) re-read the topics with bad records
+      check(r, 'no dead letter written again', observer.deadLetters.length === dlBefore, `${observer.deadLetters.length - dlBefore} new dead letter(s)`);
+    });
+
+    await job.stop();
+    await caughtUp('everything applied at the end', 60_000);
+    await refresh();
+    for (const r of scenarios) {
+      const ids = [...scenarioOf].filter(([, s]) => s === r.name).map(([id]) => id);
+      r.published = ids.length;
+      r.handled = ids.filter((id) => handledSet.has(id)).length;
+      r.lost = r.published - r.handled;
+      if (r.lost > 0) r.checks.push({ what: 'nothing lost', ok: false, detail: `${r.lost} published input(s) never applied` });
+      if (r.verdicts > 0) r.checks.push({ what: 'no false verdict', ok: false, detail: `${r.verdicts} FaultConfirmed for healthy machines` });
+    }
+    const copies = new Map<string, number>();
+    for (const d of observer.deadLetters)
+      copies.set(
+        `${d.originalTopic}/${d.originalPartition}/${d.originalOffset}`,
+        (copies.get(`${d.originalTopic}/${d.originalPartition}/${d.originalOffset}`) ?? 0) + 1,
+      );
+    const duplicateDeadLetters = [...copies.values()].reduce((n, c) => n + c - 1, 0);
+    for (const s of services.values()) {
+      if (!s.running) scenarios[scenarios.length - 1].checks.push({ what: `${s.name} still running`, ok: false, detail: 'the process exited' });
+    }
+    const ok = duplicateDeadLetters === 0 && scenarios.every((r) => r.checks.every((c) => c.ok));
+    return { jobId: job.jobId, scenarios, restarts, duplicateDeadLetters, ok };
+  } finally {
+    await job.stop().catch(() => undefined);
+    await observer.stop().catch(() => undefined);
+    await bus.close().catch(() => undefined);
+    for (const s of services.values()) await s.terminate().catch(() => undefined);
+    if (process.env.ROBUSTRL_CHAOS_KEEP === '1') progress(`kept ${infra.dir} (ROBUSTRL_CHAOS_KEEP=1); stop its servers with deploy/local scripts`);
+    else infra.destroy();
+  }
+}
+
+/** The scorecard as a markdown table, one row per scenario, then the restarts. */
+export function formatScorecard(card: Scorecard): string {
+  const lines = [
+    `| scenario | s | published | handled | dead-lettered | lost | verdicts | suspicions | checks |`,
+    `|---|---:|---:|---:|---:|---:|---:|---:|---|`,
+    ...card.scenarios.map(
+      (r) =>
+        `| ${r.name} | ${r.seconds} | ${r.published} | ${r.handled} | ${r.deadLettered} | ${r.lost} | ${r.verdicts} | ${r.suspicions} | ${r.checks.map((c) => `${c.ok ? '✓' : '✗'} ${c.what} (${c.detail})`).join('; ')}${r.notes.length ? `; ${r.notes.join('; ')}` : ''} |`,
+    ),
+    `| **total** | ${card.scenarios.reduce((n, r) => n + r.seconds, 0)} | ${sum(card.scenarios, 'published')} | ${sum(card.scenarios, 'handled')} | ${sum(card.scenarios, 'deadLettered')} | ${sum(card.scenarios, 'lost')} | ${sum(card.scenarios, 'verdicts')} | ${sum(card.scenarios, 'suspicions')} | duplicate dead letters: ${card.duplicateDeadLetters} |`,
+    '',
+    `| restart | how | start → consuming | start → ready |`,
+    `|---|---|---:|---:|`,
+    ...card.restarts.map((m) => `| ${m.service} | ${m.how} | ${fmt(m.toConsumingMs)} | ${fmt(m.toReadyMs)} |`),
+  ];
+  return lines.join('\n');
+}
+
+const sum = (rows: ScenarioResult[], key: 'published' | 'handled' | 'deadLettered' | 'lost' | 'verdicts' | 'suspicions') =>
+  rows.reduce((n, r) => n + r[key], 0);
+const fmt = (ms: number | null) => (ms === null ? 'never' : `${(ms / 1000).toFixed(1)} s`);
+
+/** Reads the dead-letter topic (kafkajs, no robustrl code) and the verdicts topic (the bus), for the scorecard. */
+class Observer {
+  readonly deadLetters: DeadLetter[] = [];
+  private readonly verdicts: RobustrlMessage[] = [];
+  private consumer?: Consumer;
+  private subscription?: Subscription;
+
+  constructor(
+    private readonly brokers: string[],
+    private readonly topicPrefix: string,
+    private readonly bus: KafkaBus,
+  ) {}
+
+  async start(): Promise<void> {
+    const kafka = new Kafka({ brokers: this.brokers, clientId: 'chaos-observer', logLevel: logLevel.NOTHING });
+    this.consumer = kafka.consumer({ groupId: `chaos-observer-${randomUUID()}` });
+    await this.consumer.connect();
+    await this.consumer.subscribe({ topic: this.topicPrefix + DEAD_LETTER_TOPIC, fromBeginning: true });
+    await this.consumer.run({
+      eachMessage: async ({ message }) => {
+        const headers: Record<string, string> = {};
+        for (const [k, v] of Object.entries(message.headers ?? {})) if (v !== undefined) headers[k] = String(Array.isArray(v) ? v[0] : v);
+        const deadLetter = fromDeadLetterRecord({ key: message.key?.toString() ?? null, value: message.value, headers });
+        // The control plane's dead letters; the run's own readers (agents, this observer) keep no ledger and do not count.
+        if (deadLetter.consumerGroup.startsWith('robustrl-')) this.deadLetters.push(deadLetter);
+      },
+    });
+    this.subscription = await this.bus.subscribe({
+      groupId: `chaos-verdicts-${randomUUID()}`,
+      topics: [Topics.verdicts],
+      types: VERDICT_TYPES,
+      handler: async ({ message }) => void this.verdicts.push(message),
+    });
+  }
+
+  count(jobId: string, type: MessageType): number {
+    return this.verdicts.filter((m) => m.jobId === jobId && m.type === type).length;
+  }
+
+  async stop(): Promise<void> {
+    await this.subscription?.close();
+    await this.consumer?.disconnect();
+  }
+}
+
+/**
+ * The store, read for the scorecard: one short connection per query, so a PostgreSQL outage (which the
+ * run causes) costs a failed query, not a broken client.
+ */
+class Database {
+  constructor(private readonly url: string) {}
+
+  /** Ids of the job's messages the detector applied (its inbox). */
+  async handledIds(jobId: string): Promise<Set<string>> {
+    const rows = await this.query<{ event_id: string }>(`SELECT event_id FROM robustrl_inbox WHERE consumer = 'detector' AND job_id = $1`, [jobId]);
+    return new Set((rows ?? []).map((r) => r.event_id));
+  }
+
+  /** When the consumer first applied an input after `since` (ms since the epoch), or null. */
+  async firstAppliedSince(consumer: string, since: Date): Promise<number | null> {
+    const rows = await this.query<{ first: Date | null }>(`SELECT min(applied_at) AS first FROM robustrl_inbox WHERE consumer = $1 AND applied_at > $2`, [
+      consumer,
+      since,
+    ]);
+    return rows?.[0]?.first ? rows[0].first.getTime() : null;
+  }
+
+  private async query<R extends object>(sql: string, params: unknown[]): Promise<R[] | null> {
+    const client = new Client({ connectionString: this.url, connectionTimeoutMillis: 3_000 });
+    try {
+      await client.connect();
+      return (await client.query<R>(sql, params)).rows;
+    } catch {
+      return null;
+    } finally {
+      await client.end().catch(() => undefined);
+    }
+  }
+}
+
+async function waitFor(what: string, condition: () => Promise<boolean>, timeoutMs = 60_000, everyMs = 500): Promise<true> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (await condition()) return true;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(everyMs);
+  }
+}
+
+function fakeVerdict() {
+  return {
+    verdictId: 'chaos/misplaced/1',
+    machineId: 'rollout-0',
+    role: 'rollout' as const,
+    rule: 'rollout-silent',
+    evidence: { detail: 'published on the wrong topic by the chaos run' },
+    handledAs: 'rollout' as const,
+    machineFaulty: true,
+    detectionLatencyMs: 0,
+  };
+}

@@ -1,0 +1,125 @@
+import { randomUUID } from 'node:crypto';
+import { KafkaBus, Subscription } from '@robustrl/bus';
+import { createMessage, DataOf, DetectionSettings, MessageType, RobustrlMessage, Topics } from '@robustrl/contracts';
+
+/**
+ * A job's machines as the control plane sees them, without GPUs: every machine registers, trainers
+ * report TensorCore activity inside the training phase, rollouts report throughput, each once per
+ * interval, and every heartbeat probe is answered — all machines stay healthy, so any verdict is a
+ * false one. Publishing goes through the bus like an agent's; a batch that the broker does not take
+ * (it is down) is counted as failed, never as published, and the next one waits for it to finish.
+ */
+export class SyntheticJob {
+  readonly jobId = `chaos-${randomUUID().slice(0, 8)}`;
+  /** Ids of every message the broker acknowledged. */
+  readonly published = new Set<string>();
+  failedBatches = 0;
+  skippedIntervals = 0;
+  probesAnswered = 0;
+  private timer?: NodeJS.Timeout;
+  private inFlight: Promise<void> | null = null;
+  private prober?: Subscription;
+
+  constructor(
+    private readonly bus: KafkaBus,
+    readonly machines: { trainers: number; rollouts: number },
+    private readonly detection: DetectionSettings,
+  ) {}
+
+  get trainerIds(): string[] {
+    return Array.from({ length: this.machines.trainers }, (_, i) => `trainer-${i}`);
+  }
+
+  get rolloutIds(): string[] {
+    return Array.from({ length: this.machines.rollouts }, (_, i) => `rollout-${i}`);
+  }
+
+  message<T extends MessageType>(type: T, data: DataOf<T>): RobustrlMessage {
+    return createMessage(type, data, { jobId: this.jobId, source: 'chaos-agents', occurredAt: new Date().toISOString() }) as RobustrlMessage;
+  }
+
+  /** JobStarted and the registrations (membership), then every trainer enters its training phase. */
+  async begin(): Promise<void> {
+    const { trainers, rollouts } = this.machines;
+    await this.publish([
+      this.message('JobStarted', { mode: 'async', resumedFromStep: null, trainerMachines: trainers, rolloutMachines: rollouts, detection: this.detection }),
+    ]);
+    await this.publish(
+      [...this.trainerIds, ...this.rolloutIds].map((machineId, i) =>
+        this.message('MachineRegistered', {
+          machineId,
+          role: machineId.startsWith('trainer') ? 'trainer' : 'rollout',
+          zone: 'az-1',
+          hardwareClass: 'h100x8',
+          gpus: 8,
+          agentAddress: `${machineId}:8086`,
+          dpRank: machineId.startsWith('trainer') ? i : 0,
+        }),
+      ),
+    );
+    await this.publish(
+      this.trainerIds.map((machineId) =>
+        this.message('RolePhaseChanged', { machineId, role: 'trainer', phase: 'training', step: 1, changedAt: new Date().toISOString() }),
+      ),
+    );
+    this.prober = await this.bus.subscribe({
+      groupId: `chaos-agents-${this.jobId}`,
+      topics: [Topics.heartbeat],
+      types: ['HeartbeatProbeRequested'],
+      fromBeginning: false,
+      handler: async ({ message }) => {
+        if (message.jobId !== this.jobId || message.type !== 'HeartbeatProbeRequested') return;
+        await this.publish([
+          this.message('HeartbeatAcked', { probeId: message.data.probeId, machineId: message.data.machineId, ackedAt: new Date().toISOString() }),
+        ]);
+        this.probesAnswered += 1;
+      },
+    });
+  }
+
+  /** Report every interval until stopped. */
+  run(intervalMs: number): void {
+    this.timer = setInterval(() => {
+      if (this.inFlight) {
+        this.skippedIntervals += 1;
+        return;
+      }
+      this.inFlight = this.publish(this.samples())
+        .catch(() => void (this.failedBatches += 1))
+        .finally(() => (this.inFlight = null));
+    }, intervalMs);
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    await this.inFlight;
+    await this.prober?.close();
+  }
+
+  /** Publish and remember what the broker acknowledged (a failed batch is not counted). */
+  async publish(messages: RobustrlMessage[]): Promise<void> {
+    await this.bus.publish(messages);
+    for (const m of messages) this.published.add(m.eventId);
+  }
+
+  private samples(): RobustrlMessage[] {
+    const now = new Date().toISOString();
+    return [
+      ...this.trainerIds.map((machineId) =>
+        this.message('GpuActivitySampled', { machineId, sampledAt: now, intervalSeconds: 1, tensorActive: 0.6 + Math.random() * 0.3, source: 'emulated' }),
+      ),
+      ...this.rolloutIds.map((rolloutId) =>
+        this.message('RolloutThroughputSampled', {
+          machineId: rolloutId,
+          rolloutId,
+          sampledAt: now,
+          windowSeconds: 1,
+          tokensPerSecond: 700 + Math.random() * 300,
+          completedRequests: 2,
+          inFlightRequests: 6,
+          awaitingTools: 1,
+        }),
+      ),
+    ];
+  }
+}
