@@ -56,6 +56,10 @@ describe('infrastructure faults against the running services (real Kafka and Pos
     expect(card.duplicateDeadLetters).toBe(0);
   });
 
+  it('an agent started after old commands for its machine id ignores them and carries out one for its incarnation', () => {
+    expect(failedChecks('an agent started')).toEqual([]);
+  });
+
   it('over the whole run: every published input applied, no false verdict, every check passed', () => {
     expect(card.scenarios.reduce((n, s) => n + s.lost, 0)).toBe(0);
     expect(card.scenarios.reduce((n, s) => n + s.verdicts, 0)).toBe(0);

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { Consumer, Kafka, logLevel } from 'kafkajs';
 import { Client } from 'pg';
 import { BusLogger, DeadLetter, fromDeadLetterRecord, KafkaBus, Subscription } from '@robustrl/bus';
-import { ALL_TOPICS, createMessage, DEAD_LETTER_TOPIC, encodeMessage, MessageType, RobustrlMessage, Topics } from '@robustrl/contracts';
+import { ALL_TOPICS, createMessage, DataOf, DEAD_LETTER_TOPIC, encodeMessage, MessageType, RobustrlMessage, Topics } from '@robustrl/contracts';
 import { freePort, PrivateInfra, ServiceProcess } from './private-infra';
 import { SyntheticJob } from './synthetic-job';
 
@@ -82,7 +82,17 @@ const SERVICES = [
   { name: 'rollout-manager', consumer: 'rollout-manager' },
 ] as const;
 
-const VERDICT_TYPES: MessageType[] = ['FaultSuspected', 'FaultConfirmed', 'SuspicionCleared', 'DetectionPaused', 'DetectionResumed'];
+/** What the observer keeps of the control plane's output (and the agent's answers) for the checks. */
+const OBSERVED_TYPES: MessageType[] = [
+  'FaultSuspected',
+  'FaultConfirmed',
+  'SuspicionCleared',
+  'DetectionPaused',
+  'DetectionResumed',
+  'MachineRegistered',
+  'RecoveryCommandSucceeded',
+  'RecoveryCommandFailed',
+];
 const quiet: BusLogger = { info: () => undefined, warn: () => undefined, error: () => undefined };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -305,6 +315,64 @@ export async function runInfraChaos(options: InfraChaosOptions): Promise<Scoreca
       check(r, 'no dead letter written again', observer.deadLetters.length === dlBefore, `${observer.deadLetters.length - dlBefore} new dead letter(s)`);
     });
 
+    await scenario('an agent started after old commands for its machine', async (r) => {
+      // Its own job, so the detector's view of this machine stays out of the healthy job's numbers.
+      const agentJob = `${job.jobId}-agent`;
+      const machineId = 'chaos-agent-0';
+      const command = <T extends 'RestartTrainerGroup' | 'PromoteRolloutToTrainer'>(type: T, data: DataOf<T>, occurredAt = new Date()) =>
+        createMessage(type, data, { jobId: agentJob, source: 'controller', occurredAt: occurredAt.toISOString() }) as RobustrlMessage;
+      const promotion = (id: string, incarnation: string) =>
+        command('PromoteRolloutToTrainer', { recoveryId: id, commandId: `${id}/1`, rolloutMachineId: machineId, replacesMachineId: 'trainer-9', incarnation });
+      // On the control topic before the agent exists: a restart of its machine issued a minute ago naming no
+      // incarnation (a replay), and a promotion for an earlier incarnation of the machine.
+      await bus.publish([
+        command(
+          'RestartTrainerGroup',
+          { recoveryId: 'old-restart', commandId: 'old-restart/1', machines: [machineId], step: 1, checkpointStep: null, keepBatch: true },
+          new Date(Date.now() - 60_000),
+        ),
+        promotion('old-promotion', 'an-earlier-incarnation'),
+      ]);
+      const agent = new ServiceProcess(
+        'agent',
+        await freePort(),
+        {
+          ...env,
+          ROBUSTRL_JOB_ID: agentJob,
+          ROBUSTRL_MACHINE_ID: machineId,
+          ROBUSTRL_ROLE: 'rollout',
+          ROBUSTRL_AGENT_PORT: String(await freePort()),
+          ROBUSTRL_WEIGHTS_PORT: '0',
+          ROBUSTRL_WEIGHTS_SHM_DIR: infra.dir,
+          ROBUSTRL_GPU_SOURCE: 'emulated',
+        },
+        logDir,
+      );
+      agent.start();
+      try {
+        const registered = await waitFor('the agent registered', async () => observer.count(agentJob, 'MachineRegistered') > 0, 60_000).catch(() => false);
+        const incarnation = observer.seen.find((m) => m.jobId === agentJob && m.type === 'MachineRegistered')?.data as { incarnation?: string } | undefined;
+        check(
+          r,
+          'the agent registered with its incarnation',
+          registered && typeof incarnation?.incarnation === 'string',
+          incarnation?.incarnation ?? 'no registration',
+        );
+        // A command for this incarnation is carried out (answered), so the old ones were read and passed over.
+        await bus.publish(promotion('current-promotion', incarnation?.incarnation ?? 'unknown'));
+        const answered = (commandId: string) =>
+          observer.seen.some(
+            (m) => m.jobId === agentJob && (m.type === 'RecoveryCommandSucceeded' || m.type === 'RecoveryCommandFailed') && m.data.commandId === commandId,
+          );
+        const current = await waitFor('the current command answered', async () => answered('current-promotion/1'), 60_000).catch(() => false);
+        check(r, 'a command for its incarnation is carried out', current, current ? 'answered' : 'never answered');
+        const replayed = ['old-restart/1', 'old-promotion/1'].filter(answered);
+        check(r, 'old commands for its machine ignored', replayed.length === 0, replayed.length === 0 ? 'neither acted on' : `acted on ${replayed.join(', ')}`);
+      } finally {
+        await agent.terminate();
+      }
+    });
+
     await job.stop();
     await caughtUp('everything applied at the end', 60_000);
     await refresh();
@@ -360,10 +428,10 @@ const sum = (rows: ScenarioResult[], key: 'published' | 'handled' | 'deadLettere
   rows.reduce((n, r) => n + r[key], 0);
 const fmt = (ms: number | null) => (ms === null ? 'never' : `${(ms / 1000).toFixed(1)} s`);
 
-/** Reads the dead-letter topic (kafkajs, no robustrl code) and the verdicts topic (the bus), for the scorecard. */
+/** Reads the dead-letter topic (kafkajs, no robustrl code) and the control plane's output (the bus), for the scorecard. */
 class Observer {
   readonly deadLetters: DeadLetter[] = [];
-  private readonly verdicts: RobustrlMessage[] = [];
+  readonly seen: RobustrlMessage[] = [];
   private consumer?: Consumer;
   private subscription?: Subscription;
 
@@ -389,14 +457,14 @@ class Observer {
     });
     this.subscription = await this.bus.subscribe({
       groupId: `chaos-verdicts-${randomUUID()}`,
-      topics: [Topics.verdicts],
-      types: VERDICT_TYPES,
-      handler: async ({ message }) => void this.verdicts.push(message),
+      topics: [Topics.verdicts, Topics.membership, Topics.control],
+      types: OBSERVED_TYPES,
+      handler: async ({ message }) => void this.seen.push(message),
     });
   }
 
   count(jobId: string, type: MessageType): number {
-    return this.verdicts.filter((m) => m.jobId === jobId && m.type === type).length;
+    return this.seen.filter((m) => m.jobId === jobId && m.type === type).length;
   }
 
   async stop(): Promise<void> {
