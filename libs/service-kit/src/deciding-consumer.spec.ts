@@ -59,6 +59,30 @@ describe('DecidingConsumer: bounded state', () => {
     await eventually('the evicted job restored and advanced', () => (consumer.stateOf('done')?.steps === 3 ? true : undefined));
   });
 
+  it('on a restart, a job whose newest message is older than the retention stays out of memory; a recent one is folded in', async () => {
+    await bus.publish([step('old', 1), step('old', 2)]);
+    await eventually('the old job applied', () => (consumer.stateOf('old')?.steps === 2 ? true : undefined));
+    now += 50_000;
+    await bus.publish(step('recent', 1));
+    await eventually('the recent job applied', () => (consumer.stateOf('recent')?.steps === 1 ? true : undefined));
+    await consumer.stop();
+
+    now += 20_000; // 'old' last spoke 70 s ago, 'recent' 20 s ago; the retention is 60 s
+    consumer = new DecidingConsumer(bus, store, {
+      consumer: 'counter',
+      topics: [Topics.training],
+      inputTypes: ['TrainingStepCompleted'],
+      decider: counter,
+      tickIntervalMs: null,
+      clock: () => now,
+      idleJobRetentionMs: 60_000,
+    });
+    await consumer.start();
+    expect(consumer.jobs()).toEqual(['recent']);
+    await bus.publish(step('old', 3));
+    await eventually('the old job restored when it speaks', () => (consumer.stateOf('old')?.steps === 3 ? true : undefined));
+  });
+
   it('reads its retention from ROBUSTRL_JOB_STATE_RETENTION_SECONDS, `off` for never, and refuses a bad value', () => {
     expect(idleJobRetentionFromEnv({})).toBe(3_600_000);
     expect(idleJobRetentionFromEnv({ ROBUSTRL_JOB_STATE_RETENTION_SECONDS: '90' })).toBe(90_000);

@@ -125,6 +125,7 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
   async start(): Promise<void> {
     const rebuilt = await this.rebuild();
     if (rebuilt > 0) this.logger.log(`state rebuilt from ${rebuilt} inbox message(s) across ${this.states.size} job(s)`);
+    await this.evictIdleJobs();
     if (this.spec.inputGaps) {
       // Blind from the newest input the last incarnation applied until this one has caught up.
       const now = this.clock();
@@ -188,7 +189,10 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
         this.states.delete(jobId);
         this.lastActive.delete(jobId);
       }
-      if (idle.length > 0) this.logger.log(`evicted ${idle.length} idle job(s) from memory (silent > ${Math.round(retention / 1000)} s): ${idle.join(', ')}`);
+      if (idle.length > 0) {
+        const named = idle.length > 10 ? `${idle.slice(0, 10).join(', ')}, …` : idle.join(', ');
+        this.logger.log(`evicted ${idle.length} idle job(s) from memory (silent > ${Math.round(retention / 1000)} s): ${named}`);
+      }
       return idle;
     });
   }
@@ -224,12 +228,17 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
   }
 
   private async rebuild(): Promise<number> {
+    const newest = new Map<string, number>();
     const count = await this.foldInbox(undefined, (message) => {
       this.states.set(message.jobId, this.evolve(this.stateFor(message.jobId), message));
+      const at = Date.parse(message.occurredAt);
+      if (at > (newest.get(message.jobId) ?? -Infinity)) newest.set(message.jobId, at);
       if (this.spec.inputTypes.includes(message.type)) this.noteInput(message);
     });
+    // A job was last active when its newest message happened, not when this process started: a job
+    // finished long ago leaves memory at once instead of a retention period after every restart.
     const now = this.clock();
-    for (const jobId of this.states.keys()) this.lastActive.set(jobId, now);
+    for (const jobId of this.states.keys()) this.lastActive.set(jobId, Math.min(now, newest.get(jobId) ?? now));
     return count;
   }
 
@@ -339,6 +348,7 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
   }
 
   private async onInputSample(health: Awaited<ReturnType<MessageBus['health']>>): Promise<void> {
+    if (this.stopped) return;
     const monitor = this.gapMonitor!;
     const change = monitor.observe({ health, groupId: this.groupId, newestInputAt: this.newestInputAt }, this.clock());
     if (change?.kind === 'opened') {
