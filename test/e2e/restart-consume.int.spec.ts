@@ -29,16 +29,25 @@ describe('a restarted detector consumes again within 5 s (real Kafka, PostgreSQL
   let pg: Client;
   let detector: ChildProcess | undefined;
   const output: string[] = [];
+  /** The HTTP address each detector process announced (`health at http://…/healthz`). */
+  const urls = new Map<ChildProcess, string>();
   const published: string[] = [];
   let publishing = true;
   let publisher: Promise<void>;
 
   const start = () => {
     const child = spawn(process.execPath, [DETECTOR_MAIN], {
-      env: { ...process.env, KAFKA_BROKERS: brokers.join(','), DATABASE_URL: database.url, ROBUSTRL_TOPIC_PREFIX: topicPrefix, ROBUSTRL_HTTP_PORT: 'off' },
+      env: { ...process.env, KAFKA_BROKERS: brokers.join(','), DATABASE_URL: database.url, ROBUSTRL_TOPIC_PREFIX: topicPrefix, ROBUSTRL_HTTP_PORT: '0' },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
-    const collect = (b: Buffer) => output.push(...b.toString().split('\n').filter(Boolean));
+    const collect = (b: Buffer) => {
+      const lines = b.toString().split('\n').filter(Boolean);
+      output.push(...lines);
+      for (const l of lines) {
+        const url = /health at (http:\/\/\S+)\/healthz/.exec(l)?.[1];
+        if (url) urls.set(child, url);
+      }
+    };
     child.stdout!.on('data', collect);
     child.stderr!.on('data', collect);
     return child;
@@ -109,6 +118,20 @@ describe('a restarted detector consumes again within 5 s (real Kafka, PostgreSQL
 
   it('after SIGTERM (it leaves the group on the way out)', async () => {
     expect(await restart('SIGTERM')).toBeLessThan(RESTART_BUDGET_MS);
+  });
+
+  it('serves its consumer group on /metrics: running, its lag from the broker, no restarts', async () => {
+    const url = await eventually('the restarted detector serving HTTP', () => urls.get(detector!));
+    const text = await (await fetch(`${url}/metrics`)).text();
+    const sample = (series: string) =>
+      text
+        .split('\n')
+        .find((l) => l.startsWith(`${series} `))
+        ?.slice(series.length + 1);
+    expect(sample('robustrl_bus_reachable')).toBe('1');
+    expect(sample('robustrl_bus_consumer_running{group="robustrl-detector"}')).toBe('1');
+    expect(Number(sample('robustrl_bus_consumer_lag{group="robustrl-detector"}'))).toBeGreaterThanOrEqual(0);
+    expect(sample('robustrl_bus_consumer_restarts_total{group="robustrl-detector"}')).toBe('0');
   });
 
   it('lost no sample across both restarts', async () => {
