@@ -131,13 +131,14 @@ export class RestartBench {
         ROBUSTRL_TOPIC_PREFIX: this.topicPrefix,
         ROBUSTRL_HTTP_PORT: 'off',
         ROBUSTRL_KAFKA_EVICT_DEAD_MEMBERS: join === 'evict' ? 'on' : 'off',
+        // Plain log lines: the phases are found by their text.
+        NO_COLOR: '1',
       },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     const collect = (b: Buffer) => {
       const at = Date.now();
-      // eslint-disable-next-line no-control-regex -- Nest colours its log lines; the patterns match the text
-      for (const text of b.toString().replace(/\x1b\[[0-9;]*m/g, '').split('\n')) if (text.trim()) this.lines.push({ at, text });
+      for (const text of b.toString().split('\n')) if (text.trim()) this.lines.push({ at, text });
     };
     child.stdout!.on('data', collect);
     child.stderr!.on('data', collect);
