@@ -1,3 +1,5 @@
+import { execFileSync, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { AssignerProtocol, Cluster, logLevel } from 'kafkajs';
 import { encodeMemberTag, isDeadPredecessor, MemberTag, memberTagOf, pidAlive, taggedRoundRobin } from './member-identity';
 
@@ -6,14 +8,14 @@ describe('member identity: telling a dead predecessor from a live replica', () =
   const alive = new Set([4242, 777]);
   const isAlive = (pid: number) => alive.has(pid);
 
-  it.each<[string, MemberTag | null, boolean]>([
-    ['an untagged member (another client, an older version)', null, false],
-    ['this process itself (several subscriptions share a group)', { ...self }, false],
-    ['a member on another host, whatever its pid', { host: 'node-b', pid: 1, incarnation: 'old' }, false],
-    ['a live process of this host (a replica)', { host: 'node-a', pid: 777, incarnation: 'other' }, false],
-    ['a process of this host that no longer runs', { host: 'node-a', pid: 31337, incarnation: 'old' }, true],
-    ['an earlier incarnation with our pid (a restarted container)', { host: 'node-a', pid: 4242, incarnation: 'old' }, true],
-  ])('%s → evict: %s', (_, tag, expected) => {
+  it.each<[string, boolean, MemberTag | null]>([
+    ['an untagged member (another client, an older version)', false, null],
+    ['this process itself (several subscriptions share a group)', false, { ...self }],
+    ['a member on another host, whatever its pid', false, { host: 'node-b', pid: 1, incarnation: 'old' }],
+    ['a live process of this host (a replica)', false, { host: 'node-a', pid: 777, incarnation: 'other' }],
+    ['a process of this host that no longer runs', true, { host: 'node-a', pid: 31337, incarnation: 'old' }],
+    ['an earlier incarnation with our pid (a restarted container)', true, { host: 'node-a', pid: 4242, incarnation: 'old' }],
+  ])('%s → evict: %s', (_, expected, tag) => {
     expect(isDeadPredecessor(tag, self, isAlive)).toBe(expected);
   });
 
@@ -47,6 +49,26 @@ describe('member identity: telling a dead predecessor from a live replica', () =
   it('checks a pid against the processes of this host', () => {
     expect(pidAlive(process.pid)).toBe(true);
     expect(pidAlive(2 ** 22 + 17)).toBe(false); // above Linux's pid_max ceiling
+  });
+
+  it('takes a killed process that nobody reaped yet (a zombie) for dead', async () => {
+    if (process.platform !== 'linux') return;
+    // A child killed while this process blocks its event loop: the kernel keeps it as a zombie until Node reaps it.
+    const child = spawn('sleep', ['30']);
+    await new Promise((resolve) => child.once('spawn', resolve));
+    const pid = child.pid!;
+    expect(pidAlive(pid)).toBe(true);
+    execFileSync('kill', ['-9', String(pid)]);
+    // Until the event loop turns, Node does not call waitpid: once the kernel has it exited, it is a zombie.
+    const state = () => {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+    };
+    const deadline = Date.now() + 2_000;
+    while (state() !== 'Z' && Date.now() < deadline); // synchronous on purpose: no event-loop turn, no reaping
+    expect(state()).toBe('Z');
+    expect(pidAlive(pid)).toBe(false);
+    await new Promise((resolve) => child.once('exit', resolve));
   });
 });
 

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { AssignerProtocol, Cluster, PartitionAssigner, PartitionAssigners } from 'kafkajs';
 
@@ -56,13 +57,27 @@ export function isDeadPredecessor(tag: MemberTag | null, self: MemberTag, pidAli
   return tag.pid === self.pid || !pidAlive(tag.pid);
 }
 
-/** Whether a process with this pid exists here (EPERM: it does, owned by someone else). */
+/**
+ * Whether a process with this pid runs here (EPERM: it does, owned by someone else). A zombie — killed,
+ * not yet reaped by a parent that does not wait — still answers signal 0 but will never heartbeat again:
+ * on Linux its state in /proc says so.
+ */
 export function pidAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+  return !isZombie(pid);
+}
+
+function isZombie(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // "pid (comm) state …": comm may hold spaces and parentheses, so the state follows the last ')'.
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) === 'Z';
+  } catch {
+    return false; // no /proc (not Linux), or the process just went: signal 0 said it was there
   }
 }
 
