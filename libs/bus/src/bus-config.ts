@@ -45,7 +45,8 @@ export function createBus(config: BusConfig, logger?: BusLogger, deadLetterLedge
         clientId: config.clientId,
         topicPrefix: config.topicPrefix,
         evictDeadMembers: config.evictDeadMembers ?? true,
-        logger,
+        // Absent, not undefined: an undefined logger would override the adapter's default.
+        ...(logger ? { logger } : {}),
         deadLetterLedger,
       })
     : new InProcessBus({ logger, deadLetterLedger });
