@@ -155,7 +155,7 @@ export class KafkaSubscription implements Subscription {
             );
           } catch (err) {
             if (err instanceof SubscriptionClosingError) return;
-            throw err;
+            throw err; // not handled nor dead-lettered: kafkajs retries the batch from this record (and, out of retries, restarts)
           }
           resolveOffset(m.offset);
           await commitOffsetsIfNecessary();
