@@ -43,6 +43,10 @@ export function describeBusContract(adapter: string, makeFixture: () => Promise<
       await f?.teardown();
     });
 
+    /** Dead letters the bus counted (metrics) for a topic and reason; the suite shares one bus, so tests compare before and after. */
+    const counted = (topic: string, reason: 'invalid' | 'handler-failed') =>
+      f.bus.deadLetterCounts().find((c) => c.topic === topic && c.reason === reason)?.count ?? 0;
+
     const subscribe = async (opts: Parameters<MessageBus['subscribe']>[0]) => {
       const s = await f.bus.subscribe(opts);
       open.push(s);
@@ -77,6 +81,7 @@ export function describeBusContract(adapter: string, makeFixture: () => Promise<
       const groupId = `dlq-${randomUUID()}`;
       const notJson = Buffer.from('{"type":"TrainingStepCompleted", this is not json');
       const wrongShape = JSON.stringify({ ...stepCompleted(jobId, 1), data: { step: -5 } });
+      const countedBefore = counted(Topics.training, 'invalid');
       await f.bus.publishRaw({ topic: Topics.training, key: jobId, value: notJson });
       await f.bus.publishRaw({ topic: Topics.training, key: jobId, value: wrongShape });
       await f.bus.publish(stepCompleted(jobId, 2));
@@ -101,6 +106,7 @@ export function describeBusContract(adapter: string, makeFixture: () => Promise<
       expect(byOffset[1].reason).toMatch(/invalid TrainingStepCompleted/);
       expect(byOffset[1].reason).toMatch(/data\.batchId|data\.step/);
       expect(byOffset[1].value?.toString()).toEqual(wrongShape);
+      await eventually('both counted as invalid on the training topic', () => (counted(Topics.training, 'invalid') === countedBefore + 2 ? true : undefined));
     });
 
     it('accepts a message type only on its catalog topic: one on another topic is dead-lettered, not handled', async () => {
@@ -157,6 +163,7 @@ export function describeBusContract(adapter: string, makeFixture: () => Promise<
 
     it('dead-letters a bad record once, however many consumer groups read it and however often they restart', async () => {
       const jobId = `job-${randomUUID()}`;
+      const countedBefore = counted(Topics.training, 'invalid');
       await f.bus.publishRaw({ topic: Topics.training, key: jobId, value: 'not json at all' });
       await f.bus.publish(stepCompleted(jobId, 1));
       const groups = [`once-a-${randomUUID()}`, `once-b-${randomUUID()}`];
@@ -179,11 +186,15 @@ export function describeBusContract(adapter: string, makeFixture: () => Promise<
       });
       expect(mine).toHaveLength(1);
       expect(mine[0].consumerGroup).toBe(groups[0]);
+      // Counted once too: the groups that found it claimed wrote nothing.
+      await eventually('the dead letter counted', () => (counted(Topics.training, 'invalid') > countedBefore ? true : undefined));
+      expect(counted(Topics.training, 'invalid')).toBe(countedBefore + 1);
     });
 
     it('retries a failing handler, then dead-letters the record and moves on', async () => {
       const jobId = `job-${randomUUID()}`;
       const groupId = `poison-${randomUUID()}`;
+      const countedBefore = counted(Topics.training, 'handler-failed');
       await f.bus.publish([stepCompleted(jobId, 1), stepCompleted(jobId, 2)]);
       const attempts: number[] = [];
       const handled: number[] = [];
@@ -205,6 +216,7 @@ export function describeBusContract(adapter: string, makeFixture: () => Promise<
       const dl = await eventually('the poison record dead-lettered', () => f.deadLetters().find((d) => d.consumerGroup === groupId && d.key === jobId));
       expect(dl.kind).toBe('handler-failed');
       expect(dl.reason).toMatch(/after 3 attempt\(s\): Error: downstream unavailable/);
+      await eventually('counted as handler-failed', () => (counted(Topics.training, 'handler-failed') === countedBefore + 1 ? true : undefined));
     });
 
     it('waits out an unavailable dependency without limit: the record is handled when it returns, never dead-lettered', async () => {

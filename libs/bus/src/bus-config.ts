@@ -10,6 +10,8 @@ export const BusConfig = z.discriminatedUnion('adapter', [
     brokers: z.array(z.string().regex(/^[^:\s]+:\d+$/, 'expected host:port')).min(1),
     clientId: z.string().min(1),
     topicPrefix: z.string().regex(/^[A-Za-z0-9._-]*$/, 'letters, digits, ".", "_" and "-" only'),
+    /** ROBUSTRL_KAFKA_EVICT_DEAD_MEMBERS (`on`/`off`): see KafkaBusOptions.evictDeadMembers. */
+    evictDeadMembers: z.boolean().optional(),
   }),
   z.object({ adapter: z.literal('in-process') }),
 ]);
@@ -19,7 +21,14 @@ export function busConfigFromEnv(env: NodeJS.ProcessEnv, clientId: string): BusC
   const brokers = env.KAFKA_BROKERS?.split(',')
     .map((b) => b.trim())
     .filter(Boolean);
-  const raw = brokers && brokers.length > 0 ? { adapter: 'kafka', brokers, clientId, topicPrefix: env.ROBUSTRL_TOPIC_PREFIX ?? '' } : { adapter: 'in-process' };
+  const evict = env.ROBUSTRL_KAFKA_EVICT_DEAD_MEMBERS;
+  if (evict !== undefined && evict !== '' && evict !== 'on' && evict !== 'off') {
+    throw new Error(`ROBUSTRL_KAFKA_EVICT_DEAD_MEMBERS must be 'on' or 'off', got '${evict}'`);
+  }
+  const raw =
+    brokers && brokers.length > 0
+      ? { adapter: 'kafka', brokers, clientId, topicPrefix: env.ROBUSTRL_TOPIC_PREFIX ?? '', evictDeadMembers: evict !== 'off' }
+      : { adapter: 'in-process' };
   const parsed = BusConfig.safeParse(raw);
   if (!parsed.success) {
     throw new Error(
@@ -31,6 +40,14 @@ export function busConfigFromEnv(env: NodeJS.ProcessEnv, clientId: string): BusC
 
 export function createBus(config: BusConfig, logger?: BusLogger, deadLetterLedger?: DeadLetterLedger): MessageBus {
   return config.adapter === 'kafka'
-    ? new KafkaBus({ brokers: config.brokers, clientId: config.clientId, topicPrefix: config.topicPrefix, logger, deadLetterLedger })
+    ? new KafkaBus({
+        brokers: config.brokers,
+        clientId: config.clientId,
+        topicPrefix: config.topicPrefix,
+        evictDeadMembers: config.evictDeadMembers ?? true,
+        // Absent, not undefined: an undefined logger would override the adapter's default.
+        ...(logger ? { logger } : {}),
+        deadLetterLedger,
+      })
     : new InProcessBus({ logger, deadLetterLedger });
 }

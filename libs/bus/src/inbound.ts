@@ -20,6 +20,8 @@ export interface InboundPipeline {
   types?: ReadonlySet<MessageType>;
   retry: RetryPolicy;
   deadLetter(record: RawRecord): Promise<void>;
+  /** Told of every dead letter written (not of one skipped because another group wrote it): the adapters count them. */
+  onDeadLettered?: (topic: string, kind: DeadLetterKind) => void;
   /** The bus's record limit: a dead letter that would exceed it is written as a reference. */
   maxRecordBytes: number;
   /** One dead letter per record across groups and restarts (see DeadLetterLedger); absent: one per group. */
@@ -139,6 +141,7 @@ async function deadLetter(record: InboundRecord, p: InboundPipeline, kind: DeadL
         return;
       }
       await p.deadLetter(toDeadLetterRecord(record, failure, p.maxRecordBytes, asReference));
+      p.onDeadLettered?.(record.topic, kind);
       return;
     } catch (err) {
       if (p.isRunning && !p.isRunning()) throw new SubscriptionClosingError();

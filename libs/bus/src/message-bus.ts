@@ -1,4 +1,5 @@
 import { MessageType, RobustrlMessage } from '@robustrl/contracts';
+import type { DeadLetterCount } from './dead-letter-counts';
 
 /**
  * The bus port. Two adapters honour one contract (tested by one suite):
@@ -29,12 +30,16 @@ export interface MessageBus {
    * Never throws; answers within a few seconds even when the broker is down.
    */
   health(): Promise<BusHealth>;
+  /** Dead letters this bus has written since it was created, per original topic and reason (metrics). */
+  deadLetterCounts(): DeadLetterCount[];
 }
 
 export interface SubscriptionHealth {
   groupId: string;
-  /** False once the consumer stopped on an error it does not recover from by itself. */
+  /** False while the consumer is down: crashed and not yet back (the bus restarts it), or not yet joined. */
   running: boolean;
+  /** Times the consumer was restarted after it crashed, by the client library itself or by the bus. */
+  restarts: number;
   /** Records published but not yet committed by the group, over its topics; null while unknown. */
   lag: number | null;
   error?: string;

@@ -1,12 +1,14 @@
 import { DynamicModule, Global, Inject, Logger, Module, OnApplicationShutdown } from '@nestjs/common';
 import { createBus, MessageBus } from '@robustrl/bus';
 import { EventStore } from '@robustrl/store';
-import { CLOCK, EVENT_STORE, MESSAGE_BUS, SERVICE_CONFIG } from './tokens';
+import { Registry } from 'prom-client';
+import { registerBusMetrics } from './bus-metrics';
+import { CLOCK, EVENT_STORE, MESSAGE_BUS, METRICS_REGISTRY, SERVICE_CONFIG } from './tokens';
 import { ServiceConfig } from './service-config';
 import { nestBusLogger } from './nest-bus-logger';
 
 /**
- * The bus, the store and the config, once per process. In the embedded mode all six service modules
+ * The bus, the store, the config and the metrics registry, once per process. In the embedded mode all six service modules
  * share one instance of each, which is what makes "all services in one process" a real composition.
  */
 @Global()
@@ -32,8 +34,18 @@ export class CoreModule implements OnApplicationShutdown {
           inject: [EVENT_STORE],
         },
         { provide: EVENT_STORE, useFactory: () => EventStore.open(config.store) },
+        // One registry per process (not prom-client's global one): several apps in one process (tests) keep theirs apart.
+        {
+          provide: METRICS_REGISTRY,
+          useFactory: (bus: MessageBus) => {
+            const registry = new Registry();
+            registerBusMetrics(registry, bus);
+            return registry;
+          },
+          inject: [MESSAGE_BUS],
+        },
       ],
-      exports: [SERVICE_CONFIG, MESSAGE_BUS, EVENT_STORE, CLOCK],
+      exports: [SERVICE_CONFIG, MESSAGE_BUS, EVENT_STORE, CLOCK, METRICS_REGISTRY],
     };
   }
 

@@ -3,6 +3,8 @@ export * from './service-config';
 export * from './core.module';
 export * from './event-recorder';
 export * from './health.controller';
+export * from './metrics.controller';
+export * from './bus-metrics';
 export * from './run-service';
 export * from './nest-bus-logger';
 export * from './deciding-consumer';

@@ -5,11 +5,12 @@ import type { NestExpressApplication } from '@nestjs/platform-express';
 import { setupTelemetry } from '@robustrl/telemetry';
 import { CoreModule } from './core.module';
 import { HealthController } from './health.controller';
+import { MetricsController } from './metrics.controller';
 import { ServiceConfig } from './service-config';
 
 /**
- * Boot one process: telemetry (OTEL_* variables), the core module, the given service modules, and a
- * health endpoint. SIGINT/SIGTERM close consumers gracefully (in-flight handlers finish and commit).
+ * Boot one process: telemetry (OTEL_* variables), the core module, the given service modules, and the
+ * health and metrics endpoints. SIGINT/SIGTERM close consumers gracefully (in-flight handlers finish and commit).
  */
 export interface RunningService {
   app: INestApplication;
@@ -26,7 +27,7 @@ export async function runService(
   } = {},
 ): Promise<RunningService> {
   const telemetry = await setupTelemetry(`robustrl-${config.serviceName}`);
-  @Module({ imports: [CoreModule.forRoot(config), ...modules], controllers: config.httpPort === null ? [] : [HealthController] })
+  @Module({ imports: [CoreModule.forRoot(config), ...modules], controllers: config.httpPort === null ? [] : [HealthController, MetricsController] })
   class ProcessModule {}
 
   const logger = new Logger(config.serviceName);

@@ -1,4 +1,4 @@
-import { BusHealth, DEFAULT_MAX_RECORD_BYTES, MessageBus, RawRecord, SubscribeOptions, Subscription } from '@robustrl/bus';
+import { BusHealth, DeadLetterCount, DEFAULT_MAX_RECORD_BYTES, MessageBus, RawRecord, SubscribeOptions, Subscription } from '@robustrl/bus';
 import { NewTrajectory, RobustrlMessage, TurnInput } from '@robustrl/contracts';
 
 /** A bus that only records what was published (the store's events are fire-and-forget notifications). */
@@ -16,6 +16,9 @@ export class RecordingBus implements MessageBus {
   async close(): Promise<void> {}
   async health(): Promise<BusHealth> {
     return { reachable: true, subscriptions: [] };
+  }
+  deadLetterCounts(): DeadLetterCount[] {
+    return [];
   }
   ofType(type: RobustrlMessage['type']): RobustrlMessage[] {
     return this.published.filter((m) => m.type === type);

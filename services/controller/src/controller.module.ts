@@ -8,7 +8,6 @@ import { z } from 'zod';
 import { RecoveryExecutor } from './executor/recovery-executor';
 import { EttrController } from './ettr/ettr.controller';
 import { EttrProjector } from './ettr/ettr-projector';
-import { MetricsController } from './metrics/metrics.controller';
 import { RecoveryMetrics } from './metrics/recovery-metrics';
 import {
   CONTROLLER_INPUT_TYPES,
@@ -44,7 +43,8 @@ function recoveryPolicy(env: NodeJS.ProcessEnv): ControllerSettings['policy'] {
 }
 
 // EttrProjector starts and stops itself (its own lifecycle hooks): a read model, independent of the consumer below.
-@Module({ providers: [RecoveryMetrics, EttrProjector], controllers: [MetricsController, EttrController], exports: [RecoveryMetrics] })
+// Their metrics go to the process's registry, served at /metrics by the service kit.
+@Module({ providers: [RecoveryMetrics, EttrProjector], controllers: [EttrController], exports: [RecoveryMetrics] })
 export class ControllerModule implements OnApplicationBootstrap, OnModuleDestroy {
   readonly consumer: DecidingConsumer<ControllerState, ControllerEvent, ControllerInput>;
   readonly executor: RecoveryExecutor | null;

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import { DEAD_LETTER_TOPIC, RobustrlMessage } from '@robustrl/contracts';
+import { DeadLetterCount, DeadLetterCounter } from '../dead-letter-counts';
 import { InboundRecord, processInbound, retryPolicy, SubscriptionClosingError } from '../inbound';
 import {
   BusHealth,
@@ -16,6 +17,7 @@ import {
   Subscription,
 } from '../message-bus';
 import { OutboundRecord, publishTraced } from '../outbound';
+import type { DeadLetterKind } from '../dead-letter';
 import { partitionFor } from './partitioner';
 
 interface StoredRecord {
@@ -79,6 +81,7 @@ export class InProcessBus implements MessageBus {
   private readonly subscriptions = new Set<Subscription>();
   private readonly partitions: number;
   private readonly logger: BusLogger;
+  private readonly deadLetters = new DeadLetterCounter();
   private closed = false;
 
   constructor(options: InProcessBusOptions = {}) {
@@ -112,10 +115,14 @@ export class InProcessBus implements MessageBus {
           lag += log.records.length - (this.committed.get(`${groupId}\u0000${topic}\u0000${partition}`) ?? 0);
         });
       }
-      // The partition loops never stop on an error (a failed dead-letter write is retried in place).
-      return { groupId, running: true, lag };
+      // The partition loops never stop on an error (a failed dead-letter write is retried in place): nothing to restart.
+      return { groupId, running: true, restarts: 0, lag };
     });
     return { reachable: !this.closed, ...(this.closed ? { error: 'bus is closed' } : {}), subscriptions };
+  }
+
+  deadLetterCounts(): DeadLetterCount[] {
+    return this.deadLetters.snapshot();
   }
 
   /** Read a topic from the start, e.g. the dead-letter topic in tests. */
@@ -141,6 +148,7 @@ export class InProcessBus implements MessageBus {
       types: options.types ? new Set(options.types) : undefined,
       retry: retryPolicy(options.retry),
       deadLetter: (r: RawRecord) => this.publishRaw(r),
+      onDeadLettered: (topic: string, kind: DeadLetterKind) => this.deadLetters.add(topic, kind),
       maxRecordBytes: this.maxRecordBytes,
       logger: this.logger,
       isRunning: () => !abort.signal.aborted,

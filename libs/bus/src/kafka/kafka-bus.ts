@@ -1,6 +1,6 @@
-import { Admin, Consumer, IHeaders, Kafka, KafkaConfig, logLevel, Producer } from 'kafkajs';
+import { Admin, Kafka, KafkaConfig, logLevel, Producer } from 'kafkajs';
 import { ALL_TOPICS, DEAD_LETTER_TOPIC, RobustrlMessage } from '@robustrl/contracts';
-import { processInbound, retryPolicy, SubscriptionClosingError } from '../inbound';
+import { DeadLetterCount, DeadLetterCounter } from '../dead-letter-counts';
 import {
   BusHealth,
   BusLogger,
@@ -13,8 +13,12 @@ import {
   stderrLogger,
   SubscribeOptions,
   Subscription,
+  SubscriptionHealth,
 } from '../message-bus';
 import { OutboundRecord, publishTraced } from '../outbound';
+import { GroupTiming, KafkaSubscription } from './kafka-subscription';
+import { THIS_PROCESS } from './member-identity';
+import { ConsumerRestartPolicy, DEFAULT_CONSUMER_RESTART } from './restart-backoff';
 
 export interface KafkaBusOptions {
   brokers: string[];
@@ -39,20 +43,40 @@ export interface KafkaBusOptions {
   maxRecordBytes?: number;
   /** Dead-letter each bad record once across consumer groups and restarts (the store's ledger). */
   deadLetterLedger?: DeadLetterLedger;
+  /** Consumer-group timing (DEFAULT_GROUP_TIMING). */
+  group?: Partial<GroupTiming>;
+  /** Restarting a consumer kafkajs stopped for good (DEFAULT_CONSUMER_RESTART). */
+  consumerRestart?: Partial<ConsumerRestartPolicy>;
+  /**
+   * Before joining a group, remove the members a dead process of this host left in it (kill -9), so a
+   * restart consumes again at once instead of waiting for them (predecessor-eviction.ts). Default true.
+   */
+  evictDeadMembers?: boolean;
 }
+
+/**
+ * Session 30 s: a live member is dropped only after 30 s without a heartbeat (a handler waiting on the
+ * store heartbeats between its retries, so this is slack, not a bound on work). Rebalance 10 s: how long
+ * a rebalance waits for every member to rejoin — the wait a restart after kill -9 pays when its dead
+ * predecessor cannot be removed (another host). Heartbeat 1 s: members learn of a rebalance, and rejoin,
+ * within a second (kafkajs heartbeats only between records and fetches, at most this often).
+ */
+export const DEFAULT_GROUP_TIMING: GroupTiming = { sessionTimeoutMs: 30_000, rebalanceTimeoutMs: 10_000, heartbeatIntervalMs: 1_000 };
 
 /** kafkajs adapter: idempotent producer, acks=all, commit-after-effect consumers, dead-letter topic. */
 export class KafkaBus implements MessageBus {
   readonly adapter = 'kafka' as const;
   readonly maxRecordBytes: number;
   private readonly kafka: Kafka;
-  private readonly options: Required<Omit<KafkaBusOptions, 'kafkaLogLevel' | 'deadLetterLedger'>>;
+  private readonly options: Required<Omit<KafkaBusOptions, 'kafkaLogLevel' | 'deadLetterLedger' | 'group' | 'consumerRestart'>> & {
+    group: GroupTiming;
+    consumerRestart: ConsumerRestartPolicy;
+  };
   private readonly deadLetterLedger?: DeadLetterLedger;
   private producer?: Promise<Producer>;
   private topicsReady?: Promise<void>;
-  private readonly consumers = new Set<Consumer>();
-  /** Open subscriptions as readiness sees them (kafkajs restarts a consumer only on retriable errors). */
-  private readonly subscriptionStates = new Map<string, { topics: readonly string[]; running: boolean; error?: string }>();
+  private readonly subscriptions = new Set<KafkaSubscription>();
+  private readonly deadLetters = new DeadLetterCounter();
   private closed = false;
 
   constructor(options: KafkaBusOptions) {
@@ -65,7 +89,10 @@ export class KafkaBus implements MessageBus {
       logger: stderrLogger,
       topicPrefix: '',
       maxRecordBytes: DEFAULT_MAX_RECORD_BYTES,
+      evictDeadMembers: true,
       ...options,
+      group: { ...DEFAULT_GROUP_TIMING, ...options.group },
+      consumerRestart: { ...DEFAULT_CONSUMER_RESTART, ...options.consumerRestart },
     };
     this.maxRecordBytes = this.options.maxRecordBytes;
     this.deadLetterLedger = options.deadLetterLedger;
@@ -100,108 +127,50 @@ export class KafkaBus implements MessageBus {
   async subscribe(options: SubscribeOptions): Promise<Subscription> {
     if (this.closed) throw new Error('bus is closed');
     await this.ensureTopics();
-    const retry = retryPolicy(options.retry);
-    const consumer = this.kafka.consumer({
-      // Prefixed like the topics: deployments sharing a cluster must not share consumer groups either (a
-      // group spanning two deployments rebalances with both, and waits out the other's dead members).
-      groupId: this.options.topicPrefix + options.groupId,
-      allowAutoTopicCreation: false,
-      sessionTimeout: 30_000,
-      heartbeatInterval: 3_000,
-      // Rebalance quickly when a consumer restarts; the default 3 s makes restarts feel hung.
-      rebalanceTimeout: 10_000,
-      // An idle fetch long-polls this long, and disconnect() waits for it: 1 s keeps shutdown quick
-      // at the cost of one empty fetch per second per idle consumer.
-      maxWaitTimeInMs: 1_000,
+    const subscription = new KafkaSubscription(options, {
+      kafka: this.kafka,
+      topicPrefix: this.options.topicPrefix,
+      commit: this.options.commit,
+      group: this.options.group,
+      restart: this.options.consumerRestart,
+      evictDeadMembers: this.options.evictDeadMembers,
+      member: THIS_PROCESS,
+      maxRecordBytes: this.maxRecordBytes,
+      deadLetterLedger: this.deadLetterLedger,
+      logger: this.options.logger,
+      deadLetter: (r) => this.publishRaw(r),
+      onDeadLettered: (topic, kind) => this.deadLetters.add(topic, kind),
     });
-    this.consumers.add(consumer);
-    let running = true;
-    const types = options.types ? new Set(options.types) : undefined;
-    const logger = this.options.logger;
-    const state: { topics: readonly string[]; running: boolean; error?: string } = { topics: options.topics, running: true };
-    this.subscriptionStates.set(options.groupId, state);
-    consumer.on(consumer.events.CRASH, (e) => {
-      const restart = e.payload.restart;
-      logger.error(restart ? 'consumer crashed; kafkajs restarts it from the last committed offset' : 'consumer crashed and stopped', {
-        group: options.groupId,
-        error: String(e.payload.error),
-        restart,
-      });
-      if (!restart) Object.assign(state, { running: false, error: String(e.payload.error) });
-    });
-    consumer.on(consumer.events.GROUP_JOIN, () => Object.assign(state, { running: true, error: undefined }));
-    await consumer.connect();
-    const prefix = this.options.topicPrefix;
-    await consumer.subscribe({ topics: options.topics.map((t) => prefix + t), fromBeginning: options.fromBeginning ?? true });
-    await consumer.run({
-      autoCommit: true,
-      autoCommitInterval: this.options.commit.intervalMs,
-      autoCommitThreshold: this.options.commit.threshold,
-      // We resolve an offset ourselves, only after its handler's effect is durable.
-      eachBatchAutoResolve: false,
-      eachBatch: async ({ batch, resolveOffset, heartbeat, commitOffsetsIfNecessary, isRunning, isStale }) => {
-        for (const m of batch.messages) {
-          if (!isRunning() || isStale()) return;
-          try {
-            await processInbound(
-              {
-                topic: batch.topic.slice(prefix.length),
-                partition: batch.partition,
-                offset: m.offset,
-                key: m.key ? m.key.toString('utf8') : null,
-                value: m.value,
-                headers: headersToStrings(m.headers),
-              },
-              {
-                groupId: options.groupId,
-                handler: options.handler,
-                types,
-                retry,
-                deadLetter: (r) => this.publishRaw(r),
-                maxRecordBytes: this.maxRecordBytes,
-                // Keyed by the topic as the broker names it: deployments sharing a cluster differ by prefix.
-                ...(this.deadLetterLedger ? { ledger: { ledger: this.deadLetterLedger, stream: `kafka:${batch.topic}` } } : {}),
-                logger,
-                heartbeat,
-                isRunning: () => running && isRunning(),
-              },
-            );
-          } catch (err) {
-            if (err instanceof SubscriptionClosingError) return;
-            throw err; // dead-letter write failed: kafkajs retries the batch from this record
-          }
-          resolveOffset(m.offset);
-          await commitOffsetsIfNecessary();
-          await heartbeat();
-        }
-      },
-    });
+    this.subscriptions.add(subscription);
+    try {
+      await subscription.start();
+    } catch (err) {
+      this.subscriptions.delete(subscription);
+      await subscription.close().catch(() => undefined);
+      throw err;
+    }
     return {
       groupId: options.groupId,
       close: async () => {
-        running = false;
-        this.subscriptionStates.delete(options.groupId);
-        // disconnect() waits for the running batch, then commits every resolved offset.
-        await consumer.disconnect();
-        this.consumers.delete(consumer);
+        this.subscriptions.delete(subscription);
+        await subscription.close();
       },
     };
   }
 
+  deadLetterCounts(): DeadLetterCount[] {
+    return this.deadLetters.snapshot();
+  }
+
   async health(): Promise<BusHealth> {
-    const subscriptions = [...this.subscriptionStates].map(([groupId, s]) => ({
-      groupId,
-      running: s.running,
-      lag: null as number | null,
-      ...(s.error ? { error: s.error } : {}),
-    }));
+    const open = [...this.subscriptions];
+    const subscriptions: SubscriptionHealth[] = open.map((s) => ({ ...s.health(), lag: null }));
     const admin = this.kafka.admin({ retry: { retries: 0 } });
     try {
       await withTimeout(admin.connect(), HEALTH_TIMEOUT_MS, 'connecting to the broker');
       await withTimeout(admin.describeCluster(), HEALTH_TIMEOUT_MS, 'describing the cluster');
-      for (const sub of subscriptions) {
-        const topics = this.subscriptionStates.get(sub.groupId)?.topics ?? [];
-        sub.lag = await withTimeout(this.lagOf(admin, sub.groupId, topics), HEALTH_TIMEOUT_MS, `reading the lag of ${sub.groupId}`).catch(() => null);
+      for (const [i, sub] of subscriptions.entries()) {
+        sub.lag = await withTimeout(this.lagOf(admin, sub.groupId, open[i].topics), HEALTH_TIMEOUT_MS, `reading the lag of ${sub.groupId}`).catch(() => null);
       }
       return { reachable: true, subscriptions };
     } catch (err) {
@@ -229,8 +198,8 @@ export class KafkaBus implements MessageBus {
 
   async close(): Promise<void> {
     this.closed = true;
-    await Promise.all([...this.consumers].map((c) => c.disconnect()));
-    this.consumers.clear();
+    await Promise.all([...this.subscriptions].map((s) => s.close()));
+    this.subscriptions.clear();
     if (this.producer) await (await this.producer).disconnect();
   }
 
@@ -312,16 +281,6 @@ export class KafkaBus implements MessageBus {
     });
     return this.producer;
   }
-}
-
-function headersToStrings(headers: IHeaders | undefined): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const [k, v] of Object.entries(headers ?? {})) {
-    if (v === undefined) continue;
-    const first = Array.isArray(v) ? v[0] : v;
-    out[k] = Buffer.isBuffer(first) ? first.toString('utf8') : String(first);
-  }
-  return out;
 }
 
 /** How long a readiness check waits for the broker before calling it unreachable. */

@@ -3,10 +3,10 @@ import { Test } from '@nestjs/testing';
 import { fromDeadLetterRecord, InProcessBus } from '@robustrl/bus';
 import { createMessage, DEAD_LETTER_TOPIC, RobustrlMessage, Topics, topicOf } from '@robustrl/contracts';
 import { createEttrProjection, EttrInput, ettrReport, viewAt } from '@robustrl/ettr';
-import { MESSAGE_BUS } from '@robustrl/service-kit';
+import { MESSAGE_BUS, METRICS_REGISTRY, MetricsController } from '@robustrl/service-kit';
+import { Registry } from 'prom-client';
 import { eventually } from '@robustrl/testing/eventually';
 import { at, iso, timeline } from '@robustrl/testing/job-timeline';
-import { MetricsController } from '../metrics/metrics.controller';
 import { RecoveryMetrics } from '../metrics/recovery-metrics';
 import { EttrJobs } from './ettr-jobs';
 import { ETTR_OPTIONS, EttrProjector } from './ettr-projector';
@@ -167,6 +167,7 @@ describe('ETTR over HTTP and /metrics', () => {
         RecoveryMetrics,
         EttrProjector,
         { provide: MESSAGE_BUS, useValue: bus },
+        { provide: METRICS_REGISTRY, useValue: new Registry() },
         { provide: ETTR_OPTIONS, useValue: { settings, now: () => at(300) } },
       ],
     }).compile();
