@@ -4,7 +4,7 @@ import { InputGapMonitor } from './input-gap-monitor';
 const GROUP = 'robustrl-detector';
 const T = Date.parse('2026-11-23T00:00:00Z');
 const s = (seconds: number) => T + seconds * 1000;
-const healthy = (lag: number | null = 0): BusHealth => ({ reachable: true, subscriptions: [{ groupId: GROUP, running: true, lag }] });
+const healthy = (lag: number | null = 0): BusHealth => ({ reachable: true, subscriptions: [{ groupId: GROUP, running: true, lag, restarts: 0 }] });
 const sample = (health: BusHealth, newestInputAt: number | null = null) => ({ health, groupId: GROUP, newestInputAt });
 
 describe('InputGapMonitor: when a consumer is blind to its input', () => {
@@ -37,7 +37,7 @@ describe('InputGapMonitor: when a consumer is blind to its input', () => {
   it('a stopped or missing consumer is blind; a lagging one only once the newest input read is older than the tolerance', () => {
     const monitor = new InputGapMonitor(10_000, s(0));
     monitor.observe(sample(healthy()), s(1));
-    const stopped: BusHealth = { reachable: true, subscriptions: [{ groupId: GROUP, running: false, lag: 7, error: 'KafkaJSNonRetriableError' }] };
+    const stopped: BusHealth = { reachable: true, subscriptions: [{ groupId: GROUP, running: false, lag: 7, restarts: 1, error: 'KafkaJSNonRetriableError' }] };
     expect(monitor.observe(sample(stopped), s(2))).toEqual({
       kind: 'opened',
       gap: expect.objectContaining({ reason: 'consumer-stopped', detail: 'KafkaJSNonRetriableError' }),
