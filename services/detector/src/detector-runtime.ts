@@ -11,7 +11,8 @@ const Seconds = z.coerce.number().positive();
  * ROBUSTRL_TRAINER_IDLE_WINDOW_SECONDS, ROBUSTRL_ROLLOUT_SILENT_WINDOW_SECONDS,
  * ROBUSTRL_PROBE_TIMEOUT_SECONDS, ROBUSTRL_DETECTOR_RESUME_GRACE_SECONDS, ROBUSTRL_DETECTOR_TICK_SECONDS (how
  * often time is checked, default 1), ROBUSTRL_DETECTOR_INPUT_LAG_TOLERANCE_SECONDS (how old the newest input read
- * may be while records wait before the detector counts itself blind, default 10).
+ * may be while records wait before the detector counts itself blind, default 10), ROBUSTRL_DETECTOR_INPUT_GAPS
+ * (`off`: do not watch the input for gaps — for comparison runs).
  */
 export function detectorFromEnv(env: NodeJS.ProcessEnv) {
   const seconds = (name: string, fallbackMs: number) => {
@@ -29,7 +30,10 @@ export function detectorFromEnv(env: NodeJS.ProcessEnv) {
     resumeGraceMs: seconds('ROBUSTRL_DETECTOR_RESUME_GRACE_SECONDS', PAPER_DETECTION_DEFAULTS.resumeGraceMs),
   };
   const tickIntervalMs = seconds('ROBUSTRL_DETECTOR_TICK_SECONDS', 1000);
-  const inputGaps = detectionGaps(seconds('ROBUSTRL_DETECTOR_INPUT_LAG_TOLERANCE_SECONDS', 10_000));
+  const watch = env.ROBUSTRL_DETECTOR_INPUT_GAPS ?? 'on';
+  if (watch !== 'on' && watch !== 'off') throw new Error(`ROBUSTRL_DETECTOR_INPUT_GAPS must be 'on' or 'off', got '${watch}'`);
+  // `off` brings back counting silence through the detector's own outages: for comparison runs only.
+  const inputGaps = watch === 'on' ? detectionGaps(seconds('ROBUSTRL_DETECTOR_INPUT_LAG_TOLERANCE_SECONDS', 10_000)) : undefined;
   return { decider: createDetectorDecider({ defaults }), defaults, tickIntervalMs, inputGaps };
 }
 
