@@ -222,6 +222,7 @@ export async function runInfraChaos(options: InfraChaosOptions): Promise<Scoreca
 
     await scenario(`PostgreSQL down ${options.storeOutageSeconds} s under load`, async (r) => {
       const dlBefore = observer.deadLetters.length;
+      const suspectedBefore = observer.count(job.jobId, 'FaultSuspected');
       infra.stopPostgres();
       await sleep(Math.min(10_000, (options.storeOutageSeconds * 1000) / 2));
       const readyWhileDown = await services.get('detector')!.readiness();
@@ -231,9 +232,14 @@ export async function runInfraChaos(options: InfraChaosOptions): Promise<Scoreca
       const c = await caughtUp('the backlog applied after the store came back', 120_000);
       check(r, 'processing resumes by itself', c.ok, c.ok ? `caught up ${Math.round(c.ms / 1000)} s after the store came back` : 'not caught up within 120 s');
       check(r, 'nothing dead-lettered', observer.deadLetters.length === dlBefore, `${observer.deadLetters.length - dlBefore} dead letter(s)`);
+      // The detector read nothing while the store was down: a suspicion now would be its own outage taken for silence.
+      await sleep(5_000);
+      const suspicions = observer.count(job.jobId, 'FaultSuspected') - suspectedBefore;
+      check(r, 'no suspicion from the outage', suspicions === 0, `${suspicions} FaultSuspected`);
     });
 
     await scenario(`broker down ${options.brokerOutageSeconds} s`, async (r) => {
+      const suspectedBefore = observer.count(job.jobId, 'FaultSuspected');
       infra.stopKafka();
       await sleep(Math.min(15_000, (options.brokerOutageSeconds * 1000) / 2));
       const readyWhileDown = await services.get('detector')!.readiness();
@@ -253,6 +259,8 @@ export async function runInfraChaos(options: InfraChaosOptions): Promise<Scoreca
         observer.count(job.jobId, 'DetectionResumed') > 0,
         `${observer.count(job.jobId, 'DetectionPaused')} paused, ${observer.count(job.jobId, 'DetectionResumed')} resumed`,
       );
+      const suspicions = observer.count(job.jobId, 'FaultSuspected') - suspectedBefore;
+      check(r, 'no suspicion from the outage', suspicions === 0, `${suspicions} FaultSuspected`);
     });
 
     const restart = async (name: string, how: RestartMeasure['how']) => {
