@@ -5,7 +5,7 @@ import { DecidingConsumer } from '@robustrl/service-kit';
 import { EventStore } from '@robustrl/store';
 import { eventually } from '@robustrl/testing/eventually';
 import { DETECTOR_INPUTS } from './detector.module';
-import { detectorFromEnv } from './detector-runtime';
+import { detectionGaps, detectorFromEnv } from './detector-runtime';
 
 /**
  * The detector's shell watches its own input (README "Detection knows when it is blind"): a broker
@@ -52,7 +52,7 @@ describe('detector shell: a broker outage is not machine silence', () => {
         brokerUp ? realHealth() : { reachable: false, error: 'connect ECONNREFUSED 127.0.0.1:9092', subscriptions: [] },
       );
     store = await EventStore.open({ kind: 'pglite' });
-    const { decider, inputGaps } = detectorFromEnv({});
+    const { decider } = detectorFromEnv({});
     consumer = new DecidingConsumer(bus, store, {
       consumer: 'detector',
       topics: DETECTOR_INPUTS,
@@ -61,7 +61,7 @@ describe('detector shell: a broker outage is not machine silence', () => {
       // The test moves time and samples health itself.
       tickIntervalMs: 3_600_000,
       clock: () => now,
-      ...(watchInput ? { inputGaps: { ...inputGaps, sampleIntervalMs: 3_600_000 } } : {}),
+      ...(watchInput ? { inputGaps: { ...detectionGaps(10_000), sampleIntervalMs: 3_600_000 } } : {}),
     });
     await bus.subscribe({ groupId: 'spec-audit', topics: [Topics.verdicts, Topics.heartbeat], handler: async (d) => void seen.push(d.message) });
     await consumer.start();
