@@ -158,3 +158,14 @@ describe('detector shell: a broker outage is not machine silence', () => {
     expect(typesSeen('FaultConfirmed')).toEqual([]);
   });
 });
+
+describe('detector shell: watching its input is configured from the environment', () => {
+  it('watches its input unless ROBUSTRL_DETECTOR_INPUT_GAPS=off, reads its lag tolerance and grace, and refuses bad values', () => {
+    const watching = detectorFromEnv({ ROBUSTRL_DETECTOR_INPUT_LAG_TOLERANCE_SECONDS: '4', ROBUSTRL_DETECTOR_RESUME_GRACE_SECONDS: '12' });
+    expect(watching.inputGaps?.lagToleranceMs).toBe(4_000);
+    expect(watching.defaults.resumeGraceMs).toBe(12_000);
+    expect(detectorFromEnv({ ROBUSTRL_DETECTOR_INPUT_GAPS: 'off' }).inputGaps).toBeUndefined();
+    expect(() => detectorFromEnv({ ROBUSTRL_DETECTOR_INPUT_GAPS: 'maybe' })).toThrow(/ROBUSTRL_DETECTOR_INPUT_GAPS/);
+    expect(() => detectorFromEnv({ ROBUSTRL_DETECTOR_INPUT_LAG_TOLERANCE_SECONDS: '-1' })).toThrow(/ROBUSTRL_DETECTOR_INPUT_LAG_TOLERANCE_SECONDS/);
+  });
+});
