@@ -108,6 +108,7 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
   private newestInputAt: number | null = null;
   private readonly pausedJobs = new Set<string>();
   private readonly resumesPending = new Map<string, { gap: InputGap; at: number }>();
+  private readonly gapRecordingFailed = new Set<string>();
   private gapSampler?: NodeJS.Timeout;
   private sampling = false;
 
@@ -358,7 +359,11 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
     } else if (change?.kind === 'closed') {
       const { gap, at } = change;
       this.logger.log(`input whole again after ${Math.round((at - gap.since) / 1000)} s blind (${gap.reason}); resuming ${this.states.size} job(s)`);
-      for (const jobId of new Set([...this.states.keys(), ...this.pausedJobs])) this.resumesPending.set(jobId, { gap, at });
+      for (const jobId of new Set([...this.states.keys(), ...this.pausedJobs])) {
+        // A resume of an earlier gap still pending (the store was down throughout): no tick ran since its start either.
+        const earlier = this.resumesPending.get(jobId)?.gap.since ?? gap.since;
+        this.resumesPending.set(jobId, { gap: { ...gap, since: Math.min(earlier, gap.since) }, at });
+      }
       this.pausedJobs.clear();
     }
     await this.recordGap();
@@ -384,8 +389,11 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
         await this.applyHostInput(jobId, handling.paused(gap), `paused/${gap.since}`);
         this.pausedJobs.add(jobId);
       }
+      this.gapRecordingFailed.delete(jobId);
     } catch (err) {
-      this.logger.warn(`recording the input gap for job ${jobId} failed (retried): ${String(err)}`);
+      // Once per job until it succeeds: with the store down this is retried every tick for every job.
+      if (!this.gapRecordingFailed.has(jobId)) this.logger.warn(`recording the input gap for job ${jobId} failed, retrying: ${String(err)}`);
+      this.gapRecordingFailed.add(jobId);
     }
   }
 
