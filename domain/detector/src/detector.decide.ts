@@ -1,7 +1,7 @@
 import { draft, Evidence, MessageOf } from '@robustrl/contracts';
 import { assertNever } from '@robustrl/domain-kit';
 import { evolveDetector, markConfirmed } from './detector.evolve';
-import { contextFor, DetectorCommand, DetectorConfig, DetectorDraft, DetectorState, handledAs, rulesFor, suspicionKey, windowsCount } from './detector.state';
+import { contextFor, DetectorCommand, DetectorConfig, DetectorDraft, DetectorState, handledAs, rulesFor, suspicionKey, windowsMayConclude } from './detector.state';
 import { Finding, WatchedMachine } from './rules';
 
 /**
@@ -135,9 +135,9 @@ function evaluateMachine(config: DetectorConfig, state: DetectorState, machine: 
   if (machine.status !== 'watching') return [];
   const out: DetectorDraft[] = [];
   const ctx = contextFor(state, machine, now);
-  const timeCounts = windowsCount(state, now);
+  const windowsMay = windowsMayConclude(state, now);
   for (const rule of rulesFor(config, machine)) {
-    if (rule.timeWindowed && !timeCounts) continue;
+    if (rule.timeWindowed && !windowsMay) continue;
     const open = state.suspicions[suspicionKey(machine.machineId, rule.name)];
     const finding: Finding | null = rule.evaluate(state.ruleStates[machine.machineId]?.[rule.name], ctx);
     if (finding === null) {
