@@ -51,6 +51,10 @@ describe('infrastructure faults against the running services (real Kafka and Pos
     for (const m of card.restarts.filter((r) => r.service === 'detector')) expect(m.toConsumingMs).toBeLessThanOrEqual(DEFAULT_CHAOS_OPTIONS.restartBudgetMs);
   });
 
+  it('a detector started while the broker and PostgreSQL are down waits for them and consumes once they are back', () => {
+    expect(failedChecks('detector started while')).toEqual([]);
+  });
+
   it('restarting the controller and rollout manager writes no dead letter again; across the run one copy per bad record', () => {
     expect(failedChecks('controller and rollout manager')).toEqual([]);
     expect(card.duplicateDeadLetters).toBe(0);

@@ -313,6 +313,25 @@ export async function runInfraChaos(options: InfraChaosOptions): Promise<Scoreca
       );
     });
 
+    await scenario('detector started while the broker and PostgreSQL are down', async (r) => {
+      const detector = services.get('detector')!;
+      await detector.kill9();
+      infra.stopKafka();
+      infra.stopPostgres();
+      detector.start();
+      await sleep(15_000);
+      check(r, 'waits instead of exiting', detector.running, detector.running ? 'still running after 15 s' : 'the process exited');
+      infra.startPostgres();
+      infra.startKafka();
+      const back = Date.now();
+      const consuming = await waitFor('the detector consuming', async () => (await db.firstAppliedSince('detector', new Date(back))) !== null, 120_000).catch(
+        () => false,
+      );
+      check(r, 'consumes once they are back', consuming, consuming ? `${Math.round((Date.now() - back) / 1000)} s after they came back` : 'not within 120 s');
+      const c = await caughtUp('caught up', 60_000);
+      check(r, 'nothing lost', c.ok, c.ok ? 'all applied' : 'not caught up within 60 s');
+    });
+
     await scenario('controller and rollout manager killed (kill -9) and restarted', async (r) => {
       const dlBefore = observer.deadLetters.length;
       for (const name of ['controller', 'rollout-manager']) {

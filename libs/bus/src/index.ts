@@ -2,6 +2,7 @@ export * from './message-bus';
 export * from './dead-letter';
 export * from './dead-letter-counts';
 export * from './infrastructure-errors';
+export * from './wait-for-dependency';
 export * from './outbound';
 export * from './inbound';
 export * from './in-process/in-process-bus';

@@ -16,6 +16,10 @@ describe('isInfrastructureError: the dependency, not the record', () => {
     ['an error caused by one', new Error('store write failed', { cause: withCode('connect ECONNREFUSED', 'ECONNREFUSED') })],
     ['a retriable kafkajs error', Object.assign(new Error('Connection timeout'), { name: 'KafkaJSConnectionError', retriable: true })],
     ['the explicit marker', new DependencyUnavailableError('the request manager is down')],
+    [
+      "kafkajs's non-retriable wrapper of a refused connection (its message only)",
+      Object.assign(new Error('Connection error: connect ECONNREFUSED 127.0.0.1:9092'), { name: 'KafkaJSNonRetriableError', retriable: false }),
+    ],
   ])('%s', (_what, err) => {
     expect(isInfrastructureError(err)).toBe(true);
   });

@@ -29,6 +29,9 @@ const isUnavailableSqlState = (code: string) => /^(08|53|57)/.test(code) || code
 const LOST_CONNECTION =
   /connection terminated|connection refused|timeout exceeded when trying to connect|not queryable|connection is closed|terminating connection|the database system is (starting up|shutting down)/i;
 
+/** A wrapper that kept only the message of the socket error (kafkajs's non-retriable wrapper of a connection error does). */
+const NETWORK_CODE_IN_MESSAGE = new RegExp(`\\b(${[...NETWORK_CODES].join('|')})\\b`);
+
 export function isInfrastructureError(err: unknown, depth = 0): boolean {
   if (typeof err !== 'object' || err === null || depth > 5) return false;
   const e = err as { infrastructure?: unknown; code?: unknown; name?: unknown; message?: unknown; retriable?: unknown; cause?: unknown; driverError?: unknown };
@@ -36,6 +39,6 @@ export function isInfrastructureError(err: unknown, depth = 0): boolean {
   if (typeof e.code === 'string' && (NETWORK_CODES.has(e.code) || (/^[0-9A-Z]{5}$/.test(e.code) && isUnavailableSqlState(e.code)))) return true;
   // kafkajs marks its own transient errors (connection, request timeout, leader election) retriable.
   if (typeof e.name === 'string' && e.name.startsWith('KafkaJS') && e.retriable === true) return true;
-  if (typeof e.message === 'string' && LOST_CONNECTION.test(e.message)) return true;
+  if (typeof e.message === 'string' && (LOST_CONNECTION.test(e.message) || NETWORK_CODE_IN_MESSAGE.test(e.message))) return true;
   return isInfrastructureError(e.driverError, depth + 1) || isInfrastructureError(e.cause, depth + 1);
 }

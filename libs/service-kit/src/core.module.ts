@@ -1,5 +1,5 @@
 import { DynamicModule, Global, Inject, Logger, Module, OnApplicationShutdown } from '@nestjs/common';
-import { createBus, MessageBus } from '@robustrl/bus';
+import { createBus, MessageBus, untilAvailable } from '@robustrl/bus';
 import { EventStore } from '@robustrl/store';
 import { Registry } from 'prom-client';
 import { registerBusMetrics } from './bus-metrics';
@@ -33,7 +33,12 @@ export class CoreModule implements OnApplicationShutdown {
           useFactory: (store: EventStore) => createBus(config.bus, nestBusLogger(config.serviceName), store.deadLetterClaims),
           inject: [EVENT_STORE],
         },
-        { provide: EVENT_STORE, useFactory: () => EventStore.open(config.store) },
+        // A service started before its database waits for it (a log line per attempt) instead of exiting.
+        {
+          provide: EVENT_STORE,
+          useFactory: () =>
+            untilAvailable('the store (PostgreSQL)', () => EventStore.open(config.store), { logger: nestBusLogger(config.serviceName, 'store') }),
+        },
         // One registry per process (not prom-client's global one): several apps in one process (tests) keep theirs apart.
         {
           provide: METRICS_REGISTRY,

@@ -1,8 +1,9 @@
 import { Logger } from '@nestjs/common';
 import { BusLogger } from '@robustrl/bus';
 
-export function nestBusLogger(context: string): BusLogger {
-  const logger = new Logger(`${context}/bus`);
+/** A BusLogger writing through Nest's logger as `<context>/<part>` (the bus, or another dependency the bus's helpers wait for). */
+export function nestBusLogger(context: string, part = 'bus'): BusLogger {
+  const logger = new Logger(`${context}/${part}`);
   const fmt = (msg: string, fields?: Record<string, unknown>) => (fields ? `${msg} ${JSON.stringify(fields)}` : msg);
   return {
     info: (msg, fields) => logger.debug(fmt(msg, fields)),

@@ -17,6 +17,7 @@ import {
 } from '../message-bus';
 import { OutboundRecord, publishTraced } from '../outbound';
 import { GroupTiming, KafkaSubscription } from './kafka-subscription';
+import { untilAvailable } from '../wait-for-dependency';
 import { THIS_PROCESS } from './member-identity';
 import { ConsumerRestartPolicy, DEFAULT_CONSUMER_RESTART } from './restart-backoff';
 
@@ -124,8 +125,16 @@ export class KafkaBus implements MessageBus {
     await this.send([{ topic: record.topic, key: record.key as string, value: record.value as Buffer, headers: record.headers ?? {} }]);
   }
 
+  /** Waits for the broker (README "Delivery guarantees"): a service started before its broker subscribes once it answers. */
   async subscribe(options: SubscribeOptions): Promise<Subscription> {
     if (this.closed) throw new Error('bus is closed');
+    return untilAvailable(`the Kafka broker to subscribe ${options.groupId}`, () => this.subscribeNow(options), {
+      logger: this.options.logger,
+      cancelled: () => this.closed,
+    });
+  }
+
+  private async subscribeNow(options: SubscribeOptions): Promise<Subscription> {
     await this.ensureTopics();
     const subscription = new KafkaSubscription(options, {
       kafka: this.kafka,
