@@ -1,7 +1,17 @@
 import { draft, Evidence, MessageOf } from '@robustrl/contracts';
 import { assertNever } from '@robustrl/domain-kit';
 import { evolveDetector, markConfirmed } from './detector.evolve';
-import { contextFor, DetectorCommand, DetectorConfig, DetectorDraft, DetectorState, handledAs, rulesFor, suspicionKey, windowsMayConclude } from './detector.state';
+import {
+  contextFor,
+  DetectorCommand,
+  DetectorConfig,
+  DetectorDraft,
+  DetectorState,
+  handledAs,
+  rulesFor,
+  suspicionKey,
+  windowsMayConclude,
+} from './detector.state';
 import { Finding, WatchedMachine } from './rules';
 
 /**

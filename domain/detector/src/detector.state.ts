@@ -67,7 +67,8 @@ export const initialDetectorState = (config: DetectorConfig): DetectorState => (
 });
 
 /** Whether a time-based rule may conclude anything about the job at `now`: not while blind, not during the grace after. */
-export const windowsMayConclude = (state: DetectorState, now: number): boolean => state.blind === null && (state.graceUntil === null || now >= state.graceUntil);
+export const windowsMayConclude = (state: DetectorState, now: number): boolean =>
+  state.blind === null && (state.graceUntil === null || now >= state.graceUntil);
 
 export const suspicionKey = (machineId: string, rule: string) => `${machineId}|${rule}`;
 
