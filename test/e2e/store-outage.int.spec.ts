@@ -1,7 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createMessage, DEAD_LETTER_TOPIC, Topics } from '@robustrl/contracts';
@@ -11,6 +10,7 @@ import { DecidingConsumer } from '@robustrl/service-kit';
 import { EventStore } from '@robustrl/store';
 import { eventually } from '@robustrl/testing/eventually';
 import { KafkaTopicReader } from '@robustrl/testing/kafka-topic-reader';
+import { freePort } from '../../bench/src/chaos/private-infra';
 
 const POSTGRES = join(__dirname, '..', '..', 'deploy', 'local', 'postgres.sh');
 
@@ -100,13 +100,3 @@ describe('store outage under steady load (real Kafka, a real PostgreSQL server s
   }, 120_000);
 });
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}

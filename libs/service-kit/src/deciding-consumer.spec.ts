@@ -18,14 +18,9 @@ describe('DecidingConsumer: bounded state', () => {
   let store: EventStore;
   let now: number;
   let consumer: DecidingConsumer<{ steps: number }, Step>;
-  const step = (jobId: string, n: number) =>
-    createMessage('TrainingStepCompleted', { step: n, batchId: `b${n}`, durationMs: 1 }, { jobId, source: 'spec', occurredAt: new Date(now).toISOString() });
-
-  beforeEach(async () => {
-    now = Date.parse('2026-11-23T00:00:00Z');
-    bus = new InProcessBus();
-    store = await EventStore.open({ kind: 'pglite' });
-    consumer = new DecidingConsumer(bus, store, {
+  /** The counter behind a deciding consumer with a 60 s retention, on virtual time. */
+  const counterConsumer = () =>
+    new DecidingConsumer(bus, store, {
       consumer: 'counter',
       topics: [Topics.training],
       inputTypes: ['TrainingStepCompleted'],
@@ -34,6 +29,14 @@ describe('DecidingConsumer: bounded state', () => {
       clock: () => now,
       idleJobRetentionMs: 60_000,
     });
+  const step = (jobId: string, n: number) =>
+    createMessage('TrainingStepCompleted', { step: n, batchId: `b${n}`, durationMs: 1 }, { jobId, source: 'spec', occurredAt: new Date(now).toISOString() });
+
+  beforeEach(async () => {
+    now = Date.parse('2026-11-23T00:00:00Z');
+    bus = new InProcessBus();
+    store = await EventStore.open({ kind: 'pglite' });
+    consumer = counterConsumer();
     await consumer.start();
   });
   afterEach(async () => {
@@ -68,15 +71,7 @@ describe('DecidingConsumer: bounded state', () => {
     await consumer.stop();
 
     now += 20_000; // 'old' last spoke 70 s ago, 'recent' 20 s ago; the retention is 60 s
-    consumer = new DecidingConsumer(bus, store, {
-      consumer: 'counter',
-      topics: [Topics.training],
-      inputTypes: ['TrainingStepCompleted'],
-      decider: counter,
-      tickIntervalMs: null,
-      clock: () => now,
-      idleJobRetentionMs: 60_000,
-    });
+    consumer = counterConsumer();
     await consumer.start();
     expect(consumer.jobs()).toEqual(['recent']);
     await bus.publish(step('old', 3));
