@@ -99,4 +99,3 @@ describe('store outage under steady load (real Kafka, a real PostgreSQL server s
     }
   }, 120_000);
 });
-
