@@ -131,15 +131,19 @@ export async function processInbound(record: InboundRecord, p: InboundPipeline):
  * partition holds, and gives up only when the subscription closes (the record then stays uncommitted).
  */
 async function deadLetter(record: InboundRecord, p: InboundPipeline, kind: DeadLetterKind, reason: string): Promise<void> {
-  p.logger.warn('dead-lettering record', { group: p.groupId, topic: record.topic, partition: record.partition, offset: record.offset, kind, reason });
   const failure = { kind, reason, groupId: p.groupId, at: new Date() };
   let asReference = false;
+  let claimed = false;
   for (let attempt = 1; ; attempt++) {
     try {
-      if (p.ledger && !(await p.ledger.ledger.claim({ stream: p.ledger.stream, partition: record.partition, offset: record.offset }, p.groupId))) {
+      if (!claimed && p.ledger && !(await p.ledger.ledger.claim({ stream: p.ledger.stream, partition: record.partition, offset: record.offset }, p.groupId))) {
         p.logger.info('record already dead-lettered by another consumer group', { group: p.groupId, topic: record.topic, offset: record.offset });
         return;
       }
+      // Logged once it is ours to write: a group that finds it already claimed writes (and warns) nothing.
+      if (!claimed)
+        p.logger.warn('dead-lettering record', { group: p.groupId, topic: record.topic, partition: record.partition, offset: record.offset, kind, reason });
+      claimed = true;
       await p.deadLetter(toDeadLetterRecord(record, failure, p.maxRecordBytes, asReference));
       p.onDeadLettered?.(record.topic, kind);
       return;
