@@ -144,6 +144,15 @@ export async function runInfraChaos(options: InfraChaosOptions): Promise<Scoreca
     const refresh = async () => void (handledSet = await db.handledIds(job.jobId));
     const scenario = async (name: string, body: (r: ScenarioResult) => Promise<void>) => {
       progress(`scenario: ${name}`);
+      // Each fault hits a settled system: every service ready (after a broker outage a consumer may still be in its restart backoff).
+      const settling = Date.now();
+      const settled = await waitFor(
+        'every service ready',
+        async () => (await Promise.all([...services.values()].map((s) => s.readiness()))).every((code) => code === 200),
+        120_000,
+      ).catch(() => false);
+      if (!settled) progress('  (not every service was ready within 120 s; the scenario runs anyway)');
+      else if (Date.now() - settling > 1_000) progress(`  (waited ${Math.round((Date.now() - settling) / 1000)} s for every service to be ready)`);
       const started = Date.now();
       const before = {
         dl: observer.deadLetters.length,
@@ -162,6 +171,7 @@ export async function runInfraChaos(options: InfraChaosOptions): Promise<Scoreca
         checks: [],
         notes: [],
       };
+      if (!settled) result.checks.push({ what: 'every service ready before the fault', ok: false, detail: 'not within 120 s' });
       await body(result);
       for (const id of job.published) if (!scenarioOf.has(id)) scenarioOf.set(id, name);
       result.seconds = Math.round((Date.now() - started) / 1000);
