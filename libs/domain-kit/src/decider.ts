@@ -12,6 +12,30 @@ export interface Decider<State, Command, Event, Output = Event> {
   decide(command: Command, state: State): Output[];
   evolve(state: State, event: Event): State;
   initialState(): State;
+  /**
+   * `pure` (the default): evolve returns a new state and leaves the one it was given as it was.
+   *
+   * `in-place`: evolve may update the state it is given and return it — a job of thousands of machines
+   * cannot copy its machine table for every telemetry sample. The state then belongs to its host:
+   *  - `step` folds an observed input before deciding on it (decide sees the state with the input in);
+   *  - a host never reuses a state it passed to evolve (specs build a fresh one per case);
+   *  - a host whose step did not commit reloads the job (snapshot and what followed it) rather than
+   *    keep what evolve changed.
+   * decide stays pure in both: it reads the state, never writes it.
+   */
+  readonly evolution?: 'pure' | 'in-place';
+  /**
+   * How the state is written into a snapshot and read back. Default: JSON, with `Map` and `Set` kept
+   * (`encodeState` / `decodeState`). A decider whose state holds derived indexes (e.g. deadlines due)
+   * can leave them out and rebuild them in `decode`.
+   */
+  readonly snapshotCodec?: StateCodec<State>;
+}
+
+/** A state as a snapshot holds it: `encode` returns JSON-safe data, `decode(encode(s))` behaves as `s`. */
+export interface StateCodec<State> {
+  encode(state: State): unknown;
+  decode(data: unknown): State;
 }
 
 /** A read model folded from events, e.g. ETTR or the downtime ledger. */

@@ -3,3 +3,4 @@ export * from './job-command';
 export * from './step';
 export * from './decider-run';
 export * from './specification';
+export * from './state-codec';
