@@ -247,6 +247,85 @@ export function describeBusContract(adapter: string, makeFixture: () => Promise<
       expect(f.deadLetters().filter((d) => d.consumerGroup === groupId && d.key === jobId)).toEqual([]);
     });
 
+    it('hands batches of one partition in order; a batch failing on its own is split and only its bad record dead-lettered', async () => {
+      const jobId = `job-${randomUUID()}`;
+      const groupId = `batch-${randomUUID()}`;
+      await f.bus.publish(Array.from({ length: 30 }, (_, i) => stepCompleted(jobId, i)));
+      await f.bus.publishRaw({ topic: Topics.training, key: jobId, value: '{"not":"a message"}' });
+      await f.bus.publish(Array.from({ length: 10 }, (_, i) => stepCompleted(jobId, 30 + i)));
+      const handled: number[] = [];
+      const batchSizes: number[] = [];
+      const poisonAttempts: number[] = [];
+      await subscribe({
+        groupId,
+        topics: [Topics.training],
+        retry: { maxAttempts: 2, initialBackoffMs: 5, maxBackoffMs: 20 },
+        maxBatchSize: 16,
+        batchHandler: async (batch) => {
+          const mine = batch.deliveries.filter((d) => d.message.jobId === jobId && d.message.type === 'TrainingStepCompleted');
+          if (mine.length === 0) return;
+          expect(new Set(batch.deliveries.map((d) => `${d.topic}/${d.partition}`))).toEqual(new Set([`${batch.topic}/${batch.partition}`]));
+          const steps = mine.map((d) => (d.message as ReturnType<typeof stepCompleted>).data.step);
+          if (steps.includes(7)) {
+            poisonAttempts.push(batch.attempt);
+            throw new Error('step 7 cannot be handled');
+          }
+          batchSizes.push(batch.deliveries.length);
+          handled.push(...steps);
+        },
+      });
+      await eventually('every record but the poison one', () => (handled.length === 39 ? true : undefined));
+      expect(handled).toEqual(Array.from({ length: 40 }, (_, i) => i).filter((i) => i !== 7));
+      expect(Math.max(...batchSizes)).toBeGreaterThan(1);
+      expect(Math.max(...batchSizes)).toBeLessThanOrEqual(16);
+      // Twice as a batch, then twice alone (the split): then dead-lettered with its reason, the rest handled.
+      expect(poisonAttempts).toEqual([1, 2, 1, 2]);
+      const dls = await eventually('the invalid record and the poison record dead-lettered', () => {
+        const mine = f.deadLetters().filter((d) => d.consumerGroup === groupId && d.key === jobId);
+        return mine.length === 2 ? mine : undefined;
+      });
+      expect(dls.map((d) => d.kind).sort()).toEqual(['handler-failed', 'invalid']);
+      expect(dls.find((d) => d.kind === 'handler-failed')!.reason).toMatch(/step 7 cannot be handled/);
+    });
+
+    it('with acknowledged commits, a new subscription of the group resumes at the last acknowledgement, not at what was handled', async () => {
+      const jobId = `job-${randomUUID()}`;
+      const groupId = `ack-${randomUUID()}`;
+      await f.bus.publish(Array.from({ length: 20 }, (_, i) => stepCompleted(jobId, i)));
+      const seen: number[] = [];
+      let acknowledgeAt: { topic: string; partition: number; nextOffset: string } | null = null;
+      const first = await subscribe({
+        groupId,
+        topics: [Topics.training],
+        commit: 'acknowledged',
+        batchHandler: async (batch) => {
+          for (const d of batch.deliveries) {
+            if (d.message.jobId !== jobId || d.message.type !== 'TrainingStepCompleted') continue;
+            seen.push(d.message.data.step);
+            if (d.message.data.step === 9) acknowledgeAt = { topic: d.topic, partition: d.partition, nextOffset: String(BigInt(d.offset) + 1n) };
+          }
+        },
+      });
+      await eventually('all 20 handled once', () => (seen.length === 20 ? true : undefined));
+      await first.acknowledge([acknowledgeAt!]);
+      // Handled records are not handed again while the subscription runs.
+      await new Promise((r) => setTimeout(r, 300));
+      expect(seen).toHaveLength(20);
+      await first.close();
+      open.splice(open.indexOf(first), 1);
+      seen.length = 0;
+      await subscribe({
+        groupId,
+        topics: [Topics.training],
+        commit: 'acknowledged',
+        batchHandler: async (batch) => {
+          for (const d of batch.deliveries) if (d.message.jobId === jobId && d.message.type === 'TrainingStepCompleted') seen.push(d.message.data.step);
+        },
+      });
+      await eventually('the records after the acknowledgement again', () => (seen.length >= 10 ? true : undefined));
+      expect(seen).toEqual(Array.from({ length: 10 }, (_, i) => 10 + i));
+    });
+
     it('redelivers after a crash between effect and commit, and the checkpoint keeps the effect single', async () => {
       const jobId = `job-${randomUUID()}`;
       const groupId = `once-${randomUUID()}`;

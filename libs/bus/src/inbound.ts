@@ -3,7 +3,18 @@ import { DEAD_LETTER_TOPIC, decodeMessage, MessageType, topicOf } from '@robustr
 import { extractTraceContext, inSpan, SpanKind } from '@robustrl/telemetry';
 import { DeadLetterKind, toDeadLetterRecord } from './dead-letter';
 import { isInfrastructureError } from './infrastructure-errors';
-import { BusLogger, DeadLetterLedger, DEFAULT_RETRY, isRetriable, MessageHandler, RawRecord, RecordTooLargeError, RetryPolicy } from './message-bus';
+import {
+  BatchHandler,
+  BusLogger,
+  DeadLetterLedger,
+  DEFAULT_RETRY,
+  Delivery,
+  isRetriable,
+  MessageHandler,
+  RawRecord,
+  RecordTooLargeError,
+  RetryPolicy,
+} from './message-bus';
 
 export interface InboundRecord {
   topic: string;
@@ -124,13 +135,134 @@ export async function processInbound(record: InboundRecord, p: InboundPipeline):
   }
 }
 
+export interface InboundBatchPipeline extends Omit<InboundPipeline, 'handler'> {
+  batchHandler: BatchHandler;
+}
+
+/**
+ * The batch form of `processInbound`, for records of one partition in offset order: each record is
+ * decoded and validated (bad ones dead-lettered, filtered types skipped), the valid ones go to the
+ * batch handler together, inside one `process batch` consumer span. Retries as `processInbound` does —
+ * an unavailable dependency is waited out, other failures spend the batch's budget — and a batch out
+ * of attempts is handled again record by record (batches of one), so only a record that fails on its
+ * own is dead-lettered. Resolves when the whole range may be committed; rejects as `processInbound`.
+ */
+export async function processInboundBatch(records: readonly InboundRecord[], p: InboundBatchPipeline): Promise<void> {
+  if (records.length === 0) return;
+  const deliveries: Delivery[] = [];
+  for (const record of records) {
+    const decoded = await decodeInbound(record, p);
+    if (decoded) deliveries.push(decoded);
+  }
+  if (deliveries.length === 0) return;
+  const last = records[records.length - 1];
+  const nextOffset = String(BigInt(last.offset) + 1n);
+  const first = records[0];
+  const outcome = await handleBatch(first.topic, first.partition, deliveries, nextOffset, p, p.retry.maxAttempts);
+  if (outcome === 'handled') return;
+  // Out of attempts as a whole: one at a time, so the good records are handled and only the bad one is dead-lettered.
+  p.logger.warn('batch failed on every attempt; handling its records one by one', { group: p.groupId, topic: first.topic, records: deliveries.length });
+  for (const d of deliveries) {
+    const single = await handleBatch(d.topic, d.partition, [d], String(BigInt(d.offset) + 1n), p, p.retry.maxAttempts);
+    if (single !== 'handled') {
+      const record = records.find((r) => r.offset === d.offset)!;
+      await deadLetter(record, p, 'handler-failed', single.reason);
+    }
+  }
+}
+
+/** Decode and validate one record for a batch: the delivery, or null when it was dead-lettered or is not asked for. */
+async function decodeInbound(record: InboundRecord, p: Omit<InboundPipeline, 'handler'>): Promise<Delivery | null> {
+  const decoded = decodeMessage(record.value);
+  if (!decoded.ok) {
+    await deadLetter(record, p, 'invalid', decoded.reason);
+    return null;
+  }
+  const message = decoded.message;
+  const home = topicOf(message.type);
+  if (record.topic !== home && record.topic !== DEAD_LETTER_TOPIC) {
+    await deadLetter(record, p, 'invalid', `${message.type} belongs on ${home}, not on ${record.topic}`);
+    return null;
+  }
+  if (p.types && !p.types.has(message.type)) return null;
+  return {
+    message,
+    topic: record.topic,
+    partition: record.partition,
+    offset: record.offset,
+    key: record.key,
+    headers: record.headers,
+    groupId: p.groupId,
+    attempt: 1,
+  };
+}
+
+async function handleBatch(
+  topic: string,
+  partition: number,
+  deliveries: Delivery[],
+  nextOffset: string,
+  p: InboundBatchPipeline,
+  maxAttempts: number,
+): Promise<'handled' | { reason: string }> {
+  let attempt = 0;
+  let attemptsOnBatch = 0;
+  for (;;) {
+    attempt += 1;
+    attemptsOnBatch += 1;
+    try {
+      const batch = {
+        topic,
+        partition,
+        deliveries: attempt === 1 ? deliveries : deliveries.map((d) => ({ ...d, attempt })),
+        nextOffset,
+        groupId: p.groupId,
+        attempt,
+      };
+      await inSpan(
+        `process batch ${topic}`,
+        {
+          kind: SpanKind.CONSUMER,
+          attributes: {
+            'messaging.system': 'kafka',
+            'messaging.destination.name': topic,
+            'messaging.consumer.group.name': p.groupId,
+            'messaging.batch.message_count': deliveries.length,
+            'messaging.kafka.offset': Number(deliveries[0].offset),
+            'robustrl.attempt': attempt,
+          },
+        },
+        () => p.batchHandler(batch),
+      );
+      return 'handled';
+    } catch (err) {
+      const reason = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+      const infrastructure = isInfrastructureError(err);
+      if (infrastructure) attemptsOnBatch -= 1;
+      if (!infrastructure && (!isRetriable(err) || attemptsOnBatch >= maxAttempts)) return { reason: `handler failed after ${attempt} attempt(s): ${reason}` };
+      p.logger.warn(infrastructure ? 'a dependency is unavailable, the batch waits' : 'batch handler failed, retrying', {
+        group: p.groupId,
+        topic,
+        partition,
+        offsets: `${deliveries[0].offset}..${deliveries[deliveries.length - 1].offset}`,
+        attempt,
+        reason,
+      });
+      const backoff = Math.min(p.retry.maxBackoffMs, p.retry.initialBackoffMs * 2 ** Math.min(attempt - 1, 20));
+      await sleep(backoff / 2 + Math.random() * (backoff / 2));
+      if (p.isRunning && !p.isRunning()) throw new SubscriptionClosingError();
+      await p.heartbeat?.();
+    }
+  }
+}
+
 /**
  * Writes the record's dead letter, retrying until it is written: a dead letter that cannot be written
  * must neither be skipped (the record would be lost) nor stop the consumer. A write refused as too
  * large is retried as a reference; any other failure (broker down) waits with backoff while the
  * partition holds, and gives up only when the subscription closes (the record then stays uncommitted).
  */
-async function deadLetter(record: InboundRecord, p: InboundPipeline, kind: DeadLetterKind, reason: string): Promise<void> {
+async function deadLetter(record: InboundRecord, p: Omit<InboundPipeline, 'handler'>, kind: DeadLetterKind, reason: string): Promise<void> {
   const failure = { kind, reason, groupId: p.groupId, at: new Date() };
   let asReference = false;
   let claimed = false;

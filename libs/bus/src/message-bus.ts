@@ -95,6 +95,30 @@ export interface Delivery<M extends RobustrlMessage = RobustrlMessage> {
 
 export type MessageHandler = (delivery: Delivery) => Promise<void>;
 
+/**
+ * Records of one partition, in offset order: the valid ones of the types asked for. Invalid records in
+ * the same range were dead-lettered and filtered types skipped before the batch was formed.
+ */
+export interface DeliveryBatch {
+  readonly topic: string;
+  readonly partition: number;
+  readonly deliveries: readonly Delivery[];
+  /** The offset after the last record of the range (valid or not): where the partition goes on once the batch is handled. */
+  readonly nextOffset: string;
+  readonly groupId: string;
+  /** 1 on first delivery, >1 when the same batch is handed again after the handler failed. */
+  readonly attempt: number;
+}
+
+export type BatchHandler = (batch: DeliveryBatch) => Promise<void>;
+
+/** Where a partition of a subscription stands: `nextOffset` is the first record not yet covered. */
+export interface StreamPosition {
+  topic: string;
+  partition: number;
+  nextOffset: string;
+}
+
 export interface RetryPolicy {
   /** Attempts before a failing record is dead-lettered (1 = no retry). */
   maxAttempts: number;
@@ -116,10 +140,34 @@ export interface DeadLetterLedger {
   claim(record: { stream: string; partition: number; offset: string }, groupId: string): Promise<boolean>;
 }
 
-export interface SubscribeOptions {
+export type SubscribeOptions = (
+  | { handler: MessageHandler; batchHandler?: undefined }
+  | {
+      handler?: undefined;
+      /**
+       * Instead of `handler`: the records of one partition at a time, in order, as many as the bus has
+       * at hand (at most `maxBatchSize`). At-least-once for the whole batch: its records count as
+       * consumed only after the handler resolved; a handler that throws gets the batch again (an
+       * unavailable dependency is waited out without limit). A batch that keeps failing for its own
+       * sake is split into single records, so only the bad record is dead-lettered.
+       */
+      batchHandler: BatchHandler;
+      maxBatchSize?: number;
+    }
+) &
+  SubscribeCommon;
+
+interface SubscribeCommon {
   groupId: string;
   topics: readonly string[];
-  handler: MessageHandler;
+  /**
+   * `handled` (default): the group's committed offsets follow the handlers.
+   * `acknowledged`: they move only when the subscriber calls `Subscription.acknowledge` — for a
+   * consumer whose durable state is a snapshot taken now and then: after a restart or a rebalance the
+   * group resumes at its last snapshot, and the records after it are delivered again. While the
+   * subscription runs, a record it handled is not handed to it again.
+   */
+  commit?: 'handled' | 'acknowledged';
   /** Only these types reach the handler; others are acknowledged untouched. */
   types?: readonly MessageType[];
   /** Where a group with no committed offset starts. Default: the beginning (nothing is missed). */
@@ -130,6 +178,12 @@ export interface SubscribeOptions {
 export interface Subscription {
   readonly groupId: string;
   close(): Promise<void>;
+  /**
+   * With `commit: 'acknowledged'`: commit these positions for the group (each partition resumes at its
+   * `nextOffset` after a restart or rebalance). Best effort against a partition this member no longer
+   * holds: that is reported by rejecting, and the next acknowledgement covers it.
+   */
+  acknowledge(positions: readonly StreamPosition[]): Promise<void>;
 }
 
 /** Throw this (or any error with `retriable: false`) to dead-letter a record without retrying. */

@@ -91,6 +91,14 @@ export function decodeMessage(bytes: Buffer | Uint8Array | string | null): Decod
 }
 
 export function validateMessage(json: unknown): DecodeResult {
+  // The common case first: a known type at its version parses once, against its own schema (which
+  // holds the envelope's fields too). Anything else takes the slow path below for a precise reason.
+  const claimed = typeof json === 'object' && json !== null ? (json as { type?: unknown; schemaVersion?: unknown }) : null;
+  const known = typeof claimed?.type === 'string' ? definitionOf(claimed.type) : undefined;
+  if (known && known.schemaVersion === claimed?.schemaVersion) {
+    const parsed = known.schema.safeParse(json);
+    if (parsed.success) return { ok: true, message: parsed.data as RobustrlMessage };
+  }
   const envelope = AnyEnvelope.safeParse(json);
   if (!envelope.success) return { ok: false, reason: `invalid envelope: ${z.prettifyError(envelope.error)}` };
   const def = definitionOf(envelope.data.type);

@@ -11,7 +11,7 @@ export class RecordingBus implements MessageBus {
   }
   async publishRaw(_record: RawRecord): Promise<void> {}
   async subscribe(options: SubscribeOptions): Promise<Subscription> {
-    return { groupId: options.groupId, close: async () => undefined };
+    return { groupId: options.groupId, close: async () => undefined, acknowledge: async () => undefined };
   }
   async close(): Promise<void> {}
   async health(): Promise<BusHealth> {

@@ -2,23 +2,28 @@ import { randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import { DEAD_LETTER_TOPIC, RobustrlMessage } from '@robustrl/contracts';
 import { DeadLetterCount, DeadLetterCounter } from '../dead-letter-counts';
-import { InboundRecord, processInbound, retryPolicy, SubscriptionClosingError } from '../inbound';
+import { InboundRecord, processInbound, processInboundBatch, retryPolicy, SubscriptionClosingError } from '../inbound';
 import {
+  BatchHandler,
   BusHealth,
   BusLogger,
   DeadLetterLedger,
   DEFAULT_MAX_RECORD_BYTES,
   MessageBus,
+  MessageHandler,
   RawRecord,
   recordBytes,
   RecordTooLargeError,
   stderrLogger,
+  StreamPosition,
   SubscribeOptions,
   Subscription,
 } from '../message-bus';
 import { OutboundRecord, publishTraced } from '../outbound';
 import type { DeadLetterKind } from '../dead-letter';
 import { partitionFor } from './partitioner';
+
+type PartitionConsumer = { handler: MessageHandler; batchHandler?: undefined } | { handler?: undefined; batchHandler: BatchHandler; maxBatchSize: number };
 
 interface StoredRecord {
   offset: number;
@@ -76,6 +81,8 @@ export class InProcessBus implements MessageBus {
   private readonly instanceId = randomUUID();
   private readonly topics = new Map<string, PartitionLog[]>();
   private readonly committed = new Map<string, number>();
+  /** Per open subscription's partition (same keys as `committed`): the offset after the last record it handled. */
+  private readonly handled = new Map<string, number>();
   /** Open subscriptions: group → its topics. */
   private readonly activeGroups = new Map<string, readonly string[]>();
   private readonly subscriptions = new Set<Subscription>();
@@ -112,7 +119,8 @@ export class InProcessBus implements MessageBus {
       let lag = 0;
       for (const topic of topics) {
         this.logsOf(topic).forEach((log, partition) => {
-          lag += log.records.length - (this.committed.get(`${groupId}\u0000${topic}\u0000${partition}`) ?? 0);
+          const key = `${groupId}\u0000${topic}\u0000${partition}`;
+          lag += log.records.length - Math.max(this.committed.get(key) ?? 0, this.handled.get(key) ?? 0);
         });
       }
       // The partition loops never stop on an error (a failed dead-letter write is retried in place): nothing to restart.
@@ -144,7 +152,6 @@ export class InProcessBus implements MessageBus {
     setMaxListeners(0, abort.signal);
     const pipeline = {
       groupId: options.groupId,
-      handler: options.handler,
       types: options.types ? new Set(options.types) : undefined,
       retry: retryPolicy(options.retry),
       deadLetter: (r: RawRecord) => this.publishRaw(r),
@@ -161,7 +168,11 @@ export class InProcessBus implements MessageBus {
         if (!this.committed.has(key)) this.committed.set(key, fromBeginning ? 0 : log.records.length);
         // Ledger keys name this bus instance and topic: its offsets mean nothing beyond it.
         const ledger = this.deadLetterLedger ? { ledger: { ledger: this.deadLetterLedger, stream: `in-process:${this.instanceId}:${topic}` } } : {};
-        loops.push(this.consumePartition(topic, partition, log, key, { ...pipeline, ...ledger }, abort.signal));
+        this.handled.set(key, this.committed.get(key)!);
+        const consume: PartitionConsumer = options.batchHandler
+          ? { batchHandler: options.batchHandler, maxBatchSize: options.maxBatchSize ?? 5_000 }
+          : { handler: options.handler };
+        loops.push(this.consumePartition(topic, partition, log, key, { ...pipeline, ...ledger }, consume, options.commit === 'acknowledged', abort.signal));
       });
     }
     const subscription: Subscription = {
@@ -171,6 +182,10 @@ export class InProcessBus implements MessageBus {
         await Promise.all(loops);
         this.activeGroups.delete(options.groupId);
         this.subscriptions.delete(subscription);
+        for (const key of [...this.handled.keys()]) if (key.startsWith(`${options.groupId}\u0000`)) this.handled.delete(key);
+      },
+      acknowledge: async (positions: readonly StreamPosition[]) => {
+        for (const p of positions) this.committed.set(`${options.groupId}\u0000${p.topic}\u0000${p.partition}`, Number(p.nextOffset));
       },
     };
     this.subscriptions.add(subscription);
@@ -182,22 +197,44 @@ export class InProcessBus implements MessageBus {
     await Promise.all([...this.subscriptions].map((s) => s.close()));
   }
 
+  /**
+   * One partition's loop: from where the group stands, record by record (or batch by batch, as many as
+   * are there). The subscription's position is `handled`; with `acknowledged` commits the group's
+   * `committed` moves only on acknowledge, so a new subscription of the group starts over from there.
+   */
   private async consumePartition(
     topic: string,
     partition: number,
     log: PartitionLog,
     commitKey: string,
-    pipeline: Parameters<typeof processInbound>[1],
+    pipeline: Omit<Parameters<typeof processInbound>[1], 'handler'>,
+    consume: PartitionConsumer,
+    acknowledged: boolean,
     signal: AbortSignal,
   ): Promise<void> {
     while (!signal.aborted) {
-      const offset = this.committed.get(commitKey)!;
+      const offset = this.handled.get(commitKey)!;
       await log.waitFor(offset, signal);
       if (signal.aborted) return;
-      const r = log.records[offset];
       try {
-        await processInbound({ topic, partition, offset: String(offset), key: r.key, value: r.value, headers: r.headers }, pipeline);
-        this.committed.set(commitKey, offset + 1);
+        let next: number;
+        if (consume.batchHandler) {
+          const upTo = Math.min(log.records.length, offset + consume.maxBatchSize);
+          const records = log.records
+            .slice(offset, upTo)
+            .map((r) => ({ topic, partition, offset: String(r.offset), key: r.key, value: r.value, headers: r.headers }));
+          await processInboundBatch(records, { ...pipeline, batchHandler: consume.batchHandler });
+          next = upTo;
+        } else {
+          const r = log.records[offset];
+          await processInbound(
+            { topic, partition, offset: String(offset), key: r.key, value: r.value, headers: r.headers },
+            { ...pipeline, handler: consume.handler },
+          );
+          next = offset + 1;
+        }
+        this.handled.set(commitKey, next);
+        if (!acknowledged) this.committed.set(commitKey, next);
       } catch (err) {
         if (err instanceof SubscriptionClosingError) return;
         // The dead-letter write itself failed: keep the record uncommitted and try again shortly.

@@ -11,6 +11,7 @@ import {
   recordBytes,
   RecordTooLargeError,
   stderrLogger,
+  StreamPosition,
   SubscribeOptions,
   Subscription,
   SubscriptionHealth,
@@ -164,6 +165,7 @@ export class KafkaBus implements MessageBus {
         this.subscriptions.delete(subscription);
         await subscription.close();
       },
+      acknowledge: (positions) => subscription.acknowledge(positions),
     };
   }
 
@@ -179,7 +181,11 @@ export class KafkaBus implements MessageBus {
       await withTimeout(admin.connect(), HEALTH_TIMEOUT_MS, 'connecting to the broker');
       await withTimeout(admin.describeCluster(), HEALTH_TIMEOUT_MS, 'describing the cluster');
       for (const [i, sub] of subscriptions.entries()) {
-        sub.lag = await withTimeout(this.lagOf(admin, sub.groupId, open[i].topics), HEALTH_TIMEOUT_MS, `reading the lag of ${sub.groupId}`).catch(() => null);
+        sub.lag = await withTimeout(
+          this.lagOf(admin, sub.groupId, open[i].topics, open[i].handledPositions()),
+          HEALTH_TIMEOUT_MS,
+          `reading the lag of ${sub.groupId}`,
+        ).catch(() => null);
       }
       return { reachable: true, subscriptions };
     } catch (err) {
@@ -189,8 +195,13 @@ export class KafkaBus implements MessageBus {
     }
   }
 
-  /** Log-end offsets minus the group's committed offsets over its topics (a partition it never committed counts from its start). */
-  private async lagOf(admin: Admin, groupId: string, topics: readonly string[]): Promise<number> {
+  /**
+   * Log-end offsets minus where the group stands over its topics: the committed offset, or further where
+   * this process has handled past it (a subscription that commits only on acknowledgement is not behind
+   * for records it handled since its last acknowledgement). A partition never committed counts from its start.
+   */
+  private async lagOf(admin: Admin, groupId: string, topics: readonly string[], handled: readonly StreamPosition[]): Promise<number> {
+    const handledAt = new Map(handled.map((h) => [`${this.options.topicPrefix}${h.topic}\u0000${h.partition}`, Number(h.nextOffset)]));
     const prefixed = topics.map((t) => this.options.topicPrefix + t);
     const committed = await admin.fetchOffsets({ groupId: this.options.topicPrefix + groupId, topics: prefixed });
     let lag = 0;
@@ -198,7 +209,7 @@ export class KafkaBus implements MessageBus {
       const ends = await admin.fetchTopicOffsets(topic);
       const byPartition = new Map((committed.find((c) => c.topic === topic)?.partitions ?? []).map((p) => [p.partition, Number(p.offset)]));
       for (const end of ends) {
-        const at = byPartition.get(end.partition) ?? -1;
+        const at = Math.max(byPartition.get(end.partition) ?? -1, handledAt.get(`${topic}\u0000${end.partition}`) ?? -1);
         lag += Number(end.high) - (at < 0 ? Number(end.low) : at);
       }
     }

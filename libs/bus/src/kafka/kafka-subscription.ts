@@ -1,7 +1,7 @@
 import { Cluster, Consumer, IHeaders, Kafka } from 'kafkajs';
-import { processInbound, retryPolicy, SubscriptionClosingError } from '../inbound';
+import { InboundRecord, processInbound, processInboundBatch, retryPolicy, SubscriptionClosingError } from '../inbound';
 import type { DeadLetterKind } from '../dead-letter';
-import { BusLogger, DeadLetterLedger, RawRecord, SubscribeOptions, Subscription, SubscriptionHealth } from '../message-bus';
+import { BusLogger, DeadLetterLedger, RawRecord, StreamPosition, SubscribeOptions, Subscription, SubscriptionHealth } from '../message-bus';
 import { MemberTag, taggedRoundRobin } from './member-identity';
 import { evictDeadPredecessors } from './predecessor-eviction';
 import { ConsumerRestartPolicy, restartDelayMs } from './restart-backoff';
@@ -52,6 +52,8 @@ export class KafkaSubscription implements Subscription {
   /** Crashes since the consumer last stayed up for a while: what the restart backoff grows with. */
   private consecutiveCrashes = 0;
   private joinedAt?: number;
+  /** Per `topic\u0000partition` (topic without the prefix): the offset after the last record handled by this process. */
+  private readonly handled = new Map<string, bigint>();
 
   constructor(
     private readonly options: SubscribeOptions,
@@ -75,6 +77,20 @@ export class KafkaSubscription implements Subscription {
 
   get topics(): readonly string[] {
     return this.options.topics;
+  }
+
+  /** Where this process has handled up to, per partition it read (lag counts from here, not only from the committed offsets). */
+  handledPositions(): StreamPosition[] {
+    return [...this.handled].map(([key, next]) => {
+      const [topic, partition] = key.split('\u0000');
+      return { topic, partition: Number(partition), nextOffset: next.toString() };
+    });
+  }
+
+  async acknowledge(positions: readonly StreamPosition[]): Promise<void> {
+    if (positions.length === 0) return;
+    if (!this.consumer) throw new Error(`subscription ${this.groupId} has no consumer to commit with`);
+    await this.consumer.commitOffsets(positions.map((p) => ({ topic: this.ctx.topicPrefix + p.topic, partition: p.partition, offset: p.nextOffset })));
   }
 
   async close(): Promise<void> {
@@ -119,8 +135,59 @@ export class KafkaSubscription implements Subscription {
     await consumer.subscribe({ topics: options.topics.map((t) => prefix + t), fromBeginning: options.fromBeginning ?? true });
     const types = options.types ? new Set(options.types) : undefined;
     const retry = retryPolicy(options.retry);
+    const acknowledged = options.commit === 'acknowledged';
+    const isRunningNow = (isRunning: () => boolean) => () => !this.closing && consumer === this.consumer && isRunning();
+    if (options.batchHandler) {
+      const batchHandler = options.batchHandler;
+      const maxBatch = options.maxBatchSize ?? 5_000;
+      await consumer.run({
+        autoCommit: !acknowledged,
+        autoCommitInterval: ctx.commit.intervalMs,
+        autoCommitThreshold: ctx.commit.threshold,
+        eachBatchAutoResolve: false,
+        eachBatch: async ({ batch, resolveOffset, heartbeat, commitOffsetsIfNecessary, isRunning, isStale }) => {
+          const topic = batch.topic.slice(prefix.length);
+          for (let from = 0; from < batch.messages.length; from += maxBatch) {
+            if (!isRunning() || isStale()) return;
+            const chunk = batch.messages.slice(from, from + maxBatch);
+            const records: InboundRecord[] = chunk.map((m) => ({
+              topic,
+              partition: batch.partition,
+              offset: m.offset,
+              key: m.key ? m.key.toString('utf8') : null,
+              value: m.value,
+              headers: headersToStrings(m.headers),
+            }));
+            try {
+              await processInboundBatch(records, {
+                groupId: options.groupId,
+                batchHandler,
+                types,
+                retry,
+                deadLetter: ctx.deadLetter,
+                onDeadLettered: ctx.onDeadLettered,
+                maxRecordBytes: ctx.maxRecordBytes,
+                ...(ctx.deadLetterLedger ? { ledger: { ledger: ctx.deadLetterLedger, stream: `kafka:${batch.topic}` } } : {}),
+                logger,
+                heartbeat,
+                isRunning: isRunningNow(isRunning),
+              });
+            } catch (err) {
+              if (err instanceof SubscriptionClosingError) return;
+              throw err;
+            }
+            const last = chunk[chunk.length - 1].offset;
+            resolveOffset(last);
+            this.handled.set(`${topic}\u0000${batch.partition}`, BigInt(last) + 1n);
+            if (!acknowledged) await commitOffsetsIfNecessary();
+            await heartbeat();
+          }
+        },
+      });
+      return;
+    }
     await consumer.run({
-      autoCommit: true,
+      autoCommit: !acknowledged,
       autoCommitInterval: ctx.commit.intervalMs,
       autoCommitThreshold: ctx.commit.threshold,
       // We resolve an offset ourselves, only after its handler's effect is durable.
@@ -140,7 +207,7 @@ export class KafkaSubscription implements Subscription {
               },
               {
                 groupId: options.groupId,
-                handler: options.handler,
+                handler: options.handler!,
                 types,
                 retry,
                 deadLetter: ctx.deadLetter,
@@ -150,7 +217,7 @@ export class KafkaSubscription implements Subscription {
                 ...(ctx.deadLetterLedger ? { ledger: { ledger: ctx.deadLetterLedger, stream: `kafka:${batch.topic}` } } : {}),
                 logger,
                 heartbeat,
-                isRunning: () => !this.closing && consumer === this.consumer && isRunning(),
+                isRunning: isRunningNow(isRunning),
               },
             );
           } catch (err) {
@@ -158,7 +225,8 @@ export class KafkaSubscription implements Subscription {
             throw err; // not handled nor dead-lettered: kafkajs retries the batch from this record (and, out of retries, restarts)
           }
           resolveOffset(m.offset);
-          await commitOffsetsIfNecessary();
+          this.handled.set(`${batch.topic.slice(prefix.length)}\u0000${batch.partition}`, BigInt(m.offset) + 1n);
+          if (!acknowledged) await commitOffsetsIfNecessary();
           await heartbeat();
         }
       },
