@@ -113,7 +113,7 @@ export interface DeliveryBatch {
 export type BatchHandler = (batch: DeliveryBatch) => Promise<void>;
 
 /** Where a partition of a subscription stands: `nextOffset` is the first record not yet covered. */
-export interface StreamPosition {
+export interface PartitionPosition {
   topic: string;
   partition: number;
   nextOffset: string;
@@ -183,7 +183,7 @@ export interface Subscription {
    * `nextOffset` after a restart or rebalance). Best effort against a partition this member no longer
    * holds: that is reported by rejecting, and the next acknowledgement covers it.
    */
-  acknowledge(positions: readonly StreamPosition[]): Promise<void>;
+  acknowledge(positions: readonly PartitionPosition[]): Promise<void>;
 }
 
 /** Throw this (or any error with `retriable: false`) to dead-letter a record without retrying. */

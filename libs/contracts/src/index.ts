@@ -12,3 +12,4 @@ export { DetectionSettings } from './events/membership';
 export { TurnKind, TrajectoryStatus } from './events/trajectories';
 export { InputGapReason } from './events/verdicts';
 export * from './http/trajectory-api';
+export * from './samples';

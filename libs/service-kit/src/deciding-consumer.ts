@@ -1,11 +1,12 @@
 import { createHash, randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Logger } from '@nestjs/common';
-import { context, Context, ROOT_CONTEXT, SpanKind, trace } from '@opentelemetry/api';
-import { Delivery, MessageBus, Subscription } from '@robustrl/bus';
-import { createMessage, Draft, MessageType, RobustrlMessage, TopicName } from '@robustrl/contracts';
-import { Decider, JobCommand, observe, settle, step, tick } from '@robustrl/domain-kit';
-import { EventStore } from '@robustrl/store';
-import { injectTraceHeaders, tracer } from '@robustrl/telemetry';
+import { context, Context, ROOT_CONTEXT, Span, SpanKind, trace } from '@opentelemetry/api';
+import { Delivery, DeliveryBatch, MessageBus, PartitionPosition, Subscription, toDeadLetterRecord } from '@robustrl/bus';
+import { createMessage, Draft, encodeMessage, isSample, MessageType, RobustrlMessage, TopicName } from '@robustrl/contracts';
+import { codecOf, Decider, JobCommand, observe, settle, StateCodec, step, Stepped, tick } from '@robustrl/domain-kit';
+import { EventStore, JobSnapshot } from '@robustrl/store';
+import { extractTraceContext, injectTraceHeaders, tracer } from '@robustrl/telemetry';
 import { InputGap, InputGapMonitor } from './input-gap-monitor';
 import { OutboxRelay } from './outbox-relay';
 
@@ -17,7 +18,7 @@ export interface OutputSpan {
 }
 
 export interface DecidingConsumerSpec<State, Event extends RobustrlMessage = RobustrlMessage, Input extends Event = Event> {
-  /** Consumer group, checkpoint and inbox name, and the `source` of everything it emits. */
+  /** Consumer group, checkpoint, inbox and snapshot name, and the `source` of everything it emits. */
   consumer: string;
   topics: readonly TopicName[];
   inputTypes: readonly MessageType[];
@@ -38,10 +39,17 @@ export interface DecidingConsumerSpec<State, Event extends RobustrlMessage = Rob
   onApplied?: (input: Input, emitted: readonly RobustrlMessage[]) => void;
   /**
    * A job silent this long (by `clock`) leaves memory and the tick — a finished or abandoned job must not
-   * cost every tick forever; its state comes back from the inbox if it speaks again. null: never. Default
-   * `ROBUSTRL_JOB_STATE_RETENTION_SECONDS` (`off` for never), else one hour.
+   * cost every tick forever; its state comes back from its snapshot if it speaks again. null: never.
+   * Default `ROBUSTRL_JOB_STATE_RETENTION_SECONDS` (`off` for never), else one hour.
    */
   idleJobRetentionMs?: number | null;
+  /**
+   * How often the states are snapshotted with the bus positions they cover (README "Snapshots and
+   * restart"): a restart replays at most this much. Default `ROBUSTRL_SNAPSHOT_INTERVAL_SECONDS`, else 10 s.
+   */
+  snapshotIntervalMs?: number;
+  /** Records handled in one transaction at most (default 5,000). */
+  maxBatchSize?: number;
   /**
    * Time passing is evidence only while the input is whole (README "Detection knows when it is blind").
    * With this set the host watches its own input (bus health, consumer lag, its own restart) and, while
@@ -64,6 +72,8 @@ export interface InputGapHandling {
 
 /** One hour: a live job reports GPU activity and throughput every few seconds, so an hour of silence is a job that is gone. */
 export const DEFAULT_IDLE_JOB_RETENTION_MS = 3_600_000;
+/** Ten seconds: what a restart replays at most, against one snapshot write of every busy job per interval. */
+export const DEFAULT_SNAPSHOT_INTERVAL_MS = 10_000;
 
 /** `ROBUSTRL_JOB_STATE_RETENTION_SECONDS`: seconds, or `off`; a bad value stops start-up with a message naming it. */
 export function idleJobRetentionFromEnv(env: NodeJS.ProcessEnv = process.env): number | null {
@@ -76,40 +86,106 @@ export function idleJobRetentionFromEnv(env: NodeJS.ProcessEnv = process.env): n
   return Math.round(seconds * 1000);
 }
 
+/** `ROBUSTRL_SNAPSHOT_INTERVAL_SECONDS`: seconds between snapshots; a bad value stops start-up with a message naming it. */
+export function snapshotIntervalFromEnv(env: NodeJS.ProcessEnv = process.env): number {
+  const raw = env.ROBUSTRL_SNAPSHOT_INTERVAL_SECONDS;
+  if (raw === undefined || raw === '') return DEFAULT_SNAPSHOT_INTERVAL_MS;
+  const seconds = Number(raw);
+  if (!Number.isFinite(seconds) || seconds <= 0) throw new Error(`ROBUSTRL_SNAPSHOT_INTERVAL_SECONDS must be a positive number of seconds, got '${raw}'`);
+  return Math.round(seconds * 1000);
+}
+
+/** What one batch, tick or host input writes, in one transaction, after what was written before it. */
+interface PendingWrite {
+  /** Where the checkpoint of a bus stream moves (records up to this offset were decided). */
+  checkpoint?: { stream: string; offset: string };
+  /** Facts and outputs in the order they were applied: the inbox and the event log, in this order. */
+  applied: RobustrlMessage[];
+  /** Outputs (and host inputs): relayed to the bus after the commit. */
+  outbox: RobustrlMessage[];
+  /** Per job, what it emitted (for `onEmitted`). */
+  emitted: Map<string, RobustrlMessage[]>;
+  /** Inputs with what they led to (for `onApplied`). */
+  inputs: Array<{ input: RobustrlMessage; emitted: RobustrlMessage[] }>;
+}
+
+const emptyWrite = (): PendingWrite => ({ applied: [], outbox: [], emitted: new Map(), inputs: [] });
+
+/** The state is being reloaded from the store: the batch in hand is delivered again after the reload. */
+class ReloadingError extends Error {
+  constructor() {
+    super('state is being reloaded from the last snapshot; the records come again');
+  }
+}
+
+/** Attempts at deciding on one message before it is dead-lettered instead (a decider that throws on it). */
+const POISON_ATTEMPTS = 3;
+
 /**
- * The shell of a deciding service (README "Delivery guarantees"): consume → decide → append → publish,
- * with nothing lost and nothing done twice.
+ * The shell of a deciding service (README "Delivery guarantees", "Snapshots and restart"):
+ * consume → decide → append → publish, with nothing lost and nothing done twice, at the rate of a
+ * 10,000-GPU job's telemetry.
  *
- * Per delivered message, one transaction: advance the consumer checkpoint, record the message in the
- * inbox (de-duplicated by event id), decide, append input and outputs to the event log, put the
- * outputs in the inbox (they are part of the stream the state folds) and in the outbox. After the
- * commit the outbox is relayed to the bus (OutboxRelay). A crash anywhere repeats no effect: before
- * the commit nothing happened; after it, the redelivered message is a duplicate and the relay
- * publishes what is still pending (consumers de-duplicate by event id).
+ * Records come in batches (one partition's records at a time). A batch is decided in memory and
+ * written in one transaction: the stream's checkpoint, the facts it applied and the outputs it
+ * decided — inbox (de-duplicated by event id), event log and outbox — and the outbox is relayed after
+ * the commit. Samples (`SAMPLE_TYPES`: GPU activity, throughput) are folded and decided on but
+ * written nowhere; a batch of samples that decided nothing writes nothing at all. Writes are chained
+ * in the order they were decided, so a batch of another partition is decided while the previous
+ * one commits; when any write fails, the state in memory (which already holds what did not commit)
+ * is dropped and reloaded — see below — and consumption starts over from the last snapshot.
  *
- * On start the state of every job is rebuilt by folding the inbox — exactly what this consumer
- * applied, in the order it applied it.
+ * Every `snapshotIntervalMs` the states of the jobs that changed are written, with the bus positions
+ * they cover, and the positions are acknowledged to the bus (the consumer group commits only there).
+ * On start (and on a reload) the host loads the latest snapshot, folds the inbox rows written after it
+ * (facts and decisions, in order) and resumes the bus at the snapshot's positions. Records up to the
+ * stream's checkpoint were decided by the previous incarnation: their facts and outputs came back from
+ * the inbox, so of those only samples are folded again (the decider's sample folding keeps the
+ * newest time, so their order against the facts does not matter); records after it are decided
+ * anew, with the same event ids as the first time (ids derive from the input). What a restart reads
+ * is therefore bounded by the snapshot interval, never by the job's age.
  */
 export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMessage, Input extends Event = Event> {
   private readonly states = new Map<string, State>();
   /** When each job in memory last had a message or an output (by `clock`). */
   private readonly lastActive = new Map<string, number>();
+  /** Jobs changed since their last snapshot. */
+  private readonly dirty = new Set<string>();
+  /** Per `topic/partition`: the first offset not folded into the states in memory. */
+  private readonly applied = new Map<string, bigint>();
+  /** Per `topic/partition`: the last offset a previous incarnation decided on (its checkpoint at start). */
+  private readonly decidedBefore = new Map<string, bigint>();
+  /** Facts applied by this process (event ids), so a duplicate in a batch not yet committed is seen. */
+  private readonly appliedFacts = new Set<string>();
+  /** Per job restored from a snapshot during a load: the inbox seq its snapshot already holds. */
+  private readonly skipUpTo = new Map<string, bigint>();
+  /** The positions the last snapshot covered (a snapshot with nothing new is not written). */
+  private lastSnapshotPositions = '';
+  /** Event ids whose decision threw, with how often. */
+  private readonly poison = new Map<string, number>();
   private readonly idleJobRetentionMs: number | null;
-  private sweeper?: NodeJS.Timeout;
+  private readonly snapshotIntervalMs: number;
+  private readonly codec: StateCodec<State>;
+  private readonly inPlace: boolean;
   private readonly logger: Logger;
   private readonly clock: () => number;
   private subscription?: Subscription;
-  private ticker?: NodeJS.Timeout;
+  private timers: NodeJS.Timeout[] = [];
   private readonly outbox: OutboxRelay;
+  /** Async work that must not interleave (ticks, gap samples, snapshots, evictions) runs here in turn. */
   private queue: Promise<unknown> = Promise.resolve();
+  /** Every write, in the order decided; a failed one fails those after it. */
+  private writeChain: Promise<void> = Promise.resolve();
+  private reloading: Promise<void> | null = null;
   private stopped = false;
+  /** Rows read from the store by the last start or reload: snapshots and inbox rows (tests and the restart bench read it). */
+  private lastLoad = { snapshotRows: 0, inboxRows: 0 };
   /** Input gaps (when `spec.inputGaps`): the monitor, the newest input seen, and what was recorded of the gap per job. */
   private gapMonitor?: InputGapMonitor;
   private newestInputAt: number | null = null;
   private readonly pausedJobs = new Set<string>();
   private readonly resumesPending = new Map<string, { gap: InputGap; at: number }>();
   private readonly gapRecordingFailed = new Set<string>();
-  private gapSampler?: NodeJS.Timeout;
   private sampling = false;
 
   constructor(
@@ -120,12 +196,17 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
     this.logger = new Logger(spec.consumer);
     this.clock = spec.clock ?? Date.now;
     this.idleJobRetentionMs = spec.idleJobRetentionMs === undefined ? idleJobRetentionFromEnv() : spec.idleJobRetentionMs;
+    this.snapshotIntervalMs = spec.snapshotIntervalMs ?? snapshotIntervalFromEnv();
+    this.codec = codecOf(spec.decider);
+    this.inPlace = spec.decider.evolution === 'in-place';
     this.outbox = new OutboxRelay(bus, store, spec.consumer, this.logger);
   }
 
   async start(): Promise<void> {
-    const rebuilt = await this.rebuild();
-    if (rebuilt > 0) this.logger.log(`state rebuilt from ${rebuilt} inbox message(s) across ${this.states.size} job(s)`);
+    await this.load();
+    const { snapshotRows, inboxRows } = this.lastLoad;
+    if (snapshotRows + inboxRows > 0)
+      this.logger.log(`state loaded: ${snapshotRows} job snapshot(s) and ${inboxRows} inbox row(s) after them, ${this.states.size} job(s)`);
     await this.evictIdleJobs();
     if (this.spec.inputGaps) {
       // Blind from the newest input the last incarnation applied until this one has caught up.
@@ -133,40 +214,33 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
       this.gapMonitor = new InputGapMonitor(this.spec.inputGaps.lagToleranceMs, now, this.newestInputAt ?? now);
     }
     await this.relay();
-    this.subscription = await this.bus.subscribe({
-      groupId: this.groupId,
-      topics: this.spec.topics,
-      types: this.spec.inputTypes,
-      handler: (delivery) => this.serially(() => this.onDelivery(delivery)),
-    });
+    await this.subscribe();
     if (this.spec.tickIntervalMs !== null) {
-      this.ticker = setInterval(
-        () => void this.serially(() => this.tick()).catch((err) => this.logger.error(`tick failed: ${String(err)}`)),
-        this.spec.tickIntervalMs,
-      );
+      this.every(this.spec.tickIntervalMs, () => this.serially(() => this.tick()).catch((err) => this.logger.error(`tick failed: ${String(err)}`)));
     }
     if (this.gapMonitor) {
-      const every = this.spec.inputGaps?.sampleIntervalMs ?? this.spec.tickIntervalMs ?? 1_000;
-      this.gapSampler = setInterval(() => void this.sampleInput(), every);
+      this.every(this.spec.inputGaps?.sampleIntervalMs ?? this.spec.tickIntervalMs ?? 1_000, () => this.sampleInput());
       void this.sampleInput();
     }
+    this.every(this.snapshotIntervalMs, () => this.snapshot().catch((err) => this.logger.error(`snapshot failed: ${String(err)}`)));
     // Pending outbox entries of a failed relay are retried on a timer, not only on the next message.
     this.outbox.startRetrying();
     if (this.idleJobRetentionMs !== null) {
       const every = Math.max(1_000, Math.min(60_000, Math.floor(this.idleJobRetentionMs / 4)));
-      this.sweeper = setInterval(() => void this.evictIdleJobs().catch((err) => this.logger.error(`evicting idle jobs failed: ${String(err)}`)), every);
+      this.every(every, () => this.evictIdleJobs().catch((err) => this.logger.error(`evicting idle jobs failed: ${String(err)}`)));
     }
     this.logger.log(`deciding on ${this.spec.inputTypes.length} message types from ${this.spec.topics.join(', ')}`);
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
-    clearInterval(this.ticker);
-    clearInterval(this.sweeper);
-    clearInterval(this.gapSampler);
+    for (const t of this.timers) clearInterval(t);
     this.outbox.stopRetrying();
+    await this.reloading?.catch(() => undefined);
     await this.subscription?.close();
     await this.queue.catch(() => undefined);
+    // A graceful stop leaves a snapshot of everything: the next start replays nothing.
+    await this.snapshot().catch((err) => this.logger.warn(`final snapshot failed (the next start replays from the one before): ${String(err)}`));
     await this.relay();
   }
 
@@ -179,13 +253,20 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
     return [...this.states.keys()];
   }
 
-  /** Drop from memory the jobs silent longer than the retention; returns their ids. */
+  /** What the last start (or reload) read from the store. */
+  loadedRows(): { snapshotRows: number; inboxRows: number } {
+    return { ...this.lastLoad };
+  }
+
+  /** Drop from memory the jobs silent longer than the retention (once their snapshot is current); returns their ids. */
   evictIdleJobs(): Promise<string[]> {
     return this.serially(async () => {
       const retention = this.idleJobRetentionMs;
       if (retention === null) return [];
+      // A job changed since its snapshot is written first: it comes back from there when it speaks again.
+      if ([...this.lastActive].some(([jobId, at]) => this.clock() - at > retention && this.dirty.has(jobId))) await this.snapshotNow();
       const now = this.clock();
-      const idle = [...this.lastActive].filter(([, at]) => now - at > retention).map(([jobId]) => jobId);
+      const idle = [...this.lastActive].filter(([jobId, at]) => now - at > retention && !this.dirty.has(jobId)).map(([jobId]) => jobId);
       for (const jobId of idle) {
         this.states.delete(jobId);
         this.lastActive.delete(jobId);
@@ -196,6 +277,11 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
       }
       return idle;
     });
+  }
+
+  /** Write a snapshot now (the timer does it every `snapshotIntervalMs`; tests and a graceful stop call it). */
+  snapshot(): Promise<void> {
+    return this.serially(() => this.snapshotNow());
   }
 
   /** The gap in this consumer's input, null while it is whole or not watched. */
@@ -222,98 +308,323 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
     return this.serially(() => this.tick());
   }
 
+  /** Publish what the outbox holds, oldest first (true when nothing is left pending). */
+  relay(): Promise<boolean> {
+    return this.outbox.relay();
+  }
+
+  private every(ms: number, run: () => unknown): void {
+    this.timers.push(setInterval(() => void run(), ms));
+  }
+
   private serially<T>(work: () => Promise<T>): Promise<T> {
     const run = this.queue.then(work, work);
     this.queue = run.catch(() => undefined);
     return run;
   }
 
-  private async rebuild(): Promise<number> {
+  private async subscribe(): Promise<void> {
+    this.subscription = await this.bus.subscribe({
+      groupId: this.groupId,
+      topics: this.spec.topics,
+      types: this.spec.inputTypes,
+      commit: 'acknowledged',
+      maxBatchSize: this.spec.maxBatchSize ?? 5_000,
+      batchHandler: (batch) => this.onBatch(batch),
+    });
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Loading: the latest snapshot, then what the inbox holds after it.
+
+  private async load(): Promise<void> {
+    this.states.clear();
+    this.lastActive.clear();
+    this.dirty.clear();
+    this.applied.clear();
+    this.decidedBefore.clear();
+    this.appliedFacts.clear();
+    this.skipUpTo.clear();
+    const manager = this.store.dataSource.manager;
+    const cover = await this.store.snapshots.cover(manager, this.spec.consumer);
+    let snapshotRows = 0;
+    if (cover) {
+      const since = this.idleJobRetentionMs === null ? null : this.clock() - this.idleJobRetentionMs;
+      for (const snap of await this.store.snapshots.jobs(manager, this.spec.consumer, since)) {
+        this.adopt(snap);
+        snapshotRows += 1;
+      }
+      for (const [stream, next] of Object.entries(cover.positions)) this.applied.set(stream, BigInt(next));
+      this.newestInputAt = cover.newestInputAt;
+    }
     const newest = new Map<string, number>();
-    const count = await this.foldInbox(undefined, (message) => {
-      this.states.set(message.jobId, this.evolve(this.stateFor(message.jobId), message));
+    const inboxRows = await this.foldInbox(cover?.inboxSeq ?? '0', undefined, (message) => {
       const at = Date.parse(message.occurredAt);
       if (at > (newest.get(message.jobId) ?? -Infinity)) newest.set(message.jobId, at);
-      if (this.spec.inputTypes.includes(message.type)) this.noteInput(message);
     });
     // A job was last active when its newest message happened, not when this process started: a job
     // finished long ago leaves memory at once instead of a retention period after every restart.
     const now = this.clock();
-    for (const jobId of this.states.keys()) this.lastActive.set(jobId, Math.min(now, newest.get(jobId) ?? now));
-    return count;
+    for (const [jobId, at] of newest) this.lastActive.set(jobId, Math.min(now, Math.max(at, this.lastActive.get(jobId) ?? -Infinity)));
+    for (const [stream, offset] of await this.store.checkpoints.readAll(manager, this.spec.consumer)) this.decidedBefore.set(stream, BigInt(offset));
+    this.skipUpTo.clear();
+    this.lastSnapshotPositions = JSON.stringify(cover?.positions ?? {});
+    this.lastLoad = { snapshotRows, inboxRows };
   }
 
-  /** A job's state: in memory, or — after it was evicted — folded again from its part of the inbox. */
-  private async load(jobId: string): Promise<State> {
-    const known = this.states.get(jobId);
-    if (known !== undefined) return known;
-    let state = this.spec.decider.initialState();
-    const count = await this.foldInbox(jobId, (message) => (state = this.evolve(state, message)));
-    if (count > 0) this.logger.log(`job ${jobId} speaks again: state restored from ${count} inbox message(s)`);
-    return state;
+  private adopt(snap: JobSnapshot): void {
+    this.states.set(snap.jobId, this.codec.decode(JSON.parse(snap.state)));
+    this.lastActive.set(snap.jobId, snap.lastActiveAt);
+    // Inbox rows up to the snapshot's are in it already.
+    this.skipUpTo.set(snap.jobId, BigInt(snap.inboxSeq));
   }
 
-  /** Hands the inbox (all of it, or one job's part) to `apply` in the order it was applied, page by page; returns how many. */
-  private async foldInbox(jobId: string | undefined, apply: (message: RobustrlMessage) => void): Promise<number> {
-    let after = '0';
+  /**
+   * Folds the inbox after `afterSeq` (all jobs, or one) into the states, in the order it was applied,
+   * page by page; a job not in memory starts from its snapshot (when it has one) or from scratch.
+   */
+  private async foldInbox(afterSeq: string, jobId: string | undefined, seen: (message: RobustrlMessage) => void): Promise<number> {
+    let after = afterSeq;
     let count = 0;
     for (;;) {
       const page = await this.store.inbox.read(this.store.dataSource.manager, this.spec.consumer, after, 1000, jobId);
-      for (const { message } of page) apply(message);
+      for (const { seq, message } of page) {
+        if (jobId === undefined && !this.states.has(message.jobId)) {
+          // A job left out of the start (idle past the retention) that has rows after the snapshot: from its own snapshot.
+          const snap = await this.store.snapshots.job(this.store.dataSource.manager, this.spec.consumer, message.jobId);
+          if (snap) this.adopt(snap);
+        }
+        if (this.skipUpTo.has(message.jobId) && BigInt(seq) <= this.skipUpTo.get(message.jobId)!) continue;
+        this.states.set(message.jobId, this.evolve(this.stateFor(message.jobId), message));
+        if (this.spec.inputTypes.includes(message.type)) this.noteInput(message);
+        seen(message);
+      }
       count += page.length;
       if (page.length < 1000) return count;
       after = page[page.length - 1].seq;
     }
   }
 
-  /** The subscription's type filter and the inbox's contents are what make these messages `Event`s. */
-  private readonly evolve = (state: State, message: RobustrlMessage): State => this.spec.decider.evolve(state, message as Event);
-
-  private stateFor(jobId: string): State {
-    return this.states.get(jobId) ?? this.spec.decider.initialState();
+  /** A job evicted from memory comes back from its snapshot and the inbox rows after it. */
+  private async ensureLoaded(jobId: string): Promise<void> {
+    if (this.states.has(jobId)) return;
+    const snap = await this.store.snapshots.job(this.store.dataSource.manager, this.spec.consumer, jobId);
+    if (snap) this.adopt(snap);
+    const rows = await this.foldInbox(snap?.inboxSeq ?? '0', jobId, () => undefined);
+    this.skipUpTo.delete(jobId);
+    if (snap || rows > 0) this.logger.log(`job ${jobId} speaks again: state restored from ${snap ? 'its snapshot and ' : ''}${rows} inbox row(s)`);
   }
 
-  private async onDelivery(delivery: Delivery): Promise<void> {
-    const input = delivery.message;
-    if (this.gapMonitor) {
-      this.noteInput(input);
-      // A job that speaks during a gap (new, or back from eviction) learns of it before its message.
-      await this.recordGapFor(input.jobId);
-    }
-    const now = this.clock();
-    const before = await this.load(input.jobId);
-    const stepped = await this.store.transaction(async (manager) => {
-      const stream = `${delivery.topic}/${delivery.partition}`;
-      if (!(await this.store.checkpoints.advance(manager, this.spec.consumer, stream, delivery.offset))) return null;
-      // Our own outputs come back on the topics we consume; they are already in our inbox.
-      const [fresh] = await this.store.inbox.add(manager, this.spec.consumer, [input]);
-      if (!fresh) return null;
-      const decided = inSpanSync(`decide ${this.spec.consumer}`, context.active(), undefined, () =>
-        step(this.spec.decider, before, observe(input as Input, now), (d, i) =>
-          this.envelope(d, now, input, deterministicId(this.spec.consumer, input.eventId, i)),
-        ),
-      );
-      await this.store.log.append(manager, [input, ...decided.events]);
-      await this.store.inbox.add(manager, this.spec.consumer, decided.events);
-      await this.store.outbox.enqueue(manager, this.spec.consumer, decided.events);
-      return decided;
+  /**
+   * Something did not commit: the states in memory hold what it changed. Stop consuming, reload from
+   * the store (waiting for it), and consume again from the last snapshot's positions.
+   */
+  private beginReload(cause: unknown): void {
+    if (this.reloading || this.stopped) return;
+    this.logger.warn(`a write did not commit (${String(cause)}); reloading the state from the last snapshot and consuming again from there`);
+    this.reloading = (async () => {
+      await this.subscription?.close().catch((err) => this.logger.warn(`closing the subscription for the reload: ${String(err)}`));
+      this.subscription = undefined;
+      await this.writeChain;
+      for (let attempt = 1; !this.stopped; attempt++) {
+        try {
+          await this.serially(() => this.load());
+          this.writeChain = Promise.resolve();
+          await this.subscribe();
+          this.logger.log(`reloaded: ${this.lastLoad.snapshotRows} job snapshot(s), ${this.lastLoad.inboxRows} inbox row(s); consuming again`);
+          return;
+        } catch (err) {
+          const waitMs = Math.min(30_000, 500 * 2 ** Math.min(attempt, 6));
+          if (attempt === 1 || attempt % 10 === 0) this.logger.warn(`reload failed (attempt ${attempt}), retrying in ${waitMs} ms: ${String(err)}`);
+          await sleep(waitMs);
+        }
+      }
+    })().finally(() => {
+      this.reloading = null;
     });
-    if (stepped === null) return; // a duplicate: applied before
-    const { state, events } = stepped;
-    this.states.set(input.jobId, state);
-    this.lastActive.set(input.jobId, now);
-    this.afterCommit(events, input.jobId);
-    this.spec.onApplied?.(input as Input, events);
+  }
+
+  /** Chain a write after those decided before it; a failure (or a reload under way) fails it and starts a reload. */
+  private async commit(write: PendingWrite): Promise<void> {
+    const run = this.writeChain.then(async () => {
+      if (this.reloading) throw new ReloadingError();
+      await this.store.transaction(async (manager) => {
+        if (write.checkpoint && !(await this.store.checkpoints.advance(manager, this.spec.consumer, write.checkpoint.stream, write.checkpoint.offset)))
+          throw new Error(`checkpoint of ${write.checkpoint.stream} is already past ${write.checkpoint.offset}: another process consumes it`);
+        if (write.applied.length > 0) {
+          await this.store.inbox.add(manager, this.spec.consumer, write.applied);
+          await this.store.log.append(manager, write.applied);
+        }
+        await this.store.outbox.enqueue(manager, this.spec.consumer, write.outbox);
+      });
+    });
+    this.writeChain = run.catch(() => undefined);
+    try {
+      await run;
+    } catch (err) {
+      this.beginReload(err);
+      throw err instanceof ReloadingError ? err : new Error(`write failed, state reloads: ${String(err)}`, { cause: err });
+    }
+    this.afterCommit(write);
+  }
+
+  private afterCommit(write: PendingWrite): void {
+    for (const [jobId, emitted] of write.emitted) if (emitted.length > 0) this.spec.onEmitted?.(emitted, jobId);
+    if (this.spec.onApplied) for (const { input, emitted } of write.inputs) this.spec.onApplied(input as Input, emitted);
+    if (write.outbox.length > 0) void this.relay();
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Consuming.
+
+  private async onBatch(batch: DeliveryBatch): Promise<void> {
+    try {
+      await this.decideBatch(batch);
+    } catch (err) {
+      // A reload is under way: consumption starts over from the last snapshot, this batch included.
+      if (err instanceof ReloadingError || this.reloading) return;
+      throw err;
+    }
+  }
+
+  private async decideBatch(batch: DeliveryBatch): Promise<void> {
+    if (this.reloading || this.stopped) return; // consumption starts over from the last snapshot after the reload
+    const stream = `${batch.topic}/${batch.partition}`;
+    const from = this.applied.get(stream) ?? -1n;
+    const fresh = batch.deliveries.filter((d) => BigInt(d.offset) >= from);
+    if (fresh.length === 0) return;
+    // Async preparation first (evicted jobs back in memory, what of the gap is due); then the batch is decided in one go.
+    const jobIds = [...new Set(fresh.map((d) => d.message.jobId))];
+    for (const jobId of jobIds) await this.ensureLoaded(jobId);
+    const facts = fresh.filter((d) => !isSample(d.message.type)).map((d) => d.message.eventId);
+    const known = await this.store.inbox.known(this.store.dataSource.manager, this.spec.consumer, facts);
+    if (this.gapMonitor) {
+      for (const d of fresh) this.noteInput(d.message);
+      // A job that speaks during a gap (new, or back from eviction) learns of it before its message.
+      for (const jobId of jobIds) await this.serially(() => this.recordGapFor(jobId));
+    }
+    if (this.reloading || this.stopped) return;
+
+    const decidedBefore = this.decidedBefore.get(stream) ?? -1n;
+    const now = this.clock();
+    const write = emptyWrite();
+    for (const delivery of fresh) {
+      const message = delivery.message;
+      const offset = BigInt(delivery.offset);
+      const sample = isSample(message.type);
+      if (offset <= decidedBefore) {
+        // Decided by the previous incarnation: its facts and outputs came back from the inbox.
+        if (sample) this.foldSample(message);
+        continue;
+      }
+      if (!sample && (known.has(message.eventId) || this.appliedFacts.has(message.eventId))) continue; // applied before
+      const stepped = this.decideOn(delivery, now);
+      if (stepped === null) continue; // dead-lettered: its decision kept throwing
+      if (!sample) {
+        write.applied.push(message);
+        this.appliedFacts.add(message.eventId);
+      }
+      write.applied.push(...stepped.events);
+      write.outbox.push(...stepped.events);
+      if (stepped.events.length > 0) (write.emitted.get(message.jobId) ?? write.emitted.set(message.jobId, []).get(message.jobId)!).push(...stepped.events);
+      write.inputs.push({ input: message, emitted: stepped.events });
+      this.lastActive.set(message.jobId, now);
+      this.dirty.add(message.jobId);
+    }
+    this.applied.set(stream, BigInt(batch.nextOffset));
+    // Samples that decided nothing need no write: if lost in a crash they are read again and decided anew.
+    if (write.applied.length === 0) {
+      if (this.spec.onApplied) for (const { input, emitted } of write.inputs) this.spec.onApplied(input as Input, emitted);
+      return;
+    }
+    write.checkpoint = { stream, offset: (BigInt(batch.nextOffset) - 1n).toString() };
+    await this.commit(write);
+  }
+
+  /** Fold a sample a previous incarnation already decided on (its outputs are in the state from the inbox). */
+  private foldSample(message: RobustrlMessage): void {
+    this.states.set(message.jobId, this.evolve(this.stateFor(message.jobId), message));
+    this.dirty.add(message.jobId);
+  }
+
+  /**
+   * One input through the decider (`step`); the state in memory moves on at once. A decider that
+   * throws on a message leaves the job's state in doubt: reload, and after `POISON_ATTEMPTS` the
+   * message is dead-lettered with the error instead of decided on (null).
+   */
+  private decideOn(delivery: Delivery, now: number): Stepped<State, Draft, Event> | null {
+    const input = delivery.message as Input;
+    const before = this.stateFor(input.jobId);
+    let span: Span | undefined;
+    let parent: Context | undefined;
+    // Most inputs decide nothing: a span (continuing the producer's trace) is opened only for one that emits.
+    const toEvent = (d: Draft, i: number): Event => {
+      if (!parent) {
+        const carrier = delivery.headers.traceparent ? delivery.headers : ((input.trace as Record<string, string> | undefined) ?? {});
+        const producer = extractTraceContext(carrier);
+        span = tracer().startSpan(`decide ${this.spec.consumer}`, { kind: SpanKind.INTERNAL, startTime: now }, producer);
+        parent = trace.setSpan(producer, span);
+      }
+      return context.with(parent, () => this.envelope(d, now, input, deterministicId(this.spec.consumer, input.eventId, i)));
+    };
+    try {
+      const stepped = step(this.spec.decider, before, observe(input, now), toEvent);
+      this.states.set(input.jobId, stepped.state);
+      return stepped;
+    } catch (err) {
+      const attempts = (this.poison.get(input.eventId) ?? 0) + 1;
+      this.poison.set(input.eventId, attempts);
+      if (attempts < POISON_ATTEMPTS) {
+        this.beginReload(new Error(`deciding on ${input.type} ${input.eventId} threw: ${String(err)}`));
+        throw new ReloadingError();
+      }
+      this.logger.error(`deciding on ${input.type} ${input.eventId} threw ${attempts} times; dead-lettering it: ${String(err)}`);
+      void this.deadLetter(delivery, err);
+      if (this.inPlace) {
+        // The evolve that threw may have left the job half-changed: start over from the store.
+        this.beginReload(new Error(`deciding on ${input.type} ${input.eventId} threw`));
+        throw new ReloadingError();
+      }
+      return null;
+    } finally {
+      span?.end();
+    }
+  }
+
+  private async deadLetter(delivery: Delivery, err: unknown): Promise<void> {
+    const record = toDeadLetterRecord(
+      {
+        topic: delivery.topic,
+        partition: delivery.partition,
+        offset: delivery.offset,
+        key: delivery.key,
+        value: encodeMessage(delivery.message),
+        headers: { ...delivery.headers },
+      },
+      { kind: 'handler-failed', reason: `deciding on it threw ${POISON_ATTEMPTS} times: ${String(err)}`, groupId: this.groupId, at: new Date(this.clock()) },
+      this.bus.maxRecordBytes,
+    );
+    // The decision is skipped only once its dead letter is written: until then it stays in the poison count and is retried.
+    for (let attempt = 1; !this.stopped; attempt++) {
+      try {
+        await this.bus.publishRaw(record);
+        return;
+      } catch (e) {
+        this.logger.error(`writing the dead letter of ${delivery.message.eventId} failed (attempt ${attempt}): ${String(e)}`);
+        await sleep(Math.min(5_000, 100 * 2 ** attempt));
+      }
+    }
   }
 
   private async tick(): Promise<void> {
-    if (this.stopped) return;
+    if (this.stopped || this.reloading) return;
     if (this.gapMonitor) {
       // Missing input is not evidence: while blind, time does not pass for the deciders.
       await this.recordGap();
       if (this.gapMonitor.current !== null) return;
     }
     const now = this.clock();
+    const write = emptyWrite();
     for (const [jobId, state] of this.states) {
       if (this.resumesPending.has(jobId)) continue; // its resume did not commit yet: still blind
       const drafts = this.spec.decider.decide(tick(now), state);
@@ -331,16 +642,70 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
         settle(this.spec.decider, state, tick(now), drafts, (d, i) => this.envelope(d, now, cause, ids[i])),
       );
       rootSpan?.end(now);
-      await this.store.transaction(async (manager) => {
-        await this.store.log.append(manager, events);
-        await this.store.inbox.add(manager, this.spec.consumer, events);
-        await this.store.outbox.enqueue(manager, this.spec.consumer, events);
-      });
       this.states.set(jobId, next);
       this.lastActive.set(jobId, now);
-      this.afterCommit(events, jobId);
+      this.dirty.add(jobId);
+      write.applied.push(...events);
+      write.outbox.push(...events);
+      write.emitted.set(jobId, events);
     }
+    if (write.applied.length > 0) await this.commit(write);
   }
+
+  // ---------------------------------------------------------------------------------------------
+  // Snapshots.
+
+  /** Encode the states that changed, with the positions they cover, after every write decided before; then acknowledge the positions. */
+  private async snapshotNow(): Promise<void> {
+    if (this.reloading) return;
+    const positions = Object.fromEntries([...this.applied].map(([stream, next]) => [stream, next.toString()]));
+    const changed = [...this.dirty].filter((jobId) => this.states.has(jobId));
+    const covers = JSON.stringify(positions);
+    if (changed.length === 0 && covers === this.lastSnapshotPositions) return;
+    const jobs = changed.map((jobId) => ({
+      jobId,
+      state: JSON.stringify(this.codec.encode(this.states.get(jobId)!)),
+      lastActiveAt: this.lastActive.get(jobId) ?? this.clock(),
+    }));
+    this.dirty.clear();
+    const newestInputAt = this.newestInputAt;
+    const run = this.writeChain.then(async () => {
+      if (this.reloading) throw new ReloadingError();
+      await this.store.transaction(async (manager) => {
+        // Every write before this one committed: the inbox's newest row is what these states include.
+        const rows: Array<{ seq: string }> = await manager.query(`SELECT coalesce(max(seq), 0)::text AS seq FROM robustrl_inbox WHERE consumer = $1`, [
+          this.spec.consumer,
+        ]);
+        const inboxSeq = rows[0].seq;
+        await this.store.snapshots.save(
+          manager,
+          this.spec.consumer,
+          jobs.map((j) => ({ ...j, inboxSeq })),
+          { inboxSeq, positions, newestInputAt },
+        );
+      });
+    });
+    this.writeChain = run.catch(() => undefined);
+    try {
+      await run;
+    } catch (err) {
+      for (const jobId of changed) this.dirty.add(jobId);
+      if (!(err instanceof ReloadingError)) this.beginReload(err);
+      throw err;
+    }
+    this.lastSnapshotPositions = covers;
+    // The group commits only here: after a crash it resumes at what this snapshot covers.
+    const acknowledged: PartitionPosition[] = Object.entries(positions).map(([stream, nextOffset]) => {
+      const cut = stream.lastIndexOf('/');
+      return { topic: stream.slice(0, cut), partition: Number(stream.slice(cut + 1)), nextOffset };
+    });
+    await this.subscription
+      ?.acknowledge(acknowledged)
+      .catch((err) => this.logger.warn(`acknowledging the snapshot's positions to the bus failed (the next one covers them): ${String(err)}`));
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Input gaps.
 
   /** The newest event time among inputs (capped at now: a producer's clock running ahead must not hide a lag). */
   private noteInput(message: RobustrlMessage): void {
@@ -377,6 +742,7 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
 
   /** One job's pending resume, then its pause of the open gap; a failure (store down) is retried on the next sample or tick. */
   private async recordGapFor(jobId: string): Promise<void> {
+    if (this.reloading) return;
     const handling = this.spec.inputGaps!;
     try {
       const resume = this.resumesPending.get(jobId);
@@ -404,22 +770,29 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
    */
   private async applyHostInput(jobId: string, hostInput: Draft, cause: string): Promise<void> {
     const now = this.clock();
-    const before = await this.load(jobId);
     const id = deterministicId(this.spec.consumer, `${jobId}\u0000${cause}`, 0);
+    if (this.appliedFacts.has(id) || (await this.store.inbox.known(this.store.dataSource.manager, this.spec.consumer, [id])).has(id)) return;
+    await this.ensureLoaded(jobId);
+    if (this.reloading) throw new ReloadingError();
     const input = this.envelope(hostInput, now, { eventId: null, jobId, correlationId: id }, id) as Input;
-    const stepped = await this.store.transaction(async (manager) => {
-      const [fresh] = await this.store.inbox.add(manager, this.spec.consumer, [input]);
-      if (!fresh) return null;
-      const decided = step(this.spec.decider, before, observe(input, now), (d, i) => this.envelope(d, now, input, deterministicId(this.spec.consumer, id, i)));
-      await this.store.log.append(manager, [input, ...decided.events]);
-      await this.store.inbox.add(manager, this.spec.consumer, decided.events);
-      await this.store.outbox.enqueue(manager, this.spec.consumer, [input, ...decided.events]);
-      return decided;
-    });
-    if (stepped === null) return;
-    this.states.set(jobId, stepped.state);
+    const decided = step(this.spec.decider, this.stateFor(jobId), observe(input, now), (d, i) =>
+      this.envelope(d, now, input, deterministicId(this.spec.consumer, id, i)),
+    );
+    this.states.set(jobId, decided.state);
     this.lastActive.set(jobId, now);
-    this.afterCommit([input, ...stepped.events], jobId);
+    this.dirty.add(jobId);
+    this.appliedFacts.add(id);
+    const all = [input, ...decided.events];
+    await this.commit({ applied: all, outbox: all, emitted: new Map([[jobId, all]]), inputs: [] });
+  }
+
+  // ---------------------------------------------------------------------------------------------
+
+  /** The subscription's type filter and the inbox's contents are what make these messages `Event`s. */
+  private readonly evolve = (state: State, message: RobustrlMessage): State => this.spec.decider.evolve(state, message as Event);
+
+  private stateFor(jobId: string): State {
+    return this.states.get(jobId) ?? this.spec.decider.initialState();
   }
 
   private get groupId(): string {
@@ -438,17 +811,6 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
       eventId,
       ...(traced ? { trace: traced } : {}),
     }) as Event;
-  }
-
-  private afterCommit(emitted: RobustrlMessage[], jobId: string): void {
-    if (emitted.length === 0) return;
-    this.spec.onEmitted?.(emitted, jobId);
-    void this.relay();
-  }
-
-  /** Publish what the outbox holds, oldest first (true when nothing is left pending). */
-  relay(): Promise<boolean> {
-    return this.outbox.relay();
   }
 }
 

@@ -35,4 +35,13 @@ export class ConsumerCheckpoints {
     );
     return rows[0]?.position ?? null;
   }
+
+  /** Every stream's last position applied by `consumer`. */
+  async readAll(manager: EntityManager, consumer: string): Promise<Map<string, string>> {
+    const rows: Array<{ stream: string; position: string }> = await manager.query(
+      `SELECT stream, position::text AS position FROM robustrl_consumer_checkpoints WHERE consumer = $1`,
+      [consumer],
+    );
+    return new Map(rows.map((r) => [r.stream, r.position]));
+  }
 }

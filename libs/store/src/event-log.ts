@@ -37,31 +37,41 @@ export class EventLog {
    * global position, or null where the event id was already in the log.
    */
   async append(manager: EntityManager, messages: readonly RobustrlMessage[]): Promise<Array<string | null>> {
-    const positions: Array<string | null> = [];
-    for (const m of messages) {
-      const rows: Array<{ position: string }> = await manager.query(
-        `INSERT INTO robustrl_event_log
-           (event_id, type, schema_version, kind, job_id, source, occurred_at, causation_id, correlation_id, trace, data)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-         ON CONFLICT (event_id) DO NOTHING
-         RETURNING global_position::text AS position`,
-        [
-          m.eventId,
-          m.type,
-          m.schemaVersion,
-          m.kind,
-          m.jobId,
-          m.source,
-          m.occurredAt,
-          m.causationId,
-          m.correlationId,
-          m.trace ? JSON.stringify(m.trace) : null,
-          JSON.stringify(m.data),
-        ],
-      );
-      positions.push(rows[0]?.position ?? null);
-    }
-    return positions;
+    if (messages.length === 0) return [];
+    // One statement however many: a deciding service appends a whole batch's facts and decisions at once.
+    const rows: Array<{ position: string; event_id: string }> = await manager.query(
+      `INSERT INTO robustrl_event_log
+         (event_id, type, schema_version, kind, job_id, source, occurred_at, causation_id, correlation_id, trace, data)
+       SELECT event_id, type, schema_version, kind, job_id, source, occurred_at, causation_id, correlation_id, trace, data
+         FROM unnest($1::uuid[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[], $7::timestamptz[],
+                $8::text[], $9::text[], $10::jsonb[], $11::jsonb[]) WITH ORDINALITY
+                  AS t(event_id, type, schema_version, kind, job_id, source, occurred_at, causation_id, correlation_id, trace, data, ord)
+       ORDER BY ord
+       ON CONFLICT (event_id) DO NOTHING
+       RETURNING global_position::text AS position, event_id::text AS event_id`,
+      [
+        messages.map((m) => m.eventId),
+        messages.map((m) => m.type),
+        messages.map((m) => m.schemaVersion),
+        messages.map((m) => m.kind),
+        messages.map((m) => m.jobId),
+        messages.map((m) => m.source),
+        messages.map((m) => m.occurredAt),
+        messages.map((m) => m.causationId),
+        messages.map((m) => m.correlationId),
+        messages.map((m) => (m.trace ? JSON.stringify(m.trace) : null)),
+        messages.map((m) => JSON.stringify(m.data)),
+      ],
+    );
+    const byId = new Map(rows.map((r) => [r.event_id, r.position]));
+    // An id twice in one call is stored once: the first occurrence gets the position.
+    const seen = new Set<string>();
+    return messages.map((m) => {
+      const key = m.eventId.toLowerCase();
+      if (seen.has(key)) return null;
+      seen.add(key);
+      return byId.get(key) ?? null;
+    });
   }
 
   /**

@@ -7,6 +7,7 @@ import { EventLog, LoggedMessage } from './event-log';
 import { Inbox } from './inbox';
 import { StoreMigration } from './migrations';
 import { Outbox } from './outbox';
+import { Snapshots } from './snapshots';
 
 /** Where a delivered record sits: enough to checkpoint it (a bus Delivery satisfies this). */
 export interface StreamPosition {
@@ -24,6 +25,7 @@ export class EventStore {
   readonly checkpoints = new ConsumerCheckpoints();
   readonly inbox = new Inbox();
   readonly outbox = new Outbox();
+  readonly snapshots = new Snapshots();
   /** The bus's dead-letter ledger over this store: each bad record dead-lettered once across groups. */
   readonly deadLetterClaims: DeadLetterClaims;
 

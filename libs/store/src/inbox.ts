@@ -4,17 +4,37 @@ import { MessageRow, messageFromRow } from './event-log';
 
 /** A consumer's applied messages, de-duplicated by event id; see migration 0002. */
 export class Inbox {
-  /** Record that `consumer` applied these messages; returns, per message, false when it already had. */
+  /**
+   * Record that `consumer` applied these messages, in this order (one statement); returns, per message,
+   * false when it already had it (or it came earlier in the same call).
+   */
   async add(manager: EntityManager, consumer: string, messages: readonly RobustrlMessage[]): Promise<boolean[]> {
-    const added: boolean[] = [];
-    for (const m of messages) {
-      const rows: unknown[] = await manager.query(
-        `INSERT INTO robustrl_inbox (consumer, event_id, job_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING RETURNING seq`,
-        [consumer, m.eventId, m.jobId],
-      );
-      added.push(rows.length === 1);
-    }
-    return added;
+    return (await this.addInOrder(manager, consumer, messages)).added;
+  }
+
+  /** `add`, also telling the newest seq it handed out (null when every message was known). */
+  async addInOrder(manager: EntityManager, consumer: string, messages: readonly RobustrlMessage[]): Promise<{ added: boolean[]; newestSeq: string | null }> {
+    if (messages.length === 0) return { added: [], newestSeq: null };
+    const rows: Array<{ event_id: string; seq: string }> = await manager.query(
+      `INSERT INTO robustrl_inbox (consumer, event_id, job_id)
+       SELECT $1, e, j FROM unnest($2::uuid[], $3::text[]) WITH ORDINALITY AS t(e, j, ord) ORDER BY ord
+       ON CONFLICT DO NOTHING RETURNING event_id::text AS event_id, seq::text AS seq`,
+      [consumer, messages.map((m) => m.eventId), messages.map((m) => m.jobId)],
+    );
+    const fresh = new Set(rows.map((r) => r.event_id));
+    const added = messages.map((m) => fresh.delete(m.eventId.toLowerCase()));
+    const newestSeq = rows.reduce<string | null>((max, r) => (max === null || BigInt(r.seq) > BigInt(max) ? r.seq : max), null);
+    return { added, newestSeq };
+  }
+
+  /** Which of these event ids `consumer` already applied. */
+  async known(manager: EntityManager, consumer: string, eventIds: readonly string[]): Promise<Set<string>> {
+    if (eventIds.length === 0) return new Set();
+    const rows: Array<{ event_id: string }> = await manager.query(
+      `SELECT event_id::text AS event_id FROM robustrl_inbox WHERE consumer = $1 AND event_id = ANY($2::uuid[])`,
+      [consumer, eventIds],
+    );
+    return new Set(rows.map((r) => r.event_id));
   }
 
   /** Whether `consumer` already applied the message with this event id. */

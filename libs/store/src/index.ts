@@ -8,3 +8,4 @@ export * from './inbox';
 export * from './outbox';
 export * from './scratch-database';
 export * from './dead-letter-claims';
+export * from './snapshots';

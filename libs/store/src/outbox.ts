@@ -4,13 +4,13 @@ import { RobustrlMessage, validateMessage } from '@robustrl/contracts';
 /** Messages decided but maybe not yet published; see migration 0002. */
 export class Outbox {
   async enqueue(manager: EntityManager, consumer: string, messages: readonly RobustrlMessage[]): Promise<void> {
-    for (const m of messages) {
-      await manager.query(`INSERT INTO robustrl_outbox (consumer, event_id, message) VALUES ($1, $2, $3) ON CONFLICT (event_id) DO NOTHING`, [
-        consumer,
-        m.eventId,
-        JSON.stringify(m),
-      ]);
-    }
+    if (messages.length === 0) return;
+    await manager.query(
+      `INSERT INTO robustrl_outbox (consumer, event_id, message)
+       SELECT $1, e, m FROM unnest($2::uuid[], $3::jsonb[]) WITH ORDINALITY AS t(e, m, ord) ORDER BY ord
+       ON CONFLICT (event_id) DO NOTHING`,
+      [consumer, messages.map((m) => m.eventId), messages.map((m) => JSON.stringify(m))],
+    );
   }
 
   /** Unpublished messages of `consumer`, oldest first. */

@@ -15,7 +15,7 @@ import {
   recordBytes,
   RecordTooLargeError,
   stderrLogger,
-  StreamPosition,
+  PartitionPosition,
   SubscribeOptions,
   Subscription,
 } from '../message-bus';
@@ -184,7 +184,7 @@ export class InProcessBus implements MessageBus {
         this.subscriptions.delete(subscription);
         for (const key of [...this.handled.keys()]) if (key.startsWith(`${options.groupId}\u0000`)) this.handled.delete(key);
       },
-      acknowledge: async (positions: readonly StreamPosition[]) => {
+      acknowledge: async (positions: readonly PartitionPosition[]) => {
         for (const p of positions) this.committed.set(`${options.groupId}\u0000${p.topic}\u0000${p.partition}`, Number(p.nextOffset));
       },
     };

@@ -11,7 +11,7 @@ import {
   recordBytes,
   RecordTooLargeError,
   stderrLogger,
-  StreamPosition,
+  PartitionPosition,
   SubscribeOptions,
   Subscription,
   SubscriptionHealth,
@@ -200,7 +200,7 @@ export class KafkaBus implements MessageBus {
    * this process has handled past it (a subscription that commits only on acknowledgement is not behind
    * for records it handled since its last acknowledgement). A partition never committed counts from its start.
    */
-  private async lagOf(admin: Admin, groupId: string, topics: readonly string[], handled: readonly StreamPosition[]): Promise<number> {
+  private async lagOf(admin: Admin, groupId: string, topics: readonly string[], handled: readonly PartitionPosition[]): Promise<number> {
     const handledAt = new Map(handled.map((h) => [`${this.options.topicPrefix}${h.topic}\u0000${h.partition}`, Number(h.nextOffset)]));
     const prefixed = topics.map((t) => this.options.topicPrefix + t);
     const committed = await admin.fetchOffsets({ groupId: this.options.topicPrefix + groupId, topics: prefixed });

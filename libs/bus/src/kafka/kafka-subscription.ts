@@ -1,7 +1,7 @@
 import { Cluster, Consumer, IHeaders, Kafka } from 'kafkajs';
 import { InboundRecord, processInbound, processInboundBatch, retryPolicy, SubscriptionClosingError } from '../inbound';
 import type { DeadLetterKind } from '../dead-letter';
-import { BusLogger, DeadLetterLedger, RawRecord, StreamPosition, SubscribeOptions, Subscription, SubscriptionHealth } from '../message-bus';
+import { BusLogger, DeadLetterLedger, RawRecord, PartitionPosition, SubscribeOptions, Subscription, SubscriptionHealth } from '../message-bus';
 import { MemberTag, taggedRoundRobin } from './member-identity';
 import { evictDeadPredecessors } from './predecessor-eviction';
 import { ConsumerRestartPolicy, restartDelayMs } from './restart-backoff';
@@ -80,14 +80,14 @@ export class KafkaSubscription implements Subscription {
   }
 
   /** Where this process has handled up to, per partition it read (lag counts from here, not only from the committed offsets). */
-  handledPositions(): StreamPosition[] {
+  handledPositions(): PartitionPosition[] {
     return [...this.handled].map(([key, next]) => {
       const [topic, partition] = key.split('\u0000');
       return { topic, partition: Number(partition), nextOffset: next.toString() };
     });
   }
 
-  async acknowledge(positions: readonly StreamPosition[]): Promise<void> {
+  async acknowledge(positions: readonly PartitionPosition[]): Promise<void> {
     if (positions.length === 0) return;
     if (!this.consumer) throw new Error(`subscription ${this.groupId} has no consumer to commit with`);
     await this.consumer.commitOffsets(positions.map((p) => ({ topic: this.ctx.topicPrefix + p.topic, partition: p.partition, offset: p.nextOffset })));

@@ -3,6 +3,7 @@ import { EventLog1763700000000 } from './0001-event-log';
 import { InboxOutbox1763800000000 } from './0002-inbox-outbox';
 import { InboxByJob1764000000000 } from './0004-inbox-by-job';
 import { DeadLetterClaims1764100000000 } from './0005-dead-letter-claims';
+import { Snapshots1764200000000 } from './0006-snapshots';
 
 /** A TypeORM migration class: its name ends in a JavaScript timestamp, which orders it among all others. */
 export type StoreMigration = new () => MigrationInterface;
@@ -18,4 +19,5 @@ export const STORE_MIGRATIONS: readonly StoreMigration[] = [
   InboxOutbox1763800000000,
   InboxByJob1764000000000,
   DeadLetterClaims1764100000000,
+  Snapshots1764200000000,
 ];
