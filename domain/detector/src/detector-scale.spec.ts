@@ -1,7 +1,7 @@
 import { DataOf, Draft, MessageOf, MessageType, Role } from '@robustrl/contracts';
 import { codecOf, DeciderRun } from '@robustrl/domain-kit';
 import { at, iso, published, timeline } from '@robustrl/testing/job-timeline';
-import { createDetectorDecider, DetectorInput, DetectorState } from './detector.decider';
+import { createDetectorDecider, DetectorInput } from './detector.decider';
 import { PAPER_DETECTION_DEFAULTS } from './detection-settings';
 import { RankedValues } from './ranked-values';
 import { DEFAULT_DETECTION_RULES, DetectionRule } from './rules';
@@ -111,7 +111,7 @@ function randomJob(seed: number, machines = 24, seconds = 400) {
 }
 
 /** Feeds a random job to `runs` step by step (same inputs, ticks every second); returns each run's outputs with their times. */
-function drive(seed: number, runs: Array<DeciderRun<DetectorState, DetectorInput, never, Draft>>, onSecond?: (s: number) => void) {
+function drive(seed: number, runs: Run[], onSecond?: (s: number) => void) {
   const { script, seconds, msg, rnd } = randomJob(seed);
   const acks = new Map<number, DetectorInput[]>();
   for (let s = 0; s <= seconds; s++) {
@@ -133,13 +133,8 @@ function drive(seed: number, runs: Array<DeciderRun<DetectorState, DetectorInput
   return runs.map((run) => run.emitted.map((e) => ({ at: (e.now - at(0)) / 1000, output: e.output })));
 }
 
-const runOf = (decider: typeof indexed, jobId: string) =>
-  DeciderRun.for(decider, published(jobId) as unknown as (d: Draft, now: number) => never).given() as unknown as DeciderRun<
-    DetectorState,
-    DetectorInput,
-    never,
-    Draft
-  >;
+const runOf = (decider: typeof indexed, jobId: string) => DeciderRun.for(decider, published(jobId)).given();
+type Run = ReturnType<typeof runOf>;
 
 describe('detector at scale: the due-deadline index', () => {
   it.each([1, 2, 3, 4, 5, 6])('decides exactly as evaluating every machine on every tick (random job %i)', (seed) => {
@@ -187,7 +182,7 @@ describe('detector at scale: snapshots', () => {
   it('encode → JSON → decode behaves as the state it was taken from (same outputs for the same later inputs and ticks)', () => {
     const codec = codecOf(indexed);
     const original = runOf(indexed, 'job-7');
-    let restored: DeciderRun<DetectorState, DetectorInput, never, Draft> | null = null;
+    let restored: Run | null = null;
     let outputsBefore = 0;
     // Drive both: the original all along; at 200 s a copy restored from its snapshot joins.
     const shadow = runOf(indexed, 'job-7');
