@@ -1,6 +1,5 @@
 import { draft, Evidence, MessageOf } from '@robustrl/contracts';
 import { assertNever } from '@robustrl/domain-kit';
-import { evolveDetector, markConfirmed } from './detector.evolve';
 import {
   contextFor,
   DetectorCommand,
@@ -8,8 +7,11 @@ import {
   DetectorDraft,
   DetectorState,
   handledAs,
+  OpenSuspicion,
   rulesFor,
+  seqOf,
   suspicionKey,
+  suspicionsOf,
   windowsMayConclude,
 } from './detector.state';
 import { Finding, WatchedMachine } from './rules';
@@ -17,31 +19,35 @@ import { Finding, WatchedMachine } from './rules';
 /**
  * The detector's decisions, one named step each (paper §4):
  *
- *  observe a message about a machine (folded in first):
+ *  observe a message about a machine (the host folded it in before deciding: the decider is `in-place`):
  *    evaluateMachine  — the machine's rules look at it now: confirm, or suspect (and probe), or clear
  *  observe a HeartbeatAcked:
  *    probeAnswered    — the agent answered in time: the suspicion is cleared
  *  observe DetectionPaused / DetectionResumed (from the host: its own input had a gap):
  *    startOver        — on resume, every open suspicion is withdrawn: its evidence and its probe's
  *                       answer may have been lost in the gap, so only fresh evidence and a fresh probe count
- *  tick (time passed):
- *    1. expiredProbes        — probes unanswered past their timeout confirm the fault
- *    2. evaluateEveryMachine — every watched machine's rules at `now` (time-based windows)
+ *  tick (time passed), over the machines due (the index: a rule's window may have run out, a probe's
+ *  timeout passed) — not every machine of the job:
+ *    1. expiredProbes       — probes unanswered past their timeout confirm the fault
+ *    2. evaluateDueMachines — the due machines' rules at `now` (time-based windows), in the order
+ *                             the machines joined (verdict numbers depend on it)
  *
  * While blind nothing is concluded from time (no tick step runs, time-windowed rules are skipped) and
  * during the grace period after, time-windowed rules are skipped: missing input is not evidence of a
  * fault. Explicit signals confirm throughout, and acks still clear.
  *
  * Verdict ids come from a counter in the state (`<machine>/<rule>/<n>`), so deciding twice from the same
- * state yields the same ids.
+ * state yields the same ids. decide only reads the state (the index included).
  */
 export function decideDetector(config: DetectorConfig) {
   return (command: DetectorCommand, state: DetectorState): DetectorDraft[] => {
     if (command.kind === 'tick') {
       if (state.blind !== null) return [];
-      const confirmations = expiredProbes(state, command.now);
+      const due = state.index.inMachineOrder(state.index.deadlines.due(command.now));
+      if (due.length === 0) return [];
+      const confirmations = expiredProbes(config, state, due, command.now);
       const alreadyConfirmed = new Set(confirmations.map((d) => (d.type === 'FaultConfirmed' ? d.data.machineId : '')));
-      return [...confirmations, ...evaluateEveryMachine(config, state, command.now, alreadyConfirmed)];
+      return [...confirmations, ...evaluateDueMachines(config, state, due, command.now, alreadyConfirmed)];
     }
     const { message, now } = command;
     switch (message.type) {
@@ -51,7 +57,7 @@ export function decideDetector(config: DetectorConfig) {
       case 'DetectionResumed':
         return startOver(state, message);
       case 'HeartbeatAcked':
-        return probeAnswered(state, message);
+        return probeAnswered(config, state, message);
       case 'MachineRegistered':
       case 'MachineRoleChanged':
       case 'MachineDeregistered':
@@ -59,10 +65,10 @@ export function decideDetector(config: DetectorConfig) {
       case 'RolePhaseChanged':
       case 'RolloutThroughputSampled':
       case 'AgentFaultSignalled': {
-        // Rules judge the machine with this message folded in (an explicit signal confirms at once).
-        const after = evolveDetector(config, state, message, Date.parse(message.occurredAt));
-        const machine = after.machines[message.data.machineId];
-        return machine ? evaluateMachine(config, after, machine, now, counterFrom(state)) : [];
+        // Rules judge the machine with this message folded in (an explicit signal confirms at once):
+        // that machine only, whatever the size of the job.
+        const machine = state.machines[message.data.machineId];
+        return machine ? evaluateMachine(config, state, machine, now, counterFrom(state), NO_VERDICTS_YET) : [];
       }
       default:
         return assertNever(message, 'detector input');
@@ -78,8 +84,8 @@ const counterFrom = (state: DetectorState): NextSeq => {
 };
 
 /** The agent answered the heartbeat probe: the machine is alive, the suspicion ends (paper §4 ➁). */
-function probeAnswered(state: DetectorState, ack: MessageOf<'HeartbeatAcked'>): DetectorDraft[] {
-  const open = Object.values(state.suspicions).find((s) => s.probe?.probeId === ack.data.probeId);
+function probeAnswered(config: DetectorConfig, state: DetectorState, ack: MessageOf<'HeartbeatAcked'>): DetectorDraft[] {
+  const open = suspicionsOf(config, state, ack.data.machineId).find((s) => s.probe?.probeId === ack.data.probeId);
   if (!open || state.machines[open.machineId]?.status !== 'watching') return [];
   const latencyMs = Math.max(0, Date.parse(ack.data.ackedAt) - open.probe!.sentAt);
   const machine = state.machines[open.machineId];
@@ -114,34 +120,52 @@ function startOver(state: DetectorState, resumed: MessageOf<'DetectionResumed'>)
   });
 }
 
-/** Probes nobody answered in time: an agent that cannot answer means the machine (or its network) is gone, not only the process. */
-function expiredProbes(state: DetectorState, now: number): DetectorDraft[] {
-  const out: DetectorDraft[] = [];
-  for (const s of Object.values(state.suspicions)) {
-    const machine = state.machines[s.machineId];
-    if (!s.probe || !machine || machine.status !== 'watching' || now < s.probe.sentAt + s.probe.timeoutMs) continue;
-    const evidence: Evidence = { ...s.evidence, probe: { probeId: s.probe.probeId, result: 'timed-out' } };
-    out.push(confirmed(machine, s.rule, s.verdictId, s.since, evidence, true, now));
+/**
+ * Probes nobody answered in time: an agent that cannot answer means the machine (or its network) is gone,
+ * not only the process. In the order the suspicions were opened (their verdict numbers).
+ */
+function expiredProbes(config: DetectorConfig, state: DetectorState, due: readonly string[], now: number): DetectorDraft[] {
+  const expired: OpenSuspicion[] = [];
+  for (const machineId of due) {
+    if (state.machines[machineId]?.status !== 'watching') continue;
+    for (const s of suspicionsOf(config, state, machineId)) if (s.probe && now >= s.probe.sentAt + s.probe.timeoutMs) expired.push(s);
   }
-  return out;
+  expired.sort((a, b) => seqOf(a.verdictId) - seqOf(b.verdictId));
+  return expired.map((s) => {
+    const evidence: Evidence = { ...s.evidence, probe: { probeId: s.probe!.probeId, result: 'timed-out' } };
+    return confirmed(state.machines[s.machineId], s.rule, s.verdictId, s.since, evidence, true, now);
+  });
 }
 
-/** Time-based rules on every machine; a trainer confirmed here mutes its group's echoes within the same tick. */
-function evaluateEveryMachine(config: DetectorConfig, state: DetectorState, now: number, skip: ReadonlySet<string>): DetectorDraft[] {
+/** Time-based rules on the due machines; a trainer confirmed here mutes its group's echoes within the same tick. */
+function evaluateDueMachines(config: DetectorConfig, state: DetectorState, due: readonly string[], now: number, skip: ReadonlySet<string>): DetectorDraft[] {
   const nextSeq = counterFrom(state);
   const out: DetectorDraft[] = [];
-  let view = state;
-  for (const machine of Object.values(state.machines)) {
-    if (skip.has(machine.machineId)) continue;
-    const drafts = evaluateMachine(config, view, machine, now, nextSeq);
+  const verdictsThisTick = new Map<string, number>();
+  for (const machineId of due) {
+    const machine = state.machines[machineId];
+    if (!machine || skip.has(machineId)) continue;
+    const drafts = evaluateMachine(config, state, machine, now, nextSeq, verdictsThisTick);
     out.push(...drafts);
-    for (const d of drafts) if (d.type === 'FaultConfirmed') view = markConfirmed(view, d.data.machineId, now);
+    for (const d of drafts) if (d.type === 'FaultConfirmed') verdictsThisTick.set(d.data.machineId, now);
   }
   return out;
 }
 
-/** One machine's rules at `now`: at most one confirmed fault per machine — the rest is the controller's business. */
-function evaluateMachine(config: DetectorConfig, state: DetectorState, machine: WatchedMachine, now: number, nextSeq: NextSeq): DetectorDraft[] {
+const NO_VERDICTS_YET: ReadonlyMap<string, number> = new Map();
+
+/**
+ * One machine's rules at `now`: at most one confirmed fault per machine — the rest is the controller's
+ * business. `verdictsThisTick`: machines confirmed earlier in the same decision (not folded yet).
+ */
+function evaluateMachine(
+  config: DetectorConfig,
+  state: DetectorState,
+  machine: WatchedMachine,
+  now: number,
+  nextSeq: NextSeq,
+  verdictsThisTick: ReadonlyMap<string, number>,
+): DetectorDraft[] {
   if (machine.status !== 'watching') return [];
   const out: DetectorDraft[] = [];
   const ctx = contextFor(state, machine, now);
@@ -167,7 +191,7 @@ function evaluateMachine(config: DetectorConfig, state: DetectorState, machine: 
       continue;
     }
     if (finding.verdict === 'confirm') {
-      if (rule.name === 'trainer-idle' && trainerGroupAlreadyConfirmed(state, machine, now)) continue;
+      if (rule.name === 'trainer-idle' && trainerGroupAlreadyConfirmed(state, machine, now, verdictsThisTick)) continue;
       out.push(
         confirmed(
           machine,
@@ -195,15 +219,16 @@ function evaluateMachine(config: DetectorConfig, state: DetectorState, machine: 
  * A trainer-idle verdict on one rank shortly after another rank's trainer verdict is its echo: the
  * ranks hang on their dead peer and cross the window together. Only a recent verdict suppresses, so
  * a machine that was never re-armed (e.g. isolated without a deregistration) cannot mute the group.
+ * Looks at the machines with a verdict standing (`confirmedAt`), not at every machine of the job.
  */
-function trainerGroupAlreadyConfirmed(state: DetectorState, machine: WatchedMachine, now: number): boolean {
-  return Object.values(state.machines).some(
-    (m) =>
-      m.machineId !== machine.machineId &&
-      m.status === 'confirmed' &&
-      handledAs(m.role) === 'trainer' &&
-      now - (state.confirmedAt[m.machineId] ?? -Infinity) < state.settings.trainerIdleWindowMs,
-  );
+function trainerGroupAlreadyConfirmed(state: DetectorState, machine: WatchedMachine, now: number, verdictsThisTick: ReadonlyMap<string, number>): boolean {
+  const mutes = (machineId: string, confirmedAt: number) => {
+    const m = state.machines[machineId];
+    return m !== undefined && machineId !== machine.machineId && handledAs(m.role) === 'trainer' && now - confirmedAt < state.settings.trainerIdleWindowMs;
+  };
+  for (const [machineId, at] of verdictsThisTick) if (mutes(machineId, at)) return true;
+  for (const [machineId, at] of Object.entries(state.confirmedAt)) if (state.machines[machineId]?.status === 'confirmed' && mutes(machineId, at)) return true;
+  return false;
 }
 
 function confirmed(

@@ -1,4 +1,5 @@
-import { Decider } from '@robustrl/domain-kit';
+import { Decider, JSON_STATE_CODEC } from '@robustrl/domain-kit';
+import { rebuildIndex } from './detector.index';
 import { decideDetector } from './detector.decide';
 import { evolveDetector } from './detector.evolve';
 import { DetectorCommand, DetectorConfig, DetectorDraft, DetectorEvent, DetectorState, initialDetectorState, PAPER_DETECTOR_CONFIG } from './detector.state';
@@ -10,7 +11,11 @@ export * from './detector.state';
  *
  *  - `observe`: a message about the job arrived at `now` (telemetry, membership, heartbeats…); rules of
  *    the machine it concerns fold it in and are evaluated at once (explicit signals confirm immediately).
- *  - `tick`: time passed; every machine's rules are evaluated, open probes time out.
+ *  - `tick`: time passed; the machines due (a window may have run out, a probe timed out) are evaluated.
+ *
+ * `in-place`: evolve updates the state it is given (its host owns it), so a telemetry sample costs
+ * O(1) in the machines of the job (O(log N) for a rollout's throughput: its rank among its peers) and
+ * a tick with nothing due O(1). Snapshots leave the derived index out; `decode` rebuilds it.
  *
  * Outputs are FaultSuspected / HeartbeatProbeRequested / FaultConfirmed / SuspicionCleared drafts; the
  * detector's own outputs are folded back in by `evolve` like any other event. State, evolve and the
@@ -22,6 +27,11 @@ export function createDetectorDecider(options: Partial<DetectorConfig> = {}): De
     initialState: () => initialDetectorState(config),
     decide: decideDetector(config),
     evolve: (state, event) => evolveDetector(config, state, event, Date.parse(event.occurredAt)),
+    evolution: 'in-place',
+    snapshotCodec: {
+      encode: ({ index: _derived, ...state }) => JSON_STATE_CODEC.encode(state),
+      decode: (data) => rebuildIndex(config, JSON_STATE_CODEC.decode(data) as DetectorState),
+    },
   };
 }
 

@@ -1,52 +1,65 @@
 import { assertNever } from '@robustrl/domain-kit';
 import { resolveDetectionSettings } from './detection-settings';
+import { reindexAll, reindexMachine } from './detector.index';
 import { DetectorConfig, DetectorEvent, DetectorState, freshRuleStates, contextFor, rulesFor, seqOf, suspicionKey } from './detector.state';
 import { BlindInterval, MachineObservation, WatchedMachine } from './rules';
 
 /**
- * Folds one event into the detector state at `at` — the event's own time. The detector's outputs are
+ * Folds one event into the detector state at `at` — the event's own time — updating `state` in place
+ * and returning it (the decider is `in-place`: its host owns the state). The detector's outputs are
  * folded back like any other event (a verdict marks its machine, a probe request arms its timeout).
+ *
+ * Work per event is in proportion to what it changes: a message about a machine touches that machine's
+ * entry, its rule states, its suspicions (one per rule at most) and its place in the index; only the
+ * job-wide events (JobStarted's settings, the end of a blind interval) revisit every machine.
  */
 export function evolveDetector(config: DetectorConfig, state: DetectorState, event: DetectorEvent, at: number): DetectorState {
+  if (at > state.foldedUntil) state.foldedUntil = at;
   switch (event.type) {
     case 'JobStarted':
-      return { ...state, settings: resolveDetectionSettings(event.data.detection, config.defaults) };
-    case 'FaultSuspected':
-      return {
-        ...state,
-        verdictSeq: Math.max(state.verdictSeq, seqOf(event.data.verdictId)),
-        suspicions: {
-          ...state.suspicions,
-          [suspicionKey(event.data.machineId, event.data.rule)]: {
-            verdictId: event.data.verdictId,
-            machineId: event.data.machineId,
-            rule: event.data.rule,
-            since: event.data.evidence.faultEvidenceSince ? Date.parse(event.data.evidence.faultEvidenceSince) : at,
-            evidence: event.data.evidence,
-            probe: null,
-          },
-        },
+      state.settings = resolveDetectionSettings(event.data.detection, config.defaults);
+      reindexAll(config, state, state.foldedUntil);
+      return state;
+    case 'FaultSuspected': {
+      const d = event.data;
+      state.verdictSeq = Math.max(state.verdictSeq, seqOf(d.verdictId));
+      state.suspicions[suspicionKey(d.machineId, d.rule)] = {
+        verdictId: d.verdictId,
+        machineId: d.machineId,
+        rule: d.rule,
+        since: d.evidence.faultEvidenceSince ? Date.parse(d.evidence.faultEvidenceSince) : at,
+        evidence: d.evidence,
+        probe: null,
       };
+      reindexMachine(config, state, d.machineId, state.foldedUntil);
+      return state;
+    }
     case 'HeartbeatProbeRequested': {
-      const entry = Object.entries(state.suspicions).find(([, s]) => event.data.probeId === `${s.verdictId}/probe`);
-      if (!entry) return state;
-      const [key, s] = entry;
-      return {
-        ...state,
-        suspicions: { ...state.suspicions, [key]: { ...s, probe: { probeId: event.data.probeId, sentAt: at, timeoutMs: event.data.timeoutMs } } },
-      };
+      const { machineId, probeId, timeoutMs } = event.data;
+      for (const rule of config.rules) {
+        const key = suspicionKey(machineId, rule.name);
+        const s = state.suspicions[key];
+        if (s && probeId === `${s.verdictId}/probe`) {
+          state.suspicions[key] = { ...s, probe: { probeId, sentAt: at, timeoutMs } };
+          reindexMachine(config, state, machineId, state.foldedUntil);
+          break;
+        }
+      }
+      return state;
     }
-    case 'SuspicionCleared': {
-      const suspicions = { ...state.suspicions };
-      delete suspicions[suspicionKey(event.data.machineId, event.data.rule)];
-      return { ...state, suspicions };
-    }
+    case 'SuspicionCleared':
+      delete state.suspicions[suspicionKey(event.data.machineId, event.data.rule)];
+      reindexMachine(config, state, event.data.machineId, state.foldedUntil);
+      return state;
     case 'FaultConfirmed':
-      return { ...markConfirmed(state, event.data.machineId, at), verdictSeq: Math.max(state.verdictSeq, seqOf(event.data.verdictId)) };
+      markConfirmed(config, state, event.data.machineId, at);
+      state.verdictSeq = Math.max(state.verdictSeq, seqOf(event.data.verdictId));
+      return state;
     case 'DetectionPaused': {
       const since = Date.parse(event.data.blindSince);
       // Paused twice (a second reason while still blind) stays blind since the first.
-      return { ...state, blind: state.blind && state.blind.since <= since ? state.blind : { since, reason: event.data.reason } };
+      if (!(state.blind && state.blind.since <= since)) state.blind = { since, reason: event.data.reason };
+      return state;
     }
     case 'DetectionResumed': {
       // A pause recorded earlier (e.g. by an incarnation that crashed while blind) may reach further back.
@@ -61,7 +74,9 @@ export function evolveDetector(config: DetectorConfig, state: DetectorState, eve
     case 'RolloutThroughputSampled':
     case 'HeartbeatAcked':
     case 'AgentFaultSignalled':
-      return observeMachine(config, state, event, at);
+      observeMachine(config, state, event, at);
+      reindexMachine(config, state, event.data.machineId, state.foldedUntil);
+      return state;
     default:
       return assertNever(event, 'detector event');
   }
@@ -74,39 +89,27 @@ export function evolveDetector(config: DetectorConfig, state: DetectorState, eve
  * Open suspicions were withdrawn by the decision on DetectionResumed; they start over from fresh evidence.
  */
 function resumeAfterBlindness(config: DetectorConfig, state: DetectorState, blind: BlindInterval): DetectorState {
-  const ruleStates: DetectorState['ruleStates'] = {};
   for (const [machineId, byRule] of Object.entries(state.ruleStates)) {
     const machine = state.machines[machineId];
-    const rules = machine ? rulesFor(config, machine) : [];
-    ruleStates[machineId] = Object.fromEntries(
-      Object.entries(byRule).map(([name, ruleState]) => {
-        const rule = rules.find((r) => r.name === name);
-        return [name, rule ? rule.discountBlindness(ruleState, blind) : ruleState];
-      }),
-    );
+    if (!machine) continue;
+    for (const rule of rulesFor(config, machine)) if (rule.name in byRule) byRule[rule.name] = rule.discountBlindness(byRule[rule.name], blind);
   }
   // A short gap (a quick restart) needs only a short grace: no longer than the gap, at most the setting.
   const graceMs = Math.min(state.settings.resumeGraceMs, blind.to - blind.from);
-  return { ...state, ruleStates, blind: null, graceUntil: blind.to + graceMs };
+  state.blind = null;
+  state.graceUntil = blind.to + graceMs;
+  reindexAll(config, state, state.foldedUntil);
+  return state;
 }
 
 /** A verdict stands on its machine: no more suspicions of it, and it is not judged again until re-armed. */
-export function markConfirmed(state: DetectorState, machineId: string, at: number): DetectorState {
+function markConfirmed(config: DetectorConfig, state: DetectorState, machineId: string, at: number): void {
   const m = state.machines[machineId];
-  if (!m) return state;
-  const suspicions = Object.fromEntries(Object.entries(state.suspicions).filter(([, s]) => s.machineId !== machineId));
-  return {
-    ...state,
-    machines: { ...state.machines, [machineId]: { ...m, status: 'confirmed' } },
-    suspicions,
-    confirmedAt: { ...state.confirmedAt, [machineId]: at },
-  };
-}
-
-/** A confirmed machine is watched again once it shows life after the verdict (re-registered, or its restarted role reports a phase). */
-function rearm(state: DetectorState, m: WatchedMachine, at: number): WatchedMachine {
-  if (m.status !== 'confirmed' || at <= (state.confirmedAt[m.machineId] ?? Infinity)) return m;
-  return { ...m, status: 'watching', lastActivityAt: null, lastThroughput: null };
+  if (!m) return;
+  dropSuspicionsOf(config, state, machineId);
+  state.machines[machineId] = { ...m, status: 'confirmed' };
+  state.confirmedAt[machineId] = at;
+  reindexMachine(config, state, machineId, state.foldedUntil);
 }
 
 const unknownMachine = (machineId: string, role: WatchedMachine['role'], at: number): WatchedMachine => ({
@@ -117,11 +120,25 @@ const unknownMachine = (machineId: string, role: WatchedMachine['role'], at: num
   status: 'watching',
   phase: null,
   phaseSince: at,
+  watchedSince: at,
   lastActivityAt: null,
   lastThroughput: null,
 });
 
-function observeMachine(config: DetectorConfig, state: DetectorState, message: MachineObservation, at: number): DetectorState {
+/**
+ * One message about one machine, folded into its entry and its rules' states.
+ *
+ * Samples (GpuActivitySampled, RolloutThroughputSampled) are inputs to windows, not facts, and their
+ * folding does not depend on the order they arrive in relative to the facts around them: after a
+ * restart the host folds the snapshot (facts included) and then reads samples again from the bus, so a
+ * sample may be folded after a registration, role change or verdict that followed it. Hence:
+ *  - windows keep the newest time (`lastActivityAt`, `lastThroughput`, a rule's anchors: max, never back);
+ *  - a sample older than the machine's `watchedSince` (its registration, role change or re-arm) belongs
+ *    to its previous incarnation and is not folded — folded first, the fact would have reset it anyway;
+ *  - rules do the same with their own anchors (see trainer-idle, straggler).
+ * So a sample folded late never makes a machine look older or more silent than it did in order.
+ */
+function observeMachine(config: DetectorConfig, state: DetectorState, message: MachineObservation, at: number): void {
   const id = message.data.machineId;
   if (message.type === 'MachineRegistered') {
     const d = message.data;
@@ -129,64 +146,67 @@ function observeMachine(config: DetectorConfig, state: DetectorState, message: M
     // Topics are ordered per job, not across topics: a registration may arrive after telemetry
     // that was sent later. One older than the machine's last verdict only fills in the details.
     if (prior && prior.status === 'confirmed' && at <= (state.confirmedAt[id] ?? -Infinity)) {
-      return { ...state, machines: { ...state.machines, [id]: { ...prior, role: d.role, zone: d.zone, hardwareClass: d.hardwareClass } } };
+      state.machines[id] = { ...prior, role: d.role, zone: d.zone, hardwareClass: d.hardwareClass };
+      return;
     }
     const machine: WatchedMachine = { ...unknownMachine(id, d.role, at), zone: d.zone, hardwareClass: d.hardwareClass };
     // A (re-)registration starts from a clean slate: new process, new evidence.
-    const suspicions = prior ? withoutMachine(state.suspicions, id) : state.suspicions;
-    return {
-      ...state,
-      suspicions,
-      machines: { ...state.machines, [id]: machine },
-      ruleStates: { ...state.ruleStates, [id]: freshRuleStates(config, machine, at) },
-    };
+    if (prior) dropSuspicionsOf(config, state, id);
+    state.machines[id] = machine;
+    state.ruleStates[id] = freshRuleStates(config, machine, at);
+    return;
   }
   if (!state.machines[id] && (message.type === 'AgentFaultSignalled' || message.type === 'RolePhaseChanged')) {
     // The machine's registration has not arrived yet (another topic); the message names its role.
     const machine = unknownMachine(id, message.data.role, at);
-    state = { ...state, machines: { ...state.machines, [id]: machine }, ruleStates: { ...state.ruleStates, [id]: freshRuleStates(config, machine, at) } };
+    state.machines[id] = machine;
+    state.ruleStates[id] = freshRuleStates(config, machine, at);
   }
   const prior = state.machines[id];
-  if (!prior) return state; // telemetry of a machine we never saw register: nothing to judge it against
+  if (!prior) return; // telemetry of a machine we never saw register: nothing to judge it against
   if (message.type === 'MachineDeregistered') {
-    return { ...state, suspicions: withoutMachine(state.suspicions, id), machines: { ...state.machines, [id]: { ...prior, status: 'gone' } } };
+    dropSuspicionsOf(config, state, id);
+    state.machines[id] = { ...prior, status: 'gone' };
+    return;
   }
   if (message.type === 'MachineRoleChanged') {
+    dropSuspicionsOf(config, state, id);
     const machine: WatchedMachine = {
       ...prior,
       role: message.data.to,
       status: 'watching',
       phase: null,
       phaseSince: at,
+      watchedSince: at,
       lastActivityAt: null,
       lastThroughput: null,
     };
-    return {
-      ...state,
-      suspicions: withoutMachine(state.suspicions, id),
-      machines: { ...state.machines, [id]: machine },
-      ruleStates: { ...state.ruleStates, [id]: freshRuleStates(config, machine, at) },
-    };
+    state.machines[id] = machine;
+    state.ruleStates[id] = freshRuleStates(config, machine, at);
+    return;
   }
+  const isSample = message.type === 'GpuActivitySampled' || message.type === 'RolloutThroughputSampled';
+  if (isSample && at < prior.watchedSince) return; // the machine's previous incarnation (see above)
   let machine = prior;
-  let ruleStates = state.ruleStates[id] ?? {};
+  let ruleStates = state.ruleStates[id];
+  if (!ruleStates) ruleStates = state.ruleStates[id] = {};
   if (message.type === 'RolePhaseChanged' && prior.status === 'confirmed') {
     machine = rearm(state, prior, at);
-    if (machine.status === 'watching') ruleStates = freshRuleStates(config, machine, at);
+    if (machine.status === 'watching') ruleStates = state.ruleStates[id] = freshRuleStates(config, machine, at);
   }
   // Rules see the machine as it was before this message (e.g. the phase being left).
   const ctx = contextFor(state, machine, at);
-  const nextRuleStates: Record<string, unknown> = {};
-  for (const rule of rulesFor(config, machine)) nextRuleStates[rule.name] = rule.observe(ruleStates[rule.name] ?? rule.initialState(at), message, at, ctx);
+  for (const rule of rulesFor(config, machine)) ruleStates[rule.name] = rule.observe(ruleStates[rule.name] ?? rule.initialState(at), message, at, ctx);
   switch (message.type) {
     case 'RolePhaseChanged':
       machine = { ...machine, phase: message.data.phase, phaseSince: at };
       break;
     case 'GpuActivitySampled':
-      if (message.data.tensorActive > 0) machine = { ...machine, lastActivityAt: at };
+      if (message.data.tensorActive > 0 && (machine.lastActivityAt === null || at > machine.lastActivityAt)) machine = { ...machine, lastActivityAt: at };
       break;
     case 'RolloutThroughputSampled': {
       const d = message.data;
+      if (machine.lastThroughput !== null && at < machine.lastThroughput.at) break;
       machine = {
         ...machine,
         lastThroughput: {
@@ -202,16 +222,16 @@ function observeMachine(config: DetectorConfig, state: DetectorState, message: M
     default:
       break;
   }
-  const confirmedAt = machine.status === 'watching' && prior.status === 'confirmed' ? withoutKey(state.confirmedAt, id) : state.confirmedAt;
-  return { ...state, confirmedAt, machines: { ...state.machines, [id]: machine }, ruleStates: { ...state.ruleStates, [id]: nextRuleStates } };
+  if (machine.status === 'watching' && prior.status === 'confirmed') delete state.confirmedAt[id];
+  if (machine !== prior) state.machines[id] = machine;
 }
 
-function withoutMachine<T extends { machineId: string }>(record: Record<string, T>, machineId: string): Record<string, T> {
-  return Object.fromEntries(Object.entries(record).filter(([, v]) => v.machineId !== machineId));
+/** A confirmed machine is watched again once it shows life after the verdict (re-registered, or its restarted role reports a phase). */
+function rearm(state: DetectorState, m: WatchedMachine, at: number): WatchedMachine {
+  if (m.status !== 'confirmed' || at <= (state.confirmedAt[m.machineId] ?? Infinity)) return m;
+  return { ...m, status: 'watching', watchedSince: at, lastActivityAt: null, lastThroughput: null };
 }
 
-function withoutKey<T>(record: Record<string, T>, key: string): Record<string, T> {
-  const copy = { ...record };
-  delete copy[key];
-  return copy;
+function dropSuspicionsOf(config: DetectorConfig, state: DetectorState, machineId: string): void {
+  for (const rule of config.rules) delete state.suspicions[suspicionKey(machineId, rule.name)];
 }

@@ -1,11 +1,17 @@
 import type { Draft, Evidence, InputGapReason, MessageOf, Role } from '@robustrl/contracts';
 import type { JobCommand } from '@robustrl/domain-kit';
 import { PAPER_DETECTION_DEFAULTS, ResolvedDetectionSettings } from './detection-settings';
+import { DetectorIndex } from './detector.index';
 import { DEFAULT_DETECTION_RULES, DetectionRule, MACHINE_OBSERVATIONS, MachineObservation, RuleContext, WatchedMachine } from './rules';
 
 /**
  * The detector's view of one job (paper §4): the machines it watches, each rule's private state per
  * machine, the suspicions open (with their heartbeat probes) and when each machine was last confirmed.
+ *
+ * The state evolves in place (the decider is `in-place`): a job of thousands of machines folds a
+ * telemetry sample by updating that machine's entry, O(1) in the size of the job, never by copying the
+ * machine table. `index` is derived from the rest (due deadlines, the throughput ranking) and is not
+ * part of snapshots.
  */
 export const DETECTOR_INPUT_TYPES = ['JobStarted', ...MACHINE_OBSERVATIONS] as const;
 /**
@@ -53,6 +59,10 @@ export interface DetectorState {
   blind: { since: number; reason: InputGapReason } | null;
   /** After a gap, time-based rules conclude nothing before this moment (null: no grace running). */
   graceUntil: number | null;
+  /** The newest event time folded so far (0 before any): the index's "now" when rebuilt from a snapshot. */
+  foldedUntil: number;
+  /** Derived, not in snapshots: see `detector.index.ts`. */
+  index: DetectorIndex;
 }
 
 export const initialDetectorState = (config: DetectorConfig): DetectorState => ({
@@ -64,6 +74,8 @@ export const initialDetectorState = (config: DetectorConfig): DetectorState => (
   verdictSeq: 0,
   blind: null,
   graceUntil: null,
+  foldedUntil: 0,
+  index: new DetectorIndex(),
 });
 
 /** Whether a time-based rule may conclude anything about the job at `now`: not while blind, not during the grace after. */
@@ -71,6 +83,16 @@ export const windowsMayConclude = (state: DetectorState, now: number): boolean =
   state.blind === null && (state.graceUntil === null || now >= state.graceUntil);
 
 export const suspicionKey = (machineId: string, rule: string) => `${machineId}|${rule}`;
+
+/** The machine's open suspicions, one per rule at most: O(rules), not O(suspicions of the job). */
+export function suspicionsOf(config: DetectorConfig, state: DetectorState, machineId: string): OpenSuspicion[] {
+  const out: OpenSuspicion[] = [];
+  for (const rule of config.rules) {
+    const s = state.suspicions[suspicionKey(machineId, rule.name)];
+    if (s) out.push(s);
+  }
+  return out;
+}
 
 /** Hybrid machines (trainer and rollout colocated) are recovered as trainers. */
 export const handledAs = (role: Role): 'trainer' | 'rollout' => (role === 'rollout' ? 'rollout' : 'trainer');
@@ -83,7 +105,7 @@ export const freshRuleStates = (config: DetectorConfig, m: WatchedMachine, at: n
 export const contextFor = (state: DetectorState, machine: WatchedMachine, now: number): RuleContext => ({
   now,
   machine,
-  peers: Object.values(state.machines).filter((p) => p.machineId !== machine.machineId),
+  peers: state.index.peersOf(machine.machineId),
   settings: state.settings,
 });
 

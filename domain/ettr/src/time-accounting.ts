@@ -3,8 +3,16 @@ import type { DowntimeCategory, EttrView, MachineView, Outage } from './ettr-vie
 /** Phases in which a rollout machine generates work a task restart would throw away. */
 const GENERATING = new Set(['rollout', 'awaiting-tools']);
 
-/** What a machine's GPUs are doing right now: effective, or down for a reason an outage (or startup) owns. */
-export function classify(view: EttrView, m: MachineView): { category: DowntimeCategory; outageId: string | null } | null {
+/**
+ * What a machine's GPUs are doing right now: effective, or down for a reason an outage (or startup) owns.
+ * `blocking` answers "which open outage is a machine of this role waiting on" (once per advance, not
+ * once per machine: the outages of a long job are many, its machines thousands).
+ */
+export function classify(
+  view: EttrView,
+  m: MachineView,
+  blocking: (m: MachineView) => Outage | undefined = (machine) => blockingOutage(view, machine),
+): { category: DowntimeCategory; outageId: string | null } | null {
   if (m.heldBy) {
     // Verdict → restart ordered → the new process reports `initializing` → it reports work: restart, then re-initialisation.
     if (m.restartOrdered && m.phase === 'initializing' && m.reportedSinceRestart) return { category: 'reinitialization', outageId: m.heldBy };
@@ -12,8 +20,8 @@ export function classify(view: EttrView, m: MachineView): { category: DowntimeCa
   }
   if (m.phase === null || m.phase === 'initializing') return { category: 'startup', outageId: null };
   if (m.phase === 'idle') {
-    const blocking = blockingOutage(view, m);
-    if (blocking) return { category: 'waiting-on-dead-role', outageId: blocking.outageId };
+    const outage = blocking(m);
+    if (outage) return { category: 'waiting-on-dead-role', outageId: outage.outageId };
   }
   return null;
 }
@@ -75,10 +83,17 @@ export function advance(view: EttrView, to: number): void {
   const dt = to - from;
   let effective = 0;
   let total = 0;
+  // The outage a machine waits on depends only on its role: looked up at most twice per advance.
+  const blockingByRole = new Map<string, Outage | undefined>();
+  const blocking = (m: MachineView) => {
+    const mine = m.role === 'rollout' ? 'rollout' : 'trainer';
+    if (!blockingByRole.has(mine)) blockingByRole.set(mine, blockingOutage(view, m));
+    return blockingByRole.get(mine);
+  };
   for (const m of Object.values(view.machines)) {
     const gpuMs = m.gpus * dt;
     total += gpuMs;
-    const down = classify(view, m);
+    const down = classify(view, m, blocking);
     if (down) {
       ledgerAdd(view, down.category, down.outageId, m, gpuMs);
       m.effectiveSince = null;

@@ -13,6 +13,8 @@ import { step } from './step';
  *
  * `toEvent(output, now)` turns an output into the event the host would publish (in specs: the
  * output with an `occurredAt`, or a timeline message).
+ *
+ * An `in-place` decider's state belongs to the run: `state` is updated by every step and `fold`.
  */
 export class DeciderRun<State, Input extends Event, Event, Output> {
   /** Every output in order, with the step's time and the event it was folded as. */

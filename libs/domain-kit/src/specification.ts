@@ -1,4 +1,5 @@
 import { Decider, foldEvents } from './decider';
+import type { JobCommand } from './job-command';
 
 /**
  * given / when / then for deciders:
@@ -14,7 +15,7 @@ export const DeciderSpecification = {
       given(events: readonly Event[]) {
         return {
           when(command: Command) {
-            const run = () => decider.decide(command, foldEvents(decider.evolve, decider.initialState(), events));
+            const run = () => decider.decide(command, stateFor(decider, events, command));
             return {
               then(expected: readonly Output[], assertEqual: (actual: Output[], expected: readonly Output[]) => void) {
                 assertEqual(run(), expected);
@@ -41,6 +42,16 @@ export const DeciderSpecification = {
     };
   },
 };
+
+/**
+ * The state `decide` reads for `command` after `events`: as the kit's `step` builds it — an `in-place`
+ * decider observing an input decides with the input folded in.
+ */
+function stateFor<State, Command, Event, Output>(decider: Decider<State, Command, Event, Output>, events: readonly Event[], command: Command): State {
+  const state = foldEvents(decider.evolve, decider.initialState(), events);
+  const job = command as Partial<JobCommand<Event>>;
+  return decider.evolution === 'in-place' && job.kind === 'observe' && job.message !== undefined ? decider.evolve(state, job.message) : state;
+}
 
 /**
  * given / then for projections: fold the given events from the initial view, then check the view.

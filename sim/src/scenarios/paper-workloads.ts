@@ -147,6 +147,37 @@ function scaleScenario(): Scenario {
 }
 
 /**
+ * The 256-GPU benchmark job grown (or shrunk) to `gpus` GPUs, 8 a machine, half trainers and half
+ * rollouts, with the batch grown with the rollouts (32 responses a rollout machine, as at 256 GPUs) so a
+ * step takes about as long and every machine is as busy: the simulator's scaling benchmark (issue 13:
+ * jobs of 1,000–10,000 GPUs). Not a built-in scenario (`simulate --all` stays as it is).
+ */
+export function scaledScenario(gpus: number, steps = 100): Scenario {
+  const base = scaleScenario();
+  const machines = Math.max(2, Math.round(gpus / 8));
+  const trainerMachines = Math.floor(machines / 2);
+  const rolloutMachines = machines - trainerMachines;
+  const responsesPerPrompt = base.batch.responsesPerPrompt;
+  const responses = Math.round((base.batch.prompts * responsesPerPrompt * rolloutMachines) / base.cluster.rolloutMachines);
+  return parseScenario(
+    {
+      ...base,
+      name: `qwen3-8b-math-semi-sync-${machines * 8}gpu`,
+      description: `${base.description.split(' on ')[0]} grown to ${machines * 8} GPUs (${machines} machines), ${responses} responses a step`,
+      cluster: { trainerMachines, rolloutMachines, gpusPerMachine: 8 },
+      steps,
+      batch: { prompts: Math.max(1, Math.round(responses / responsesPerPrompt)), responsesPerPrompt },
+      sources: {
+        ...base.sources,
+        cluster: `assumed: the 256-GPU testbed grown to ${machines} machines × 8 GPUs`,
+        batch: 'assumed: the batch grows with the rollout machines (32 responses each, as at 256 GPUs)',
+      },
+    },
+    `scaled scenario of ${gpus} GPUs`,
+  );
+}
+
+/**
  * The main job's emulated cluster (`npm start`): the Qwen3-8B-Math semi-sync workload shrunk so it runs in
  * about a minute of scaled time — 6 machines, a 64-sample batch, a few steps — with both fault kinds.
  */

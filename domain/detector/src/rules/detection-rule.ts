@@ -33,17 +33,43 @@ export interface WatchedMachine {
   status: 'watching' | 'confirmed' | 'gone';
   phase: RolePhase | null;
   phaseSince: number;
+  /**
+   * When this incarnation began to be watched (registration, role change, re-arm after a verdict).
+   * A sample older than that describes the machine before it and is not folded (see `observeMachine`).
+   */
+  watchedSince: number;
   lastActivityAt: number | null;
   lastThroughput: ThroughputReading | null;
+}
+
+/** Only rollouts with generation work to do are comparable: waiting on tools or idle is not slowness. */
+export function isGeneratingRollout(m: WatchedMachine): boolean {
+  const t = m.lastThroughput;
+  return m.status === 'watching' && m.role === 'rollout' && t !== null && t.inFlightRequests - t.awaitingTools > 0;
+}
+
+/**
+ * What a rule may ask about the machine's peers, answered from an index the core keeps up to date as
+ * samples are folded — never a list of every machine (a job has thousands; a rule runs per sample).
+ * Each answer costs O(log N) in the machines of the job.
+ */
+export interface PeerView {
+  /** How many other machines are generating rollouts (`isGeneratingRollout`). */
+  generatingRollouts(): number;
+  /** The median of their last tokens/s (NaN when there are none). */
+  medianTokensPerSecond(): number;
 }
 
 export interface RuleContext {
   now: number;
   machine: WatchedMachine;
-  /** Every other machine of the job, e.g. for a peer median. */
-  peers: readonly WatchedMachine[];
+  /** The other machines of the job, as statistics (e.g. for a peer median). */
+  peers: PeerView;
   settings: ResolvedDetectionSettings;
 }
+
+/** What `dueAt` may read: the machine and the settings, not the time (a deadline is what it computes). */
+export type DueContext = Pick<RuleContext, 'machine' | 'settings'>;
 
 /**
  * What a rule concludes about a machine at a moment:
@@ -79,4 +105,12 @@ export interface DetectionRule<State = unknown> {
   evaluate(state: State, ctx: RuleContext): Finding | null;
   /** The state with a blind interval discounted: the time anchors its windows count from move past the gap. */
   discountBlindness(state: State, blind: BlindInterval): State;
+  /**
+   * The earliest time `evaluate` could find something given no new input (null: not before an input
+   * changes the state). Ticks evaluate a machine only once one of its rules is due, so a tick costs what
+   * is due, not the size of the job. A rule's finding may only appear with time (null → finding), never
+   * vanish with it: evidence goes away on an input, and inputs are evaluated when they arrive.
+   * A rule without `dueAt` is evaluated on every tick (fine for a small job or a rare rule).
+   */
+  dueAt?(state: State, ctx: DueContext): number | null;
 }

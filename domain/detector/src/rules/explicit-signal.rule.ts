@@ -41,4 +41,6 @@ export const ExplicitSignalRule: DetectionRule<ExplicitSignalState> = {
   },
 
   discountBlindness: (state) => state,
+  // Due at once: a signal confirms when it is observed; a tick only catches one folded without a decision.
+  dueAt: (state) => state.signal?.at ?? null,
 };

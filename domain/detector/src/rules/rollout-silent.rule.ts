@@ -44,4 +44,5 @@ export const RolloutSilentRule: DetectionRule<RolloutSilentState> = {
   },
 
   discountBlindness: (state, blind) => ({ silentSince: discountBlindInterval(state.silentSince, blind) }),
+  dueAt: (state, { settings }) => state.silentSince + settings.rolloutSilentWindowMs,
 };

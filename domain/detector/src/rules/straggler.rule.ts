@@ -1,5 +1,5 @@
 import { discountBlindInterval } from './blind-interval';
-import { DetectionRule, WatchedMachine } from './detection-rule';
+import { DetectionRule } from './detection-rule';
 
 export interface StragglerState {
   belowSince: number | null;
@@ -7,22 +7,13 @@ export interface StragglerState {
   peerMedian: number;
 }
 
-/** Only rollouts with generation work to do are comparable: waiting on tools or idle is not slowness. */
-function generating(m: WatchedMachine): boolean {
-  const t = m.lastThroughput;
-  return t !== null && t.inFlightRequests - t.awaitingTools > 0;
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
-}
-
 /**
  * Straggler rule: a rollout generating far below the median of its generating peers for a window.
  * Reported as a suspicion (the default) because a slow machine still makes progress; the job's
  * settings can ask for replacement instead.
+ *
+ * The peer median comes from the core's ranking of generating rollouts (`PeerView`, an order-statistics
+ * tree): O(log N) a sample instead of filtering and sorting every peer on every sample.
  */
 export const StragglerRule: DetectionRule<StragglerState> = {
   name: 'straggler',
@@ -30,13 +21,14 @@ export const StragglerRule: DetectionRule<StragglerState> = {
   appliesTo: (role) => role === 'rollout',
   initialState: () => ({ belowSince: null, observed: 0, peerMedian: 0 }),
 
-  observe(state, message, at, { peers, settings }) {
+  observe(state, message, at, { peers, settings, machine }) {
     if (message.type !== 'RolloutThroughputSampled' || !settings.straggler.enabled) return state;
+    // A sample older than the machine's newest one (read again after a restart) is not its present speed.
+    if (machine.lastThroughput !== null && at < machine.lastThroughput.at) return state;
     const mine = message.data;
-    const comparablePeers = peers.filter((p) => p.status === 'watching' && p.role === 'rollout' && generating(p));
     const hasWork = mine.inFlightRequests - mine.awaitingTools > 0;
-    if (!hasWork || comparablePeers.length < settings.straggler.minPeers) return { belowSince: null, observed: 0, peerMedian: 0 };
-    const peerMedian = median(comparablePeers.map((p) => p.lastThroughput!.tokensPerSecond));
+    if (!hasWork || peers.generatingRollouts() < settings.straggler.minPeers) return { belowSince: null, observed: 0, peerMedian: 0 };
+    const peerMedian = peers.medianTokensPerSecond();
     const below = mine.tokensPerSecond < settings.straggler.ratio * peerMedian;
     return { belowSince: below ? (state.belowSince ?? at) : null, observed: mine.tokensPerSecond, peerMedian };
   },
@@ -56,4 +48,5 @@ export const StragglerRule: DetectionRule<StragglerState> = {
   },
 
   discountBlindness: (state, blind) => (state.belowSince === null ? state : { ...state, belowSince: discountBlindInterval(state.belowSince, blind) }),
+  dueAt: (state, { settings }) => (!settings.straggler.enabled || state.belowSince === null ? null : state.belowSince + settings.straggler.windowMs),
 };

@@ -28,7 +28,13 @@ export const TrainerIdleRule: DetectionRule<TrainerIdleState> = {
     const inTraining = machine.phase === 'training';
     if (message.type === 'GpuActivitySampled') {
       if (message.data.tensorActive <= 0) return state;
-      return { accruedMs: 0, accruingFrom: inTraining ? at : null, evidenceSince: inTraining ? at : null };
+      // Read again after a restart, an activity sample may come after facts that followed it. One older
+      // than the idle evidence says nothing about that stretch; one older than the training phase we are
+      // in can only clear up to the phase's start (the idle stretch cannot begin before it). Either way
+      // the machine never looks idle for longer than it did in the original order.
+      if (state.evidenceSince !== null && at < state.evidenceSince) return state;
+      const from = inTraining ? Math.max(at, machine.phaseSince) : null;
+      return { accruedMs: 0, accruingFrom: from, evidenceSince: from };
     }
     if (message.type === 'RolePhaseChanged') {
       const wasTraining = machine.phase === 'training';
@@ -65,4 +71,9 @@ export const TrainerIdleRule: DetectionRule<TrainerIdleState> = {
 
   // Idle time accrued before the gap stays accrued; the stretch in progress resumes after it.
   discountBlindness: (state, blind) => (state.accruingFrom === null ? state : { ...state, accruingFrom: discountBlindInterval(state.accruingFrom, blind) }),
+  dueAt(state, { settings }) {
+    if (state.evidenceSince === null) return null;
+    if (state.accruingFrom === null) return state.accruedMs >= settings.trainerIdleWindowMs ? state.evidenceSince : null;
+    return state.accruingFrom + settings.trainerIdleWindowMs - state.accruedMs;
+  },
 };
