@@ -21,6 +21,13 @@ export function freePort(): Promise<number> {
   });
 }
 
+/** `n` distinct free ports: the OS may hand out a port it just gave (and we closed) again. */
+export async function freePorts(n: number): Promise<number[]> {
+  const ports = new Set<number>();
+  while (ports.size < n) ports.add(await freePort());
+  return [...ports];
+}
+
 /**
  * A real Kafka broker and PostgreSQL server of the run's own (the project's deploy/local scripts with
  * their own state folder and ports), so a fault-injection run can stop and start them without touching
@@ -37,7 +44,8 @@ export class PrivateInfra {
   }
 
   static async create(): Promise<PrivateInfra> {
-    return new PrivateInfra(await freePort(), await freePort(), await freePort());
+    const [kafka, kafkaController, pg] = await freePorts(3);
+    return new PrivateInfra(kafka, kafkaController, pg);
   }
 
   get brokers(): string[] {

@@ -16,6 +16,8 @@ export class SyntheticJob {
   failedBatches = 0;
   skippedIntervals = 0;
   probesAnswered = 0;
+  /** Machines that no longer report (their fault was signalled): left out of the samples. */
+  readonly silenced = new Set<string>();
   private timer?: NodeJS.Timeout;
   private inFlight: Promise<void> | null = null;
   private prober?: Subscription;
@@ -105,21 +107,25 @@ export class SyntheticJob {
   private samples(): RobustrlMessage[] {
     const now = new Date().toISOString();
     return [
-      ...this.trainerIds.map((machineId) =>
-        this.message('GpuActivitySampled', { machineId, sampledAt: now, intervalSeconds: 1, tensorActive: 0.6 + Math.random() * 0.3, source: 'emulated' }),
-      ),
-      ...this.rolloutIds.map((rolloutId) =>
-        this.message('RolloutThroughputSampled', {
-          machineId: rolloutId,
-          rolloutId,
-          sampledAt: now,
-          windowSeconds: 1,
-          tokensPerSecond: 700 + Math.random() * 300,
-          completedRequests: 2,
-          inFlightRequests: 6,
-          awaitingTools: 1,
-        }),
-      ),
+      ...this.trainerIds
+        .filter((machineId) => !this.silenced.has(machineId))
+        .map((machineId) =>
+          this.message('GpuActivitySampled', { machineId, sampledAt: now, intervalSeconds: 1, tensorActive: 0.6 + Math.random() * 0.3, source: 'emulated' }),
+        ),
+      ...this.rolloutIds
+        .filter((rolloutId) => !this.silenced.has(rolloutId))
+        .map((rolloutId) =>
+          this.message('RolloutThroughputSampled', {
+            machineId: rolloutId,
+            rolloutId,
+            sampledAt: now,
+            windowSeconds: 1,
+            tokensPerSecond: 700 + Math.random() * 300,
+            completedRequests: 2,
+            inFlightRequests: 6,
+            awaitingTools: 1,
+          }),
+        ),
     ];
   }
 }

@@ -1,0 +1,132 @@
+/**
+ * `npm run bench:recovery-latency` (issue 13) — an explicit fault signal published → the controller's
+ * command consumed, against a bare kafkajs produce → consume round trip on the same broker in the same run.
+ *
+ *   node bench/dist/recovery-latency.bench.js [--faults N] [--faults-per-job F] [--gap-ms MS] [--telemetry-ms MS]
+ *   (env BENCH_FAULTS, default 100; BENCH_FAULTS_PER_JOB, default 25; BENCH_GAP_MS, default 200;
+ *   BENCH_TELEMETRY_MS, default 1000, 0 for jobs that do not report)
+ *
+ * Set-up (10–20 s; a whole run with the defaults takes about 1.5 minutes): a Kafka broker and a PostgreSQL server of the run's own on free ports
+ * (deploy/local scripts, `chaos/private-infra.ts`; the jars of the shared broker are reused, found through
+ * ROBUSTRL_LOCAL_DIR, else `<repo>/.local`), the built detector and controller each as its own process
+ * (ROBUSTRL_ORCHESTRATOR=none: the controller decides commands and publishes them, nobody carries them
+ * out), and ceil(N / F) synthetic jobs, each with 2 trainers and F + 1 rollouts registered and reporting
+ * (GPU activity, rollout throughput) every MS of --telemetry-ms, its first step completed; a machine stops
+ * reporting once its fault is signalled.
+ *
+ * Why the faults do not escalate into task restarts (domain/controller/src/escalation-rules.ts): every
+ * fault is a `process-exited` signal on a rollout machine, which the controller answers with a
+ * ReplaceMachine for that machine (rollout faults never restart the task and never count towards rule 2);
+ * rule 1 (a fault in the first iteration) is kept away by each job's TrainingStepCompleted, and each
+ * fault hits a machine of its own, since a second fault on a machine whose replacement is still pending
+ * would be `covered-by-active-recovery` (report-only, no command). Each job proves the controller has
+ * read its first step with a warm-up fault on its spare rollout (F + 1): a job whose warm-up got a
+ * RestartTask is dropped for a new one, as that restart would cover all its later faults.
+ *
+ * Measured: N times, interleaved so the machine's noise hits both alike, (1) one bare round trip —
+ * kafkajs producer (idempotent, one request in flight, acks=all, as the bus's) → kafkajs consumer
+ * (fresh group), one record of a fault signal's bytes on a topic with the control topic's partition
+ * count — then a random pause of 1–2 × MS; (2) one fault: an AgentFaultSignalled published through a
+ * KafkaBus of its own (as an agent does), and the clock stops when the bench's own kafkajs consumer on
+ * the control topic gets the controller's first command for it (matched by job and correlation id, or
+ * the machine it names); the next fault waits for it, then the same pause. Faults go round-robin over
+ * the jobs. The split of each fault's time uses the envelopes' occurredAt (the services run on this
+ * machine's clock): the detector's FaultConfirmed carries the time it began handling the signal, the
+ * command the time the controller began handling the verdict.
+ *
+ * Reports p50/p99/max of both and the ratio p99(fault → command) / (2 × p50(round trip)) — the path is two
+ * hops through the broker (signal → detector, verdict → controller) — against the issue's goal of ≤ 3.
+ * Progress on stderr, markdown on stdout; exits 1 if a fault got no command within 30 s. Ctrl-C (or
+ * SIGTERM) stops the services, the clients and both servers and removes their folder; ROBUSTRL_BENCH_KEEP=1
+ * keeps the folder (service logs in `<folder>/logs`) after a normal end.
+ */
+import { median, parseIntegerOptions, percentile } from './bench-kit';
+import { FaultSample, RecoveryLatencyResult, RecoveryLatencyRun } from './recovery-latency';
+
+const progress = (line: string) => process.stderr.write(`[bench:recovery-latency] ${line}\n`);
+
+const options = parseIntegerOptions(process.argv.slice(2), process.env, 'bench/dist/recovery-latency.bench.js', {
+  faults: { env: 'BENCH_FAULTS', fallback: 100, min: 1, placeholder: 'N' },
+  'faults-per-job': { env: 'BENCH_FAULTS_PER_JOB', fallback: 25, min: 1, placeholder: 'F' },
+  'gap-ms': { env: 'BENCH_GAP_MS', fallback: 200, min: 0, placeholder: 'MS' },
+  'telemetry-ms': { env: 'BENCH_TELEMETRY_MS', fallback: 1_000, min: 0, placeholder: 'MS' },
+});
+
+/** The issue's goal: p99 of fault → command at most this many times two bare round trips. */
+const GOAL_RATIO = 3;
+
+async function main(): Promise<void> {
+  const run = new RecoveryLatencyRun({
+    faults: options.faults,
+    faultsPerJob: options['faults-per-job'],
+    trainersPerJob: 2,
+    gapMs: options['gap-ms'],
+    telemetryMs: options['telemetry-ms'],
+    progress,
+  });
+  const interrupted = (signal: NodeJS.Signals, code: number) => {
+    progress(`${signal}: stopping the services, the clients and the private broker and PostgreSQL`);
+    void run.close().finally(() => process.exit(code));
+  };
+  process.once('SIGINT', () => interrupted('SIGINT', 130));
+  process.once('SIGTERM', () => interrupted('SIGTERM', 143));
+  let result: RecoveryLatencyResult;
+  try {
+    await run.start();
+    progress(`measuring ${options.faults} faults, each after a bare round trip`);
+    result = await run.measure();
+  } finally {
+    await run.close();
+  }
+  process.stdout.write(`${report(result)}\n`);
+  if (result.missed.length > 0) process.exitCode = 1;
+}
+
+function report(r: RecoveryLatencyResult): string {
+  const ms = (x: number) => (x >= 100 ? x.toFixed(0) : x.toFixed(1));
+  const row = (what: string, xs: number[]) =>
+    xs.length === 0 ? `| ${what} | 0 | — | — | — |` : `| ${what} | ${xs.length} | ${ms(median(xs))} | ${ms(percentile(xs, 99))} | ${ms(Math.max(...xs))} |`;
+  const stage = (pick: (s: FaultSample) => number | null) => r.samples.map(pick).filter((x): x is number => x !== null);
+  const totals = r.samples.map((s) => s.totalMs);
+  const baseP50 = median(r.baselineMs);
+  const ratio = totals.length ? percentile(totals, 99) / (2 * baseP50) : NaN;
+  const commands = new Map<string, number>();
+  for (const s of r.samples) commands.set(s.command, (commands.get(s.command) ?? 0) + 1);
+  return [
+    `Recovery latency, ${r.samples.length + r.missed.length} explicit faults over ${r.jobs} job(s), private single-node broker (${r.partitions} partitions a topic) and PostgreSQL on this machine, Node ${process.version}`,
+    '',
+    '| measure | n | p50 ms | p99 ms | max ms |',
+    '|---|---:|---:|---:|---:|',
+    row('bare kafkajs produce → consume round trip (baseline)', r.baselineMs),
+    row('**fault signal published → controller command consumed**', totals),
+    row(
+      '  signal published → detector handles it',
+      stage((s) => s.toDetectorMs),
+    ),
+    row(
+      '  detector handles it → its FaultConfirmed consumed (by the bench)',
+      stage((s) => s.detectorToVerdictMs),
+    ),
+    row(
+      '  detector handles it → controller handles the FaultConfirmed',
+      stage((s) => s.detectorToControllerMs),
+    ),
+    row(
+      '  controller handles it → its RecoveryDecided consumed (by the bench)',
+      stage((s) => s.controllerToDecisionMs),
+    ),
+    row(
+      '  controller handles it → its command consumed',
+      stage((s) => s.controllerToConsumedMs),
+    ),
+    '',
+    `p99 / (2 × baseline p50) = ${ms(percentile(totals, 99))} / (2 × ${ms(baseP50)}) = **${ratio.toFixed(1)}x** — goal ≤ ${GOAL_RATIO}x: ${ratio <= GOAL_RATIO ? 'met' : 'NOT met'}`,
+    `commands: ${[...commands].map(([type, n]) => `${type} × ${n}`).join(', ') || 'none'}${r.missed.length ? `; NO COMMAND within 30 s for ${r.missed.map((m) => `${m.jobId}/${m.machineId}`).join(', ')}` : ''}`,
+    '(indented rows: each stage on its own, from the envelopes’ occurredAt, ms resolution; their p50s and p99s need not add up to the total’s, and two rows may share a start)',
+  ].join('\n');
+}
+
+main().catch((err: unknown) => {
+  progress(`failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+  process.exit(1);
+});

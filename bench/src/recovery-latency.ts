@@ -1,0 +1,417 @@
+import { randomUUID } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { Admin, Kafka, logLevel, Producer } from 'kafkajs';
+import { BusLogger, KafkaBus } from '@robustrl/bus';
+import { createMessage, encodeMessage, Topics } from '@robustrl/contracts';
+import { freePorts, PrivateInfra, ServiceProcess } from './chaos/private-infra';
+import { SyntheticJob } from './chaos/synthetic-job';
+
+/**
+ * The run behind `npm run bench:recovery-latency` (see recovery-latency.bench.ts for what it measures
+ * and why it is set up this way). Everything it starts — broker, PostgreSQL, service processes,
+ * clients — is registered as it starts, so `close()` stops exactly that, at any point.
+ */
+export interface RecoveryLatencyOptions {
+  /** Explicit fault signals measured (one round trip each as the baseline, interleaved). */
+  faults: number;
+  /** Faults per job: the rollout machines a job has for them (plus one for its warm-up fault). */
+  faultsPerJob: number;
+  /** Trainer machines per job (they keep reporting; no fault is signalled on them). */
+  trainersPerJob: number;
+  /** Pause after each measured round trip and each fault, plus up to as much again at random. */
+  gapMs: number;
+  /** How often each job's machines report (GPU activity, rollout throughput); 0: they do not (a quiet control plane). */
+  telemetryMs: number;
+  progress: (line: string) => void;
+}
+
+/** One fault: publish → the controller's command consumed, and where the time went (ms). */
+export interface FaultSample {
+  jobId: string;
+  machineId: string;
+  /** The controller's first command for it (ReplaceMachine for a rollout fault). */
+  command: string;
+  /** The bench's publish call → the command consumed by the bench (performance.now()). */
+  totalMs: number;
+  /** Publish → the detector began handling the signal (FaultConfirmed.occurredAt, the detector's clock = ours). */
+  toDetectorMs: number | null;
+  /** Detector began handling → its FaultConfirmed consumed by the bench (the detector's commit and relay, one hop). */
+  detectorToVerdictMs: number | null;
+  /** Detector began handling → the controller began handling the verdict (the command's occurredAt). */
+  detectorToControllerMs: number | null;
+  /** Controller began handling → its RecoveryDecided (published with the command) consumed by the bench. */
+  controllerToDecisionMs: number | null;
+  /** Controller began handling → the command consumed by the bench. */
+  controllerToConsumedMs: number | null;
+}
+
+export interface RecoveryLatencyResult {
+  /** Bare kafkajs produce → consume round trips (ms). */
+  baselineMs: number[];
+  samples: FaultSample[];
+  /** Faults whose command did not arrive within the timeout. */
+  missed: Array<{ jobId: string; machineId: string }>;
+  jobs: number;
+  partitions: number;
+}
+
+/** The controller's commands (control topic): the first one for a fault ends its measurement. */
+const COMMAND_TYPES = new Set(['ReplaceMachine', 'RestartTrainerGroup', 'PromoteRolloutToTrainer', 'RestartTask']);
+/** A fault whose command has not come after this long is counted as missed. */
+const COMMAND_TIMEOUT_MS = 30_000;
+const BASELINE_WARMUP = 10;
+const quiet: BusLogger = { info: () => undefined, warn: () => undefined, error: () => undefined };
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** What the bench's observer keeps of a record on the verdicts or control topic (plain JSON, no schema). */
+interface Seen {
+  type: string;
+  jobId: string;
+  correlationId: string;
+  occurredAt: number;
+  machineId: string | null;
+  /** performance.now() when the bench's consumer got it. */
+  consumedAt: number;
+}
+
+interface PendingFault {
+  jobId: string;
+  machineId: string;
+  correlationId: string;
+  done: (command: Seen) => void;
+}
+
+export class RecoveryLatencyRun {
+  private infra?: PrivateInfra;
+  private readonly services: ServiceProcess[] = [];
+  private readonly jobs: SyntheticJob[] = [];
+  private readonly kafka: { clients: Array<{ disconnect(): Promise<void> }> } = { clients: [] };
+  private agentBus?: KafkaBus;
+  private signalBus?: KafkaBus;
+  private bare?: { producer: Producer; topic: string; key: string; waiting: Map<string, (at: number) => void> };
+  private pending: PendingFault | null = null;
+  /** FaultConfirmed and RecoveryDecided by correlation id (the fault's story). */
+  private readonly verdicts = new Map<string, Seen>();
+  private readonly decisions = new Map<string, Seen>();
+  private topicPrefix = '';
+  private partitions = 0;
+  private closed = false;
+  private closing?: Promise<void>;
+
+  constructor(private readonly options: RecoveryLatencyOptions) {}
+
+  /** Private infra, the detector and controller processes, the jobs, the observer and the baseline clients; then warm-ups. */
+  async start(): Promise<void> {
+    const { progress } = this.options;
+    const infra = await PrivateInfra.create();
+    this.infra = infra;
+    const logDir = join(infra.dir, 'logs');
+    mkdirSync(logDir, { recursive: true });
+    progress(`private broker ${infra.brokers.join(',')} and PostgreSQL in ${infra.dir} (service logs in ${logDir})`);
+    infra.startKafka();
+    this.assertOpen();
+    infra.startPostgres();
+    this.assertOpen();
+    this.topicPrefix = `bench-recovery-${randomUUID().slice(0, 8)}.`;
+    const env: NodeJS.ProcessEnv = {
+      KAFKA_BROKERS: infra.brokers.join(','),
+      DATABASE_URL: infra.databaseUrl,
+      ROBUSTRL_TOPIC_PREFIX: this.topicPrefix,
+      // Commands are only consumed by the bench, not carried out (they would time out after 10 minutes).
+      ROBUSTRL_ORCHESTRATOR: 'none',
+      OTEL_SDK_DISABLED: 'true',
+      NO_COLOR: '1',
+    };
+    const busOf = (clientId: string) => new KafkaBus({ brokers: infra.brokers, clientId, topicPrefix: this.topicPrefix, logger: quiet });
+    // The job's telemetry and the fault signals leave through producers of their own, as on separate agents.
+    this.agentBus = busOf('bench-agents');
+    this.signalBus = busOf('bench-fault-signals');
+    await this.agentBus.ensureTopics();
+    this.assertOpen(); // interrupted meanwhile: spawn nothing close() would not see
+    const ports = await freePorts(2);
+    for (const [i, name] of ['detector', 'controller'].entries()) this.services.push(new ServiceProcess(name, ports[i], env, logDir));
+    for (const s of this.services) s.start();
+    for (const s of this.services) {
+      await waitFor(
+        `${s.name} ready`,
+        async () => (await s.readiness()) === 200,
+        120_000,
+        () => this.closed,
+      );
+      progress(`${s.name} ready ${((Date.now() - s.startedAt) / 1000).toFixed(1)} s after its start`);
+    }
+    this.assertOpen();
+    await this.startObserver(infra.brokers);
+    this.assertOpen();
+    await this.startBaseline(infra.brokers);
+
+    const jobCount = Math.ceil(this.options.faults / this.options.faultsPerJob);
+    for (let j = 0; j < jobCount; j++) {
+      this.assertOpen();
+      this.jobs.push(await this.readyJob());
+    }
+    const reporting = this.options.telemetryMs > 0 ? `reporting every ${this.options.telemetryMs} ms` : 'not reporting (telemetry off)';
+    progress(
+      `${jobCount} job(s) of ${this.options.trainersPerJob} trainers and ${this.options.faultsPerJob + 1} rollouts ${reporting}, each past a warm-up fault`,
+    );
+    for (let i = 0; i < BASELINE_WARMUP; i++) await this.roundTrip();
+  }
+
+  /** Interleaved: a bare round trip, a pause, a fault, a pause; `faults` times. */
+  async measure(): Promise<RecoveryLatencyResult> {
+    const { faults, progress } = this.options;
+    const baselineMs: number[] = [];
+    const samples: FaultSample[] = [];
+    const missed: RecoveryLatencyResult['missed'] = [];
+    for (let i = 0; i < faults; i++) {
+      this.assertOpen();
+      baselineMs.push(await this.roundTrip());
+      await this.pause();
+      // Round-robin over the jobs: consecutive faults hit different jobs (partitions) and a job's rollouts one after the other.
+      const job = this.jobs[i % this.jobs.length];
+      const machineId = job.rolloutIds[Math.floor(i / this.jobs.length)];
+      const sample = await this.fault(job, machineId);
+      if (sample) samples.push(sample);
+      else missed.push({ jobId: job.jobId, machineId });
+      if ((i + 1) % 10 === 0 || i + 1 === faults) {
+        progress(
+          `${i + 1}/${faults} faults; last: command after ${sample ? sample.totalMs.toFixed(1) : 'never'} ms, round trip ${baselineMs[i].toFixed(1)} ms`,
+        );
+      }
+      await this.pause();
+    }
+    for (const s of this.services) if (!s.running) throw new Error(`${s.name} exited during the run (log in ${this.infra?.dir}/logs)`);
+    return { baselineMs, samples, missed, jobs: this.jobs.length, partitions: this.partitions };
+  }
+
+  /** Stops whatever was started, in reverse order; safe to call twice and at any point of start(). */
+  close(): Promise<void> {
+    this.closing ??= this.stopAll();
+    return this.closing;
+  }
+
+  private async stopAll(): Promise<void> {
+    this.closed = true;
+    this.pending = null;
+    for (const job of this.jobs) await job.stop().catch(() => undefined);
+    for (const client of this.kafka.clients.reverse()) await client.disconnect().catch(() => undefined);
+    this.kafka.clients = [];
+    await this.signalBus?.close().catch(() => undefined);
+    await this.agentBus?.close().catch(() => undefined);
+    await Promise.all(this.services.map((s) => s.terminate().catch(() => undefined)));
+    const infra = this.infra;
+    this.infra = undefined;
+    if (!infra) return;
+    if (process.env.ROBUSTRL_BENCH_KEEP === '1') this.options.progress(`kept ${infra.dir} (ROBUSTRL_BENCH_KEEP=1); stop its servers with deploy/local scripts`);
+    else infra.destroy();
+  }
+
+  // ── the fault path ─────────────────────────────────────────────────────────────────────────
+
+  /**
+   * A job the controller has fully taken in: JobStarted, registrations, its first step completed (so
+   * rule 1, a fault in the first iteration, does not apply), telemetry running; proven by a warm-up
+   * fault on its spare rollout that the controller answers with a rollout replacement. Those inputs
+   * travel on three topics, so the controller may decide the warm-up before it has read the step: a job
+   * whose warm-up escalated is dropped (its task restart would cover every later fault) and a new one made.
+   */
+  private async readyJob(): Promise<SyntheticJob> {
+    const { trainersPerJob, faultsPerJob, progress } = this.options;
+    for (let attempt = 1; ; attempt++) {
+      const job = new SyntheticJob(
+        this.agentBus!,
+        { trainers: trainersPerJob, rollouts: faultsPerJob + 1 },
+        // The detector's default windows (every machine reports, so nothing else is suspected); no straggler reports.
+        { straggler: { enabled: false } },
+      );
+      this.jobs.push(job); // stopped by close() if the run is interrupted
+      await job.begin();
+      await job.publish([job.message('TrainingStepCompleted', { step: 0, batchId: 'bench-batch-0', durationMs: 1_000 })]);
+      if (this.options.telemetryMs > 0) job.run(this.options.telemetryMs);
+      await sleep(1_000 * attempt);
+      const warmup = job.rolloutIds[faultsPerJob];
+      const sample = await this.fault(job, warmup);
+      this.jobs.splice(this.jobs.indexOf(job), 1);
+      if (sample?.command === 'ReplaceMachine') return job;
+      await job.stop();
+      const what = sample ? `${sample.command} (the controller had not read the job's first step yet)` : 'no command';
+      if (attempt >= 3) throw new Error(`job ${job.jobId}: the warm-up fault got ${what}, ${attempt} times`);
+      progress(`job ${job.jobId}: the warm-up fault got ${what}; trying a new job`);
+    }
+  }
+
+  /** Signal a fault as the machine's agent would and wait for the controller's first command for it. */
+  private async fault(job: SyntheticJob, machineId: string): Promise<FaultSample | null> {
+    const signal = createMessage(
+      'AgentFaultSignalled',
+      {
+        machineId,
+        role: 'rollout',
+        signal: 'process-exited',
+        detail: 'rollout engine exited (bench:recovery-latency)',
+        exitCode: 1,
+        observedAt: new Date().toISOString(),
+      },
+      { jobId: job.jobId, source: `agent/${machineId}`, occurredAt: new Date().toISOString() },
+    );
+    let timer: NodeJS.Timeout | undefined;
+    const command = new Promise<Seen | null>((done) => {
+      this.pending = { jobId: job.jobId, machineId, correlationId: signal.correlationId, done };
+      timer = setTimeout(() => done(null), COMMAND_TIMEOUT_MS);
+    });
+    const sentAt = Date.now();
+    const t0 = performance.now();
+    await this.signalBus!.publish(signal);
+    job.silenced.add(machineId); // its process is gone: no more samples
+    const seen = await command;
+    clearTimeout(timer);
+    this.pending = null;
+    if (!seen) return null;
+    const verdict = this.verdicts.get(signal.correlationId);
+    const decision = this.decisions.get(signal.correlationId);
+    /** When the bench consumed a record, on the wall clock the envelopes' times use. */
+    const epoch = (s: Seen) => sentAt + (s.consumedAt - t0);
+    return {
+      jobId: job.jobId,
+      machineId,
+      command: seen.type,
+      totalMs: seen.consumedAt - t0,
+      toDetectorMs: verdict ? verdict.occurredAt - sentAt : null,
+      detectorToVerdictMs: verdict ? epoch(verdict) - verdict.occurredAt : null,
+      detectorToControllerMs: verdict ? seen.occurredAt - verdict.occurredAt : null,
+      controllerToDecisionMs: decision ? epoch(decision) - seen.occurredAt : null,
+      controllerToConsumedMs: epoch(seen) - seen.occurredAt,
+    };
+  }
+
+  /** A plain kafkajs consumer (no robustrl code) on the verdicts and control topics, from their start. */
+  private async startObserver(brokers: string[]): Promise<void> {
+    const kafka = new Kafka({ brokers, clientId: 'bench-recovery-observer', logLevel: logLevel.NOTHING });
+    const consumer = kafka.consumer({ groupId: `bench-recovery-observer-${randomUUID()}`, maxWaitTimeInMs: 1_000 });
+    this.kafka.clients.push(consumer);
+    await consumer.connect();
+    await consumer.subscribe({ topics: [this.topicPrefix + Topics.verdicts, this.topicPrefix + Topics.control], fromBeginning: true });
+    await consumer.run({
+      eachMessage: async ({ message }) => {
+        const consumedAt = performance.now();
+        const seen = parseSeen(message.value, consumedAt);
+        if (!seen) return;
+        if (seen.type === 'FaultConfirmed') this.verdicts.set(seen.correlationId, seen);
+        if (seen.type === 'RecoveryDecided') this.decisions.set(seen.correlationId, seen);
+        const p = this.pending;
+        if (p && COMMAND_TYPES.has(seen.type) && seen.jobId === p.jobId && (seen.correlationId === p.correlationId || seen.machineId === p.machineId)) {
+          this.pending = null;
+          p.done(seen);
+        }
+      },
+    });
+  }
+
+  // ── the baseline ───────────────────────────────────────────────────────────────────────────
+
+  /**
+   * A topic of its own with as many partitions as the control topic (replication as the bus creates
+   * them), a producer configured as the bus's (idempotent, one request in flight, acks=all) and a
+   * consumer polling as the bus's subscriptions do; kafkajs only, nothing of robustrl on the way.
+   */
+  private async startBaseline(brokers: string[]): Promise<void> {
+    const kafka = new Kafka({ brokers, clientId: 'bench-recovery-bare', logLevel: logLevel.NOTHING });
+    const admin: Admin = kafka.admin();
+    await admin.connect();
+    const topic = `${this.topicPrefix}bench.bare`;
+    try {
+      const meta = await admin.fetchTopicMetadata({ topics: [this.topicPrefix + Topics.control] });
+      this.partitions = meta.topics[0].partitions.length;
+      await admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: this.partitions, replicationFactor: -1 }] });
+    } finally {
+      await admin.disconnect();
+    }
+    const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false });
+    this.kafka.clients.push(producer);
+    await producer.connect();
+    const consumer = kafka.consumer({ groupId: `bench-recovery-bare-${randomUUID()}`, maxWaitTimeInMs: 1_000 });
+    this.kafka.clients.push(consumer);
+    await consumer.connect();
+    await consumer.subscribe({ topic, fromBeginning: true });
+    const waiting = new Map<string, (at: number) => void>();
+    await consumer.run({
+      eachMessage: async ({ message }) => {
+        const at = performance.now();
+        const id = message.headers?.['bench-id']?.toString();
+        if (id) waiting.get(id)?.(at);
+      },
+    });
+    this.bare = { producer, topic, key: `bench-bare-${randomUUID().slice(0, 8)}`, waiting };
+  }
+
+  /** One record (a fault signal's bytes) produced and consumed; ms from the send call to the consumer's eachMessage. */
+  private async roundTrip(): Promise<number> {
+    const { producer, topic, key, waiting } = this.bare!;
+    const id = randomUUID();
+    const value = encodeMessage(
+      createMessage(
+        'AgentFaultSignalled',
+        { machineId: 'rollout-0', role: 'rollout', signal: 'process-exited', detail: 'bare round trip', exitCode: 1, observedAt: new Date().toISOString() },
+        { jobId: key, source: 'bench', occurredAt: new Date().toISOString() },
+      ),
+    );
+    let timer: NodeJS.Timeout | undefined;
+    const arrived = new Promise<number>((done, fail) => {
+      waiting.set(id, done);
+      timer = setTimeout(() => fail(new Error(`bare round trip: record not consumed within ${COMMAND_TIMEOUT_MS} ms`)), COMMAND_TIMEOUT_MS);
+    });
+    const t0 = performance.now();
+    await producer.send({ topic, acks: -1, messages: [{ key, value, headers: { 'bench-id': id } }] });
+    try {
+      return (await arrived) - t0;
+    } finally {
+      clearTimeout(timer);
+      waiting.delete(id);
+    }
+  }
+
+  private pause(): Promise<void> {
+    // Random, so the faults do not fall into step with the telemetry interval or the services' 1 s ticks.
+    return sleep(this.options.gapMs * (1 + Math.random()));
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new Error('interrupted');
+  }
+}
+
+function parseSeen(value: Buffer | null, consumedAt: number): Seen | null {
+  if (!value) return null;
+  try {
+    const m = JSON.parse(value.toString()) as {
+      type?: unknown;
+      jobId?: unknown;
+      correlationId?: unknown;
+      occurredAt?: unknown;
+      data?: { machineId?: unknown; rolloutMachineId?: unknown };
+    };
+    if (typeof m.type !== 'string' || typeof m.jobId !== 'string' || typeof m.correlationId !== 'string') return null;
+    const machine = m.data?.machineId ?? m.data?.rolloutMachineId;
+    return {
+      type: m.type,
+      jobId: m.jobId,
+      correlationId: m.correlationId,
+      occurredAt: typeof m.occurredAt === 'string' ? Date.parse(m.occurredAt) : NaN,
+      machineId: typeof machine === 'string' ? machine : null,
+      consumedAt,
+    };
+  } catch {
+    return null; // not a robustrl message
+  }
+}
+
+async function waitFor(what: string, condition: () => Promise<boolean>, timeoutMs: number, cancelled: () => boolean): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (cancelled()) throw new Error('interrupted');
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(250);
+  }
+}
