@@ -146,7 +146,9 @@ const POISON_ATTEMPTS = 3;
  * is therefore bounded by the snapshot interval, never by the job's age.
  */
 export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMessage, Input extends Event = Event> {
-  private readonly states = new Map<string, State>();
+  private states = new Map<string, State>();
+  /** What readers see: the states, or while a reload builds new ones, the ones from before it. */
+  private readable = this.states;
   /** When each job in memory last had a message or an output (by `clock`). */
   private readonly lastActive = new Map<string, number>();
   /** Jobs changed since their last snapshot. */
@@ -244,13 +246,13 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
     await this.relay();
   }
 
-  /** The current state of a job (for HTTP read models and tests). */
+  /** The current state of a job (for HTTP read models and tests); during a reload, the last one before it. */
   stateOf(jobId: string): State | undefined {
-    return this.states.get(jobId);
+    return this.readable.get(jobId);
   }
 
   jobs(): string[] {
-    return [...this.states.keys()];
+    return [...this.readable.keys()];
   }
 
   /** What the last start (or reload) read from the store. */
@@ -338,7 +340,8 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
   // Loading: the latest snapshot, then what the inbox holds after it.
 
   private async load(): Promise<void> {
-    this.states.clear();
+    // Built afresh and shown to readers once complete.
+    this.states = new Map();
     this.lastActive.clear();
     this.dirty.clear();
     this.applied.clear();
@@ -368,6 +371,7 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
     for (const [jobId, at] of newest) this.lastActive.set(jobId, Math.min(now, Math.max(at, this.lastActive.get(jobId) ?? -Infinity)));
     for (const [stream, offset] of await this.store.checkpoints.readAll(manager, this.spec.consumer)) this.decidedBefore.set(stream, BigInt(offset));
     this.skipUpTo.clear();
+    this.readable = this.states;
     this.lastSnapshotPositions = JSON.stringify(cover?.positions ?? {});
     this.lastLoad = { snapshotRows, inboxRows };
   }

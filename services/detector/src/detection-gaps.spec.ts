@@ -147,9 +147,11 @@ describe('detector shell: a broker outage is not machine silence', () => {
     brokerUp = false;
     const transaction = jest.spyOn(store, 'transaction').mockRejectedValue(new Error('connect ECONNREFUSED 127.0.0.1:5432'));
     await run(90, ROLLOUTS);
-    expect(consumer.stateOf(JOB)?.blind).toBeNull(); // the pause never committed…
+    // The pause never committed (each failed write reloads the state from the store, where it is not)…
+    expect((await store.readJob(JOB)).map((l) => l.message.type)).not.toContain('DetectionPaused');
     transaction.mockRestore();
     await run(1, ROLLOUTS);
+    await eventually('the pause recorded once the store is back', () => (consumer.stateOf(JOB)?.blind ? true : undefined));
     expect(consumer.stateOf(JOB)?.blind).toEqual(expect.objectContaining({ reason: 'broker-unreachable' }));
     brokerUp = true;
     await run(30, ROLLOUTS);
