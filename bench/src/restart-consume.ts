@@ -78,6 +78,8 @@ export class RestartBench {
             { machineId: 'trainer-0', sampledAt: meta.occurredAt, intervalSeconds: 0.1, tensorActive: 0.6, source: 'emulated' },
             meta,
           ),
+          // Samples are kept nowhere: a fact beside each one (a heartbeat ack no rule acts on) shows the detector applying.
+          createMessage('HeartbeatAcked', { probeId: `beacon/${randomUUID()}`, machineId: 'bench-beacon', ackedAt: meta.occurredAt }, meta),
           createMessage('TrainingStepCompleted', { step: 0, batchId: 'b0', durationMs: 1 }, meta),
         ]);
         await sleep(100);
@@ -102,7 +104,7 @@ export class RestartBench {
     await this.until(() => this.at(startedAt, / ready \(bus:/) !== null, 60_000);
     return {
       nestStarting: this.at(startedAt, /Starting Nest application/),
-      stateRebuilt: this.at(startedAt, /state rebuilt from/),
+      stateRebuilt: this.at(startedAt, /state loaded: /),
       subscribed: this.at(startedAt, /deciding on \d+ message types/),
       consuming,
       ready: this.at(startedAt, / ready \(bus:/),

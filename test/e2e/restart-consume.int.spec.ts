@@ -17,8 +17,8 @@ const RESTART_BUDGET_MS = 5_000;
  * Fast restarts, on the real broker and PostgreSQL: the real detector service as its own process
  * (services/detector, built) while a job sends telemetry, killed with kill -9 — its member left behind
  * in the consumer group — or stopped with SIGTERM, then started again. From the new process's start to
- * the first telemetry sample it applies must take less than 5 s; and across both restarts no sample may
- * be lost (every one published ends up in the detector's inbox).
+ * the first telemetry it applies must take less than 5 s; and across both restarts no fact may be lost
+ * (every one published ends up in the detector's inbox).
  */
 describe('a restarted detector consumes again within 5 s (real Kafka, PostgreSQL, processes)', () => {
   const brokers = process.env.KAFKA_BROKERS!.split(',');
@@ -83,13 +83,16 @@ describe('a restarted detector consumes again within 5 s (real Kafka, PostgreSQL
     // The job: one trainer's GPU activity, ten samples a second.
     publisher = (async () => {
       while (publishing) {
+        const meta = { jobId, source: 'e2e', occurredAt: new Date().toISOString() };
         const sample = createMessage(
           'GpuActivitySampled',
-          { machineId: 'trainer-0', sampledAt: new Date().toISOString(), intervalSeconds: 0.1, tensorActive: 0.6, source: 'emulated' },
-          { jobId, source: 'e2e', occurredAt: new Date().toISOString() },
+          { machineId: 'trainer-0', sampledAt: meta.occurredAt, intervalSeconds: 0.1, tensorActive: 0.6, source: 'emulated' },
+          meta,
         );
-        await bus.publish(sample);
-        published.push(sample.eventId);
+        // Samples are kept nowhere (README "Telemetry is not a fact"): a fact beside each one shows what was applied.
+        const beacon = createMessage('HeartbeatAcked', { probeId: `beacon/${randomUUID()}`, machineId: 'e2e-beacon', ackedAt: meta.occurredAt }, meta);
+        await bus.publish([sample, beacon]);
+        published.push(beacon.eventId);
         await sleep(100);
       }
     })();
@@ -134,11 +137,11 @@ describe('a restarted detector consumes again within 5 s (real Kafka, PostgreSQL
     expect(sample('robustrl_bus_consumer_restarts_total{group="robustrl-detector"}')).toBe('0');
   });
 
-  it('lost no sample across both restarts', async () => {
+  it('lost no fact across both restarts', async () => {
     await sleep(500);
     const upTo = published.length;
     const ids = await eventually(
-      `all ${upTo} samples published so far applied`,
+      `all ${upTo} facts published so far applied`,
       async () => {
         const { rows } = await pg.query<{ event_id: string }>(`SELECT event_id FROM robustrl_inbox WHERE consumer = 'detector'`);
         const seen = new Set(rows.map((r) => r.event_id));

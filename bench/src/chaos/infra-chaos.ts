@@ -418,7 +418,7 @@ export async function runInfraChaos(options: InfraChaosOptions): Promise<Scoreca
       r.published = ids.length;
       r.handled = ids.filter((id) => handledSet.has(id)).length;
       r.lost = r.published - r.handled;
-      if (r.lost > 0) r.checks.push({ what: 'nothing lost', ok: false, detail: `${r.lost} published input(s) never applied` });
+      if (r.lost > 0) r.checks.push({ what: 'nothing lost', ok: false, detail: `${r.lost} published fact(s) never applied` });
       if (r.verdicts > 0) r.checks.push({ what: 'no false verdict', ok: false, detail: `${r.verdicts} FaultConfirmed for healthy machines` });
     }
     const copies = new Map<string, number>();
@@ -446,7 +446,7 @@ export async function runInfraChaos(options: InfraChaosOptions): Promise<Scoreca
 /** The scorecard as a markdown table, one row per scenario, then the restarts. */
 export function formatScorecard(card: Scorecard): string {
   const lines = [
-    `| scenario | s | published | handled | dead-lettered | lost | verdicts | suspicions | checks |`,
+    `| scenario | s | facts published | applied | dead-lettered | lost | verdicts | suspicions | checks |`,
     `|---|---:|---:|---:|---:|---:|---:|---:|---|`,
     ...card.scenarios.map(
       (r) =>
@@ -523,9 +523,9 @@ class Database {
     return new Set((rows ?? []).map((r) => r.event_id));
   }
 
-  /** When the consumer first applied an input after `since` (ms since the epoch), or null. */
+  /** When the consumer first moved a checkpoint (every batch it decides does) after `since` (ms since the epoch), or null. */
   async firstAppliedSince(consumer: string, since: Date): Promise<number | null> {
-    const rows = await this.query<{ first: Date | null }>(`SELECT min(applied_at) AS first FROM robustrl_inbox WHERE consumer = $1 AND applied_at > $2`, [
+    const rows = await this.query<{ first: Date | null }>(`SELECT min(updated_at) AS first FROM robustrl_consumer_checkpoints WHERE consumer = $1 AND updated_at > $2`, [
       consumer,
       since,
     ]);

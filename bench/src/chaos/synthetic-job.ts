@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { KafkaBus, Subscription } from '@robustrl/bus';
-import { createMessage, DataOf, DetectionSettings, MessageType, RobustrlMessage, Topics } from '@robustrl/contracts';
+import { createMessage, DataOf, DetectionSettings, isSample, MessageType, RobustrlMessage, Topics } from '@robustrl/contracts';
 
 /**
  * A job's machines as the control plane sees them, without GPUs: every machine registers, trainers
@@ -8,11 +8,19 @@ import { createMessage, DataOf, DetectionSettings, MessageType, RobustrlMessage,
  * interval, and every heartbeat probe is answered — all machines stay healthy, so any verdict is a
  * false one. Publishing goes through the bus like an agent's; a batch that the broker does not take
  * (it is down) is counted as failed, never as published, and the next one waits for it to finish.
+ *
+ * Samples are inputs to windows, not facts a consumer keeps (README "Telemetry is not a fact"): what
+ * can be checked for loss afterwards are facts. So each interval also carries a beacon — a heartbeat
+ * ack of a machine that is not in the job, a fact every detector keeps and no rule acts on.
  */
+export const BEACON_MACHINE = 'chaos-beacon';
+
 export class SyntheticJob {
   readonly jobId = `chaos-${randomUUID().slice(0, 8)}`;
-  /** Ids of every message the broker acknowledged. */
+  /** Ids of every fact the broker acknowledged (samples are not kept by their consumers: nothing to check them against). */
   readonly published = new Set<string>();
+  /** Samples the broker acknowledged. */
+  samplesPublished = 0;
   failedBatches = 0;
   skippedIntervals = 0;
   probesAnswered = 0;
@@ -101,12 +109,16 @@ export class SyntheticJob {
   /** Publish and remember what the broker acknowledged (a failed batch is not counted). */
   async publish(messages: RobustrlMessage[]): Promise<void> {
     await this.bus.publish(messages);
-    for (const m of messages) this.published.add(m.eventId);
+    for (const m of messages) {
+      if (isSample(m.type)) this.samplesPublished += 1;
+      else this.published.add(m.eventId);
+    }
   }
 
   private samples(): RobustrlMessage[] {
     const now = new Date().toISOString();
     return [
+      this.message('HeartbeatAcked', { probeId: `beacon/${randomUUID()}`, machineId: BEACON_MACHINE, ackedAt: now }),
       ...this.trainerIds
         .filter((machineId) => !this.silenced.has(machineId))
         .map((machineId) =>

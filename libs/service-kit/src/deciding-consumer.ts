@@ -130,7 +130,7 @@ const POISON_ATTEMPTS = 3;
  * written in one transaction: the stream's checkpoint, the facts it applied and the outputs it
  * decided — inbox (de-duplicated by event id), event log and outbox — and the outbox is relayed after
  * the commit. Samples (`SAMPLE_TYPES`: GPU activity, throughput) are folded and decided on but
- * written nowhere; a batch of samples that decided nothing writes nothing at all. Writes are chained
+ * written nowhere; a batch of samples that decided nothing writes only its checkpoint. Writes are chained
  * in the order they were decided, so a batch of another partition is decided while the previous
  * one commits; when any write fails, the state in memory (which already holds what did not commit)
  * is dropped and reloaded — see below — and consumption starts over from the last snapshot.
@@ -536,11 +536,8 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
       this.dirty.add(message.jobId);
     }
     this.applied.set(stream, BigInt(batch.nextOffset));
-    // Samples that decided nothing need no write: if lost in a crash they are read again and decided anew.
-    if (write.applied.length === 0) {
-      if (this.spec.onApplied) for (const { input, emitted } of write.inputs) this.spec.onApplied(input as Input, emitted);
-      return;
-    }
+    // Every batch moves its stream's checkpoint (one row, however many records): what was decided is
+    // known after a crash, and operators see each consumer's progress in the store.
     write.checkpoint = { stream, offset: (BigInt(batch.nextOffset) - 1n).toString() };
     await this.commit(write);
   }
