@@ -525,10 +525,10 @@ class Database {
 
   /** When the consumer first moved a checkpoint (every batch it decides does) after `since` (ms since the epoch), or null. */
   async firstAppliedSince(consumer: string, since: Date): Promise<number | null> {
-    const rows = await this.query<{ first: Date | null }>(`SELECT min(updated_at) AS first FROM robustrl_consumer_checkpoints WHERE consumer = $1 AND updated_at > $2`, [
-      consumer,
-      since,
-    ]);
+    const rows = await this.query<{ first: Date | null }>(
+      `SELECT min(updated_at) AS first FROM robustrl_consumer_checkpoints WHERE consumer = $1 AND updated_at > $2`,
+      [consumer, since],
+    );
     return rows?.[0]?.first ? rows[0].first.getTime() : null;
   }
 
