@@ -85,3 +85,142 @@ describe('DecidingConsumer: bounded state', () => {
     expect(() => idleJobRetentionFromEnv({ ROBUSTRL_JOB_STATE_RETENTION_SECONDS: '-1' })).toThrow(/ROBUSTRL_JOB_STATE_RETENTION_SECONDS/);
   });
 });
+
+type Sample = MessageOf<'GpuActivitySampled'>;
+type Tally = { samples: number; facts: number; newestSampleAt: number | null };
+/**
+ * Counts samples and facts of a job, evolving in place (as the detector does): a restart that lost or
+ * refolded anything shows in the counts.
+ */
+const tally: Decider<Tally, JobCommand<Step | Sample>, Step | Sample, Draft> = {
+  evolution: 'in-place',
+  initialState: () => ({ samples: 0, facts: 0, newestSampleAt: null }),
+  evolve: (s, e) => {
+    if (e.type === 'GpuActivitySampled') {
+      s.samples += 1;
+      s.newestSampleAt = Math.max(s.newestSampleAt ?? -Infinity, Date.parse(e.occurredAt));
+    } else s.facts += 1;
+    return s;
+  },
+  decide: () => [],
+};
+
+describe('DecidingConsumer: snapshots and restart (README "Snapshots and restart")', () => {
+  let bus: InProcessBus;
+  let store: EventStore;
+  let consumer: DecidingConsumer<Tally, Step | Sample>;
+  let now: number;
+  const JOB = 'job-snap';
+  const tallyConsumer = () =>
+    new DecidingConsumer(bus, store, {
+      consumer: 'tally',
+      topics: [Topics.training, Topics.telemetry],
+      inputTypes: ['TrainingStepCompleted', 'GpuActivitySampled'],
+      decider: tally,
+      tickIntervalMs: null,
+      clock: () => now,
+      idleJobRetentionMs: null,
+      // The test takes snapshots itself.
+      snapshotIntervalMs: 3_600_000,
+    });
+  const meta = () => ({ jobId: JOB, source: 'spec', occurredAt: new Date(now).toISOString() });
+  const fact = (n: number) => createMessage('TrainingStepCompleted', { step: n, batchId: `b${n}`, durationMs: 1 }, meta());
+  const sample = () =>
+    createMessage(
+      'GpuActivitySampled',
+      { machineId: 'trainer-0', sampledAt: new Date(now).toISOString(), intervalSeconds: 1, tensorActive: 0.5, source: 'emulated' },
+      meta(),
+    );
+  const publishSamples = async (n: number) => {
+    for (let i = 0; i < n; i += 500) {
+      now += 1_000;
+      await bus.publish(Array.from({ length: Math.min(500, n - i) }, sample));
+    }
+  };
+  const counted = (samples: number, facts: number) => () => {
+    const s = consumer.stateOf(JOB);
+    return s?.samples === samples && s.facts === facts ? s : undefined;
+  };
+
+  beforeEach(async () => {
+    now = Date.parse('2026-11-23T00:00:00Z');
+    bus = new InProcessBus({ partitions: 2 });
+    store = await EventStore.open({ kind: 'pglite' });
+    consumer = tallyConsumer();
+    await consumer.start();
+  });
+  afterEach(async () => {
+    await consumer.stop();
+    await bus.close();
+    await store.close();
+  });
+
+  /** Samples and facts, a snapshot, more of both, a crash; the restart's rows read and the counts after it. */
+  async function crashAfter(samplesBefore: number) {
+    await bus.publish([fact(1), fact(2)]);
+    await publishSamples(samplesBefore);
+    await eventually('all applied', counted(samplesBefore, 2));
+    await consumer.snapshot();
+    await bus.publish(fact(3));
+    await publishSamples(700);
+    await eventually('all applied after the snapshot', counted(samplesBefore + 700, 3));
+    const newest = consumer.stateOf(JOB)!.newestSampleAt;
+    await consumer.abandon();
+    consumer = tallyConsumer();
+    await consumer.start();
+    const rows = consumer.loadedRows();
+    // Everything after the snapshot comes back exactly: the fact from the inbox, the samples from the bus.
+    await eventually('caught up after the crash', counted(samplesBefore + 700, 3));
+    expect(consumer.stateOf(JOB)!.newestSampleAt).toBe(newest);
+    return rows;
+  }
+
+  it('keeps no sample in the store: the inbox and the event log hold the facts only', async () => {
+    await bus.publish([fact(1)]);
+    await publishSamples(1_000);
+    await eventually('applied', counted(1_000, 1));
+    expect((await store.readJob(JOB)).map((l) => l.message.type)).toEqual(['TrainingStepCompleted']);
+    expect(await store.inbox.read(store.dataSource.manager, 'tally')).toHaveLength(1);
+  });
+
+  it('restarts from its snapshot: one snapshot row and the inbox rows after it, samples read again from the bus, however many there were', async () => {
+    const few = await crashAfter(1_000);
+    expect(few).toEqual({ snapshotRows: 1, inboxRows: 1 });
+    await consumer.stop();
+    await bus.close();
+    await store.close();
+    bus = new InProcessBus({ partitions: 2 });
+    store = await EventStore.open({ kind: 'pglite' });
+    consumer = tallyConsumer();
+    await consumer.start();
+    // Twenty times the samples: the restart reads the same rows.
+    expect(await crashAfter(20_000)).toEqual(few);
+  });
+
+  it('after a graceful stop replays nothing: the final snapshot covers everything', async () => {
+    await bus.publish([fact(1)]);
+    await publishSamples(600);
+    await eventually('applied', counted(600, 1));
+    await consumer.stop();
+    consumer = tallyConsumer();
+    await consumer.start();
+    expect(consumer.loadedRows()).toEqual({ snapshotRows: 1, inboxRows: 0 });
+    expect(consumer.stateOf(JOB)).toEqual(expect.objectContaining({ samples: 600, facts: 1 }));
+    await bus.publish(fact(2));
+    await eventually('the next fact on top of it', counted(600, 2));
+  });
+
+  it('a write that fails reloads from the last snapshot and starts over from there: nothing lost, nothing counted twice', async () => {
+    await bus.publish([fact(1)]);
+    await publishSamples(500);
+    await eventually('applied', counted(500, 1));
+    await consumer.snapshot();
+    const transaction = jest.spyOn(store, 'transaction').mockRejectedValueOnce(new Error('connect ECONNREFUSED 127.0.0.1:5432'));
+    await bus.publish(fact(2));
+    await publishSamples(500);
+    await eventually('everything once after the reload', counted(1_000, 2));
+    expect(transaction).toHaveBeenCalled();
+    transaction.mockRestore();
+    expect(consumer.loadedRows()).toEqual({ snapshotRows: 1, inboxRows: 0 });
+  });
+});

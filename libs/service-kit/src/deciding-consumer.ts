@@ -179,6 +179,9 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
   /** Every write, in the order decided; a failed one fails those after it. */
   private writeChain: Promise<void> = Promise.resolve();
   private reloading: Promise<void> | null = null;
+  /** True from a failed write until the reloaded state consumes again: decisions and writes in between are dropped. */
+  private stale = false;
+  private reloadsInARow = 0;
   private stopped = false;
   /** Rows read from the store by the last start or reload: snapshots and inbox rows (tests and the restart bench read it). */
   private lastLoad = { snapshotRows: 0, inboxRows: 0 };
@@ -244,6 +247,19 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
     // A graceful stop leaves a snapshot of everything: the next start replays nothing.
     await this.snapshot().catch((err) => this.logger.warn(`final snapshot failed (the next start replays from the one before): ${String(err)}`));
     await this.relay();
+  }
+
+  /**
+   * Stop as a crash (kill -9) would: no final snapshot, nothing relayed, nothing acknowledged — the next
+   * start replays from the last snapshot. For tests and benches that emulate a crash in one process.
+   */
+  async abandon(): Promise<void> {
+    this.stopped = true;
+    for (const t of this.timers) clearInterval(t);
+    this.outbox.stopRetrying();
+    await this.reloading?.catch(() => undefined);
+    await this.subscription?.close();
+    await this.writeChain;
   }
 
   /** The current state of a job (for HTTP read models and tests); during a reload, the last one before it. */
@@ -424,20 +440,27 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
    * the store (waiting for it), and consume again from the last snapshot's positions.
    */
   private beginReload(cause: unknown): void {
-    if (this.reloading || this.stopped) return;
+    if (this.stale || this.stopped) return;
+    this.stale = true;
     this.logger.warn(`a write did not commit (${String(cause)}); reloading the state from the last snapshot and consuming again from there`);
+    // A reload under way (subscribing again) sees `stale` and goes round once more.
+    if (this.reloading) return;
     this.reloading = (async () => {
-      await this.subscription?.close().catch((err) => this.logger.warn(`closing the subscription for the reload: ${String(err)}`));
-      this.subscription = undefined;
-      await this.writeChain;
-      for (let attempt = 1; !this.stopped; attempt++) {
+      for (let attempt = 1; this.stale && !this.stopped; attempt++) {
         try {
+          await this.subscription?.close().catch((err) => this.logger.warn(`closing the subscription for the reload: ${String(err)}`));
+          this.subscription = undefined;
+          await this.writeChain;
+          // Reloads in a row without a write committing in between back off: the cause is still there.
+          if (this.reloadsInARow > 0) await sleep(Math.min(30_000, 250 * 2 ** Math.min(this.reloadsInARow, 7)));
+          this.reloadsInARow += 1;
           await this.serially(() => this.load());
           this.writeChain = Promise.resolve();
+          this.stale = false;
           await this.subscribe();
           this.logger.log(`reloaded: ${this.lastLoad.snapshotRows} job snapshot(s), ${this.lastLoad.inboxRows} inbox row(s); consuming again`);
-          return;
         } catch (err) {
+          this.stale = true;
           const waitMs = Math.min(30_000, 500 * 2 ** Math.min(attempt, 6));
           if (attempt === 1 || attempt % 10 === 0) this.logger.warn(`reload failed (attempt ${attempt}), retrying in ${waitMs} ms: ${String(err)}`);
           await sleep(waitMs);
@@ -451,7 +474,7 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
   /** Chain a write after those decided before it; a failure (or a reload under way) fails it and starts a reload. */
   private async commit(write: PendingWrite): Promise<void> {
     const run = this.writeChain.then(async () => {
-      if (this.reloading) throw new ReloadingError();
+      if (this.stale) throw new ReloadingError();
       await this.store.transaction(async (manager) => {
         if (write.checkpoint && !(await this.store.checkpoints.advance(manager, this.spec.consumer, write.checkpoint.stream, write.checkpoint.offset)))
           throw new Error(`checkpoint of ${write.checkpoint.stream} is already past ${write.checkpoint.offset}: another process consumes it`);
@@ -469,6 +492,7 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
       this.beginReload(err);
       throw err instanceof ReloadingError ? err : new Error(`write failed, state reloads: ${String(err)}`, { cause: err });
     }
+    this.reloadsInARow = 0;
     this.afterCommit(write);
   }
 
@@ -486,13 +510,13 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
       await this.decideBatch(batch);
     } catch (err) {
       // A reload is under way: consumption starts over from the last snapshot, this batch included.
-      if (err instanceof ReloadingError || this.reloading) return;
+      if (err instanceof ReloadingError || this.stale) return;
       throw err;
     }
   }
 
   private async decideBatch(batch: DeliveryBatch): Promise<void> {
-    if (this.reloading || this.stopped) return; // consumption starts over from the last snapshot after the reload
+    if (this.stale || this.stopped) return; // consumption starts over from the last snapshot after the reload
     const stream = `${batch.topic}/${batch.partition}`;
     const from = this.applied.get(stream) ?? -1n;
     const fresh = batch.deliveries.filter((d) => BigInt(d.offset) >= from);
@@ -507,7 +531,7 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
       // A job that speaks during a gap (new, or back from eviction) learns of it before its message.
       for (const jobId of jobIds) await this.serially(() => this.recordGapFor(jobId));
     }
-    if (this.reloading || this.stopped) return;
+    if (this.stale || this.stopped) return;
 
     const decidedBefore = this.decidedBefore.get(stream) ?? -1n;
     const now = this.clock();
@@ -536,9 +560,12 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
       this.dirty.add(message.jobId);
     }
     this.applied.set(stream, BigInt(batch.nextOffset));
+    const last = BigInt(batch.nextOffset) - 1n;
+    // Only folded again (decided before the restart): nothing to write.
+    if (last <= decidedBefore) return;
     // Every batch moves its stream's checkpoint (one row, however many records): what was decided is
     // known after a crash, and operators see each consumer's progress in the store.
-    write.checkpoint = { stream, offset: (BigInt(batch.nextOffset) - 1n).toString() };
+    write.checkpoint = { stream, offset: last.toString() };
     await this.commit(write);
   }
 
@@ -618,7 +645,7 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
   }
 
   private async tick(): Promise<void> {
-    if (this.stopped || this.reloading) return;
+    if (this.stopped || this.stale) return;
     if (this.gapMonitor) {
       // Missing input is not evidence: while blind, time does not pass for the deciders.
       await this.recordGap();
@@ -658,7 +685,7 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
 
   /** Encode the states that changed, with the positions they cover, after every write decided before; then acknowledge the positions. */
   private async snapshotNow(): Promise<void> {
-    if (this.reloading) return;
+    if (this.stale) return;
     const positions = Object.fromEntries([...this.applied].map(([stream, next]) => [stream, next.toString()]));
     const changed = [...this.dirty].filter((jobId) => this.states.has(jobId));
     const covers = JSON.stringify(positions);
@@ -671,7 +698,7 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
     this.dirty.clear();
     const newestInputAt = this.newestInputAt;
     const run = this.writeChain.then(async () => {
-      if (this.reloading) throw new ReloadingError();
+      if (this.stale) throw new ReloadingError();
       await this.store.transaction(async (manager) => {
         // Every write before this one committed: the inbox's newest row is what these states include.
         const rows: Array<{ seq: string }> = await manager.query(`SELECT coalesce(max(seq), 0)::text AS seq FROM robustrl_inbox WHERE consumer = $1`, [
@@ -743,7 +770,7 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
 
   /** One job's pending resume, then its pause of the open gap; a failure (store down) is retried on the next sample or tick. */
   private async recordGapFor(jobId: string): Promise<void> {
-    if (this.reloading) return;
+    if (this.stale) return;
     const handling = this.spec.inputGaps!;
     try {
       const resume = this.resumesPending.get(jobId);
@@ -774,7 +801,7 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
     const id = deterministicId(this.spec.consumer, `${jobId}\u0000${cause}`, 0);
     if (this.appliedFacts.has(id) || (await this.store.inbox.known(this.store.dataSource.manager, this.spec.consumer, [id])).has(id)) return;
     await this.ensureLoaded(jobId);
-    if (this.reloading) throw new ReloadingError();
+    if (this.stale) throw new ReloadingError();
     const input = this.envelope(hostInput, now, { eventId: null, jobId, correlationId: id }, id) as Input;
     const decided = step(this.spec.decider, this.stateFor(jobId), observe(input, now), (d, i) =>
       this.envelope(d, now, input, deterministicId(this.spec.consumer, id, i)),
