@@ -44,7 +44,9 @@ export function evolveController(state: ControllerState, fact: ControllerFact, a
     }
     case 'RolloutThroughputSampled': {
       const m = state.machines[fact.data.machineId];
-      return m ? withMachine(state, { ...m, inFlightRequests: fact.data.inFlightRequests }) : state;
+      // Most samples repeat the count: copying the roster (O(machines)) for them made telemetry quadratic.
+      if (!m || m.inFlightRequests === fact.data.inFlightRequests) return state;
+      return withMachine(state, { ...m, inFlightRequests: fact.data.inFlightRequests });
     }
     case 'TrainingStepStarted':
       return { ...state, step: fact.data.step };

@@ -1,18 +1,5 @@
 import { draft } from '@robustrl/contracts';
-import {
-  holdsBucket,
-  holdsWhole,
-  InFlightPull,
-  isLiveRollout,
-  isMachineDown,
-  isTrainerSource,
-  liveRollouts,
-  liveVersions,
-  PullFailureReason,
-  trainerCanServe,
-  WeightRegistryDraft,
-  WeightRegistryState,
-} from './weight-registry.state';
+import { InFlightPull, PullFailureReason, trainerCanServe, WeightRegistryDraft, WeightRegistryState } from './weight-registry.state';
 
 /**
  * Trainer failure during pulling (paper §5.2.2): "the process is interrupted, and the partially updated
@@ -35,11 +22,11 @@ import {
  */
 export function abandonments(state: WeightRegistryState): WeightRegistryDraft[] {
   const out: WeightRegistryDraft[] = [];
-  const rollouts = liveRollouts(state);
-  for (const version of liveVersions(state)) {
+  const ix = state.index;
+  for (const version of [...ix.live]) {
     const v = state.versions[version];
-    if (trainerCanServe(state, v) || rollouts.some((r) => holdsWhole(state, r, version))) continue;
-    for (const pull of pullsOf(state, (p) => p.version === version)) out.push(failed(pull, PullFailureReason.versionAbandoned));
+    if (trainerCanServe(state, v) || ix.wholeCount.has(version)) continue;
+    for (const pull of sortedPulls(state, ix.pullsOfVersion.get(version))) out.push(failed(pull, PullFailureReason.versionAbandoned));
     out.push(draft('WeightVersionRetired', { version }));
   }
   return out;
@@ -49,29 +36,16 @@ export function abandonments(state: WeightRegistryState): WeightRegistryDraft[] 
  * Relay server failure during pulling (paper §5.2.2): a pull whose source died, was lent, or lost the
  * bucket fails with `source-lost`; the puller keeps what it completed and the scheduler gives it the
  * same bucket from another living holder. A pull whose puller stopped serving fails with `puller-gone`,
- * which frees its source for someone else.
+ * which frees its source for someone else. (The index keeps the pulls that must fail.)
  */
 export function stalePulls(state: WeightRegistryState): WeightRegistryDraft[] {
-  const out: WeightRegistryDraft[] = [];
-  for (const pull of pullsOf(state, () => true)) {
-    if (!isLiveRollout(state, pull.pullerId)) out.push(failed(pull, PullFailureReason.pullerGone));
-    else if (!sourceStillServes(state, pull)) out.push(failed(pull, PullFailureReason.sourceLost));
-  }
-  return out;
+  return sortedPulls(state, state.index.stalePulls).map((pull) =>
+    failed(pull, state.index.rolloutSet.has(pull.pullerId) ? PullFailureReason.sourceLost : PullFailureReason.pullerGone),
+  );
 }
 
-/** A pull already under way may finish even after the trainer's release; only death or loss stops it. */
-function sourceStillServes(state: WeightRegistryState, pull: InFlightPull): boolean {
-  const v = state.versions[pull.version];
-  if (!v || v.status !== 'live') return false;
-  if (isTrainerSource(v, pull.sourceId)) return v.trainerServing && !isMachineDown(state, pull.sourceId);
-  return isLiveRollout(state, pull.sourceId) && holdsBucket(state, pull.sourceId, pull.version, pull.bucketIndex);
-}
-
-const pullsOf = (state: WeightRegistryState, keep: (p: InFlightPull) => boolean) =>
-  Object.values(state.pulls)
-    .filter(keep)
-    .sort((a, b) => a.pullId.localeCompare(b.pullId));
+const sortedPulls = (state: WeightRegistryState, ids: Iterable<string> | undefined): InFlightPull[] =>
+  [...(ids ?? [])].map((id) => state.pulls[id]).sort((a, b) => a.pullId.localeCompare(b.pullId));
 
 const failed = (p: InFlightPull, reason: string) =>
   draft('WeightPullFailed', { pullId: p.pullId, version: p.version, bucketIndex: p.bucketIndex, pullerId: p.pullerId, sourceId: p.sourceId, reason });

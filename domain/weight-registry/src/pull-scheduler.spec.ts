@@ -1,4 +1,5 @@
 import { Draft } from '@robustrl/contracts';
+import { foldInput } from '@robustrl/domain-kit';
 import { timeline } from '@robustrl/testing/job-timeline';
 import { createWeightRegistryDecider } from './weight-registry.decider';
 import {
@@ -45,8 +46,10 @@ function simulate(seed: number, window: number) {
   const violations: string[] = [];
 
   const send = (m: WeightRegistryInput) => {
-    const out = D.decide({ kind: 'observe', message: m, now: Date.parse(m.occurredAt) }, state);
-    let s = D.evolve(state, m as WeightRegistryEvent);
+    // As the kit's step does for an in-place decider: fold the input, decide, fold the drafts one by one.
+    const command = { kind: 'observe' as const, message: m, now: Date.parse(m.occurredAt) };
+    let s = foldInput(D, state, command);
+    const out = D.decide(command, s);
     for (const d of out) {
       if (d.type === 'WeightPullAssigned') {
         const { pullerId, sourceId, version: v, bucketIndex } = d.data;

@@ -1,24 +1,20 @@
 import { draft } from '@robustrl/contracts';
+import { byId, holderKey, pendingKey, RegistryIndex, servingKey } from './weight-registry.index';
 import {
   attemptsOf,
   holdsBucket,
-  holdsWhole,
   isMachineDown,
-  liveRollouts,
   pullIdFor,
-  targetVersion,
   trainerCanServe,
   WeightRegistryDraft,
   WeightRegistryState,
   WeightVersion,
 } from './weight-registry.state';
 
-const pendingKey = (version: number, bucketIndex: number, pullerId: string) => `${version}/${bucketIndex}/${pullerId}`;
-
 export const DEFAULT_PULL_WINDOW = 1;
 
 /**
- * PullScheduler — greedy, recomputed from state on every change (paper §5.2.1 ➁ ➂):
+ * PullScheduler — greedy, recomputed on every change (paper §5.2.1 ➁ ➂), from the index:
  *
  *   target   = the newest live version; every living rollout not holding it whole is a puller.
  *   order    = each puller fetches the target's buckets in index order, at most `window` in flight
@@ -41,35 +37,24 @@ export const DEFAULT_PULL_WINDOW = 1;
  * count against the puller's window) but no new ones are started: pullers go for the newest weights.
  */
 export function schedulePulls(state: WeightRegistryState, window: number, relays = true): WeightRegistryDraft[] {
-  const version = targetVersion(state);
+  const ix = state.index;
+  const version = ix.live.at(-1);
   if (version === undefined) return [];
   const v = state.versions[version];
+  // Only live rollouts missing the target with room in their window can be given anything.
+  const pullers: string[] = [];
+  for (const [inFlight, ids] of ix.incompleteBy) if (inFlight < window) pullers.push(...ids);
+  if (pullers.length === 0) return [];
+  pullers.sort();
+
   const out: WeightRegistryDraft[] = [];
-
-  const busy = new Map<string, number>();
-  const serving = new Set<string>();
-  const inFlightFor = new Map<string, number>();
-  const pending = new Set<string>();
-  const take = (pullerId: string, sourceId: string, bucketIndex: number, pullVersion: number) => {
-    busy.set(sourceId, (busy.get(sourceId) ?? 0) + 1);
-    serving.add(servingKey(sourceId, pullVersion, bucketIndex));
-    inFlightFor.set(pullerId, (inFlightFor.get(pullerId) ?? 0) + 1);
-    pending.add(pendingKey(pullVersion, bucketIndex, pullerId));
-  };
-  for (const p of Object.values(state.pulls)) take(p.pullerId, p.sourceId, p.bucketIndex, p.version);
-
-  const rollouts = liveRollouts(state);
-  for (const pullerId of rollouts) {
-    if (holdsWhole(state, pullerId, version)) continue;
+  const taken = new Takes(ix);
+  for (const pullerId of pullers) {
     for (const bucket of v.buckets) {
-      if ((inFlightFor.get(pullerId) ?? 0) >= window) break;
-      if (holdsBucket(state, pullerId, version, bucket.index) || pending.has(pendingKey(version, bucket.index, pullerId))) continue;
-      const candidates = sourcesOf(state, v, bucket.index, relays ? rollouts : []).filter(
-        (c) => c.id !== pullerId && !serving.has(servingKey(c.id, version, bucket.index)),
-      );
-      if (candidates.length === 0) break;
-      candidates.sort((a, b) => a.suspect - b.suspect || (busy.get(a.id) ?? 0) - (busy.get(b.id) ?? 0) || a.rank - b.rank || a.id.localeCompare(b.id));
-      const { id: sourceId, address: sourceAddress } = candidates[0];
+      if (taken.inFlightFor(pullerId) >= window) break;
+      if (holdsBucket(state, pullerId, version, bucket.index) || taken.pending(version, bucket.index, pullerId)) continue;
+      const source = chooseSource(state, v, bucket.index, pullerId, relays, taken);
+      if (!source) break;
       const attempt = attemptsOf(state, version, bucket.index, pullerId) + 1;
       out.push(
         draft('WeightPullAssigned', {
@@ -77,37 +62,102 @@ export function schedulePulls(state: WeightRegistryState, window: number, relays
           version,
           bucketIndex: bucket.index,
           pullerId,
-          sourceId,
-          sourceAddress,
+          sourceId: source.id,
+          sourceAddress: source.address,
         }),
       );
-      take(pullerId, sourceId, bucket.index, version);
+      taken.take(pullerId, source.id, bucket.index, version);
     }
   }
   return out;
 }
 
 /**
- * Who may serve bucket `index` of `v` to a new puller; `rank` orders rollouts before trainer ranks,
- * `suspect` puts sources reported unreachable last (still used when nothing else holds the bucket, so a
- * transient failure of the only source does not stall the version; a dead one is confirmed by the
- * detector soon enough and then drops out).
+ * What this decision has handed out so far, over what the index says is in flight (decide never writes
+ * the state): load per source, (source, bucket) served, (bucket, puller) fetched, pulls per puller; and
+ * how far each idle list is used up (taking only grows within a decision, so a cursor skips the taken).
  */
-function sourcesOf(state: WeightRegistryState, v: WeightVersion, index: number, rollouts: string[]) {
-  const suspect = (id: string) => (v.unreachable.includes(id) ? 1 : 0);
-  const out: Array<{ id: string; address: string; rank: number; suspect: number }> = [];
-  for (const r of rollouts) {
-    // liveRollouts only lists machines with a weight server.
-    if (holdsBucket(state, r, v.version, index)) out.push({ id: r, address: state.machines[r].weightsAddress ?? '', rank: 0, suspect: suspect(r) });
+class Takes {
+  private readonly busy = new Map<string, number>();
+  private readonly serving = new Set<string>();
+  private readonly fetching = new Set<string>();
+  private readonly perPuller = new Map<string, number>();
+  readonly cursors = new Map<string, number>();
+
+  constructor(private readonly ix: RegistryIndex) {}
+
+  take(pullerId: string, sourceId: string, bucketIndex: number, version: number): void {
+    this.busy.set(sourceId, (this.busy.get(sourceId) ?? 0) + 1);
+    this.serving.add(servingKey(sourceId, version, bucketIndex));
+    this.perPuller.set(pullerId, (this.perPuller.get(pullerId) ?? 0) + 1);
+    this.fetching.add(pendingKey(version, bucketIndex, pullerId));
   }
-  // A released trainer (paper §5.2.1: async resumes training after the first relay) is asked only for a
-  // bucket no living rollout holds.
-  if (trainerCanServe(state, v) && (!v.trainerReleased || out.length === 0)) {
-    for (const s of v.sources) {
-      if (!isMachineDown(state, s.instanceId)) out.push({ id: s.instanceId, address: s.address, rank: 1, suspect: suspect(s.instanceId) });
-    }
+  busyOf(sourceId: string): number {
+    return (this.ix.busy.get(sourceId) ?? 0) + (this.busy.get(sourceId) ?? 0);
   }
-  return out;
+  taken(sourceId: string): boolean {
+    return this.busy.has(sourceId);
+  }
+  serves(sourceId: string, version: number, bucketIndex: number): boolean {
+    const key = servingKey(sourceId, version, bucketIndex);
+    return this.ix.serving.has(key) || this.serving.has(key);
+  }
+  pending(version: number, bucketIndex: number, pullerId: string): boolean {
+    const key = pendingKey(version, bucketIndex, pullerId);
+    return this.ix.pending.has(key) || this.fetching.has(key);
+  }
+  inFlightFor(pullerId: string): number {
+    return (this.ix.pullsOfPuller.get(pullerId)?.size ?? 0) + (this.perPuller.get(pullerId) ?? 0);
+  }
+  /** The first source of an idle list (in id order) not taken in this decision and not the puller. */
+  firstIdle(list: readonly string[] | undefined, cursorKey: string, pullerId: string): string | undefined {
+    if (!list) return undefined;
+    let i = this.cursors.get(cursorKey) ?? 0;
+    while (i < list.length && this.taken(list[i])) i++;
+    this.cursors.set(cursorKey, i);
+    for (; i < list.length; i++) if (list[i] !== pullerId && !this.taken(list[i])) return list[i];
+    return undefined;
+  }
 }
 
-const servingKey = (sourceId: string, version: number, bucketIndex: number) => `${sourceId}|${version}|${bucketIndex}`;
+/**
+ * The source for bucket `index` of `v` (see the rules above): the least loaded candidate, rollouts
+ * before trainer ranks, then by id, unreachable ones last. When no source is reported unreachable, a
+ * candidate serving nothing is the best there is: the first idle holder, else the first idle trainer
+ * rank (the index lists them in id order). Otherwise every candidate is compared, as the rule reads.
+ */
+function chooseSource(
+  state: WeightRegistryState,
+  v: WeightVersion,
+  index: number,
+  pullerId: string,
+  relays: boolean,
+  taken: Takes,
+): { id: string; address: string } | undefined {
+  const ix = state.index;
+  const key = holderKey(v.version, index);
+  const holders = relays ? ix.holders.get(key) : undefined;
+  // A released trainer (paper §5.2.1: async resumes training after the first relay) is asked only for a
+  // bucket no living rollout holds.
+  const trainers = trainerCanServe(state, v) && (!v.trainerReleased || !holders?.size) ? ix.sourceAddress.get(v.version) : undefined;
+  // liveRollouts (the holders) only lists machines with a weight server.
+  const rolloutAt = (id: string) => ({ id, address: state.machines[id].weightsAddress ?? '' });
+  if (v.unreachable.length === 0) {
+    const idleHolder = relays ? taken.firstIdle(ix.idleHolders.get(key), key, pullerId) : undefined;
+    if (idleHolder !== undefined) return rolloutAt(idleHolder);
+    const idleTrainer = trainers ? taken.firstIdle(ix.idleTrainers.get(v.version), `t${v.version}`, pullerId) : undefined;
+    if (idleTrainer !== undefined) return { id: idleTrainer, address: trainers!.get(idleTrainer)! };
+  }
+  const suspect = (id: string) => (v.unreachable.includes(id) ? 1 : 0);
+  const candidates: Array<{ id: string; address: string; rank: number; suspect: number; busy: number }> = [];
+  for (const r of holders ?? []) {
+    if (r !== pullerId && !taken.serves(r, v.version, index)) candidates.push({ ...rolloutAt(r), rank: 0, suspect: suspect(r), busy: taken.busyOf(r) });
+  }
+  for (const [id, address] of trainers ?? []) {
+    if (id !== pullerId && !isMachineDown(state, id) && !taken.serves(id, v.version, index))
+      candidates.push({ id, address, rank: 1, suspect: suspect(id), busy: taken.busyOf(id) });
+  }
+  if (candidates.length === 0) return undefined;
+  candidates.sort((a, b) => a.suspect - b.suspect || a.busy - b.busy || a.rank - b.rank || byId(a.id, b.id));
+  return candidates[0];
+}

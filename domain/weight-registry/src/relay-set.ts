@@ -1,5 +1,6 @@
 import { draft } from '@robustrl/contracts';
-import { holdsWhole, isLiveRollout, liveRollouts, newestWhole, relayKey, WeightRegistryDraft, WeightRegistryState } from './weight-registry.state';
+import { newestWholeOf, whyNotRelaying } from './weight-registry.index';
+import { WeightRegistryDraft, WeightRegistryState } from './weight-registry.state';
 
 /**
  * The relay set (paper §5.2.1 ➂): "a weight updated rollout will act as a relay server ... once weight
@@ -10,38 +11,24 @@ import { holdsWhole, isLiveRollout, liveRollouts, newestWhole, relayKey, WeightR
  * Note that serving starts earlier than relaying: the pull scheduler lets any holder of a bucket serve
  * that bucket (pipelining); joining the relay set is the "holds the whole version" milestone, the
  * trainer's release signal in async mode, and what the rollout pool records as a machine's version.
+ *
+ * Both read the index (`unjoined`, `staleRelays`) instead of checking every rollout and relay.
  */
 export const RelaySet = {
-  /** RelayJoined for every living rollout whose newest whole version is not yet in the set. */
+  /** RelayJoined for every living rollout whose newest whole version is not yet in the set, in id order. */
   joins(state: WeightRegistryState): WeightRegistryDraft[] {
-    const out: WeightRegistryDraft[] = [];
-    for (const instanceId of liveRollouts(state)) {
-      const version = newestWhole(state, instanceId);
-      if (version !== undefined && !state.relays[relayKey(instanceId, version)]) {
-        // A live rollout always has a weight server (liveRollouts), so the address is set.
-        out.push(draft('RelayJoined', { instanceId, version, address: state.machines[instanceId].weightsAddress ?? state.machines[instanceId].address }));
-      }
-    }
-    return out;
+    return [...state.index.unjoined].sort().map((instanceId) => {
+      const m = state.machines[instanceId];
+      // A live rollout always has a weight server (liveRollouts), so the address is set.
+      return draft('RelayJoined', { instanceId, version: newestWholeOf(state, instanceId)!, address: m.weightsAddress ?? m.address });
+    });
   },
 
-  /** RelayLeft for every relay that no longer serves its version, with why. */
+  /** RelayLeft for every relay that no longer serves its version, with why, in key order. */
   leaves(state: WeightRegistryState): WeightRegistryDraft[] {
-    const out: WeightRegistryDraft[] = [];
-    for (const key of Object.keys(state.relays).sort()) {
+    return [...state.index.staleRelays].sort().map((key) => {
       const { instanceId, version } = state.relays[key];
-      const reason = whyNotRelaying(state, instanceId, version);
-      if (reason) out.push(draft('RelayLeft', { instanceId, version, reason }));
-    }
-    return out;
+      return draft('RelayLeft', { instanceId, version, reason: whyNotRelaying(state, instanceId, version)! });
+    });
   },
 };
-
-function whyNotRelaying(state: WeightRegistryState, instanceId: string, version: number): string | null {
-  if (!isLiveRollout(state, instanceId)) return state.machines[instanceId]?.reason ?? 'no longer a rollout of the job';
-  if (state.versions[version]?.status !== 'live') return `version ${version} retired`;
-  const newest = newestWhole(state, instanceId);
-  if (newest !== undefined && newest > version) return `superseded by version ${newest}`;
-  if (!holdsWhole(state, instanceId, version)) return `no longer holds version ${version} whole (a bucket failed its checksum)`;
-  return null;
-}

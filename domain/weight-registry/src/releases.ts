@@ -8,8 +8,8 @@ import { WeightRegistryDraft, WeightRegistryState } from './weight-registry.stat
  * turns it into the event the trainer's agent waits for.
  */
 export function releases(state: WeightRegistryState): WeightRegistryDraft[] {
-  return Object.values(state.versions)
-    .filter((v) => v.status === 'live' && v.trainerReleased && !v.releaseAnnounced)
-    .sort((a, b) => a.version - b.version)
+  return state.index.live
+    .map((version) => state.versions[version])
+    .filter((v) => v.trainerReleased && !v.releaseAnnounced)
     .map((v) => draft('TrainerReleased', { version: v.version, step: v.step, reason: state.mode === 'async' ? 'first-relay' : 'all-rollouts-hold' }));
 }

@@ -1,13 +1,16 @@
-import { Decider } from '@robustrl/domain-kit';
+import { Decider, JSON_STATE_CODEC } from '@robustrl/domain-kit';
 import { abandonments, stalePulls } from './pull-failures';
 import { DEFAULT_PULL_WINDOW, schedulePulls } from './pull-scheduler';
 import { RelaySet } from './relay-set';
 import { releases } from './releases';
 import { DEFAULT_RETAINED_VERSIONS, retirements } from './retention';
 import { evolveWeightRegistry } from './weight-registry.evolve';
+import { rebuildRegistryIndex } from './weight-registry.index';
 import {
   initialWeightRegistryState,
+  RegistryData,
   RegistryFact,
+  trainerCanServe,
   WeightRegistryCommand,
   WeightRegistryDraft,
   WeightRegistryEvent,
@@ -31,8 +34,8 @@ export interface WeightRegistryOptions {
  * Decider: the shell feeds it membership, verdicts and weight events, publishes the drafts it returns
  * and folds them back before the next decision.
  *
- * decide = fold the observed message, then reconcile the state, each step folding its drafts before the
- * next sees the state:
+ * decide = reconcile the state (the observed message is in: the registry evolves in place), each step
+ * folding its drafts before the next sees the state:
  *   1. RelaySet.joins     — rollouts that now hold a version whole join the relay set
  *   2. RelaySet.leaves    — relays that died, were lent, swapped version or lost a bucket leave it
  *   3. releases           — the trainer no longer has to serve a version: TrainerReleased (once)
@@ -43,6 +46,15 @@ export interface WeightRegistryOptions {
  *
  * Because the decisions are a function of the state alone, a redelivered message (whose effects are
  * already folded in) decides nothing again, and pull ids follow from the attempt counters in state.
+ *
+ * Each step reads the derived index (see `weight-registry.index.ts`), so a decision costs what it
+ * decides. decide may not write the state, so it cannot fold a step's drafts into it; it does not need
+ * to in the common case — a pull completes and the next one is assigned, a rollout joins the relays
+ * with the version it completed and leaves with the one it had: joins and leaves read nothing the other
+ * changes, and when steps 3–6 decide nothing the joins changed nothing the scheduler reads (they drop
+ * older copies; the scheduler assigns only the newest version). Otherwise (a release, an abandonment,
+ * a failed pull, a retirement, or joins that might lead to one) decide runs the steps on a copy of the
+ * state, folding as it goes — rare: a few times per published version and per fault.
  */
 export function createWeightRegistryDecider(
   options: WeightRegistryOptions = {},
@@ -62,8 +74,9 @@ export function createWeightRegistryDecider(
     (s) => schedulePulls(s, window, relays),
   ];
 
-  function decide(command: WeightRegistryCommand, state: WeightRegistryState): WeightRegistryDraft[] {
-    let current = command.kind === 'observe' ? evolveWeightRegistry(state, command.message as RegistryFact) : state;
+  /** Every step in turn on a copy of `state`, each step's drafts folded before the next. */
+  function reconcileOnCopy(state: WeightRegistryState): WeightRegistryDraft[] {
+    let current = copyState(state);
     const out: WeightRegistryDraft[] = [];
     for (const step of steps) {
       for (const d of step(current)) {
@@ -74,11 +87,62 @@ export function createWeightRegistryDecider(
     return out;
   }
 
+  function decide(_command: WeightRegistryCommand, state: WeightRegistryState): WeightRegistryDraft[] {
+    const joins = RelaySet.joins(state);
+    if (
+      joinsMayLeadFurther(state, joins) ||
+      releases(state).length > 0 ||
+      abandonments(state).length > 0 ||
+      state.index.stalePulls.size > 0 ||
+      retirements(state, keep).length > 0
+    ) {
+      return reconcileOnCopy(state);
+    }
+    return [...joins, ...RelaySet.leaves(state), ...schedulePulls(state, window, relays)];
+  }
+
   return {
     initialState: initialWeightRegistryState,
     decide,
     evolve: (state, event) => evolveWeightRegistry(state, event as RegistryFact),
+    evolution: 'in-place',
+    snapshotCodec: {
+      encode: ({ index: _derived, ...data }) => JSON_STATE_CODEC.encode(data),
+      decode: (data) => rebuildRegistryIndex(JSON_STATE_CODEC.decode(data) as RegistryData),
+    },
   };
+}
+
+/**
+ * Whether folding these RelayJoined could make a later step decide something (then decide folds on a
+ * copy): the join may release its version (async, or every live rollout holds it), or the copies the
+ * joining rollout drops (older versions) may be what keeps a version from abandonment or what a pull
+ * it serves reads. Errs towards the copy: it only has to be right when it says no.
+ */
+function joinsMayLeadFurther(state: WeightRegistryState, joins: readonly WeightRegistryDraft[]): boolean {
+  const ix = state.index;
+  // Of the older versions the joining rollouts drop: how many whole copies are left.
+  const left = new Map<number, number>();
+  for (const j of joins) {
+    if (j.type !== 'RelayJoined') continue;
+    const { instanceId, version } = j.data;
+    const v = state.versions[version];
+    if (v && !v.trainerReleased && (state.mode === 'async' || (ix.wholeCount.get(version) ?? 0) === ix.rollouts.length)) return true;
+    for (const older of ix.whole.get(instanceId) ?? []) {
+      if (older >= version) continue;
+      const copies = (left.get(older) ?? ix.wholeCount.get(older) ?? 0) - 1;
+      left.set(older, copies);
+      if (copies <= 0 && !trainerCanServe(state, state.versions[older])) return true;
+    }
+    for (const pullId of ix.pullsOfSourceMachine.get(instanceId) ?? []) if (state.pulls[pullId].version < version) return true;
+  }
+  return false;
+}
+
+/** A copy of the facts with its own index (the state's objects are replaced or written in place by evolve). */
+function copyState(state: WeightRegistryState): WeightRegistryState {
+  const { index: _derived, ...data } = state;
+  return rebuildRegistryIndex(structuredClone(data));
 }
 
 export const WeightRegistryDecider = createWeightRegistryDecider();

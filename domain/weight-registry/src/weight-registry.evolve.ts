@@ -1,53 +1,57 @@
 import { assertNever } from '@robustrl/domain-kit';
+import { addPull, machineChanged, rebuildRegistryIndex, refreshInstance, removePull } from './weight-registry.index';
 import {
   attemptKey,
   attemptsOf,
   blamesSource,
-  holdsWhole,
   isCorruption,
-  liveRollouts,
   pullIdFor,
   RegistryFact,
   RegistryMachine,
   relayKey,
   WeightRegistryState,
-  WeightVersion,
 } from './weight-registry.state';
 
 /**
- * Folds one fact into the registry state. Idempotent on redelivery: every case checks whether the fact
- * is already reflected (pull no longer in flight, relay already present, membership event older than
- * the machine's current status) — the registry also reads its own outputs back from the weights topic.
+ * Folds one fact into the registry state, in place (the decider evolves `in-place`: a job of thousands
+ * of rollouts cannot copy its pull and holding tables per pull), keeping the derived index in step.
+ * Idempotent on redelivery: every case checks whether the fact is already reflected (pull no longer in
+ * flight, relay already present, membership event older than the machine's current status) — the
+ * registry also reads its own outputs back from the weights topic. Objects the state shares with a
+ * message (a version's sources) are replaced, never written.
  */
 export function evolveWeightRegistry(state: WeightRegistryState, fact: RegistryFact): WeightRegistryState {
   const at = fact.occurredAt ? Date.parse(fact.occurredAt) : Number.MAX_SAFE_INTEGER;
   switch (fact.type) {
     case 'JobStarted':
-      return state.mode === fact.data.mode ? state : { ...state, mode: fact.data.mode };
+      state.mode = fact.data.mode;
+      return state;
 
     case 'MachineRegistered': {
       const d = fact.data;
       const m = state.machines[d.machineId];
       if (m && ((m.status === 'alive' && m.role === d.role) || at < m.since)) return state;
       // A (re)joining machine starts with no weights: a replaced rollout pulls the latest (paper §5.2.1 ➂).
-      return withoutHoldings(
-        withMachine(state, {
-          machineId: d.machineId,
-          role: d.role,
-          status: 'alive',
-          address: d.agentAddress,
-          weightsAddress: d.weightsAddress ?? null,
-          reason: 'registered',
-          since: at,
-        }),
-        d.machineId,
-      );
+      setMachine(state, {
+        machineId: d.machineId,
+        role: d.role,
+        status: 'alive',
+        address: d.agentAddress,
+        weightsAddress: d.weightsAddress ?? null,
+        reason: 'registered',
+        since: at,
+      });
+      delete state.holdings[d.machineId];
+      machineChanged(state, d.machineId);
+      return state;
     }
 
     case 'MachineDeregistered': {
       const m = state.machines[fact.data.machineId];
       if (!m || m.status === 'down' || at < m.since) return state;
-      return withMachine(state, { ...m, status: 'down', reason: `left the job: ${fact.data.reason}`, since: at });
+      setMachine(state, { ...m, status: 'down', reason: `left the job: ${fact.data.reason}`, since: at });
+      machineChanged(state, m.machineId);
+      return state;
     }
 
     case 'MachineRoleChanged': {
@@ -56,39 +60,44 @@ export function evolveWeightRegistry(state: WeightRegistryState, fact: RegistryF
       if (!m || at < m.since || (m.role === d.to && m.status === 'alive')) return state;
       // Lent to the trainer or back to serving: either way its rollout weights are gone.
       const reason = d.to === 'rollout' ? `became rollout: ${d.reason}` : `became ${d.to}: ${d.reason}`;
-      return withoutHoldings(withMachine(state, { ...m, role: d.to, status: 'alive', reason, since: at }), d.machineId);
+      setMachine(state, { ...m, role: d.to, status: 'alive', reason, since: at });
+      delete state.holdings[d.machineId];
+      machineChanged(state, d.machineId);
+      return state;
     }
 
     case 'PromoteRolloutToTrainer': {
       const m = state.machines[fact.data.rolloutMachineId];
       if (!m || m.role !== 'rollout' || m.status !== 'alive' || at < m.since) return state;
       const reason = `lent to the trainer as warm standby for ${fact.data.replacesMachineId}`;
-      return withoutHoldings(withMachine(state, { ...m, role: 'trainer', reason, since: at }), m.machineId);
+      setMachine(state, { ...m, role: 'trainer', reason, since: at });
+      delete state.holdings[m.machineId];
+      machineChanged(state, m.machineId);
+      return state;
     }
 
     case 'FaultConfirmed': {
       const d = fact.data;
-      let next = state;
       if (d.handledAs === 'trainer') {
         // A trainer fault restarts the whole trainer group (paper §5.1.2): no rank serves any version
         // published before the fault. A version published after it (the recovered trainer's) is unaffected,
         // which also makes a redelivered old verdict harmless.
-        const versions = { ...state.versions };
         let changed = false;
-        for (const v of Object.values(versions)) {
+        for (const v of Object.values(state.versions)) {
           if (v.trainerServing && v.publishedAt <= at) {
-            versions[v.version] = { ...v, trainerServing: false };
+            state.versions[v.version] = { ...v, trainerServing: false };
             changed = true;
           }
         }
-        if (changed) next = { ...next, versions };
+        if (changed) rebuildRegistryIndex(state);
       }
-      const m = next.machines[d.machineId];
+      const m = state.machines[d.machineId];
       const machineGone = d.handledAs === 'rollout' || d.machineFaulty;
       if (m && machineGone && m.status !== 'down' && at >= m.since) {
-        next = withMachine(next, { ...m, status: 'down', reason: `confirmed faulty (${d.rule})`, since: at });
+        setMachine(state, { ...m, status: 'down', reason: `confirmed faulty (${d.rule})`, since: at });
+        machineChanged(state, m.machineId);
       }
-      return next;
+      return state;
     }
 
     case 'WeightVersionPublished': {
@@ -102,12 +111,13 @@ export function evolveWeightRegistry(state: WeightRegistryState, fact: RegistryF
         // with its new addresses: refresh the sources, keep every copy. Different content under a live
         // number is ignored (the trainer must publish a new number).
         if (!sameContent(existing.buckets, buckets)) return state;
-        const refreshed: WeightVersion = { ...existing, sources: d.sources, trainerServing: true, publishedAt: at, publicationId, unreachable: [] };
-        return { ...state, versions: { ...state.versions, [d.version]: refreshed } };
+        state.versions[d.version] = { ...existing, sources: d.sources, trainerServing: true, publishedAt: at, publicationId, unreachable: [] };
+        rebuildRegistryIndex(state);
+        return state;
       }
       // New, or republished after it was abandoned/retired: start from nothing (paper §5.2.2, "rollouts
       // wait for the trainer to recover before re-initiating the weight pull").
-      const fresh: WeightVersion = {
+      state.versions[d.version] = {
         version: d.version,
         step: d.step,
         buckets,
@@ -120,7 +130,9 @@ export function evolveWeightRegistry(state: WeightRegistryState, fact: RegistryF
         publicationId,
         unreachable: [],
       };
-      return dropVersionCopies({ ...state, versions: { ...state.versions, [d.version]: fresh } }, d.version);
+      dropVersionCopies(state, d.version);
+      rebuildRegistryIndex(state);
+      return state;
     }
 
     case 'WeightPullAssigned': {
@@ -130,11 +142,11 @@ export function evolveWeightRegistry(state: WeightRegistryState, fact: RegistryF
       const attempt = attemptsOf(state, d.version, d.bucketIndex, d.pullerId) + 1;
       // Only the next pull id of its (version, bucket, puller) applies: a redelivered older one does not.
       if (d.pullId !== pullIdFor(d.version, d.bucketIndex, d.pullerId, attempt)) return state;
-      return {
-        ...state,
-        pulls: { ...state.pulls, [d.pullId]: { pullId: d.pullId, version: d.version, bucketIndex: d.bucketIndex, pullerId: d.pullerId, sourceId: d.sourceId } },
-        attempts: { ...state.attempts, [key]: { ...state.attempts[key], [d.bucketIndex]: attempt } },
-      };
+      const pull = { pullId: d.pullId, version: d.version, bucketIndex: d.bucketIndex, pullerId: d.pullerId, sourceId: d.sourceId };
+      state.pulls[d.pullId] = pull;
+      (state.attempts[key] ??= {})[d.bucketIndex] = attempt;
+      addPull(state, pull);
+      return state;
     }
 
     case 'WeightPullCompleted': {
@@ -142,38 +154,36 @@ export function evolveWeightRegistry(state: WeightRegistryState, fact: RegistryF
       const pull = state.pulls[d.pullId];
       // A pull the registry already failed (or a redelivery) adds nothing: the puller was told to drop it.
       if (!pull) return state;
-      let next = withoutPull(state, d.pullId);
-      const v = next.versions[pull.version];
+      delete state.pulls[d.pullId];
+      removePull(state, pull);
+      const v = state.versions[pull.version];
       if (v && v.unreachable.includes(pull.sourceId)) {
-        next = { ...next, versions: { ...next.versions, [v.version]: { ...v, unreachable: v.unreachable.filter((x) => x !== pull.sourceId) } } };
+        state.versions[v.version] = { ...v, unreachable: v.unreachable.filter((x) => x !== pull.sourceId) };
       }
-      if (!v || v.status !== 'live') return next;
-      const mine = next.holdings[pull.pullerId] ?? {};
-      return {
-        ...next,
-        holdings: { ...next.holdings, [pull.pullerId]: { ...mine, [pull.version]: { ...(mine[pull.version] ?? {}), [pull.bucketIndex]: pull.pullId } } },
-      };
+      if (!v || v.status !== 'live') return state;
+      ((state.holdings[pull.pullerId] ??= {})[pull.version] ??= {})[pull.bucketIndex] = pull.pullId;
+      refreshInstance(state, pull.pullerId);
+      return state;
     }
 
     case 'WeightPullFailed': {
       const d = fact.data;
       const pull = state.pulls[d.pullId];
       if (pull) {
-        let next = withoutPull(state, d.pullId);
-        const v = next.versions[pull.version];
+        delete state.pulls[d.pullId];
+        removePull(state, pull);
+        const v = state.versions[pull.version];
         // "If a weight pull fails, it will find another relay server to pull from" (paper §5.2.2).
         if (v && blamesSource(d.reason) && !v.unreachable.includes(pull.sourceId)) {
-          next = { ...next, versions: { ...next.versions, [v.version]: { ...v, unreachable: [...v.unreachable, pull.sourceId].sort() } } };
+          state.versions[v.version] = { ...v, unreachable: [...v.unreachable, pull.sourceId].sort() };
         }
-        return next;
+        return state;
       }
       // A checksum failure found after completion (e.g. whole-version verification): forget exactly the
       // copy that pull delivered, so the bucket is pulled again; a redelivery finds a newer copy and stops.
       if (isCorruption(d.reason) && state.holdings[d.pullerId]?.[d.version]?.[d.bucketIndex] === d.pullId) {
-        const mine = state.holdings[d.pullerId];
-        const buckets = { ...mine[d.version] };
-        delete buckets[d.bucketIndex];
-        return { ...state, holdings: { ...state.holdings, [d.pullerId]: { ...mine, [d.version]: buckets } } };
+        delete state.holdings[d.pullerId][d.version][d.bucketIndex];
+        refreshInstance(state, d.pullerId);
       }
       return state;
     }
@@ -182,34 +192,40 @@ export function evolveWeightRegistry(state: WeightRegistryState, fact: RegistryF
       const d = fact.data;
       const key = relayKey(d.instanceId, d.version);
       if (state.relays[key]) return state;
-      let next: WeightRegistryState = { ...state, relays: { ...state.relays, [key]: { instanceId: d.instanceId, version: d.version, address: d.address } } };
+      state.relays[key] = { instanceId: d.instanceId, version: d.version, address: d.address };
+      const relaysOf = state.index.relaysOf;
+      relaysOf.set(d.instanceId, (relaysOf.get(d.instanceId) ?? new Set()).add(key));
       // A rollout swaps to the newer version once it holds it whole: its older copies are gone.
-      const mine = next.holdings[d.instanceId];
-      if (mine) {
-        const kept: Record<number, Record<number, string>> = {};
-        for (const [version, buckets] of Object.entries(mine)) if (Number(version) >= d.version) kept[Number(version)] = buckets;
-        next = { ...next, holdings: { ...next.holdings, [d.instanceId]: kept } };
-      }
-      const v = next.versions[d.version];
+      const mine = state.holdings[d.instanceId];
+      if (mine) for (const version of Object.keys(mine)) if (Number(version) < d.version) delete mine[Number(version)];
+      refreshInstance(state, d.instanceId);
+      const v = state.versions[d.version];
       if (v && !v.trainerReleased) {
-        const released = next.mode === 'async' || liveRollouts(next).every((r) => holdsWhole(next, r, d.version));
-        if (released) next = { ...next, versions: { ...next.versions, [d.version]: { ...v, trainerReleased: true } } };
+        // Every live rollout holds it whole (the index counts them; none at all counts as every one).
+        const released = state.mode === 'async' || (state.index.wholeCount.get(d.version) ?? 0) === state.index.rollouts.length;
+        if (released) state.versions[d.version] = { ...v, trainerReleased: true };
       }
-      return next;
+      return state;
     }
 
     case 'RelayLeft': {
       const key = relayKey(fact.data.instanceId, fact.data.version);
       if (!state.relays[key]) return state;
-      const relays = { ...state.relays };
-      delete relays[key];
-      return { ...state, relays };
+      delete state.relays[key];
+      const ix = state.index;
+      const mine = ix.relaysOf.get(fact.data.instanceId);
+      mine?.delete(key);
+      if (mine?.size === 0) ix.relaysOf.delete(fact.data.instanceId);
+      ix.staleRelays.delete(key);
+      refreshInstance(state, fact.data.instanceId);
+      return state;
     }
 
     case 'TrainerReleased': {
       const v = state.versions[fact.data.version];
       if (!v || v.releaseAnnounced) return state;
-      return { ...state, versions: { ...state.versions, [v.version]: { ...v, trainerReleased: true, releaseAnnounced: true } } };
+      state.versions[v.version] = { ...v, trainerReleased: true, releaseAnnounced: true };
+      return state;
     }
 
     case 'WeightVersionRetired': {
@@ -217,47 +233,34 @@ export function evolveWeightRegistry(state: WeightRegistryState, fact: RegistryF
       if (!v || v.status === 'retired') return state;
       // Retired (or abandoned): every copy of it is forgotten, whole or partial (paper §5.2.2). Its pull
       // attempt counters go too: nothing pulls a retired version again, and a long job would otherwise
-      // keep (and copy on every assignment) counters for every version it ever ran.
+      // keep counters for every version it ever ran.
       const prefix = `${v.version}/`;
       let highest = state.retiredAttempts[v.version] ?? 0;
-      for (const [key, perBucket] of Object.entries(state.attempts)) if (key.startsWith(prefix)) highest = Math.max(highest, ...Object.values(perBucket));
-      const attempts = Object.fromEntries(Object.entries(state.attempts).filter(([key]) => !key.startsWith(prefix)));
-      const retiredAttempts = { ...state.retiredAttempts, [v.version]: highest };
-      return dropVersionCopies({ ...state, attempts, retiredAttempts, versions: { ...state.versions, [v.version]: { ...v, status: 'retired' } } }, v.version);
+      for (const [key, perBucket] of Object.entries(state.attempts)) {
+        if (!key.startsWith(prefix)) continue;
+        highest = Math.max(highest, ...Object.values(perBucket));
+        delete state.attempts[key];
+      }
+      state.retiredAttempts[v.version] = highest;
+      state.versions[v.version] = { ...v, status: 'retired' };
+      dropVersionCopies(state, v.version);
+      rebuildRegistryIndex(state);
+      return state;
     }
     default:
       return assertNever(fact, 'weight registry fact');
   }
 }
 
-function withMachine(state: WeightRegistryState, machine: RegistryMachine): WeightRegistryState {
-  return { ...state, machines: { ...state.machines, [machine.machineId]: machine } };
+function setMachine(state: WeightRegistryState, machine: RegistryMachine): void {
+  state.machines[machine.machineId] = machine;
 }
 
-function withoutHoldings(state: WeightRegistryState, instanceId: string): WeightRegistryState {
-  if (!state.holdings[instanceId]) return state;
-  const holdings = { ...state.holdings };
-  delete holdings[instanceId];
-  return { ...state, holdings };
-}
-
-function withoutPull(state: WeightRegistryState, pullId: string): WeightRegistryState {
-  const pulls = { ...state.pulls };
-  delete pulls[pullId];
-  return { ...state, pulls };
-}
-
-/** Forgets every holding, pull and relay of one version (the decider has already failed the pulls). */
-function dropVersionCopies(state: WeightRegistryState, version: number): WeightRegistryState {
-  const holdings: WeightRegistryState['holdings'] = {};
-  for (const [instanceId, versions] of Object.entries(state.holdings)) {
-    const rest = { ...versions };
-    delete rest[version];
-    holdings[instanceId] = rest;
-  }
-  const pulls = Object.fromEntries(Object.entries(state.pulls).filter(([, p]) => p.version !== version));
-  const relays = Object.fromEntries(Object.entries(state.relays).filter(([, r]) => r.version !== version));
-  return { ...state, holdings, pulls, relays };
+/** Forgets every holding, pull and relay of one version (the decider has already failed the pulls); the caller rebuilds the index. */
+function dropVersionCopies(state: WeightRegistryState, version: number): void {
+  for (const versions of Object.values(state.holdings)) delete versions[version];
+  for (const [pullId, p] of Object.entries(state.pulls)) if (p.version === version) delete state.pulls[pullId];
+  for (const [key, r] of Object.entries(state.relays)) if (r.version === version) delete state.relays[key];
 }
 
 const sameContent = (a: readonly { index: number; checksum: string }[], b: readonly { index: number; checksum: string }[]) =>

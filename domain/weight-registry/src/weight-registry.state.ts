@@ -1,5 +1,6 @@
 import { Draft, MessageOf, Role, TrainingMode } from '@robustrl/contracts';
 import type { JobCommand } from '@robustrl/domain-kit';
+import { RegistryIndex, rebuildRegistryIndex } from './weight-registry.index';
 
 /**
  * The weight registry's view of one job (paper §5.2.1, §5.2.2): weight versions, who holds which
@@ -120,7 +121,8 @@ export interface Relay {
   address: string;
 }
 
-export interface WeightRegistryState {
+/** The registry's facts: what snapshots hold and what the derived index is rebuilt from. */
+export interface RegistryData {
   mode: TrainingMode;
   machines: Record<string, RegistryMachine>;
   versions: Record<number, WeightVersion>;
@@ -142,7 +144,18 @@ export interface WeightRegistryState {
   relays: Record<string, Relay>;
 }
 
-export const initialWeightRegistryState = (): WeightRegistryState => ({
+/**
+ * The state a hosted registry evolves in place: its facts and `index`, what it derives from them to
+ * decide on a message without scanning the job (see `weight-registry.index.ts`). The index is left out
+ * of snapshots and rebuilt from the facts.
+ */
+export interface WeightRegistryState extends RegistryData {
+  index: RegistryIndex;
+}
+
+export const initialWeightRegistryState = (): WeightRegistryState => rebuildRegistryIndex(initialRegistryData());
+
+export const initialRegistryData = (): RegistryData => ({
   mode: 'sync',
   machines: {},
   versions: {},
@@ -157,7 +170,7 @@ export const machineOf = (instanceId: string) => instanceId.split('/')[0];
 export const relayKey = (instanceId: string, version: number) => `${instanceId}@${version}`;
 export const attemptKey = (version: number, pullerId: string) => `${version}/${pullerId}`;
 /** Pulls of this (version, bucket, puller) assigned so far. */
-export const attemptsOf = (state: Pick<WeightRegistryState, 'attempts' | 'retiredAttempts'>, version: number, bucketIndex: number, pullerId: string): number =>
+export const attemptsOf = (state: Pick<RegistryData, 'attempts' | 'retiredAttempts'>, version: number, bucketIndex: number, pullerId: string): number =>
   Math.max(state.attempts[attemptKey(version, pullerId)]?.[bucketIndex] ?? 0, state.retiredAttempts[version] ?? 0);
 /** Pull ids come from state alone, so a redelivered input that re-runs decide names the same pull. */
 export const pullIdFor = (version: number, bucketIndex: number, pullerId: string, attempt: number) => `w${version}/b${bucketIndex}/${pullerId}#${attempt}`;
@@ -165,41 +178,41 @@ export const pullIdFor = (version: number, bucketIndex: number, pullerId: string
 /** A rollout that takes part in weight transfer: alive and with a weight server (see weightsAddress). */
 const isWeightRollout = (m: RegistryMachine | undefined): m is RegistryMachine =>
   m !== undefined && m.role === 'rollout' && m.status === 'alive' && m.weightsAddress !== null;
-export const isLiveRollout = (s: WeightRegistryState, instanceId: string) => isWeightRollout(s.machines[instanceId]);
-export const liveRollouts = (s: WeightRegistryState) =>
+export const isLiveRollout = (s: RegistryData, instanceId: string) => isWeightRollout(s.machines[instanceId]);
+export const liveRollouts = (s: RegistryData) =>
   Object.values(s.machines)
     .filter(isWeightRollout)
     .map((m) => m.machineId)
     .sort();
-export const isMachineDown = (s: WeightRegistryState, instanceId: string) => s.machines[machineOf(instanceId)]?.status === 'down';
+export const isMachineDown = (s: RegistryData, instanceId: string) => s.machines[machineOf(instanceId)]?.status === 'down';
 
-export const liveVersions = (s: WeightRegistryState) =>
+export const liveVersions = (s: RegistryData) =>
   Object.values(s.versions)
     .filter((v) => v.status === 'live')
     .map((v) => v.version)
     .sort((a, b) => a - b);
 /** The version pullers go for: the newest live one. */
-export const targetVersion = (s: WeightRegistryState): number | undefined => liveVersions(s).at(-1);
+export const targetVersion = (s: RegistryData): number | undefined => liveVersions(s).at(-1);
 
-export const holdsBucket = (s: WeightRegistryState, instanceId: string, version: number, bucketIndex: number) =>
+export const holdsBucket = (s: RegistryData, instanceId: string, version: number, bucketIndex: number) =>
   s.holdings[instanceId]?.[version]?.[bucketIndex] !== undefined;
-export const holdsWhole = (s: WeightRegistryState, instanceId: string, version: number) => {
+export const holdsWhole = (s: RegistryData, instanceId: string, version: number) => {
   const v = s.versions[version];
   return v !== undefined && v.status === 'live' && v.buckets.every((b) => holdsBucket(s, instanceId, version, b.index));
 };
 /** The newest live version an instance holds whole: what it serves inference with, and relays. */
-export const newestWhole = (s: WeightRegistryState, instanceId: string): number | undefined =>
+export const newestWhole = (s: RegistryData, instanceId: string): number | undefined =>
   liveVersions(s)
     .filter((v) => holdsWhole(s, instanceId, v))
     .at(-1);
 
 export const isTrainerSource = (v: WeightVersion, instanceId: string) => v.sources.some((x) => x.instanceId === instanceId);
 /** Whether the version's own trainer ranks are still there to serve it (released or not). */
-export const trainerCanServe = (s: WeightRegistryState, v: WeightVersion) => v.trainerServing && v.sources.some((src) => !isMachineDown(s, src.instanceId));
+export const trainerCanServe = (s: RegistryData, v: WeightVersion) => v.trainerServing && v.sources.some((src) => !isMachineDown(s, src.instanceId));
 
 /**
  * Async mode (paper §5.2.1): the trainer resumes training as soon as the first relay holds the version
  * whole; otherwise once every living rollout does. The version's RelayJoined flips the flag in evolve;
  * the decider then announces it with TrainerReleased (see releases.ts).
  */
-export const trainerReleased = (s: WeightRegistryState, version: number) => s.versions[version]?.trainerReleased ?? false;
+export const trainerReleased = (s: RegistryData, version: number) => s.versions[version]?.trainerReleased ?? false;

@@ -1,0 +1,249 @@
+import { Draft } from '@robustrl/contracts';
+import { codecOf, step } from '@robustrl/domain-kit';
+import { timeline } from '@robustrl/testing/job-timeline';
+import { createWeightRegistryDecider as createFullRecompute } from './full-recompute/weight-registry.decider';
+import { createWeightRegistryDecider } from './weight-registry.decider';
+import { rebuildRegistryIndex } from './weight-registry.index';
+import { RegistryData, WeightRegistryEvent, WeightRegistryInput, WeightRegistryState } from './weight-registry.state';
+
+/**
+ * Issue 13 (scale): the registry evolves in place, keeps a derived index, and decides from it — folding
+ * its steps' drafts on a copy only when one step can change what a later one decides. These specs hold
+ * it to the registry as it was (`full-recompute/`: every step recomputed from the whole state, every
+ * fold a new state) on random jobs: the same drafts for every input, the same facts after, an index
+ * equal to one rebuilt from the facts, and a snapshot that decodes to a registry deciding the same.
+ */
+
+/** mulberry32: a tiny seeded PRNG, so a failing seed replays exactly. */
+function prng(seed: number) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+type Options = { pullWindow: number; relays: boolean; async: boolean };
+
+/**
+ * One random job, driven through both registries: rollouts register, die, are lent and come back;
+ * trainers fail and republish; pulls complete (sometimes found corrupt later), fail blaming the source
+ * or not; inputs are redelivered; once in a while an input is only folded (a history), not decided on.
+ */
+function randomJob(seed: number, options: Options, inputs = 400) {
+  const rnd = prng(seed);
+  const pick = <T>(xs: readonly T[]): T | undefined => (xs.length ? xs[Math.floor(rnd() * xs.length)] : undefined);
+  const msg = timeline(`job-index-${seed}`);
+  const decider = createWeightRegistryDecider({ pullWindow: options.pullWindow, relays: options.relays });
+  const reference = createFullRecompute({ pullWindow: options.pullWindow, relays: options.relays });
+  let state: WeightRegistryState = decider.initialState();
+  let expected: RegistryData = reference.initialState();
+  let t = 0;
+  let version = 0;
+  let rollouts = 0;
+  const sent: WeightRegistryInput[] = [];
+  const mismatches: string[] = [];
+  const trainers = ['trainer-0', 'trainer-1/dp0', 'trainer-1/dp1'];
+
+  const register = (machineId: string, role: 'rollout' | 'trainer', weights = true) =>
+    msg(t, 'MachineRegistered', {
+      machineId,
+      role,
+      zone: 'az',
+      hardwareClass: 'h100x8',
+      gpus: 8,
+      agentAddress: `http://${machineId}`,
+      dpRank: null,
+      ...(weights ? { weightsAddress: `${machineId}:9000` } : {}),
+    });
+  const publish = () =>
+    msg(t, 'WeightVersionPublished', {
+      version: rnd() < 0.15 && version > 0 ? version : ++version,
+      step: version,
+      buckets: Array.from({ length: 1 + Math.floor(rnd() * 4) }, (_, index) => ({ index, sizeBytes: 10, checksum: `v${version}b${index}` })).slice(
+        0,
+        version % 3 === 0 ? 2 : 4,
+      ),
+      totalBytes: 40,
+      sources: trainers.filter(() => rnd() < 0.8).map((instanceId) => ({ instanceId, address: `${instanceId}:7000` })),
+    });
+  const fault = (machineId: string, role: 'rollout' | 'trainer') =>
+    msg(t, 'FaultConfirmed', {
+      verdictId: `${machineId}/${t}`,
+      machineId,
+      role,
+      rule: role === 'rollout' ? 'rollout-silent' : 'trainer-idle',
+      handledAs: role,
+      machineFaulty: role === 'rollout' || rnd() < 0.3,
+      detectionLatencyMs: 1,
+      evidence: {},
+    });
+
+  const next = (): WeightRegistryInput | 'tick' => {
+    const r = rnd();
+    const pulls = Object.values(expected.pulls);
+    const machines = Object.values(expected.machines);
+    if (r < 0.45 && pulls.length > 0) {
+      const p = pick(pulls)!;
+      const reason = pick(['connection refused', 'checksum mismatch', 'source-lost'])!;
+      return rnd() < 0.85 ? msg(t, 'WeightPullCompleted', { ...p, bytes: 10, durationMs: 1 }) : msg(t, 'WeightPullFailed', { ...p, reason });
+    }
+    if (r < 0.5) {
+      // A checksum failure found after completion, naming the pull that delivered a held bucket.
+      const [holder, versions] = pick(Object.entries(expected.holdings)) ?? [];
+      const [v, buckets] = pick(Object.entries(versions ?? {})) ?? [];
+      const [b, pullId] = pick(Object.entries(buckets ?? {})) ?? [];
+      if (holder && pullId)
+        return msg(t, 'WeightPullFailed', { pullId, version: Number(v), bucketIndex: Number(b), pullerId: holder, sourceId: 'x', reason: 'checksum mismatch' });
+    }
+    if (r < 0.58) return publish();
+    if (r < 0.66) return register(`rollout-${rollouts++}`, 'rollout', rnd() < 0.9);
+    if (r < 0.7) return register(pick(trainers)!.split('/')[0], 'trainer');
+    if (r < 0.74) {
+      const m = pick(machines.filter((x) => x.role === 'rollout' && x.status === 'alive'));
+      if (m) return fault(m.machineId, 'rollout');
+    }
+    if (r < 0.77) return fault(pick(trainers)!.split('/')[0], 'trainer');
+    if (r < 0.79) {
+      const m = pick(machines);
+      if (m) return msg(t, 'MachineDeregistered', { machineId: m.machineId, reason: 'replaced' });
+    }
+    if (r < 0.81) {
+      const m = pick(machines.filter((x) => x.role === 'rollout'));
+      if (m)
+        return msg(t, 'PromoteRolloutToTrainer', { recoveryId: `r${t}`, commandId: `c${t}`, rolloutMachineId: m.machineId, replacesMachineId: 'trainer-0' });
+    }
+    if (r < 0.83) {
+      const m = pick(machines);
+      if (m) return msg(t, 'MachineRoleChanged', { machineId: m.machineId, from: m.role, to: m.role === 'rollout' ? 'trainer' : 'rollout', reason: 'lent' });
+    }
+    if (r < 0.9 && sent.length > 0) return pick(sent)!;
+    return 'tick';
+  };
+
+  state = fold(decider.evolve, state, msg(t, 'JobStarted', jobStarted(options.async)));
+  expected = fold(reference.evolve, expected, msg(t, 'JobStarted', jobStarted(options.async)));
+  for (let i = 0; i < inputs; i++) {
+    t += 1 + Math.floor(rnd() * 3);
+    const input = next();
+    const command = input === 'tick' ? { kind: 'tick' as const, now: t } : { kind: 'observe' as const, message: input, now: t };
+    if (input !== 'tick') sent.push(input);
+    if (input !== 'tick' && rnd() < 0.05) {
+      // Only folded (a history the decider did not decide on): both must catch up at the next input.
+      state = decider.evolve(state, input as WeightRegistryEvent);
+      expected = reference.evolve(expected, input as WeightRegistryEvent);
+      continue;
+    }
+    const toEvent = (d: Draft) => msg(t, d.type, d.data as never) as WeightRegistryEvent;
+    const want = step(reference, expected, command as never, toEvent);
+    const got = step(decider, state, command as never, toEvent);
+    expected = want.state;
+    state = got.state;
+    if (JSON.stringify(got.outputs) !== JSON.stringify(want.outputs))
+      mismatches.push(`#${i} ${command.kind === 'tick' ? 'tick' : input === 'tick' ? '' : input.type}: got ${show(got.outputs)}, want ${show(want.outputs)}`);
+    if (!sameFacts(facts(state), expected)) mismatches.push(`#${i}: the facts differ`);
+    const rebuilt = rebuildRegistryIndex(structuredClone(facts(state))).index;
+    const [mine, fresh] = [normalise(state.index) as Record<string, unknown>, normalise(rebuilt) as Record<string, unknown>];
+    const differing = Object.keys(fresh).filter((k) => JSON.stringify(mine[k]) !== JSON.stringify(fresh[k]));
+    if (differing.length > 0)
+      mismatches.push(
+        `#${i} ${input === 'tick' ? 'tick' : input.type}: the index differs from a rebuild in ${differing.map((k) => `${k}: ${JSON.stringify(mine[k])} vs ${JSON.stringify(fresh[k])}`).join('; ')}`,
+      );
+    if (mismatches.length > 0) break;
+  }
+  return { decider, state, mismatches, msg, t };
+}
+
+const jobStarted = (async: boolean) => ({
+  mode: async ? ('async' as const) : ('semi-sync' as const),
+  resumedFromStep: null,
+  trainerMachines: 2,
+  rolloutMachines: 4,
+  detection: {},
+});
+const fold = <S>(evolve: (s: S, e: WeightRegistryEvent) => S, s: S, e: unknown) => evolve(s, e as WeightRegistryEvent);
+const show = (ds: Draft[]) => ds.map((d) => `${d.type}${JSON.stringify(d.data)}`).join(' ');
+const facts = ({ index: _derived, ...data }: WeightRegistryState): RegistryData => data;
+
+/** Equal facts, ignoring emptied holding records (the old registry kept `{}` where the new one deletes). */
+function sameFacts(a: RegistryData, b: RegistryData): boolean {
+  const pruned = (d: RegistryData) => ({
+    ...d,
+    holdings: Object.fromEntries(
+      Object.entries(d.holdings)
+        .map(([id, vs]) => [id, Object.fromEntries(Object.entries(vs).filter(([, bs]) => Object.keys(bs).length > 0))] as const)
+        .filter(([, vs]) => Object.keys(vs).length > 0),
+    ),
+    attempts: Object.fromEntries(Object.entries(d.attempts).filter(([, per]) => Object.keys(per).length > 0)),
+  });
+  return JSON.stringify(sortKeys(pruned(a))) === JSON.stringify(sortKeys(pruned(b)));
+}
+
+function sortKeys(x: unknown): unknown {
+  if (Array.isArray(x)) return x.map(sortKeys);
+  if (x && typeof x === 'object')
+    return Object.fromEntries(
+      Object.keys(x)
+        .sort()
+        .map((k) => [k, sortKeys((x as Record<string, unknown>)[k])]),
+    );
+  return x;
+}
+
+/** Maps and Sets as sorted entries (their insertion order is not part of the index); arrays as they are. */
+function normalise(x: unknown): unknown {
+  if (x instanceof Map) return [...x].map(([k, v]) => [String(k), normalise(v)]).sort((a, b) => String(a[0]).localeCompare(String(b[0])));
+  if (x instanceof Set) return [...x].map(String).sort();
+  if (Array.isArray(x)) return x.map(normalise);
+  if (x && typeof x === 'object') return Object.fromEntries(Object.entries(x).map(([k, v]) => [k, normalise(v)]));
+  return x;
+}
+
+describe('weight registry index (issue 13): decides as the full recomputation did', () => {
+  it.each([
+    [1, { pullWindow: 1, relays: true, async: false }],
+    [2, { pullWindow: 1, relays: true, async: true }],
+    [3, { pullWindow: 2, relays: true, async: false }],
+    [4, { pullWindow: 3, relays: false, async: false }],
+    [5, { pullWindow: 1, relays: true, async: false }],
+    [6, { pullWindow: 2, relays: true, async: true }],
+    [7, { pullWindow: 1, relays: false, async: true }],
+    [8, { pullWindow: 1, relays: true, async: false }],
+  ])('seed %i %j: same drafts, same facts, index equal to a rebuild after every input', (seed, options) => {
+    expect(randomJob(seed, options).mismatches).toEqual([]);
+  });
+
+  it('a snapshot (index left out, rebuilt on decode) decides as the state it was taken from', () => {
+    for (const seed of [11, 12, 13]) {
+      const { decider, state, msg, t } = randomJob(seed, { pullWindow: 1, relays: true, async: false }, 250);
+      const codec = codecOf(decider);
+      const encoded = JSON.parse(JSON.stringify(codec.encode(state)));
+      expect(encoded.index).toBeUndefined();
+      const decoded = codec.decode(encoded);
+      expect(JSON.stringify(normalise(decoded.index))).toEqual(JSON.stringify(normalise(state.index)));
+      // Both copies decide alike on what comes next: a tick, then a new version.
+      for (const command of [
+        { kind: 'tick' as const, now: t + 1 },
+        {
+          kind: 'observe' as const,
+          message: msg(t + 2, 'WeightVersionPublished', {
+            version: 999,
+            step: 999,
+            buckets: [{ index: 0, sizeBytes: 1, checksum: 'x' }],
+            totalBytes: 1,
+            sources: [{ instanceId: 'trainer-0', address: 'trainer-0:7000' }],
+          }),
+          now: t + 2,
+        },
+      ]) {
+        const toEvent = (d: Draft) => msg(t + 3, d.type, d.data as never) as WeightRegistryEvent;
+        const a = step(decider, state, command as never, toEvent).outputs;
+        const b = step(decider, decoded, command as never, toEvent).outputs;
+        expect(b).toEqual(a);
+      }
+    }
+  });
+});

@@ -1,0 +1,334 @@
+import type { InFlightPull, RegistryData, WeightRegistryState } from './weight-registry.state';
+import { holdsBucket, isLiveRollout, isMachineDown, liveRollouts, machineOf, relayKey } from './weight-registry.state';
+
+/**
+ * What the registry derives from its facts so that deciding on one message costs what the message
+ * touches, not the job (issue 13: before it, every pull completion re-checked every rollout, relay and
+ * pull, and scheduling compared every holder of a bucket). Each member answers one question a decision
+ * step used to scan the state for:
+ *
+ *  - `live`, `rollouts`: the live versions (ascending) and the live weight rollouts (code-unit order,
+ *    the order joins and pullers are visited in);
+ *  - `whole`, `wholeCount`, `newestWholeCount`: which live versions each live rollout holds whole, how
+ *    many hold each, whose newest each is (relay joins, the trainer's release, abandonment, retention);
+ *  - `unjoined`, `staleRelays`: rollouts whose newest whole version has no relay yet, relays that no
+ *    longer serve (RelaySet.joins / leaves);
+ *  - `holders`, `idleHolders`, `idleTrainers`: who may serve a bucket, and of those who serves nothing
+ *    now, in id order (the scheduler's least busy candidate, found without comparing every holder);
+ *  - pulls by puller, source machine and version, each source's load (`busy`), what is being served
+ *    and fetched (`serving`, `pending`), and the pulls that must fail (`stalePulls`);
+ *  - `incompleteBy`: live rollouts missing the newest version, by their pulls in flight (pullers with
+ *    room in their window).
+ *
+ * Derived only: left out of snapshots, rebuilt by `rebuildRegistryIndex`; an event that changes a
+ * machine of a trainer source or a version (rare: publications, retirements, trainer faults) rebuilds
+ * it, the frequent ones (pulls, relays, holdings) update it through `refreshInstance` and `addPull` /
+ * `removePull`. `weight-registry-index.spec.ts` holds it to a rebuild after every event of random runs.
+ */
+export class RegistryIndex {
+  live: number[] = [];
+  rollouts: string[] = [];
+  readonly rolloutSet = new Set<string>();
+  readonly whole = new Map<string, number[]>();
+  readonly wholeCount = new Map<number, number>();
+  readonly newestWholeCount = new Map<number, number>();
+  readonly unjoined = new Set<string>();
+  readonly relaysOf = new Map<string, Set<string>>();
+  readonly staleRelays = new Set<string>();
+  /** `version/bucket` → live rollouts holding it; `heldKeys`: the keys each is listed under. */
+  readonly holders = new Map<string, Set<string>>();
+  readonly heldKeys = new Map<string, string[]>();
+  /** `version/bucket` → holders serving nothing now, in the scheduler's id order. */
+  readonly idleHolders = new Map<string, string[]>();
+  /** live version → its trainer sources (id → address, the first the manifest names). */
+  readonly sourceAddress = new Map<number, Map<string, string>>();
+  /** trainer source → the live versions naming it; `sourceMachines`: the machines they run on. */
+  readonly sourceVersions = new Map<string, number[]>();
+  readonly sourceMachines = new Set<string>();
+  /** live version → its trainer sources on machines not down serving nothing now, in id order. */
+  readonly idleTrainers = new Map<number, string[]>();
+  readonly pullsOfPuller = new Map<string, Set<string>>();
+  readonly pullsOfSourceMachine = new Map<string, Set<string>>();
+  readonly pullsOfVersion = new Map<number, Set<string>>();
+  readonly busy = new Map<string, number>();
+  readonly serving = new Map<string, number>();
+  readonly pending = new Map<string, number>();
+  readonly stalePulls = new Set<string>();
+  readonly incomplete = new Map<string, number>();
+  readonly incompleteBy = new Map<number, Set<string>>();
+}
+
+export const holderKey = (version: number, bucketIndex: number) => `${version}/${bucketIndex}`;
+export const servingKey = (sourceId: string, version: number, bucketIndex: number) => `${sourceId}|${version}|${bucketIndex}`;
+export const pendingKey = (version: number, bucketIndex: number, pullerId: string) => `${version}/${bucketIndex}/${pullerId}`;
+/** The scheduler's tie-break between sources of equal load (as it always was: the locale's order). */
+export const byId = (a: string, b: string) => a.localeCompare(b);
+
+/** The index of `data`, from scratch; `data` becomes the state (the index is attached to it). */
+export function rebuildRegistryIndex(data: RegistryData): WeightRegistryState {
+  const s = data as WeightRegistryState;
+  const ix = new RegistryIndex();
+  s.index = ix;
+  ix.live = Object.values(s.versions)
+    .filter((v) => v.status === 'live')
+    .map((v) => v.version)
+    .sort((a, b) => a - b);
+  ix.rollouts = liveRollouts(s);
+  for (const r of ix.rollouts) ix.rolloutSet.add(r);
+  for (const version of ix.live) {
+    const addresses = new Map<string, string>();
+    for (const src of s.versions[version].sources) {
+      if (addresses.has(src.instanceId)) continue;
+      addresses.set(src.instanceId, src.address);
+      push(ix.sourceVersions, src.instanceId, version);
+      ix.sourceMachines.add(machineOf(src.instanceId));
+    }
+    ix.sourceAddress.set(version, addresses);
+  }
+  for (const key of Object.keys(s.relays)) add(ix.relaysOf, s.relays[key].instanceId, key);
+  for (const p of Object.values(s.pulls)) indexPull(s, p);
+  for (const version of ix.live) {
+    const idle = [...ix.sourceAddress.get(version)!.keys()].filter((id) => !isMachineDown(s, id) && !ix.busy.get(id)).sort(byId);
+    if (idle.length > 0) ix.idleTrainers.set(version, idle);
+  }
+  const instances = new Set([...ix.rollouts, ...ix.relaysOf.keys(), ...ix.pullsOfPuller.keys(), ...ix.pullsOfSourceMachine.keys()]);
+  for (const id of instances) indexInstance(s, id);
+  return s;
+}
+
+/** After a change to what one instance holds, relays or is (a rollout or not): its part of the index again. */
+export function refreshInstance(s: WeightRegistryState, id: string): void {
+  unindexInstance(s, id);
+  indexInstance(s, id);
+}
+
+/**
+ * After a machine's membership changed (registered, left, lent, confirmed faulty): a machine running a
+ * trainer source rebuilds the index (a trainer source's serving changes everywhere), any other updates
+ * the rollout list and its own part.
+ */
+export function machineChanged(s: WeightRegistryState, id: string): void {
+  const ix = s.index;
+  if (ix.sourceMachines.has(id)) {
+    rebuildRegistryIndex(s);
+    return;
+  }
+  const live = isLiveRollout(s, id);
+  if (live !== ix.rolloutSet.has(id)) {
+    unindexInstance(s, id);
+    if (live) {
+      ix.rolloutSet.add(id);
+      ix.rollouts.splice(sortedIndex(ix.rollouts, id, codeUnitOrder), 0, id);
+    } else {
+      ix.rolloutSet.delete(id);
+      ix.rollouts.splice(ix.rollouts.indexOf(id), 1);
+    }
+    indexInstance(s, id);
+  } else refreshInstance(s, id);
+}
+
+/** A pull now in `s.pulls`. */
+export function addPull(s: WeightRegistryState, p: InFlightPull): void {
+  indexPull(s, p);
+  const ix = s.index;
+  if (ix.busy.get(p.sourceId) === 1) setIdle(s, p.sourceId, false);
+  movePuller(ix, p.pullerId);
+}
+
+/** A pull no longer in `s.pulls`. */
+export function removePull(s: WeightRegistryState, p: InFlightPull): void {
+  const ix = s.index;
+  remove(ix.pullsOfPuller, p.pullerId, p.pullId);
+  remove(ix.pullsOfSourceMachine, machineOf(p.sourceId), p.pullId);
+  remove(ix.pullsOfVersion, p.version, p.pullId);
+  const busy = count(ix.busy, p.sourceId, -1);
+  count(ix.serving, servingKey(p.sourceId, p.version, p.bucketIndex), -1);
+  count(ix.pending, pendingKey(p.version, p.bucketIndex, p.pullerId), -1);
+  ix.stalePulls.delete(p.pullId);
+  if (busy === 0) setIdle(s, p.sourceId, true);
+  movePuller(ix, p.pullerId);
+}
+
+/** The newest live version `id` holds whole (a live rollout), as `newestWhole` computes it. */
+export const newestWholeOf = (s: WeightRegistryState, id: string): number | undefined => s.index.whole.get(id)?.at(-1);
+
+/** Why a relay no longer serves (RelaySet.leaves' reason), or null; from the index. */
+export function whyNotRelaying(s: WeightRegistryState, instanceId: string, version: number): string | null {
+  if (!s.index.rolloutSet.has(instanceId)) return s.machines[instanceId]?.reason ?? 'no longer a rollout of the job';
+  if (s.versions[version]?.status !== 'live') return `version ${version} retired`;
+  const whole = s.index.whole.get(instanceId) ?? [];
+  const newest = whole.at(-1);
+  if (newest !== undefined && newest > version) return `superseded by version ${newest}`;
+  if (!whole.includes(version)) return `no longer holds version ${version} whole (a bucket failed its checksum)`;
+  return null;
+}
+
+/** Whether an in-flight pull must fail (`stalePulls`): its puller stopped serving or its source no longer serves. */
+function pullIsStale(s: WeightRegistryState, p: InFlightPull): boolean {
+  if (!s.index.rolloutSet.has(p.pullerId)) return true;
+  const v = s.versions[p.version];
+  if (!v || v.status !== 'live') return true;
+  if (s.index.sourceAddress.get(p.version)?.has(p.sourceId)) return !(v.trainerServing && !isMachineDown(s, p.sourceId));
+  return !(s.index.rolloutSet.has(p.sourceId) && holdsBucket(s, p.sourceId, p.version, p.bucketIndex));
+}
+
+function indexPull(s: WeightRegistryState, p: InFlightPull): void {
+  const ix = s.index;
+  add(ix.pullsOfPuller, p.pullerId, p.pullId);
+  add(ix.pullsOfSourceMachine, machineOf(p.sourceId), p.pullId);
+  add(ix.pullsOfVersion, p.version, p.pullId);
+  count(ix.busy, p.sourceId, 1);
+  count(ix.serving, servingKey(p.sourceId, p.version, p.bucketIndex), 1);
+  count(ix.pending, pendingKey(p.version, p.bucketIndex, p.pullerId), 1);
+  if (pullIsStale(s, p)) ix.stalePulls.add(p.pullId);
+}
+
+function indexInstance(s: WeightRegistryState, id: string): void {
+  const ix = s.index;
+  if (ix.rolloutSet.has(id)) {
+    const held = s.holdings[id];
+    const keys: string[] = [];
+    const whole: number[] = [];
+    const idle = !ix.busy.get(id);
+    for (const version of ix.live) {
+      const buckets = held?.[version];
+      let all = true;
+      for (const b of s.versions[version].buckets) {
+        if (buckets?.[b.index] === undefined) {
+          all = false;
+          continue;
+        }
+        const key = holderKey(version, b.index);
+        keys.push(key);
+        add(ix.holders, key, id);
+        if (idle) insertSorted(ix.idleHolders, key, id);
+      }
+      if (all) {
+        whole.push(version);
+        count(ix.wholeCount, version, 1);
+      }
+    }
+    ix.heldKeys.set(id, keys);
+    ix.whole.set(id, whole);
+    const newest = whole.at(-1);
+    if (newest !== undefined) {
+      count(ix.newestWholeCount, newest, 1);
+      if (!s.relays[relayKey(id, newest)]) ix.unjoined.add(id);
+    }
+    const target = ix.live.at(-1);
+    if (target !== undefined && newest !== target) {
+      const inFlight = ix.pullsOfPuller.get(id)?.size ?? 0;
+      ix.incomplete.set(id, inFlight);
+      add(ix.incompleteBy, inFlight, id);
+    }
+  }
+  for (const key of ix.relaysOf.get(id) ?? []) {
+    const r = s.relays[key];
+    if (whyNotRelaying(s, r.instanceId, r.version) !== null) ix.staleRelays.add(key);
+    else ix.staleRelays.delete(key);
+  }
+  for (const pulls of [ix.pullsOfPuller.get(id), ix.pullsOfSourceMachine.get(id)]) {
+    for (const pullId of pulls ?? []) {
+      if (pullIsStale(s, s.pulls[pullId])) ix.stalePulls.add(pullId);
+      else ix.stalePulls.delete(pullId);
+    }
+  }
+}
+
+function unindexInstance(s: WeightRegistryState, id: string): void {
+  const ix = s.index;
+  for (const key of ix.heldKeys.get(id) ?? []) {
+    remove(ix.holders, key, id);
+    removeSorted(ix.idleHolders, key, id);
+  }
+  ix.heldKeys.delete(id);
+  const whole = ix.whole.get(id) ?? [];
+  for (const version of whole) count(ix.wholeCount, version, -1);
+  if (whole.length > 0) count(ix.newestWholeCount, whole.at(-1)!, -1);
+  ix.whole.delete(id);
+  ix.unjoined.delete(id);
+  const inFlight = ix.incomplete.get(id);
+  if (inFlight !== undefined) {
+    remove(ix.incompleteBy, inFlight, id);
+    ix.incomplete.delete(id);
+  }
+}
+
+/** A source's load went to or from zero: it joins or leaves the idle lists it belongs to. */
+function setIdle(s: WeightRegistryState, sourceId: string, idle: boolean): void {
+  const ix = s.index;
+  for (const key of ix.heldKeys.get(sourceId) ?? []) {
+    if (idle) insertSorted(ix.idleHolders, key, sourceId);
+    else removeSorted(ix.idleHolders, key, sourceId);
+  }
+  if (isMachineDown(s, sourceId)) return;
+  for (const version of ix.sourceVersions.get(sourceId) ?? []) {
+    if (idle) insertSorted(ix.idleTrainers, version, sourceId);
+    else removeSorted(ix.idleTrainers, version, sourceId);
+  }
+}
+
+/** A puller's pulls in flight changed: it moves to its new count (if it is missing the newest version). */
+function movePuller(ix: RegistryIndex, pullerId: string): void {
+  const before = ix.incomplete.get(pullerId);
+  if (before === undefined) return;
+  const now = ix.pullsOfPuller.get(pullerId)?.size ?? 0;
+  if (now === before) return;
+  remove(ix.incompleteBy, before, pullerId);
+  add(ix.incompleteBy, now, pullerId);
+  ix.incomplete.set(pullerId, now);
+}
+
+const codeUnitOrder = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+
+function sortedIndex(list: readonly string[], id: string, order: (a: string, b: string) => number): number {
+  let lo = 0;
+  let hi = list.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (order(list[mid], id) < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+function insertSorted<K>(lists: Map<K, string[]>, key: K, id: string): void {
+  let list = lists.get(key);
+  if (!list) lists.set(key, (list = []));
+  const at = sortedIndex(list, id, byId);
+  if (list[at] !== id) list.splice(at, 0, id);
+}
+
+function removeSorted<K>(lists: Map<K, string[]>, key: K, id: string): void {
+  const list = lists.get(key);
+  if (!list) return;
+  const at = sortedIndex(list, id, byId);
+  if (list[at] === id) list.splice(at, 1);
+  if (list.length === 0) lists.delete(key);
+}
+
+function add<K, V>(sets: Map<K, Set<V>>, key: K, value: V): void {
+  let set = sets.get(key);
+  if (!set) sets.set(key, (set = new Set()));
+  set.add(value);
+}
+
+function remove<K, V>(sets: Map<K, Set<V>>, key: K, value: V): void {
+  const set = sets.get(key);
+  if (!set) return;
+  set.delete(value);
+  if (set.size === 0) sets.delete(key);
+}
+
+function push<K, V>(lists: Map<K, V[]>, key: K, value: V): void {
+  const list = lists.get(key);
+  if (list) list.push(value);
+  else lists.set(key, [value]);
+}
+
+function count<K>(counts: Map<K, number>, key: K, by: number): number {
+  const n = (counts.get(key) ?? 0) + by;
+  if (n === 0) counts.delete(key);
+  else counts.set(key, n);
+  return n;
+}
