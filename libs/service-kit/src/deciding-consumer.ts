@@ -521,13 +521,14 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
     const from = this.applied.get(stream) ?? -1n;
     const fresh = batch.deliveries.filter((d) => BigInt(d.offset) >= from);
     if (fresh.length === 0) return;
+    // Read is read: the input's age counts from here, not from when its batch is decided.
+    if (this.gapMonitor) for (const d of fresh) this.noteInput(d.message);
     // Async preparation first (evicted jobs back in memory, what of the gap is due); then the batch is decided in one go.
     const jobIds = [...new Set(fresh.map((d) => d.message.jobId))];
     for (const jobId of jobIds) await this.ensureLoaded(jobId);
     const facts = fresh.filter((d) => !isSample(d.message.type)).map((d) => d.message.eventId);
     const known = await this.store.inbox.known(this.store.dataSource.manager, this.spec.consumer, facts);
     if (this.gapMonitor) {
-      for (const d of fresh) this.noteInput(d.message);
       // A job that speaks during a gap (new, or back from eviction) learns of it before its message.
       for (const jobId of jobIds) await this.serially(() => this.recordGapFor(jobId));
     }

@@ -24,6 +24,10 @@ describe('detector shell: a broker outage is not machine silence', () => {
   let consumer: DecidingConsumer<DetectorState, DetectorEvent, DetectorInput>;
   let seen: RobustrlMessage[];
   let brokerUp: boolean;
+  let realHealth: () => Promise<BusHealth>;
+  /** The detector has taken everything published (virtual time must not run ahead of a consumer that keeps up in real time). */
+  const caughtUp = () =>
+    eventually('the detector caught up', async () => ((await realHealth()).subscriptions.find((s) => s.groupId === 'robustrl-detector')?.lag === 0 ? true : undefined));
 
   const msg = <T extends MessageType>(type: T, data: DataOf<T>) =>
     createMessage(type, data, { jobId: JOB, source: 'spec', occurredAt: new Date(now).toISOString() });
@@ -45,7 +49,7 @@ describe('detector shell: a broker outage is not machine silence', () => {
     brokerUp = true;
     seen = [];
     bus = new InProcessBus();
-    const realHealth = bus.health.bind(bus);
+    realHealth = bus.health.bind(bus);
     jest
       .spyOn(bus, 'health')
       .mockImplementation(async (): Promise<BusHealth> =>
@@ -91,7 +95,10 @@ describe('detector shell: a broker outage is not machine silence', () => {
   async function run(seconds: number, live: readonly string[]) {
     for (let i = 0; i < seconds; i++) {
       now += 1_000;
-      if (brokerUp && i % 5 === 4) await bus.publish(live.map(sample));
+      if (brokerUp && i % 5 === 4) {
+        await bus.publish(live.map(sample));
+        await caughtUp();
+      }
       await consumer.sampleInput();
       await consumer.tickNow();
     }

@@ -6,6 +6,9 @@ import { MemberTag, taggedRoundRobin } from './member-identity';
 import { evictDeadPredecessors } from './predecessor-eviction';
 import { ConsumerRestartPolicy, restartDelayMs } from './restart-backoff';
 
+/** How many partitions a batch subscription has in hand at once (kafkajs keeps each partition's own order). */
+const BATCH_PARTITIONS_IN_PARALLEL = 4;
+
 /** Consumer-group timing; see KafkaBusOptions.group. */
 export interface GroupTiming {
   sessionTimeoutMs: number;
@@ -145,6 +148,8 @@ export class KafkaSubscription implements Subscription {
         autoCommitInterval: ctx.commit.intervalMs,
         autoCommitThreshold: ctx.commit.threshold,
         eachBatchAutoResolve: false,
+        // Partitions (jobs) in parallel, each in order: one partition's batch commits while the next is decided.
+        partitionsConsumedConcurrently: BATCH_PARTITIONS_IN_PARALLEL,
         eachBatch: async ({ batch, resolveOffset, heartbeat, commitOffsetsIfNecessary, isRunning, isStale }) => {
           const topic = batch.topic.slice(prefix.length);
           for (let from = 0; from < batch.messages.length; from += maxBatch) {

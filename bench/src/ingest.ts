@@ -1,0 +1,256 @@
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Kafka, logLevel } from 'kafkajs';
+import { Client } from 'pg';
+import { KafkaBus } from '@robustrl/bus';
+import { createMessage, RobustrlMessage, Topics } from '@robustrl/contracts';
+import { createScratchDatabase } from '@robustrl/store';
+import { DecidingService, ServiceProcess } from './service-process';
+
+export interface IngestCase {
+  machines: number;
+  jobs: number;
+  /** Telemetry records in the backlog (over all jobs). */
+  records: number;
+  services: readonly DecidingService[];
+  /** Seconds of steady load after the backlog, at half the rate the service drained it (0: none). */
+  steadySeconds: number;
+}
+
+export interface IngestRow {
+  consumer: 'bare kafkajs' | DecidingService;
+  machines: number;
+  jobs: number;
+  records: number;
+  /** Records per second while it worked through the backlog (null: it did not finish within the time limit). */
+  drainRate: number;
+  finished: boolean;
+  /** The steady phase: the rate offered, and the largest lag seen (records and seconds of input). */
+  steady?: { rate: number; maxLagRecords: number; maxLagMs: number };
+  /** Growth of the database while it consumed, per telemetry record. */
+  storedBytesPerRecord?: number;
+}
+
+/** Telemetry a job of `machines` sends: one trainer in eight reports TensorCore activity, the rest throughput. */
+function telemetryRound(jobId: string, machines: number): RobustrlMessage[] {
+  const now = new Date().toISOString();
+  const meta = { jobId, source: 'bench-ingest', occurredAt: now };
+  const out: RobustrlMessage[] = [];
+  for (let i = 0; i < machines; i++) {
+    if (i % 8 === 0) {
+      out.push(createMessage('GpuActivitySampled', { machineId: `m${i}`, sampledAt: now, intervalSeconds: 15, tensorActive: 0.7, source: 'emulated' }, meta));
+    } else {
+      out.push(
+        createMessage(
+          'RolloutThroughputSampled',
+          {
+            machineId: `m${i}`,
+            rolloutId: `m${i}`,
+            sampledAt: now,
+            windowSeconds: 15,
+            tokensPerSecond: 700 + (i % 100),
+            completedRequests: 3,
+            inFlightRequests: 8,
+            awaitingTools: 2,
+          },
+          meta,
+        ),
+      );
+    }
+  }
+  return out;
+}
+
+/**
+ * One ingest case on the real broker and PostgreSQL: fresh topics (six partitions) and a scratch
+ * database; the jobs register their machines, then a backlog of telemetry is published; a bare
+ * kafkajs consumer reads it (the baseline), then each service, as its own process, works through it,
+ * and, after the backlog, keeps up with a steady load at half its drain rate while its lag is sampled.
+ * A service's progress is read from its checkpoints (every batch it decides moves one).
+ */
+export async function runIngestCase(c: IngestCase, brokers: string[], databaseUrl: string, progress: (line: string) => void): Promise<IngestRow[]> {
+  const database = await createScratchDatabase(databaseUrl, 'bench_ingest');
+  const topicPrefix = `bench-ingest-${randomUUID().slice(0, 8)}.`;
+  const quiet = { info: () => undefined, warn: () => undefined, error: () => undefined };
+  const bus = new KafkaBus({ brokers, clientId: 'bench-ingest', topicPrefix, partitions: 6, logger: quiet });
+  const kafka = new Kafka({ brokers, clientId: 'bench-ingest-bare', logLevel: logLevel.NOTHING });
+  const admin = kafka.admin();
+  const pg = new Client({ connectionString: database.url });
+  const rows: IngestRow[] = [];
+  try {
+    await bus.ensureTopics();
+    await admin.connect();
+    await pg.connect();
+    const telemetryTopic = topicPrefix + Topics.telemetry;
+    const jobIds = Array.from({ length: c.jobs }, (_, i) => `ingest-${i}-${randomUUID().slice(0, 6)}`);
+    for (const jobId of jobIds) {
+      const meta = { jobId, source: 'bench-ingest', occurredAt: new Date().toISOString() };
+      await bus.publish(
+        createMessage(
+          'JobStarted',
+          { mode: 'async', resumedFromStep: null, trainerMachines: Math.ceil(c.machines / 8), rolloutMachines: c.machines - Math.ceil(c.machines / 8) },
+          meta,
+        ),
+      );
+      const registrations: RobustrlMessage[] = [];
+      for (let i = 0; i < c.machines; i++) {
+        const role = i % 8 === 0 ? 'trainer' : 'rollout';
+        registrations.push(
+          createMessage(
+            'MachineRegistered',
+            { machineId: `m${i}`, role, zone: 'az-1', hardwareClass: 'h100x8', gpus: 8, agentAddress: `m${i}:8086`, dpRank: 0 },
+            meta,
+          ),
+        );
+        if (role === 'trainer')
+          registrations.push(createMessage('RolePhaseChanged', { machineId: `m${i}`, role, phase: 'training', step: 1, changedAt: meta.occurredAt }, meta));
+      }
+      for (let i = 0; i < registrations.length; i += 2_000) await bus.publish(registrations.slice(i, i + 2_000));
+    }
+    const rounds = Math.max(1, Math.ceil(c.records / (c.machines * c.jobs)));
+    progress(`  ${c.jobs} job(s) of ${c.machines} machines: publishing ${rounds} round(s) of telemetry (${rounds * c.machines * c.jobs} records)`);
+    for (let r = 0; r < rounds; r++) {
+      const round = jobIds.flatMap((jobId) => telemetryRound(jobId, c.machines));
+      for (let i = 0; i < round.length; i += 4_000) await bus.publish(round.slice(i, i + 4_000));
+    }
+    const total = await endOffsetSum(admin, telemetryTopic);
+
+    // The baseline: a bare kafkajs consumer of the same topic, counting records.
+    const bare = await drainBare(kafka, telemetryTopic, total);
+    rows.push({ consumer: 'bare kafkajs', machines: c.machines, jobs: c.jobs, records: total, drainRate: bare, finished: true });
+    progress(`  bare kafkajs: ${Math.round(bare)} records/s`);
+
+    for (const service of c.services) {
+      const sizeBefore = await databaseBytes(pg);
+      const proc = new ServiceProcess(service, { KAFKA_BROKERS: brokers.join(','), DATABASE_URL: database.url, ROBUSTRL_TOPIC_PREFIX: topicPrefix });
+      proc.start();
+      try {
+        const drained = await drainService(pg, service, total, 120_000, () => {
+          if (!proc.running) throw new Error(`${service} exited:\n${proc.tail()}`);
+        });
+        const row: IngestRow = { consumer: service, machines: c.machines, jobs: c.jobs, records: total, drainRate: drained.rate, finished: drained.finished };
+        progress(`  ${service}: ${Math.round(drained.rate)} records/s through the backlog${drained.finished ? '' : ' (did not finish in 120 s)'}`);
+        if (drained.finished) row.storedBytesPerRecord = Math.max(0, (await databaseBytes(pg)) - sizeBefore) / total;
+        if (drained.finished && c.steadySeconds > 0) {
+          row.steady = await steadyLoad(bus, pg, service, jobIds, c.machines, drained.rate / 2, c.steadySeconds, await consumedBy(pg, service));
+          progress(
+            `  ${service}: steady ${Math.round(row.steady.rate)} records/s, largest lag ${row.steady.maxLagRecords} records (${row.steady.maxLagMs} ms of input)`,
+          );
+        }
+        rows.push(row);
+      } finally {
+        await proc.stop();
+      }
+      // Later services read the same backlog from the start; the steady phase's records are part of it now.
+    }
+    return rows;
+  } finally {
+    await admin.disconnect().catch(() => undefined);
+    await pg.end().catch(() => undefined);
+    await bus.close().catch(() => undefined);
+    await database.drop().catch(() => undefined);
+  }
+}
+
+async function endOffsetSum(admin: ReturnType<Kafka['admin']>, topic: string): Promise<number> {
+  return (await admin.fetchTopicOffsets(topic)).reduce((n, p) => n + Number(p.high), 0);
+}
+
+/** Records per second a bare kafkajs consumer reads the topic at, from its first batch to the last record. */
+async function drainBare(kafka: Kafka, topic: string, total: number): Promise<number> {
+  const consumer = kafka.consumer({ groupId: `bench-ingest-bare-${randomUUID()}`, maxWaitTimeInMs: 100 });
+  await consumer.connect();
+  await consumer.subscribe({ topic, fromBeginning: true });
+  let count = 0;
+  let first = 0;
+  let done = 0;
+  await consumer.run({
+    partitionsConsumedConcurrently: 4,
+    eachBatch: async ({ batch }) => {
+      if (first === 0) first = Date.now();
+      count += batch.messages.length;
+      if (count >= total && done === 0) done = Date.now();
+    },
+  });
+  const deadline = Date.now() + 120_000;
+  while (done === 0 && Date.now() < deadline) await sleep(20);
+  await consumer.disconnect();
+  return ((count - 0) * 1000) / Math.max(1, (done || Date.now()) - first);
+}
+
+/** Telemetry records the service has decided (its checkpoints on the telemetry topic; offsets start at 0 on fresh topics). */
+async function consumedBy(pg: Client, consumer: string): Promise<number> {
+  try {
+    const { rows } = await pg.query<{ n: string }>(
+      `SELECT coalesce(sum(position + 1), 0)::text AS n FROM robustrl_consumer_checkpoints WHERE consumer = $1 AND stream LIKE 'robustrl.telemetry/%'`,
+      [consumer],
+    );
+    return Number(rows[0].n);
+  } catch {
+    return 0; // its tables do not exist yet
+  }
+}
+
+async function drainService(pg: Client, consumer: string, total: number, limitMs: number, check: () => void): Promise<{ rate: number; finished: boolean }> {
+  const start = Date.now();
+  let first: { at: number; n: number } | null = null;
+  for (;;) {
+    check();
+    const n = await consumedBy(pg, consumer);
+    const at = Date.now();
+    if (first === null && n > 0) first = { at, n };
+    if (first && n >= total) return { rate: ((n - first.n) * 1000) / Math.max(1, at - first.at), finished: true };
+    if (at - start > limitMs) return { rate: first ? ((n - first.n) * 1000) / Math.max(1, at - first.at) : 0, finished: false };
+    await sleep(50);
+  }
+}
+
+/** Publish at `rate` for `seconds` (one round of a job at a time) and sample how far the service is behind. */
+async function steadyLoad(
+  bus: KafkaBus,
+  pg: Client,
+  consumer: string,
+  jobIds: string[],
+  machines: number,
+  rate: number,
+  seconds: number,
+  consumedBefore: number,
+): Promise<{ rate: number; maxLagRecords: number; maxLagMs: number }> {
+  let published = 0;
+  let maxLag = 0;
+  const start = Date.now();
+  const end = start + seconds * 1000;
+  let sampling = true;
+  const sampler = (async () => {
+    while (sampling) {
+      const lag = consumedBefore + published - (await consumedBy(pg, consumer));
+      if (lag > maxLag) maxLag = lag;
+      await sleep(100);
+    }
+  })();
+  let job = 0;
+  const chunk = Math.max(100, Math.round(rate / 20));
+  while (Date.now() < end) {
+    // Keep to the rate: publish when behind schedule, else wait.
+    const due = ((Date.now() - start) / 1000) * rate;
+    if (published < due) {
+      const round = telemetryRound(jobIds[job++ % jobIds.length], machines);
+      for (let i = 0; i < round.length && published < due + chunk; i += chunk) {
+        const part = round.slice(i, i + chunk);
+        await bus.publish(part);
+        published += part.length;
+      }
+    } else await sleep(5);
+  }
+  const achieved = (published * 1000) / (Date.now() - start);
+  const drainedAt = Date.now() + 10_000;
+  while ((await consumedBy(pg, consumer)) < consumedBefore + published && Date.now() < drainedAt) await sleep(50);
+  sampling = false;
+  await sampler;
+  return { rate: achieved, maxLagRecords: maxLag, maxLagMs: Math.round((maxLag / Math.max(1, achieved)) * 1000) };
+}
+
+async function databaseBytes(pg: Client): Promise<number> {
+  const { rows } = await pg.query<{ n: string }>(`SELECT pg_database_size(current_database())::text AS n`);
+  return Number(rows[0].n);
+}

@@ -1,0 +1,252 @@
+import { ChildProcess, spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { KafkaBus, Subscription } from '@robustrl/bus';
+import { createMessage, DataOf, MessageOf, MessageType, RobustrlMessage, Topics } from '@robustrl/contracts';
+import { freshDatabaseUrl } from '@robustrl/testing/databases';
+import { eventually } from '@robustrl/testing/eventually';
+
+const ROOT = join(__dirname, '..', '..');
+
+jest.setTimeout(180_000);
+
+/** A deciding service as a deployment runs it: its built main, its own process, killed with kill -9 when asked. */
+class ServiceProcess {
+  readonly lines: string[] = [];
+  private child?: ChildProcess;
+
+  constructor(
+    private readonly service: 'detector' | 'controller',
+    private readonly env: NodeJS.ProcessEnv,
+  ) {}
+
+  start(): void {
+    this.lines.length = 0;
+    const child = spawn(process.execPath, [join(ROOT, 'services', this.service, 'dist', 'main.js')], {
+      env: { ...process.env, ...this.env, NO_COLOR: '1' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const collect = (b: Buffer) => this.lines.push(...b.toString().split('\n').filter(Boolean));
+    child.stdout!.on('data', collect);
+    child.stderr!.on('data', collect);
+    this.child = child;
+  }
+
+  async kill(signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
+    const child = this.child;
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.kill(signal);
+    await exited;
+  }
+
+  /** Rows the last start read: `state loaded: N job snapshot(s) and M inbox row(s)` (absent: nothing to load). */
+  loaded(): { snapshotRows: number; inboxRows: number } {
+    const line = this.lines.find((l) => /state loaded: /.test(l));
+    const m = line ? /state loaded: (\d+) job snapshot\(s\) and (\d+) inbox row\(s\)/.exec(line) : null;
+    return m ? { snapshotRows: Number(m[1]), inboxRows: Number(m[2]) } : { snapshotRows: 0, inboxRows: 0 };
+  }
+
+  ready(): boolean {
+    return this.lines.some((l) => / ready \(bus:/.test(l));
+  }
+}
+
+/**
+ * Snapshots and restart on the real broker and PostgreSQL, with the real detector and controller as
+ * their own processes (README "Snapshots and restart"): a detector killed with kill -9 comes back from
+ * its snapshot and the records after it — windows exactly where they were, no verdict or command twice,
+ * and a start that reads the same few rows however many samples came before.
+ */
+describe('snapshots and restart (real Kafka, PostgreSQL, processes)', () => {
+  const brokers = process.env.KAFKA_BROKERS!.split(',');
+  const topicPrefix = `e2e-snap-${randomUUID().slice(0, 8)}.`;
+  let database: { url: string; drop(): Promise<void> };
+  let bus: KafkaBus;
+  let observer: Subscription;
+  /** Everything seen on the output topics, with when it arrived. */
+  const seen: Array<{ at: number; message: RobustrlMessage }> = [];
+  let detector: ServiceProcess;
+  let controller: ServiceProcess;
+
+  const ofType = <T extends MessageType>(jobId: string, type: T) =>
+    seen.filter((s) => s.message.jobId === jobId && s.message.type === type) as Array<{ at: number; message: MessageOf<T> }>;
+  const meta = (jobId: string) => ({ jobId, source: 'e2e', occurredAt: new Date().toISOString() });
+  const msg = <T extends MessageType>(jobId: string, type: T, data: DataOf<T>) => createMessage(type, data, meta(jobId));
+  const throughput = (jobId: string, machineId: string) =>
+    msg(jobId, 'RolloutThroughputSampled', {
+      machineId,
+      rolloutId: machineId,
+      sampledAt: new Date().toISOString(),
+      windowSeconds: 1,
+      tokensPerSecond: 800,
+      completedRequests: 2,
+      inFlightRequests: 4,
+      awaitingTools: 0,
+    });
+  async function startJob(jobId: string, rollouts: string[], detection: DataOf<'JobStarted'>['detection']) {
+    await bus.publish(msg(jobId, 'JobStarted', { mode: 'async', resumedFromStep: null, trainerMachines: 0, rolloutMachines: rollouts.length, detection }));
+    await bus.publish(
+      rollouts.map((id) =>
+        msg(jobId, 'MachineRegistered', {
+          machineId: id,
+          role: 'rollout',
+          zone: 'az-1',
+          hardwareClass: 'h100x8',
+          gpus: 8,
+          agentAddress: `${id}:8086`,
+          dpRank: 0,
+        }),
+      ),
+    );
+  }
+
+  beforeAll(async () => {
+    database = await freshDatabaseUrl('robustrl_e2e');
+    bus = new KafkaBus({ brokers, clientId: 'e2e-snap', topicPrefix, logger: { info: () => undefined, warn: () => undefined, error: console.error } });
+    await bus.ensureTopics();
+    observer = await bus.subscribe({
+      groupId: `e2e-snap-observer-${randomUUID()}`,
+      topics: [Topics.verdicts, Topics.heartbeat, Topics.control],
+      handler: async (d) => void seen.push({ at: Date.now(), message: d.message }),
+    });
+    const env = {
+      KAFKA_BROKERS: brokers.join(','),
+      DATABASE_URL: database.url,
+      ROBUSTRL_TOPIC_PREFIX: topicPrefix,
+      ROBUSTRL_HTTP_PORT: 'off',
+      ROBUSTRL_SNAPSHOT_INTERVAL_SECONDS: '1',
+      ROBUSTRL_ORCHESTRATOR: 'none',
+    };
+    detector = new ServiceProcess('detector', env);
+    controller = new ServiceProcess('controller', env);
+    detector.start();
+    controller.start();
+    await eventually('detector and controller ready', () => (detector.ready() && controller.ready() ? true : undefined), 90_000);
+  }, 120_000);
+
+  afterAll(async () => {
+    await detector?.kill('SIGTERM');
+    await controller?.kill('SIGTERM');
+    await observer?.close();
+    await bus?.close();
+    await database?.drop();
+  });
+
+  it('a detector killed while a machine is silent confirms it on time after the restart: its window neither reset nor stretched', async () => {
+    const jobId = `job-window-${randomUUID().slice(0, 8)}`;
+    const WINDOW_S = 12;
+    const GRACE_S = 2;
+    await startJob(jobId, ['r0', 'r1', 'r2'], { rolloutSilentWindowSeconds: WINDOW_S, probeTimeoutSeconds: 2, resumeGraceSeconds: GRACE_S });
+    let live = ['r0', 'r1', 'r2'];
+    let reporting = true;
+    let lastOfR2 = 0;
+    const reporter = (async () => {
+      while (reporting) {
+        await bus.publish(live.map((id) => throughput(jobId, id)));
+        if (live.includes('r2')) lastOfR2 = Date.now();
+        await sleep(500);
+      }
+    })();
+    try {
+      await sleep(4_000);
+      live = ['r0', 'r1']; // r2 dies silently
+      await sleep(600);
+      const silentSince = lastOfR2;
+      // 9 s into its 12 s window: a detector that reset the window on restart would wait ~12 s more.
+      await sleep(9_000 - (Date.now() - silentSince));
+      await detector.kill('SIGKILL');
+      detector.start();
+      const suspected = await eventually('r2 suspected', () => ofType(jobId, 'FaultSuspected').find((s) => s.message.data.machineId === 'r2'), 60_000);
+      await eventually('r2 confirmed', () => ofType(jobId, 'FaultConfirmed').find((s) => s.message.data.machineId === 'r2'), 30_000);
+      await sleep(2_000);
+
+      // The restart is the only blind time: DetectionResumed says how long.
+      const resumed = ofType(jobId, 'DetectionResumed');
+      expect(resumed).toHaveLength(1);
+      const blindMs = resumed[0].message.data.blindMs;
+      const silentS = (suspected.at - silentSince) / 1000;
+      // Not early: the full window of silence, the blind interval not counted as silence…
+      expect(silentS).toBeGreaterThanOrEqual(WINDOW_S + blindMs / 1000 - 1);
+      // …and not late: no window started over at the restart (that would be ≥ 9 + restart + 12 s).
+      expect(silentS).toBeLessThanOrEqual(WINDOW_S + blindMs / 1000 + GRACE_S + 2.5);
+      expect(silentS).toBeLessThan(9 + blindMs / 1000 + WINDOW_S);
+      // Its evidence starts at its last report, as before the restart.
+      expect(Date.parse(suspected.message.data.evidence.faultEvidenceSince!)).toBeGreaterThanOrEqual(silentSince - 1_500);
+      // Once each, and nobody else.
+      expect(ofType(jobId, 'FaultSuspected').map((s) => s.message.data.machineId)).toEqual(['r2']);
+      expect(ofType(jobId, 'FaultConfirmed').map((s) => s.message.data.machineId)).toEqual(['r2']);
+      // The start read its snapshot, not the job's history.
+      expect(detector.loaded().snapshotRows).toBeGreaterThanOrEqual(1);
+    } finally {
+      reporting = false;
+      await reporter;
+    }
+  });
+
+  it('kill -9 of the detector and the controller in the middle of a backlog: no verdict and no command twice, and a start that reads a few rows', async () => {
+    const jobId = `job-flood-${randomUUID().slice(0, 8)}`;
+    const machines = Array.from({ length: 40 }, (_, i) => `m${i}`);
+    await startJob(jobId, machines, { rolloutSilentWindowSeconds: 600, probeTimeoutSeconds: 60 });
+    await eventually('both consuming the job', () => (ofType(jobId, 'JobStarted') ? true : undefined));
+    // 24,000 samples, and a fault signalled by 12 machines along the way: a backlog the detector works through in batches.
+    const faulty = machines.slice(0, 12);
+    for (let round = 0; round < 600; round++) {
+      const batch: RobustrlMessage[] = machines.map((id) => throughput(jobId, id));
+      if (round % 50 === 25) {
+        const id = faulty[(round - 25) / 50];
+        batch.push(
+          msg(jobId, 'AgentFaultSignalled', {
+            machineId: id,
+            role: 'rollout',
+            signal: 'process-exited',
+            detail: 'engine exited 1',
+            exitCode: 1,
+            observedAt: new Date().toISOString(),
+          }),
+        );
+      }
+      await bus.publish(batch);
+    }
+    // Some of the verdicts are out, some not yet: kill both in the middle.
+    await eventually('a first verdict', () => (ofType(jobId, 'FaultConfirmed').length > 0 ? true : undefined), 60_000);
+    await Promise.all([detector.kill('SIGKILL'), controller.kill('SIGKILL')]);
+    detector.start();
+    controller.start();
+    await eventually(
+      'every fault confirmed',
+      () => (new Set(ofType(jobId, 'FaultConfirmed').map((s) => s.message.data.machineId)).size === faulty.length ? true : undefined),
+      90_000,
+    );
+    await eventually('both ready again', () => (detector.ready() && controller.ready() ? true : undefined), 60_000);
+    await sleep(3_000);
+
+    // One event per verdict (a republished one carries the same id: consumers de-duplicate those).
+    const verdicts = ofType(jobId, 'FaultConfirmed');
+    const idsByVerdict = new Map<string, Set<string>>();
+    for (const { message } of verdicts) idsByVerdict.set(message.data.verdictId, (idsByVerdict.get(message.data.verdictId) ?? new Set()).add(message.eventId));
+    expect([...idsByVerdict.values()].map((ids) => ids.size)).toEqual(faulty.map(() => 1));
+    expect(new Set(verdicts.map((s) => s.message.data.machineId))).toEqual(new Set(faulty));
+    // One decision and one command per verdict.
+    const decided = ofType(jobId, 'RecoveryDecided');
+    const byCause = new Map<string, Set<string>>();
+    for (const { message } of decided) byCause.set(message.causationId!, (byCause.get(message.causationId!) ?? new Set()).add(message.eventId));
+    expect([...byCause.values()].every((ids) => ids.size === 1)).toBe(true);
+    const commands = seen.filter(
+      (s) => s.message.jobId === jobId && ['ReplaceMachine', 'RestartTask', 'RestartTrainerGroup', 'PromoteRolloutToTrainer'].includes(s.message.type),
+    );
+    const commandIds = new Map<string, Set<string>>();
+    for (const { message } of commands) {
+      const key = `${message.type}/${message.correlationId}/${JSON.stringify(message.data)}`;
+      commandIds.set(key, (commandIds.get(key) ?? new Set()).add(message.eventId));
+    }
+    expect(commands.length).toBeGreaterThan(0);
+    expect([...commandIds.values()].every((ids) => ids.size === 1)).toBe(true);
+
+    // The restarted detector read its snapshots and the facts after them — not 24,000 samples.
+    const rows = detector.loaded();
+    expect(rows.snapshotRows).toBeGreaterThanOrEqual(1);
+    expect(rows.snapshotRows + rows.inboxRows).toBeLessThan(200);
+  });
+});
