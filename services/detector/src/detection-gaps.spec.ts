@@ -27,7 +27,9 @@ describe('detector shell: a broker outage is not machine silence', () => {
   let realHealth: () => Promise<BusHealth>;
   /** The detector has taken everything published (virtual time must not run ahead of a consumer that keeps up in real time). */
   const caughtUp = () =>
-    eventually('the detector caught up', async () => ((await realHealth()).subscriptions.find((s) => s.groupId === 'robustrl-detector')?.lag === 0 ? true : undefined));
+    eventually('the detector caught up', async () =>
+      (await realHealth()).subscriptions.find((s) => s.groupId === 'robustrl-detector')?.lag === 0 ? true : undefined,
+    );
 
   const msg = <T extends MessageType>(type: T, data: DataOf<T>) =>
     createMessage(type, data, { jobId: JOB, source: 'spec', occurredAt: new Date(now).toISOString() });
