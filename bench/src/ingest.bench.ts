@@ -42,12 +42,12 @@ async function main(): Promise<void> {
 }
 
 export function formatIngest(rows: IngestRow[]): string {
-  const bareOf = (r: IngestRow) => rows.find((b) => b.consumer === 'bare kafkajs' && b.machines === r.machines && b.jobs === r.jobs)!;
+  const bareOf = (r: IngestRow, mode: string) => rows.find((b) => b.consumer === `bare kafkajs (${mode})` && b.machines === r.machines && b.jobs === r.jobs)!;
   const lines = [
-    '| job(s) × machines | consumer | records | drain (records/s) | × bare | steady (records/s) | largest lag | stored bytes per record |',
-    '|---|---|---:|---:|---:|---:|---:|---:|',
+    '| job(s) × machines | consumer | records | drain (records/s) | × bare eachBatch | × bare eachMessage | steady (records/s) | largest lag | stored bytes per record |',
+    '|---|---|---:|---:|---:|---:|---:|---:|---:|',
     ...rows.map((r) => {
-      const ratio = r.consumer === 'bare kafkajs' ? '1' : (r.drainRate / bareOf(r).drainRate).toFixed(2);
+      const ratio = ['eachBatch', 'eachMessage'].map((mode) => (r.drainRate / bareOf(r, mode).drainRate).toFixed(2)).join(' | ');
       const steady = r.steady ? `${Math.round(r.steady.rate)}` : '';
       const lag = r.steady ? `${r.steady.maxLagRecords} (${r.steady.maxLagMs} ms)` : '';
       const stored = r.storedBytesPerRecord === undefined ? '' : r.storedBytesPerRecord.toFixed(1);

@@ -19,7 +19,9 @@ export class ServiceProcess {
   start(): void {
     this.lines.length = 0;
     this.startedAt = Date.now();
-    const child = spawn(process.execPath, [resolve(REPO_ROOT, 'services', this.service, 'dist', 'main.js')], {
+    // BENCH_SERVICE_NODE_ARGS: extra Node options for the service, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile it.
+    const nodeArgs = (process.env.BENCH_SERVICE_NODE_ARGS ?? '').split(' ').filter(Boolean);
+    const child = spawn(process.execPath, [...nodeArgs, resolve(REPO_ROOT, 'services', this.service, 'dist', 'main.js')], {
       env: { ...process.env, ROBUSTRL_HTTP_PORT: 'off', ROBUSTRL_ORCHESTRATOR: 'none', ...this.env, NO_COLOR: '1' },
       stdio: ['ignore', 'pipe', 'pipe'],
     });

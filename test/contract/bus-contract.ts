@@ -288,6 +288,27 @@ export function describeBusContract(adapter: string, makeFixture: () => Promise<
       expect(dls.find((d) => d.kind === 'handler-failed')!.reason).toMatch(/step 7 cannot be handled/);
     });
 
+    it('publishes a list larger than one broker request takes, in order', async () => {
+      const jobId = `job-${randomUUID()}`;
+      const groupId = `bulk-${randomUUID()}`;
+      // 3,000 records of about 1 kB: three times what a broker takes in one record batch.
+      const pad = 'x'.repeat(900);
+      const messages = Array.from({ length: 3_000 }, (_, i) =>
+        createMessage('TrainingStepCompleted', { step: i, batchId: `b${i}-${pad}`, durationMs: 1 }, { jobId, source: 'contract-test', occurredAt: now() }),
+      );
+      await f.bus.publish(messages);
+      const steps: number[] = [];
+      await subscribe({
+        groupId,
+        topics: [Topics.training],
+        batchHandler: async (batch) => {
+          for (const d of batch.deliveries) if (d.message.jobId === jobId && d.message.type === 'TrainingStepCompleted') steps.push(d.message.data.step);
+        },
+      });
+      await eventually('all 3,000 records', () => (steps.length === 3_000 ? true : undefined), 60_000);
+      expect(steps).toEqual(Array.from({ length: 3_000 }, (_, i) => i));
+    });
+
     it('with acknowledged commits, a new subscription of the group resumes at the last acknowledgement, not at what was handled', async () => {
       const jobId = `job-${randomUUID()}`;
       const groupId = `ack-${randomUUID()}`;

@@ -118,6 +118,11 @@ class ReloadingError extends Error {
   }
 }
 
+/** Batch writes committing while the next batches are decided (bounds memory when the store is slower than the bus). */
+const MAX_WRITES_IN_FLIGHT = 4;
+/** Batches handed over by the bus and not yet decided, over all partitions, before the bus is made to wait. */
+const MAX_BATCHES_QUEUED = 4;
+
 /** Attempts at deciding on one message before it is dead-lettered instead (a decider that throws on it). */
 const POISON_ATTEMPTS = 3;
 
@@ -176,6 +181,10 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
   private readonly outbox: OutboxRelay;
   /** Async work that must not interleave (ticks, gap samples, snapshots, evictions) runs here in turn. */
   private queue: Promise<unknown> = Promise.resolve();
+  private readonly writesInFlight = new Set<Promise<void>>();
+  /** Per `topic/partition`: the last batch handed over to be decided (each waits for the one before). */
+  private readonly streamTails = new Map<string, Promise<void>>();
+  private batchesQueued = 0;
   /** Every write, in the order decided; a failed one fails those after it. */
   private writeChain: Promise<void> = Promise.resolve();
   private reloading: Promise<void> | null = null;
@@ -243,6 +252,7 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
     this.outbox.stopRetrying();
     await this.reloading?.catch(() => undefined);
     await this.subscription?.close();
+    await this.drainQueuedBatches();
     await this.queue.catch(() => undefined);
     // A graceful stop leaves a snapshot of everything: the next start replays nothing.
     await this.snapshot().catch((err) => this.logger.warn(`final snapshot failed (the next start replays from the one before): ${String(err)}`));
@@ -259,6 +269,7 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
     this.outbox.stopRetrying();
     await this.reloading?.catch(() => undefined);
     await this.subscription?.close();
+    await this.drainQueuedBatches();
     await this.writeChain;
   }
 
@@ -450,6 +461,7 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
         try {
           await this.subscription?.close().catch((err) => this.logger.warn(`closing the subscription for the reload: ${String(err)}`));
           this.subscription = undefined;
+          await this.drainQueuedBatches();
           await this.writeChain;
           // Reloads in a row without a write committing in between back off: the cause is still there.
           if (this.reloadsInARow > 0) await sleep(Math.min(30_000, 250 * 2 ** Math.min(this.reloadsInARow, 7)));
@@ -505,14 +517,30 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
   // ---------------------------------------------------------------------------------------------
   // Consuming.
 
+  /**
+   * Hands the batch to its partition's queue and returns: the bus fetches the partition's next records
+   * while these are decided (the bus commits nothing before a snapshot, so a batch handed back early is
+   * delivered again after a crash). Each partition's batches are decided in order; a few wait at most.
+   */
   private async onBatch(batch: DeliveryBatch): Promise<void> {
-    try {
-      await this.decideBatch(batch);
-    } catch (err) {
-      // A reload is under way: consumption starts over from the last snapshot, this batch included.
-      if (err instanceof ReloadingError || this.stale) return;
-      throw err;
-    }
+    const stream = `${batch.topic}/${batch.partition}`;
+    const run = (this.streamTails.get(stream) ?? Promise.resolve())
+      .then(() => this.decideBatch(batch))
+      .catch((err) => {
+        // A reload is under way: consumption starts over from the last snapshot, this batch included.
+        if (err instanceof ReloadingError || this.stale) return;
+        // The store did not answer (an evicted job's snapshot, the inbox), or something unforeseen: the same.
+        this.beginReload(err);
+      });
+    this.streamTails.set(stream, run);
+    this.batchesQueued += 1;
+    void run.finally(() => (this.batchesQueued -= 1));
+    if (this.batchesQueued > MAX_BATCHES_QUEUED) await run;
+  }
+
+  /** Until every batch handed over so far was decided (or dropped for a reload). */
+  private async drainQueuedBatches(): Promise<void> {
+    await Promise.all([...this.streamTails.values()]);
   }
 
   private async decideBatch(batch: DeliveryBatch): Promise<void> {
@@ -567,7 +595,13 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
     // Every batch moves its stream's checkpoint (one row, however many records): what was decided is
     // known after a crash, and operators see each consumer's progress in the store.
     write.checkpoint = { stream, offset: last.toString() };
-    await this.commit(write);
+    // The next batch is decided while this one commits: the bus commits nothing before a snapshot, and a
+    // write that fails reloads from the last snapshot and consumes again from there, so a batch handed
+    // back before its write committed is never lost. A few writes at most are in flight.
+    const committing = this.commit(write).catch(() => undefined);
+    this.writesInFlight.add(committing);
+    void committing.finally(() => this.writesInFlight.delete(committing));
+    while (this.writesInFlight.size > MAX_WRITES_IN_FLIGHT) await Promise.race(this.writesInFlight);
   }
 
   /** Fold a sample a previous incarnation already decided on (its outputs are in the state from the inbox). */

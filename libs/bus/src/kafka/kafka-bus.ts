@@ -272,20 +272,24 @@ export class KafkaBus implements MessageBus {
       if (bytes > this.maxRecordBytes) throw new RecordTooLargeError(r.topic, bytes, this.maxRecordBytes);
     }
     const producer = await this.getProducer();
-    const byTopic = new Map<string, OutboundRecord[]>();
-    for (const r of records) {
-      const topic = this.options.topicPrefix + r.topic;
-      const list = byTopic.get(topic);
-      if (list) list.push(r);
-      else byTopic.set(topic, [r]);
+    // The broker refuses a record batch larger than its limit: a long list goes in requests that each
+    // stay under it, one after the other (per-key order holds).
+    for (const chunk of underLimit(records, this.maxRecordBytes)) {
+      const byTopic = new Map<string, OutboundRecord[]>();
+      for (const r of chunk) {
+        const topic = this.options.topicPrefix + r.topic;
+        const list = byTopic.get(topic);
+        if (list) list.push(r);
+        else byTopic.set(topic, [r]);
+      }
+      await producer.sendBatch({
+        acks: -1,
+        topicMessages: [...byTopic].map(([topic, rs]) => ({
+          topic,
+          messages: rs.map((r) => ({ key: r.key, value: r.value, headers: r.headers })),
+        })),
+      });
     }
-    await producer.sendBatch({
-      acks: -1,
-      topicMessages: [...byTopic].map(([topic, rs]) => ({
-        topic,
-        messages: rs.map((r) => ({ key: r.key, value: r.value, headers: r.headers })),
-      })),
-    });
   }
 
   private getProducer(): Promise<Producer> {
@@ -312,4 +316,23 @@ function withTimeout<T>(work: Promise<T>, ms: number, what: string): Promise<T> 
     timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms ${what}`)), ms);
   });
   return Promise.race([work, timeout]).finally(() => clearTimeout(timer));
+}
+
+/** Consecutive runs of `records` whose bytes add up to at most `limit` (a record alone may reach it). */
+function underLimit(records: OutboundRecord[], limit: number): OutboundRecord[][] {
+  const chunks: OutboundRecord[][] = [];
+  let current: OutboundRecord[] = [];
+  let bytes = 0;
+  for (const r of records) {
+    const size = recordBytes(r) + 64; // the record's own framing in the batch
+    if (current.length > 0 && bytes + size > limit) {
+      chunks.push(current);
+      current = [];
+      bytes = 0;
+    }
+    current.push(r);
+    bytes += size;
+  }
+  if (current.length > 0) chunks.push(current);
+  return chunks;
 }

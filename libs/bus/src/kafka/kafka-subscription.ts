@@ -119,6 +119,8 @@ export class KafkaSubscription implements Subscription {
       // An idle fetch long-polls this long, and disconnect() waits for it: 1 s keeps shutdown quick
       // at the cost of one empty fetch per second per idle consumer.
       maxWaitTimeInMs: 1_000,
+      // A batch consumer takes what a busy partition has in larger fetches: fewer, larger transactions.
+      ...(options.batchHandler ? { maxBytesPerPartition: 4 * 1024 * 1024, maxBytes: 16 * 1024 * 1024 } : {}),
     });
     this.consumer = consumer;
     consumer.on(consumer.events.CRASH, (e) => this.onCrash(consumer, e.payload.error, e.payload.restart));
