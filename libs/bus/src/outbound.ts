@@ -1,6 +1,6 @@
 import { context, SpanStatusCode, trace } from '@opentelemetry/api';
 import { encodeMessage, RobustrlMessage, topicOf } from '@robustrl/contracts';
-import { injectTraceHeaders, SpanKind, tracer } from '@robustrl/telemetry';
+import { extractTraceContext, injectTraceHeaders, SpanKind, tracer } from '@robustrl/telemetry';
 
 /** Header names every robustrl record carries, so `kcat` users can filter without parsing JSON. */
 export const RecordHeaders = {
@@ -19,26 +19,28 @@ export interface OutboundRecord {
 }
 
 /**
- * Encode messages for the wire, each under its own `send <type>` producer span (siblings, children of
- * whatever span is active, e.g. the consumer span of the event that caused them). The span's context
+ * Encode messages for the wire, each under its own `send <type>` producer span: a child of the trace the
+ * message already carries (a decision enveloped it inside its span; an outbox relays it later), else of
+ * whatever span is active (e.g. the consumer span of the event that caused it). The span's context
  * rides in the `traceparent` header and in the envelope, so the event log keeps it too. The spans
  * end when `send` (the adapter's durable write) has finished, so they measure its latency.
  */
 export async function publishTraced(messages: readonly RobustrlMessage[], send: (records: OutboundRecord[]) => Promise<void>): Promise<void> {
   if (messages.length === 0) return;
-  const parent = context.active();
-  const spans = messages.map((m) =>
+  const active = context.active();
+  const parents = messages.map((m) => (m.trace ? extractTraceContext(m.trace as unknown as Record<string, string>) : active));
+  const spans = messages.map((m, i) =>
     tracer().startSpan(
       `send ${m.type}`,
       {
         kind: SpanKind.PRODUCER,
         attributes: { 'messaging.system': 'kafka', 'messaging.destination.name': topicOf(m.type), 'robustrl.job_id': m.jobId },
       },
-      parent,
+      parents[i],
     ),
   );
   const records = messages.map((message, i): OutboundRecord => {
-    const traceHeaders = injectTraceHeaders(trace.setSpan(parent, spans[i]));
+    const traceHeaders = injectTraceHeaders(trace.setSpan(parents[i], spans[i]));
     const traced = traceHeaders ? { ...message, trace: traceHeaders } : message;
     return {
       topic: topicOf(message.type),

@@ -618,15 +618,32 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
   private decideOn(delivery: Delivery, now: number): Stepped<State, Draft, Event> | null {
     const input = delivery.message as Input;
     const before = this.stateFor(input.jobId);
-    let span: Span | undefined;
+    const spans: Span[] = [];
     let parent: Context | undefined;
-    // Most inputs decide nothing: a span (continuing the producer's trace) is opened only for one that emits.
+    // Most inputs decide nothing: the trace is continued (the producer's → `process <type>` → `decide`)
+    // only for one that emits, when its first output is enveloped.
     const toEvent = (d: Draft, i: number): Event => {
       if (!parent) {
         const carrier = delivery.headers.traceparent ? delivery.headers : ((input.trace as Record<string, string> | undefined) ?? {});
         const producer = extractTraceContext(carrier);
-        span = tracer().startSpan(`decide ${this.spec.consumer}`, { kind: SpanKind.INTERNAL, startTime: now }, producer);
-        parent = trace.setSpan(producer, span);
+        const processing = tracer().startSpan(
+          `process ${input.type}`,
+          {
+            kind: SpanKind.CONSUMER,
+            startTime: now,
+            attributes: {
+              'messaging.system': 'kafka',
+              'messaging.destination.name': delivery.topic,
+              'messaging.consumer.group.name': this.groupId,
+              'messaging.kafka.offset': Number(delivery.offset),
+              'robustrl.job_id': input.jobId,
+            },
+          },
+          producer,
+        );
+        const deciding = tracer().startSpan(`decide ${this.spec.consumer}`, { kind: SpanKind.INTERNAL, startTime: now }, trace.setSpan(producer, processing));
+        spans.push(deciding, processing);
+        parent = trace.setSpan(trace.setSpan(producer, processing), deciding);
       }
       return context.with(parent, () => this.envelope(d, now, input, deterministicId(this.spec.consumer, input.eventId, i)));
     };
@@ -650,7 +667,7 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
       }
       return null;
     } finally {
-      span?.end();
+      for (const span of spans) span.end();
     }
   }
 

@@ -2,7 +2,6 @@ import { Logger } from '@nestjs/common';
 import { context, ROOT_CONTEXT } from '@opentelemetry/api';
 import { MessageBus } from '@robustrl/bus';
 import { EventStore } from '@robustrl/store';
-import { extractTraceContext } from '@robustrl/telemetry';
 
 /**
  * Publishes what one consumer put in its outbox, oldest first, and marks it published. The outbox
@@ -51,11 +50,9 @@ export class OutboxRelay {
         for (;;) {
           const pending = await this.store.outbox.pending(this.store.dataSource.manager, this.consumer, 100);
           if (pending.length === 0) return true;
-          for (const { message } of pending) {
-            // Continue the trace of the decision that produced the message.
-            const parent = message.trace ? extractTraceContext(message.trace as unknown as Record<string, string>) : ROOT_CONTEXT;
-            await context.with(parent, () => this.bus.publish(message));
-          }
+          // One publish for all of them (one produce request where they fit); each continues the trace
+          // of the decision that produced it (the trace it carries), or starts one.
+          await context.with(ROOT_CONTEXT, () => this.bus.publish(pending.map((p) => p.message)));
           await this.store.transaction((manager) =>
             this.store.outbox.markPublished(
               manager,
