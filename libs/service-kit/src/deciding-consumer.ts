@@ -511,7 +511,7 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
   private afterCommit(write: PendingWrite): void {
     for (const [jobId, emitted] of write.emitted) if (emitted.length > 0) this.spec.onEmitted?.(emitted, jobId);
     if (this.spec.onApplied) for (const { input, emitted } of write.inputs) this.spec.onApplied(input as Input, emitted);
-    if (write.outbox.length > 0) void this.relay();
+    if (write.outbox.length > 0) void this.outbox.relayCommitted(write.outbox);
   }
 
   // ---------------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 import { Logger } from '@nestjs/common';
 import { context, ROOT_CONTEXT } from '@opentelemetry/api';
 import { MessageBus } from '@robustrl/bus';
+import { RobustrlMessage } from '@robustrl/contracts';
 import { EventStore } from '@robustrl/store';
 
 /**
@@ -15,6 +16,8 @@ import { EventStore } from '@robustrl/store';
  */
 export class OutboxRelay {
   private relaying: Promise<boolean> | null = null;
+  /** A relay failed (or its mark did): entries may be pending, so the next relay reads them first. Until the first relay, unknown. */
+  private leftPending = true;
   private timer?: NodeJS.Timeout;
 
   constructor(
@@ -43,13 +46,45 @@ export class OutboxRelay {
     return this.relayOnce();
   }
 
+  /**
+   * Publish messages the caller has just committed to the outbox, without reading them back (the
+   * latency path of a decision), then mark them published. Only when nothing older is pending: a relay
+   * under way, or one that failed and left entries, goes first (`relay`), so the order holds.
+   */
+  relayCommitted(messages: readonly RobustrlMessage[]): Promise<boolean> {
+    if (this.relaying || this.leftPending) return this.relay();
+    this.relaying = (async () => {
+      try {
+        await context.with(ROOT_CONTEXT, () => this.bus.publish(messages));
+        // Published: a crash before this mark only publishes them again (same event ids; consumers de-duplicate).
+        await this.store.transaction((manager) =>
+          this.store.outbox.markPublishedIds(
+            manager,
+            messages.map((m) => m.eventId),
+          ),
+        );
+        return true;
+      } catch (err) {
+        this.leftPending = true;
+        this.logger.warn(`outbox relay failed, retrying in 1 s: ${err instanceof Error ? err.message : String(err)}`);
+        return false;
+      } finally {
+        this.relaying = null;
+      }
+    })();
+    return this.relaying;
+  }
+
   private relayOnce(): Promise<boolean> {
     if (this.relaying) return this.relaying;
     this.relaying = (async () => {
       try {
         for (;;) {
           const pending = await this.store.outbox.pending(this.store.dataSource.manager, this.consumer, 100);
-          if (pending.length === 0) return true;
+          if (pending.length === 0) {
+            this.leftPending = false;
+            return true;
+          }
           // One publish for all of them (one produce request where they fit); each continues the trace
           // of the decision that produced it (the trace it carries), or starts one.
           await context.with(ROOT_CONTEXT, () => this.bus.publish(pending.map((p) => p.message)));
@@ -62,6 +97,7 @@ export class OutboxRelay {
           if (pending.length < 100) return true;
         }
       } catch (err) {
+        this.leftPending = true;
         this.logger.warn(`outbox relay failed, retrying in 1 s: ${err instanceof Error ? err.message : String(err)}`);
         return false;
       } finally {

@@ -27,6 +27,12 @@ export class Outbox {
     });
   }
 
+  /** Mark published by event id (a relay that published what it had just committed, without reading it back). */
+  async markPublishedIds(manager: EntityManager, eventIds: readonly string[]): Promise<void> {
+    if (eventIds.length === 0) return;
+    await manager.query(`UPDATE robustrl_outbox SET published_at = now() WHERE event_id = ANY($1::uuid[]) AND published_at IS NULL`, [eventIds]);
+  }
+
   async markPublished(manager: EntityManager, positions: readonly string[]): Promise<void> {
     if (positions.length === 0) return;
     await manager.query(`UPDATE robustrl_outbox SET published_at = now() WHERE position = ANY($1::bigint[])`, [positions]);
