@@ -59,22 +59,9 @@ export class SubscriptionClosingError extends Error {
  * (the dead-letter write failed, or the subscription is closing mid-retry).
  */
 export async function processInbound(record: InboundRecord, p: InboundPipeline): Promise<InboundOutcome> {
-  const decoded = decodeMessage(record.value);
-  if (!decoded.ok) {
-    await deadLetter(record, p, 'invalid', decoded.reason);
-    return 'dead-lettered';
-  }
+  const decoded = await decodeInbound(record, p);
+  if (decoded === 'dead-lettered' || decoded === 'skipped') return decoded;
   const message = decoded.message;
-  // A type is valid only on its catalog topic: a FaultConfirmed written to the telemetry topic (by a
-  // client that may write telemetry, not verdicts) must not be acted on. Dead letters carry other
-  // topics' records by design.
-  const home = topicOf(message.type);
-  if (record.topic !== home && record.topic !== DEAD_LETTER_TOPIC) {
-    await deadLetter(record, p, 'invalid', `${message.type} belongs on ${home}, not on ${record.topic}`);
-    return 'dead-lettered';
-  }
-  if (p.types && !p.types.has(message.type)) return 'skipped';
-
   const parent = extractTraceContext(record.headers.traceparent ? record.headers : ((message.trace as Record<string, string> | undefined) ?? {}));
   let attempt = 0;
   /** Attempts that failed for the record's own sake (infrastructure failures do not count). */
@@ -97,17 +84,7 @@ export async function processInbound(record: InboundRecord, p: InboundPipeline):
             'robustrl.attempt': attempt,
           },
         },
-        () =>
-          p.handler({
-            message,
-            topic: record.topic,
-            partition: record.partition,
-            offset: record.offset,
-            key: record.key,
-            headers: record.headers,
-            groupId: p.groupId,
-            attempt,
-          }),
+        () => p.handler(attempt === 1 ? decoded : { ...decoded, attempt }),
       );
       return 'handled';
     } catch (err) {
@@ -152,7 +129,7 @@ export async function processInboundBatch(records: readonly InboundRecord[], p: 
   const deliveries: Delivery[] = [];
   for (const record of records) {
     const decoded = await decodeInbound(record, p);
-    if (decoded) deliveries.push(decoded);
+    if (decoded !== 'dead-lettered' && decoded !== 'skipped') deliveries.push(decoded);
   }
   if (deliveries.length === 0) return;
   const last = records[records.length - 1];
@@ -171,20 +148,26 @@ export async function processInboundBatch(records: readonly InboundRecord[], p: 
   }
 }
 
-/** Decode and validate one record for a batch: the delivery, or null when it was dead-lettered or is not asked for. */
-async function decodeInbound(record: InboundRecord, p: Omit<InboundPipeline, 'handler'>): Promise<Delivery | null> {
+/**
+ * Decode and validate one record: its delivery, or what became of it — dead-lettered (not a valid
+ * message, or one on another topic than its type's) or skipped (a type not asked for).
+ */
+async function decodeInbound(record: InboundRecord, p: Omit<InboundPipeline, 'handler'>): Promise<Delivery | 'dead-lettered' | 'skipped'> {
   const decoded = decodeMessage(record.value);
   if (!decoded.ok) {
     await deadLetter(record, p, 'invalid', decoded.reason);
-    return null;
+    return 'dead-lettered';
   }
   const message = decoded.message;
+  // A type is valid only on its catalog topic: a FaultConfirmed written to the telemetry topic (by a
+  // client that may write telemetry, not verdicts) must not be acted on. Dead letters carry other
+  // topics' records by design.
   const home = topicOf(message.type);
   if (record.topic !== home && record.topic !== DEAD_LETTER_TOPIC) {
     await deadLetter(record, p, 'invalid', `${message.type} belongs on ${home}, not on ${record.topic}`);
-    return null;
+    return 'dead-lettered';
   }
-  if (p.types && !p.types.has(message.type)) return null;
+  if (p.types && !p.types.has(message.type)) return 'skipped';
   return {
     message,
     topic: record.topic,

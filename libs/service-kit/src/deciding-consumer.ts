@@ -162,7 +162,7 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
   private readonly applied = new Map<string, bigint>();
   /** Per `topic/partition`: the last offset a previous incarnation decided on (its checkpoint at start). */
   private readonly decidedBefore = new Map<string, bigint>();
-  /** Facts applied by this process (event ids), so a duplicate in a batch not yet committed is seen. */
+  /** Facts applied whose write has not committed yet (event ids): a duplicate in a later batch is seen before the inbox has them. */
   private readonly appliedFacts = new Set<string>();
   /** Per job restored from a snapshot during a load: the inbox seq its snapshot already holds. */
   private readonly skipUpTo = new Map<string, bigint>();
@@ -505,6 +505,8 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
       throw err instanceof ReloadingError ? err : new Error(`write failed, state reloads: ${String(err)}`, { cause: err });
     }
     this.reloadsInARow = 0;
+    // Committed: the inbox answers for these from now on (the set only covers writes in flight).
+    for (const m of write.applied) this.appliedFacts.delete(m.eventId);
     this.afterCommit(write);
   }
 
@@ -553,7 +555,11 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
     if (this.gapMonitor) for (const d of fresh) this.noteInput(d.message);
     // Async preparation first (evicted jobs back in memory, what of the gap is due); then the batch is decided in one go.
     const jobIds = [...new Set(fresh.map((d) => d.message.jobId))];
-    for (const jobId of jobIds) await this.ensureLoaded(jobId);
+    for (const jobId of jobIds) {
+      await this.ensureLoaded(jobId);
+      // Active from now: the idle sweep must not take it out of memory while this batch is being prepared.
+      this.lastActive.set(jobId, this.clock());
+    }
     const facts = fresh.filter((d) => !isSample(d.message.type)).map((d) => d.message.eventId);
     const known = await this.store.inbox.known(this.store.dataSource.manager, this.spec.consumer, facts);
     if (this.gapMonitor) {

@@ -1,4 +1,4 @@
-import { Cluster, Consumer, IHeaders, Kafka } from 'kafkajs';
+import { Cluster, Consumer, IHeaders, Kafka, KafkaMessage } from 'kafkajs';
 import { InboundRecord, processInbound, processInboundBatch, retryPolicy, SubscriptionClosingError } from '../inbound';
 import type { DeadLetterKind } from '../dead-letter';
 import { BusLogger, DeadLetterLedger, RawRecord, PartitionPosition, SubscribeOptions, Subscription, SubscriptionHealth } from '../message-bus';
@@ -157,14 +157,7 @@ export class KafkaSubscription implements Subscription {
           for (let from = 0; from < batch.messages.length; from += maxBatch) {
             if (!isRunning() || isStale()) return;
             const chunk = batch.messages.slice(from, from + maxBatch);
-            const records: InboundRecord[] = chunk.map((m) => ({
-              topic,
-              partition: batch.partition,
-              offset: m.offset,
-              key: m.key ? m.key.toString('utf8') : null,
-              value: m.value,
-              headers: headersToStrings(m.headers),
-            }));
+            const records = chunk.map((m) => inboundRecord(topic, batch.partition, m));
             try {
               await processInboundBatch(records, {
                 groupId: options.groupId,
@@ -203,30 +196,20 @@ export class KafkaSubscription implements Subscription {
         for (const m of batch.messages) {
           if (!isRunning() || isStale()) return;
           try {
-            await processInbound(
-              {
-                topic: batch.topic.slice(prefix.length),
-                partition: batch.partition,
-                offset: m.offset,
-                key: m.key ? m.key.toString('utf8') : null,
-                value: m.value,
-                headers: headersToStrings(m.headers),
-              },
-              {
-                groupId: options.groupId,
-                handler: options.handler!,
-                types,
-                retry,
-                deadLetter: ctx.deadLetter,
-                onDeadLettered: ctx.onDeadLettered,
-                maxRecordBytes: ctx.maxRecordBytes,
-                // Keyed by the topic as the broker names it: deployments sharing a cluster differ by prefix.
-                ...(ctx.deadLetterLedger ? { ledger: { ledger: ctx.deadLetterLedger, stream: `kafka:${batch.topic}` } } : {}),
-                logger,
-                heartbeat,
-                isRunning: isRunningNow(isRunning),
-              },
-            );
+            await processInbound(inboundRecord(batch.topic.slice(prefix.length), batch.partition, m), {
+              groupId: options.groupId,
+              handler: options.handler!,
+              types,
+              retry,
+              deadLetter: ctx.deadLetter,
+              onDeadLettered: ctx.onDeadLettered,
+              maxRecordBytes: ctx.maxRecordBytes,
+              // Keyed by the topic as the broker names it: deployments sharing a cluster differ by prefix.
+              ...(ctx.deadLetterLedger ? { ledger: { ledger: ctx.deadLetterLedger, stream: `kafka:${batch.topic}` } } : {}),
+              logger,
+              heartbeat,
+              isRunning: isRunningNow(isRunning),
+            });
           } catch (err) {
             if (err instanceof SubscriptionClosingError) return;
             throw err; // not handled nor dead-lettered: kafkajs retries the batch from this record (and, out of retries, restarts)
@@ -290,6 +273,10 @@ export class KafkaSubscription implements Subscription {
       this.scheduleRestart();
     }
   }
+}
+
+function inboundRecord(topic: string, partition: number, m: KafkaMessage): InboundRecord {
+  return { topic, partition, offset: m.offset, key: m.key ? m.key.toString('utf8') : null, value: m.value, headers: headersToStrings(m.headers) };
 }
 
 function headersToStrings(headers: IHeaders | undefined): Record<string, string> {
