@@ -173,12 +173,20 @@ export class KafkaBus implements MessageBus {
     return this.deadLetters.snapshot();
   }
 
+  private healthAdmin?: Admin;
+  private healthAdminConnected = false;
+
   async health(): Promise<BusHealth> {
     const open = [...this.subscriptions];
     const subscriptions: SubscriptionHealth[] = open.map((s) => ({ ...s.health(), lag: null }));
-    const admin = this.kafka.admin({ retry: { retries: 0 } });
+    // One admin connection for every probe while it works (a service samples its health every second):
+    // a probe that fails drops it, and the next one connects afresh.
+    const admin = (this.healthAdmin ??= this.kafka.admin({ retry: { retries: 0 } }));
     try {
-      await withTimeout(admin.connect(), HEALTH_TIMEOUT_MS, 'connecting to the broker');
+      if (!this.healthAdminConnected) {
+        await withTimeout(admin.connect(), HEALTH_TIMEOUT_MS, 'connecting to the broker');
+        this.healthAdminConnected = true;
+      }
       await withTimeout(admin.describeCluster(), HEALTH_TIMEOUT_MS, 'describing the cluster');
       for (const [i, sub] of subscriptions.entries()) {
         sub.lag = await withTimeout(
@@ -189,9 +197,10 @@ export class KafkaBus implements MessageBus {
       }
       return { reachable: true, subscriptions };
     } catch (err) {
-      return { reachable: false, error: err instanceof Error ? err.message : String(err), subscriptions };
-    } finally {
+      this.healthAdmin = undefined;
+      this.healthAdminConnected = false;
       await admin.disconnect().catch(() => undefined);
+      return { reachable: false, error: err instanceof Error ? err.message : String(err), subscriptions };
     }
   }
 
@@ -220,6 +229,8 @@ export class KafkaBus implements MessageBus {
     this.closed = true;
     await Promise.all([...this.subscriptions].map((s) => s.close()));
     this.subscriptions.clear();
+    await this.healthAdmin?.disconnect().catch(() => undefined);
+    this.healthAdmin = undefined;
     if (this.producer) await (await this.producer).disconnect();
   }
 
