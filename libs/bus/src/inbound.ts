@@ -260,6 +260,8 @@ async function deadLetter(record: InboundRecord, p: Omit<InboundPipeline, 'handl
         p.logger.warn('dead-lettering record', { group: p.groupId, topic: record.topic, partition: record.partition, offset: record.offset, kind, reason });
       claimed = true;
       await p.deadLetter(toDeadLetterRecord(record, failure, p.maxRecordBytes, asReference));
+      // Best effort: unmarked, a replay of this record writes its dead letter once more.
+      await p.ledger?.ledger.written?.({ stream: p.ledger.stream, partition: record.partition, offset: record.offset }, p.groupId).catch(() => undefined);
       p.onDeadLettered?.(record.topic, kind);
       return;
     } catch (err) {

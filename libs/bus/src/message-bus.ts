@@ -138,6 +138,8 @@ export const DEFAULT_RETRY: RetryPolicy = { maxAttempts: 5, initialBackoffMs: 10
  */
 export interface DeadLetterLedger {
   claim(record: { stream: string; partition: number; offset: string }, groupId: string): Promise<boolean>;
+  /** The claimed dead letter is written: a later claim by the same group (a replay) answers false. */
+  written?(record: { stream: string; partition: number; offset: string }, groupId: string): Promise<void>;
 }
 
 export type SubscribeOptions = (

@@ -215,7 +215,7 @@ describe('DecidingConsumer: snapshots and restart (README "Snapshots and restart
     await publishSamples(500);
     await eventually('applied', counted(500, 1));
     await consumer.snapshot();
-    const transaction = jest.spyOn(store, 'transaction').mockRejectedValueOnce(new Error('connect ECONNREFUSED 127.0.0.1:5432'));
+    const transaction = jest.spyOn(store.dataSource.manager, 'query').mockRejectedValueOnce(new Error('connect ECONNREFUSED 127.0.0.1:5432'));
     await bus.publish(fact(2));
     await publishSamples(500);
     await eventually('everything once after the reload', counted(1_000, 2));

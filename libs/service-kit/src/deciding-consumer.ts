@@ -5,7 +5,7 @@ import { context, Context, ROOT_CONTEXT, Span, SpanKind, trace } from '@opentele
 import { Delivery, DeliveryBatch, MessageBus, PartitionPosition, Subscription, toDeadLetterRecord } from '@robustrl/bus';
 import { createMessage, Draft, encodeMessage, isSample, MessageType, RobustrlMessage, TopicName } from '@robustrl/contracts';
 import { codecOf, Decider, JobCommand, observe, settle, StateCodec, step, Stepped, tick } from '@robustrl/domain-kit';
-import { EventStore, JobSnapshot } from '@robustrl/store';
+import { EventStore, JobSnapshot, writeDecision } from '@robustrl/store';
 import { extractTraceContext, injectTraceHeaders, tracer } from '@robustrl/telemetry';
 import { InputGap, InputGapMonitor } from './input-gap-monitor';
 import { OutboxRelay } from './outbox-relay';
@@ -487,15 +487,14 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
   private async commit(write: PendingWrite): Promise<void> {
     const run = this.writeChain.then(async () => {
       if (this.stale) throw new ReloadingError();
-      await this.store.transaction(async (manager) => {
-        if (write.checkpoint && !(await this.store.checkpoints.advance(manager, this.spec.consumer, write.checkpoint.stream, write.checkpoint.offset)))
-          throw new Error(`checkpoint of ${write.checkpoint.stream} is already past ${write.checkpoint.offset}: another process consumes it`);
-        if (write.applied.length > 0) {
-          await this.store.inbox.add(manager, this.spec.consumer, write.applied);
-          await this.store.log.append(manager, write.applied);
-        }
-        await this.store.outbox.enqueue(manager, this.spec.consumer, write.outbox);
+      // One statement, one round trip (it is on the path of every recovery).
+      const advanced = await writeDecision(this.store.dataSource.manager, {
+        consumer: this.spec.consumer,
+        ...(write.checkpoint ? { checkpoint: { stream: write.checkpoint.stream, position: write.checkpoint.offset } } : {}),
+        applied: write.applied,
+        outbox: write.outbox,
       });
+      if (!advanced) throw new Error(`checkpoint of ${write.checkpoint!.stream} is already past ${write.checkpoint!.offset}: another process consumes it`);
     });
     this.writeChain = run.catch(() => undefined);
     try {

@@ -9,3 +9,4 @@ export * from './outbox';
 export * from './scratch-database';
 export * from './dead-letter-claims';
 export * from './snapshots';
+export * from './decision-write';

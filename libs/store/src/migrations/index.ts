@@ -4,6 +4,7 @@ import { InboxOutbox1763800000000 } from './0002-inbox-outbox';
 import { InboxByJob1764000000000 } from './0004-inbox-by-job';
 import { DeadLetterClaims1764100000000 } from './0005-dead-letter-claims';
 import { Snapshots1764200000000 } from './0006-snapshots';
+import { DeadLetterWritten1764300000000 } from './0007-dead-letter-written';
 
 /** A TypeORM migration class: its name ends in a JavaScript timestamp, which orders it among all others. */
 export type StoreMigration = new () => MigrationInterface;
@@ -20,4 +21,5 @@ export const STORE_MIGRATIONS: readonly StoreMigration[] = [
   InboxByJob1764000000000,
   DeadLetterClaims1764100000000,
   Snapshots1764200000000,
+  DeadLetterWritten1764300000000,
 ];
