@@ -90,7 +90,7 @@ if (SCALES.length > 0) {
     const usPerGpuStep = (wall * 1e6) / (gpus * grown.steps);
     process.stderr.write(`${grown.name} × ${grown.steps} steps: ${wall.toFixed(1)} s, ${count} messages\n`);
     scaleRows.push(
-      `| ${gpus.toLocaleString('en-US')} | ${grown.cluster.trainerMachines + grown.cluster.rolloutMachines} | ${(grown.batch.prompts * grown.batch.responsesPerPrompt).toLocaleString('en-US')} | ${(result.wallClockSeconds / 3600).toFixed(2)} h | ${wall.toFixed(1)} s | ${usPerGpuStep.toFixed(0)} | ${count.toLocaleString('en-US')} | ${Math.round(count / wall).toLocaleString('en-US')} |`,
+      `| ${gpus.toLocaleString('en-US')} | ${(grown.cluster.trainerMachines + grown.cluster.rolloutMachines).toLocaleString('en-US')} | ${(grown.batch.prompts * grown.batch.responsesPerPrompt).toLocaleString('en-US')} | ${(result.wallClockSeconds / 3600).toFixed(2)} h | ${wall.toFixed(1)} s | ${usPerGpuStep.toFixed(0)} | ${count.toLocaleString('en-US')} | ${Math.round(count / wall).toLocaleString('en-US')} |`,
     );
   }
   process.stdout.write(

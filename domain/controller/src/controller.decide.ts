@@ -1,12 +1,13 @@
-import { DecisionRule, draft, Evidence, MessageOf, RecoveryAction } from '@robustrl/contracts';
+import { DecisionRule, Draft, draft, Evidence, MessageOf, RecoveryAction } from '@robustrl/contracts';
 import { assertNever } from '@robustrl/domain-kit';
-import { evolveController } from './controller.evolve';
+import { applyOutcome } from './controller.evolve';
 import {
   ControllerCommand,
   ControllerDraft,
   ControllerSettings,
   ControllerState,
   ownerOf,
+  RosterMachine,
   Recovery,
   reportedInFully,
   trainerGroup,
@@ -25,24 +26,27 @@ import { chooseWarmStandby } from './warm-standby';
  *   MachineRegistered / RolePhaseChanged → lifeSign: a restarted machine reported in (reconnect stage)
  *   tick                      → timedOutCommands: a command with no answer in time has failed
  *
- * Outcomes and life signs are decided on the state with the message folded in; a fault on the state
- * before it (a redelivered verdict is then recognised as decided).
+ * The controller evolves in place, so decide reads the state with the message folded in. Outcomes and
+ * life signs are decided on just that; a fault on the state before it, which differs only when the
+ * verdict brought an unknown machine into the roster (`beforeVerdict`). A redelivered verdict is
+ * recognised as decided either way. decide never writes the state: where it must see an output of its
+ * own before deciding further (a timed-out command), it reads a view with that output folded into a
+ * copy of the one recovery it changes (`withOutcome`).
  */
 export function decideController(settings: ControllerSettings) {
   return (command: ControllerCommand, state: ControllerState): ControllerDraft[] => {
     if (command.kind === 'tick') return timedOutCommands(settings, state, command.now);
     const { message, now } = command;
-    const folded = () => evolveController(state, message, Date.parse(message.occurredAt));
     switch (message.type) {
       case 'FaultConfirmed':
-        return decideOnFault(settings, state, message);
+        return decideOnFault(settings, beforeVerdict(state, message.data.verdictId), message);
       case 'RecoveryCommandSucceeded':
-        return commandSucceeded(folded(), message.data.commandId, now);
+        return commandSucceeded(state, message.data.commandId, now);
       case 'RecoveryCommandFailed':
-        return commandFailed(folded(), message.data, now);
+        return commandFailed(state, message.data, now);
       case 'RolePhaseChanged':
       case 'MachineRegistered':
-        return lifeSign(folded(), message.data.machineId, now);
+        return lifeSign(state, message.data.machineId, now);
       case 'JobStarted':
       case 'MachineRoleChanged':
       case 'MachineDeregistered':
@@ -58,6 +62,19 @@ export function decideController(settings: ControllerSettings) {
 }
 
 // ── deciding on a fault ──────────────────────────────────────────────────────────────────────
+
+/**
+ * The state a fault is decided on: as it was before the verdict was folded. The fold adds the verdict's
+ * fault record (which no decision reads) and, when the verdict overtook the machine's registration, the
+ * machine — left out here, as it was: rare, so copying the roster for it is cheap.
+ */
+function beforeVerdict(state: ControllerState, verdictId: string): ControllerState {
+  const learned = state.index.learnedFromVerdict;
+  if (!learned || learned.verdictId !== verdictId) return state;
+  const machines: Record<string, RosterMachine> = { ...state.machines };
+  delete machines[learned.machineId];
+  return { ...state, machines };
+}
 
 interface FaultCase {
   settings: ControllerSettings;
@@ -161,12 +178,12 @@ function faultyTrainerMachine(
 
 /** An unfinished recovery that already covers this fault: the same machine, or the trainer group it is restarting. */
 function coveringRecovery(state: ControllerState, machineId: string, handledAs: 'trainer' | 'rollout'): Recovery | undefined {
-  return Object.values(state.recoveries).find(
-    (r) =>
-      !r.done &&
-      r.action !== 'report-only' &&
-      (r.action === 'restart-task' || r.machineId === machineId || (handledAs === 'trainer' && r.handledAs === 'trainer')),
-  );
+  for (const id of state.index.open) {
+    const r = state.recoveries[id];
+    if (r.action !== 'report-only' && (r.action === 'restart-task' || r.machineId === machineId || (handledAs === 'trainer' && r.handledAs === 'trainer')))
+      return r;
+  }
+  return undefined;
 }
 
 // ── command outcomes ─────────────────────────────────────────────────────────────────────────
@@ -223,8 +240,8 @@ function commandFailed(state: ControllerState, failure: MessageOf<'RecoveryComma
 
 /** A command unanswered past the timeout has failed (a dead agent cannot say so itself); one per tick, so each decision sees the last. */
 function timedOutCommands(settings: ControllerSettings, state: ControllerState, now: number): ControllerDraft[] {
-  for (const recovery of Object.values(state.recoveries)) {
-    if (recovery.done) continue;
+  for (const id of state.index.open) {
+    const recovery = state.recoveries[id];
     for (const cmd of Object.values(recovery.commands)) {
       if (cmd.status !== 'pending' || now - cmd.issuedAt < settings.commandTimeoutMs) continue;
       const failure = {
@@ -236,17 +253,29 @@ function timedOutCommands(settings: ControllerSettings, state: ControllerState, 
         error: `no answer from ${cmd.awaiting.length ? cmd.awaiting.join(', ') : 'the executor'} within ${Math.round(settings.commandTimeoutMs / 1000)} s`,
       };
       const failed = draft('RecoveryCommandFailed', failure);
-      return [failed, ...commandFailed(evolveController(state, failed, now), failure, now)];
+      return [failed, ...commandFailed(withOutcome(state, recovery, failed, now), failure, now)];
     }
   }
   return [];
 }
 
+/**
+ * `state` with an outcome folded into a copy of its recovery: what decide reads after deciding that
+ * outcome itself. Only that recovery changes (and only its records and counters), so the view shares
+ * everything else — a timeout is rare, so copying the recovery table for it is cheap.
+ */
+function withOutcome(state: ControllerState, r: Recovery, outcome: Draft<'RecoveryCommandFailed'>, at: number): ControllerState {
+  const copy: Recovery = { ...r, commands: { ...r.commands }, restartedMachines: { ...r.restartedMachines }, reportedIn: { ...r.reportedIn } };
+  applyOutcome(state, copy, outcome, at);
+  return { ...state, recoveries: { ...state.recoveries, [copy.recoveryId]: copy } };
+}
+
 /** Reconnect stage: the recovery ends when every restarted machine has reported back. */
 function lifeSign(state: ControllerState, machineId: string, now: number): ControllerDraft[] {
   const out: ControllerDraft[] = [];
-  for (const r of Object.values(state.recoveries)) {
-    if (!r.done && r.reportedIn[machineId] && reportedInFully(r)) out.push(completed(r, now, 'recovered'));
+  for (const id of state.index.open) {
+    const r = state.recoveries[id];
+    if (r.reportedIn[machineId] && reportedInFully(r)) out.push(completed(r, now, 'recovered'));
   }
   return out;
 }

@@ -1,14 +1,16 @@
-import { Decider } from '@robustrl/domain-kit';
+import { Decider, JSON_STATE_CODEC } from '@robustrl/domain-kit';
 import { decideController } from './controller.decide';
 import { evolveController } from './controller.evolve';
 import {
   ControllerCommand,
+  ControllerData,
   ControllerDraft,
   ControllerEvent,
   ControllerSettings,
   ControllerState,
   DEFAULT_CONTROLLER_SETTINGS,
   initialControllerState,
+  rebuildControllerIndex,
 } from './controller.state';
 
 export * from './controller.state';
@@ -25,6 +27,9 @@ export * from './controller.state';
  * redelivered verdict yields nothing new and a rebuilt controller issues the same ids. State, evolve
  * and the decision steps live in `controller.state.ts`, `controller.evolve.ts` and `controller.decide.ts`;
  * the fault policies are listed in order in `FAULT_POLICIES`, the escalation rules in `escalation-rules.ts`.
+ *
+ * It evolves in place (issue 13: a job of thousands of machines) and keeps its unfinished recoveries
+ * indexed (`ControllerIndex`); a snapshot holds the facts and decoding rebuilds the index.
  */
 export function createControllerDecider(
   overrides: Partial<ControllerSettings> = {},
@@ -34,6 +39,11 @@ export function createControllerDecider(
     initialState: initialControllerState,
     decide: decideController(settings),
     evolve: (state, event) => evolveController(state, event, Date.parse(event.occurredAt)),
+    evolution: 'in-place',
+    snapshotCodec: {
+      encode: ({ index: _derived, ...data }) => JSON_STATE_CODEC.encode(data),
+      decode: (data) => rebuildControllerIndex(JSON_STATE_CODEC.decode(data) as ControllerData),
+    },
   };
 }
 

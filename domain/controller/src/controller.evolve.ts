@@ -1,29 +1,32 @@
 import type { Draft } from '@robustrl/contracts';
 import { assertNever } from '@robustrl/domain-kit';
-import { ControllerFact, ControllerState, IssuedCommand, ownerOf, Recovery, RosterMachine, trainerGroup, unknownMachine } from './controller.state';
+import { ControllerFact, ControllerState, IssuedCommand, ownerOf, Recovery, trainerGroup, unknownMachine } from './controller.state';
 
 /**
- * Folds one fact into the controller state at `at`: the event's own time, or `now` for an output the
- * controller just decided (decide folds its outputs before deciding further, e.g. a command that timed
- * out before the failure it leads to).
+ * Folds one fact into the controller state at `at` — in place (the decider's evolution is `in-place`):
+ * the event's own time, or `now` for an output the controller just decided.
+ *
+ * In place because a job of thousands of machines cannot copy its roster for every throughput sample
+ * nor its recovery table for every command outcome (issue 13). What evolve writes is the state's own:
+ * records are updated in place, but an array a draft may have been built from (a trainer group, a
+ * command's awaited machines) is replaced, never changed, so an output already published stays as it was.
+ * `index.open` follows `done`; phase changes and registrations look only at the open recoveries.
  */
 export function evolveController(state: ControllerState, fact: ControllerFact, at: number): ControllerState {
   switch (fact.type) {
     case 'JobStarted':
-      return {
-        ...state,
-        mode: fact.data.mode,
-        firstIteration: true,
-        step: fact.data.resumedFromStep === null ? 0 : fact.data.resumedFromStep + 1,
-        lastCheckpointStep: fact.data.resumedFromStep ?? state.lastCheckpointStep,
-        trainerFaultsInStep: { step: -1, count: 0 },
-      };
+      state.mode = fact.data.mode;
+      state.firstIteration = true;
+      state.step = fact.data.resumedFromStep === null ? 0 : fact.data.resumedFromStep + 1;
+      state.lastCheckpointStep = fact.data.resumedFromStep ?? state.lastCheckpointStep;
+      state.trainerFaultsInStep = { step: -1, count: 0 };
+      return state;
     case 'MachineRegistered': {
       const d = fact.data;
       const prior = state.machines[d.machineId];
       // A registration overtaken by the machine's verdict (another topic) keeps the status it has since.
       const status = prior && prior.status !== 'active' ? prior.status : 'active';
-      const registered = withMachine(state, {
+      state.machines[d.machineId] = {
         machineId: d.machineId,
         role: d.role,
         zone: d.zone,
@@ -31,35 +34,47 @@ export function evolveController(state: ControllerState, fact: ControllerFact, a
         status,
         inFlightRequests: prior?.inFlightRequests ?? 0,
         incarnation: d.incarnation ?? null,
-      });
-      return lifeSign(registered, d.machineId, at);
+      };
+      lifeSign(state, d.machineId, at);
+      return state;
     }
     case 'MachineRoleChanged': {
       const m = state.machines[fact.data.machineId];
-      return m ? withMachine(state, { ...m, role: fact.data.to }) : state;
+      if (m) m.role = fact.data.to;
+      return state;
     }
     case 'MachineDeregistered': {
       const m = state.machines[fact.data.machineId];
-      return m ? withMachine(state, { ...m, status: 'gone' }) : state;
+      if (m) m.status = 'gone';
+      return state;
     }
     case 'RolloutThroughputSampled': {
       const m = state.machines[fact.data.machineId];
-      // Most samples repeat the count: copying the roster (O(machines)) for them made telemetry quadratic.
-      if (!m || m.inFlightRequests === fact.data.inFlightRequests) return state;
-      return withMachine(state, { ...m, inFlightRequests: fact.data.inFlightRequests });
+      if (m) m.inFlightRequests = fact.data.inFlightRequests;
+      return state;
     }
     case 'TrainingStepStarted':
-      return { ...state, step: fact.data.step };
+      state.step = fact.data.step;
+      return state;
     case 'TrainingStepCompleted':
-      return { ...state, firstIteration: false, step: Math.max(state.step, fact.data.step + 1) };
+      state.firstIteration = false;
+      state.step = Math.max(state.step, fact.data.step + 1);
+      return state;
     case 'CheckpointSaved':
-      return { ...state, lastCheckpointStep: Math.max(state.lastCheckpointStep ?? -1, fact.data.step) };
+      state.lastCheckpointStep = Math.max(state.lastCheckpointStep ?? -1, fact.data.step);
+      return state;
     case 'RolePhaseChanged':
-      return lifeSign(state, fact.data.machineId, at);
+      lifeSign(state, fact.data.machineId, at);
+      return state;
     case 'FaultConfirmed': {
+      const { machineId, verdictId } = fact.data;
       // A verdict may overtake the machine's registration (another topic): know the machine from it.
-      const known = state.machines[fact.data.machineId] ? state : withMachine(state, unknownMachine(fact.data.machineId, fact.data.role));
-      return { ...known, faults: { ...state.faults, [fact.data.verdictId]: { at, detectMs: fact.data.detectionLatencyMs, handledAs: fact.data.handledAs } } };
+      // decide reads the roster as it was before the verdict, so it is told which machine this added.
+      const learned = !state.machines[machineId];
+      if (learned) state.machines[machineId] = unknownMachine(machineId, fact.data.role);
+      state.index.learnedFromVerdict = learned ? { verdictId, machineId } : null;
+      state.faults[verdictId] = { at, detectMs: fact.data.detectionLatencyMs, handledAs: fact.data.handledAs };
+      return state;
     }
     case 'RecoveryDecided':
       return onDecided(state, fact, at);
@@ -69,30 +84,33 @@ export function evolveController(state: ControllerState, fact: ControllerFact, a
     case 'RestartTask':
       return onIssued(state, fact, at);
     case 'RecoveryCommandSucceeded':
-    case 'RecoveryCommandFailed':
-      return onOutcome(state, fact, at);
+    case 'RecoveryCommandFailed': {
+      const r = ownerOf(state, fact.data.commandId);
+      if (r) applyOutcome(state, r, fact, at);
+      return state;
+    }
     case 'RecoveryCompleted': {
       const r = state.recoveries[fact.data.recoveryId];
-      return r ? withRecovery(state, { ...r, done: true }) : state;
+      if (r) {
+        r.done = true;
+        state.index.open.delete(r.recoveryId);
+      }
+      return state;
     }
     default:
       return assertNever(fact, 'controller event');
   }
 }
 
-export function withMachine(state: ControllerState, m: RosterMachine): ControllerState {
-  return { ...state, machines: { ...state.machines, [m.machineId]: m } };
-}
-
-export function withRecovery(state: ControllerState, r: Recovery): ControllerState {
-  return { ...state, recoveries: { ...state.recoveries, [r.recoveryId]: r } };
-}
-
 function onDecided(state: ControllerState, fact: Draft<'RecoveryDecided'>, at: number): ControllerState {
   const d = fact.data;
   const existing = state.recoveries[d.recoveryId];
-  const decidedVerdicts = { ...state.decidedVerdicts, [d.verdictId]: d.recoveryId };
-  if (existing) return withRecovery({ ...state, decidedVerdicts }, { ...existing, action: d.action, rule: d.rule });
+  state.decidedVerdicts[d.verdictId] = d.recoveryId;
+  if (existing) {
+    existing.action = d.action;
+    existing.rule = d.rule;
+    return state;
+  }
   const acted = d.action !== 'report-only';
   const fault = state.faults[d.verdictId];
   const recovery: Recovery = {
@@ -117,11 +135,12 @@ function onDecided(state: ControllerState, fact: Draft<'RecoveryDecided'>, at: n
     reportedIn: {},
     done: !acted,
   };
-  const countsAsTrainerFault = acted && recovery.handledAs === 'trainer' && d.action !== 'restart-task';
-  const trainerFaultsInStep = countsAsTrainerFault
-    ? { step: state.step, count: state.trainerFaultsInStep.step === state.step ? state.trainerFaultsInStep.count + 1 : 1 }
-    : state.trainerFaultsInStep;
-  return withRecovery({ ...state, decidedVerdicts, trainerFaultsInStep }, recovery);
+  if (acted && recovery.handledAs === 'trainer' && d.action !== 'restart-task') {
+    state.trainerFaultsInStep = { step: state.step, count: state.trainerFaultsInStep.step === state.step ? state.trainerFaultsInStep.count + 1 : 1 };
+  }
+  state.recoveries[recovery.recoveryId] = recovery;
+  if (!recovery.done) state.index.open.add(recovery.recoveryId);
+  return state;
 }
 
 function onIssued(
@@ -132,26 +151,24 @@ function onIssued(
   const r = state.recoveries[fact.data.recoveryId];
   if (!r) return state;
   const seq = Number(fact.data.commandId.slice(fact.data.commandId.lastIndexOf('/') + 1)) || r.commandSeq + 1;
-  let machines = state.machines;
-  let trainerGroupNow = r.trainerGroup;
   let awaiting: string[] = [];
   let subject: string | null = null;
   let background = false;
   switch (fact.type) {
     case 'RestartTrainerGroup':
       awaiting = [...fact.data.machines];
-      trainerGroupNow = [...fact.data.machines];
+      r.trainerGroup = [...fact.data.machines];
       break;
     case 'PromoteRolloutToTrainer':
       subject = fact.data.rolloutMachineId;
       awaiting = [fact.data.rolloutMachineId];
-      trainerGroupNow = [...r.trainerGroup.filter((m) => m !== fact.data.replacesMachineId), fact.data.rolloutMachineId];
+      r.trainerGroup = [...r.trainerGroup.filter((m) => m !== fact.data.replacesMachineId), fact.data.rolloutMachineId];
       break;
     case 'ReplaceMachine': {
       subject = fact.data.machineId;
-      const m = machines[fact.data.machineId];
-      if (m) machines = { ...machines, [m.machineId]: { ...m, status: 'isolated' } };
-      trainerGroupNow = r.trainerGroup.filter((id) => id !== fact.data.machineId);
+      const m = state.machines[fact.data.machineId];
+      if (m) m.status = 'isolated';
+      r.trainerGroup = r.trainerGroup.filter((id) => id !== fact.data.machineId);
       // A rollout refilling the pool after a warm standby does not hold up the trainer's recovery.
       background = r.handledAs === 'trainer' && fact.data.role === 'rollout';
       break;
@@ -169,59 +186,54 @@ function onIssued(
     subject,
     newMachineId: null,
   };
-  return withRecovery(
-    { ...state, machines, commandOwner: { ...state.commandOwner, [cmd.commandId]: r.recoveryId } },
-    { ...r, commandSeq: Math.max(r.commandSeq, seq), trainerGroup: trainerGroupNow, commands: { ...r.commands, [cmd.commandId]: cmd } },
-  );
+  state.commandOwner[cmd.commandId] = r.recoveryId;
+  r.commandSeq = Math.max(r.commandSeq, seq);
+  r.commands[cmd.commandId] = cmd;
+  return state;
 }
 
-function onOutcome(state: ControllerState, fact: Draft<'RecoveryCommandSucceeded' | 'RecoveryCommandFailed'>, at: number): ControllerState {
-  const r = ownerOf(state, fact.data.commandId);
-  if (!r) return state;
+/**
+ * A command's outcome folded into its recovery `r`, in place. `state` is only read (the roster). decide
+ * calls it on a copy of the recovery (`outcomeView`) when it must see an outcome it has just decided.
+ */
+export function applyOutcome(state: ControllerState, r: Recovery, fact: Draft<'RecoveryCommandSucceeded' | 'RecoveryCommandFailed'>, at: number): void {
   const cmd = r.commands[fact.data.commandId];
-  if (!cmd || cmd.status !== 'pending') return state;
+  if (!cmd || cmd.status !== 'pending') return;
   if (fact.type === 'RecoveryCommandFailed') {
     // A failed pool refill is not a failed restart (rule 3 counts restarts); a standby that could
     // not be promoted is not part of the trainer group.
-    const failures = cmd.background ? r.failures : r.failures + 1;
-    const group = cmd.type === 'PromoteRolloutToTrainer' ? r.trainerGroup.filter((m) => m !== cmd.subject) : r.trainerGroup;
-    return withRecovery(state, { ...r, failures, trainerGroup: group, commands: { ...r.commands, [cmd.commandId]: { ...cmd, status: 'failed' } } });
+    if (!cmd.background) r.failures += 1;
+    if (cmd.type === 'PromoteRolloutToTrainer') r.trainerGroup = r.trainerGroup.filter((m) => m !== cmd.subject);
+    r.commands[cmd.commandId] = { ...cmd, status: 'failed' };
+    return;
   }
   const machineId = fact.data.machineId;
   const awaiting = machineId === null ? [] : cmd.awaiting.filter((m) => m !== machineId);
   const finished = awaiting.length === 0;
   const newMachineId = fact.data.newMachineId ?? cmd.newMachineId;
-  let recovery: Recovery = {
-    ...r,
-    commands: { ...r.commands, [cmd.commandId]: { ...cmd, awaiting, status: finished ? 'succeeded' : 'pending', newMachineId } },
-  };
+  r.commands[cmd.commandId] = { ...cmd, awaiting, status: finished ? 'succeeded' : 'pending', newMachineId };
   if (cmd.type === 'RestartTrainerGroup') {
     // Each machine must report in after its own restart: a phase from the process being replaced does not count.
-    const restarted = machineId === null ? Object.fromEntries(cmd.awaiting.map((m) => [m, at])) : { [machineId]: at };
-    recovery = { ...recovery, restartedMachines: { ...recovery.restartedMachines, ...restarted } };
+    if (machineId === null) for (const m of cmd.awaiting) r.restartedMachines[m] = at;
+    else r.restartedMachines[machineId] = at;
   }
   const primaryDone = finished && !cmd.background && (cmd.type === 'RestartTrainerGroup' || (cmd.type === 'ReplaceMachine' && r.handledAs === 'rollout'));
   if (primaryDone) {
-    recovery = { ...recovery, restartedAt: at };
+    r.restartedAt = at;
     if (cmd.type === 'ReplaceMachine' && newMachineId) {
       // The new machine's agent may have registered before the orchestrator answered.
-      recovery = {
-        ...recovery,
-        restartedMachines: { [newMachineId]: at },
-        reportedIn: state.machines[newMachineId] ? { ...recovery.reportedIn, [newMachineId]: true } : recovery.reportedIn,
-      };
+      r.restartedMachines = { [newMachineId]: at };
+      if (state.machines[newMachineId]) r.reportedIn[newMachineId] = true;
     }
   }
-  return withRecovery(state, recovery);
 }
 
 /** A restarted machine reporting in (registration or a phase) after its restart: the reconnect stage of its recovery ends. */
-function lifeSign(state: ControllerState, machineId: string, at: number): ControllerState {
-  let next = state;
-  for (const r of Object.values(state.recoveries)) {
+function lifeSign(state: ControllerState, machineId: string, at: number): void {
+  for (const id of state.index.open) {
+    const r = state.recoveries[id];
     const restartedAt = r.restartedMachines[machineId];
-    if (r.done || restartedAt === undefined || at < restartedAt || r.reportedIn[machineId]) continue;
-    next = withRecovery(next, { ...r, reportedIn: { ...r.reportedIn, [machineId]: true } });
+    if (restartedAt === undefined || at < restartedAt || r.reportedIn[machineId]) continue;
+    r.reportedIn[machineId] = true;
   }
-  return next;
 }

@@ -105,7 +105,8 @@ export interface Recovery {
   done: boolean;
 }
 
-export interface ControllerState {
+/** The controller's facts: what a snapshot holds (the index is rebuilt from them). */
+export interface ControllerData {
   mode: TrainingMode | null;
   /** True from JobStarted (fresh or resumed) until its first step completes: paper §5.1.2 rule 1. */
   firstIteration: boolean;
@@ -123,7 +124,27 @@ export interface ControllerState {
   faults: Record<string, { at: number; detectMs: number; handledAs: 'trainer' | 'rollout' }>;
 }
 
-export const initialControllerState = (): ControllerState => ({
+/**
+ * What the controller keeps beside its facts so that an input costs what it concerns (issue 13). A job
+ * of thousands of machines accumulates a recovery per confirmed verdict — most of them report-only,
+ * done from the start — and phase changes, faults and ticks only ever concern the unfinished ones.
+ */
+export interface ControllerIndex {
+  /** The recoveries not done yet, in the order they were decided (the order of `recoveries`). */
+  open: Set<string>;
+  /**
+   * The machine the last folded FaultConfirmed added to the roster (it overtook the registration), so
+   * that deciding on the fault can see the roster as it was before it. Only read right after that fold.
+   */
+  learnedFromVerdict: { verdictId: string; machineId: string } | null;
+}
+
+/** The state the controller evolves in place: its facts and the index derived from them. */
+export interface ControllerState extends ControllerData {
+  index: ControllerIndex;
+}
+
+export const initialControllerData = (): ControllerData => ({
   mode: null,
   firstIteration: false,
   step: 0,
@@ -136,13 +157,22 @@ export const initialControllerState = (): ControllerState => ({
   faults: {},
 });
 
-export function ownerOf(state: ControllerState, commandId: string): Recovery | undefined {
+export const initialControllerState = (): ControllerState => rebuildControllerIndex(initialControllerData());
+
+/** The facts with their index, derived from scratch (a decoded snapshot, a spec's reference). */
+export function rebuildControllerIndex(data: ControllerData): ControllerState {
+  const open = new Set<string>();
+  for (const r of Object.values(data.recoveries)) if (!r.done) open.add(r.recoveryId);
+  return { ...data, index: { open, learnedFromVerdict: null } };
+}
+
+export function ownerOf(state: ControllerData, commandId: string): Recovery | undefined {
   const id = state.commandOwner[commandId];
   return id ? state.recoveries[id] : undefined;
 }
 
 /** The trainer group as the roster has it now: every active trainer or hybrid machine, by id. */
-export function trainerGroup(state: ControllerState): string[] {
+export function trainerGroup(state: ControllerData): string[] {
   return Object.values(state.machines)
     .filter((m) => m.status === 'active' && (m.role === 'trainer' || m.role === 'hybrid'))
     .map((m) => m.machineId)

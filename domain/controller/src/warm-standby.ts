@@ -8,6 +8,8 @@ import type { ControllerState, RosterMachine } from './controller.state';
  * is reproducible.
  */
 export function chooseWarmStandby(state: ControllerState, faulty: RosterMachine, exclude: readonly string[] = []): RosterMachine | null {
+  // Gathered once: asking per candidate walked every open recovery's trainer group once per rollout.
+  const busy = machinesInActiveRecoveries(state);
   const candidates = Object.values(state.machines).filter(
     (m) =>
       m.status === 'active' &&
@@ -15,12 +17,23 @@ export function chooseWarmStandby(state: ControllerState, faulty: RosterMachine,
       m.zone === faulty.zone &&
       m.hardwareClass === faulty.hardwareClass &&
       !exclude.includes(m.machineId) &&
-      !machineInActiveRecovery(state, m.machineId),
+      !busy.has(m.machineId),
   );
   candidates.sort((a, b) => a.inFlightRequests - b.inFlightRequests || a.machineId.localeCompare(b.machineId));
   return candidates[0] ?? null;
 }
 
 export function machineInActiveRecovery(state: ControllerState, machineId: string): boolean {
-  return Object.values(state.recoveries).some((r) => !r.done && (r.machineId === machineId || r.trainerGroup.includes(machineId)));
+  return machinesInActiveRecoveries(state).has(machineId);
+}
+
+/** Every machine an unfinished recovery is about or is rebuilding the trainer group with. */
+function machinesInActiveRecoveries(state: ControllerState): Set<string> {
+  const busy = new Set<string>();
+  for (const id of state.index.open) {
+    const r = state.recoveries[id];
+    busy.add(r.machineId);
+    for (const m of r.trainerGroup) busy.add(m);
+  }
+  return busy;
 }

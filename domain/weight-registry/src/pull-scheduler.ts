@@ -83,6 +83,7 @@ class Takes {
   private readonly fetching = new Set<string>();
   private readonly perPuller = new Map<string, number>();
   readonly cursors = new Map<string, number>();
+  private readonly unreachable = new Map<number, ReadonlySet<string>>();
 
   constructor(private readonly ix: RegistryIndex) {}
 
@@ -109,22 +110,30 @@ class Takes {
   inFlightFor(pullerId: string): number {
     return (this.ix.pullsOfPuller.get(pullerId)?.size ?? 0) + (this.perPuller.get(pullerId) ?? 0);
   }
-  /** The first source of an idle list (in id order) not taken in this decision and not the puller. */
-  firstIdle(list: readonly string[] | undefined, cursorKey: string, pullerId: string): string | undefined {
+  /** The first source of an idle list (in id order) not taken in this decision, not the puller and not `avoided`. */
+  firstIdle(list: readonly string[] | undefined, cursorKey: string, pullerId: string, avoided: ReadonlySet<string>): string | undefined {
     if (!list) return undefined;
     let i = this.cursors.get(cursorKey) ?? 0;
     while (i < list.length && this.taken(list[i])) i++;
     this.cursors.set(cursorKey, i);
-    for (; i < list.length; i++) if (list[i] !== pullerId && !this.taken(list[i])) return list[i];
+    for (; i < list.length; i++) if (list[i] !== pullerId && !this.taken(list[i]) && !avoided.has(list[i])) return list[i];
     return undefined;
+  }
+  /** `v.unreachable` as a set, made once per decision (the state does not change within one). */
+  unreachableOf(v: WeightVersion): ReadonlySet<string> {
+    let set = this.unreachable.get(v.version);
+    if (!set) this.unreachable.set(v.version, (set = new Set(v.unreachable)));
+    return set;
   }
 }
 
 /**
  * The source for bucket `index` of `v` (see the rules above): the least loaded candidate, rollouts
- * before trainer ranks, then by id, unreachable ones last. When no source is reported unreachable, a
- * candidate serving nothing is the best there is: the first idle holder, else the first idle trainer
- * rank (the index lists them in id order). Otherwise every candidate is compared, as the rule reads.
+ * before trainer ranks, then by id, unreachable ones last. A reachable candidate serving nothing is the
+ * best there is: the first idle reachable holder, else the first idle reachable trainer rank (the index
+ * lists them in id order). Otherwise every candidate is compared, as the rule reads — in one pass: at
+ * thousands of machines some source is nearly always reported unreachable, and sorting every holder of
+ * the bucket for each pull made a weight update quadratic in the rollouts (issue 13).
  */
 function chooseSource(
   state: WeightRegistryState,
@@ -142,22 +151,20 @@ function chooseSource(
   const trainers = trainerCanServe(state, v) && (!v.trainerReleased || !holders?.size) ? ix.sourceAddress.get(v.version) : undefined;
   // liveRollouts (the holders) only lists machines with a weight server.
   const rolloutAt = (id: string) => ({ id, address: state.machines[id].weightsAddress ?? '' });
-  if (v.unreachable.length === 0) {
-    const idleHolder = relays ? taken.firstIdle(ix.idleHolders.get(key), key, pullerId) : undefined;
-    if (idleHolder !== undefined) return rolloutAt(idleHolder);
-    const idleTrainer = trainers ? taken.firstIdle(ix.idleTrainers.get(v.version), `t${v.version}`, pullerId) : undefined;
-    if (idleTrainer !== undefined) return { id: idleTrainer, address: trainers!.get(idleTrainer)! };
-  }
-  const suspect = (id: string) => (v.unreachable.includes(id) ? 1 : 0);
-  const candidates: Array<{ id: string; address: string; rank: number; suspect: number; busy: number }> = [];
-  for (const r of holders ?? []) {
-    if (r !== pullerId && !taken.serves(r, v.version, index)) candidates.push({ ...rolloutAt(r), rank: 0, suspect: suspect(r), busy: taken.busyOf(r) });
-  }
-  for (const [id, address] of trainers ?? []) {
-    if (id !== pullerId && !isMachineDown(state, id) && !taken.serves(id, v.version, index))
-      candidates.push({ id, address, rank: 1, suspect: suspect(id), busy: taken.busyOf(id) });
-  }
-  if (candidates.length === 0) return undefined;
-  candidates.sort((a, b) => a.suspect - b.suspect || a.busy - b.busy || a.rank - b.rank || byId(a.id, b.id));
-  return candidates[0];
+  const unreachable = taken.unreachableOf(v);
+  const idleHolder = relays ? taken.firstIdle(ix.idleHolders.get(key), key, pullerId, unreachable) : undefined;
+  if (idleHolder !== undefined) return rolloutAt(idleHolder);
+  const idleTrainer = trainers ? taken.firstIdle(ix.idleTrainers.get(v.version), `t${v.version}`, pullerId, unreachable) : undefined;
+  if (idleTrainer !== undefined) return { id: idleTrainer, address: trainers!.get(idleTrainer)! };
+
+  let best: { id: string; rank: number; suspect: number; busy: number } | undefined;
+  const consider = (id: string, rank: number) => {
+    const c = { id, rank, suspect: unreachable.has(id) ? 1 : 0, busy: taken.busyOf(id) };
+    if (!best || (c.suspect - best.suspect || c.busy - best.busy || c.rank - best.rank || byId(c.id, best.id)) < 0) best = c;
+  };
+  for (const r of holders ?? []) if (r !== pullerId && !taken.serves(r, v.version, index)) consider(r, 0);
+  for (const [id] of trainers ?? []) if (id !== pullerId && !isMachineDown(state, id) && !taken.serves(id, v.version, index)) consider(id, 1);
+  if (!best) return undefined;
+  const chosen: { id: string; rank: number } = best;
+  return chosen.rank === 0 ? rolloutAt(chosen.id) : { id: chosen.id, address: trainers!.get(chosen.id)! };
 }

@@ -36,7 +36,7 @@ export class EmulatedCluster {
       trainerStep: () => this.pipeline.trainerStep,
       finished: () => this.pipeline.finishedAt !== null,
       trainerReady: (m) => this.pipeline.trainerReady(m),
-      rolloutCanTakeMore: () => this.pipeline.dispatch(),
+      rolloutCanTakeMore: (m, ready) => this.pipeline.rolloutCanTakeMore(m, ready),
     });
     this.pipeline = new RlPipeline(k, s, shape, workloadRng, this.agents, (stepsDone) => this.faults.stepFinished(stepsDone));
     this.faults = new FaultInjector(k, s, faultRng, injectFaults, this.agents, this.pipeline);

@@ -9,8 +9,8 @@ export interface AgentsJob {
   trainerStep(): number;
   finished(): boolean;
   trainerReady(m: Machine): void;
-  /** A rollout came up or now holds new weights: waiting samples may fit. */
-  rolloutCanTakeMore(): void;
+  /** A rollout came up (`ready`: it may have free slots now) or now holds new weights: waiting samples may fit. */
+  rolloutCanTakeMore(m: Machine, ready: boolean): void;
 }
 
 export type BootReason = 'startup' | 'task-restart' | 'trainer-restart' | 'replacement';
@@ -21,7 +21,13 @@ export type BootReason = 'startup' | 'task-restart' | 'trainer-restart' | 'repla
  * whose hardware is down says nothing at all: finding that out is the detector's job.
  */
 export class MachineAgents {
-  readonly machines = new Map<string, Machine>();
+  private readonly byId = new Map<string, Machine>();
+  /**
+   * The trainers and the rollouts, in the order the machines were added; rebuilt when a machine joins or
+   * leaves (roles never change). The pipeline asks for them on every completed sample: filtering the
+   * whole roster each time made a step cost O(machines × samples) (issue 13).
+   */
+  private byRole: { trainers: Machine[]; rollouts: Machine[]; rolloutOrder: Map<Machine, number> } | null = null;
 
   constructor(
     private readonly k: ClusterEnvironment,
@@ -57,8 +63,18 @@ export class MachineAgents {
       phase: 'initializing',
       registered: false,
     };
-    this.machines.set(id, m);
+    this.byId.set(id, m);
+    this.byRole = null;
     return m;
+  }
+
+  /** The machines by id (read only: they join through `addMachine` and leave through `removeMachine`). */
+  get machines(): ReadonlyMap<string, Machine> {
+    return this.byId;
+  }
+
+  removeMachine(id: string): void {
+    if (this.byId.delete(id)) this.byRole = null;
   }
 
   /** The agent registers (or re-registers) and its role process initialises; then it works. */
@@ -95,7 +111,7 @@ export class MachineAgents {
       if (m.role === 'trainer') this.job.trainerReady(m);
       else {
         this.reportPhase(m, 'idle');
-        this.job.rolloutCanTakeMore();
+        this.job.rolloutCanTakeMore(m, true);
       }
     });
   }
@@ -110,12 +126,28 @@ export class MachineAgents {
     );
   }
 
-  trainers(): Machine[] {
-    return [...this.machines.values()].filter((m) => m.role === 'trainer');
+  /** The trainer machines, in the order they were added. Shared: not to be changed by the caller. */
+  trainers(): readonly Machine[] {
+    return this.roles().trainers;
   }
 
-  rollouts(): Machine[] {
-    return [...this.machines.values()].filter((m) => m.role === 'rollout');
+  /** The rollout machines, in the order they were added. Shared: not to be changed by the caller. */
+  rollouts(): readonly Machine[] {
+    return this.roles().rollouts;
+  }
+
+  /** Each rollout's position in `rollouts()`. */
+  rolloutOrder(): ReadonlyMap<Machine, number> {
+    return this.roles().rolloutOrder;
+  }
+
+  private roles() {
+    if (!this.byRole) {
+      const all = [...this.byId.values()];
+      const rollouts = all.filter((m) => m.role === 'rollout');
+      this.byRole = { trainers: all.filter((m) => m.role === 'trainer'), rollouts, rolloutOrder: new Map(rollouts.map((m, i) => [m, i])) };
+    }
+    return this.byRole;
   }
 
   startTelemetry(): void {
@@ -212,7 +244,7 @@ export class MachineAgents {
       if (got.size === this.s.training.weightBuckets) {
         puller.held.add(d.version);
         puller.buckets.delete(d.version);
-        this.job.rolloutCanTakeMore();
+        this.job.rolloutCanTakeMore(puller, false);
       }
     });
   }

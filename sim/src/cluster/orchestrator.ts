@@ -108,7 +108,7 @@ export class Orchestrator {
       old.alive = false;
       old.process = 'dead';
       this.k.emit('MachineDeregistered', { machineId: old.id, reason: `replaced (${c.data.recoveryId})` }, 'sim/orchestrator');
-      this.agents.machines.delete(old.id);
+      this.agents.removeMachine(old.id);
     }
     const role = c.data.role === 'rollout' ? 'rollout' : 'trainer';
     const id = `${role}-${this.nextMachine++}`;

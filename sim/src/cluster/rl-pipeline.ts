@@ -4,6 +4,7 @@ import type { Scenario } from '../scenario';
 import type { ClusterEnvironment } from './cluster-environment';
 import { Batch, batchId, JobShape, Machine, Sample } from './cluster-model';
 import type { MachineAgents } from './machine-agents';
+import { WaitingSamples } from './waiting-samples';
 
 /**
  * The RL job itself: batches of samples generated on the rollouts, trained on the trainers, checkpointed,
@@ -15,7 +16,13 @@ import type { MachineAgents } from './machine-agents';
  */
 export class RlPipeline {
   private readonly batches: Batch[] = [];
-  private readonly waiting: Sample[] = [];
+  private readonly waiting = new WaitingSamples();
+  /**
+   * Rollouts that may have a free slot: every rollout that has one is in here (added when it comes up
+   * or a sample leaves it; dropped by dispatch once it has none), so a dispatch looks at those, not at
+   * every rollout — it runs once per completed sample (issue 13).
+   */
+  private readonly mayTakeMore = new Set<Machine>();
   /** weights version → the number of steps trained into it. */
   private readonly versionStep = new Map<number, number>();
   private latestVersion = 0;
@@ -92,11 +99,12 @@ export class RlPipeline {
   private maybeTrain(): void {
     const t = this.trainer;
     if (t.busy || this.finishedAt !== null) return;
-    if (!this.agents.trainers().every((m) => m.process === 'ready')) return;
+    // The batch first: it is the cheap test, and the one that fails on almost every completed sample.
     const batch = this.batches[t.step];
     if (!batch || !batch.released) return;
     const need = Math.max(1, Math.ceil(this.trainStartFraction * this.B));
     if (batch.done < need) return;
+    if (!this.agents.trainers().every((m) => m.process === 'ready')) return;
     t.busy = true;
     t.waitingForBatch = false;
     t.startedAt = this.k.now;
@@ -159,7 +167,7 @@ export class RlPipeline {
       if (!b || b.step < this.stepsDone) continue;
       for (const x of b.samples) {
         x.epoch++;
-        if (x.owner) x.owner.running.delete(x);
+        if (x.owner) this.leave(x.owner, x);
         if (!x.done && x.turnsDone > 0) {
           this.k.emit(
             'TrajectoryStatusChanged',
@@ -175,7 +183,7 @@ export class RlPipeline {
       delete this.batches[st];
       this.attempts.set(st, (this.attempts.get(st) ?? 0) + 1);
     });
-    this.waiting.length = 0;
+    this.waiting.clear();
     this.minVersion = this.latestVersion + 1;
     // The current step's batch goes out again with the first weights published after the restart.
   }
@@ -218,7 +226,7 @@ export class RlPipeline {
     }
     const batch: Batch = { step, attempt, samples, done: 0, released: true };
     this.batches[step] = batch;
-    this.waiting.push(...samples);
+    for (const x of samples) this.wait(x);
     this.dispatch();
   }
 
@@ -229,33 +237,56 @@ export class RlPipeline {
     return best;
   }
 
-  /** Hands waiting samples, oldest first, to the least loaded rollouts that hold the weights for them. */
+  /** A rollout came up (`ready`) or holds new weights: waiting samples may go to it. */
+  rolloutCanTakeMore(m: Machine, ready: boolean): void {
+    if (ready) this.mayTakeMore.add(m);
+    this.dispatch();
+  }
+
+  /** `sample` leaves `m` (done, moved or lost): `m` may take another. */
+  private leave(m: Machine, sample: Sample): void {
+    m.running.delete(sample);
+    this.mayTakeMore.add(m);
+  }
+
+  /** The rollouts with a free slot, in roster order (ties in load go to the first), with the weights each holds. */
+  private freeRollouts(): Array<{ m: Machine; weights: number }> {
+    const order = this.agents.rolloutOrder();
+    const free: Machine[] = [];
+    for (const m of this.mayTakeMore) {
+      if (order.has(m) && m.alive && m.process === 'ready' && m.running.size < m.slots) free.push(m);
+      else this.mayTakeMore.delete(m);
+    }
+    free.sort((a, b) => order.get(a)! - order.get(b)!);
+    return free.map((m) => ({ m, weights: this.weightsStepOf(m) }));
+  }
+
+  private wait(sample: Sample): void {
+    this.waiting.push(sample, this.requiredStep(sample.step));
+  }
+
+  /**
+   * Hands waiting samples, oldest first, to the least loaded rollouts that hold the weights for them;
+   * a sample no free rollout can take waits on (in its place), one of a batch given up is dropped.
+   */
   dispatch(): void {
     if (this.waiting.length === 0) return;
-    const free = this.agents
-      .rollouts()
-      .filter((m) => m.alive && m.process === 'ready' && m.running.size < m.slots)
-      .map((m) => ({ m, weights: this.weightsStepOf(m) }));
-    if (free.length === 0) return;
-    const keep: Sample[] = [];
-    let i = 0;
-    for (; i < this.waiting.length && free.length > 0; i++) {
-      const sample = this.waiting[i];
+    const free = this.freeRollouts();
+    let most = newestWeights(free);
+    while (free.length > 0) {
+      const sample = this.waiting.takeOldestUpTo(most);
+      if (!sample) break;
       if (sample.done || this.batches[sample.step]?.attempt !== sample.attempt) continue;
       const need = this.requiredStep(sample.step);
       let best = -1;
       for (let j = 0; j < free.length; j++) if (free[j].weights >= need && (best < 0 || free[j].m.running.size < free[best].m.running.size)) best = j;
-      if (best < 0) {
-        keep.push(sample);
-        continue;
-      }
       const m = free[best].m;
       this.startOn(sample, m);
-      if (m.running.size >= m.slots) free.splice(best, 1);
+      if (m.running.size >= m.slots) {
+        free.splice(best, 1);
+        most = newestWeights(free);
+      }
     }
-    keep.push(...this.waiting.slice(i));
-    this.waiting.length = 0;
-    this.waiting.push(...keep);
   }
 
   private startOn(sample: Sample, m: Machine): void {
@@ -301,7 +332,7 @@ export class RlPipeline {
 
   private complete(sample: Sample): void {
     const m = sample.owner!;
-    m.running.delete(sample);
+    this.leave(m, sample);
     m.completedInWindow++;
     sample.done = true;
     sample.owner = null;
@@ -346,11 +377,11 @@ export class RlPipeline {
     // the bus), the router re-sends requests that had stored no turn yet: they start over elsewhere.
     this.k.after(0, () => {
       for (const x of [...machine.running]) {
-        machine.running.delete(x);
+        this.leave(machine, x);
         x.owner = null;
         x.epoch++;
         // Not moved by the rollout manager (no stored turn, or nowhere to go then): retried from what it has.
-        this.waiting.push(x);
+        this.wait(x);
       }
       this.dispatch();
     });
@@ -364,12 +395,12 @@ export class RlPipeline {
       for (const x of from?.running ?? []) if (x.id === a.trajectoryId) sample = x;
       sample ??= this.findSample(a.trajectoryId);
       if (!sample || sample.done) continue;
-      from?.running.delete(sample);
+      if (from) this.leave(from, sample);
       sample.owner = null;
       sample.epoch++;
       sample.turnsDone = Math.min(sample.turnsDone, a.resumeFromTurn); // the preserved prefix
       if (target && target.alive && target.process === 'ready') this.startOn(sample, target);
-      else this.waiting.push(sample);
+      else this.wait(sample);
     }
     this.dispatch();
   }
@@ -378,4 +409,11 @@ export class RlPipeline {
     for (const b of this.batches) for (const x of b?.samples ?? []) if (x.id === id) return x;
     return undefined;
   }
+}
+
+/** The newest weights (in steps) any of these rollouts holds; -1 for none. */
+function newestWeights(free: ReadonlyArray<{ weights: number }>): number {
+  let most = -1;
+  for (const f of free) most = Math.max(most, f.weights);
+  return most;
 }

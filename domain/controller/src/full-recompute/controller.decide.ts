@@ -1,0 +1,252 @@
+import { DecisionRule, draft, Evidence, MessageOf, RecoveryAction } from '@robustrl/contracts';
+import { assertNever } from '@robustrl/domain-kit';
+import { evolveController } from './controller.evolve';
+import {
+  ControllerCommand,
+  ControllerDraft,
+  ControllerSettings,
+  ControllerState,
+  ownerOf,
+  Recovery,
+  reportedInFully,
+  trainerGroup,
+  unknownMachine,
+} from './controller.state';
+import { firstIterationFault, repeatedFaultInStep, restartFailedTwice } from './escalation-rules';
+import { completed, decision, promoteRollout, replaceMachine, restartTask, restartTrainerGroup, restartTrainerGroupOf } from './recovery-commands';
+import { chooseWarmStandby } from './warm-standby';
+
+/**
+ * The controller's decisions (paper Figure 7), one named step per input:
+ *
+ *   FaultConfirmed            → decideOnFault: the first fault policy that applies decides (FAULT_POLICIES)
+ *   RecoveryCommandSucceeded  → commandSucceeded: the recovery's next command, or its completion
+ *   RecoveryCommandFailed     → commandFailed: retry, escalate (rule 3), or a faulty trainer machine
+ *   MachineRegistered / RolePhaseChanged → lifeSign: a restarted machine reported in (reconnect stage)
+ *   tick                      → timedOutCommands: a command with no answer in time has failed
+ *
+ * Outcomes and life signs are decided on the state with the message folded in; a fault on the state
+ * before it (a redelivered verdict is then recognised as decided).
+ */
+export function decideController(settings: ControllerSettings) {
+  return (command: ControllerCommand, state: ControllerState): ControllerDraft[] => {
+    if (command.kind === 'tick') return timedOutCommands(settings, state, command.now);
+    const { message, now } = command;
+    const folded = () => evolveController(state, message, Date.parse(message.occurredAt));
+    switch (message.type) {
+      case 'FaultConfirmed':
+        return decideOnFault(settings, state, message);
+      case 'RecoveryCommandSucceeded':
+        return commandSucceeded(folded(), message.data.commandId, now);
+      case 'RecoveryCommandFailed':
+        return commandFailed(folded(), message.data, now);
+      case 'RolePhaseChanged':
+      case 'MachineRegistered':
+        return lifeSign(folded(), message.data.machineId, now);
+      case 'JobStarted':
+      case 'MachineRoleChanged':
+      case 'MachineDeregistered':
+      case 'RolloutThroughputSampled':
+      case 'TrainingStepStarted':
+      case 'TrainingStepCompleted':
+      case 'CheckpointSaved':
+        return []; // the picture changes (evolve), nothing to decide
+      default:
+        return assertNever(message, 'controller input');
+    }
+  };
+}
+
+// ── deciding on a fault ──────────────────────────────────────────────────────────────────────
+
+interface FaultCase {
+  settings: ControllerSettings;
+  state: ControllerState;
+  verdict: MessageOf<'FaultConfirmed'>['data'];
+  recovery: { recoveryId: string; verdictId: string; machineId: string };
+  decided: (action: RecoveryAction, rule: DecisionRule, evidence?: Evidence) => ControllerDraft;
+}
+
+/** A fault policy: the decision it makes, or null when it does not apply. Tried in order; the first that applies decides. */
+type FaultPolicy = (c: FaultCase) => ControllerDraft[] | null;
+
+/** A fault on a machine an unfinished recovery already covers (a rank hanging on its dead peer) is recorded, not acted on. */
+const coveredByActiveRecovery: FaultPolicy = ({ state, verdict, decided }) => {
+  const covering = coveringRecovery(state, verdict.machineId, verdict.handledAs);
+  return covering
+    ? [decided('report-only', 'covered-by-active-recovery', { ...verdict.evidence, detail: `covered by ${covering.recoveryId} (${covering.action})` })]
+    : null;
+};
+
+/** The baseline policy: every fault restarts the whole task. */
+const taskRestartPolicy: FaultPolicy = ({ settings, recovery, decided }) =>
+  settings.policy === 'task-restart' ? [decided('restart-task', 'task-restart-policy'), restartTask(recovery.recoveryId, 1, 'task-restart-policy')] : null;
+
+/** Paper §5.1.2 rules 1 and 2 (escalation-rules.ts): the whole task restarts. */
+const escalation: FaultPolicy = ({ state, verdict, recovery, decided }) => {
+  const rule = firstIterationFault(state) ?? repeatedFaultInStep(state, verdict.handledAs);
+  return rule ? [decided('restart-task', rule), restartTask(recovery.recoveryId, 1, rule)] : null;
+};
+
+/** A rollout fault: isolate the machine and bring a new one; the job never restarts for a rollout. */
+const rolloutFault: FaultPolicy = ({ state, verdict, recovery, decided }) => {
+  if (verdict.handledAs !== 'rollout') return null;
+  const m = state.machines[verdict.machineId] ?? unknownMachine(verdict.machineId, verdict.role);
+  return [decided('replace-rollout', 'rollout-fault'), replaceMachine(recovery.recoveryId, 1, m, 'rollout')];
+};
+
+/** Hardware evidence on a trainer machine: it must go (warm standby or a new machine). */
+const trainerMachineFaulty: FaultPolicy = ({ state, verdict, recovery }) =>
+  verdict.machineFaulty ? faultyTrainerMachine(state, recovery, 1, verdict.machineId, verdict.evidence) : null;
+
+/** Any other trainer fault: restart only the trainer group, in place. */
+const trainerFault: FaultPolicy = ({ state, recovery, decided }) => [
+  decided('restart-trainer-group', 'trainer-fault'),
+  restartTrainerGroup(state, recovery.recoveryId, 1, trainerGroup(state)),
+];
+
+export const FAULT_POLICIES: readonly FaultPolicy[] = [
+  coveredByActiveRecovery,
+  taskRestartPolicy,
+  escalation,
+  rolloutFault,
+  trainerMachineFaulty,
+  trainerFault,
+];
+
+function decideOnFault(settings: ControllerSettings, state: ControllerState, fault: MessageOf<'FaultConfirmed'>): ControllerDraft[] {
+  const verdict = fault.data;
+  if (state.decidedVerdicts[verdict.verdictId]) return [];
+  const recovery = { recoveryId: `${verdict.verdictId}/recovery`, verdictId: verdict.verdictId, machineId: verdict.machineId };
+  const c: FaultCase = {
+    settings,
+    state,
+    verdict,
+    recovery,
+    decided: (action, rule, evidence = verdict.evidence) => decision(state, recovery, action, rule, evidence),
+  };
+  for (const policy of FAULT_POLICIES) {
+    const decided = policy(c);
+    if (decided) return decided;
+  }
+  return [];
+}
+
+/**
+ * A trainer machine that must go (hardware evidence, unreachable, or a failed restart there):
+ * semi-sync/async borrow a rollout as warm standby and refill the rollout pool; sync mode, or no
+ * suitable rollout, asks for a new machine (paper §5.1.3).
+ */
+function faultyTrainerMachine(
+  state: ControllerState,
+  recovery: { recoveryId: string; verdictId: string; machineId: string },
+  seq: number,
+  machineId: string,
+  evidence: Evidence,
+): ControllerDraft[] {
+  const faulty = state.machines[machineId] ?? unknownMachine(machineId, 'trainer');
+  const standby = state.mode !== 'sync' ? chooseWarmStandby(state, faulty) : null;
+  if (standby) {
+    return [
+      decision(state, recovery, 'warm-standby-from-rollout', 'trainer-machine-faulty', evidence),
+      promoteRollout(recovery.recoveryId, seq, standby, machineId),
+      replaceMachine(recovery.recoveryId, seq + 1, faulty, 'rollout'),
+    ];
+  }
+  return [
+    decision(state, recovery, 'request-new-trainer-machine', 'trainer-machine-faulty', evidence),
+    replaceMachine(recovery.recoveryId, seq, faulty, faulty.role),
+  ];
+}
+
+/** An unfinished recovery that already covers this fault: the same machine, or the trainer group it is restarting. */
+function coveringRecovery(state: ControllerState, machineId: string, handledAs: 'trainer' | 'rollout'): Recovery | undefined {
+  return Object.values(state.recoveries).find(
+    (r) =>
+      !r.done &&
+      r.action !== 'report-only' &&
+      (r.action === 'restart-task' || r.machineId === machineId || (handledAs === 'trainer' && r.handledAs === 'trainer')),
+  );
+}
+
+// ── command outcomes ─────────────────────────────────────────────────────────────────────────
+
+function commandSucceeded(state: ControllerState, commandId: string, now: number): ControllerDraft[] {
+  const recovery = ownerOf(state, commandId);
+  if (!recovery || recovery.done) return [];
+  const cmd = recovery.commands[commandId];
+  if (cmd.status !== 'succeeded') return []; // other machines of the group still owe an answer
+  const next = recovery.commandSeq + 1;
+  switch (cmd.type) {
+    case 'PromoteRolloutToTrainer':
+      return [restartTrainerGroupOf(state, recovery, next)];
+    case 'ReplaceMachine':
+      if (cmd.background) return [];
+      if (recovery.handledAs === 'trainer') return [restartTrainerGroupOf(state, recovery, next, cmd.newMachineId)];
+      return reportedInFully(recovery) ? [completed(recovery, now, 'recovered')] : [];
+    case 'RestartTrainerGroup':
+      return reportedInFully(recovery) ? [completed(recovery, now, 'recovered')] : [];
+    case 'RestartTask':
+      return [completed(recovery, now, 'escalated')];
+    default:
+      return assertNever(cmd.type, 'command type');
+  }
+}
+
+function commandFailed(state: ControllerState, failure: MessageOf<'RecoveryCommandFailed'>['data'], now: number): ControllerDraft[] {
+  const recovery = ownerOf(state, failure.commandId);
+  if (!recovery || recovery.done) return [];
+  const cmd = recovery.commands[failure.commandId];
+  const next = recovery.commandSeq + 1;
+  const evidence: Evidence = { detail: `${cmd.type} ${failure.commandId} failed${failure.machineId ? ` on ${failure.machineId}` : ''}: ${failure.error}` };
+  const decided = (action: RecoveryAction, rule: DecisionRule) => decision(state, recovery, action, rule, evidence);
+
+  if (cmd.type === 'RestartTask') return [completed(recovery, now, 'abandoned')];
+  if (cmd.background) return []; // the pool refill failed: fewer rollouts, the job goes on
+  const escalated = restartFailedTwice(recovery);
+  if (escalated) return [decided('restart-task', escalated), restartTask(recovery.recoveryId, next, escalated)];
+
+  if (recovery.handledAs === 'rollout') {
+    if (recovery.failures >= 2) return [completed(recovery, now, 'abandoned')];
+    const m = state.machines[recovery.machineId];
+    return m ? [decided('replace-rollout', 'rollout-fault'), replaceMachine(recovery.recoveryId, next, m, 'rollout')] : [completed(recovery, now, 'abandoned')];
+  }
+  // First failed trainer restart: if it failed on a machine, that machine is faulty (paper Fig. 7).
+  const suspect = cmd.type === 'RestartTrainerGroup' ? failure.machineId : null;
+  if (suspect) return faultyTrainerMachine(state, recovery, next, suspect, evidence);
+  if (cmd.type === 'PromoteRolloutToTrainer') {
+    const faulty = state.machines[recovery.machineId];
+    return faulty ? [decided('request-new-trainer-machine', 'trainer-machine-faulty'), replaceMachine(recovery.recoveryId, next, faulty, faulty.role)] : [];
+  }
+  return [decided(recovery.action, recovery.rule), restartTrainerGroupOf(state, recovery, next)];
+}
+
+/** A command unanswered past the timeout has failed (a dead agent cannot say so itself); one per tick, so each decision sees the last. */
+function timedOutCommands(settings: ControllerSettings, state: ControllerState, now: number): ControllerDraft[] {
+  for (const recovery of Object.values(state.recoveries)) {
+    if (recovery.done) continue;
+    for (const cmd of Object.values(recovery.commands)) {
+      if (cmd.status !== 'pending' || now - cmd.issuedAt < settings.commandTimeoutMs) continue;
+      const failure = {
+        recoveryId: recovery.recoveryId,
+        commandId: cmd.commandId,
+        machineId: cmd.awaiting[0] ?? null,
+        executor: 'controller',
+        durationMs: Math.round(now - cmd.issuedAt),
+        error: `no answer from ${cmd.awaiting.length ? cmd.awaiting.join(', ') : 'the executor'} within ${Math.round(settings.commandTimeoutMs / 1000)} s`,
+      };
+      const failed = draft('RecoveryCommandFailed', failure);
+      return [failed, ...commandFailed(evolveController(state, failed, now), failure, now)];
+    }
+  }
+  return [];
+}
+
+/** Reconnect stage: the recovery ends when every restarted machine has reported back. */
+function lifeSign(state: ControllerState, machineId: string, now: number): ControllerDraft[] {
+  const out: ControllerDraft[] = [];
+  for (const r of Object.values(state.recoveries)) {
+    if (!r.done && r.reportedIn[machineId] && reportedInFully(r)) out.push(completed(r, now, 'recovered'));
+  }
+  return out;
+}

@@ -1,0 +1,90 @@
+import { DecisionRule, draft, Evidence, RecoveryAction } from '@robustrl/contracts';
+import { ControllerDraft, ControllerState, Recovery, RosterMachine } from './controller.state';
+
+/**
+ * The controller's outputs, built in one place. Command ids are `<recovery>/<n>` and recovery ids
+ * `<verdict>/recovery`, so deciding twice from the same state yields the same ids.
+ */
+
+/** The decision record of a recovery, naming the rule that fired. */
+export function decision(
+  state: ControllerState,
+  r: { recoveryId: string; verdictId: string; machineId: string },
+  action: RecoveryAction,
+  rule: DecisionRule,
+  evidence: Evidence,
+): ControllerDraft {
+  return draft('RecoveryDecided', { recoveryId: r.recoveryId, verdictId: r.verdictId, machineId: r.machineId, action, rule, step: state.step, evidence });
+}
+
+/**
+ * The registered incarnations of `machines`, as far as the roster knows them: a command names the agent
+ * processes it was issued for, so an agent started after it (a replay, a restart) does not act on it.
+ */
+function addressedTo(state: ControllerState, machines: readonly string[]): { incarnations?: Record<string, string> } {
+  const known = machines.flatMap((id) => {
+    const incarnation = state.machines[id]?.incarnation;
+    return incarnation ? [[id, incarnation] as const] : [];
+  });
+  return known.length > 0 ? { incarnations: Object.fromEntries(known) } : {};
+}
+
+/** Restart the trainer group in place: reload the per-step checkpoint and retry the step on its batch (paper §5.1.2). */
+export function restartTrainerGroup(state: ControllerState, recoveryId: string, seq: number, machines: string[]): ControllerDraft {
+  return draft('RestartTrainerGroup', {
+    recoveryId,
+    commandId: `${recoveryId}/${seq}`,
+    machines,
+    step: state.step,
+    checkpointStep: state.lastCheckpointStep,
+    keepBatch: true,
+    ...addressedTo(state, machines),
+  });
+}
+
+/** The same restart for a recovery already under way: its step and checkpoint, its (re-formed) group plus a new machine. */
+export function restartTrainerGroupOf(state: ControllerState, recovery: Recovery, seq: number, add: string | null = null): ControllerDraft {
+  const machines = add && !recovery.trainerGroup.includes(add) ? [...recovery.trainerGroup, add] : recovery.trainerGroup;
+  return draft('RestartTrainerGroup', {
+    recoveryId: recovery.recoveryId,
+    commandId: `${recovery.recoveryId}/${seq}`,
+    machines,
+    step: recovery.step,
+    checkpointStep: recovery.checkpointStep,
+    keepBatch: true,
+    ...addressedTo(state, machines),
+  });
+}
+
+export function promoteRollout(recoveryId: string, seq: number, standby: RosterMachine, replacesMachineId: string): ControllerDraft {
+  return draft('PromoteRolloutToTrainer', {
+    recoveryId,
+    commandId: `${recoveryId}/${seq}`,
+    rolloutMachineId: standby.machineId,
+    replacesMachineId,
+    ...(standby.incarnation ? { incarnation: standby.incarnation } : {}),
+  });
+}
+
+export function replaceMachine(recoveryId: string, seq: number, m: RosterMachine, role: RosterMachine['role']): ControllerDraft {
+  return draft('ReplaceMachine', { recoveryId, commandId: `${recoveryId}/${seq}`, machineId: m.machineId, role, zone: m.zone, hardwareClass: m.hardwareClass });
+}
+
+export function restartTask(recoveryId: string, seq: number, rule: DecisionRule): ControllerDraft {
+  return draft('RestartTask', { recoveryId, commandId: `${recoveryId}/${seq}`, rule });
+}
+
+/** The end of a recovery with its stage latencies: detect, decide, restart (commands issued → done), reconnect (done → reported in). */
+export function completed(r: Recovery, now: number, outcome: 'recovered' | 'escalated' | 'abandoned'): ControllerDraft {
+  const restartEnd = r.restartedAt ?? now;
+  return draft('RecoveryCompleted', {
+    recoveryId: r.recoveryId,
+    outcome,
+    stagesMs: {
+      detect: Math.round(r.detectMs),
+      decide: Math.max(0, Math.round(r.decidedAt - r.faultAt)),
+      restart: Math.max(0, Math.round(restartEnd - r.decidedAt)),
+      reconnect: Math.max(0, Math.round(now - restartEnd)),
+    },
+  });
+}
