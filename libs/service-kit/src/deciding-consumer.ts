@@ -562,8 +562,9 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
     const facts = fresh.filter((d) => !isSample(d.message.type)).map((d) => d.message.eventId);
     const known = await this.store.inbox.known(this.store.dataSource.manager, this.spec.consumer, facts);
     if (this.gapMonitor) {
-      // A job that speaks during a gap (new, or back from eviction) learns of it before its message.
-      for (const jobId of jobIds) await this.serially(() => this.recordGapFor(jobId));
+      // A job that speaks during a gap (new, or back from eviction) learns of it before its message;
+      // the serial queue (ticks, snapshots) is waited for only when there is something to record.
+      for (const jobId of jobIds) if (this.gapDueFor(jobId)) await this.serially(() => this.recordGapFor(jobId));
     }
     if (this.stale || this.stopped) return;
 
@@ -607,6 +608,11 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
     this.writesInFlight.add(committing);
     void committing.finally(() => this.writesInFlight.delete(committing));
     while (this.writesInFlight.size > MAX_WRITES_IN_FLIGHT) await Promise.race(this.writesInFlight);
+  }
+
+  /** A pending resume, or a pause of the open gap not recorded yet: what `recordGapFor` would write for the job. */
+  private gapDueFor(jobId: string): boolean {
+    return this.resumesPending.has(jobId) || (this.gapMonitor?.current != null && !this.pausedJobs.has(jobId));
   }
 
   /** Fold a sample a previous incarnation already decided on (its outputs are in the state from the inbox). */

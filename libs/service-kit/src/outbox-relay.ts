@@ -16,6 +16,12 @@ import { EventStore } from '@robustrl/store';
  */
 export class OutboxRelay {
   private relaying: Promise<boolean> | null = null;
+  /** The committed-messages loop, while it runs (it is also `relaying`). */
+  private draining: Promise<boolean> | null = null;
+  /** Committed, not yet handed to the bus: they leave in the loop's next publish. */
+  private committed: RobustrlMessage[] = [];
+  /** Marks of published entries still being written: a relay from the store waits for them (else it publishes those again). */
+  private readonly marks = new Set<Promise<void>>();
   /** A relay failed (or its mark did): entries may be pending, so the next relay reads them first. Until the first relay, unknown. */
   private leftPending = true;
   private timer?: NodeJS.Timeout;
@@ -48,37 +54,56 @@ export class OutboxRelay {
 
   /**
    * Publish messages the caller has just committed to the outbox, without reading them back (the
-   * latency path of a decision), then mark them published. Only when nothing older is pending: a relay
-   * under way, or one that failed and left entries, goes first (`relay`), so the order holds.
+   * latency path of a decision), then mark them published. Commits that arrive while a publish is under
+   * way wait in memory and leave together in the next one, in commit order; the marks are written beside
+   * the next publishes, not before them (a crash before a mark only repeats a publish). Only when nothing
+   * older is pending: a relay from the store under way, or one that failed and left entries, goes first
+   * (`relay`), so the order holds.
    */
   relayCommitted(messages: readonly RobustrlMessage[]): Promise<boolean> {
-    if (this.relaying || this.leftPending) return this.relay();
-    this.relaying = (async () => {
+    if (this.leftPending || (this.relaying && !this.draining)) return this.relay();
+    this.committed.push(...messages);
+    if (this.draining) return this.draining;
+    this.draining = this.drainCommitted().finally(() => {
+      this.draining = null;
+      this.relaying = null;
+    });
+    this.relaying = this.draining;
+    return this.draining;
+  }
+
+  /** Publish what `relayCommitted` queued until the queue is empty; a refused publish leaves the rest to the store relay. */
+  private async drainCommitted(): Promise<boolean> {
+    while (this.committed.length > 0) {
+      const batch = this.committed;
+      this.committed = [];
       try {
-        await context.with(ROOT_CONTEXT, () => this.bus.publish(messages));
-        // Published: a crash before this mark only publishes them again (same event ids; consumers de-duplicate).
-        await this.store.transaction((manager) =>
-          this.store.outbox.markPublishedIds(
-            manager,
-            messages.map((m) => m.eventId),
-          ),
-        );
-        return true;
+        await context.with(ROOT_CONTEXT, () => this.bus.publish(batch));
       } catch (err) {
+        // Still in the outbox, with whatever was queued behind them: the retry timer reads them back in order.
+        this.committed = [];
         this.leftPending = true;
         this.logger.warn(`outbox relay failed, retrying in 1 s: ${err instanceof Error ? err.message : String(err)}`);
         return false;
-      } finally {
-        this.relaying = null;
       }
-    })();
-    return this.relaying;
+      const ids = batch.map((m) => m.eventId);
+      // One statement, no transaction around it: a mark is idempotent.
+      const marking = this.store.outbox.markPublishedIds(this.store.dataSource.manager, ids).catch((err: unknown) => {
+        // Published but not marked: the next relay from the store publishes them again (same event ids).
+        this.leftPending = true;
+        this.logger.warn(`could not mark published outbox entries, they will be published again: ${String(err)}`);
+      });
+      this.marks.add(marking);
+      void marking.finally(() => this.marks.delete(marking));
+    }
+    return true;
   }
 
   private relayOnce(): Promise<boolean> {
     if (this.relaying) return this.relaying;
     this.relaying = (async () => {
       try {
+        await Promise.all([...this.marks]);
         for (;;) {
           const pending = await this.store.outbox.pending(this.store.dataSource.manager, this.consumer, 100);
           if (pending.length === 0) {

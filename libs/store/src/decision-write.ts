@@ -1,5 +1,6 @@
 import { EntityManager } from 'typeorm';
 import { RobustrlMessage } from '@robustrl/contracts';
+import { queryPrepared } from './prepared-query';
 
 /** What one decided batch (or tick, or host input) of a deciding service writes. */
 export interface DecisionWrite {
@@ -23,7 +24,9 @@ export interface DecisionWrite {
 export async function writeDecision(manager: EntityManager, w: DecisionWrite): Promise<boolean> {
   const a = w.applied;
   const o = w.outbox;
-  const rows: Array<{ advanced: boolean }> = await manager.query(
+  const rows: Array<{ advanced: boolean }> = await queryPrepared(
+    manager,
+    'robustrl_write_decision',
     `WITH cp AS (
        INSERT INTO robustrl_consumer_checkpoints (consumer, stream, position)
        SELECT $1, $2, $3::bigint WHERE $2::text IS NOT NULL

@@ -1,6 +1,7 @@
 import { EntityManager } from 'typeorm';
 import { RobustrlMessage } from '@robustrl/contracts';
 import { MessageRow, messageFromRow } from './event-log';
+import { queryPrepared } from './prepared-query';
 
 /** A consumer's applied messages, de-duplicated by event id; see migration 0002. */
 export class Inbox {
@@ -30,7 +31,9 @@ export class Inbox {
   /** Which of these event ids `consumer` already applied. */
   async known(manager: EntityManager, consumer: string, eventIds: readonly string[]): Promise<Set<string>> {
     if (eventIds.length === 0) return new Set();
-    const rows: Array<{ event_id: string }> = await manager.query(
+    const rows = await queryPrepared<{ event_id: string }>(
+      manager,
+      'robustrl_inbox_known',
       `SELECT event_id::text AS event_id FROM robustrl_inbox WHERE consumer = $1 AND event_id = ANY($2::uuid[])`,
       [consumer, eventIds],
     );

@@ -1,4 +1,5 @@
 import { EntityManager } from 'typeorm';
+import { queryPrepared } from './prepared-query';
 import { RobustrlMessage, validateMessage } from '@robustrl/contracts';
 
 /** Messages decided but maybe not yet published; see migration 0002. */
@@ -30,7 +31,12 @@ export class Outbox {
   /** Mark published by event id (a relay that published what it had just committed, without reading it back). */
   async markPublishedIds(manager: EntityManager, eventIds: readonly string[]): Promise<void> {
     if (eventIds.length === 0) return;
-    await manager.query(`UPDATE robustrl_outbox SET published_at = now() WHERE event_id = ANY($1::uuid[]) AND published_at IS NULL`, [eventIds]);
+    await queryPrepared(
+      manager,
+      'robustrl_outbox_mark_published',
+      `UPDATE robustrl_outbox SET published_at = now() WHERE event_id = ANY($1::uuid[]) AND published_at IS NULL`,
+      [eventIds],
+    );
   }
 
   async markPublished(manager: EntityManager, positions: readonly string[]): Promise<void> {
