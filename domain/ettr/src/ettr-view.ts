@@ -145,6 +145,8 @@ export interface EttrIndex {
   held: Map<string, Set<MachineView>>;
   /** Idle machines no outage holds: how they count depends on the blocking outage of their role. */
   idle: Set<MachineView>;
+  /** Machines of the trainer group (role trainer or hybrid): a trainer fault holds those not held already. */
+  trainers: Set<MachineView>;
   /** GPUs of every machine, and of those effective now (`countsGpus` summed). */
   gpus: number;
   effectiveGpus: number;

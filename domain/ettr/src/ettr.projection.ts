@@ -161,10 +161,10 @@ function apply(view: EttrView, event: EttrInput, at: number): void {
       view.outages[o.outageId] = o;
       openOutage(view, o);
       // A trainer fault stops the whole trainer group (its ranks hang on the dead one); a rollout fault, its machine.
-      const hit = d.handledAs === 'trainer' ? Object.values(view.machines).filter(isTrainer) : [view.machines[d.machineId]].filter(Boolean);
+      const hit = d.handledAs === 'trainer' ? trainersToHold(view) : [view.machines[d.machineId]].filter(Boolean);
       if (!view.machines[d.machineId] && d.handledAs === 'rollout') return;
       for (const m of hit) {
-        if (m.heldBy && view.outages[m.heldBy]?.closedAt === null) continue; // already down for another fault
+        if (heldByOpenOutage(view, m)) continue; // already down for another fault
         settle(view, m);
         const effectiveSince = m.effectiveSince;
         hold(view, m, o);
@@ -245,6 +245,21 @@ function apply(view: EttrView, event: EttrInput, at: number): void {
       return;
     }
   }
+}
+
+const heldByOpenOutage = (view: EttrView, m: MachineView) => m.heldBy !== null && view.outages[m.heldBy]?.closedAt === null;
+
+/**
+ * The trainer machines a trainer fault may hold, in the machine table's order (the order the detection
+ * window is taken back in). Usually the group is down already (its ranks hang on the first dead one)
+ * and the many verdicts that follow find none or one: looked for among the trainers, not every machine.
+ */
+function trainersToHold(view: EttrView): MachineView[] {
+  let free = 0;
+  for (const m of view.index.trainers) if (!heldByOpenOutage(view, m) && ++free > 1) break;
+  if (free === 0) return [];
+  if (free === 1) return [...view.index.trainers].filter((m) => !heldByOpenOutage(view, m));
+  return Object.values(view.machines).filter(isTrainer);
 }
 
 function newMachine(machineId: string, role: MachineView['role'], gpus: number): MachineView {

@@ -16,7 +16,16 @@ const GENERATING = new Set(['rollout', 'awaiting-tools']);
  */
 
 export function emptyIndex(): EttrIndex {
-  return { open: new Map(), blockingTrainer: undefined, blockingRollout: undefined, held: new Map(), idle: new Set(), gpus: 0, effectiveGpus: 0 };
+  return {
+    open: new Map(),
+    blockingTrainer: undefined,
+    blockingRollout: undefined,
+    held: new Map(),
+    idle: new Set(),
+    trainers: new Set(),
+    gpus: 0,
+    effectiveGpus: 0,
+  };
 }
 
 /** What a machine's GPUs are doing right now: effective (null), or down for a reason an outage (or startup) owns. */
@@ -97,6 +106,8 @@ export function recount(view: EttrView, m: MachineView): void {
   if (m.countsAs === null) index.effectiveGpus += m.countsGpus;
   if (!m.heldBy && m.phase === 'idle') index.idle.add(m);
   else index.idle.delete(m);
+  if (m.role !== 'rollout') index.trainers.add(m);
+  else index.trainers.delete(m);
 }
 
 /** A machine starts counting (as it is) from now. */
@@ -115,6 +126,7 @@ export function removeMachine(view: EttrView, m: MachineView): void {
   if (m.countsAs === null) index.effectiveGpus -= m.countsGpus;
   m.countsGpus = 0;
   index.idle.delete(m);
+  index.trainers.delete(m);
   if (m.heldBy) index.held.get(m.heldBy)?.delete(m);
   delete view.machines[m.machineId];
 }
