@@ -6,6 +6,9 @@ export const SIM_EPOCH_MS = Date.parse('2026-01-01T00:00:00.000Z');
 
 export type Subscriber = (message: RobustrlMessage) => void;
 
+/** The catalog read once (a re-exported binding is a getter: read per message, it showed in profiles). */
+const CATALOG = MessageCatalog;
+
 /**
  * The simulator's kernel: a virtual clock, an agenda of timed actions, and an in-memory bus that hands
  * every published message to its subscribers in publication order. Nothing here reads the wall clock or
@@ -45,9 +48,9 @@ export class SimKernel {
 
   message<T extends MessageType>(type: T, data: DataOf<T>, source: string, causationId: string | null = null): MessageOf<T> {
     const eventId = this.nextEventId();
-    const occurredAt = new Date(this.now).toISOString();
+    const occurredAt = this.nowIso();
     if (this.options.validate) return createMessage(type, data, { jobId: this.jobId, source, occurredAt, causationId, eventId });
-    const def = MessageCatalog[type];
+    const def = CATALOG[type];
     return {
       eventId,
       type,
@@ -60,6 +63,20 @@ export class SimKernel {
       correlationId: eventId,
       data,
     } as unknown as MessageOf<T>;
+  }
+
+  /**
+   * `now` as the envelope's ISO time, formatted once per instant: many messages share one (a telemetry
+   * round, a decision and its commands), and formatting a date per message showed in profiles (issue 13).
+   */
+  private isoAt = NaN;
+  private iso = '';
+  private nowIso(): string {
+    if (this.now !== this.isoAt) {
+      this.iso = new Date(this.now).toISOString();
+      this.isoAt = this.now;
+    }
+    return this.iso;
   }
 
   /** Event ids are UUID-shaped (the envelope requires it) and deterministic: the job's hash and a counter. */
