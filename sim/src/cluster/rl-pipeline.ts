@@ -249,16 +249,20 @@ export class RlPipeline {
     this.mayTakeMore.add(m);
   }
 
-  /** The rollouts with a free slot, in roster order (ties in load go to the first), with the weights each holds. */
-  private freeRollouts(): Array<{ m: Machine; weights: number }> {
+  /**
+   * The rollouts with a free slot, with the weights each holds and its place in the roster (ties in
+   * load go to the first). Not sorted: dispatch compares places, and sorting the free rollouts on every
+   * completed sample (hundreds of them at thousands of GPUs) showed in profiles (issue 13).
+   */
+  private freeRollouts(): Array<{ m: Machine; weights: number; place: number }> {
     const order = this.agents.rolloutOrder();
-    const free: Machine[] = [];
+    const free: Array<{ m: Machine; weights: number; place: number }> = [];
     for (const m of this.mayTakeMore) {
-      if (order.has(m) && m.alive && m.process === 'ready' && m.running.size < m.slots) free.push(m);
+      const place = order.get(m);
+      if (place !== undefined && m.alive && m.process === 'ready' && m.running.size < m.slots) free.push({ m, weights: this.weightsStepOf(m), place });
       else this.mayTakeMore.delete(m);
     }
-    free.sort((a, b) => order.get(a)! - order.get(b)!);
-    return free.map((m) => ({ m, weights: this.weightsStepOf(m) }));
+    return free;
   }
 
   private wait(sample: Sample): void {
@@ -278,8 +282,16 @@ export class RlPipeline {
       if (!sample) break;
       if (sample.done || this.batches[sample.step]?.attempt !== sample.attempt) continue;
       const need = this.requiredStep(sample.step);
+      // The least loaded rollout holding the weights, the first in the roster of those.
       let best = -1;
-      for (let j = 0; j < free.length; j++) if (free[j].weights >= need && (best < 0 || free[j].m.running.size < free[best].m.running.size)) best = j;
+      for (let j = 0; j < free.length; j++) {
+        if (free[j].weights < need) continue;
+        if (best < 0) best = j;
+        else {
+          const load = free[j].m.running.size - free[best].m.running.size;
+          if (load < 0 || (load === 0 && free[j].place < free[best].place)) best = j;
+        }
+      }
       const m = free[best].m;
       this.startOn(sample, m);
       if (m.running.size >= m.slots) {
