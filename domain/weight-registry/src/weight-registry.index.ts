@@ -97,7 +97,10 @@ export function rebuildRegistryIndex(data: RegistryData): WeightRegistryState {
     if (idle.length > 0) ix.idleTrainers.set(version, idle);
   }
   const instances = new Set([...ix.rollouts, ...ix.relaysOf.keys(), ...ix.pullsOfPuller.keys(), ...ix.pullsOfSourceMachine.keys()]);
-  for (const id of instances) indexInstance(s, id);
+  // The idle holders of a bucket listed in any order, then sorted once: inserting each in its place kept
+  // a rebuild (several a step at thousands of rollouts) searching and splicing (issue 13).
+  for (const id of instances) indexInstance(s, id, undefined, true);
+  for (const list of ix.idleHolders.values()) list.sort(byId);
   return s;
 }
 
@@ -203,8 +206,11 @@ function indexPull(s: WeightRegistryState, p: InFlightPull): void {
   if (pullIsStale(s, p)) ix.stalePulls.add(p.pullId);
 }
 
-/** `listed`: the bucket keys `id` is in the bucket lists under already (they are left as they are). */
-function indexInstance(s: WeightRegistryState, id: string, listed?: ReadonlySet<string>): void {
+/**
+ * `listed`: the bucket keys `id` is in the bucket lists under already (they are left as they are);
+ * `unsorted`: append to the idle lists (a rebuild sorts them at the end).
+ */
+function indexInstance(s: WeightRegistryState, id: string, listed?: ReadonlySet<string>, unsorted = false): void {
   const ix = s.index;
   if (ix.rolloutSet.has(id)) {
     const held = s.holdings[id];
@@ -223,7 +229,8 @@ function indexInstance(s: WeightRegistryState, id: string, listed?: ReadonlySet<
         keys.push(key);
         if (listed?.has(key)) continue;
         add(ix.holders, key, id);
-        if (idle) insertSorted(ix.idleHolders, key, id);
+        if (idle && unsorted) push(ix.idleHolders, key, id);
+        else if (idle) insertSorted(ix.idleHolders, key, id);
       }
       if (all) {
         whole.push(version);
