@@ -84,7 +84,10 @@ export class RlPipeline {
       checksum: `sim:${version}:${index}`,
     }));
     const sources = this.agents.trainers().map((t) => ({ instanceId: t.id, address: `sim://${t.id}:13337` }));
-    for (const t of this.agents.trainers()) t.held.add(version);
+    for (const t of this.agents.trainers()) {
+      t.held.add(version);
+      t.heldChanges++;
+    }
     this.k.emit(
       'WeightVersionPublished',
       { version, step: this.stepsDone, buckets, totalBytes: this.shape.bucketBytes * buckets.length, sources },
@@ -230,12 +233,21 @@ export class RlPipeline {
     this.dispatch();
   }
 
-  /** The newest weights (in steps trained) a machine holds whole, of the versions still usable. */
+  /**
+   * The newest weights (in steps trained) a machine holds whole, of the versions still usable. Asked
+   * for every free rollout on every completed sample, and a machine keeps every version it ever held:
+   * remembered until its holdings or the usable versions change (issue 13: otherwise each call walked
+   * every version of the job so far). A version's step never changes once published.
+   */
   private weightsStepOf(m: Machine): number {
+    const known = this.weightsSteps.get(m);
+    if (known && known.heldChanges === m.heldChanges && known.minVersion === this.minVersion) return known.step;
     let best = -1;
     for (const v of m.held) if (v >= this.minVersion) best = Math.max(best, this.versionStep.get(v) ?? -1);
+    this.weightsSteps.set(m, { heldChanges: m.heldChanges, minVersion: this.minVersion, step: best });
     return best;
   }
+  private readonly weightsSteps = new WeakMap<Machine, { heldChanges: number; minVersion: number; step: number }>();
 
   /** A rollout came up (`ready`) or holds new weights: waiting samples may go to it. */
   rolloutCanTakeMore(m: Machine, ready: boolean): void {
