@@ -98,9 +98,19 @@ export class SimKernel {
   /** Event ids are UUID-shaped (the envelope requires it) and deterministic: the job's hash and a counter. */
   private idPrefix = '';
   private nextEventId(): string {
-    const n = (++this.seq).toString(16).padStart(15, '0');
-    return `${this.idPrefix}-${n.slice(0, 4)}-4${n.slice(4, 7)}-8${n.slice(7, 10)}-${n.slice(10, 15)}0000000`;
+    // The counter's 15 hex digits: the first 10 change once per 16^5 ids, so their part of the id is
+    // made then and kept (building every id from its 15 digits showed in profiles, issue 13).
+    const seq = ++this.seq;
+    const high = Math.floor(seq / 0x100000);
+    if (high !== this.idHigh) {
+      const h = high.toString(16).padStart(10, '0');
+      this.idHead = `${this.idPrefix}-${h.slice(0, 4)}-4${h.slice(4, 7)}-8${h.slice(7, 10)}-`;
+      this.idHigh = high;
+    }
+    return `${this.idHead}${(seq % 0x100000).toString(16).padStart(5, '0')}0000000`;
   }
+  private idHigh = -1;
+  private idHead = '';
 
   /** Builds and publishes; returns the message. */
   emit<T extends MessageType>(type: T, data: DataOf<T>, source: string, causationId: string | null = null): MessageOf<T> {
