@@ -27,7 +27,14 @@ function prng(seed: number) {
 
 const T0 = Date.parse('2026-01-01T00:00:00.000Z');
 const PHASES = ['initializing', 'training', 'context-switch', 'weight-update', 'advantage', 'checkpoint', 'rollout', 'awaiting-tools', 'idle'] as const;
-const ACTIONS = ['restart-trainer-group', 'warm-standby-from-rollout', 'request-new-trainer-machine', 'replace-rollout', 'restart-task', 'report-only'] as const;
+const ACTIONS = [
+  'restart-trainer-group',
+  'warm-standby-from-rollout',
+  'request-new-trainer-machine',
+  'replace-rollout',
+  'restart-task',
+  'report-only',
+] as const;
 type Role = 'trainer' | 'rollout' | 'hybrid';
 
 /** The machine as the reference keeps it (the incremental projection's bookkeeping left out). */
@@ -65,7 +72,8 @@ function randomJob(seed: number, events: number) {
 
   const next = (): EttrInput => {
     const r = rnd();
-    if (r < 0.06 || machines.size < 3) return register(rnd() < 0.3 && machines.size > 0 ? someMachine()! : `m${fresh++}`, pick(['trainer', 'rollout', 'rollout', 'hybrid'] as const)!);
+    if (r < 0.06 || machines.size < 3)
+      return register(rnd() < 0.3 && machines.size > 0 ? someMachine()! : `m${fresh++}`, pick(['trainer', 'rollout', 'rollout', 'hybrid'] as const)!);
     if (r < 0.45) {
       const machineId = someMachine()!;
       return msg('RolePhaseChanged', { machineId, role: machines.get(machineId), phase: pick(PHASES), step: 0, changedAt: new Date(T0 + t).toISOString() });
@@ -104,9 +112,21 @@ function randomJob(seed: number, events: number) {
       });
     }
     if (r < 0.73) return msg('PromoteRolloutToTrainer', { ...recoveryCommand(), rolloutMachineId: someMachine(), replacesMachineId: someMachine() });
-    if (r < 0.77) return msg('ReplaceMachine', { ...recoveryCommand(), machineId: someMachine(), role: pick(['trainer', 'rollout', 'hybrid'] as const), zone: 'z', hardwareClass: 'h' });
+    if (r < 0.77)
+      return msg('ReplaceMachine', {
+        ...recoveryCommand(),
+        machineId: someMachine(),
+        role: pick(['trainer', 'rollout', 'hybrid'] as const),
+        zone: 'z',
+        hardwareClass: 'h',
+      });
     if (r < 0.78) return msg('RestartTask', { ...recoveryCommand(), rule: 'escalate-first-iteration' });
-    if (r < 0.8) return msg('RecoveryCompleted', { recoveryId: pick(recoveries) ?? 'x', outcome: 'recovered', stagesMs: { detect: 1, decide: 2, restart: 3, reconnect: 4 } });
+    if (r < 0.8)
+      return msg('RecoveryCompleted', {
+        recoveryId: pick(recoveries) ?? 'x',
+        outcome: 'recovered',
+        stagesMs: { detect: 1, decide: 2, restart: 3, reconnect: 4 },
+      });
     if (r < 0.83) {
       const machineId = someMachine()!;
       const from = machines.get(machineId)!;
@@ -128,7 +148,12 @@ function randomJob(seed: number, events: number) {
   const compare = (i: number, what: string) => {
     const reportNow = (v: EttrView) => ({ effective: v.effectiveGpuMs, total: v.totalGpuMs, buckets: v.buckets, sliding: slidingEttr(v), stages: v.stages });
     const got = { ...reportNow(view), ledger: ledgerByKey(ledgerEntries(view)), outages: view.outages, clock: view.clock };
-    const want = { ...reportNow(expected as unknown as EttrView), ledger: ledgerByKey(Object.values(expected.ledger)), outages: expected.outages, clock: expected.clock };
+    const want = {
+      ...reportNow(expected as unknown as EttrView),
+      ledger: ledgerByKey(Object.values(expected.ledger)),
+      outages: expected.outages,
+      clock: expected.clock,
+    };
     try {
       expect(got).toEqual(want);
       const settled = viewAt(view, view.clock ?? 0);

@@ -172,7 +172,10 @@ export function ledgerEntries(view: EttrView): LedgerEntry[] {
       const key = `${m.countsAs.category}|${m.countsAs.outageId ?? ''}|${m.machineId}`;
       const gpuMs = m.countsGpus * (to - from);
       const e = rows.get(key);
-      rows.set(key, e ? { ...e, gpuMs: e.gpuMs + gpuMs } : { category: m.countsAs.category, outageId: m.countsAs.outageId, machineId: m.machineId, role: m.role, gpuMs });
+      rows.set(
+        key,
+        e ? { ...e, gpuMs: e.gpuMs + gpuMs } : { category: m.countsAs.category, outageId: m.countsAs.outageId, machineId: m.machineId, role: m.role, gpuMs },
+      );
     }
   }
   return [...rows.values()];

@@ -118,7 +118,12 @@ function randomJob(seed: number, inputs = 600) {
       });
     if (r < 0.82) {
       const from = pick(['rollout', 'rollout', 'trainer'] as const)!;
-      return msg(t, 'MachineRoleChanged', { machineId: pick(machines)!, from, to: from === 'rollout' ? pick(['trainer', 'rollout'] as const)! : 'rollout', reason: 'spec' });
+      return msg(t, 'MachineRoleChanged', {
+        machineId: pick(machines)!,
+        from,
+        to: from === 'rollout' ? pick(['trainer', 'rollout'] as const)! : 'rollout',
+        reason: 'spec',
+      });
     }
     if (sent.length > 0) return pick(sent)!;
     return register(`r-${fresh++}`);
@@ -142,7 +147,8 @@ function randomJob(seed: number, inputs = 600) {
     state = got.state;
     reassigned += got.outputs.length;
     orphaned = Math.max(orphaned, state.orphans.length);
-    if (JSON.stringify(got.outputs) !== JSON.stringify(want.outputs)) mismatches.push(`#${i} ${input.type}: got ${show(got.outputs)}, want ${show(want.outputs)}`);
+    if (JSON.stringify(got.outputs) !== JSON.stringify(want.outputs))
+      mismatches.push(`#${i} ${input.type}: got ${show(got.outputs)}, want ${show(want.outputs)}`);
     if (JSON.stringify(facts(state)) !== JSON.stringify(expected)) mismatches.push(`#${i} ${input.type}: the facts differ`);
     if (mismatches.length > 0) break;
   }
@@ -151,7 +157,12 @@ function randomJob(seed: number, inputs = 600) {
 
 /** The host's envelope, without the contract's validation (the spec's drafts are the pool's own). */
 function envelope(msg: ReturnType<typeof timeline>, t: number) {
-  return (d: Draft) => ({ ...msg(t, 'JobStarted', { mode: 'async', resumedFromStep: null, trainerMachines: 1, rolloutMachines: 1 }), type: d.type, data: d.data }) as RolloutPoolEvent;
+  return (d: Draft) =>
+    ({
+      ...msg(t, 'JobStarted', { mode: 'async', resumedFromStep: null, trainerMachines: 1, rolloutMachines: 1 }),
+      type: d.type,
+      data: d.data,
+    }) as RolloutPoolEvent;
 }
 
 const show = (ds: Draft[]) => ds.map((d) => `${d.type}${JSON.stringify(d.data)}`).join(' ');
