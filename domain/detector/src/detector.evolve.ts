@@ -201,21 +201,20 @@ function observeMachine(config: DetectorConfig, state: DetectorState, message: M
     case 'RolePhaseChanged':
       machine = { ...machine, phase: message.data.phase, phaseSince: at };
       break;
+    // Samples, tens of thousands a step at 10,000 GPUs, update the machine's entry in place (the
+    // state is the host's: the decider evolves in place) rather than copy it per sample (issue 13).
     case 'GpuActivitySampled':
-      if (message.data.tensorActive > 0 && (machine.lastActivityAt === null || at > machine.lastActivityAt)) machine = { ...machine, lastActivityAt: at };
+      if (message.data.tensorActive > 0 && (machine.lastActivityAt === null || at > machine.lastActivityAt)) machine.lastActivityAt = at;
       break;
     case 'RolloutThroughputSampled': {
       const d = message.data;
       if (machine.lastThroughput !== null && at < machine.lastThroughput.at) break;
-      machine = {
-        ...machine,
-        lastThroughput: {
-          at,
-          tokensPerSecond: d.tokensPerSecond,
-          completedRequests: d.completedRequests,
-          inFlightRequests: d.inFlightRequests,
-          awaitingTools: d.awaitingTools,
-        },
+      machine.lastThroughput = {
+        at,
+        tokensPerSecond: d.tokensPerSecond,
+        completedRequests: d.completedRequests,
+        inFlightRequests: d.inFlightRequests,
+        awaitingTools: d.awaitingTools,
       };
       break;
     }

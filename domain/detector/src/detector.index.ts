@@ -1,6 +1,6 @@
 import { DeadlineIndex } from './deadline-index';
 import { RankedValues } from './ranked-values';
-import type { DetectorConfig, DetectorState } from './detector.state';
+import { suspicionKey, type DetectorConfig, type DetectorState } from './detector.state';
 import { isGeneratingRollout, PeerView } from './rules';
 
 /**
@@ -70,7 +70,7 @@ export function reindexMachine(config: DetectorConfig, state: DetectorState, mac
   const ctx = { machine: m, settings: state.settings };
   for (const rule of config.rules) {
     if (!rule.appliesTo(m.role)) continue;
-    const open = state.suspicions[`${machineId}|${rule.name}`];
+    const open = state.suspicions[suspicionKey(machineId, rule.name)];
     if (open?.probe) due = Math.min(due, open.probe.sentAt + open.probe.timeoutMs);
     if (!rule.dueAt) {
       everyTick = true;

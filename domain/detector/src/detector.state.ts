@@ -82,7 +82,23 @@ export const initialDetectorState = (config: DetectorConfig): DetectorState => (
 export const windowsMayConclude = (state: DetectorState, now: number): boolean =>
   state.blind === null && (state.graceUntil === null || now >= state.graceUntil);
 
-export const suspicionKey = (machineId: string, rule: string) => `${machineId}|${rule}`;
+/**
+ * `<machine>|<rule>`, the key of a suspicion. Looked up per rule on every sample (issue 13: tens of
+ * thousands a step): the keys are made once per machine and rule, and a made string keeps its hash.
+ */
+export function suspicionKey(machineId: string, rule: string): string {
+  let keys = SUSPICION_KEYS.get(machineId);
+  if (!keys) {
+    // Bounded: a service that outlives many jobs starts the memo over rather than keep every machine.
+    if (SUSPICION_KEYS.size >= 100_000) SUSPICION_KEYS.clear();
+    SUSPICION_KEYS.set(machineId, (keys = new Map()));
+  }
+  let key = keys.get(rule);
+  if (key === undefined) keys.set(rule, (key = `${machineId}|${rule}`));
+  return key;
+}
+/** A memo of a pure function (what it returns depends only on its arguments), shared by every detector. */
+const SUSPICION_KEYS = new Map<string, Map<string, string>>();
 
 /** The machine's open suspicions, one per rule at most: O(rules), not O(suspicions of the job). */
 export function suspicionsOf(config: DetectorConfig, state: DetectorState, machineId: string): OpenSuspicion[] {
@@ -97,7 +113,15 @@ export function suspicionsOf(config: DetectorConfig, state: DetectorState, machi
 /** Hybrid machines (trainer and rollout colocated) are recovered as trainers. */
 export const handledAs = (role: Role): 'trainer' | 'rollout' => (role === 'rollout' ? 'rollout' : 'trainer');
 
-export const rulesFor = (config: DetectorConfig, m: WatchedMachine) => config.rules.filter((r) => r.appliesTo(m.role));
+export function rulesFor(config: DetectorConfig, m: WatchedMachine): readonly DetectionRule[] {
+  // Per config and role, listed once (a sample asks for its machine's rules twice: fold and decide).
+  let byRole = RULES_BY_ROLE.get(config);
+  if (!byRole) RULES_BY_ROLE.set(config, (byRole = new Map()));
+  let rules = byRole.get(m.role);
+  if (!rules) byRole.set(m.role, (rules = config.rules.filter((r) => r.appliesTo(m.role))));
+  return rules;
+}
+const RULES_BY_ROLE = new WeakMap<DetectorConfig, Map<string, readonly DetectionRule[]>>();
 
 export const freshRuleStates = (config: DetectorConfig, m: WatchedMachine, at: number) =>
   Object.fromEntries(rulesFor(config, m).map((r) => [r.name, r.initialState(at)]));

@@ -1,5 +1,6 @@
 import type { RecoveryAction } from '@robustrl/contracts';
 import { DOWNTIME_CATEGORIES, DowntimeCategory, EttrView, StageSample } from './ettr-view';
+import { ledgerEntries } from './time-accounting';
 
 const HOUR_MS = 3_600_000;
 
@@ -54,9 +55,9 @@ export interface DowntimeRow {
   gpuHours: number;
 }
 
-/** The downtime ledger, one row per (category, outage, machine), largest first. */
+/** The downtime ledger, one row per (category, outage, machine), largest first (every machine's time up to the clock in). */
 export function downtimeLedger(view: EttrView): DowntimeRow[] {
-  return Object.values(view.ledger)
+  return ledgerEntries(view)
     .map((e): DowntimeRow => {
       const o = e.outageId ? view.outages[e.outageId] : undefined;
       return {

@@ -46,6 +46,19 @@ export interface MachineView {
   ghost: boolean;
   /** Rollout generation since the last consumed batch, [start, end) ms: lost if the task restarts. */
   atRisk: Array<[number, number]>;
+  /**
+   * The machine's GPU time is accounted up to here (null: from the job's start). `effectiveSince`,
+   * `atRisk` and its ledger rows are as of this time: a machine is accounted when it changes (or an
+   * outage it may wait on does), not on every event (issue 13: thousands of machines, millions of
+   * events). `settle` brings it up to the clock.
+   */
+  accountedTo: number | null;
+  /** How it counts from `accountedTo` on, fixed when it last changed: the downtime it is in (null: effective), */
+  countsAs: { category: DowntimeCategory; outageId: string | null } | null;
+  /** its GPUs, */
+  countsGpus: number;
+  /** and whether it generates rollout work a task restart would lose. */
+  countsGenerating: boolean;
 }
 
 export interface Outage {
@@ -113,4 +126,28 @@ export interface EttrView {
   /** Step boundaries: rollout work before the last TrainingStepStarted is consumed when that step completes. */
   stepStartedAt: number | null;
   steps: number;
+  /** Derived from the machines and outages above, so that an event costs what it changes (see `EttrIndex`). */
+  index: EttrIndex;
+}
+
+/**
+ * What the incremental accounting keeps beside the view's facts (issue 13): an event accounts the time
+ * since the previous one for the job as a whole from the GPU totals here, and touches only the machines
+ * it changes. Machines are objects of `machines` (a structured clone keeps them shared).
+ */
+export interface EttrIndex {
+  /** Outages not closed yet, in the order they opened (the order an idle machine's blocker is searched in). */
+  open: Map<string, Outage>;
+  /** The open outage an idle trainer (or hybrid) / rollout machine waits on, if any. */
+  blockingTrainer: Outage | undefined;
+  blockingRollout: Outage | undefined;
+  /** Outage id → the machines it holds. */
+  held: Map<string, Set<MachineView>>;
+  /** Idle machines no outage holds: how they count depends on the blocking outage of their role. */
+  idle: Set<MachineView>;
+  /** Machines of the trainer group (role trainer or hybrid): a trainer fault holds those not held already. */
+  trainers: Set<MachineView>;
+  /** GPUs of every machine, and of those effective now (`countsGpus` summed). */
+  gpus: number;
+  effectiveGpus: number;
 }

@@ -1,7 +1,20 @@
 import type { MessageOf } from '@robustrl/contracts';
 import type { Projection } from '@robustrl/domain-kit';
 import { DEFAULT_ETTR_SETTINGS, EttrSettings, EttrView, MachineView, Outage } from './ettr-view';
-import { advance, reclassify } from './time-accounting';
+import {
+  addMachine,
+  advance,
+  emptyIndex,
+  heldBy,
+  openOutage,
+  outagesChanged,
+  reclassify,
+  recount,
+  removeMachine,
+  setHeldBy,
+  settle,
+  settleAll,
+} from './time-accounting';
 
 /** The messages the ETTR projection folds; everything else is ignored. */
 export const ETTR_INPUT_TYPES = [
@@ -34,7 +47,9 @@ const isTrainer = (m: MachineView) => m.role !== 'rollout';
  * not effective), and a task restart throws away the rollout work of the batch in progress.
  *
  * `evolve` returns the next view and may reuse the previous view's storage: a fold keeps only the
- * latest view (the projection runs over hundreds of thousands of simulated events).
+ * latest view (the projection runs over hundreds of thousands of simulated events). An event costs what
+ * it changes, not the job's size (see time-accounting.ts): a machine is settled before it changes and
+ * recounted after.
  */
 export function createEttrProjection(settings: Partial<EttrSettings> = {}): Projection<EttrView, EttrInput> {
   const resolved = { ...DEFAULT_ETTR_SETTINGS, ...settings };
@@ -68,6 +83,7 @@ export function emptyView(settings: EttrSettings = DEFAULT_ETTR_SETTINGS): EttrV
     stages: [],
     stepStartedAt: null,
     steps: 0,
+    index: emptyIndex(),
   };
 }
 
@@ -86,18 +102,23 @@ function apply(view: EttrView, event: EttrInput, at: number): void {
       const prior = view.machines[d.machineId];
       if (prior) {
         // The same machine again: its agent restarted. Still held by its outage until it works.
+        settle(view, prior);
         Object.assign(prior, { role: d.role, gpus: d.gpus, phase: 'initializing', ghost: false });
         if (prior.restartOrdered) prior.reportedSinceRestart = true;
+        recount(view, prior);
         return;
       }
       const m = newMachine(d.machineId, d.role, d.gpus);
-      view.machines[d.machineId] = m;
+      addMachine(view, m);
       takeOverSlot(view, m);
       return;
     }
     case 'MachineRoleChanged': {
       const m = view.machines[event.data.machineId];
-      if (m) m.role = event.data.to;
+      if (!m) return;
+      settle(view, m);
+      m.role = event.data.to;
+      recount(view, m);
       return;
     }
     case 'MachineDeregistered': {
@@ -105,16 +126,19 @@ function apply(view: EttrView, event: EttrInput, at: number): void {
       if (!m) return;
       // A machine taken out by an outage keeps its slot (counted down) until its replacement works.
       if (m.heldBy && view.outages[m.heldBy]?.closedAt === null) m.ghost = true;
-      else delete view.machines[m.machineId];
+      else removeMachine(view, m);
       return;
     }
     case 'RolePhaseChanged': {
       const m = view.machines[event.data.machineId];
       if (!m) return;
+      settle(view, m);
       m.phase = event.data.phase;
-      if (!m.heldBy || !m.restartOrdered) return;
-      m.reportedSinceRestart = true;
-      if (event.data.phase !== 'initializing') release(view, m, at);
+      if (m.heldBy && m.restartOrdered) {
+        m.reportedSinceRestart = true;
+        if (event.data.phase !== 'initializing') release(view, m, at);
+      }
+      recount(view, m);
       return;
     }
     case 'FaultConfirmed': {
@@ -135,13 +159,15 @@ function apply(view: EttrView, event: EttrInput, at: number): void {
         closedAt: null,
       };
       view.outages[o.outageId] = o;
+      openOutage(view, o);
       // A trainer fault stops the whole trainer group (its ranks hang on the dead one); a rollout fault, its machine.
-      const hit = d.handledAs === 'trainer' ? Object.values(view.machines).filter(isTrainer) : [view.machines[d.machineId]].filter(Boolean);
+      const hit = d.handledAs === 'trainer' ? trainersToHold(view) : [view.machines[d.machineId]].filter(Boolean);
       if (!view.machines[d.machineId] && d.handledAs === 'rollout') return;
       for (const m of hit) {
-        if (m.heldBy && view.outages[m.heldBy]?.closedAt === null) continue; // already down for another fault
+        if (heldByOpenOutage(view, m)) continue; // already down for another fault
+        settle(view, m);
         const effectiveSince = m.effectiveSince;
-        hold(m, o);
+        hold(view, m, o);
         if (effectiveSince !== null) reclassify(view, m, Math.max(o.startedAt, effectiveSince), at, 'detection', o.outageId);
       }
       return;
@@ -164,9 +190,10 @@ function apply(view: EttrView, event: EttrInput, at: number): void {
       startTaskRestart(view, o);
       // The batch being generated is lost: its rollouts are re-executed after the restart.
       for (const m of Object.values(view.machines)) {
+        settle(view, m);
         for (const [from, to] of m.atRisk) reclassify(view, m, from, to, 'lost-rollout', o.outageId);
         m.atRisk = [];
-        orderRestart(m, o);
+        orderRestart(view, m, o);
       }
       return;
     }
@@ -176,8 +203,8 @@ function apply(view: EttrView, event: EttrInput, at: number): void {
       for (const id of event.data.machines) {
         const m = view.machines[id];
         if (!m) continue;
-        if (!m.heldBy) hold(m, o);
-        if (m.heldBy === o.outageId) orderRestart(m, o);
+        if (!m.heldBy) hold(view, m, o);
+        if (m.heldBy === o.outageId) orderRestart(view, m, o);
       }
       return;
     }
@@ -186,8 +213,8 @@ function apply(view: EttrView, event: EttrInput, at: number): void {
       const m = view.machines[event.data.rolloutMachineId];
       if (!o || !m) return;
       // The standby stops serving rollouts and becomes a trainer rank of the restarting group.
-      if (!m.heldBy) hold(m, o);
-      orderRestart(m, o);
+      if (!m.heldBy) hold(view, m, o);
+      orderRestart(view, m, o);
       return;
     }
     case 'ReplaceMachine': {
@@ -195,7 +222,7 @@ function apply(view: EttrView, event: EttrInput, at: number): void {
       if (!o) return;
       o.awaitingReplacement.push({ machineId: event.data.machineId, role: event.data.role });
       const m = view.machines[event.data.machineId];
-      if (m && !m.heldBy) hold(m, o);
+      if (m && !m.heldBy) hold(view, m, o);
       return;
     }
     case 'RecoveryCompleted': {
@@ -210,6 +237,7 @@ function apply(view: EttrView, event: EttrInput, at: number): void {
     case 'TrainingStepCompleted': {
       // The step consumed the rollouts generated before it started; later ones feed the next batch.
       const consumedBefore = view.stepStartedAt ?? at;
+      settleAll(view);
       for (const m of Object.values(view.machines)) {
         m.atRisk = m.atRisk.filter(([, to]) => to > consumedBefore).map(([from, to]) => [Math.max(from, consumedBefore), to]);
       }
@@ -217,6 +245,21 @@ function apply(view: EttrView, event: EttrInput, at: number): void {
       return;
     }
   }
+}
+
+const heldByOpenOutage = (view: EttrView, m: MachineView) => m.heldBy !== null && view.outages[m.heldBy]?.closedAt === null;
+
+/**
+ * The trainer machines a trainer fault may hold, in the machine table's order (the order the detection
+ * window is taken back in). Usually the group is down already (its ranks hang on the first dead one)
+ * and the many verdicts that follow find none or one: looked for among the trainers, not every machine.
+ */
+function trainersToHold(view: EttrView): MachineView[] {
+  let free = 0;
+  for (const m of view.index.trainers) if (!heldByOpenOutage(view, m) && ++free > 1) break;
+  if (free === 0) return [];
+  if (free === 1) return [...view.index.trainers].filter((m) => !heldByOpenOutage(view, m));
+  return Object.values(view.machines).filter(isTrainer);
 }
 
 function newMachine(machineId: string, role: MachineView['role'], gpus: number): MachineView {
@@ -231,6 +274,10 @@ function newMachine(machineId: string, role: MachineView['role'], gpus: number):
     effectiveSince: null,
     ghost: false,
     atRisk: [],
+    accountedTo: null,
+    countsAs: null,
+    countsGpus: 0,
+    countsGenerating: false,
   };
 }
 
@@ -239,47 +286,56 @@ function outageOf(view: EttrView, recoveryId: string): Outage | undefined {
   return id ? view.outages[id] : undefined;
 }
 
-function hold(m: MachineView, o: Outage): void {
-  m.heldBy = o.outageId;
+function hold(view: EttrView, m: MachineView, o: Outage): void {
+  settle(view, m);
+  setHeldBy(view, m, o.outageId);
   m.restartOrdered = false;
   m.reportedSinceRestart = false;
   m.effectiveSince = null;
+  recount(view, m);
 }
 
-function orderRestart(m: MachineView, o: Outage): void {
-  if (m.heldBy !== o.outageId) hold(m, o);
+function orderRestart(view: EttrView, m: MachineView, o: Outage): void {
+  if (m.heldBy !== o.outageId) hold(view, m, o);
   m.restartOrdered = true;
   m.reportedSinceRestart = false;
+  recount(view, m);
 }
 
 function startTaskRestart(view: EttrView, o: Outage): void {
   o.taskRestart = true;
+  outagesChanged(view);
   for (const m of Object.values(view.machines)) {
     if (m.heldBy === o.outageId) continue;
     const other = m.heldBy ? view.outages[m.heldBy] : undefined;
     if (other && other.closedAt === null && other !== o) close(view, other, view.clock ?? 0); // the task restart subsumes it
-    hold(m, o);
+    hold(view, m, o);
     // Re-held machines keep no effective streak: nothing to reach back to.
   }
 }
 
 /** A new machine of the role an outage waits a replacement for takes over the replaced machine's slot. */
 function takeOverSlot(view: EttrView, m: MachineView): void {
-  for (const o of Object.values(view.outages)) {
-    if (o.closedAt !== null) continue;
+  for (const o of view.index.open.values()) {
     const i = o.awaitingReplacement.findIndex((r) => r.role === m.role || (r.role !== 'rollout' && m.role !== 'rollout'));
     if (i < 0) continue;
     const [replaced] = o.awaitingReplacement.splice(i, 1);
     const old = view.machines[replaced.machineId];
     if (old && old.heldBy === o.outageId && old.machineId !== m.machineId) {
-      if (old.ghost) delete view.machines[old.machineId];
-      else old.heldBy = null; // isolated but still registered: its own accounting resumes
+      if (old.ghost) removeMachine(view, old);
+      else {
+        // Isolated but still registered: its own accounting resumes.
+        settle(view, old);
+        setHeldBy(view, old, null);
+        recount(view, old);
+      }
     }
-    hold(m, o);
+    hold(view, m, o);
     // Its registration is the new process reporting in: it initialises from here.
     m.restartOrdered = true;
     m.reportedSinceRestart = true;
     m.phase = 'initializing';
+    recount(view, m);
     return;
   }
 }
@@ -287,29 +343,36 @@ function takeOverSlot(view: EttrView, m: MachineView): void {
 /** A held machine reported work after its restart: it is back. The outage ends when none is held. */
 function release(view: EttrView, m: MachineView, at: number): void {
   const o = view.outages[m.heldBy!];
-  m.heldBy = null;
+  settle(view, m);
+  setHeldBy(view, m, null);
   m.restartOrdered = false;
   m.reportedSinceRestart = false;
+  recount(view, m);
   if (!o) return;
-  const stillHeld = Object.values(view.machines).some((x) => x.heldBy === o.outageId);
-  if (!stillHeld && o.awaitingReplacement.length === 0) o.closedAt = at;
+  if (heldBy(view, o.outageId).size === 0 && o.awaitingReplacement.length === 0) {
+    o.closedAt = at;
+    outagesChanged(view);
+  }
 }
 
 function close(view: EttrView, o: Outage, at: number): void {
   o.closedAt = at;
-  for (const m of Object.values(view.machines)) {
-    if (m.heldBy !== o.outageId) continue;
-    if (m.ghost) delete view.machines[m.machineId];
+  outagesChanged(view);
+  for (const m of [...heldBy(view, o.outageId)]) {
+    if (m.ghost) removeMachine(view, m);
     else {
-      m.heldBy = null;
+      settle(view, m);
+      setHeldBy(view, m, null);
       m.restartOrdered = false;
+      recount(view, m);
     }
   }
 }
 
-/** Accounts up to `now` (a copy: the view itself stays at its last event). */
+/** Accounts up to `now` (a copy: the view itself stays at its last event), every machine settled. */
 export function viewAt(view: EttrView, now: number): EttrView {
   const copy: EttrView = structuredClone(view);
   if (copy.startedAt !== null && copy.clock !== null && now > copy.clock) advance(copy, now);
+  settleAll(copy);
   return copy;
 }

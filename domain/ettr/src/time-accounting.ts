@@ -1,18 +1,35 @@
-import type { DowntimeCategory, EttrView, MachineView, Outage } from './ettr-view';
+import type { DowntimeCategory, EttrIndex, EttrView, LedgerEntry, MachineView, Outage } from './ettr-view';
 
 /** Phases in which a rollout machine generates work a task restart would throw away. */
 const GENERATING = new Set(['rollout', 'awaiting-tools']);
 
-/**
- * What a machine's GPUs are doing right now: effective, or down for a reason an outage (or startup) owns.
- * `blocking` answers "which open outage is a machine of this role waiting on" (once per advance, not
- * once per machine: the outages of a long job are many, its machines thousands).
+/*
+ * Incremental accounting (issue 13). Between two events every machine counts the same way, so the
+ * job's GPU time over the gap is (GPUs) × gap and its effective time (effective GPUs) × gap: `advance`
+ * adds those from the index's totals. A machine's own share (its ledger rows, `effectiveSince`,
+ * `atRisk`) is written when it is about to change (`settle`: from `accountedTo` to the clock, as it
+ * counted) and its new way of counting is taken then (`recount`). An idle machine counts by the
+ * outage its role waits on, so when that outage changes the idle machines of the role are recounted.
+ * The result is the same as accounting every machine on every event (`full-recompute/`, held to it
+ * by `ettr-incremental.spec.ts`): GPU-milliseconds are whole numbers, so the sums do not depend on
+ * how the time is split.
  */
-export function classify(
-  view: EttrView,
-  m: MachineView,
-  blocking: (m: MachineView) => Outage | undefined = (machine) => blockingOutage(view, machine),
-): { category: DowntimeCategory; outageId: string | null } | null {
+
+export function emptyIndex(): EttrIndex {
+  return {
+    open: new Map(),
+    blockingTrainer: undefined,
+    blockingRollout: undefined,
+    held: new Map(),
+    idle: new Set(),
+    trainers: new Set(),
+    gpus: 0,
+    effectiveGpus: 0,
+  };
+}
+
+/** What a machine's GPUs are doing right now: effective (null), or down for a reason an outage (or startup) owns. */
+function classify(index: EttrIndex, m: MachineView): { category: DowntimeCategory; outageId: string | null } | null {
   if (m.heldBy) {
     // Verdict → restart ordered → the new process reports `initializing` → it reports work: restart, then re-initialisation.
     if (m.restartOrdered && m.phase === 'initializing' && m.reportedSinceRestart) return { category: 'reinitialization', outageId: m.heldBy };
@@ -20,17 +37,117 @@ export function classify(
   }
   if (m.phase === null || m.phase === 'initializing') return { category: 'startup', outageId: null };
   if (m.phase === 'idle') {
-    const outage = blocking(m);
+    const outage = blockingOf(index, m);
     if (outage) return { category: 'waiting-on-dead-role', outageId: outage.outageId };
   }
   return null;
 }
 
-/** An open outage of the other role (or a task restart) that an idle machine is waiting on. */
-function blockingOutage(view: EttrView, m: MachineView): Outage | undefined {
-  const mine = m.role === 'rollout' ? 'rollout' : 'trainer';
-  for (const o of Object.values(view.outages)) if (o.closedAt === null && (o.taskRestart || o.handledAs !== mine)) return o;
+/** The open outage of the other role (or a task restart) that an idle machine of `m`'s role waits on. */
+const blockingOf = (index: EttrIndex, m: MachineView) => (m.role === 'rollout' ? index.blockingRollout : index.blockingTrainer);
+
+function firstBlocking(index: EttrIndex, mine: 'trainer' | 'rollout'): Outage | undefined {
+  for (const o of index.open.values()) if (o.taskRestart || o.handledAs !== mine) return o;
   return undefined;
+}
+
+/** Call after an outage opened, closed or became a task restart: idle machines whose blocker changed are recounted. */
+export function outagesChanged(view: EttrView): void {
+  const index = view.index;
+  for (const o of index.open.values()) if (o.closedAt !== null) index.open.delete(o.outageId);
+  const trainer = firstBlocking(index, 'trainer');
+  const rollout = firstBlocking(index, 'rollout');
+  const trainerChanged = trainer !== index.blockingTrainer;
+  const rolloutChanged = rollout !== index.blockingRollout;
+  index.blockingTrainer = trainer;
+  index.blockingRollout = rollout;
+  if (!trainerChanged && !rolloutChanged) return;
+  for (const m of [...index.idle]) if (m.role === 'rollout' ? rolloutChanged : trainerChanged) recount(view, m);
+}
+
+export function openOutage(view: EttrView, o: Outage): void {
+  view.index.open.set(o.outageId, o);
+  outagesChanged(view);
+}
+
+/** Accounts `m` from `accountedTo` up to the clock, as it counted since then. Idempotent. */
+export function settle(view: EttrView, m: MachineView): void {
+  const to = view.clock;
+  if (view.startedAt === null || to === null) return;
+  const from = m.accountedTo ?? view.startedAt;
+  if (to <= from) return;
+  m.accountedTo = to;
+  if (m.countsAs) {
+    ledgerAdd(view, m.countsAs.category, m.countsAs.outageId, m, m.countsGpus * (to - from));
+    m.effectiveSince = null;
+    return;
+  }
+  if (m.effectiveSince === null) m.effectiveSince = from;
+  if (m.countsGenerating) {
+    const last = m.atRisk[m.atRisk.length - 1];
+    if (last && last[1] === from) last[1] = to;
+    else m.atRisk.push([from, to]);
+  }
+}
+
+/** Settles `m` and takes how it counts from now on from its fields (call after changing them). */
+export function recount(view: EttrView, m: MachineView): void {
+  // A machine removed while an event was going through the machines (a ghost whose outage a task
+  // restart closed) no longer counts, whatever is done to it after.
+  if (view.machines[m.machineId] !== m) return;
+  settle(view, m);
+  const index = view.index;
+  index.gpus -= m.countsGpus;
+  if (m.countsAs === null) index.effectiveGpus -= m.countsGpus;
+  m.countsAs = classify(index, m);
+  m.countsGpus = m.gpus;
+  m.countsGenerating = m.role !== 'trainer' && m.phase !== null && GENERATING.has(m.phase);
+  index.gpus += m.countsGpus;
+  if (m.countsAs === null) index.effectiveGpus += m.countsGpus;
+  if (!m.heldBy && m.phase === 'idle') index.idle.add(m);
+  else index.idle.delete(m);
+  if (m.role !== 'rollout') index.trainers.add(m);
+  else index.trainers.delete(m);
+}
+
+/** A machine starts counting (as it is) from now. */
+export function addMachine(view: EttrView, m: MachineView): void {
+  view.machines[m.machineId] = m;
+  m.accountedTo = view.clock;
+  if (m.heldBy) heldSet(view.index, m.heldBy).add(m);
+  recount(view, m);
+}
+
+/** A machine stops counting: accounted up to now, then gone. */
+export function removeMachine(view: EttrView, m: MachineView): void {
+  settle(view, m);
+  const index = view.index;
+  index.gpus -= m.countsGpus;
+  if (m.countsAs === null) index.effectiveGpus -= m.countsGpus;
+  m.countsGpus = 0;
+  index.idle.delete(m);
+  index.trainers.delete(m);
+  if (m.heldBy) index.held.get(m.heldBy)?.delete(m);
+  delete view.machines[m.machineId];
+}
+
+/** Sets who holds `m` (settle it first); the caller recounts it. */
+export function setHeldBy(view: EttrView, m: MachineView, outageId: string | null): void {
+  if (m.heldBy === outageId) return;
+  if (m.heldBy) view.index.held.get(m.heldBy)?.delete(m);
+  m.heldBy = outageId;
+  if (outageId && view.machines[m.machineId] === m) heldSet(view.index, outageId).add(m);
+}
+
+/** The machines an outage holds now. */
+export function heldBy(view: EttrView, outageId: string): ReadonlySet<MachineView> {
+  return view.index.held.get(outageId) ?? new Set();
+}
+
+function heldSet(index: EttrIndex, outageId: string): Set<MachineView> {
+  let set = index.held.get(outageId);
+  if (!set) index.held.set(outageId, (set = new Set()));
+  return set;
 }
 
 function ledgerAdd(view: EttrView, category: DowntimeCategory, outageId: string | null, m: MachineView, gpuMs: number): void {
@@ -39,6 +156,34 @@ function ledgerAdd(view: EttrView, category: DowntimeCategory, outageId: string 
   const e = view.ledger[key];
   if (e) e.gpuMs += gpuMs;
   else view.ledger[key] = { category, outageId, machineId: m.machineId, role: m.role, gpuMs };
+}
+
+/**
+ * The ledger with every machine's time up to the clock in (a reader's copy; the view is left as it is):
+ * the rows of machines not settled since they last changed are what they will be once settled.
+ */
+export function ledgerEntries(view: EttrView): LedgerEntry[] {
+  const rows = new Map(Object.entries(view.ledger));
+  const to = view.clock;
+  if (view.startedAt !== null && to !== null) {
+    for (const m of Object.values(view.machines)) {
+      const from = m.accountedTo ?? view.startedAt;
+      if (!m.countsAs || to <= from || m.countsGpus <= 0) continue;
+      const key = `${m.countsAs.category}|${m.countsAs.outageId ?? ''}|${m.machineId}`;
+      const gpuMs = m.countsGpus * (to - from);
+      const e = rows.get(key);
+      rows.set(
+        key,
+        e ? { ...e, gpuMs: e.gpuMs + gpuMs } : { category: m.countsAs.category, outageId: m.countsAs.outageId, machineId: m.machineId, role: m.role, gpuMs },
+      );
+    }
+  }
+  return [...rows.values()];
+}
+
+/** Settles every machine (a view about to be read whole: `viewAt`, a step's end, a task restart). */
+export function settleAll(view: EttrView): void {
+  for (const m of Object.values(view.machines)) settle(view, m);
 }
 
 function bucketAt(view: EttrView, t: number) {
@@ -73,7 +218,7 @@ function overBuckets(view: EttrView, from: number, to: number, apply: (b: NonNul
   }
 }
 
-/** Accounts every machine's GPU time from the view's clock up to `to` (states are constant in between). */
+/** Accounts the job's GPU time from the view's clock up to `to` (machines count the same way in between). */
 export function advance(view: EttrView, to: number): void {
   if (view.startedAt === null || view.clock === null || to <= view.clock) {
     if (view.clock === null || to > view.clock) view.clock = to;
@@ -81,32 +226,8 @@ export function advance(view: EttrView, to: number): void {
   }
   const from = view.clock;
   const dt = to - from;
-  let effective = 0;
-  let total = 0;
-  // The outage a machine waits on depends only on its role: looked up at most twice per advance.
-  const blockingByRole = new Map<string, Outage | undefined>();
-  const blocking = (m: MachineView) => {
-    const mine = m.role === 'rollout' ? 'rollout' : 'trainer';
-    if (!blockingByRole.has(mine)) blockingByRole.set(mine, blockingOutage(view, m));
-    return blockingByRole.get(mine);
-  };
-  for (const m of Object.values(view.machines)) {
-    const gpuMs = m.gpus * dt;
-    total += gpuMs;
-    const down = classify(view, m, blocking);
-    if (down) {
-      ledgerAdd(view, down.category, down.outageId, m, gpuMs);
-      m.effectiveSince = null;
-      continue;
-    }
-    effective += gpuMs;
-    if (m.effectiveSince === null) m.effectiveSince = from;
-    if (m.role !== 'trainer' && m.phase && GENERATING.has(m.phase)) {
-      const last = m.atRisk[m.atRisk.length - 1];
-      if (last && last[1] === from) last[1] = to;
-      else m.atRisk.push([from, to]);
-    }
-  }
+  const total = view.index.gpus * dt;
+  const effective = view.index.effectiveGpus * dt;
   view.effectiveGpuMs += effective;
   view.totalGpuMs += total;
   if (total > 0) {

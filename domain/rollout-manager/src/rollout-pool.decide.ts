@@ -1,16 +1,6 @@
 import { draft } from '@robustrl/contracts';
 import { assertNever } from '@robustrl/domain-kit';
-import { evolveRolloutPool } from './rollout-pool.evolve';
-import {
-  isActive,
-  MovingTrajectory,
-  RolloutPoolCommand,
-  RolloutPoolDraft,
-  RolloutPoolState,
-  servingInstances,
-  stranded,
-  withMachine,
-} from './rollout-pool.state';
+import { isActive, MovingTrajectory, RolloutPoolCommand, RolloutPoolDraft, RolloutPoolState, servingInstances, stranded } from './rollout-pool.state';
 import { Trajectories } from './trajectory-table';
 
 /**
@@ -21,6 +11,8 @@ import { Trajectories } from './trajectory-table';
  *   orphansAdopted — a rollout joined while trajectories had nowhere to go: they move to it
  *
  * A trajectory moves with its preserved prefix: it resumes from the turn after its last stored one.
+ *
+ * The pool evolves in place: `state` has the input folded in already (`step`).
  */
 export function decideRolloutPool(command: RolloutPoolCommand, state: RolloutPoolState): RolloutPoolDraft[] {
   if (command.kind === 'tick') return [];
@@ -43,7 +35,7 @@ export function decideRolloutPool(command: RolloutPoolCommand, state: RolloutPoo
         ? stopsServing(state, m.data.machineId, `rollout ${m.data.machineId} became ${m.data.to}: ${m.data.reason}`)
         : [];
     case 'MachineRegistered':
-      return m.data.role === 'rollout' && state.orphans.length > 0 ? orphansAdopted(evolveRolloutPool(state, m)) : [];
+      return m.data.role === 'rollout' && state.orphans.length > 0 ? orphansAdopted(state) : [];
     case 'RolloutThroughputSampled':
     case 'TrajectoryTurnAppended':
     case 'TrajectoryStatusChanged':
@@ -54,11 +46,10 @@ export function decideRolloutPool(command: RolloutPoolCommand, state: RolloutPoo
   }
 }
 
+/** Only when this input took the machine out of serving: one that was down or lent already has moved its work. */
 function stopsServing(state: RolloutPoolState, machineId: string, reason: string): RolloutPoolDraft[] {
-  const machine = state.machines[machineId];
-  if (!machine || machine.status !== 'serving') return [];
-  const after = withMachine(state, { ...machine, status: 'down' });
-  return assign(after, stranded(state, machineId, reason));
+  if (state.stoppedServing !== machineId) return [];
+  return assign(state, stranded(state, machineId, reason));
 }
 
 /** `state` has the new rollout registered; orphans still in flight go to the serving instances. */

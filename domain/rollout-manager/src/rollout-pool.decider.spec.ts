@@ -1,4 +1,4 @@
-import { DeciderSpecification } from '@robustrl/domain-kit';
+import { DeciderSpecification, foldInput } from '@robustrl/domain-kit';
 import { Draft, draft } from '@robustrl/contracts';
 import { iso, timeline } from '@robustrl/testing/job-timeline';
 import { RolloutPoolDecider, RolloutPoolDraft, RolloutPoolEvent, RolloutPoolInput } from './rollout-pool.decider';
@@ -7,6 +7,11 @@ const msg = timeline('job-pool');
 const spec = DeciderSpecification.for(RolloutPoolDecider);
 const eq = (actual: Draft[], expected: readonly Draft[]) => expect(actual).toEqual(expected);
 const observe = (message: RolloutPoolInput) => ({ kind: 'observe' as const, message, now: Date.parse(message.occurredAt) });
+/** What the pool decides on `message` after `history` (it evolves in place: the input is folded before deciding). */
+const decideAfter = (history: RolloutPoolEvent[], message: RolloutPoolInput) => {
+  const d = RolloutPoolDecider;
+  return d.decide(observe(message), foldInput(d, history.reduce(d.evolve, d.initialState()), observe(message)));
+};
 
 const register = (machineId: string, s = 0, role: 'rollout' | 'trainer' = 'rollout') =>
   msg(s, 'MachineRegistered', { machineId, role, zone: 'az-1', hardwareClass: 'h100x8', gpus: 8, agentAddress: `${machineId}:8086`, dpRank: 0 });
@@ -101,8 +106,7 @@ describe('rollout pool: a rollout that stops serving hands its in-flight traject
   });
 
   it('decides nothing twice: a redelivered verdict finds the machine already down', () => {
-    const d = RolloutPoolDecider;
-    const first = d.decide(observe(fault(10, 'r-0')), pool().reduce(d.evolve, d.initialState()));
+    const first = decideAfter(pool(), fault(10, 'r-0'));
     const history: RolloutPoolEvent[] = [...pool(), fault(10, 'r-0'), ...first.map((x) => ({ ...x, occurredAt: iso(10) }) as unknown as RolloutPoolEvent)];
     spec
       .given(history)
@@ -168,7 +172,7 @@ describe('rollout pool: a rollout that stops serving hands its in-flight traject
       turn(1, 'a/0', 0, 'm-0/dp0'),
       turn(1, 'b/0', 0, 'm-0/dp1'),
     ];
-    const out = RolloutPoolDecider.decide(observe(fault(10, 'm-0')), ranks.reduce(RolloutPoolDecider.evolve, RolloutPoolDecider.initialState()));
+    const out = decideAfter(ranks, fault(10, 'm-0'));
     expect(
       out.map((o) => [
         o.type,

@@ -11,9 +11,12 @@ export * from './rollout-pool.state';
  * its machine confirmed dead, isolated, or lent to the trainer as warm standby. Trajectories with
  * nowhere to go wait for the next instance to join. State, evolve and the decision steps live in
  * `rollout-pool.state.ts`, `rollout-pool.evolve.ts` and `rollout-pool.decide.ts`.
+ *
+ * It evolves in place (issue 13: a job of thousands of machines); the previous, copying pool is kept
+ * under `full-recompute/` as the reference `rollout-pool-in-place.spec.ts` holds it to.
  */
 export function createRolloutPoolDecider(): Decider<RolloutPoolState, RolloutPoolCommand, RolloutPoolEvent, RolloutPoolDraft> {
-  return { initialState: initialRolloutPoolState, decide: decideRolloutPool, evolve: evolveRolloutPool };
+  return { initialState: initialRolloutPoolState, decide: decideRolloutPool, evolve: evolveRolloutPool, evolution: 'in-place' };
 }
 
 export const RolloutPoolDecider = createRolloutPoolDecider();

@@ -1,24 +1,27 @@
 import { assertNever } from '@robustrl/domain-kit';
-import { PoolTrajectory, RolloutPoolEvent, RolloutPoolState, machineOfInstance, servingInstances, stranded, withMachine } from './rollout-pool.state';
+import { RolloutPoolEvent, RolloutPoolState, machineOfInstance, servingInstances, stranded } from './rollout-pool.state';
 import { Trajectories } from './trajectory-table';
 
 /**
- * Folds one event into the pool; then, if it made the last serving machine stop serving, keeps what
- * it had in flight as orphans for the next rollout to join.
+ * Folds one event into the pool, in place (issue 13: a job of thousands of machines cannot copy its
+ * machine table for every weight version a relay reports, nor a shard of trajectories for every turn);
+ * then, if it made the last serving machine stop serving, keeps what it had in flight as orphans for
+ * the next rollout to join. Notes in `stoppedServing` which machine it took out of serving, if any.
  */
 export function evolveRolloutPool(state: RolloutPoolState, event: RolloutPoolEvent): RolloutPoolState {
-  const after = evolveFacts(state, event);
   const machineId = stoppedMachineOf(event);
-  if (
-    machineId !== null &&
-    state.machines[machineId]?.status === 'serving' &&
-    after.machines[machineId]?.status !== 'serving' &&
-    servingInstances(after).length === 0
-  ) {
-    const lost = stranded(state, machineId, `rollout ${machineId} stopped serving with no other rollout alive`);
-    return { ...after, orphans: [...after.orphans, ...lost.filter((l) => !after.orphans.some((o) => o.trajectoryId === l.trajectoryId))] };
+  const wasServing = machineId !== null && state.machines[machineId]?.status === 'serving';
+  state.stoppedServing = null;
+  evolveFacts(state, event);
+  if (!wasServing || state.machines[machineId!]?.status === 'serving') return state;
+  state.stoppedServing = machineId;
+  if (servingInstances(state).length === 0) {
+    // The event moved no trajectory, so what it left on the machine is what was there before.
+    const known = new Set(state.orphans.map((o) => o.trajectoryId));
+    for (const lost of stranded(state, machineId!, `rollout ${machineId} stopped serving with no other rollout alive`))
+      if (!known.has(lost.trajectoryId)) state.orphans.push(lost);
   }
-  return after;
+  return state;
 }
 
 /** The machine an event may take out of serving, if it is that kind of event. */
@@ -35,12 +38,12 @@ function stoppedMachineOf(event: RolloutPoolEvent): string | null {
   }
 }
 
-function evolveFacts(state: RolloutPoolState, event: RolloutPoolEvent): RolloutPoolState {
+function evolveFacts(state: RolloutPoolState, event: RolloutPoolEvent): void {
   switch (event.type) {
     case 'MachineRegistered': {
-      if (event.data.role !== 'rollout') return state;
+      if (event.data.role !== 'rollout') return;
       const d = event.data;
-      let next = withMachine(state, {
+      state.machines[d.machineId] = {
         machineId: d.machineId,
         zone: d.zone,
         hardwareClass: d.hardwareClass,
@@ -48,78 +51,89 @@ function evolveFacts(state: RolloutPoolState, event: RolloutPoolEvent): RolloutP
         status: 'serving',
         lentTo: null,
         weightVersion: null,
-      });
+      };
       // The first rollout to join after a lend refills the pool for it.
-      if (next.awaitingRefill.length > 0) {
-        const [lent, ...rest] = next.awaitingRefill;
-        const lentMachine = next.machines[lent];
-        if (lentMachine) next = withMachine(next, { ...lentMachine, lentTo: d.machineId });
-        next = { ...next, awaitingRefill: rest };
+      if (state.awaitingRefill.length > 0) {
+        const lent = state.awaitingRefill.shift()!;
+        const lentMachine = state.machines[lent];
+        if (lentMachine) lentMachine.lentTo = d.machineId;
       }
-      return next;
+      return;
     }
     case 'MachineDeregistered':
     case 'FaultConfirmed': {
-      if (event.type === 'FaultConfirmed' && event.data.handledAs !== 'rollout' && event.data.role !== 'rollout') return state;
+      if (event.type === 'FaultConfirmed' && event.data.handledAs !== 'rollout' && event.data.role !== 'rollout') return;
       const machine = state.machines[event.data.machineId];
-      return machine && machine.status === 'serving' ? withMachine(state, { ...machine, status: 'down' }) : state;
+      if (machine && machine.status === 'serving') machine.status = 'down';
+      return;
     }
     case 'PromoteRolloutToTrainer': {
       const machine = state.machines[event.data.rolloutMachineId];
-      if (!machine || machine.status === 'lent') return state;
-      return { ...withMachine(state, { ...machine, status: 'lent' }), awaitingRefill: [...state.awaitingRefill, machine.machineId] };
+      if (!machine || machine.status === 'lent') return;
+      machine.status = 'lent';
+      state.awaitingRefill.push(machine.machineId);
+      return;
     }
     case 'MachineRoleChanged': {
       const machine = state.machines[event.data.machineId];
-      if (!machine || event.data.from !== 'rollout' || event.data.to === 'rollout') return state;
-      return machine.status === 'serving' ? withMachine(state, { ...machine, status: 'lent' }) : state;
+      if (!machine || event.data.from !== 'rollout' || event.data.to === 'rollout') return;
+      if (machine.status === 'serving') machine.status = 'lent';
+      return;
     }
     case 'RolloutThroughputSampled':
-      return state.instanceMachine[event.data.rolloutId] === event.data.machineId
-        ? state
-        : { ...state, instanceMachine: { ...state.instanceMachine, [event.data.rolloutId]: event.data.machineId } };
+      state.instanceMachine[event.data.rolloutId] = event.data.machineId;
+      return;
     case 'RelayJoined': {
       // An instance that holds a whole version serves it to others (paper §5.2.1 ➂): its machine has it.
       const machine = state.machines[machineOfInstance(state, event.data.instanceId)];
-      if (!machine || (machine.weightVersion ?? -1) >= event.data.version) return state;
-      return withMachine(state, { ...machine, weightVersion: event.data.version });
+      if (machine && (machine.weightVersion ?? -1) < event.data.version) machine.weightVersion = event.data.version;
+      return;
     }
     case 'TrajectoryTurnAppended': {
       const d = event.data;
       const prior = Trajectories.get(state.trajectories, d.trajectoryId);
-      const t: PoolTrajectory = {
-        trajectoryId: d.trajectoryId,
+      if (prior) {
         // Model output is what ties a trajectory to the instance generating it.
-        owner: d.rolloutId ?? prior?.owner ?? null,
-        lastTurnIndex: Math.max(prior?.lastTurnIndex ?? -1, d.turnIndex),
-        status: prior?.status ?? 'in-flight',
-      };
-      return { ...state, trajectories: Trajectories.set(state.trajectories, t) };
+        if (d.rolloutId !== null && d.rolloutId !== undefined) prior.owner = d.rolloutId;
+        prior.lastTurnIndex = Math.max(prior.lastTurnIndex, d.turnIndex);
+      } else {
+        Trajectories.put(state.trajectories, {
+          trajectoryId: d.trajectoryId,
+          owner: d.rolloutId ?? null,
+          lastTurnIndex: Math.max(-1, d.turnIndex),
+          status: 'in-flight',
+        });
+      }
+      return;
     }
     case 'TrajectoryStatusChanged': {
+      const prior = Trajectories.get(state.trajectories, event.data.trajectoryId);
       if (event.data.status === 'completed' || event.data.status === 'aborted') {
         // Finished trajectories never move again: forget them, so the state is what is in flight (a
-        // long job would otherwise keep every trajectory it ever ran, and copy them on every event).
-        if (!Trajectories.get(state.trajectories, event.data.trajectoryId)) return state;
-        const trajectories = Trajectories.remove(state.trajectories, event.data.trajectoryId);
-        return { ...state, trajectories, orphans: state.orphans.filter((o) => o.trajectoryId !== event.data.trajectoryId) };
+        // long job would otherwise keep every trajectory it ever ran).
+        if (!prior) return;
+        Trajectories.delete(state.trajectories, event.data.trajectoryId);
+        if (state.orphans.length > 0) state.orphans = state.orphans.filter((o) => o.trajectoryId !== event.data.trajectoryId);
+        return;
       }
-      const prior = Trajectories.get(state.trajectories, event.data.trajectoryId);
-      const t: PoolTrajectory = prior
-        ? { ...prior, status: event.data.status }
-        : { trajectoryId: event.data.trajectoryId, owner: null, lastTurnIndex: -1, status: event.data.status };
-      return { ...state, trajectories: Trajectories.set(state.trajectories, t) };
+      if (prior) prior.status = event.data.status;
+      else Trajectories.put(state.trajectories, { trajectoryId: event.data.trajectoryId, owner: null, lastTurnIndex: -1, status: event.data.status });
+      return;
     }
     case 'TrajectoriesReassigned': {
-      const moved: PoolTrajectory[] = [];
       for (const a of event.data.assignments) {
         const prior = Trajectories.get(state.trajectories, a.trajectoryId);
-        if (prior) moved.push({ ...prior, owner: a.toRolloutId, status: 'reassigned' });
+        if (prior) {
+          prior.owner = a.toRolloutId;
+          prior.status = 'reassigned';
+        }
       }
-      const trajectories = Trajectories.setMany(state.trajectories, moved);
       // Stranded trajectories that found no instance wait as orphans; assigned ones stop being orphans.
-      const assigned = new Set(event.data.assignments.map((a) => a.trajectoryId));
-      return { ...state, trajectories, orphans: state.orphans.filter((o) => !assigned.has(o.trajectoryId)) };
+      if (state.orphans.length > 0) {
+        const assigned = new Set(event.data.assignments.map((a) => a.trajectoryId));
+        state.orphans = state.orphans.filter((o) => !assigned.has(o.trajectoryId));
+      }
+      return;
     }
     default:
       return assertNever(event, 'rollout pool event');

@@ -64,6 +64,12 @@ export interface RolloutPoolState {
   orphans: MovingTrajectory[];
   /** Lent machines waiting for the rollout that refills the pool. */
   awaitingRefill: string[];
+  /**
+   * The machine the input folded last took out of serving, else null. The pool evolves in place, so
+   * its decision on an input reads the state with the input in: this is what tells "it stopped serving
+   * now" from "it was not serving already" (a redelivered verdict).
+   */
+  stoppedServing: string | null;
 }
 
 export const initialRolloutPoolState = (): RolloutPoolState => ({
@@ -72,14 +78,11 @@ export const initialRolloutPoolState = (): RolloutPoolState => ({
   trajectories: Trajectories.empty(),
   orphans: [],
   awaitingRefill: [],
+  stoppedServing: null,
 });
 
 export const machineOfInstance = (state: RolloutPoolState, rolloutId: string) => state.instanceMachine[rolloutId] ?? rolloutId.split('/')[0];
 export const isActive = (t: PoolTrajectory) => t.status === 'in-flight' || t.status === 'reassigned';
-
-export function withMachine(state: RolloutPoolState, machine: PoolMachine): RolloutPoolState {
-  return { ...state, machines: { ...state.machines, [machine.machineId]: machine } };
-}
 
 export function servingInstances(state: RolloutPoolState): string[] {
   const instances = new Set<string>();

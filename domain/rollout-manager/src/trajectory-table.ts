@@ -4,7 +4,8 @@ import type { PoolTrajectory } from './rollout-pool.state';
  * The pool's in-flight trajectories, sharded by id. The pool folds one event per tool turn; with a flat
  * record every turn copied every trajectory in flight (hundreds), which dominated the rollout manager's
  * time (and the simulator's: 870 k turns for a 100-step SWE job). With shards a turn copies the shard
- * index and one shard, and the state stays an immutable plain object.
+ * index and one shard, and the state stays an immutable plain object. The pool now evolves in place
+ * (`put` / `delete`, nothing copied); the copying operations stay for callers that keep a table whole.
  */
 export type TrajectoryTable = Record<string, Record<string, PoolTrajectory>>;
 
@@ -40,6 +41,18 @@ export const Trajectories = {
     const rest = { ...table[shard] };
     delete rest[trajectoryId];
     return { ...table, [shard]: rest };
+  },
+
+  /** Adds or replaces `t` in `table` itself. */
+  put(table: TrajectoryTable, t: PoolTrajectory): void {
+    const shard = shardOf(t.trajectoryId);
+    (table[shard] ??= {})[t.trajectoryId] = t;
+  },
+
+  /** Removes a trajectory from `table` itself. */
+  delete(table: TrajectoryTable, trajectoryId: string): void {
+    const shard = table[shardOf(trajectoryId)];
+    if (shard) delete shard[trajectoryId];
   },
 
   all(table: TrajectoryTable): PoolTrajectory[] {

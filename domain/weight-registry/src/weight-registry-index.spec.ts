@@ -1,5 +1,5 @@
 import { Draft } from '@robustrl/contracts';
-import { codecOf, step } from '@robustrl/domain-kit';
+import { codecOf, foldInput, settle, step } from '@robustrl/domain-kit';
 import { timeline } from '@robustrl/testing/job-timeline';
 import { createWeightRegistryDecider as createFullRecompute } from './full-recompute/weight-registry.decider';
 import { createWeightRegistryDecider } from './weight-registry.decider';
@@ -139,7 +139,12 @@ function randomJob(seed: number, options: Options, inputs = 400) {
     }
     const toEvent = (d: Draft) => msg(t, d.type, d.data as never) as WeightRegistryEvent;
     const want = step(reference, expected, command as never, toEvent);
-    const got = step(decider, state, command as never, toEvent);
+    // decide reads a state and writes none (it folds on a copy of what evolve writes: copyState).
+    const seen = foldInput(decider, state, command as never);
+    const before = JSON.stringify(facts(seen));
+    const outputs = decider.decide(command as never, seen);
+    if (JSON.stringify(facts(seen)) !== before) mismatches.push(`#${i}: decide changed the state it read`);
+    const got = settle(decider, seen, command as never, outputs, toEvent);
     expected = want.state;
     state = got.state;
     if (JSON.stringify(got.outputs) !== JSON.stringify(want.outputs))

@@ -139,10 +139,25 @@ function joinsMayLeadFurther(state: WeightRegistryState, joins: readonly WeightR
   return false;
 }
 
-/** A copy of the facts with its own index (the state's objects are replaced or written in place by evolve). */
+/**
+ * A copy of the facts with its own index, as far down as evolve writes: the records whose entries it
+ * sets or deletes are copied, the entries themselves shared (machines, versions, pulls and relays are
+ * replaced, never written); holdings and attempt counters, written inside, are copied whole. Cloning
+ * everything copied every version the job ever published, with its trainer sources (issue 13: 625
+ * sources a version at 10,000 GPUs), on every reconciliation: a cost growing with the job's length.
+ */
 function copyState(state: WeightRegistryState): WeightRegistryState {
   const { index: _derived, ...data } = state;
-  return rebuildRegistryIndex(structuredClone(data));
+  return rebuildRegistryIndex({
+    ...data,
+    machines: { ...data.machines },
+    versions: { ...data.versions },
+    pulls: { ...data.pulls },
+    relays: { ...data.relays },
+    retiredAttempts: { ...data.retiredAttempts },
+    holdings: structuredClone(data.holdings),
+    attempts: structuredClone(data.attempts),
+  });
 }
 
 export const WeightRegistryDecider = createWeightRegistryDecider();

@@ -61,8 +61,13 @@ export class RegistryIndex {
 export const holderKey = (version: number, bucketIndex: number) => `${version}/${bucketIndex}`;
 export const servingKey = (sourceId: string, version: number, bucketIndex: number) => `${sourceId}|${version}|${bucketIndex}`;
 export const pendingKey = (version: number, bucketIndex: number, pullerId: string) => `${version}/${bucketIndex}/${pullerId}`;
-/** The scheduler's tie-break between sources of equal load (as it always was: the locale's order). */
-export const byId = (a: string, b: string) => a.localeCompare(b);
+/**
+ * The scheduler's tie-break between sources of equal load (as it always was: the locale's order). One
+ * collator for every comparison: `localeCompare` is defined as comparing with a new default collator,
+ * and looking one up per call was a visible part of keeping the idle lists sorted (issue 13).
+ */
+const LOCALE_ORDER = new Intl.Collator();
+export const byId = (a: string, b: string) => LOCALE_ORDER.compare(a, b);
 
 /** The index of `data`, from scratch; `data` becomes the state (the index is attached to it). */
 export function rebuildRegistryIndex(data: RegistryData): WeightRegistryState {
@@ -92,14 +97,32 @@ export function rebuildRegistryIndex(data: RegistryData): WeightRegistryState {
     if (idle.length > 0) ix.idleTrainers.set(version, idle);
   }
   const instances = new Set([...ix.rollouts, ...ix.relaysOf.keys(), ...ix.pullsOfPuller.keys(), ...ix.pullsOfSourceMachine.keys()]);
-  for (const id of instances) indexInstance(s, id);
+  // The idle holders of a bucket listed in any order, then sorted once: inserting each in its place kept
+  // a rebuild (several a step at thousands of rollouts) searching and splicing (issue 13).
+  for (const id of instances) indexInstance(s, id, undefined, true);
+  for (const list of ix.idleHolders.values()) list.sort(byId);
   return s;
 }
 
-/** After a change to what one instance holds, relays or is (a rollout or not): its part of the index again. */
+/**
+ * After a change to what one instance holds, relays or is (a rollout or not): its part of the index
+ * again. The bucket lists (`holders`, `idleHolders`) change only where its holdings did: a completed
+ * pull adds one bucket, and taking every held bucket out of the sorted idle lists and putting it back
+ * cost a search and a splice per bucket per pull (issue 13).
+ */
 export function refreshInstance(s: WeightRegistryState, id: string): void {
-  unindexInstance(s, id);
-  indexInstance(s, id);
+  const before = s.index.heldKeys.get(id);
+  unindexInstance(s, id, true);
+  indexInstance(s, id, before ? new Set(before) : undefined);
+  const ix = s.index;
+  const after = ix.heldKeys.get(id);
+  if (!before) return;
+  const kept = new Set(after);
+  for (const key of before) {
+    if (kept.has(key)) continue;
+    remove(ix.holders, key, id);
+    removeSorted(ix.idleHolders, key, id);
+  }
 }
 
 /**
@@ -183,7 +206,11 @@ function indexPull(s: WeightRegistryState, p: InFlightPull): void {
   if (pullIsStale(s, p)) ix.stalePulls.add(p.pullId);
 }
 
-function indexInstance(s: WeightRegistryState, id: string): void {
+/**
+ * `listed`: the bucket keys `id` is in the bucket lists under already (they are left as they are);
+ * `unsorted`: append to the idle lists (a rebuild sorts them at the end).
+ */
+function indexInstance(s: WeightRegistryState, id: string, listed?: ReadonlySet<string>, unsorted = false): void {
   const ix = s.index;
   if (ix.rolloutSet.has(id)) {
     const held = s.holdings[id];
@@ -200,8 +227,10 @@ function indexInstance(s: WeightRegistryState, id: string): void {
         }
         const key = holderKey(version, b.index);
         keys.push(key);
+        if (listed?.has(key)) continue;
         add(ix.holders, key, id);
-        if (idle) insertSorted(ix.idleHolders, key, id);
+        if (idle && unsorted) push(ix.idleHolders, key, id);
+        else if (idle) insertSorted(ix.idleHolders, key, id);
       }
       if (all) {
         whole.push(version);
@@ -235,11 +264,14 @@ function indexInstance(s: WeightRegistryState, id: string): void {
   }
 }
 
-function unindexInstance(s: WeightRegistryState, id: string): void {
+/** `keepListed`: leave `id` in the bucket lists (the caller updates them by difference). */
+function unindexInstance(s: WeightRegistryState, id: string, keepListed = false): void {
   const ix = s.index;
-  for (const key of ix.heldKeys.get(id) ?? []) {
-    remove(ix.holders, key, id);
-    removeSorted(ix.idleHolders, key, id);
+  if (!keepListed) {
+    for (const key of ix.heldKeys.get(id) ?? []) {
+      remove(ix.holders, key, id);
+      removeSorted(ix.idleHolders, key, id);
+    }
   }
   ix.heldKeys.delete(id);
   const whole = ix.whole.get(id) ?? [];

@@ -14,6 +14,8 @@ export interface Machine {
   running: Set<Sample>;
   /** Weight versions held whole, and buckets of versions being pulled. */
   held: Set<number>;
+  /** Bumped whenever `held` changes: what the pipeline derived from it (its newest usable weights) is stale. */
+  heldChanges: number;
   buckets: Map<number, Set<number>>;
   completedInWindow: number;
   phase: string;

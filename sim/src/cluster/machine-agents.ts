@@ -58,6 +58,7 @@ export class MachineAgents {
       slots,
       running: new Set(),
       held: new Set(),
+      heldChanges: 0,
       buckets: new Map(),
       completedInWindow: 0,
       phase: 'initializing',
@@ -243,6 +244,7 @@ export class MachineAgents {
       );
       if (got.size === this.s.training.weightBuckets) {
         puller.held.add(d.version);
+        puller.heldChanges++;
         puller.buckets.delete(d.version);
         this.job.rolloutCanTakeMore(puller, false);
       }

@@ -152,6 +152,7 @@ export class Orchestrator {
       m.epoch++;
       m.running.clear();
       m.held.clear();
+      m.heldChanges++;
       m.buckets.clear();
       const wasDead = !m.alive;
       m.alive = true;

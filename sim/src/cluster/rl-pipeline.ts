@@ -84,7 +84,10 @@ export class RlPipeline {
       checksum: `sim:${version}:${index}`,
     }));
     const sources = this.agents.trainers().map((t) => ({ instanceId: t.id, address: `sim://${t.id}:13337` }));
-    for (const t of this.agents.trainers()) t.held.add(version);
+    for (const t of this.agents.trainers()) {
+      t.held.add(version);
+      t.heldChanges++;
+    }
     this.k.emit(
       'WeightVersionPublished',
       { version, step: this.stepsDone, buckets, totalBytes: this.shape.bucketBytes * buckets.length, sources },
@@ -230,12 +233,21 @@ export class RlPipeline {
     this.dispatch();
   }
 
-  /** The newest weights (in steps trained) a machine holds whole, of the versions still usable. */
+  /**
+   * The newest weights (in steps trained) a machine holds whole, of the versions still usable. Asked
+   * for every free rollout on every completed sample, and a machine keeps every version it ever held:
+   * remembered until its holdings or the usable versions change (issue 13: otherwise each call walked
+   * every version of the job so far). A version's step never changes once published.
+   */
   private weightsStepOf(m: Machine): number {
+    const known = this.weightsSteps.get(m);
+    if (known && known.heldChanges === m.heldChanges && known.minVersion === this.minVersion) return known.step;
     let best = -1;
     for (const v of m.held) if (v >= this.minVersion) best = Math.max(best, this.versionStep.get(v) ?? -1);
+    this.weightsSteps.set(m, { heldChanges: m.heldChanges, minVersion: this.minVersion, step: best });
     return best;
   }
+  private readonly weightsSteps = new WeakMap<Machine, { heldChanges: number; minVersion: number; step: number }>();
 
   /** A rollout came up (`ready`) or holds new weights: waiting samples may go to it. */
   rolloutCanTakeMore(m: Machine, ready: boolean): void {
@@ -249,16 +261,20 @@ export class RlPipeline {
     this.mayTakeMore.add(m);
   }
 
-  /** The rollouts with a free slot, in roster order (ties in load go to the first), with the weights each holds. */
-  private freeRollouts(): Array<{ m: Machine; weights: number }> {
+  /**
+   * The rollouts with a free slot, with the weights each holds and its place in the roster (ties in
+   * load go to the first). Not sorted: dispatch compares places, and sorting the free rollouts on every
+   * completed sample (hundreds of them at thousands of GPUs) showed in profiles (issue 13).
+   */
+  private freeRollouts(): Array<{ m: Machine; weights: number; place: number }> {
     const order = this.agents.rolloutOrder();
-    const free: Machine[] = [];
+    const free: Array<{ m: Machine; weights: number; place: number }> = [];
     for (const m of this.mayTakeMore) {
-      if (order.has(m) && m.alive && m.process === 'ready' && m.running.size < m.slots) free.push(m);
+      const place = order.get(m);
+      if (place !== undefined && m.alive && m.process === 'ready' && m.running.size < m.slots) free.push({ m, weights: this.weightsStepOf(m), place });
       else this.mayTakeMore.delete(m);
     }
-    free.sort((a, b) => order.get(a)! - order.get(b)!);
-    return free.map((m) => ({ m, weights: this.weightsStepOf(m) }));
+    return free;
   }
 
   private wait(sample: Sample): void {
@@ -278,8 +294,16 @@ export class RlPipeline {
       if (!sample) break;
       if (sample.done || this.batches[sample.step]?.attempt !== sample.attempt) continue;
       const need = this.requiredStep(sample.step);
+      // The least loaded rollout holding the weights, the first in the roster of those.
       let best = -1;
-      for (let j = 0; j < free.length; j++) if (free[j].weights >= need && (best < 0 || free[j].m.running.size < free[best].m.running.size)) best = j;
+      for (let j = 0; j < free.length; j++) {
+        if (free[j].weights < need) continue;
+        if (best < 0) best = j;
+        else {
+          const load = free[j].m.running.size - free[best].m.running.size;
+          if (load < 0 || (load === 0 && free[j].place < free[best].place)) best = j;
+        }
+      }
       const m = free[best].m;
       this.startOn(sample, m);
       if (m.running.size >= m.slots) {

@@ -6,6 +6,9 @@ export const SIM_EPOCH_MS = Date.parse('2026-01-01T00:00:00.000Z');
 
 export type Subscriber = (message: RobustrlMessage) => void;
 
+/** The catalog read once (a re-exported binding is a getter: read per message, it showed in profiles). */
+const CATALOG = MessageCatalog;
+
 /**
  * The simulator's kernel: a virtual clock, an agenda of timed actions, and an in-memory bus that hands
  * every published message to its subscribers in publication order. Nothing here reads the wall clock or
@@ -41,13 +44,29 @@ export class SimKernel {
 
   subscribe(types: readonly string[] | null, fn: Subscriber): void {
     this.subscribers.push({ types: types ? new Set(types) : null, fn });
+    this.byType.clear();
+  }
+
+  /**
+   * Per message type, its subscribers in the order they subscribed: asking every subscriber about every
+   * message (ten million at 10,000 GPUs) showed in profiles (issue 13). Subscribers come at set-up; one
+   * added while a message is being delivered gets the messages published after it.
+   */
+  private readonly byType = new Map<string, Subscriber[]>();
+  private subscribersOf(type: string): Subscriber[] {
+    let list = this.byType.get(type);
+    if (!list) {
+      list = this.subscribers.filter((s) => !s.types || s.types.has(type)).map((s) => s.fn);
+      this.byType.set(type, list);
+    }
+    return list;
   }
 
   message<T extends MessageType>(type: T, data: DataOf<T>, source: string, causationId: string | null = null): MessageOf<T> {
     const eventId = this.nextEventId();
-    const occurredAt = new Date(this.now).toISOString();
+    const occurredAt = this.nowIso();
     if (this.options.validate) return createMessage(type, data, { jobId: this.jobId, source, occurredAt, causationId, eventId });
-    const def = MessageCatalog[type];
+    const def = CATALOG[type];
     return {
       eventId,
       type,
@@ -62,12 +81,36 @@ export class SimKernel {
     } as unknown as MessageOf<T>;
   }
 
+  /**
+   * `now` as the envelope's ISO time, formatted once per instant: many messages share one (a telemetry
+   * round, a decision and its commands), and formatting a date per message showed in profiles (issue 13).
+   */
+  private isoAt = NaN;
+  private iso = '';
+  private nowIso(): string {
+    if (this.now !== this.isoAt) {
+      this.iso = new Date(this.now).toISOString();
+      this.isoAt = this.now;
+    }
+    return this.iso;
+  }
+
   /** Event ids are UUID-shaped (the envelope requires it) and deterministic: the job's hash and a counter. */
   private idPrefix = '';
   private nextEventId(): string {
-    const n = (++this.seq).toString(16).padStart(15, '0');
-    return `${this.idPrefix}-${n.slice(0, 4)}-4${n.slice(4, 7)}-8${n.slice(7, 10)}-${n.slice(10, 15)}0000000`;
+    // The counter's 15 hex digits: the first 10 change once per 16^5 ids, so their part of the id is
+    // made then and kept (building every id from its 15 digits showed in profiles, issue 13).
+    const seq = ++this.seq;
+    const high = Math.floor(seq / 0x100000);
+    if (high !== this.idHigh) {
+      const h = high.toString(16).padStart(10, '0');
+      this.idHead = `${this.idPrefix}-${h.slice(0, 4)}-4${h.slice(4, 7)}-8${h.slice(7, 10)}-`;
+      this.idHigh = high;
+    }
+    return `${this.idHead}${(seq % 0x100000).toString(16).padStart(5, '0')}0000000`;
   }
+  private idHigh = -1;
+  private idHead = '';
 
   /** Builds and publishes; returns the message. */
   emit<T extends MessageType>(type: T, data: DataOf<T>, source: string, causationId: string | null = null): MessageOf<T> {
@@ -84,7 +127,7 @@ export class SimKernel {
     try {
       for (let i = 0; i < this.pending.length; i++) {
         const m = this.pending[i];
-        for (const s of this.subscribers) if (!s.types || s.types.has(m.type)) s.fn(m);
+        for (const fn of this.subscribersOf(m.type)) fn(m);
       }
     } finally {
       this.pending.length = 0;

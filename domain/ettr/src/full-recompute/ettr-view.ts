@@ -1,0 +1,122 @@
+/**
+ * The ETTR projection as it was before its accounting went incremental (issue 13): every event
+ * accounted every machine, and looked for the outage an idle machine waits on among every outage the
+ * job ever had. Kept, out of the build, as the reference the incremental projection is held to
+ * (`ettr-incremental.spec.ts`): these files are the previous implementation, unchanged.
+ */
+import type { DecisionRule, RecoveryAction, RolePhase } from '@robustrl/contracts';
+
+/**
+ * The ETTR read model of one job (paper §7): GPU-time split into effective time and a downtime ledger.
+ *
+ * Effective: rollout generation, tool interaction, training computation and the job's own pipeline
+ * (weight sync, checkpoint blocking, a role waiting for the other in a healthy pipeline). Not effective
+ * (the ledger's categories):
+ *   - `startup`               machines initialising at job start or joining later (no fault involved)
+ *   - `detection`             from a fault until its verdict: the role was dead but nobody knew
+ *   - `restart`               from the verdict until the restarted/replacement process reports in
+ *   - `reinitialization`      the restarted process initialising (engine, checkpoint load, worker init)
+ *   - `waiting-on-dead-role`  a healthy role idle because another role is down (e.g. rollouts done, trainer restarting)
+ *   - `lost-rollout`          rollout generation thrown away by a task restart (re-executed afterwards)
+ *
+ * Machines are weighted by their GPUs, so during a trainer restart with rollouts still generating the job
+ * counts #rollout GPUs / (#rollout + #trainer GPUs) as effective — the paper's recovery ratio.
+ */
+export type DowntimeCategory = 'startup' | 'detection' | 'restart' | 'reinitialization' | 'waiting-on-dead-role' | 'lost-rollout';
+export const DOWNTIME_CATEGORIES: readonly DowntimeCategory[] = ['startup', 'detection', 'restart', 'reinitialization', 'waiting-on-dead-role', 'lost-rollout'];
+
+export interface EttrSettings {
+  /** Sliding ETTR window (paper Fig. 12 samples every 5 minutes). */
+  windowMs: number;
+  /** Resolution of the sliding series; the window is a whole number of these. */
+  sampleMs: number;
+  /** Buckets kept for the sliding series (older ones are dropped; totals are kept whole). */
+  maxBuckets: number;
+}
+export const DEFAULT_ETTR_SETTINGS: EttrSettings = { windowMs: 300_000, sampleMs: 60_000, maxBuckets: 20_160 };
+
+export interface MachineView {
+  machineId: string;
+  role: 'trainer' | 'rollout' | 'hybrid';
+  gpus: number;
+  phase: RolePhase | null;
+  /** The outage holding this machine down, if any. */
+  heldBy: string | null;
+  /** Its restart (or replacement) was ordered: reports from now on are life signs of the new process. */
+  restartOrdered: boolean;
+  /** The restarted process has reported a phase since its restart was ordered. */
+  reportedSinceRestart: boolean;
+  /** Since when the machine has been effective without a break (null while it is down): a verdict's detection window reaches back at most to here. */
+  effectiveSince: number | null;
+  /** Deregistered while held: its slot stays (and counts as down) until the outage is resolved. */
+  ghost: boolean;
+  /** Rollout generation since the last consumed batch, [start, end) ms: lost if the task restarts. */
+  atRisk: Array<[number, number]>;
+}
+
+export interface Outage {
+  /** The verdict id (one outage per confirmed fault). */
+  outageId: string;
+  recoveryId: string | null;
+  /** The machine the fault was confirmed on. */
+  machineId: string;
+  handledAs: 'trainer' | 'rollout';
+  /** The detection rule that confirmed the fault (`explicit-signal`, `trainer-idle`, …). */
+  detectionRule: string;
+  action: RecoveryAction | null;
+  decisionRule: DecisionRule | null;
+  startedAt: number;
+  confirmedAt: number;
+  /** Replacement awaited for this machine (ReplaceMachine issued, no new machine registered yet). */
+  awaitingReplacement: Array<{ machineId: string; role: string }>;
+  taskRestart: boolean;
+  closedAt: number | null;
+}
+
+export interface LedgerEntry {
+  category: DowntimeCategory;
+  /** null for `startup`. */
+  outageId: string | null;
+  /** The machine whose GPU time was lost (a trainer fault holds the whole trainer group). */
+  machineId: string;
+  role: string;
+  gpuMs: number;
+}
+
+export interface Bucket {
+  startMs: number;
+  effectiveGpuMs: number;
+  totalGpuMs: number;
+}
+
+export interface StageSample {
+  recoveryId: string;
+  action: RecoveryAction | null;
+  outcome: 'recovered' | 'escalated' | 'abandoned';
+  detect: number;
+  decide: number;
+  restart: number;
+  reconnect: number;
+}
+
+export interface EttrView {
+  settings: EttrSettings;
+  jobId: string | null;
+  mode: string | null;
+  startedAt: number | null;
+  /** Time accounted up to (the last event's time, or a later `now`). */
+  clock: number | null;
+  machines: Record<string, MachineView>;
+  outages: Record<string, Outage>;
+  /** recoveryId → outageId */
+  recoveries: Record<string, string>;
+  effectiveGpuMs: number;
+  totalGpuMs: number;
+  /** Keyed `${category}|${outageId ?? ''}|${machineId}`. */
+  ledger: Record<string, LedgerEntry>;
+  buckets: Bucket[];
+  stages: StageSample[];
+  /** Step boundaries: rollout work before the last TrainingStepStarted is consumed when that step completes. */
+  stepStartedAt: number | null;
+  steps: number;
+}

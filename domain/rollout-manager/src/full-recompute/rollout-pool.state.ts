@@ -1,0 +1,106 @@
+/**
+ * The rollout pool as it was before it evolved in place (issue 13): every fold a new state, the machine
+ * table copied on every weight version a relay reports. Kept, out of the build, as the reference the
+ * in-place pool is held to (`rollout-pool-in-place.spec.ts`): these files are the previous
+ * implementation, unchanged.
+ */
+import type { Draft, MessageOf } from '@robustrl/contracts';
+import type { JobCommand } from '@robustrl/domain-kit';
+import { Trajectories, TrajectoryTable } from './trajectory-table';
+
+/**
+ * The rollout pool of one job (paper §3 RolloutManager, §5.2.2): which rollout instances serve, which
+ * trajectories each has in flight, and where those go when an instance stops serving.
+ *
+ * Instances are identified by rollout id (a machine may run several, one per DP rank, named
+ * `<machineId>` or `<machineId>/<rank>`); throughput samples tell which machine an instance is on.
+ */
+export const ROLLOUT_POOL_INPUT_TYPES = [
+  'MachineRegistered',
+  'MachineDeregistered',
+  'MachineRoleChanged',
+  'RolloutThroughputSampled',
+  'FaultConfirmed',
+  'PromoteRolloutToTrainer',
+  'TrajectoryTurnAppended',
+  'TrajectoryStatusChanged',
+  'RelayJoined',
+] as const;
+export const ROLLOUT_POOL_OUTPUT_TYPES = ['TrajectoriesReassigned'] as const;
+export type RolloutPoolInput = MessageOf<(typeof ROLLOUT_POOL_INPUT_TYPES)[number]>;
+export type RolloutPoolEvent = MessageOf<(typeof ROLLOUT_POOL_INPUT_TYPES)[number] | (typeof ROLLOUT_POOL_OUTPUT_TYPES)[number]>;
+export type RolloutPoolCommand = JobCommand<RolloutPoolInput>;
+/** What decide returns: an output before the host envelopes it. */
+export type RolloutPoolDraft = Draft<(typeof ROLLOUT_POOL_OUTPUT_TYPES)[number]>;
+
+export interface PoolMachine {
+  machineId: string;
+  zone: string;
+  hardwareClass: string;
+  dpRank: number | null;
+  /** `lent`: promoted into the trainer group; `down`: confirmed faulty or gone. */
+  status: 'serving' | 'lent' | 'down';
+  /** For a lent machine, whether the replacement asked for the pool has joined. */
+  lentTo: string | null;
+  /** The newest weight version the machine holds whole (it relays it), null before its first. */
+  weightVersion: number | null;
+}
+
+export interface PoolTrajectory {
+  trajectoryId: string;
+  owner: string | null;
+  lastTurnIndex: number;
+  status: 'in-flight' | 'completed' | 'reassigned' | 'aborted';
+}
+
+/** A trajectory leaving an instance that stopped serving, and why. */
+export interface MovingTrajectory {
+  trajectoryId: string;
+  fromRolloutId: string;
+  reason: string;
+}
+
+export interface RolloutPoolState {
+  machines: Record<string, PoolMachine>;
+  /** rollout id → machine id, learned from throughput samples (else the id's head before '/'). */
+  instanceMachine: Record<string, string>;
+  /** In flight (finished ones are dropped), sharded: see trajectory-table.ts. */
+  trajectories: TrajectoryTable;
+  /** Trajectories whose instance stopped serving when no other was alive. */
+  orphans: MovingTrajectory[];
+  /** Lent machines waiting for the rollout that refills the pool. */
+  awaitingRefill: string[];
+}
+
+export const initialRolloutPoolState = (): RolloutPoolState => ({
+  machines: {},
+  instanceMachine: {},
+  trajectories: Trajectories.empty(),
+  orphans: [],
+  awaitingRefill: [],
+});
+
+export const machineOfInstance = (state: RolloutPoolState, rolloutId: string) => state.instanceMachine[rolloutId] ?? rolloutId.split('/')[0];
+export const isActive = (t: PoolTrajectory) => t.status === 'in-flight' || t.status === 'reassigned';
+
+export function withMachine(state: RolloutPoolState, machine: PoolMachine): RolloutPoolState {
+  return { ...state, machines: { ...state.machines, [machine.machineId]: machine } };
+}
+
+export function servingInstances(state: RolloutPoolState): string[] {
+  const instances = new Set<string>();
+  for (const [rolloutId, machineId] of Object.entries(state.instanceMachine)) if (state.machines[machineId]?.status === 'serving') instances.add(rolloutId);
+  // A serving machine no sample has named an instance for yet serves under its own id. (The named
+  // machines as a set: searching the instance table once per machine made this O(N²) on every stop.)
+  const named = new Set(Object.values(state.instanceMachine));
+  for (const m of Object.values(state.machines)) if (m.status === 'serving' && !named.has(m.machineId)) instances.add(m.machineId);
+  return [...instances].sort();
+}
+
+/** Everything in flight on the instances of `machineId`, which just stopped serving. */
+export function stranded(state: RolloutPoolState, machineId: string, reason: string): MovingTrajectory[] {
+  return Trajectories.all(state.trajectories)
+    .filter((t) => t.owner !== null && isActive(t) && machineOfInstance(state, t.owner) === machineId)
+    .sort((a, b) => a.trajectoryId.localeCompare(b.trajectoryId))
+    .map((t) => ({ trajectoryId: t.trajectoryId, fromRolloutId: t.owner!, reason }));
+}
