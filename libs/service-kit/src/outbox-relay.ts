@@ -64,39 +64,43 @@ export class OutboxRelay {
     if (this.leftPending || (this.relaying && !this.draining)) return this.relay();
     this.committed.push(...messages);
     if (this.draining) return this.draining;
-    this.draining = this.drainCommitted().finally(() => {
-      this.draining = null;
-      this.relaying = null;
-    });
+    this.draining = this.drainCommitted();
     this.relaying = this.draining;
     return this.draining;
   }
 
   /** Publish what `relayCommitted` queued until the queue is empty; a refused publish leaves the rest to the store relay. */
   private async drainCommitted(): Promise<boolean> {
-    while (this.committed.length > 0) {
-      const batch = this.committed;
-      this.committed = [];
-      try {
-        await context.with(ROOT_CONTEXT, () => this.bus.publish(batch));
-      } catch (err) {
-        // Still in the outbox, with whatever was queued behind them: the retry timer reads them back in order.
+    try {
+      while (this.committed.length > 0) {
+        const batch = this.committed;
         this.committed = [];
-        this.leftPending = true;
-        this.logger.warn(`outbox relay failed, retrying in 1 s: ${err instanceof Error ? err.message : String(err)}`);
-        return false;
+        try {
+          await context.with(ROOT_CONTEXT, () => this.bus.publish(batch));
+        } catch (err) {
+          // Still in the outbox, with whatever was queued behind them: the retry timer reads them back in order.
+          this.committed = [];
+          this.leftPending = true;
+          this.logger.warn(`outbox relay failed, retrying in 1 s: ${err instanceof Error ? err.message : String(err)}`);
+          return false;
+        }
+        const ids = batch.map((m) => m.eventId);
+        // One statement, no transaction around it: a mark is idempotent.
+        const marking = this.store.outbox.markPublishedIds(this.store.dataSource.manager, ids).catch((err: unknown) => {
+          // Published but not marked: the next relay from the store publishes them again (same event ids).
+          this.leftPending = true;
+          this.logger.warn(`could not mark published outbox entries, they will be published again: ${String(err)}`);
+        });
+        this.marks.add(marking);
+        void marking.finally(() => this.marks.delete(marking));
       }
-      const ids = batch.map((m) => m.eventId);
-      // One statement, no transaction around it: a mark is idempotent.
-      const marking = this.store.outbox.markPublishedIds(this.store.dataSource.manager, ids).catch((err: unknown) => {
-        // Published but not marked: the next relay from the store publishes them again (same event ids).
-        this.leftPending = true;
-        this.logger.warn(`could not mark published outbox entries, they will be published again: ${String(err)}`);
-      });
-      this.marks.add(marking);
-      void marking.finally(() => this.marks.delete(marking));
+      return true;
+    } finally {
+      // Right after the queue was last seen empty, with no await in between: a commit that comes later
+      // starts a new loop instead of joining one that has ended.
+      this.draining = null;
+      this.relaying = null;
     }
-    return true;
   }
 
   private relayOnce(): Promise<boolean> {
