@@ -83,7 +83,14 @@ export function decodeMessage(bytes: Buffer | Uint8Array | string | null): Decod
   if (bytes === null) return { ok: false, reason: 'empty record value (tombstone)' };
   let json: unknown;
   try {
-    json = JSON.parse(typeof bytes === 'string' ? bytes : Buffer.from(bytes).toString('utf8'));
+    // A Buffer is read where it lies (Buffer.from would copy every record first).
+    json = JSON.parse(
+      typeof bytes === 'string'
+        ? bytes
+        : Buffer.isBuffer(bytes)
+          ? bytes.toString('utf8')
+          : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8'),
+    );
   } catch (err) {
     return { ok: false, reason: `not JSON: ${(err as Error).message}` };
   }
