@@ -4,6 +4,7 @@ import { at, timeline } from '@robustrl/testing/job-timeline';
 import { createControllerDecider } from './controller.decider';
 import { ControllerData, ControllerEvent, ControllerInput, ControllerSettings, ControllerState, rebuildControllerIndex } from './controller.state';
 import { createControllerDecider as createFullRecompute } from './full-recompute/controller.decider';
+import { prng } from '@robustrl/testing/seeded-random';
 
 /**
  * Issue 13 (scale): the controller evolves in place and keeps its unfinished recoveries indexed. These
@@ -12,18 +13,6 @@ import { createControllerDecider as createFullRecompute } from './full-recompute
  * an index equal to one rebuilt from the facts, and a snapshot that decodes to a controller deciding
  * the same.
  */
-
-/** mulberry32: a tiny seeded PRNG, so a failing seed replays exactly. */
-function prng(seed: number) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 type Options = { mode: 'sync' | 'semi-sync' | 'async'; policy: ControllerSettings['policy'] };
 

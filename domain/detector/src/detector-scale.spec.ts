@@ -5,6 +5,7 @@ import { createDetectorDecider, DetectorInput } from './detector.decider';
 import { PAPER_DETECTION_DEFAULTS } from './detection-settings';
 import { RankedValues } from './ranked-values';
 import { DEFAULT_DETECTION_RULES, DetectionRule } from './rules';
+import { prng } from '@robustrl/testing/seeded-random';
 
 /**
  * Issue 13 (scale): the detector evolves in place, evaluates on a tick only the machines due, ranks
@@ -12,18 +13,6 @@ import { DEFAULT_DETECTION_RULES, DetectionRule } from './rules';
  * new machinery to the behaviour of the simple one (every machine evaluated on every tick) and to the
  * order-insensitivity of sample folding that a restart relies on. Times are seconds since T0.
  */
-
-/** Deterministic pseudo-random numbers (mulberry32) so a failing stream can be replayed. */
-function prng(seed: number) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 // Short windows so that a few hundred seconds see many verdicts, probes and clears.
 const FAST = {

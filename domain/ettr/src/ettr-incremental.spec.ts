@@ -4,6 +4,7 @@ import { createEttrProjection, EttrInput, viewAt } from './ettr.projection';
 import type { EttrView as ReferenceView } from './full-recompute/ettr-view';
 import { createEttrProjection as createReference, viewAt as referenceViewAt } from './full-recompute/ettr.projection';
 import { ledgerEntries } from './time-accounting';
+import { prng } from '@robustrl/testing/seeded-random';
 
 /**
  * Issue 13 (scale): the ETTR projection accounts a machine when it changes, not on every event, and
@@ -12,18 +13,6 @@ import { ledgerEntries } from './time-accounting';
  * totals, sliding series and ledger (to the GPU-millisecond: the sums are of whole numbers), the same
  * outages, and once settled the same machines; read later (`viewAt`), the same report.
  */
-
-/** mulberry32: a tiny seeded PRNG, so a failing seed replays exactly. */
-function prng(seed: number) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const T0 = Date.parse('2026-01-01T00:00:00.000Z');
 const PHASES = ['initializing', 'training', 'context-switch', 'weight-update', 'advantage', 'checkpoint', 'rollout', 'awaiting-tools', 'idle'] as const;

@@ -5,24 +5,13 @@ import { createRolloutPoolDecider } from './rollout-pool.decider';
 import { RolloutPoolEvent, RolloutPoolInput, RolloutPoolState } from './rollout-pool.state';
 import { createRolloutPoolDecider as createFullRecompute } from './full-recompute/rollout-pool.decider';
 import type { RolloutPoolState as ReferenceState } from './full-recompute/rollout-pool.state';
+import { prng } from '@robustrl/testing/seeded-random';
 
 /**
  * Issue 13 (scale): the rollout pool evolves in place. These specs hold it to the pool as it was
  * (`full-recompute/`: every fold a new state) on random jobs: the same drafts for every input and the
  * same facts after it, and a snapshot that decodes to a pool deciding the same.
  */
-
-/** mulberry32: a tiny seeded PRNG, so a failing seed replays exactly. */
-function prng(seed: number) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /**
  * One random job through both pools: rollout machines (one or two instances each) register, report

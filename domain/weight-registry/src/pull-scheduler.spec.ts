@@ -12,18 +12,7 @@ import {
   WeightRegistryInput,
   WeightRegistryState,
 } from './weight-registry.state';
-
-/** mulberry32: a tiny seeded PRNG, so a failing seed replays exactly. */
-function prng(seed: number) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { prng } from '@robustrl/testing/seeded-random';
 
 const TRAINER_RANKS = ['trainer-0/dp0', 'trainer-0/dp1'];
 

@@ -5,6 +5,7 @@ import { createWeightRegistryDecider as createFullRecompute } from './full-recom
 import { createWeightRegistryDecider } from './weight-registry.decider';
 import { rebuildRegistryIndex } from './weight-registry.index';
 import { RegistryData, WeightRegistryEvent, WeightRegistryInput, WeightRegistryState } from './weight-registry.state';
+import { prng } from '@robustrl/testing/seeded-random';
 
 /**
  * Issue 13 (scale): the registry evolves in place, keeps a derived index, and decides from it — folding
@@ -13,18 +14,6 @@ import { RegistryData, WeightRegistryEvent, WeightRegistryInput, WeightRegistryS
  * fold a new state) on random jobs: the same drafts for every input, the same facts after, an index
  * equal to one rebuilt from the facts, and a snapshot that decodes to a registry deciding the same.
  */
-
-/** mulberry32: a tiny seeded PRNG, so a failing seed replays exactly. */
-function prng(seed: number) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 type Options = { pullWindow: number; relays: boolean; async: boolean };
 
