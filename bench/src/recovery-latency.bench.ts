@@ -6,7 +6,7 @@
  *   (env BENCH_FAULTS, default 100; BENCH_FAULTS_PER_JOB, default 25; BENCH_GAP_MS, default 200;
  *   BENCH_TELEMETRY_MS, default 1000, 0 for jobs that do not report)
  *
- * Set-up (10–20 s; a whole run with the defaults takes about 1.5 minutes): a Kafka broker and a PostgreSQL server of the run's own on free ports
+ * Set-up (10–20 s; a whole run with the defaults takes about 2 minutes): a Kafka broker and a PostgreSQL server of the run's own on free ports
  * (deploy/local scripts, `chaos/private-infra.ts`; the jars of the shared broker are reused, found through
  * ROBUSTRL_LOCAL_DIR, else `<repo>/.local`), the built detector and controller each as its own process
  * (ROBUSTRL_ORCHESTRATOR=none: the controller decides commands and publishes them, nobody carries them
@@ -23,10 +23,14 @@
  * read its first step with a warm-up fault on its spare rollout (F + 1): a job whose warm-up got a
  * RestartTask is dropped for a new one, as that restart would cover all its later faults.
  *
- * Measured: N times, interleaved so the machine's noise hits both alike, (1) one bare round trip —
+ * Measured: N times, interleaved so the machine's noise hits all alike, (1) one bare round trip —
  * kafkajs producer (idempotent, one request in flight, acks=all, as the bus's) → kafkajs consumer
  * (fresh group), one record of a fault signal's bytes on a topic with the control topic's partition
- * count — then a random pause of 1–2 × MS; (2) one fault: an AgentFaultSignalled published through a
+ * count — then a random pause of 1–2 × MS; (2) one trip through the bare relay chain: the same record
+ * produced → a relay process (bare-relay.ts: kafkajs consumer → producer, as configured above) → a
+ * second relay process → the bench's consumer, three topics: the recovery path's three broker crossings
+ * and two processes with nothing decided, stored or relayed from an outbox (the floor of any design that
+ * keeps the detector and the controller as processes on the bus) — then the same pause; (3) one fault: an AgentFaultSignalled published through a
  * KafkaBus of its own (as an agent does), and the clock stops when the bench's own kafkajs consumer on
  * the control topic gets the controller's first command for it (matched by job and correlation id, or
  * the machine it names); the next fault waits for it, then the same pause. Faults go round-robin over
@@ -34,8 +38,9 @@
  * machine's clock): the detector's FaultConfirmed carries the time it began handling the signal, the
  * command the time the controller began handling the verdict.
  *
- * Reports p50/p99/max of both and the ratio p99(fault → command) / (2 × p50(round trip)) — the path is two
- * hops through the broker (signal → detector, verdict → controller) — against the issue's goal of ≤ 3.
+ * Reports p50/p99/max of all three and the ratio p99(fault → command) / (2 × p50(round trip)) — the path is two
+ * hops through the broker (signal → detector, verdict → controller) — against the issue's goal of ≤ 3;
+ * the same ratio for the bare relay chain, and what robustrl adds over the chain (p50 difference, p99 ratio).
  * Progress on stderr, markdown on stdout; exits 1 if a fault got no command within 30 s. Ctrl-C (or
  * SIGTERM) stops the services, the clients and both servers and removes their folder; ROBUSTRL_BENCH_KEEP=1
  * keeps the folder (service logs in `<folder>/logs`) after a normal end.
@@ -73,7 +78,7 @@ async function main(): Promise<void> {
   let result: RecoveryLatencyResult;
   try {
     await run.start();
-    progress(`measuring ${options.faults} faults, each after a bare round trip`);
+    progress(`measuring ${options.faults} faults, each after a bare round trip and a trip through the bare relay chain`);
     result = await run.measure();
   } finally {
     await run.close();
@@ -98,6 +103,7 @@ function report(r: RecoveryLatencyResult): string {
     '| measure | n | p50 ms | p99 ms | max ms |',
     '|---|---:|---:|---:|---:|',
     row('bare kafkajs produce → consume round trip (baseline)', r.baselineMs),
+    row('bare relay chain: produce → relay process → relay process → consume (the path without robustrl)', r.chainMs),
     row('**fault signal published → controller command consumed**', totals),
     row(
       '  signal published → detector handles it',
@@ -121,6 +127,8 @@ function report(r: RecoveryLatencyResult): string {
     ),
     '',
     `p99 / (2 × baseline p50) = ${ms(percentile(totals, 99))} / (2 × ${ms(baseP50)}) = **${ratio.toFixed(1)}x** — goal ≤ ${GOAL_RATIO}x: ${ratio <= GOAL_RATIO ? 'met' : 'NOT met'}`,
+    `the bare relay chain alone: p99 / (2 × baseline p50) = ${ms(percentile(r.chainMs, 99))} / (2 × ${ms(baseP50)}) = ${(percentile(r.chainMs, 99) / (2 * baseP50)).toFixed(1)}x; ` +
+      `robustrl over the chain: p50 ${ms(median(totals) - median(r.chainMs))} ms more (${(median(totals) / median(r.chainMs)).toFixed(1)}x), p99 ${(percentile(totals, 99) / percentile(r.chainMs, 99)).toFixed(1)}x`,
     `commands: ${[...commands].map(([type, n]) => `${type} × ${n}`).join(', ') || 'none'}${r.missed.length ? `; NO COMMAND within 30 s for ${r.missed.map((m) => `${m.jobId}/${m.machineId}`).join(', ')}` : ''}`,
     '(indented rows: each stage on its own, from the envelopes’ occurredAt, ms resolution; their p50s and p99s need not add up to the total’s, and two rows may share a start)',
   ].join('\n');

@@ -1,3 +1,4 @@
+import { ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -50,6 +51,8 @@ export interface FaultSample {
 export interface RecoveryLatencyResult {
   /** Bare kafkajs produce → consume round trips (ms). */
   baselineMs: number[];
+  /** Bare produce → relay process → relay process → consume (ms): the path's three crossings with nothing decided. */
+  chainMs: number[];
   samples: FaultSample[];
   /** Faults whose command did not arrive within the timeout. */
   missed: Array<{ jobId: string; machineId: string }>;
@@ -90,7 +93,8 @@ export class RecoveryLatencyRun {
   private readonly kafka: { clients: Array<{ disconnect(): Promise<void> }> } = { clients: [] };
   private agentBus?: KafkaBus;
   private signalBus?: KafkaBus;
-  private bare?: { producer: Producer; topic: string; key: string; waiting: Map<string, (at: number) => void> };
+  private bare?: { producer: Producer; key: string; roundTrip: BareRoute; chain: BareRoute };
+  private readonly relays: ChildProcess[] = [];
   private pending: PendingFault | null = null;
   /** FaultConfirmed and RecoveryDecided by correlation id (the fault's story). */
   private readonly verdicts = new Map<string, Seen>();
@@ -156,18 +160,24 @@ export class RecoveryLatencyRun {
     progress(
       `${jobCount} job(s) of ${this.options.trainersPerJob} trainers and ${this.options.faultsPerJob + 1} rollouts ${reporting}, each past a warm-up fault`,
     );
-    for (let i = 0; i < BASELINE_WARMUP; i++) await this.roundTrip();
+    for (let i = 0; i < BASELINE_WARMUP; i++) {
+      await this.roundTrip();
+      await this.chainTrip();
+    }
   }
 
-  /** Interleaved: a bare round trip, a pause, a fault, a pause; `faults` times. */
+  /** Interleaved: a bare round trip, a pause, a bare relay chain, a pause, a fault, a pause; `faults` times. */
   async measure(): Promise<RecoveryLatencyResult> {
     const { faults, progress } = this.options;
     const baselineMs: number[] = [];
+    const chainMs: number[] = [];
     const samples: FaultSample[] = [];
     const missed: RecoveryLatencyResult['missed'] = [];
     for (let i = 0; i < faults; i++) {
       this.assertOpen();
       baselineMs.push(await this.roundTrip());
+      await this.pause();
+      chainMs.push(await this.chainTrip());
       await this.pause();
       // Round-robin over the jobs: consecutive faults hit different jobs (partitions) and a job's rollouts one after the other.
       const job = this.jobs[i % this.jobs.length];
@@ -177,13 +187,14 @@ export class RecoveryLatencyRun {
       else missed.push({ jobId: job.jobId, machineId });
       if ((i + 1) % 10 === 0 || i + 1 === faults) {
         progress(
-          `${i + 1}/${faults} faults; last: command after ${sample ? sample.totalMs.toFixed(1) : 'never'} ms, round trip ${baselineMs[i].toFixed(1)} ms`,
+          `${i + 1}/${faults} faults; last: command after ${sample ? sample.totalMs.toFixed(1) : 'never'} ms, round trip ${baselineMs[i].toFixed(1)} ms, relay chain ${chainMs[i].toFixed(1)} ms`,
         );
       }
       await this.pause();
     }
     for (const s of this.services) if (!s.running) throw new Error(`${s.name} exited during the run (log in ${this.infra?.dir}/logs)`);
-    return { baselineMs, samples, missed, jobs: this.jobs.length, partitions: this.partitions };
+    for (const r of this.relays) if (r.exitCode !== null || r.signalCode !== null) throw new Error('a bare relay process exited during the run');
+    return { baselineMs, chainMs, samples, missed, jobs: this.jobs.length, partitions: this.partitions };
   }
 
   /** Stops whatever was started, in reverse order; safe to call twice and at any point of start(). */
@@ -198,6 +209,7 @@ export class RecoveryLatencyRun {
     for (const job of this.jobs) await job.stop().catch(() => undefined);
     for (const client of this.kafka.clients.reverse()) await client.disconnect().catch(() => undefined);
     this.kafka.clients = [];
+    await Promise.all(this.relays.map((r) => stopChild(r)));
     await this.signalBus?.close().catch(() => undefined);
     await this.agentBus?.close().catch(() => undefined);
     await Promise.all(this.services.map((s) => s.terminate().catch(() => undefined)));
@@ -312,29 +324,43 @@ export class RecoveryLatencyRun {
   // ── the baseline ───────────────────────────────────────────────────────────────────────────
 
   /**
-   * A topic of its own with as many partitions as the control topic (replication as the bus creates
-   * them), a producer configured as the bus's (idempotent, one request in flight, acks=all) and a
-   * consumer polling as the bus's subscriptions do; kafkajs only, nothing of robustrl on the way.
+   * Topics of their own with as many partitions as the control topic (replication as the bus creates
+   * them), a producer configured as the bus's (idempotent, one request in flight, acks=all) and
+   * consumers polling as the bus's subscriptions do; kafkajs only, nothing of robustrl on the way.
+   * Two routes: the round trip (one topic, produce → consume) and the relay chain (three topics, two
+   * bare-relay.ts processes between them: the recovery path's crossings and processes, nothing decided).
    */
   private async startBaseline(brokers: string[]): Promise<void> {
     const kafka = new Kafka({ brokers, clientId: 'bench-recovery-bare', logLevel: logLevel.NOTHING });
     const admin: Admin = kafka.admin();
     await admin.connect();
-    const topic = `${this.topicPrefix}bench.bare`;
+    const roundTripTopic = `${this.topicPrefix}bench.bare`;
+    const chainTopics = [0, 1, 2].map((i) => `${this.topicPrefix}bench.chain.${i}`);
     try {
       const meta = await admin.fetchTopicMetadata({ topics: [this.topicPrefix + Topics.control] });
       this.partitions = meta.topics[0].partitions.length;
-      await admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: this.partitions, replicationFactor: -1 }] });
+      await admin.createTopics({
+        waitForLeaders: true,
+        topics: [roundTripTopic, ...chainTopics].map((topic) => ({ topic, numPartitions: this.partitions, replicationFactor: -1 })),
+      });
     } finally {
       await admin.disconnect();
     }
     const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false });
     this.kafka.clients.push(producer);
     await producer.connect();
+    const roundTrip = await this.bareRoute(kafka, roundTripTopic, roundTripTopic);
+    for (let hop = 0; hop < 2; hop++) await this.startRelay(brokers, chainTopics[hop], chainTopics[hop + 1]);
+    const chain = await this.bareRoute(kafka, chainTopics[0], chainTopics[2]);
+    this.bare = { producer, key: `bench-bare-${randomUUID().slice(0, 8)}`, roundTrip, chain };
+  }
+
+  /** A consumer of `consumeFrom` that resolves the trips sent to `sendTo` as their records arrive. */
+  private async bareRoute(kafka: Kafka, sendTo: string, consumeFrom: string): Promise<BareRoute> {
     const consumer = kafka.consumer({ groupId: `bench-recovery-bare-${randomUUID()}`, maxWaitTimeInMs: 1_000 });
     this.kafka.clients.push(consumer);
     await consumer.connect();
-    await consumer.subscribe({ topic, fromBeginning: true });
+    await consumer.subscribe({ topic: consumeFrom, fromBeginning: true });
     const waiting = new Map<string, (at: number) => void>();
     await consumer.run({
       eachMessage: async ({ message }) => {
@@ -343,12 +369,43 @@ export class RecoveryLatencyRun {
         if (id) waiting.get(id)?.(at);
       },
     });
-    this.bare = { producer, topic, key: `bench-bare-${randomUUID().slice(0, 8)}`, waiting };
+    return { topic: sendTo, waiting };
+  }
+
+  /** One bare-relay.ts process from → to, its output in the run's logs; resolves once its consumer joined. */
+  private async startRelay(brokers: string[], from: string, to: string): Promise<void> {
+    const script = join(__dirname, 'bare-relay.js');
+    const child = spawn(process.execPath, [script, brokers.join(','), from, to], { stdio: ['ignore', 'pipe', 'pipe'] });
+    this.relays.push(child);
+    let stderr = '';
+    child.stderr!.on('data', (b: Buffer) => (stderr += b.toString()));
+    await new Promise<void>((done, fail) => {
+      const timer = setTimeout(() => fail(new Error(`bare relay ${from} → ${to} not ready within 60 s: ${stderr}`)), 60_000);
+      child.stdout!.on('data', (b: Buffer) => {
+        if (b.toString().includes('ready')) {
+          clearTimeout(timer);
+          done();
+        }
+      });
+      child.once('exit', (code) => {
+        clearTimeout(timer);
+        fail(new Error(`bare relay ${from} → ${to} exited (${code}): ${stderr}`));
+      });
+    });
   }
 
   /** One record (a fault signal's bytes) produced and consumed; ms from the send call to the consumer's eachMessage. */
-  private async roundTrip(): Promise<number> {
-    const { producer, topic, key, waiting } = this.bare!;
+  private roundTrip(): Promise<number> {
+    return this.trip(this.bare!.roundTrip);
+  }
+
+  /** One record through both relay processes; ms from the send call to the last consumer's eachMessage. */
+  private chainTrip(): Promise<number> {
+    return this.trip(this.bare!.chain);
+  }
+
+  private async trip(route: BareRoute): Promise<number> {
+    const { producer, key } = this.bare!;
     const id = randomUUID();
     const value = encodeMessage(
       createMessage(
@@ -359,16 +416,16 @@ export class RecoveryLatencyRun {
     );
     let timer: NodeJS.Timeout | undefined;
     const arrived = new Promise<number>((done, fail) => {
-      waiting.set(id, done);
-      timer = setTimeout(() => fail(new Error(`bare round trip: record not consumed within ${COMMAND_TIMEOUT_MS} ms`)), COMMAND_TIMEOUT_MS);
+      route.waiting.set(id, done);
+      timer = setTimeout(() => fail(new Error(`bare trip via ${route.topic}: record not consumed within ${COMMAND_TIMEOUT_MS} ms`)), COMMAND_TIMEOUT_MS);
     });
     const t0 = performance.now();
-    await producer.send({ topic, acks: -1, messages: [{ key, value, headers: { 'bench-id': id } }] });
+    await producer.send({ topic: route.topic, acks: -1, messages: [{ key, value, headers: { 'bench-id': id } }] });
     try {
       return (await arrived) - t0;
     } finally {
       clearTimeout(timer);
-      waiting.delete(id);
+      route.waiting.delete(id);
     }
   }
 
@@ -380,6 +437,20 @@ export class RecoveryLatencyRun {
   private assertOpen(): void {
     if (this.closed) throw new Error('interrupted');
   }
+}
+
+/** A bare route: the topic a trip is sent to, and the trips waiting for their record at its end. */
+interface BareRoute {
+  topic: string;
+  waiting: Map<string, (at: number) => void>;
+}
+
+function stopChild(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  const exited = new Promise<void>((done) => child.once('exit', () => done()));
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+  return exited.finally(() => clearTimeout(timer));
 }
 
 function parseSeen(value: Buffer | null, consumedAt: number): Seen | null {
