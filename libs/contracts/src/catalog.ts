@@ -8,6 +8,7 @@ import * as trajectories from './events/trajectories';
 import * as verdicts from './events/verdicts';
 import * as weights from './events/weights';
 import { MessageDefinition } from './define-message';
+import { compileExactCheck, ExactCheck } from './exact-check';
 import { TopicName } from './topics';
 
 /** Every message robustrl publishes. Adding one here is all it takes to route, validate and document it. */
@@ -97,12 +98,22 @@ export function decodeMessage(bytes: Buffer | Uint8Array | string | null): Decod
   return validateMessage(json);
 }
 
+/** Each type's compiled quick check (null: its schema has none), built on first use. */
+const exactChecks = new Map<string, ExactCheck | null>();
+function exactCheckOf(def: MessageDefinition): ExactCheck | null {
+  let check = exactChecks.get(def.type);
+  if (check === undefined) exactChecks.set(def.type, (check = compileExactCheck(def.schema)));
+  return check;
+}
+
 export function validateMessage(json: unknown): DecodeResult {
   // The common case first: a known type at its version parses once, against its own schema (which
   // holds the envelope's fields too). Anything else takes the slow path below for a precise reason.
   const claimed = typeof json === 'object' && json !== null ? (json as { type?: unknown; schemaVersion?: unknown }) : null;
   const known = typeof claimed?.type === 'string' ? definitionOf(claimed.type) : undefined;
   if (known && known.schemaVersion === claimed?.schemaVersion) {
+    // Well-formed as zod would return it: the value stands for zod's output (exact-check.ts).
+    if (exactCheckOf(known)?.(json)) return { ok: true, message: json as RobustrlMessage };
     const parsed = known.schema.safeParse(json);
     if (parsed.success) return { ok: true, message: parsed.data as RobustrlMessage };
   }
