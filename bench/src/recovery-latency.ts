@@ -372,7 +372,7 @@ export class RecoveryLatencyRun {
     return { topic: sendTo, waiting };
   }
 
-  /** One bare-relay.ts process from → to, its output in the run's logs; resolves once its consumer joined. */
+  /** One bare-relay.ts process from → to (its stderr goes into the error if it fails); resolves once its consumer joined. */
   private async startRelay(brokers: string[], from: string, to: string): Promise<void> {
     const script = join(__dirname, 'bare-relay.js');
     const child = spawn(process.execPath, [script, brokers.join(','), from, to], { stdio: ['ignore', 'pipe', 'pipe'] });
