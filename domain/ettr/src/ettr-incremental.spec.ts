@@ -5,6 +5,7 @@ import type { EttrView as ReferenceView } from './full-recompute/ettr-view';
 import { createEttrProjection as createReference, viewAt as referenceViewAt } from './full-recompute/ettr.projection';
 import { ledgerEntries } from './time-accounting';
 import { prng } from '@robustrl/testing/seeded-random';
+import { RecoveryAction, type Role, RolePhase } from '@robustrl/contracts';
 
 /**
  * Issue 13 (scale): the ETTR projection accounts a machine when it changes, not on every event, and
@@ -15,16 +16,8 @@ import { prng } from '@robustrl/testing/seeded-random';
  */
 
 const T0 = Date.parse('2026-01-01T00:00:00.000Z');
-const PHASES = ['initializing', 'training', 'context-switch', 'weight-update', 'advantage', 'checkpoint', 'rollout', 'awaiting-tools', 'idle'] as const;
-const ACTIONS = [
-  'restart-trainer-group',
-  'warm-standby-from-rollout',
-  'request-new-trainer-machine',
-  'replace-rollout',
-  'restart-task',
-  'report-only',
-] as const;
-type Role = 'trainer' | 'rollout' | 'hybrid';
+const PHASES = RolePhase.options;
+const ACTIONS = RecoveryAction.options;
 
 /** The machine as the reference keeps it (the incremental projection's bookkeeping left out). */
 function facts(m: MachineView) {
