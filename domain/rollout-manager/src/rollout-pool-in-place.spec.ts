@@ -14,8 +14,8 @@ import { prng } from '@robustrl/testing/seeded-random';
  */
 
 /**
- * One random job through both pools: rollout machines (one or two instances each) register, report
- * throughput and weight versions, generate trajectories turn by turn and finish them; machines fail
+ * One random job through both pools: rollout machines (one or two instances each) register, with or
+ * without a weight server, report throughput and weight versions, the trainer publishes versions, generate trajectories turn by turn and finish them; machines fail
  * (as rollouts or trainers), leave, are lent to the trainer or change role, and join again; inputs are
  * redelivered; once in a while an input is only folded (a history), not decided on.
  */
@@ -39,7 +39,17 @@ function randomJob(seed: number, inputs = 600) {
 
   const instanceOf = (machineId: string) => (rnd() < 0.5 ? machineId : `${machineId}/dp${Math.floor(rnd() * 2)}`);
   const register = (machineId: string, role: 'rollout' | 'trainer' = 'rollout') =>
-    msg(t, 'MachineRegistered', { machineId, role, zone: 'az-1', hardwareClass: 'h100x8', gpus: 8, agentAddress: `${machineId}:8086`, dpRank: 0 });
+    msg(t, 'MachineRegistered', {
+      machineId,
+      role,
+      zone: 'az-1',
+      hardwareClass: 'h100x8',
+      gpus: 8,
+      agentAddress: `${machineId}:8086`,
+      dpRank: 0,
+      // Half take part in weight transfer: they take work only once they hold weights (issue 14).
+      ...(rnd() < 0.5 ? { weightsAddress: `${machineId}:13337`, inferenceUrl: `http://${machineId}:8000` } : {}),
+    });
   const ref = (trajectoryId: string) => ({ trajectoryId, batchId: 'b', step: 1, promptId: trajectoryId.split('/')[0], sampleIndex: 0 });
 
   const next = (): RolloutPoolInput => {
@@ -62,6 +72,7 @@ function randomJob(seed: number, inputs = 600) {
         awaitingTools: 0,
       });
     }
+    if (r < 0.135) return msg(t, 'WeightVersionPublished', { version: Math.floor(rnd() * 6), step: 1, buckets: [], totalBytes: 0, sources: [] });
     if (r < 0.17) return msg(t, 'RelayJoined', { instanceId: instanceOf(pick(machines)!), version: Math.floor(rnd() * 6), address: 'x' });
     if (r < 0.5) {
       const trajectoryId = rnd() < 0.7 && trajectories.length > 0 ? pick(trajectories)! : `p${fresh++}/0`;

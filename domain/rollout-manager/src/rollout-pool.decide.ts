@@ -8,7 +8,8 @@ import { Trajectories } from './trajectory-table';
  *
  *   stopsServing   — a rollout machine confirmed faulty, gone, lent as warm standby or turned into a
  *                    trainer: its trajectories move to the least loaded living instances
- *   orphansAdopted — a rollout joined while trajectories had nowhere to go: they move to it
+ *   orphansAdopted — a rollout joined, or pulled its first weights, while trajectories had nowhere to
+ *                    go: they move to it (a rollout takes work only once it holds weights)
  *
  * A trajectory moves with its preserved prefix: it resumes from the turn after its last stored one.
  *
@@ -36,10 +37,13 @@ export function decideRolloutPool(command: RolloutPoolCommand, state: RolloutPoo
         : [];
     case 'MachineRegistered':
       return m.data.role === 'rollout' && state.orphans.length > 0 ? orphansAdopted(state) : [];
+    case 'RelayJoined':
+      // A machine's first whole version makes it take work: trajectories waiting for one move to it.
+      return state.orphans.length > 0 ? orphansAdopted(state) : [];
     case 'RolloutThroughputSampled':
     case 'TrajectoryTurnAppended':
     case 'TrajectoryStatusChanged':
-    case 'RelayJoined':
+    case 'WeightVersionPublished':
       return []; // the picture changes (evolve), nothing moves
     default:
       return assertNever(m, 'rollout pool input');

@@ -213,3 +213,73 @@ describe('rollout pool: a rollout that stops serving hands its in-flight traject
       .thenNothingHappened(eq);
   });
 });
+
+describe('rollout pool: a rollout takes work only once it holds weights (issue 14)', () => {
+  /** A machine with a weight server: its holdings are known from the relays it joins. */
+  const withWeights = (machineId: string, s = 0) =>
+    msg(s, 'MachineRegistered', {
+      machineId,
+      role: 'rollout',
+      zone: 'az-1',
+      hardwareClass: 'h100x8',
+      gpus: 8,
+      agentAddress: `${machineId}:8086`,
+      dpRank: 0,
+      weightsAddress: `${machineId}:13337`,
+      inferenceUrl: `http://${machineId}:8000`,
+    });
+  const published = (s: number, version: number) => msg(s, 'WeightVersionPublished', { version, step: version, buckets: [], totalBytes: 0, sources: [] });
+  const relay = (s: number, machineId: string, version: number) => msg(s, 'RelayJoined', { instanceId: machineId, version, address: `${machineId}:13337` });
+  /** r-0 and r-1 hold version 3; r-0 runs p1. */
+  const running = () => [withWeights('r-0'), withWeights('r-1'), published(1, 3), relay(2, 'r-0', 3), relay(2, 'r-1', 3), turn(3, 'p1/0', 0, 'r-0')];
+
+  it('a replacement that joined but pulled nothing yet gets none of a dead rollout’s trajectories', () => {
+    // The failing case on main: r-2 registered at 5 and was handed p1 before it held any weights.
+    const fresh = [...running(), fault(4, 'r-1'), withWeights('r-2', 5)];
+    const out = decideAfter(fresh, fault(10, 'r-0'));
+    expect(out).toEqual([]);
+    const d = RolloutPoolDecider;
+    const state = [...fresh, fault(10, 'r-0')].reduce(d.evolve, d.initialState());
+    expect(state.orphans.map((o) => o.trajectoryId)).toEqual(['p1/0']);
+  });
+
+  it('its first whole version makes it take the trajectories that waited', () => {
+    const waiting = [...running(), fault(4, 'r-1'), withWeights('r-2', 5), fault(10, 'r-0')];
+    spec
+      .given(waiting)
+      .when(observe(relay(20, 'r-2', 3)))
+      .then(
+        [
+          draft('TrajectoriesReassigned', {
+            fromRolloutId: 'r-0',
+            reason: 'rollout r-0 stopped serving with no other rollout alive',
+            assignments: [{ trajectoryId: 'p1/0', toRolloutId: 'r-2', resumeFromTurn: 1 }],
+          }),
+        ],
+        eq,
+      );
+  });
+
+  it('a rollout with weights takes them over at once, past a fresh one', () => {
+    const out = decideAfter([...running(), withWeights('r-2', 5)], fault(10, 'r-0'));
+    expect(out.flatMap((o) => (o.data as { assignments: Array<{ toRolloutId: string }> }).assignments.map((a) => a.toRolloutId))).toEqual(['r-1']);
+  });
+
+  it('before any version is published, and for a machine outside weight transfer, serving is enough', () => {
+    const d = RolloutPoolDecider;
+    const early = [withWeights('r-0'), withWeights('r-1'), turn(3, 'p1/0', 0, 'r-0')];
+    expect(decideAfter(early, fault(10, 'r-0'))).toHaveLength(1);
+    // register() has no weight server: the control plane cannot see its weights, so it is not held back.
+    const untracked = [...running(), register('r-5', 4)];
+    expect(decideAfter([...untracked, fault(5, 'r-1')], fault(10, 'r-0'))).toHaveLength(1);
+    expect([...untracked].reduce(d.evolve, d.initialState()).machines['r-5']).toMatchObject({ weightsTracked: false, inferenceUrl: null });
+  });
+
+  it('an agent that registers again on a serving machine keeps its weights, as the registry does', () => {
+    const d = RolloutPoolDecider;
+    const state = [...running(), withWeights('r-0', 8)].reduce(d.evolve, d.initialState());
+    expect(state.machines['r-0']).toMatchObject({ status: 'serving', weightVersion: 3, inferenceUrl: 'http://r-0:8000' });
+    const back = [...running(), fault(5, 'r-0'), withWeights('r-0', 8)].reduce(d.evolve, d.initialState());
+    expect(back.machines['r-0']).toMatchObject({ status: 'serving', weightVersion: null });
+  });
+});

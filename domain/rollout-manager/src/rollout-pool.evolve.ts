@@ -43,6 +43,7 @@ function evolveFacts(state: RolloutPoolState, event: RolloutPoolEvent): void {
     case 'MachineRegistered': {
       if (event.data.role !== 'rollout') return;
       const d = event.data;
+      const prior = state.machines[d.machineId];
       state.machines[d.machineId] = {
         machineId: d.machineId,
         zone: d.zone,
@@ -50,7 +51,11 @@ function evolveFacts(state: RolloutPoolState, event: RolloutPoolEvent): void {
         dpRank: d.dpRank,
         status: 'serving',
         lentTo: null,
-        weightVersion: null,
+        // A serving machine registering again (its agent restarted) still holds its weights, as the
+        // registry keeps them; one that was down, lent or unknown starts with none.
+        weightVersion: prior?.status === 'serving' ? prior.weightVersion : null,
+        weightsTracked: d.weightsAddress !== undefined,
+        inferenceUrl: d.inferenceUrl ?? null,
       };
       // The first rollout to join after a lend refills the pool for it.
       if (state.awaitingRefill.length > 0) {
@@ -89,6 +94,10 @@ function evolveFacts(state: RolloutPoolState, event: RolloutPoolEvent): void {
       if (machine && (machine.weightVersion ?? -1) < event.data.version) machine.weightVersion = event.data.version;
       return;
     }
+    case 'WeightVersionPublished':
+      // The newest, not the highest: a trainer restarted from a checkpoint publishes a lower version again.
+      state.publishedVersion = event.data.version;
+      return;
     case 'TrajectoryTurnAppended': {
       const d = event.data;
       const prior = Trajectories.get(state.trajectories, d.trajectoryId);

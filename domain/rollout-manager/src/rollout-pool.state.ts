@@ -1,6 +1,7 @@
 import type { Draft, MessageOf } from '@robustrl/contracts';
 import type { JobCommand } from '@robustrl/domain-kit';
 import { Trajectories, TrajectoryTable } from './trajectory-table';
+import { holdsWeights } from './weight-readiness';
 
 /**
  * The rollout pool of one job (paper §3 RolloutManager, §5.2.2): which rollout instances serve, which
@@ -19,6 +20,7 @@ export const ROLLOUT_POOL_INPUT_TYPES = [
   'TrajectoryTurnAppended',
   'TrajectoryStatusChanged',
   'RelayJoined',
+  'WeightVersionPublished',
 ] as const;
 export const ROLLOUT_POOL_OUTPUT_TYPES = ['TrajectoriesReassigned'] as const;
 export type RolloutPoolInput = MessageOf<(typeof ROLLOUT_POOL_INPUT_TYPES)[number]>;
@@ -38,6 +40,10 @@ export interface PoolMachine {
   lentTo: string | null;
   /** The newest weight version the machine holds whole (it relays it), null before its first. */
   weightVersion: number | null;
+  /** Whether it takes part in weight transfer (it registered a weight server), so `weightVersion` is known. */
+  weightsTracked: boolean;
+  /** Its inference engine's base URL, when it told one: what the router routes to. */
+  inferenceUrl: string | null;
 }
 
 export interface PoolTrajectory {
@@ -64,6 +70,8 @@ export interface RolloutPoolState {
   orphans: MovingTrajectory[];
   /** Lent machines waiting for the rollout that refills the pool. */
   awaitingRefill: string[];
+  /** The trainer's newest published weight version, null before the first: what "holds weights" is judged by. */
+  publishedVersion: number | null;
   /**
    * The machine the input folded last took out of serving, else null. The pool evolves in place, so
    * its decision on an input reads the state with the input in: this is what tells "it stopped serving
@@ -78,19 +86,26 @@ export const initialRolloutPoolState = (): RolloutPoolState => ({
   trajectories: Trajectories.empty(),
   orphans: [],
   awaitingRefill: [],
+  publishedVersion: null,
   stoppedServing: null,
 });
 
 export const machineOfInstance = (state: RolloutPoolState, rolloutId: string) => state.instanceMachine[rolloutId] ?? rolloutId.split('/')[0];
 export const isActive = (t: PoolTrajectory) => t.status === 'in-flight' || t.status === 'reassigned';
 
+/** Whether trajectories may move to the machine: it serves and holds weights (a fresh one waits for its first pull). */
+export function takesWork(state: RolloutPoolState, machine: PoolMachine | undefined): boolean {
+  return machine?.status === 'serving' && holdsWeights(machine, state.publishedVersion ?? null);
+}
+
+/** The instances trajectories may move to: on machines that serve and hold weights. */
 export function servingInstances(state: RolloutPoolState): string[] {
   const instances = new Set<string>();
-  for (const [rolloutId, machineId] of Object.entries(state.instanceMachine)) if (state.machines[machineId]?.status === 'serving') instances.add(rolloutId);
+  for (const [rolloutId, machineId] of Object.entries(state.instanceMachine)) if (takesWork(state, state.machines[machineId])) instances.add(rolloutId);
   // A serving machine no sample has named an instance for yet serves under its own id. (The named
   // machines as a set: searching the instance table once per machine made this O(N²) on every stop.)
   const named = new Set(Object.values(state.instanceMachine));
-  for (const m of Object.values(state.machines)) if (m.status === 'serving' && !named.has(m.machineId)) instances.add(m.machineId);
+  for (const m of Object.values(state.machines)) if (takesWork(state, m) && !named.has(m.machineId)) instances.add(m.machineId);
   return [...instances].sort();
 }
 

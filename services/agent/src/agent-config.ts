@@ -21,6 +21,11 @@ export interface AgentConfig {
   stopGraceMs: number;
   /** Tolerance when judging a command without an incarnation by its time against the agent's start. */
   commandClockSkewMs: number;
+  /**
+   * Base URL of this rollout machine's inference engine, as the router reaches it: registered so the
+   * engine joins the router once the machine holds weights (issue 14).
+   */
+  inferenceUrl: string | undefined;
   /** The UCX weight server and pull limits (paper §5.2.1). */
   weights: {
     bindHost: string;
@@ -62,6 +67,7 @@ const Env = z.object({
   ROBUSTRL_WEIGHTS_MAX_MIB_PER_SECOND: z.coerce.number().nonnegative().default(0),
   ROBUSTRL_WEIGHTS_OP_TIMEOUT_SECONDS: z.coerce.number().positive().default(30),
   ROBUSTRL_WEIGHTS_CATALOG_WAIT_SECONDS: z.coerce.number().positive().default(10),
+  ROBUSTRL_INFERENCE_URL: z.url({ protocol: /^https?$/, error: "the engine's base URL, http(s)://host:port" }).optional(),
 });
 
 const MiB = 1 << 20;
@@ -89,6 +95,7 @@ export function agentConfigFromEnv(env: NodeJS.ProcessEnv): AgentConfig {
     hardwareClass: e.ROBUSTRL_HARDWARE_CLASS,
     gpus: e.ROBUSTRL_GPUS,
     dpRank: e.ROBUSTRL_DP_RANK ?? null,
+    inferenceUrl: e.ROBUSTRL_INFERENCE_URL,
     apiPort: e.ROBUSTRL_AGENT_PORT,
     roleCommands,
     gpuSampleSeconds: e.ROBUSTRL_GPU_SAMPLE_SECONDS,

@@ -91,6 +91,7 @@ export class AgentRuntime {
       agentAddress: apiUrl,
       dpRank: this.config.dpRank,
       ...(weightsAddress ? { weightsAddress } : {}),
+      ...(this.config.inferenceUrl ? { inferenceUrl: this.config.inferenceUrl } : {}),
       incarnation: this.incarnation,
     });
     const command = this.config.roleCommands[this.role];

@@ -48,6 +48,7 @@ describe('agent', () => {
       ROBUSTRL_GPU_SAMPLE_SECONDS: '3600',
       ROBUSTRL_WEIGHTS_PORT: '0',
       ROBUSTRL_WEIGHTS_BIND_HOST: '127.0.0.1',
+      ROBUSTRL_INFERENCE_URL: 'http://10.0.0.5:8000',
     });
     runtime = new AgentRuntime(bus, config);
     const moduleRef = await Test.createTestingModule({
@@ -70,10 +71,19 @@ describe('agent', () => {
   it('refuses a configuration without a machine id, naming it', () => {
     expect(() => agentConfigFromEnv({ ROBUSTRL_JOB_ID: 'j', ROBUSTRL_ROLE: 'trainer' })).toThrow(/ROBUSTRL_MACHINE_ID/);
     expect(() => agentConfigFromEnv({ ROBUSTRL_JOB_ID: 'j', ROBUSTRL_MACHINE_ID: 'm', ROBUSTRL_ROLE: 'pilot' })).toThrow(/ROBUSTRL_ROLE/);
+    expect(() =>
+      agentConfigFromEnv({ ROBUSTRL_JOB_ID: 'j', ROBUSTRL_MACHINE_ID: 'm', ROBUSTRL_ROLE: 'rollout', ROBUSTRL_INFERENCE_URL: '10.0.0.5:8000' }),
+    ).toThrow(/ROBUSTRL_INFERENCE_URL/);
   });
 
   it("registers the machine and relays the framework's reports; a bad body is a 400 naming each problem", async () => {
-    expect(published('MachineRegistered')[0].data).toMatchObject({ machineId: 'm-1', role: 'rollout', agentAddress: url });
+    // The engine's URL travels with the registration: the router routes to it once the machine holds weights.
+    expect(published('MachineRegistered')[0].data).toMatchObject({
+      machineId: 'm-1',
+      role: 'rollout',
+      agentAddress: url,
+      inferenceUrl: 'http://10.0.0.5:8000',
+    });
     const bad = await fetch(`${url}/v1/phase`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },

@@ -20,7 +20,7 @@ export const ROLLOUT_MANAGER_INPUTS = [Topics.membership, Topics.telemetry, Topi
 @Module({})
 export class RolloutManagerModule implements OnApplicationBootstrap, OnModuleDestroy {
   readonly consumer: DecidingConsumer<RolloutPoolState, RolloutPoolEvent, RolloutPoolInput>;
-  /** The OpenAI-compatible router, when this deployment routes the job's engines (ROBUSTRL_ROUTER_ENGINES). */
+  /** The OpenAI-compatible router, when this deployment routes the job's engines (ROBUSTRL_ROUTER, ROBUSTRL_ROUTER_ENGINES). */
   readonly router: RouterRuntime | null;
   /** Carries out ScaleRolloutPool when an orchestrator is configured (ROBUSTRL_ORCHESTRATOR). */
   readonly scaler: PoolScaler | null;
@@ -37,7 +37,7 @@ export class RolloutManagerModule implements OnApplicationBootstrap, OnModuleDes
     @Optional() @Inject(CLOCK) clock: (() => number) | null,
   ) {
     const routerConfig = routerConfigFromEnv(process.env);
-    this.router = routerConfig ? new RouterRuntime(bus, routerConfig) : null;
+    this.router = routerConfig ? new RouterRuntime(bus, routerConfig, (jobId) => this.consumer.stateOf(jobId)) : null;
     this.consumer = new DecidingConsumer(bus, store, {
       consumer: 'rollout-manager',
       topics: ROLLOUT_MANAGER_INPUTS,

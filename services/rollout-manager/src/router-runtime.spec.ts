@@ -3,6 +3,9 @@ import { createMessage, decodeMessage, MessageOf, RobustrlMessage, Topics } from
 import { eventually } from '@robustrl/testing/eventually';
 import { FakeInferenceEngine } from '@robustrl/testing/fake-inference-engine';
 import { chat } from '@robustrl/testing/openai-client';
+import { RolloutPoolDecider, RolloutPoolInput, RolloutPoolState } from '@robustrl/rollout-manager-domain';
+import { createServer, Server } from 'node:http';
+import { AddressInfo } from 'node:net';
 import { routerConfigFromEnv, RouterRuntime } from './router-runtime';
 
 describe('router runtime in the rollout manager', () => {
@@ -20,6 +23,7 @@ describe('router runtime in the rollout manager', () => {
       host: '127.0.0.1',
       requestManagerUrl: null,
       throughputSeconds: 0.2,
+      maxStaleness: 1,
       engines: [
         { id: 'e1', machineId: 'rollout-1', baseUrl: engines[0].url },
         { id: 'e2', machineId: 'rollout-2', baseUrl: engines[1].url },
@@ -91,6 +95,11 @@ describe('router runtime in the rollout manager', () => {
   });
 
   it('reads its engines from the environment and says what is wrong with a bad entry', () => {
+    expect(routerConfigFromEnv({ ROBUSTRL_JOB_ID: 'j', ROBUSTRL_ROUTER: 'on' })).toMatchObject({ engines: [], maxStaleness: 1 });
+    expect(routerConfigFromEnv({ ROBUSTRL_JOB_ID: 'j', ROBUSTRL_ROUTER: 'on', ROBUSTRL_MAX_STALENESS: '0' })).toMatchObject({ maxStaleness: 0 });
+    expect(() => routerConfigFromEnv({ ROBUSTRL_JOB_ID: 'j', ROBUSTRL_ROUTER: 'on', ROBUSTRL_MAX_STALENESS: '-1' })).toThrow(/ROBUSTRL_MAX_STALENESS/);
+    expect(() => routerConfigFromEnv({ ROBUSTRL_JOB_ID: 'j', ROBUSTRL_ROUTER: 'yes' })).toThrow(/ROBUSTRL_ROUTER must be on or off/);
+    expect(routerConfigFromEnv({ ROBUSTRL_JOB_ID: 'j', ROBUSTRL_ROUTER: 'off', ROBUSTRL_ROUTER_ENGINES: 'a=http://x' })).toBeNull();
     expect(routerConfigFromEnv({})).toBeNull();
     expect(routerConfigFromEnv({ ROBUSTRL_JOB_ID: 'j', ROBUSTRL_ROUTER_ENGINES: 'a=http://10.0.0.1:8000, b@node-7=http://10.0.0.2:8000' })).toMatchObject({
       port: 8000,
@@ -101,5 +110,173 @@ describe('router runtime in the rollout manager', () => {
     });
     expect(() => routerConfigFromEnv({ ROBUSTRL_JOB_ID: 'j', ROBUSTRL_ROUTER_ENGINES: 'a:8000' })).toThrow(/'a:8000' is not id=url/);
     expect(() => routerConfigFromEnv({ ROBUSTRL_ROUTER_ENGINES: 'a=http://x' })).toThrow(/ROBUSTRL_JOB_ID/);
+  });
+});
+
+/**
+ * Issue 14: router membership follows the rollout pool. On main the engine list was static: a
+ * replacement rollout's engine never joined, a fresh one would have served before it held weights,
+ * and every turn was tagged weight version 0.
+ */
+describe('router membership follows the rollout pool (issue 14)', () => {
+  const job = 'job-m';
+  let engines: FakeInferenceEngine[];
+  let bus: InProcessBus;
+  let runtime: RouterRuntime;
+  let url: string;
+  let state: RolloutPoolState;
+  let requestManager: Server;
+  let recorded: Array<{ weightVersion: number; kind: string }>;
+
+  const at = () => ({ jobId: job, source: 'spec', occurredAt: new Date().toISOString() });
+  /** Fold into the pool as the rollout manager does, then let the router follow. */
+  const apply = (input: RolloutPoolInput) => {
+    state = RolloutPoolDecider.evolve(state, input);
+    runtime.follow(input, []);
+  };
+  const register = (machineId: string, engine: FakeInferenceEngine) =>
+    createMessage(
+      'MachineRegistered',
+      {
+        machineId,
+        role: 'rollout',
+        zone: 'az-1',
+        hardwareClass: 'h100x8',
+        gpus: 8,
+        agentAddress: `http://${machineId}:8086`,
+        dpRank: 0,
+        weightsAddress: `${machineId}:13337`,
+        inferenceUrl: engine.url,
+      },
+      at(),
+    );
+  const published = (version: number) => createMessage('WeightVersionPublished', { version, step: version, buckets: [], totalBytes: 0, sources: [] }, at());
+  const relay = (machineId: string, version: number) => createMessage('RelayJoined', { instanceId: machineId, version, address: `${machineId}:13337` }, at());
+  const routed = () =>
+    runtime.pool
+      .snapshot()
+      .map((e) => `${e.id}@v${e.weightVersion}`)
+      .sort();
+  const headers = (prompt: string) => ({ 'x-robustrl-job': job, 'x-robustrl-prompt': prompt, 'x-robustrl-sample': '0' });
+
+  beforeEach(async () => {
+    engines = await Promise.all(['m1', 'm2'].map((id) => FakeInferenceEngine.start({ id, toolRounds: 0, tokensPerReply: 4, tokenIntervalMs: 1 })));
+    recorded = [];
+    requestManager = createServer((req, res) => {
+      let body = '';
+      req.on('data', (c) => (body += c));
+      req.on('end', () => {
+        const parsed = body ? (JSON.parse(body) as { turns?: Array<{ weightVersion: number; kind: string }> }) : {};
+        for (const t of parsed.turns ?? []) recorded.push(t);
+        // Enough of the request manager for the router's recorder: nothing stored before (an empty prefix).
+        res.writeHead(200, { 'content-type': 'application/json' }).end('{"turns":[]}');
+      });
+    });
+    await new Promise<void>((r) => requestManager.listen(0, '127.0.0.1', r));
+    bus = new InProcessBus();
+    state = RolloutPoolDecider.initialState();
+    runtime = new RouterRuntime(
+      bus,
+      {
+        jobId: job,
+        port: 0,
+        host: '127.0.0.1',
+        requestManagerUrl: `http://127.0.0.1:${(requestManager.address() as AddressInfo).port}`,
+        throughputSeconds: 60,
+        maxStaleness: 1,
+        engines: [],
+      },
+      () => state,
+    );
+    url = await runtime.start();
+  });
+
+  afterEach(async () => {
+    await runtime.stop();
+    for (const e of engines) e.kill();
+    await bus.close();
+    await new Promise((r) => requestManager.close(r));
+  });
+
+  it('a registered engine routes before the first version is published, tagging turns with the initial weights', async () => {
+    apply(register('m1', engines[0]));
+    expect(routed()).toEqual(['m1@v0']);
+    const answer = await chat(url, { model: 'm', messages: [{ role: 'user', content: 'go' }] }, headers('a'));
+    expect(answer.engineId).toBe('m1');
+    await eventually('the turn recorded', () => (recorded.some((t) => t.kind === 'model-output') ? true : undefined));
+    expect(recorded.filter((t) => t.kind === 'model-output').map((t) => t.weightVersion)).toEqual([0]);
+  });
+
+  it('a replacement joins only once it holds the published version, and turns carry the version its engine held', async () => {
+    apply(register('m1', engines[0]));
+    apply(published(3));
+    expect(routed()).toEqual([]); // m1 holds nothing of version 3 yet: STALE
+    apply(relay('m1', 3));
+    expect(routed()).toEqual(['m1@v3']);
+    // m2 joins the job as m1's replacement would: registered, but no weights pulled yet.
+    apply(register('m2', engines[1]));
+    expect(routed()).toEqual(['m1@v3']);
+    const first = await chat(url, { model: 'm', messages: [{ role: 'user', content: 'go' }] }, headers('b'));
+    expect(first.engineId).toBe('m1');
+    apply(relay('m2', 3));
+    expect(routed()).toEqual(['m1@v3', 'm2@v3']);
+    await eventually('the turn recorded', () => (recorded.some((t) => t.kind === 'model-output') ? true : undefined));
+    expect(recorded.filter((t) => t.kind === 'model-output').map((t) => t.weightVersion)).toEqual([3]);
+  });
+
+  it('an engine more than the bound behind leaves until it catches up; within the bound it stays with its version', () => {
+    apply(register('m1', engines[0]));
+    apply(register('m2', engines[1]));
+    apply(published(1));
+    apply(relay('m1', 1));
+    apply(relay('m2', 1));
+    apply(published(2));
+    expect(routed()).toEqual(['m1@v1', 'm2@v1']); // one behind: within the bound of 1
+    apply(relay('m1', 2));
+    apply(published(3));
+    expect(routed()).toEqual(['m1@v2']); // m2 is two behind
+    apply(relay('m2', 3));
+    expect(routed()).toEqual(['m1@v2', 'm2@v3']);
+  });
+
+  it('leaves when its machine is confirmed faulty or lent, and a machine registering again after a fault starts STALE', () => {
+    apply(register('m1', engines[0]));
+    apply(register('m2', engines[1]));
+    apply(published(1));
+    apply(relay('m1', 1));
+    apply(relay('m2', 1));
+    apply(
+      createMessage(
+        'FaultConfirmed',
+        {
+          verdictId: 'v1',
+          machineId: 'm1',
+          role: 'rollout',
+          rule: 'rollout-silent',
+          handledAs: 'rollout',
+          machineFaulty: true,
+          detectionLatencyMs: 1,
+          evidence: {},
+        },
+        at(),
+      ),
+    );
+    expect(routed()).toEqual(['m2@v1']);
+    apply(createMessage('PromoteRolloutToTrainer', { recoveryId: 'r', commandId: 'r/1', rolloutMachineId: 'm2', replacesMachineId: 't0' }, at()));
+    expect(routed()).toEqual([]);
+    apply(register('m1', engines[0]));
+    expect(routed()).toEqual([]);
+    apply(relay('m1', 1));
+    expect(routed()).toEqual(['m1@v1']);
+  });
+
+  it('a router that starts after the pool was refolded routes the engines registered before', async () => {
+    await runtime.stop();
+    apply(register('m1', engines[0]));
+    apply(published(2));
+    apply(relay('m1', 2));
+    runtime = new RouterRuntime(bus, { ...runtime.config, engines: [] }, () => state);
+    await runtime.start();
+    expect(routed()).toEqual(['m1@v2']);
   });
 });

@@ -1,6 +1,7 @@
 import { Logger } from '@nestjs/common';
 import { MessageBus } from '@robustrl/bus';
 import { createMessage, RobustrlMessage } from '@robustrl/contracts';
+import { holdsServableWeights, machineOfInstance, PoolMachine, RolloutPoolState, servedVersion } from '@robustrl/rollout-manager-domain';
 import { z } from 'zod';
 import { EnginePool, EngineSpec, HttpTrajectoryRecorder, OpenAiRouter, ThroughputMeter } from './router';
 
@@ -8,7 +9,10 @@ export interface RouterConfig {
   jobId: string;
   port: number;
   host: string;
+  /** Engines listed by the operator; more join as rollout machines register theirs (`inferenceUrl`). */
   engines: EngineSpec[];
+  /** How many weight versions behind the newest published one an engine may be and still serve (the job's bound). */
+  maxStaleness: number;
   /** The request manager's base URL; without it the router serves and fails over but records nothing. */
   requestManagerUrl: string | null;
   throughputSeconds: number;
@@ -17,20 +21,24 @@ export interface RouterConfig {
 const Engine = /^(?<id>[^=@,\s]+)(@(?<machine>[^=,\s]+))?=(?<url>https?:\/\/\S+)$/;
 
 /**
- * The router is on when ROBUSTRL_ROUTER_ENGINES lists the job's engines (`id=url` or
- * `id@machine=url`, comma separated). ROBUSTRL_ROUTER_PORT (default 8000), ROBUSTRL_ROUTER_HOST
- * (default 0.0.0.0: agent loops run elsewhere), ROBUSTRL_REQUEST_MANAGER_URL, ROBUSTRL_JOB_ID,
- * ROBUSTRL_THROUGHPUT_SECONDS (default 10).
+ * The router is on when ROBUSTRL_ROUTER=on, or when ROBUSTRL_ROUTER_ENGINES lists engines to start
+ * with (`id=url` or `id@machine=url`, comma separated); rollout machines whose agents tell their
+ * engine's URL (ROBUSTRL_INFERENCE_URL) join as they come. ROBUSTRL_ROUTER_PORT (default 8000),
+ * ROBUSTRL_ROUTER_HOST (default 0.0.0.0: agent loops run elsewhere), ROBUSTRL_REQUEST_MANAGER_URL,
+ * ROBUSTRL_JOB_ID, ROBUSTRL_THROUGHPUT_SECONDS (default 10), ROBUSTRL_MAX_STALENESS (default 1; 0
+ * for a synchronous job).
  */
 export function routerConfigFromEnv(env: NodeJS.ProcessEnv): RouterConfig | null {
-  const list = env.ROBUSTRL_ROUTER_ENGINES?.trim();
-  if (!list) return null;
-  const engines = list.split(',').map((item) => {
+  const list = env.ROBUSTRL_ROUTER_ENGINES?.trim() ?? '';
+  const on = env.ROBUSTRL_ROUTER?.trim().toLowerCase();
+  if (on !== undefined && on !== '' && on !== 'on' && on !== 'off') throw new Error(`ROBUSTRL_ROUTER must be on or off, got '${env.ROBUSTRL_ROUTER}'`);
+  if (on === 'off' || (!list && on !== 'on')) return null;
+  const engines = (list ? list.split(',') : []).map((item) => {
     const m = Engine.exec(item.trim());
     if (!m?.groups) throw new Error(`ROBUSTRL_ROUTER_ENGINES: '${item}' is not id=url or id@machine=url`);
     return { id: m.groups.id, machineId: m.groups.machine ?? m.groups.id, baseUrl: m.groups.url };
   });
-  if (!env.ROBUSTRL_JOB_ID) throw new Error('ROBUSTRL_JOB_ID is required with ROBUSTRL_ROUTER_ENGINES: the job the engines serve');
+  if (!env.ROBUSTRL_JOB_ID) throw new Error('ROBUSTRL_JOB_ID is required with the router: the job the engines serve');
   const port = z.coerce
     .number()
     .int()
@@ -43,21 +51,43 @@ export function routerConfigFromEnv(env: NodeJS.ProcessEnv): RouterConfig | null
     .positive()
     .safeParse(env.ROBUSTRL_THROUGHPUT_SECONDS ?? '10');
   if (!seconds.success) throw new Error(`ROBUSTRL_THROUGHPUT_SECONDS must be a positive number, got '${env.ROBUSTRL_THROUGHPUT_SECONDS}'`);
+  const staleness = z.coerce
+    .number()
+    .int()
+    .nonnegative()
+    .safeParse(env.ROBUSTRL_MAX_STALENESS ?? '1');
+  if (!staleness.success) throw new Error(`ROBUSTRL_MAX_STALENESS must be a whole number of weight versions, got '${env.ROBUSTRL_MAX_STALENESS}'`);
   return {
     jobId: env.ROBUSTRL_JOB_ID,
     port: port.data,
     host: env.ROBUSTRL_ROUTER_HOST ?? '0.0.0.0',
     engines,
+    maxStaleness: staleness.data,
     requestManagerUrl: env.ROBUSTRL_REQUEST_MANAGER_URL ?? null,
     throughputSeconds: seconds.data,
   };
 }
 
+/** The inputs that can change which engines the router may use. */
+const MEMBERSHIP_INPUTS = new Set<RobustrlMessage['type']>([
+  'MachineRegistered',
+  'MachineDeregistered',
+  'MachineRoleChanged',
+  'FaultConfirmed',
+  'PromoteRolloutToTrainer',
+  'RelayJoined',
+  'WeightVersionPublished',
+]);
+
 /**
  * The router inside the rollout manager: it serves the agent loops, publishes each engine's
- * throughput for the detector, and follows the pool's decisions — an engine whose machine is
- * confirmed faulty, gone or lent to the trainer leaves the pool, and trajectories the pool
- * reassigned stick to their new engine.
+ * throughput for the detector, and follows the pool (issue 14: router membership was static).
+ *
+ * An engine routes while its machine serves and holds weights within the job's staleness bound
+ * (`holdsServableWeights`): a new or re-admitted rollout joins once it pulled a current version, one
+ * that falls behind or whose machine is confirmed faulty, gone or lent to the trainer leaves, and each
+ * engine carries the version its machine holds, which the turns it generates are tagged with.
+ * Trajectories the pool reassigned stick to their new engine.
  */
 export class RouterRuntime {
   private readonly logger = new Logger('router');
@@ -66,10 +96,19 @@ export class RouterRuntime {
   private readonly meter = new ThroughputMeter(Date.now());
   private timer?: NodeJS.Timeout;
 
+  /** The operator's engines by machine: they come back when their machine serves again. */
+  private readonly listed = new Map<string, EngineSpec[]>();
+
   constructor(
     private readonly bus: MessageBus,
     readonly config: RouterConfig,
+    /** The rollout pool's state of a job, when the rollout manager has one. */
+    private readonly poolOf: (jobId: string) => RolloutPoolState | undefined = () => undefined,
   ) {
+    for (const e of config.engines) {
+      const machineId = e.machineId ?? e.id;
+      this.listed.set(machineId, [...(this.listed.get(machineId) ?? []), e]);
+    }
     this.pool = new EnginePool(config.engines, { probeIntervalMs: 5_000 });
     this.router = new OpenAiRouter({
       pool: this.pool,
@@ -86,11 +125,14 @@ export class RouterRuntime {
   }
 
   async start(): Promise<string> {
+    // The pool was refolded before the router starts: engines registered before a restart are known.
+    const state = this.poolOf(this.config.jobId);
+    if (state) for (const machineId of Object.keys(state.machines)) this.reconcile(state, machineId);
     this.pool.startProbing();
     const url = await this.router.listen(this.config.port, this.config.host);
     this.timer = setInterval(() => void this.publishThroughput(), this.config.throughputSeconds * 1000);
     if (!this.config.requestManagerUrl) this.logger.warn('ROBUSTRL_REQUEST_MANAGER_URL is not set: trajectories are routed but not recorded');
-    this.logger.log(`routing ${this.config.engines.length} engine(s) for job ${this.config.jobId} at ${url}`);
+    this.logger.log(`routing ${this.pool.snapshot().length} engine(s) for job ${this.config.jobId} at ${url}; more join as rollout machines register`);
     return url;
   }
 
@@ -103,6 +145,49 @@ export class RouterRuntime {
   /** Follow what the rollout pool decided (called by the rollout manager after each applied message). */
   follow(input: RobustrlMessage, emitted: readonly RobustrlMessage[]): void {
     if (input.jobId !== this.config.jobId) return;
+    const state = MEMBERSHIP_INPUTS.has(input.type) ? this.poolOf(this.config.jobId) : undefined;
+    const machineId = state ? machineNamedBy(state, input) : null;
+    if (state && input.type === 'WeightVersionPublished') {
+      for (const id of Object.keys(state.machines)) this.reconcile(state, id);
+    } else if (state && machineId !== null && state.machines[machineId]) {
+      this.reconcile(state, machineId);
+    } else {
+      this.leaveUnregistered(input);
+    }
+    for (const m of emitted) {
+      if (m.type !== 'TrajectoriesReassigned') continue;
+      for (const a of m.data.assignments) this.pool.assign(a.trajectoryId, a.toRolloutId);
+    }
+  }
+
+  /**
+   * Make the machine's engines route or not, as the pool's view of it says. Reads the state as it is
+   * now (it may be ahead of the input that prompted the call): the result is the same either way.
+   */
+  private reconcile(state: RolloutPoolState, machineId: string): void {
+    const machine = state.machines[machineId];
+    if (!machine) return;
+    const specs = this.listed.get(machineId) ?? (machine.inferenceUrl ? [{ id: machineId, machineId, baseUrl: machine.inferenceUrl }] : []);
+    const present = this.pool.enginesOn(machineId);
+    const why = whyNotRouting(machine, state.publishedVersion ?? null, this.config.maxStaleness);
+    if (why !== null) {
+      for (const e of present) {
+        this.logger.warn(`engine ${e.id} leaves the pool: its machine ${machineId} ${why}`);
+        this.pool.remove(e.id);
+      }
+      return;
+    }
+    const weightVersion = servedVersion(machine, state.publishedVersion ?? null);
+    for (const spec of specs) {
+      const known = present.find((e) => e.id === spec.id);
+      if (!known) this.logger.log(`engine ${spec.id} joins the pool at ${spec.baseUrl}: its machine ${machineId} serves weight version ${weightVersion}`);
+      else if (known.weightVersion !== weightVersion) this.logger.log(`engine ${spec.id} now serves weight version ${weightVersion}`);
+      this.pool.add({ ...spec, machineId, weightVersion });
+    }
+  }
+
+  /** A machine the pool has no registration of (an operator-listed engine without an agent) leaves on the verdicts that name it. */
+  private leaveUnregistered(input: RobustrlMessage): void {
     const leaving =
       input.type === 'FaultConfirmed' && input.data.handledAs === 'rollout'
         ? input.data.machineId
@@ -118,10 +203,6 @@ export class RouterRuntime {
         );
         this.pool.remove(e.id);
       }
-    }
-    for (const m of emitted) {
-      if (m.type !== 'TrajectoriesReassigned') continue;
-      for (const a of m.data.assignments) this.pool.assign(a.trajectoryId, a.toRolloutId);
     }
   }
 
@@ -149,4 +230,32 @@ export class RouterRuntime {
     );
     await this.bus.publish(messages as RobustrlMessage[]).catch((err) => this.logger.warn(`throughput not published: ${String(err)}`));
   }
+}
+
+/** The machine a membership input is about, as the pool knows it. */
+function machineNamedBy(state: RolloutPoolState, input: RobustrlMessage): string | null {
+  switch (input.type) {
+    case 'MachineRegistered':
+    case 'MachineDeregistered':
+    case 'MachineRoleChanged':
+    case 'FaultConfirmed':
+      return input.data.machineId;
+    case 'PromoteRolloutToTrainer':
+      return input.data.rolloutMachineId;
+    case 'RelayJoined':
+      return machineOfInstance(state, input.data.instanceId);
+    default:
+      return null;
+  }
+}
+
+/** Why a machine's engines may not route now, or null when they may. */
+function whyNotRouting(machine: PoolMachine, publishedVersion: number | null, maxStaleness: number): string | null {
+  if (machine.status === 'lent') return 'is lent to the trainer';
+  if (machine.status === 'down') return 'stopped serving (faulty or gone)';
+  if (!holdsServableWeights(machine, publishedVersion, maxStaleness))
+    return machine.weightVersion === null
+      ? `holds no weights yet (version ${publishedVersion} is published): STALE until it pulls one`
+      : `holds weight version ${machine.weightVersion}, more than ${maxStaleness} behind ${publishedVersion}: STALE until it catches up`;
+  return null;
 }

@@ -2,7 +2,8 @@
  * The rollout pool as it was before it evolved in place (issue 13): every fold a new state, the machine
  * table copied on every weight version a relay reports. Kept, out of the build, as the reference the
  * in-place pool is held to (`rollout-pool-in-place.spec.ts`): these files are the previous
- * implementation, unchanged.
+ * implementation, with the rules changed since applied to both (issue 14: a rollout takes work only
+ * once it holds weights).
  */
 import { draft } from '@robustrl/contracts';
 import { assertNever } from '@robustrl/domain-kit';
@@ -24,7 +25,8 @@ import { Trajectories } from './trajectory-table';
  *
  *   stopsServing   — a rollout machine confirmed faulty, gone, lent as warm standby or turned into a
  *                    trainer: its trajectories move to the least loaded living instances
- *   orphansAdopted — a rollout joined while trajectories had nowhere to go: they move to it
+ *   orphansAdopted — a rollout joined, or pulled its first weights, while trajectories had nowhere to
+ *                    go: they move to it (a rollout takes work only once it holds weights)
  *
  * A trajectory moves with its preserved prefix: it resumes from the turn after its last stored one.
  */
@@ -50,10 +52,13 @@ export function decideRolloutPool(command: RolloutPoolCommand, state: RolloutPoo
         : [];
     case 'MachineRegistered':
       return m.data.role === 'rollout' && state.orphans.length > 0 ? orphansAdopted(evolveRolloutPool(state, m)) : [];
+    case 'RelayJoined':
+      // A machine's first whole version makes it take work: trajectories waiting for one move to it.
+      return state.orphans.length > 0 ? orphansAdopted(evolveRolloutPool(state, m)) : [];
     case 'RolloutThroughputSampled':
     case 'TrajectoryTurnAppended':
     case 'TrajectoryStatusChanged':
-    case 'RelayJoined':
+    case 'WeightVersionPublished':
       return []; // the picture changes (evolve), nothing moves
     default:
       return assertNever(m, 'rollout pool input');

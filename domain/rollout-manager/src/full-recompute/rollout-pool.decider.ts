@@ -2,7 +2,8 @@
  * The rollout pool as it was before it evolved in place (issue 13): every fold a new state, the machine
  * table copied on every weight version a relay reports. Kept, out of the build, as the reference the
  * in-place pool is held to (`rollout-pool-in-place.spec.ts`): these files are the previous
- * implementation, unchanged.
+ * implementation, with the rules changed since applied to both (issue 14: a rollout takes work only
+ * once it holds weights).
  */
 import { Decider } from '@robustrl/domain-kit';
 import { decideRolloutPool } from './rollout-pool.decide';

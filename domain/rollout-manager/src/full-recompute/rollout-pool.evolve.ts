@@ -2,7 +2,8 @@
  * The rollout pool as it was before it evolved in place (issue 13): every fold a new state, the machine
  * table copied on every weight version a relay reports. Kept, out of the build, as the reference the
  * in-place pool is held to (`rollout-pool-in-place.spec.ts`): these files are the previous
- * implementation, unchanged.
+ * implementation, with the rules changed since applied to both (issue 14: a rollout takes work only
+ * once it holds weights).
  */
 import { assertNever } from '@robustrl/domain-kit';
 import { PoolTrajectory, RolloutPoolEvent, RolloutPoolState, machineOfInstance, servingInstances, stranded, withMachine } from './rollout-pool.state';
@@ -53,7 +54,9 @@ function evolveFacts(state: RolloutPoolState, event: RolloutPoolEvent): RolloutP
         dpRank: d.dpRank,
         status: 'serving',
         lentTo: null,
-        weightVersion: null,
+        weightVersion: state.machines[d.machineId]?.status === 'serving' ? state.machines[d.machineId].weightVersion : null,
+        weightsTracked: d.weightsAddress !== undefined,
+        inferenceUrl: d.inferenceUrl ?? null,
       });
       // The first rollout to join after a lend refills the pool for it.
       if (next.awaitingRefill.length > 0) {
@@ -90,6 +93,8 @@ function evolveFacts(state: RolloutPoolState, event: RolloutPoolEvent): RolloutP
       if (!machine || (machine.weightVersion ?? -1) >= event.data.version) return state;
       return withMachine(state, { ...machine, weightVersion: event.data.version });
     }
+    case 'WeightVersionPublished':
+      return { ...state, publishedVersion: event.data.version };
     case 'TrajectoryTurnAppended': {
       const d = event.data;
       const prior = Trajectories.get(state.trajectories, d.trajectoryId);

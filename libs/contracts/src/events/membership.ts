@@ -67,6 +67,12 @@ export const MachineRegistered = event(
      * were issued for, so a restarted agent never carries out what was meant for its predecessor.
      */
     incarnation: z.string().min(1).max(200).optional(),
+    /**
+     * Base URL of the OpenAI-compatible inference engine this rollout machine serves (vLLM, SGLang):
+     * the router routes to it once the machine holds servable weights (issue 14), and stops when the
+     * machine is faulty, lent or gone. Absent: the engine joins the router only by its static list.
+     */
+    inferenceUrl: z.url({ protocol: /^https?$/ }).optional(),
   }),
 );
 
