@@ -83,9 +83,10 @@ describe('detector: a gap in its own input is not silence', () => {
     expect(ofType(outputs, 'FaultConfirmed')).toEqual([]);
   });
 
-  it('the same outage unreported probes every rollout at once (what the host must prevent)', () => {
+  it('the same outage unreported probes every machine at once (what the host must prevent)', () => {
     const outputs = brokerOutage(100, 190, 400, false);
-    expect(ofType(outputs, 'HeartbeatProbeRequested')).toHaveLength(ROLLOUTS.length);
+    // Every rollout's throughput stopped (rollout rule) and every agent's reports stopped (liveness rule).
+    expect(ofType(outputs, 'HeartbeatProbeRequested')).toHaveLength(ROLLOUTS.length + TRAINERS.length);
   });
 
   it('a ten-minute outage does not confirm the trainers either, though it is twice their window', () => {

@@ -4,6 +4,8 @@ import type { DetectionSettings } from '@robustrl/contracts';
 export interface ResolvedDetectionSettings {
   trainerIdleWindowMs: number;
   rolloutSilentWindowMs: number;
+  /** Liveness rule: no report from a machine's agent for this long before a heartbeat probe. */
+  agentSilentWindowMs: number;
   probeTimeoutMs: number;
   /** After the detector was blind, no time-based window may suspect a machine for this long (or for as long as the gap, if shorter). */
   resumeGraceMs: number;
@@ -14,12 +16,14 @@ export interface ResolvedDetectionSettings {
  * Defaults from the paper (§4): 300 s of zero TensorCore activity in the training phase for a
  * trainer, 60 s of zero throughput for a rollout. The probe timeout and the straggler rule are ours:
  * 10 s is several round trips of a loaded agent; a rollout at a fifth of its peers' median for 5
- * minutes is "far below" without reacting to one long prompt. The grace after a blind interval is
+ * minutes is "far below" without reacting to one long prompt. The liveness window is ours too: six
+ * of the agent's default 10 s GPU reports missed, the same minute the paper gives a silent rollout. The grace after a blind interval is
  * also ours: 30 s lets every agent's first samples after the gap (its producer reconnecting) arrive.
  */
 export const PAPER_DETECTION_DEFAULTS: ResolvedDetectionSettings = {
   trainerIdleWindowMs: 300_000,
   rolloutSilentWindowMs: 60_000,
+  agentSilentWindowMs: 60_000,
   probeTimeoutMs: 10_000,
   resumeGraceMs: 30_000,
   straggler: { enabled: true, ratio: 0.2, windowMs: 300_000, minPeers: 3, action: 'report' },
@@ -35,6 +39,7 @@ export function resolveDetectionSettings(
   return {
     trainerIdleWindowMs: ms(job?.trainerIdleWindowSeconds, defaults.trainerIdleWindowMs),
     rolloutSilentWindowMs: ms(job?.rolloutSilentWindowSeconds, defaults.rolloutSilentWindowMs),
+    agentSilentWindowMs: ms(job?.agentSilentWindowSeconds, defaults.agentSilentWindowMs),
     probeTimeoutMs: ms(job?.probeTimeoutSeconds, defaults.probeTimeoutMs),
     resumeGraceMs: ms(job?.resumeGraceSeconds, defaults.resumeGraceMs),
     straggler: {

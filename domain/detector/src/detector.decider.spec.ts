@@ -2,7 +2,7 @@ import { DeciderRun, DeciderSpecification } from '@robustrl/domain-kit';
 import { draft, Draft, isOneOf, Role } from '@robustrl/contracts';
 import { at, iso, published, timeline } from '@robustrl/testing/job-timeline';
 import { createDetectorDecider, DETECTOR_INPUT_TYPES, DetectorDecider, DetectorDraft, DetectorEvent } from './detector.decider';
-import { DetectionRule } from './rules';
+import { AgentSilentRule, DEFAULT_DETECTION_RULES, DetectionRule } from './rules';
 
 const msg = timeline();
 const spec = DeciderSpecification.for(DetectorDecider);
@@ -28,9 +28,19 @@ const throughput = (s: number, machineId: string, tokensPerSecond: number, extra
   });
 const tick = (s: number) => ({ kind: 'tick' as const, now: at(s) });
 
+/**
+ * Every rule but the liveness rule: for specs of a role rule whose histories end a machine's samples
+ * early (what a dead machine looks like), which the liveness rule would probe on its own first.
+ */
+const WithoutLiveness = createDetectorDecider({ rules: DEFAULT_DETECTION_RULES.filter((r) => r !== AgentSilentRule) });
+
 /** Fold a history and collect everything the detector emits along the way, as the service shell would. */
-function run(history: DetectorEvent[], untilSeconds: number, tickEverySeconds = 1) {
-  const detector = DeciderRun.for(DetectorDecider, published()).given();
+function run(history: DetectorEvent[], untilSeconds: number, tickEverySeconds = 1, decider = DetectorDecider) {
+  return runAll(history, untilSeconds, tickEverySeconds, decider);
+}
+
+function runAll(history: DetectorEvent[], untilSeconds: number, tickEverySeconds: number, decider: typeof DetectorDecider) {
+  const detector = DeciderRun.for(decider, published()).given();
   const queue = [...history].sort((a, b) => Date.parse(a.occurredAt) - Date.parse(b.occurredAt));
   for (let s = 0; s <= untilSeconds; s += tickEverySeconds) {
     while (queue.length && Date.parse(queue[0].occurredAt) <= at(s)) {
@@ -44,6 +54,9 @@ function run(history: DetectorEvent[], untilSeconds: number, tickEverySeconds = 
 }
 
 describe('trainer rule: 300 s without TensorCore activity, only inside the training phase', () => {
+  // The trainer rule on its own: these histories stop the samples after the first (see WithoutLiveness).
+  const spec = DeciderSpecification.for(WithoutLiveness);
+  const run = (history: DetectorEvent[], untilSeconds: number) => runAll(history, untilSeconds, 1, WithoutLiveness);
   const trainer = [job, register('trainer-0', 'trainer'), phase(0, 'trainer-0', 'training'), gpu(10, 'trainer-0', 0.7)];
 
   it('confirms a trainer idle for the whole window in the training phase', () => {
@@ -366,5 +379,77 @@ describe('pluggable rules', () => {
       .given([fast, register('trainer-0', 'trainer'), phase(0, 'trainer-0', 'training')])
       .when(tick(3))
       .then([expect.objectContaining({ type: 'FaultConfirmed' }) as unknown as DetectorDraft], eq);
+  });
+});
+
+/**
+ * Issue 14: a trainer that died silently outside the training phase (weight update, checkpoint,
+ * waiting for its batch) was never detected: the trainer rule pauses there and no other rule covered it.
+ */
+describe('liveness rule: an agent whose reports stop is probed, in every role and phase', () => {
+  /** The agent's periodic GPU reports, every 10 s from `from` to `to` (the agent runs whatever the phase). */
+  const reports = (machineId: string, from: number, to: number, tensorActive = 0) =>
+    Array.from({ length: Math.floor((to - from) / 10) + 1 }, (_, i) => gpu(from + i * 10, machineId, tensorActive));
+
+  it.each([
+    ['weight-update', 'a weight update'],
+    ['checkpoint', 'a checkpoint'],
+    ['idle', 'waiting for its batch'],
+  ] as const)('a trainer that dies in the %s phase (%s) is probed after 60 s of silence and confirmed when the probe times out', (p, _description) => {
+    const history = [job, register('trainer-0', 'trainer'), phase(0, 'trainer-0', p), ...reports('trainer-0', 0, 100)];
+    // The failing case first: without the liveness rule nothing ever notices.
+    expect(run(history, 3_600, 5, WithoutLiveness)).toEqual([]);
+    const emitted = run(history, 400);
+    expect(emitted.map((e) => [e.draft.type, (e.at - at(0)) / 1000])).toEqual([
+      ['FaultSuspected', 160],
+      ['HeartbeatProbeRequested', 160],
+      ['FaultConfirmed', 170],
+    ]);
+    expect(emitted[2].draft.data).toMatchObject({
+      verdictId: 'trainer-0/agent-silent/1',
+      rule: 'agent-silent',
+      handledAs: 'trainer',
+      machineFaulty: true,
+      detectionLatencyMs: 70_000,
+      evidence: { windowSeconds: 60, lastActivityAt: iso(100), probe: { result: 'timed-out' } },
+    });
+  });
+
+  it('a rollout machine whose agent died while the router still counts its trajectories as waiting on tools is found too', () => {
+    const history = [
+      job,
+      register('rollout-0', 'rollout'),
+      ...reports('rollout-0', 0, 50),
+      ...Array.from({ length: 30 }, (_, i) => throughput(i * 10, 'rollout-0', 0, { inFlight: 4, awaitingTools: 4 })),
+    ];
+    const confirmed = run(history, 300).filter((e) => e.draft.type === 'FaultConfirmed');
+    expect(confirmed[0].draft.data).toMatchObject({ machineId: 'rollout-0', handledAs: 'rollout' });
+  });
+
+  it('hours of weight updates and checkpoints with the agent reporting raise nothing', () => {
+    const history = [
+      job,
+      register('trainer-0', 'trainer'),
+      phase(0, 'trainer-0', 'weight-update'),
+      phase(1_800, 'trainer-0', 'checkpoint'),
+      phase(5_400, 'trainer-0', 'idle'),
+      ...reports('trainer-0', 0, 7_200),
+    ];
+    expect(run(history, 7_200, 5)).toEqual([]);
+  });
+
+  it('an answered probe restarts the window; an agent that never sent a report has no heartbeat to lose', () => {
+    const ack = msg(161, 'HeartbeatAcked', { probeId: 'trainer-0/agent-silent/1/probe', machineId: 'trainer-0', ackedAt: iso(161) });
+    const history = [job, register('trainer-0', 'trainer'), phase(0, 'trainer-0', 'checkpoint'), ...reports('trainer-0', 0, 100), ack];
+    expect(
+      run(history, 230)
+        .map((e) => [e.draft.type, (e.at - at(0)) / 1000])
+        .filter(([, s]) => s !== 160),
+    ).toEqual([
+      ['SuspicionCleared', 161],
+      ['FaultSuspected', 221],
+      ['HeartbeatProbeRequested', 221],
+    ]);
+    expect(run([job, register('trainer-9', 'trainer'), phase(0, 'trainer-9', 'checkpoint')], 3_600, 5)).toEqual([]);
   });
 });

@@ -8,7 +8,7 @@ const Seconds = z.coerce.number().positive();
 
 /**
  * Service-wide detection defaults from the environment (a job's JobStarted settings override them):
- * ROBUSTRL_TRAINER_IDLE_WINDOW_SECONDS, ROBUSTRL_ROLLOUT_SILENT_WINDOW_SECONDS,
+ * ROBUSTRL_TRAINER_IDLE_WINDOW_SECONDS, ROBUSTRL_ROLLOUT_SILENT_WINDOW_SECONDS, ROBUSTRL_AGENT_SILENT_WINDOW_SECONDS,
  * ROBUSTRL_PROBE_TIMEOUT_SECONDS, ROBUSTRL_DETECTOR_RESUME_GRACE_SECONDS, ROBUSTRL_DETECTOR_TICK_SECONDS (how
  * often time is checked, default 1), ROBUSTRL_DETECTOR_INPUT_LAG_TOLERANCE_SECONDS (how old the newest input read
  * may be while records wait before the detector counts itself blind, default 10), ROBUSTRL_DETECTOR_INPUT_GAPS
@@ -26,6 +26,7 @@ export function detectorFromEnv(env: NodeJS.ProcessEnv) {
     ...PAPER_DETECTION_DEFAULTS,
     trainerIdleWindowMs: seconds('ROBUSTRL_TRAINER_IDLE_WINDOW_SECONDS', PAPER_DETECTION_DEFAULTS.trainerIdleWindowMs),
     rolloutSilentWindowMs: seconds('ROBUSTRL_ROLLOUT_SILENT_WINDOW_SECONDS', PAPER_DETECTION_DEFAULTS.rolloutSilentWindowMs),
+    agentSilentWindowMs: seconds('ROBUSTRL_AGENT_SILENT_WINDOW_SECONDS', PAPER_DETECTION_DEFAULTS.agentSilentWindowMs),
     probeTimeoutMs: seconds('ROBUSTRL_PROBE_TIMEOUT_SECONDS', PAPER_DETECTION_DEFAULTS.probeTimeoutMs),
     resumeGraceMs: seconds('ROBUSTRL_DETECTOR_RESUME_GRACE_SECONDS', PAPER_DETECTION_DEFAULTS.resumeGraceMs),
   };

@@ -13,6 +13,8 @@ export const DetectionSettings = z
     trainerIdleWindowSeconds: z.number().positive().optional(),
     /** Rollout rule: zero throughput for this long before a heartbeat probe (paper: 60 s). */
     rolloutSilentWindowSeconds: z.number().positive().optional(),
+    /** Liveness rule, every role and phase: no report from the machine's agent for this long before a heartbeat probe (default 60 s). */
+    agentSilentWindowSeconds: z.number().positive().optional(),
     /** How long a probed agent has to answer before the fault is confirmed. */
     probeTimeoutSeconds: z.number().positive().optional(),
     /** After the detector was blind (its own input had a gap), how long windows wait before they may suspect a machine. */
