@@ -188,6 +188,25 @@ class AgentClient:
         """The agent's view: machineId, role, jobId, phase, step, roleProcess, gpuActivitySource."""
         return self._request("GET", "/v1/status", None)
 
+    # -- after a restart by the controller: what to resume with -----------------------------------
+
+    def restart_context(self) -> Optional[Dict[str, Any]]:
+        """Trainer, after the controller restarted the group: ``{recoveryId, commandId, step,
+        checkpointStep, keepBatch, batchId, group}`` — the step to retry, the checkpoint to reload, the
+        batch it keeps, and ``group``: ``{rank, worldSize, members, masterAddr, masterPort}`` (members
+        in rank order; the group meets at rank 0's host). The same values are in the process's
+        environment (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, ROBUSTRL_BATCH_ID). None when this
+        machine was never restarted (HTTP 404)."""
+        return self._get_or_none("/v1/restart")
+
+    def kept_batch(self, current_weight_version: int, max_staleness: int) -> Optional[Dict[str, Any]]:
+        """Trainer, after a restart: the kept batch's completed trajectories, with their turns, from the
+        request manager — only those within ``max_staleness`` versions of ``current_weight_version``
+        (``stale`` lists the others). Retry the step on them instead of generating the batch again.
+        None when there is no restart or it kept no batch (HTTP 404)."""
+        query = "currentWeightVersion={}&maxStaleness={}".format(_count("current_weight_version", current_weight_version), _count("max_staleness", max_staleness))
+        return self._get_or_none("/v1/restart/batch?" + query)
+
     # -- weights (paper §5.2.1): versions travel through named shared-memory regions -------------
 
     def publish_weights(self, version: int, step: int, shm_name: str, bucket_sizes: List[int]) -> Optional[Dict[str, Any]]:
@@ -204,8 +223,12 @@ class AgentClient:
     def latest_weights(self) -> Optional[Dict[str, Any]]:
         """Rollout: the newest version this machine holds whole — ``{version, step, path, totalBytes,
         buckets}``; read the weights from ``path``. None while no version is whole (HTTP 404)."""
+        return self._get_or_none("/v1/weights/latest")
+
+    def _get_or_none(self, path: str) -> Optional[Dict[str, Any]]:
+        """GET where 404 means "nothing yet": None, whatever ``raise_on_error`` says."""
         try:
-            return self._send("GET", "/v1/weights/latest", None)
+            return self._send("GET", path, None)
         except AgentError as err:
             if err.status == 404:
                 return None

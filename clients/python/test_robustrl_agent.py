@@ -173,6 +173,28 @@ class ReportsTest(AgentTestCase):
         self.assertEqual(self.agent.last(), {"method": "GET", "path": "/v1/status", "contentType": None, "body": None})
 
 
+class RestartTest(AgentTestCase):
+    """Issue 14: a restarted trainer learns its group and fetches its kept batch through the agent."""
+
+    def test_restart_context_and_kept_batch(self) -> None:
+        context = {"step": 7, "batchId": "b-7", "group": {"rank": 1, "worldSize": 2, "masterAddr": "10.0.0.7", "masterPort": 29500}}
+        self.agent.answers["/v1/restart"] = (200, context, 0.0)
+        self.assertEqual(self.client.restart_context(), context)
+        path = "/v1/restart/batch?currentWeightVersion=7&maxStaleness=1"
+        self.agent.answers[path] = (200, {"batchId": "b-7", "trajectories": [], "stale": []}, 0.0)
+        self.assertEqual(self.client.kept_batch(7, 1), {"batchId": "b-7", "trajectories": [], "stale": []})
+        self.assertEqual(self.agent.last()["path"], path)
+
+    def test_never_restarted_is_none_even_when_raising(self) -> None:
+        self.agent.answers["/v1/restart"] = (404, {"error": "this machine has not been restarted by the controller"}, 0.0)
+        self.assertIsNone(AgentClient(self.agent.url, raise_on_error=True).restart_context())
+
+    def test_bad_arguments_send_nothing(self) -> None:
+        with self.assertRaises(ValueError):
+            self.client.kept_batch(-1, 1)
+        self.assertEqual(self.agent.requests, [])
+
+
 class ConfigurationTest(unittest.TestCase):
     def test_url_from_environment_else_default(self) -> None:
         with mock.patch.dict(os.environ, {"ROBUSTRL_AGENT_URL": "http://10.0.0.5:9999/"}):

@@ -97,6 +97,10 @@ describe('trainer fault → restart only the trainer group', () => {
             step: 3,
             checkpointStep: 2,
             keepBatch: true,
+            // Issue 14: the group is told where each member's agent is (rank 0 = first is where it meets)
+            // and which batch the retried step keeps.
+            agentAddresses: { 'trainer-0': 'trainer-0:7070', 'trainer-1': 'trainer-1:7070' },
+            batchId: 'b3',
           }),
         ],
         eq,
@@ -295,6 +299,13 @@ describe('faulty trainer machine → a rollout as warm standby (semi-sync/async)
       );
   });
 
+  it('a fault between steps keeps no batch: the next step had not begun on one (issue 14)', () => {
+    const between = [...jobAtStep3(), msg(390, 'TrainingStepCompleted', { step: 3, batchId: 'b3', durationMs: 1 })];
+    const restart = play(between, [fault(400, 'trainer-1')]).emitted.find((d) => d.type === 'RestartTrainerGroup')!;
+    expect(restart.data).toMatchObject({ step: 4, keepBatch: true });
+    expect(restart.data).not.toHaveProperty('batchId');
+  });
+
   it('after the promotion the trainer group restarts with the standby in and the faulty machine out', () => {
     const { emitted } = play(jobAtStep3(), [fault(400, 'trainer-1', { machineFaulty: true }), succeeded(410, 'trainer-1/v400/recovery/1', 'rollout-0')]);
     expect(emitted.at(-1)).toEqual(
@@ -305,6 +316,8 @@ describe('faulty trainer machine → a rollout as warm standby (semi-sync/async)
         step: 3,
         checkpointStep: 2,
         keepBatch: true,
+        agentAddresses: { 'trainer-0': 'trainer-0:7070', 'rollout-0': 'rollout-0:7070' },
+        batchId: 'b3',
       }),
     );
   });

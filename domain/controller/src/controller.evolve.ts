@@ -1,6 +1,6 @@
 import type { Draft } from '@robustrl/contracts';
 import { assertNever } from '@robustrl/domain-kit';
-import { ControllerFact, ControllerState, IssuedCommand, ownerOf, Recovery, trainerGroup, unknownMachine } from './controller.state';
+import { batchOfStep, ControllerFact, ControllerState, IssuedCommand, ownerOf, Recovery, trainerGroup, unknownMachine } from './controller.state';
 
 /**
  * Folds one fact into the controller state at `at` — in place (the decider's evolution is `in-place`):
@@ -34,6 +34,7 @@ export function evolveController(state: ControllerState, fact: ControllerFact, a
         status,
         inFlightRequests: prior?.inFlightRequests ?? 0,
         incarnation: d.incarnation ?? null,
+        agentAddress: d.agentAddress,
       };
       lifeSign(state, d.machineId, at);
       return state;
@@ -55,6 +56,7 @@ export function evolveController(state: ControllerState, fact: ControllerFact, a
     }
     case 'TrainingStepStarted':
       state.step = fact.data.step;
+      state.stepBatch = { step: fact.data.step, batchId: fact.data.batchId };
       return state;
     case 'TrainingStepCompleted':
       state.firstIteration = false;
@@ -130,6 +132,7 @@ function onDecided(state: ControllerState, fact: Draft<'RecoveryDecided'>, at: n
       d.action === 'restart-trainer-group' || d.action === 'warm-standby-from-rollout' || d.action === 'request-new-trainer-machine' ? trainerGroup(state) : [],
     step: state.step,
     checkpointStep: state.lastCheckpointStep,
+    batchId: batchOfStep(state, state.step),
     restartedAt: null,
     restartedMachines: {},
     reportedIn: {},

@@ -61,6 +61,8 @@ export interface RosterMachine {
   inFlightRequests: number;
   /** The registered agent process (MachineRegistered.incarnation); commands are addressed to it. */
   incarnation: string | null;
+  /** Its agent's API (MachineRegistered.agentAddress): where a re-formed trainer group meets (rank 0's host). */
+  agentAddress?: string | null;
 }
 
 export type CommandType = 'RestartTrainerGroup' | 'PromoteRolloutToTrainer' | 'ReplaceMachine' | 'RestartTask';
@@ -95,6 +97,8 @@ export interface Recovery {
   /** The step retried and the checkpoint reloaded, fixed when the recovery is decided. */
   step: number;
   checkpointStep: number | null;
+  /** The retried step's batch, kept for it (null when the step had not started when the fault came). */
+  batchId?: string | null;
   /** The trainer group as this recovery rebuilds it (standby in, faulty machine out). */
   trainerGroup: string[];
   /** When the restart stage ended (the role is back up); the reconnect stage runs until it reports in. */
@@ -112,6 +116,8 @@ export interface ControllerData {
   firstIteration: boolean;
   step: number;
   lastCheckpointStep: number | null;
+  /** The batch the trainer began its latest step on (TrainingStepStarted): what a restart keeps. */
+  stepBatch?: { step: number; batchId: string } | null;
   /** Trainer faults acted on in `step`: a second one escalates (rule 2). */
   trainerFaultsInStep: { step: number; count: number };
   machines: Record<string, RosterMachine>;
@@ -195,3 +201,8 @@ export const unknownMachine = (machineId: string, role: Role): RosterMachine => 
   inFlightRequests: 0,
   incarnation: null,
 });
+
+/** The batch the trainer began `step` on, when it did. */
+export function batchOfStep(state: Pick<ControllerState, 'stepBatch'>, step: number): string | null {
+  return state.stepBatch && state.stepBatch.step === step ? state.stepBatch.batchId : null;
+}

@@ -1,5 +1,5 @@
 import { DecisionRule, draft, Evidence, RecoveryAction } from '@robustrl/contracts';
-import { ControllerDraft, ControllerState, Recovery, RosterMachine } from './controller.state';
+import { batchOfStep, ControllerDraft, ControllerState, Recovery, RosterMachine } from './controller.state';
 
 /**
  * The controller's outputs, built in one place. Command ids are `<recovery>/<n>` and recovery ids
@@ -29,6 +29,22 @@ function addressedTo(state: ControllerState, machines: readonly string[]): { inc
   return known.length > 0 ? { incarnations: Object.fromEntries(known) } : {};
 }
 
+/**
+ * What a re-formed trainer group needs beyond its members (issue 14): each member's agent address, so
+ * every rank finds rank 0's host to meet at, and the batch the retried step keeps.
+ */
+function groupContext(
+  state: ControllerState,
+  machines: readonly string[],
+  batchId: string | null,
+): { agentAddresses?: Record<string, string>; batchId?: string } {
+  const known = machines.flatMap((id) => {
+    const address = state.machines[id]?.agentAddress;
+    return address ? [[id, address] as const] : [];
+  });
+  return { ...(known.length > 0 ? { agentAddresses: Object.fromEntries(known) } : {}), ...(batchId ? { batchId } : {}) };
+}
+
 /** Restart the trainer group in place: reload the per-step checkpoint and retry the step on its batch (paper §5.1.2). */
 export function restartTrainerGroup(state: ControllerState, recoveryId: string, seq: number, machines: string[]): ControllerDraft {
   return draft('RestartTrainerGroup', {
@@ -39,6 +55,7 @@ export function restartTrainerGroup(state: ControllerState, recoveryId: string, 
     checkpointStep: state.lastCheckpointStep,
     keepBatch: true,
     ...addressedTo(state, machines),
+    ...groupContext(state, machines, batchOfStep(state, state.step)),
   });
 }
 
@@ -53,6 +70,7 @@ export function restartTrainerGroupOf(state: ControllerState, recovery: Recovery
     checkpointStep: recovery.checkpointStep,
     keepBatch: true,
     ...addressedTo(state, machines),
+    ...groupContext(state, machines, recovery.batchId ?? null),
   });
 }
 

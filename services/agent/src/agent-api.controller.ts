@@ -9,11 +9,12 @@ import {
   NotFoundException,
   Param,
   Post,
+  Query,
   ServiceUnavailableException,
 } from '@nestjs/common';
 import { z } from 'zod';
-import { FaultSignal, RolePhase } from '@robustrl/contracts';
-import { AgentRuntime } from './agent-runtime';
+import { CompletedBatchQuery, FaultSignal, RolePhase } from '@robustrl/contracts';
+import { AgentRuntime, KeptBatchUnavailableError } from './agent-runtime';
 import { WeightTransferUnavailableError } from './weights/weight-plane';
 
 /**
@@ -80,6 +81,34 @@ export class AgentApiController {
   @Get('status')
   status() {
     return this.agent.status();
+  }
+
+  /**
+   * A restarted trainer (issue 14): the step it retries, the checkpoint to reload, the batch it keeps and
+   * its group — members in rank order, its rank, where the group meets (rank 0's host and the job's port).
+   * 404 before this machine carried out a group restart.
+   */
+  @Get('restart')
+  restart() {
+    if (!this.agent.restart) throw new NotFoundException({ error: 'this machine has not been restarted by the controller' });
+    return this.agent.restart;
+  }
+
+  /**
+   * The kept batch of that restart, from the request manager: its completed trajectories within the
+   * staleness bound, with their turns (`currentWeightVersion` and `maxStaleness` as the trainer fetches).
+   */
+  @Get('restart/batch')
+  async restartBatch(@Query() query: unknown) {
+    const q = parse(CompletedBatchQuery, query);
+    if (!this.agent.restart) throw new NotFoundException({ error: 'this machine has not been restarted by the controller' });
+    if (!this.agent.restart.batchId) throw new NotFoundException({ error: 'the restart kept no batch: the retried step had not begun on one' });
+    try {
+      return await this.agent.keptBatch(q);
+    } catch (err) {
+      if (err instanceof KeptBatchUnavailableError) throw new ServiceUnavailableException({ error: err.message });
+      throw err;
+    }
   }
 
   @Post('phase')

@@ -26,6 +26,10 @@ export interface AgentConfig {
    * engine joins the router once the machine holds weights (issue 14).
    */
   inferenceUrl: string | undefined;
+  /** The request manager, where a restarted trainer's kept batch is fetched from. */
+  requestManagerUrl: string | undefined;
+  /** The port a re-formed trainer group meets on at rank 0's host (torch's MASTER_PORT), the same on every agent. */
+  rendezvousPort: number;
   /** The UCX weight server and pull limits (paper §5.2.1). */
   weights: {
     bindHost: string;
@@ -67,6 +71,8 @@ const Env = z.object({
   ROBUSTRL_WEIGHTS_MAX_MIB_PER_SECOND: z.coerce.number().nonnegative().default(0),
   ROBUSTRL_WEIGHTS_OP_TIMEOUT_SECONDS: z.coerce.number().positive().default(30),
   ROBUSTRL_WEIGHTS_CATALOG_WAIT_SECONDS: z.coerce.number().positive().default(10),
+  ROBUSTRL_REQUEST_MANAGER_URL: z.url({ protocol: /^https?$/, error: "the request manager's base URL, http(s)://host:port" }).optional(),
+  ROBUSTRL_RENDEZVOUS_PORT: z.coerce.number().int().min(1).max(65535).default(29500),
   ROBUSTRL_INFERENCE_URL: z.url({ protocol: /^https?$/, error: "the engine's base URL, http(s)://host:port" }).optional(),
 });
 
@@ -96,6 +102,8 @@ export function agentConfigFromEnv(env: NodeJS.ProcessEnv): AgentConfig {
     gpus: e.ROBUSTRL_GPUS,
     dpRank: e.ROBUSTRL_DP_RANK ?? null,
     inferenceUrl: e.ROBUSTRL_INFERENCE_URL,
+    requestManagerUrl: e.ROBUSTRL_REQUEST_MANAGER_URL,
+    rendezvousPort: e.ROBUSTRL_RENDEZVOUS_PORT,
     apiPort: e.ROBUSTRL_AGENT_PORT,
     roleCommands,
     gpuSampleSeconds: e.ROBUSTRL_GPU_SAMPLE_SECONDS,

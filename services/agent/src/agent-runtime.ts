@@ -7,6 +7,7 @@ import { tracer } from '@robustrl/telemetry';
 import { AgentConfig } from './agent-config';
 import { EmulatedGpuActivitySource, GpuActivitySource, selectGpuActivitySource } from './gpu-activity';
 import { RoleExit, RoleProcess } from './role-process';
+import { RestartContext, restartContextOf, restartEnv } from './trainer-group';
 import { WeightPlane } from './weights/weight-plane';
 
 type AgentCommand = MessageOf<'RestartTrainerGroup' | 'PromoteRolloutToTrainer' | 'HeartbeatProbeRequested'>;
@@ -35,6 +36,8 @@ export class AgentRuntime {
   step = 0;
   private closing = false;
   readonly weights: WeightPlane;
+  /** The last group restart this machine carried out: what the restarted trainer asks for (GET /v1/restart). */
+  restart: RestartContext | null = null;
 
   constructor(
     private readonly bus: MessageBus,
@@ -125,6 +128,29 @@ export class AgentRuntime {
       gpuActivitySource: { kind: this.gpuSource.kind, reason: this.gpuSourceReason },
       weights: { available: this.weights.available, address: this.weights.address },
     };
+  }
+
+  /**
+   * The kept batch of the last restart, from the request manager: its completed trajectories within the
+   * staleness bound the trainer gives, with their turns. Null when there was no restart or nothing kept.
+   */
+  async keptBatch(query: { currentWeightVersion: number; maxStaleness: number }): Promise<unknown> {
+    const r = this.restart;
+    if (!r?.batchId) return null;
+    if (!this.config.requestManagerUrl)
+      throw new KeptBatchUnavailableError('ROBUSTRL_REQUEST_MANAGER_URL is not set on this agent: it cannot fetch the kept batch');
+    const url =
+      `${this.config.requestManagerUrl.replace(/\/+$/, '')}/v1/jobs/${encodeURIComponent(this.config.jobId)}/batches/${encodeURIComponent(r.batchId)}/completed` +
+      `?currentWeightVersion=${query.currentWeightVersion}&maxStaleness=${query.maxStaleness}`;
+    let res: Response;
+    try {
+      res = await fetch(url, { signal: AbortSignal.timeout(30_000) });
+    } catch (err) {
+      throw new KeptBatchUnavailableError(`the request manager did not answer (${String(err)}): try again`);
+    }
+    const text = await res.text();
+    if (!res.ok) throw new KeptBatchUnavailableError(`the request manager answered ${res.status}: ${text.slice(0, 500)}`);
+    return JSON.parse(text) as unknown;
   }
 
   /** The framework's own GPU activity reports; refused when a hardware source is in charge. */
@@ -240,16 +266,12 @@ export class AgentRuntime {
     if (!command) throw new Error(`no command configured for the ${this.role} role on ${this.config.machineId}`);
     // A process started after the command was issued is already the restarted one (e.g. the whole machine came back).
     if (this.roleProcess.running && (this.roleProcess.startedAt ?? 0) > Date.parse(m.occurredAt)) return;
-    const pid = await this.roleProcess.restart(
-      command,
-      this.roleEnv(this.apiUrl, {
-        ROBUSTRL_RESUME_FROM_CHECKPOINT_STEP: m.data.checkpointStep === null ? '' : String(m.data.checkpointStep),
-        ROBUSTRL_RETRY_STEP: String(m.data.step),
-        ROBUSTRL_KEEP_BATCH: String(m.data.keepBatch),
-      }),
-    );
+    const context = restartContextOf(m.data, this.config.machineId, this.config.rendezvousPort);
+    this.restart = context;
+    const pid = await this.roleProcess.restart(command, this.roleEnv(this.apiUrl, restartEnv(context)));
     this.logger.log(
-      `${this.role} process restarted (pid ${pid}) for ${m.data.recoveryId}, reloading checkpoint ${m.data.checkpointStep ?? 'none'}, retrying step ${m.data.step}`,
+      `${this.role} process restarted (pid ${pid}) for ${m.data.recoveryId}, reloading checkpoint ${m.data.checkpointStep ?? 'none'}, retrying step ${m.data.step}` +
+        ` as rank ${context.group.rank} of ${context.group.worldSize}${context.group.masterAddr ? ` meeting at ${context.group.masterAddr}:${context.group.masterPort}` : ''}`,
     );
   }
 
@@ -286,4 +308,9 @@ export class AgentRuntime {
 function signalNumber(signal: NodeJS.Signals): number {
   const numbers: Partial<Record<NodeJS.Signals, number>> = { SIGHUP: 1, SIGINT: 2, SIGQUIT: 3, SIGABRT: 6, SIGKILL: 9, SIGSEGV: 11, SIGTERM: 15 };
   return numbers[signal] ?? 0;
+}
+
+/** The kept batch cannot be fetched now (no request manager configured, or it did not answer): a 503 with why. */
+export class KeptBatchUnavailableError extends Error {
+  override name = 'KeptBatchUnavailableError';
 }

@@ -1,4 +1,6 @@
 import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { INestApplication } from '@nestjs/common';
@@ -26,7 +28,7 @@ describe('agent', () => {
       .filter((d): d is { ok: true; message: RobustrlMessage } => d.ok && d.message.type === type)
       .map((d) => d.message);
   const role = (name: string) =>
-    `echo "$ROBUSTRL_ROLE retry=$ROBUSTRL_RETRY_STEP ckpt=$ROBUSTRL_RESUME_FROM_CHECKPOINT_STEP" > ${dir}/${name}-$$; exec sleep 60`;
+    `echo "$ROBUSTRL_ROLE retry=$ROBUSTRL_RETRY_STEP ckpt=$ROBUSTRL_RESUME_FROM_CHECKPOINT_STEP${name === 'trainer' ? ' rank=$RANK/$WORLD_SIZE master=$MASTER_ADDR:$MASTER_PORT batch=$ROBUSTRL_BATCH_ID' : ''}" > ${dir}/${name}-$$; exec sleep 60`;
   const starts = (name: string) =>
     readdirSync(dir)
       .filter((f) => f.startsWith(`${name}-`))
@@ -141,13 +143,41 @@ describe('agent', () => {
       step: 7,
       checkpointStep: 6,
       keepBatch: true,
+      agentAddresses: { 't-1': 'http://10.0.0.7:8086', 'm-1': url },
+      batchId: 'b-7',
     });
+    // Before any restart the trainer has nothing to resume with.
+    expect((await fetch(`${url}/v1/restart`)).status).toBe(404);
     await bus.publish(restart);
     await bus.publish({ ...restart }); // redelivered: carried out once
     await eventually('trainer started', () => (starts('trainer').length === 1 ? true : undefined));
     await eventually('answered', () => published('RecoveryCommandSucceeded').find((m) => (m.data as { commandId: string }).commandId === 'r-1/3'));
     await new Promise((r) => setTimeout(r, 300));
-    expect(starts('trainer')).toEqual(['trainer retry=7 ckpt=6']);
+    // Issue 14: the re-formed group is told its members, this machine's rank and where to meet (rank 0's host).
+    expect(starts('trainer')).toEqual(['trainer retry=7 ckpt=6 rank=1/2 master=10.0.0.7:29500 batch=b-7']);
+    expect(await (await fetch(`${url}/v1/restart`)).json()).toEqual({
+      recoveryId: 'r-1',
+      commandId: 'r-1/3',
+      step: 7,
+      checkpointStep: 6,
+      keepBatch: true,
+      batchId: 'b-7',
+      group: {
+        rank: 1,
+        worldSize: 2,
+        members: [
+          { machineId: 't-1', rank: 0, agentAddress: 'http://10.0.0.7:8086' },
+          { machineId: 'm-1', rank: 1, agentAddress: url },
+        ],
+        masterAddr: '10.0.0.7',
+        masterPort: 29500,
+      },
+    });
+    // The kept batch comes from the request manager, which this agent was not given: a 503 that says so.
+    const batch = await fetch(`${url}/v1/restart/batch?currentWeightVersion=7&maxStaleness=1`);
+    expect(batch.status).toBe(503);
+    expect(await batch.json()).toMatchObject({ error: expect.stringMatching(/ROBUSTRL_REQUEST_MANAGER_URL/) });
+    expect((await fetch(`${url}/v1/restart/batch?currentWeightVersion=-1&maxStaleness=1`)).status).toBe(400);
     expect(published('RecoveryCommandSucceeded').filter((m) => (m.data as { commandId: string }).commandId === 'r-1/3')).toHaveLength(1);
     expect(published('RecoveryCommandSucceeded').find((m) => (m.data as { commandId: string }).commandId === 'r-1/3')!.data).toMatchObject({
       machineId: 'm-1',
@@ -200,5 +230,59 @@ describe('agent', () => {
       body: JSON.stringify({ tensorActive: 1.5 }),
     });
     expect(out.status).toBe(400);
+  });
+});
+
+describe('a restarted trainer fetches its kept batch through its agent (issue 14)', () => {
+  it('from the request manager, with the staleness bound it asks for', async () => {
+    const asked: string[] = [];
+    const requestManager = createServer((req, res) => {
+      asked.push(req.url ?? '');
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ jobId: 'job-k', batchId: 'b-3', trajectories: [], stale: [] }));
+    });
+    await new Promise<void>((r) => requestManager.listen(0, '127.0.0.1', r));
+    const bus = new InProcessBus();
+    const runtime = new AgentRuntime(
+      bus,
+      agentConfigFromEnv({
+        ROBUSTRL_JOB_ID: 'job-k',
+        ROBUSTRL_MACHINE_ID: 't-0',
+        ROBUSTRL_ROLE: 'trainer',
+        ROBUSTRL_GPU_SOURCE: 'emulated',
+        ROBUSTRL_TRAINER_COMMAND: 'exec sleep 60',
+        ROBUSTRL_STOP_GRACE_SECONDS: '1',
+        ROBUSTRL_WEIGHTS_PORT: '0',
+        ROBUSTRL_WEIGHTS_BIND_HOST: '127.0.0.1',
+        ROBUSTRL_REQUEST_MANAGER_URL: `http://127.0.0.1:${(requestManager.address() as AddressInfo).port}`,
+        ROBUSTRL_RENDEZVOUS_PORT: '29600',
+      }),
+    );
+    try {
+      await runtime.start('http://127.0.0.1:1');
+      await bus.publish(
+        createMessage(
+          'RestartTrainerGroup',
+          {
+            recoveryId: 'r',
+            commandId: 'r/1',
+            machines: ['t-0'],
+            step: 3,
+            checkpointStep: 2,
+            keepBatch: true,
+            batchId: 'b-3',
+            agentAddresses: { 't-0': '[::1]:8086' },
+          },
+          { jobId: 'job-k', source: 'controller', occurredAt: new Date().toISOString() },
+        ),
+      );
+      await eventually('restarted', () => runtime.restart ?? undefined);
+      expect(runtime.restart!.group).toMatchObject({ rank: 0, worldSize: 1, masterAddr: '::1', masterPort: 29600 });
+      expect(await runtime.keptBatch({ currentWeightVersion: 3, maxStaleness: 1 })).toEqual({ jobId: 'job-k', batchId: 'b-3', trajectories: [], stale: [] });
+      expect(asked).toEqual(['/v1/jobs/job-k/batches/b-3/completed?currentWeightVersion=3&maxStaleness=1']);
+    } finally {
+      await runtime.stop();
+      await bus.close();
+      await new Promise((r) => requestManager.close(r));
+    }
   });
 });

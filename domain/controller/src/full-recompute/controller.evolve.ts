@@ -1,6 +1,16 @@
 import type { Draft } from '@robustrl/contracts';
 import { assertNever } from '@robustrl/domain-kit';
-import { ControllerFact, ControllerState, IssuedCommand, ownerOf, Recovery, RosterMachine, trainerGroup, unknownMachine } from './controller.state';
+import {
+  batchOfStep,
+  ControllerFact,
+  ControllerState,
+  IssuedCommand,
+  ownerOf,
+  Recovery,
+  RosterMachine,
+  trainerGroup,
+  unknownMachine,
+} from './controller.state';
 
 /**
  * Folds one fact into the controller state at `at`: the event's own time, or `now` for an output the
@@ -31,6 +41,7 @@ export function evolveController(state: ControllerState, fact: ControllerFact, a
         status,
         inFlightRequests: prior?.inFlightRequests ?? 0,
         incarnation: d.incarnation ?? null,
+        agentAddress: d.agentAddress,
       });
       return lifeSign(registered, d.machineId, at);
     }
@@ -49,7 +60,7 @@ export function evolveController(state: ControllerState, fact: ControllerFact, a
       return withMachine(state, { ...m, inFlightRequests: fact.data.inFlightRequests });
     }
     case 'TrainingStepStarted':
-      return { ...state, step: fact.data.step };
+      return { ...state, step: fact.data.step, stepBatch: { step: fact.data.step, batchId: fact.data.batchId } };
     case 'TrainingStepCompleted':
       return { ...state, firstIteration: false, step: Math.max(state.step, fact.data.step + 1) };
     case 'CheckpointSaved':
@@ -112,6 +123,7 @@ function onDecided(state: ControllerState, fact: Draft<'RecoveryDecided'>, at: n
       d.action === 'restart-trainer-group' || d.action === 'warm-standby-from-rollout' || d.action === 'request-new-trainer-machine' ? trainerGroup(state) : [],
     step: state.step,
     checkpointStep: state.lastCheckpointStep,
+    batchId: batchOfStep(state, state.step),
     restartedAt: null,
     restartedMachines: {},
     reportedIn: {},

@@ -1,7 +1,9 @@
 /**
  * The controller as it was before it evolved in place (issue 13): every fold a new state, every decision
  * a walk over every recovery. Kept, out of the build, as the reference the in-place controller is held
- * to (`controller-in-place.spec.ts`): these files are the previous implementation, unchanged.
+ * to (`controller-in-place.spec.ts`): these files are the previous implementation, with the
+ * rules changed since applied to both (issue 14: a restarted group is told its members' addresses and
+ * the batch it keeps).
  */
 import type { DecisionRule, Draft, MessageOf, RecoveryAction, Role, TrainingMode } from '@robustrl/contracts';
 import type { JobCommand } from '@robustrl/domain-kit';
@@ -66,6 +68,8 @@ export interface RosterMachine {
   inFlightRequests: number;
   /** The registered agent process (MachineRegistered.incarnation); commands are addressed to it. */
   incarnation: string | null;
+  /** Its agent's API (MachineRegistered.agentAddress): where a re-formed trainer group meets (rank 0's host). */
+  agentAddress?: string | null;
 }
 
 export type CommandType = 'RestartTrainerGroup' | 'PromoteRolloutToTrainer' | 'ReplaceMachine' | 'RestartTask';
@@ -100,6 +104,8 @@ export interface Recovery {
   /** The step retried and the checkpoint reloaded, fixed when the recovery is decided. */
   step: number;
   checkpointStep: number | null;
+  /** The retried step's batch, kept for it (null when the step had not started when the fault came). */
+  batchId?: string | null;
   /** The trainer group as this recovery rebuilds it (standby in, faulty machine out). */
   trainerGroup: string[];
   /** When the restart stage ended (the role is back up); the reconnect stage runs until it reports in. */
@@ -116,6 +122,8 @@ export interface ControllerState {
   firstIteration: boolean;
   step: number;
   lastCheckpointStep: number | null;
+  /** The batch the trainer began its latest step on (TrainingStepStarted): what a restart keeps. */
+  stepBatch?: { step: number; batchId: string } | null;
   /** Trainer faults acted on in `step`: a second one escalates (rule 2). */
   trainerFaultsInStep: { step: number; count: number };
   machines: Record<string, RosterMachine>;
@@ -170,3 +178,8 @@ export const unknownMachine = (machineId: string, role: Role): RosterMachine => 
   inFlightRequests: 0,
   incarnation: null,
 });
+
+/** The batch the trainer began `step` on, when it did. */
+export function batchOfStep(state: Pick<ControllerState, 'stepBatch'>, step: number): string | null {
+  return state.stepBatch && state.stepBatch.step === step ? state.stepBatch.batchId : null;
+}

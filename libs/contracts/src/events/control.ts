@@ -61,6 +61,13 @@ export const RestartTrainerGroup = command(
     keepBatch: z.boolean(),
     /** Per machine, the incarnation the command is for (when the controller knows it): other incarnations ignore it. */
     incarnations: z.record(MachineId, z.string().min(1)).optional(),
+    /**
+     * Per member, its agent's address (when the controller knows it). `machines` is the group in rank
+     * order: rank 0's host is where the group meets again (issue 14: a re-formed group was not told).
+     */
+    agentAddresses: z.record(MachineId, z.string().min(1)).optional(),
+    /** The batch the retried step began on, which it keeps (absent when the step had not started). */
+    batchId: z.string().min(1).optional(),
   }),
 );
 
