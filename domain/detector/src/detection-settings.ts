@@ -17,8 +17,9 @@ export interface ResolvedDetectionSettings {
  * trainer, 60 s of zero throughput for a rollout. The probe timeout and the straggler rule are ours:
  * 10 s is several round trips of a loaded agent; a rollout at a fifth of its peers' median for 5
  * minutes is "far below" without reacting to one long prompt. The liveness window is ours too: six
- * of the agent's default 10 s GPU reports missed, the same minute the paper gives a silent rollout. The grace after a blind interval is
- * also ours: 30 s lets every agent's first samples after the gap (its producer reconnecting) arrive.
+ * of the agent's default 10 s GPU reports missed, the same minute the paper gives a silent rollout.
+ * The grace after a blind interval is also ours: 30 s lets every agent's first samples after the gap
+ * (its producer reconnecting) arrive.
  */
 export const PAPER_DETECTION_DEFAULTS: ResolvedDetectionSettings = {
   trainerIdleWindowMs: 300_000,

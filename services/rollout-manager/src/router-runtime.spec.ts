@@ -158,6 +158,14 @@ describe('router membership follows the rollout pool (issue 14)', () => {
       .map((e) => `${e.id}@v${e.weightVersion}`)
       .sort();
   const headers = (prompt: string) => ({ 'x-robustrl-job': job, 'x-robustrl-prompt': prompt, 'x-robustrl-sample': '0' });
+  /** m1 and m2 registered, version 1 published, both holding it. */
+  const bothServingVersion1 = () => {
+    apply(register('m1', engines[0]));
+    apply(register('m2', engines[1]));
+    apply(published(1));
+    apply(relay('m1', 1));
+    apply(relay('m2', 1));
+  };
 
   beforeEach(async () => {
     engines = await Promise.all(['m1', 'm2'].map((id) => FakeInferenceEngine.start({ id, toolRounds: 0, tokensPerReply: 4, tokenIntervalMs: 1 })));
@@ -225,11 +233,7 @@ describe('router membership follows the rollout pool (issue 14)', () => {
   });
 
   it('an engine more than the bound behind leaves until it catches up; within the bound it stays with its version', () => {
-    apply(register('m1', engines[0]));
-    apply(register('m2', engines[1]));
-    apply(published(1));
-    apply(relay('m1', 1));
-    apply(relay('m2', 1));
+    bothServingVersion1();
     apply(published(2));
     expect(routed()).toEqual(['m1@v1', 'm2@v1']); // one behind: within the bound of 1
     apply(relay('m1', 2));
@@ -240,11 +244,7 @@ describe('router membership follows the rollout pool (issue 14)', () => {
   });
 
   it('leaves when its machine is confirmed faulty or lent, and a machine registering again after a fault starts STALE', () => {
-    apply(register('m1', engines[0]));
-    apply(register('m2', engines[1]));
-    apply(published(1));
-    apply(relay('m1', 1));
-    apply(relay('m2', 1));
+    bothServingVersion1();
     apply(
       createMessage(
         'FaultConfirmed',
