@@ -264,10 +264,11 @@ export class AgentRuntime {
   private async restartRole(m: MessageOf<'RestartTrainerGroup'>): Promise<void> {
     const command = this.config.roleCommands[this.role];
     if (!command) throw new Error(`no command configured for the ${this.role} role on ${this.config.machineId}`);
+    const context = restartContextOf(m.data, this.config.machineId, this.config.rendezvousPort);
+    // Recorded even when no restart follows: the running trainer still asks what to resume with.
+    this.restart = context;
     // A process started after the command was issued is already the restarted one (e.g. the whole machine came back).
     if (this.roleProcess.running && (this.roleProcess.startedAt ?? 0) > Date.parse(m.occurredAt)) return;
-    const context = restartContextOf(m.data, this.config.machineId, this.config.rendezvousPort);
-    this.restart = context;
     const pid = await this.roleProcess.restart(command, this.roleEnv(this.apiUrl, restartEnv(context)));
     this.logger.log(
       `${this.role} process restarted (pid ${pid}) for ${m.data.recoveryId}, reloading checkpoint ${m.data.checkpointStep ?? 'none'}, retrying step ${m.data.step}` +

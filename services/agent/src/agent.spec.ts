@@ -185,6 +185,21 @@ describe('agent', () => {
     });
   });
 
+  it('a group restart issued before its role process started restarts nothing, but still tells the process its group', async () => {
+    // Issued after this agent started but before its role process did: that process is already the restarted one.
+    const issuedAt = new Date(runtime.startedAt).toISOString();
+    await bus.publish(
+      createMessage(
+        'RestartTrainerGroup',
+        { recoveryId: 'r-0', commandId: 'r-0/1', machines: ['m-1'], step: 4, checkpointStep: 3, keepBatch: true, batchId: 'b-4' },
+        { jobId: 'job-1', source: 'controller', occurredAt: issuedAt },
+      ),
+    );
+    await eventually('answered', () => published('RecoveryCommandSucceeded').find((m) => (m.data as { commandId: string }).commandId === 'r-0/1'));
+    expect(starts('rollout')).toHaveLength(1);
+    expect(await (await fetch(`${url}/v1/restart`)).json()).toMatchObject({ step: 4, batchId: 'b-4', group: { rank: 0, worldSize: 1 } });
+  });
+
   it('acts only on commands for its own incarnation: an old incarnation, or an undated replay from before it started, is ignored', async () => {
     const { incarnation } = published('MachineRegistered')[0].data as { incarnation: string };
     expect(incarnation).toBe(runtime.incarnation);
