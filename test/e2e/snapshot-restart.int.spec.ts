@@ -278,7 +278,9 @@ describe('snapshots and restart (real Kafka, PostgreSQL, processes)', () => {
     for (const { message } of decided) byCause.set(message.causationId!, (byCause.get(message.causationId!) ?? new Set()).add(message.eventId));
     expect([...byCause.values()].every((ids) => ids.size === 1)).toBe(true);
     const commands = seen.filter(
-      (s) => s.message.jobId === jobId && ['ReplaceMachine', 'RestartTask', 'RestartTrainerGroup', 'PromoteRolloutToTrainer'].includes(s.message.type),
+      (s) =>
+        s.message.jobId === jobId &&
+        ['ReplaceMachine', 'RestartRolloutEngine', 'RestartTask', 'RestartTrainerGroup', 'PromoteRolloutToTrainer'].includes(s.message.type),
     );
     const commandIds = new Map<string, Set<string>>();
     for (const { message } of commands) {

@@ -227,6 +227,7 @@ describe('controller in place (issue 13): decides as the full recomputation did'
       'replace-rollout',
       'report-only',
       'request-new-trainer-machine',
+      'restart-rollout-engine',
       'restart-task',
       'restart-trainer-group',
       'warm-standby-from-rollout',

@@ -36,6 +36,18 @@ const fault = (s: number, machineId: string, extra: Partial<DataOf<'FaultConfirm
     evidence: { signal: 'process-exited' },
     ...extra,
   });
+/** A rollout machine gone silent, its probe unanswered: the machine itself is unreachable (hardware evidence). */
+const rolloutMachineLost = (s: number, machineId: string, extra: Partial<DataOf<'FaultConfirmed'>> = {}) =>
+  fault(s, machineId, {
+    role: 'rollout',
+    handledAs: 'rollout',
+    rule: 'rollout-silent',
+    machineFaulty: true,
+    evidence: { detail: 'probe unanswered' },
+    ...extra,
+  });
+/** A rollout's engine process exited on a machine that is otherwise fine. */
+const engineCrashed = (s: number, machineId: string) => fault(s, machineId, { role: 'rollout', handledAs: 'rollout' });
 const observe = (message: ControllerInput, s?: number) => ({
   kind: 'observe' as const,
   message,
@@ -234,7 +246,7 @@ describe('escalation to a whole-task restart: exactly the three rules of paper �
 
   it('rollout faults never restart the task: a replacement failing twice is abandoned', () => {
     const { emitted } = play(jobAtStep3(), [
-      fault(400, 'rollout-0', { role: 'rollout', handledAs: 'rollout' }),
+      rolloutMachineLost(400, 'rollout-0'),
       failed(430, 'rollout-0/v400/recovery/1', null),
       failed(460, 'rollout-0/v400/recovery/2', null),
     ]);
@@ -367,7 +379,7 @@ describe('faulty trainer machine → a rollout as warm standby (semi-sync/async)
 describe('rollout fault → replace that machine only', () => {
   it('isolates and replaces the machine; completes when the new machine registers', () => {
     const { emitted } = play(jobAtStep3(), [
-      fault(400, 'rollout-1', { role: 'rollout', handledAs: 'rollout', rule: 'rollout-silent', detectionLatencyMs: 70_000 }),
+      rolloutMachineLost(400, 'rollout-1', { detectionLatencyMs: 70_000 }),
       succeeded(420, 'rollout-1/v400/recovery/1', null, 'rollout-7'),
       register('rollout-7', 'rollout', 425),
     ]);
@@ -379,7 +391,7 @@ describe('rollout fault → replace that machine only', () => {
         action: 'replace-rollout',
         rule: 'rollout-fault',
         step: 3,
-        evidence: { signal: 'process-exited' },
+        evidence: { detail: 'probe unanswered' },
       }),
       draft('ReplaceMachine', {
         recoveryId: 'rollout-1/v400/recovery',
@@ -398,14 +410,147 @@ describe('rollout fault → replace that machine only', () => {
   });
 
   it('a second rollout fault in the same step is replaced too, never escalated', () => {
-    const { emitted } = play(jobAtStep3(), [
-      fault(400, 'rollout-0', { role: 'rollout', handledAs: 'rollout' }),
-      fault(401, 'rollout-1', { role: 'rollout', handledAs: 'rollout' }),
-    ]);
+    const { emitted } = play(jobAtStep3(), [rolloutMachineLost(400, 'rollout-0'), rolloutMachineLost(401, 'rollout-1')]);
     expect(decidedOf(emitted)).toEqual([
       ['replace-rollout', 'rollout-fault'],
       ['replace-rollout', 'rollout-fault'],
     ]);
+  });
+});
+
+describe('rollout engine process fault → restart it in place first, within a budget (issue 14)', () => {
+  const restartDecided = (s: number, machineId: string) =>
+    draft('RecoveryDecided', {
+      recoveryId: `${machineId}/v${s}/recovery`,
+      verdictId: `${machineId}/v${s}`,
+      machineId,
+      action: 'restart-rollout-engine',
+      rule: 'rollout-process-fault',
+      step: 3,
+      evidence: { signal: 'process-exited' },
+    });
+
+  it('restarts the engine on its machine, not the machine; completes when the machine registers again', () => {
+    const { emitted } = play(jobAtStep3(), [
+      engineCrashed(400, 'rollout-1'),
+      succeeded(404, 'rollout-1/v400/recovery/1', 'rollout-1'),
+      register('rollout-1', 'rollout', 406),
+    ]);
+    expect(emitted).toEqual([
+      restartDecided(400, 'rollout-1'),
+      draft('RestartRolloutEngine', {
+        recoveryId: 'rollout-1/v400/recovery',
+        commandId: 'rollout-1/v400/recovery/1',
+        machineId: 'rollout-1',
+        attempt: 1,
+        budget: 2,
+      }),
+      draft('RecoveryCompleted', {
+        recoveryId: 'rollout-1/v400/recovery',
+        outcome: 'recovered',
+        stagesMs: { detect: 0, decide: 0, restart: 4000, reconnect: 2000 },
+      }),
+    ]);
+  });
+
+  it('a re-registration that overtakes the answer (another topic) still counts as the engine reporting in', () => {
+    const { emitted } = play(jobAtStep3(), [
+      engineCrashed(400, 'rollout-1'),
+      register('rollout-1', 'rollout', 403),
+      succeeded(404, 'rollout-1/v400/recovery/1', 'rollout-1'),
+    ]);
+    expect(emitted.at(-1)).toMatchObject({ type: 'RecoveryCompleted', data: { outcome: 'recovered' } });
+  });
+
+  it('a second crash while the engine restarts is covered by that restart, not a second one', () => {
+    const { emitted } = play(jobAtStep3(), [engineCrashed(400, 'rollout-1'), engineCrashed(402, 'rollout-1')]);
+    expect(decidedOf(emitted)).toEqual([
+      ['restart-rollout-engine', 'rollout-process-fault'],
+      ['report-only', 'covered-by-active-recovery'],
+    ]);
+    expect(types(emitted).filter((t) => t === 'RestartRolloutEngine')).toHaveLength(1);
+  });
+
+  const crashAndRecover = (s: number, machineId: string) => [
+    engineCrashed(s, machineId),
+    succeeded(s + 4, `${machineId}/v${s}/recovery/1`, machineId),
+    register(machineId, 'rollout', s + 6),
+  ];
+
+  it('past its budget within the window the machine is replaced, and the decision says why', () => {
+    const { emitted } = play(jobAtStep3(), [...crashAndRecover(400, 'rollout-1'), ...crashAndRecover(500, 'rollout-1'), engineCrashed(600, 'rollout-1')]);
+    expect(decidedOf(emitted)).toEqual([
+      ['restart-rollout-engine', 'rollout-process-fault'],
+      ['restart-rollout-engine', 'rollout-process-fault'],
+      ['replace-rollout', 'rollout-restart-budget-spent'],
+    ]);
+    const attempts = emitted.filter((d): d is Draft<'RestartRolloutEngine'> => d.type === 'RestartRolloutEngine').map((d) => d.data.attempt);
+    expect(attempts).toEqual([1, 2]);
+    const last = emitted.filter((d): d is Draft<'RecoveryDecided'> => d.type === 'RecoveryDecided').at(-1)!;
+    expect(last.data.evidence.detail).toMatch(/^2 in-place engine restart\(s\) of rollout-1 within 60 min \(budget 2\)/);
+    expect(emitted.at(-1)).toEqual(
+      draft('ReplaceMachine', {
+        recoveryId: 'rollout-1/v600/recovery',
+        commandId: 'rollout-1/v600/recovery/1',
+        machineId: 'rollout-1',
+        role: 'rollout',
+        zone: 'az-1',
+        hardwareClass: 'h100x8',
+      }),
+    );
+  });
+
+  it('restarts older than the window no longer count; other machines have budgets of their own', () => {
+    const { emitted } = play(jobAtStep3(), [
+      ...crashAndRecover(400, 'rollout-1'),
+      ...crashAndRecover(500, 'rollout-1'),
+      engineCrashed(4050, 'rollout-1'),
+      engineCrashed(4200, 'rollout-0'),
+    ]);
+    expect(decidedOf(emitted).map(([action]) => action)).toEqual([
+      'restart-rollout-engine',
+      'restart-rollout-engine',
+      'restart-rollout-engine',
+      'restart-rollout-engine',
+    ]);
+    const attempts = emitted
+      .filter((d): d is Draft<'RestartRolloutEngine'> => d.type === 'RestartRolloutEngine')
+      .map((d) => [d.data.machineId, d.data.attempt]);
+    expect(attempts).toEqual([
+      ['rollout-1', 1],
+      ['rollout-1', 2],
+      ['rollout-1', 2], // the restart at 400 s left the window; the one at 500 s is still in it
+      ['rollout-0', 1],
+    ]);
+  });
+
+  it('an engine that does not come back replaces its machine: a failed restart, or one with no answer in time', () => {
+    const failedOnce = play(jobAtStep3(), [engineCrashed(400, 'rollout-1'), failed(420, 'rollout-1/v400/recovery/1', 'rollout-1')]);
+    expect(decidedOf(failedOnce.emitted)).toEqual([
+      ['restart-rollout-engine', 'rollout-process-fault'],
+      ['replace-rollout', 'rollout-engine-restart-failed'],
+    ]);
+    expect(failedOnce.emitted.at(-1)).toMatchObject({ type: 'ReplaceMachine', data: { commandId: 'rollout-1/v400/recovery/2', machineId: 'rollout-1' } });
+
+    const silent = play(jobAtStep3(), [engineCrashed(400, 'rollout-1'), { tick: 461 }], createControllerDecider({ commandTimeoutMs: 60_000 }));
+    expect(types(silent.emitted)).toEqual(['RecoveryDecided', 'RestartRolloutEngine', 'RecoveryCommandFailed', 'RecoveryDecided', 'ReplaceMachine']);
+    expect(decidedOf(silent.emitted).at(-1)).toEqual(['replace-rollout', 'rollout-engine-restart-failed']);
+  });
+
+  it('the replacement after a failed engine restart may itself fail once and is asked for again', () => {
+    const { emitted } = play(jobAtStep3(), [
+      engineCrashed(400, 'rollout-1'),
+      failed(420, 'rollout-1/v400/recovery/1', 'rollout-1'),
+      failed(440, 'rollout-1/v400/recovery/2', null),
+    ]);
+    expect(types(emitted)).toEqual(['RecoveryDecided', 'RestartRolloutEngine', 'RecoveryDecided', 'ReplaceMachine', 'RecoveryDecided', 'ReplaceMachine']);
+  });
+
+  it('hardware evidence, an unknown machine or a budget of 0 skip the in-place restart', () => {
+    expect(decidedOf(play(jobAtStep3(), [rolloutMachineLost(400, 'rollout-1')]).emitted)).toEqual([['replace-rollout', 'rollout-fault']]);
+    expect(decidedOf(play(jobAtStep3(), [engineCrashed(400, 'rollout-9')]).emitted)).toEqual([['replace-rollout', 'rollout-fault']]);
+    const noBudget = createControllerDecider({ engineRestartBudget: 0 });
+    expect(decidedOf(play(jobAtStep3(), [engineCrashed(400, 'rollout-1')], noBudget).emitted)).toEqual([['replace-rollout', 'rollout-fault']]);
   });
 });
 

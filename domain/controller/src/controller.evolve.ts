@@ -83,6 +83,7 @@ export function evolveController(state: ControllerState, fact: ControllerFact, a
     case 'RestartTrainerGroup':
     case 'PromoteRolloutToTrainer':
     case 'ReplaceMachine':
+    case 'RestartRolloutEngine':
     case 'RestartTask':
       return onIssued(state, fact, at);
     case 'RecoveryCommandSucceeded':
@@ -119,7 +120,7 @@ function onDecided(state: ControllerState, fact: Draft<'RecoveryDecided'>, at: n
     recoveryId: d.recoveryId,
     verdictId: d.verdictId,
     machineId: d.machineId,
-    handledAs: fault?.handledAs ?? (d.action === 'replace-rollout' ? 'rollout' : 'trainer'),
+    handledAs: fault?.handledAs ?? (d.action === 'replace-rollout' || d.action === 'restart-rollout-engine' ? 'rollout' : 'trainer'),
     action: d.action,
     rule: d.rule,
     faultAt: fault?.at ?? at,
@@ -148,7 +149,7 @@ function onDecided(state: ControllerState, fact: Draft<'RecoveryDecided'>, at: n
 
 function onIssued(
   state: ControllerState,
-  fact: Draft<'RestartTrainerGroup' | 'PromoteRolloutToTrainer' | 'ReplaceMachine' | 'RestartTask'>,
+  fact: Draft<'RestartTrainerGroup' | 'PromoteRolloutToTrainer' | 'ReplaceMachine' | 'RestartRolloutEngine' | 'RestartTask'>,
   at: number,
 ): ControllerState {
   const r = state.recoveries[fact.data.recoveryId];
@@ -174,6 +175,16 @@ function onIssued(
       r.trainerGroup = r.trainerGroup.filter((id) => id !== fact.data.machineId);
       // A rollout refilling the pool after a warm standby does not hold up the trainer's recovery.
       background = r.handledAs === 'trainer' && fact.data.role === 'rollout';
+      break;
+    }
+    case 'RestartRolloutEngine': {
+      subject = fact.data.machineId;
+      awaiting = [fact.data.machineId];
+      // Its agent re-registers once the engine is back, possibly before the answer arrives (another
+      // topic): any life sign after the command was issued is the restarted engine's.
+      r.restartedMachines = { [fact.data.machineId]: at };
+      const restarts = (state.engineRestarts ??= {});
+      (restarts[fact.data.machineId] ??= []).push(at);
       break;
     }
     case 'RestartTask':
@@ -220,7 +231,10 @@ export function applyOutcome(state: ControllerState, r: Recovery, fact: Draft<'R
     if (machineId === null) for (const m of cmd.awaiting) r.restartedMachines[m] = at;
     else r.restartedMachines[machineId] = at;
   }
-  const primaryDone = finished && !cmd.background && (cmd.type === 'RestartTrainerGroup' || (cmd.type === 'ReplaceMachine' && r.handledAs === 'rollout'));
+  const primaryDone =
+    finished &&
+    !cmd.background &&
+    (cmd.type === 'RestartTrainerGroup' || cmd.type === 'RestartRolloutEngine' || (cmd.type === 'ReplaceMachine' && r.handledAs === 'rollout'));
   if (primaryDone) {
     r.restartedAt = at;
     if (cmd.type === 'ReplaceMachine' && newMachineId) {

@@ -24,6 +24,7 @@ export const CONTROLLER_OUTPUT_TYPES = [
   'RestartTrainerGroup',
   'PromoteRolloutToTrainer',
   'ReplaceMachine',
+  'RestartRolloutEngine',
   'RestartTask',
   'RecoveryCommandFailed',
   'RecoveryCompleted',
@@ -46,9 +47,21 @@ export interface ControllerSettings {
    * restarts the whole task in place — what ByteRobust-style systems do; the simulator's baseline.
    */
   policy: 'role-based' | 'task-restart';
+  /**
+   * In-place restarts of a rollout engine a machine may have within `engineRestartWindowMs` before a
+   * process fault replaces the machine instead (issue 14): a crashing engine restarts in seconds, a
+   * machine that keeps crashing it is not healthy. 0 replaces at once (every rollout fault is a replacement).
+   */
+  engineRestartBudget: number;
+  engineRestartWindowMs: number;
 }
 /** Ten minutes covers a trainer re-initialisation and checkpoint reload of a large model (paper Fig. 14). */
-export const DEFAULT_CONTROLLER_SETTINGS: ControllerSettings = { commandTimeoutMs: 600_000, policy: 'role-based' };
+export const DEFAULT_CONTROLLER_SETTINGS: ControllerSettings = {
+  commandTimeoutMs: 600_000,
+  policy: 'role-based',
+  engineRestartBudget: 2,
+  engineRestartWindowMs: 3_600_000,
+};
 
 export interface RosterMachine {
   machineId: string;
@@ -65,7 +78,7 @@ export interface RosterMachine {
   agentAddress?: string | null;
 }
 
-export type CommandType = 'RestartTrainerGroup' | 'PromoteRolloutToTrainer' | 'ReplaceMachine' | 'RestartTask';
+export type CommandType = 'RestartTrainerGroup' | 'PromoteRolloutToTrainer' | 'ReplaceMachine' | 'RestartRolloutEngine' | 'RestartTask';
 
 export interface IssuedCommand {
   commandId: string;
@@ -126,6 +139,8 @@ export interface ControllerData {
   decidedVerdicts: Record<string, string>;
   /** Which recovery a command belongs to. */
   commandOwner: Record<string, string>;
+  /** Per rollout machine, when each in-place engine restart was issued: the budget counts those within its window. */
+  engineRestarts?: Record<string, number[]>;
   /** Confirmed faults seen, for the recovery's detect/decide stage latencies. */
   faults: Record<string, { at: number; detectMs: number; handledAs: 'trainer' | 'rollout' }>;
 }

@@ -32,6 +32,7 @@ export const MessageCatalog = {
   RestartTrainerGroup: control.RestartTrainerGroup,
   PromoteRolloutToTrainer: control.PromoteRolloutToTrainer,
   ReplaceMachine: control.ReplaceMachine,
+  RestartRolloutEngine: control.RestartRolloutEngine,
   RestartTask: control.RestartTask,
   RecoveryCommandSucceeded: control.RecoveryCommandSucceeded,
   RecoveryCommandFailed: control.RecoveryCommandFailed,

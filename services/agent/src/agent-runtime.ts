@@ -10,7 +10,8 @@ import { RoleExit, RoleProcess } from './role-process';
 import { RestartContext, restartContextOf, restartEnv } from './trainer-group';
 import { WeightPlane } from './weights/weight-plane';
 
-type AgentCommand = MessageOf<'RestartTrainerGroup' | 'PromoteRolloutToTrainer' | 'HeartbeatProbeRequested'>;
+type AgentCommand = MessageOf<'RestartTrainerGroup' | 'PromoteRolloutToTrainer' | 'RestartRolloutEngine' | 'HeartbeatProbeRequested'>;
+type MachineCommand = Exclude<AgentCommand, MessageOf<'HeartbeatProbeRequested'>>;
 
 /**
  * The agent on one GPU machine (paper §3, §4): registers the machine, samples GPU activity, relays
@@ -79,24 +80,13 @@ export class AgentRuntime {
     this.subscription = await this.bus.subscribe({
       groupId: `robustrl-agent-${this.config.machineId}`,
       topics: [Topics.control, Topics.heartbeat],
-      types: ['RestartTrainerGroup', 'PromoteRolloutToTrainer', 'HeartbeatProbeRequested'],
+      types: ['RestartTrainerGroup', 'PromoteRolloutToTrainer', 'RestartRolloutEngine', 'HeartbeatProbeRequested'],
       handler: (d) => this.onCommand(d as Delivery<AgentCommand>),
     });
     // Without UCX the machine registers without a weight server: the registry leaves it out of weight
     // transfer, and the weight endpoints of the API answer 503 with the reason.
-    const weightsAddress = await this.weights.start();
-    await this.emit('MachineRegistered', {
-      machineId: this.config.machineId,
-      role: this.role,
-      zone: this.config.zone,
-      hardwareClass: this.config.hardwareClass,
-      gpus: this.config.gpus,
-      agentAddress: apiUrl,
-      dpRank: this.config.dpRank,
-      ...(weightsAddress ? { weightsAddress } : {}),
-      ...(this.config.inferenceUrl ? { inferenceUrl: this.config.inferenceUrl } : {}),
-      incarnation: this.incarnation,
-    });
+    await this.weights.start();
+    await this.register();
     const command = this.config.roleCommands[this.role];
     if (command) {
       const pid = await this.roleProcess.start(command, this.roleEnv(apiUrl, {}));
@@ -108,6 +98,27 @@ export class AgentRuntime {
   }
 
   private apiUrl = '';
+
+  /** Announces this machine to the job: on start, and again when its rollout engine restarted in place. */
+  private async register(cause?: MessageOf<'RestartRolloutEngine'>): Promise<void> {
+    const weightsAddress = this.weights.address;
+    await this.emit(
+      'MachineRegistered',
+      {
+        machineId: this.config.machineId,
+        role: this.role,
+        zone: this.config.zone,
+        hardwareClass: this.config.hardwareClass,
+        gpus: this.config.gpus,
+        agentAddress: this.apiUrl,
+        dpRank: this.config.dpRank,
+        ...(weightsAddress ? { weightsAddress } : {}),
+        ...(this.config.inferenceUrl ? { inferenceUrl: this.config.inferenceUrl } : {}),
+        incarnation: this.incarnation,
+      },
+      cause,
+    );
+  }
 
   async stop(): Promise<void> {
     this.closing = true;
@@ -218,7 +229,12 @@ export class AgentRuntime {
       await this.emit('HeartbeatAcked', { probeId: m.data.probeId, machineId: me, ackedAt: new Date().toISOString() }, m);
       return;
     }
-    const mine = m.type === 'RestartTrainerGroup' ? m.data.machines.includes(me) : m.data.rolloutMachineId === me;
+    const mine =
+      m.type === 'RestartTrainerGroup'
+        ? m.data.machines.includes(me)
+        : m.type === 'RestartRolloutEngine'
+          ? m.data.machineId === me
+          : m.data.rolloutMachineId === me;
     if (!mine || this.executed.has(m.data.commandId)) return;
     const stale = this.staleness(m);
     if (stale) {
@@ -228,14 +244,18 @@ export class AgentRuntime {
     }
     this.executed.add(m.data.commandId);
     const started = Date.now();
-    const span = tracer().startSpan(m.type === 'RestartTrainerGroup' ? 'restart trainer process' : 'promote rollout to trainer', {
+    const span = tracer().startSpan(SPAN_NAMES[m.type], {
       attributes: { 'robustrl.machine_id': me, 'robustrl.command_id': m.data.commandId },
     });
     const answer = { recoveryId: m.data.recoveryId, commandId: m.data.commandId, machineId: me, executor: `agent/${me}` };
     try {
       if (m.type === 'RestartTrainerGroup') await this.restartRole(m);
+      else if (m.type === 'RestartRolloutEngine') await this.restartEngine(m);
       else await this.promote(m);
       await this.emit('RecoveryCommandSucceeded', { ...answer, durationMs: Date.now() - started }, m);
+      // The engine is back with no weights loaded: the machine joins the job again, the registry has it
+      // pull the current version, and the router takes it once it holds that version (issue 14).
+      if (m.type === 'RestartRolloutEngine') await this.register(m);
     } catch (err) {
       const error = err instanceof Error ? err.message : String(err);
       span.setStatus({ code: SpanStatusCode.ERROR, message: error });
@@ -251,7 +271,7 @@ export class AgentRuntime {
    * another incarnation, or — naming none (a controller that did not know the registration yet) — it
    * was issued before this process started (a replay of the control topic after a restart).
    */
-  private staleness(m: MessageOf<'RestartTrainerGroup' | 'PromoteRolloutToTrainer'>): string | null {
+  private staleness(m: MachineCommand): string | null {
     const addressed = m.type === 'RestartTrainerGroup' ? m.data.incarnations?.[this.config.machineId] : m.data.incarnation;
     if (addressed !== undefined) return addressed === this.incarnation ? null : `issued for incarnation ${addressed}, this is ${this.incarnation}`;
     const issuedAt = Date.parse(m.occurredAt);
@@ -274,6 +294,20 @@ export class AgentRuntime {
       `${this.role} process restarted (pid ${pid}) for ${m.data.recoveryId}, reloading checkpoint ${m.data.checkpointStep ?? 'none'}, retrying step ${m.data.step}` +
         ` as rank ${context.group.rank} of ${context.group.worldSize}${context.group.masterAddr ? ` meeting at ${context.group.masterAddr}:${context.group.masterPort}` : ''}`,
     );
+  }
+
+  /**
+   * Restart the rollout engine in place (issue 14): a crashed engine on a healthy machine is back in
+   * seconds, where replacing the machine takes minutes. Its pulled weights are dropped — the new engine
+   * holds none until it pulls the current version again.
+   */
+  private async restartEngine(m: MessageOf<'RestartRolloutEngine'>): Promise<void> {
+    if (this.role !== 'rollout') throw new Error(`${this.config.machineId} is a ${this.role} now, not a rollout`);
+    const command = this.config.roleCommands.rollout;
+    if (!command) throw new Error(`no command configured for the rollout role on ${this.config.machineId} (ROBUSTRL_ROLLOUT_COMMAND)`);
+    await this.weights.dropPulled(`the rollout engine restarts in place (${m.data.recoveryId})`);
+    const pid = await this.roleProcess.restart(command, this.roleEnv(this.apiUrl, {}));
+    this.logger.log(`rollout engine restarted in place (pid ${pid}) for ${m.data.recoveryId}: restart ${m.data.attempt} of ${m.data.budget} in the window`);
   }
 
   /** Hand this rollout machine to the trainer group: stop generating, switch role; the trainer group restart starts the trainer here. */
@@ -305,6 +339,12 @@ export class AgentRuntime {
     };
   }
 }
+
+const SPAN_NAMES: Record<MachineCommand['type'], string> = {
+  RestartTrainerGroup: 'restart trainer process',
+  RestartRolloutEngine: 'restart rollout engine in place',
+  PromoteRolloutToTrainer: 'promote rollout to trainer',
+};
 
 function signalNumber(signal: NodeJS.Signals): number {
   const numbers: Partial<Record<NodeJS.Signals, number>> = { SIGHUP: 1, SIGINT: 2, SIGQUIT: 3, SIGABRT: 6, SIGKILL: 9, SIGSEGV: 11, SIGTERM: 15 };

@@ -129,6 +129,42 @@ describe('agent', () => {
     expect(published('HeartbeatAcked').map((a) => (a.data as { probeId: string }).probeId)).toEqual(['p-1']);
   });
 
+  it('restarts its crashed rollout engine in place when told, answers, and registers again so the machine rejoins (issue 14)', async () => {
+    const firstPid = runtime.status().roleProcess.pid!;
+    signalAll(treeOf(firstPid), 'SIGKILL');
+    await eventually('exit reported', () => published('AgentFaultSignalled')[0]);
+    const { incarnation } = published('MachineRegistered')[0].data as { incarnation: string };
+    // One for another machine and one for an earlier incarnation of this one change nothing.
+    await bus.publish(command('RestartRolloutEngine', { recoveryId: 'other', commandId: 'other/1', machineId: 'm-2', attempt: 1, budget: 2 }));
+    await bus.publish(
+      command('RestartRolloutEngine', { recoveryId: 'old', commandId: 'old/1', machineId: 'm-1', attempt: 1, budget: 2, incarnation: 'earlier' }),
+    );
+    await bus.publish(command('RestartRolloutEngine', { recoveryId: 'r-9', commandId: 'r-9/1', machineId: 'm-1', attempt: 1, budget: 2, incarnation }));
+    const answer = await eventually('engine restart answered', () =>
+      published('RecoveryCommandSucceeded').find((m) => (m.data as { commandId: string }).commandId === 'r-9/1'),
+    );
+    expect(answer.data).toMatchObject({ recoveryId: 'r-9', machineId: 'm-1', executor: 'agent/m-1' });
+    await eventually('second engine started', () => (starts('rollout').length === 2 ? true : undefined));
+    expect(runtime.status().roleProcess).toMatchObject({ running: true, restarts: 1 });
+    expect(runtime.status().roleProcess.pid).not.toBe(firstPid);
+    // The same agent process announces the machine again, after its answer: the pool, registry and router take it back.
+    const registrations = await eventually('registered again', () =>
+      published('MachineRegistered').length === 2 ? published('MachineRegistered') : undefined,
+    );
+    expect(registrations[1].data).toMatchObject({ machineId: 'm-1', role: 'rollout', incarnation, inferenceUrl: 'http://10.0.0.5:8000' });
+    expect(registrations[1].causationId).toBe(published('RestartRolloutEngine').find((m) => (m.data as { commandId: string }).commandId === 'r-9/1')!.eventId);
+    const answered = [...published('RecoveryCommandSucceeded'), ...published('RecoveryCommandFailed')].map((m) => (m.data as { commandId: string }).commandId);
+    expect(answered).toEqual(['r-9/1']);
+  });
+
+  it('a trainer machine asked to restart a rollout engine says why it cannot', async () => {
+    await bus.publish(command('PromoteRolloutToTrainer', { recoveryId: 'r-1', commandId: 'r-1/1', rolloutMachineId: 'm-1', replacesMachineId: 't-0' }));
+    await eventually('promoted', () => published('RecoveryCommandSucceeded')[0]);
+    await bus.publish(command('RestartRolloutEngine', { recoveryId: 'r-2', commandId: 'r-2/1', machineId: 'm-1', attempt: 1, budget: 2 }));
+    const failure = await eventually('refused', () => published('RecoveryCommandFailed')[0]);
+    expect(failure.data).toMatchObject({ commandId: 'r-2/1', error: 'm-1 is a trainer now, not a rollout' });
+  });
+
   it('promoted to warm standby it stops generating and becomes a trainer; the group restart starts the trainer once', async () => {
     await bus.publish(command('PromoteRolloutToTrainer', { recoveryId: 'r-1', commandId: 'r-1/1', rolloutMachineId: 'm-1', replacesMachineId: 't-0' }));
     await eventually('promoted', () => published('RecoveryCommandSucceeded').find((m) => (m.data as { commandId: string }).commandId === 'r-1/1'));

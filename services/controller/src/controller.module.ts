@@ -42,6 +42,23 @@ function recoveryPolicy(env: NodeJS.ProcessEnv): ControllerSettings['policy'] {
   return raw;
 }
 
+/**
+ * ROBUSTRL_ENGINE_RESTART_BUDGET (default 2; 0 = always replace) in-place rollout engine restarts per
+ * machine within ROBUSTRL_ENGINE_RESTART_WINDOW_SECONDS (default 3600) before a process fault replaces the machine.
+ */
+function engineRestartBudget(env: NodeJS.ProcessEnv): Pick<ControllerSettings, 'engineRestartBudget' | 'engineRestartWindowMs'> {
+  const budget = env.ROBUSTRL_ENGINE_RESTART_BUDGET;
+  const window = env.ROBUSTRL_ENGINE_RESTART_WINDOW_SECONDS;
+  const parsedBudget = budget === undefined || budget === '' ? null : z.coerce.number().int().nonnegative().safeParse(budget);
+  if (parsedBudget && !parsedBudget.success) throw new Error(`ROBUSTRL_ENGINE_RESTART_BUDGET must be a whole number ≥ 0, got '${budget}'`);
+  const parsedWindow = window === undefined || window === '' ? null : z.coerce.number().positive().safeParse(window);
+  if (parsedWindow && !parsedWindow.success) throw new Error(`ROBUSTRL_ENGINE_RESTART_WINDOW_SECONDS must be a positive number, got '${window}'`);
+  return {
+    engineRestartBudget: parsedBudget ? parsedBudget.data! : DEFAULT_CONTROLLER_SETTINGS.engineRestartBudget,
+    engineRestartWindowMs: parsedWindow ? Math.round(parsedWindow.data! * 1000) : DEFAULT_CONTROLLER_SETTINGS.engineRestartWindowMs,
+  };
+}
+
 // EttrProjector starts and stops itself (its own lifecycle hooks): a read model, independent of the consumer below.
 // Their metrics go to the process's registry, served at /metrics by the service kit.
 @Module({ providers: [RecoveryMetrics, EttrProjector], controllers: [EttrController], exports: [RecoveryMetrics] })
@@ -66,7 +83,11 @@ export class ControllerModule implements OnApplicationBootstrap, OnModuleDestroy
       consumer: 'controller',
       topics: CONTROLLER_INPUTS,
       inputTypes: CONTROLLER_INPUT_TYPES,
-      decider: createControllerDecider({ commandTimeoutMs: commandTimeoutMs(process.env), policy: recoveryPolicy(process.env) }),
+      decider: createControllerDecider({
+        commandTimeoutMs: commandTimeoutMs(process.env),
+        policy: recoveryPolicy(process.env),
+        ...engineRestartBudget(process.env),
+      }),
       tickIntervalMs: 1000,
       clock: clock ?? undefined,
       onEmitted: (messages) => metrics.observe(messages),

@@ -151,6 +151,10 @@ function storyLine(m: RobustrlMessage): string | null {
       const d = (m as MessageOf<'ReplaceMachine'>).data;
       return `controller: replace ${d.role} machine ${d.machineId}`;
     }
+    case 'RestartRolloutEngine': {
+      const d = (m as MessageOf<'RestartRolloutEngine'>).data;
+      return `controller: restart the rollout engine on ${d.machineId} in place (restart ${d.attempt} of ${d.budget} in the window)`;
+    }
     case 'RecoveryCommandSucceeded': {
       const d = (m as MessageOf<'RecoveryCommandSucceeded'>).data;
       return d.newMachineId ? `orchestrator: ${d.newMachineId} scheduled and started` : null;

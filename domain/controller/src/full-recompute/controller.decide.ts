@@ -13,7 +13,17 @@ import {
   unknownMachine,
 } from './controller.state';
 import { firstIterationFault, repeatedFaultInStep, restartFailedTwice } from './escalation-rules';
-import { completed, decision, promoteRollout, replaceMachine, restartTask, restartTrainerGroup, restartTrainerGroupOf } from './recovery-commands';
+import {
+  completed,
+  decision,
+  promoteRollout,
+  replaceMachine,
+  restartRolloutEngine,
+  restartTask,
+  restartTrainerGroup,
+  restartTrainerGroupOf,
+} from './recovery-commands';
+import { engineRestartBudgetSpent, engineRestartsInWindow } from './rollout-engine-restarts';
 import { chooseWarmStandby } from './warm-standby';
 
 /**
@@ -35,7 +45,7 @@ export function decideController(settings: ControllerSettings) {
     const folded = () => evolveController(state, message, Date.parse(message.occurredAt));
     switch (message.type) {
       case 'FaultConfirmed':
-        return decideOnFault(settings, state, message);
+        return decideOnFault(settings, state, message, now);
       case 'RecoveryCommandSucceeded':
         return commandSucceeded(folded(), message.data.commandId, now);
       case 'RecoveryCommandFailed':
@@ -64,6 +74,7 @@ interface FaultCase {
   state: ControllerState;
   verdict: MessageOf<'FaultConfirmed'>['data'];
   recovery: { recoveryId: string; verdictId: string; machineId: string };
+  now: number;
   decided: (action: RecoveryAction, rule: DecisionRule, evidence?: Evidence) => ControllerDraft;
 }
 
@@ -88,6 +99,26 @@ const escalation: FaultPolicy = ({ state, verdict, recovery, decided }) => {
   return rule ? [decided('restart-task', rule), restartTask(recovery.recoveryId, 1, rule)] : null;
 };
 
+/**
+ * A rollout's engine process failed with no hardware evidence (it exited or raised): restart it in place,
+ * unless the machine used its in-place restarts within the window — then it is replaced, and the decision
+ * says why (issue 14).
+ */
+const rolloutProcessFault: FaultPolicy = ({ settings, state, verdict, recovery, now, decided }) => {
+  if (verdict.handledAs !== 'rollout' || verdict.machineFaulty || settings.engineRestartBudget <= 0) return null;
+  const m = state.machines[verdict.machineId];
+  // A machine the controller knows only from the verdict has no agent it could address.
+  if (!m || m.status !== 'active' || m.role !== 'rollout') return null;
+  const used = engineRestartsInWindow(state, settings, m.machineId, now);
+  const spent = engineRestartBudgetSpent(used, settings);
+  if (spent) {
+    const window = `${Math.round(settings.engineRestartWindowMs / 60_000)} min`;
+    const detail = `${used} in-place engine restart(s) of ${m.machineId} within ${window} (budget ${settings.engineRestartBudget}); ${verdict.evidence.detail ?? verdict.rule}`;
+    return [decided('replace-rollout', spent, { ...verdict.evidence, detail }), replaceMachine(recovery.recoveryId, 1, m, 'rollout')];
+  }
+  return [decided('restart-rollout-engine', 'rollout-process-fault'), restartRolloutEngine(recovery.recoveryId, 1, m, used + 1, settings.engineRestartBudget)];
+};
+
 /** A rollout fault: isolate the machine and bring a new one; the job never restarts for a rollout. */
 const rolloutFault: FaultPolicy = ({ state, verdict, recovery, decided }) => {
   if (verdict.handledAs !== 'rollout') return null;
@@ -109,12 +140,13 @@ export const FAULT_POLICIES: readonly FaultPolicy[] = [
   coveredByActiveRecovery,
   taskRestartPolicy,
   escalation,
+  rolloutProcessFault,
   rolloutFault,
   trainerMachineFaulty,
   trainerFault,
 ];
 
-function decideOnFault(settings: ControllerSettings, state: ControllerState, fault: MessageOf<'FaultConfirmed'>): ControllerDraft[] {
+function decideOnFault(settings: ControllerSettings, state: ControllerState, fault: MessageOf<'FaultConfirmed'>, now: number): ControllerDraft[] {
   const verdict = fault.data;
   if (state.decidedVerdicts[verdict.verdictId]) return [];
   const recovery = { recoveryId: `${verdict.verdictId}/recovery`, verdictId: verdict.verdictId, machineId: verdict.machineId };
@@ -123,6 +155,7 @@ function decideOnFault(settings: ControllerSettings, state: ControllerState, fau
     state,
     verdict,
     recovery,
+    now,
     decided: (action, rule, evidence = verdict.evidence) => decision(state, recovery, action, rule, evidence),
   };
   for (const policy of FAULT_POLICIES) {
@@ -185,6 +218,7 @@ function commandSucceeded(state: ControllerState, commandId: string, now: number
       if (recovery.handledAs === 'trainer') return [restartTrainerGroupOf(state, recovery, next, cmd.newMachineId)];
       return reportedInFully(recovery) ? [completed(recovery, now, 'recovered')] : [];
     case 'RestartTrainerGroup':
+    case 'RestartRolloutEngine':
       return reportedInFully(recovery) ? [completed(recovery, now, 'recovered')] : [];
     case 'RestartTask':
       return [completed(recovery, now, 'escalated')];
@@ -203,11 +237,20 @@ function commandFailed(state: ControllerState, failure: MessageOf<'RecoveryComma
 
   if (cmd.type === 'RestartTask') return [completed(recovery, now, 'abandoned')];
   if (cmd.background) return []; // the pool refill failed: fewer rollouts, the job goes on
+  if (cmd.type === 'RestartRolloutEngine') {
+    // The engine did not come back in place (or its agent did not answer): the machine goes.
+    const m = state.machines[recovery.machineId];
+    return m
+      ? [decided('replace-rollout', 'rollout-engine-restart-failed'), replaceMachine(recovery.recoveryId, next, m, 'rollout')]
+      : [completed(recovery, now, 'abandoned')];
+  }
   const escalated = restartFailedTwice(recovery);
   if (escalated) return [decided('restart-task', escalated), restartTask(recovery.recoveryId, next, escalated)];
 
   if (recovery.handledAs === 'rollout') {
-    if (recovery.failures >= 2) return [completed(recovery, now, 'abandoned')];
+    // One replacement may fail and is asked for again; a failed in-place engine restart before it does not count.
+    const failedReplacements = Object.values(recovery.commands).filter((c) => c.type === 'ReplaceMachine' && c.status === 'failed').length;
+    if (failedReplacements >= 2) return [completed(recovery, now, 'abandoned')];
     const m = state.machines[recovery.machineId];
     return m ? [decided('replace-rollout', 'rollout-fault'), replaceMachine(recovery.recoveryId, next, m, 'rollout')] : [completed(recovery, now, 'abandoned')];
   }

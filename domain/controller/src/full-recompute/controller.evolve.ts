@@ -77,6 +77,7 @@ export function evolveController(state: ControllerState, fact: ControllerFact, a
     case 'RestartTrainerGroup':
     case 'PromoteRolloutToTrainer':
     case 'ReplaceMachine':
+    case 'RestartRolloutEngine':
     case 'RestartTask':
       return onIssued(state, fact, at);
     case 'RecoveryCommandSucceeded':
@@ -110,7 +111,7 @@ function onDecided(state: ControllerState, fact: Draft<'RecoveryDecided'>, at: n
     recoveryId: d.recoveryId,
     verdictId: d.verdictId,
     machineId: d.machineId,
-    handledAs: fault?.handledAs ?? (d.action === 'replace-rollout' ? 'rollout' : 'trainer'),
+    handledAs: fault?.handledAs ?? (d.action === 'replace-rollout' || d.action === 'restart-rollout-engine' ? 'rollout' : 'trainer'),
     action: d.action,
     rule: d.rule,
     faultAt: fault?.at ?? at,
@@ -138,7 +139,7 @@ function onDecided(state: ControllerState, fact: Draft<'RecoveryDecided'>, at: n
 
 function onIssued(
   state: ControllerState,
-  fact: Draft<'RestartTrainerGroup' | 'PromoteRolloutToTrainer' | 'ReplaceMachine' | 'RestartTask'>,
+  fact: Draft<'RestartTrainerGroup' | 'PromoteRolloutToTrainer' | 'ReplaceMachine' | 'RestartRolloutEngine' | 'RestartTask'>,
   at: number,
 ): ControllerState {
   const r = state.recoveries[fact.data.recoveryId];
@@ -149,6 +150,8 @@ function onIssued(
   let awaiting: string[] = [];
   let subject: string | null = null;
   let background = false;
+  let restartedMachines = r.restartedMachines;
+  let engineRestarts = state.engineRestarts;
   switch (fact.type) {
     case 'RestartTrainerGroup':
       awaiting = [...fact.data.machines];
@@ -168,6 +171,13 @@ function onIssued(
       background = r.handledAs === 'trainer' && fact.data.role === 'rollout';
       break;
     }
+    case 'RestartRolloutEngine': {
+      subject = fact.data.machineId;
+      awaiting = [fact.data.machineId];
+      restartedMachines = { [fact.data.machineId]: at };
+      engineRestarts = { ...engineRestarts, [fact.data.machineId]: [...(engineRestarts?.[fact.data.machineId] ?? []), at] };
+      break;
+    }
     case 'RestartTask':
       break;
   }
@@ -182,8 +192,14 @@ function onIssued(
     newMachineId: null,
   };
   return withRecovery(
-    { ...state, machines, commandOwner: { ...state.commandOwner, [cmd.commandId]: r.recoveryId } },
-    { ...r, commandSeq: Math.max(r.commandSeq, seq), trainerGroup: trainerGroupNow, commands: { ...r.commands, [cmd.commandId]: cmd } },
+    { ...state, machines, ...(engineRestarts ? { engineRestarts } : {}), commandOwner: { ...state.commandOwner, [cmd.commandId]: r.recoveryId } },
+    {
+      ...r,
+      commandSeq: Math.max(r.commandSeq, seq),
+      trainerGroup: trainerGroupNow,
+      restartedMachines,
+      commands: { ...r.commands, [cmd.commandId]: cmd },
+    },
   );
 }
 
@@ -212,7 +228,10 @@ function onOutcome(state: ControllerState, fact: Draft<'RecoveryCommandSucceeded
     const restarted = machineId === null ? Object.fromEntries(cmd.awaiting.map((m) => [m, at])) : { [machineId]: at };
     recovery = { ...recovery, restartedMachines: { ...recovery.restartedMachines, ...restarted } };
   }
-  const primaryDone = finished && !cmd.background && (cmd.type === 'RestartTrainerGroup' || (cmd.type === 'ReplaceMachine' && r.handledAs === 'rollout'));
+  const primaryDone =
+    finished &&
+    !cmd.background &&
+    (cmd.type === 'RestartTrainerGroup' || cmd.type === 'RestartRolloutEngine' || (cmd.type === 'ReplaceMachine' && r.handledAs === 'rollout'));
   if (primaryDone) {
     recovery = { ...recovery, restartedAt: at };
     if (cmd.type === 'ReplaceMachine' && newMachineId) {

@@ -88,6 +88,18 @@ export function replaceMachine(recoveryId: string, seq: number, m: RosterMachine
   return draft('ReplaceMachine', { recoveryId, commandId: `${recoveryId}/${seq}`, machineId: m.machineId, role, zone: m.zone, hardwareClass: m.hardwareClass });
 }
 
+/** Restart the rollout engine on its machine in place (issue 14): `attempt` of the machine's `budget` within the window. */
+export function restartRolloutEngine(recoveryId: string, seq: number, m: RosterMachine, attempt: number, budget: number): ControllerDraft {
+  return draft('RestartRolloutEngine', {
+    recoveryId,
+    commandId: `${recoveryId}/${seq}`,
+    machineId: m.machineId,
+    attempt,
+    budget,
+    ...(m.incarnation ? { incarnation: m.incarnation } : {}),
+  });
+}
+
 export function restartTask(recoveryId: string, seq: number, rule: DecisionRule): ControllerDraft {
   return draft('RestartTask', { recoveryId, commandId: `${recoveryId}/${seq}`, rule });
 }

@@ -9,6 +9,8 @@ export const RecoveryAction = z.enum([
   'warm-standby-from-rollout',
   'request-new-trainer-machine',
   'replace-rollout',
+  /** A rollout engine process failed on a healthy machine: restart it in place (seconds) before replacing the machine (issue 14). */
+  'restart-rollout-engine',
   'restart-task',
   'report-only',
 ]);
@@ -19,6 +21,12 @@ export const DecisionRule = z.enum([
   'trainer-fault',
   'trainer-machine-faulty',
   'rollout-fault',
+  /** The rollout's engine process failed (exited, raised) with no hardware evidence: it restarts in place. */
+  'rollout-process-fault',
+  /** The machine already used its in-place engine restarts within the window: it is replaced instead. */
+  'rollout-restart-budget-spent',
+  /** The in-place engine restart failed or went unanswered: the machine is replaced. */
+  'rollout-engine-restart-failed',
   'escalate-first-iteration',
   'escalate-repeated-fault-in-step',
   'escalate-restart-failed-twice',
@@ -95,6 +103,22 @@ export const ReplaceMachine = command(
     role: Role,
     zone: z.string().min(1),
     hardwareClass: z.string().min(1),
+  }),
+);
+
+export const RestartRolloutEngine = command(
+  'RestartRolloutEngine',
+  Topics.control,
+  'Restart the rollout engine process on its (healthy) machine in place; the machine re-registers and serves again once it holds the current weights.',
+  z.object({
+    ...Target,
+    machineId: MachineId,
+    /** Which in-place restart of this machine within the budget's window this is (1 = the first). */
+    attempt: z.int().positive(),
+    /** In-place restarts a machine may have within the window before it is replaced instead. */
+    budget: z.int().positive(),
+    /** The agent incarnation the command is for (when known): another incarnation ignores it. */
+    incarnation: z.string().min(1).optional(),
   }),
 );
 
