@@ -59,6 +59,22 @@ export const Scenario = z
       trainerEveryStepsFraction: z.number().gt(0).max(1).nullable(),
       /** Silent rollout machine failures per machine-hour (exponential inter-arrival). */
       rolloutFaultsPerMachineHour: z.number().nonnegative(),
+      /**
+       * Of the trainer faults, the share that is a hardware failure (an XID error) of one trainer machine:
+       * that machine must leave the group — a rollout lent as warm standby in semi-sync/async, a new
+       * machine in sync (paper §5.1.3). The other ranks crash with it. 0: every trainer fault kills processes only.
+       */
+      trainerHardwareFraction: z.number().min(0).max(1).default(0),
+      /**
+       * Of the rollout faults, the share that is an engine process crash on a healthy machine (it exits
+       * and the agent says so), restarted in place; the rest are silent machine failures, replaced.
+       */
+      rolloutProcessFraction: z.number().min(0).max(1).default(0),
+      /**
+       * The chance that a trainer fault strikes its step again once the restarted group trains it: a
+       * reproducible fault, which paper §5.1.2 rule 2 escalates to a whole-task restart.
+       */
+      repeatInStepProbability: z.number().min(0).max(1).default(0),
     }),
     /** Detection windows (paper §4 defaults when absent), carried by the job's JobStarted like a real job. */
     detection: z

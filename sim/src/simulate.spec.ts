@@ -1,11 +1,12 @@
 import { readFileSync } from 'node:fs';
+import type { MessageOf, RobustrlMessage } from '@robustrl/contracts';
 import { join } from 'node:path';
 import { builtInScenario, builtInScenarios } from './scenarios/paper-workloads';
-import { parseScenario, renderScenarioSchema, Scenario, SCENARIO_SCHEMA_FILE } from './scenario';
+import { parseScenario, renderScenarioSchema, Scenario, ScenarioInput, SCENARIO_SCHEMA_FILE } from './scenario';
 import { runStrategy, simulate } from './simulate';
 
 /** A small job (2 + 2 machines, 12 steps) so the specs stay fast; the paper's scenarios are in the benchmark and the docs. */
-function smallJob(overrides: Partial<Scenario> = {}): Scenario {
+function smallJob(overrides: Partial<ScenarioInput> = {}): Scenario {
   const base = builtInScenario('qwen3-8b-math-semi-sync')!;
   return parseScenario({
     ...base,
@@ -97,6 +98,115 @@ describe('simulator', () => {
     expect(messages).toContain('ReplaceMachine');
     expect(messages).toContain('MachineDeregistered');
     expect(r.downtimeByCategory.find((c) => c.category === 'detection')!.gpuHours).toBeGreaterThan(0);
+  });
+
+  describe('the recoveries beyond a trainer process restart (issue 14)', () => {
+    /** Every message of one run as `type` plus what tells it apart: the decision's action and rule, the command's machine. */
+    function run(scenario: Scenario, seed: number) {
+      const decisions: Array<[string, string]> = [];
+      const messages: RobustrlMessage[] = [];
+      const r = runStrategy(scenario, 'robustrl', seed, {
+        validateMessages: true,
+        onMessage: (_s, m) => {
+          messages.push(m);
+          if (m.type === 'RecoveryDecided') decisions.push([m.data.action, m.data.rule]);
+        },
+      });
+      const ofType = <T extends RobustrlMessage['type']>(type: T) => messages.filter((m): m is MessageOf<T> => m.type === type);
+      return { r, decisions, ofType };
+    }
+    const hardwareTrainerFaults = (mode: 'semi-sync' | 'sync') =>
+      smallJob({ mode, faults: { trainerEveryStepsFraction: 0.25, rolloutFaultsPerMachineHour: 0, trainerHardwareFraction: 1 } });
+
+    it('semi-sync: a trainer GPU failure borrows a rollout as warm standby, refills the pool, and the group trains on with it', () => {
+      const { r, decisions, ofType } = run(hardwareTrainerFaults('semi-sync'), 3);
+      expect(r.steps).toBe(12);
+      expect(decisions).toContainEqual(['warm-standby-from-rollout', 'trainer-machine-faulty']);
+      const promoted = ofType('PromoteRolloutToTrainer').map((m) => m.data.rolloutMachineId);
+      expect(promoted.length).toBeGreaterThan(0);
+      expect(ofType('RecoveryCommandFailed')).toEqual([]);
+      // The standby is in the group the next restart re-forms; the faulty machine is refilled as a rollout.
+      const restarts = ofType('RestartTrainerGroup');
+      expect(restarts.some((m) => m.data.machines.includes(promoted[0]))).toBe(true);
+      expect(ofType('ReplaceMachine').some((m) => m.data.role === 'rollout' && m.data.machineId.startsWith('trainer-'))).toBe(true);
+      expect(ofType('MachineRoleChanged').map((m) => [m.data.machineId, m.data.to])).toContainEqual([promoted[0], 'trainer']);
+      expect(ofType('RecoveryCompleted').filter((m) => m.data.outcome !== 'recovered')).toEqual([]);
+      expect(r.restartBreakdown.map((b) => b.kind)).toEqual(expect.arrayContaining(['trainer-restart', 'warm-standby', 'rollout-replacement']));
+    });
+
+    it('sync: the same failure asks for a new trainer machine; the group restarts with it', () => {
+      const { r, decisions, ofType } = run(hardwareTrainerFaults('sync'), 3);
+      expect(r.steps).toBe(12);
+      expect(decisions).toContainEqual(['request-new-trainer-machine', 'trainer-machine-faulty']);
+      expect(decisions.map(([action]) => action)).not.toContain('warm-standby-from-rollout');
+      const replacement = ofType('RecoveryCommandSucceeded').find((m) => m.data.newMachineId?.startsWith('trainer-'));
+      expect(replacement).toBeDefined();
+      expect(ofType('RestartTrainerGroup').some((m) => m.data.machines.includes(replacement!.data.newMachineId!))).toBe(true);
+    });
+
+    it('a crashed rollout engine restarts in place; the machine stays and pulls the weights again', () => {
+      const { r, decisions, ofType } = run(
+        smallJob({ faults: { trainerEveryStepsFraction: null, rolloutFaultsPerMachineHour: 3, rolloutProcessFraction: 1 } }),
+        4,
+      );
+      expect(r.steps).toBe(12);
+      expect(decisions).toContainEqual(['restart-rollout-engine', 'rollout-process-fault']);
+      const restarted = ofType('RestartRolloutEngine').map((m) => m.data.machineId);
+      expect(restarted.length).toBeGreaterThan(0);
+      // Machines restarted in place re-register and are assigned the current weights again.
+      const registeredAfter = ofType('MachineRegistered').filter((m) => m.data.machineId === restarted[0]);
+      expect(registeredAfter.length).toBeGreaterThanOrEqual(2);
+      expect(ofType('WeightPullAssigned').some((m) => m.data.pullerId === restarted[0])).toBe(true);
+      expect(r.restartBreakdown.map((b) => b.kind)).toContain('engine-restart');
+      // Past the budget a machine is replaced and the decision says why; none of them is a silent failure.
+      for (const [action, rule] of decisions) if (action === 'replace-rollout') expect(rule).toBe('rollout-restart-budget-spent');
+      expect(ofType('FaultConfirmed').filter((m) => m.data.rule === 'rollout-silent')).toEqual([]);
+    });
+
+    it('a fault that strikes its step again escalates to a task restart (paper §5.1.2 rule 2), and the job finishes', () => {
+      const { r, decisions, ofType } = run(
+        smallJob({ faults: { trainerEveryStepsFraction: 0.25, rolloutFaultsPerMachineHour: 0, repeatInStepProbability: 1 } }),
+        2,
+      );
+      expect(r.steps).toBe(12);
+      expect(decisions).toContainEqual(['restart-task', 'escalate-repeated-fault-in-step']);
+      expect(ofType('RestartTask').map((m) => m.data.rule)).toContain('escalate-repeated-fault-in-step');
+      expect(r.restartBreakdown.map((b) => b.kind)).toEqual(expect.arrayContaining(['trainer-restart', 'task-restart']));
+    });
+  });
+
+  it('every fault kind mixed, async: each run finishes, every recovery ends recovered or escalated by a rule', () => {
+    const mixes = [
+      {
+        trainerEveryStepsFraction: 0.25,
+        rolloutFaultsPerMachineHour: 1,
+        trainerHardwareFraction: 0.5,
+        rolloutProcessFraction: 0.5,
+        repeatInStepProbability: 0.3,
+      },
+      // Both rollouts lost right after the trainer released the newest version to them: it was retired
+      // with no holder, and the trainer must publish it again (a run of this seed once waited forever).
+      { trainerEveryStepsFraction: 0.25, rolloutFaultsPerMachineHour: 1, rolloutProcessFraction: 0.5 },
+    ];
+    for (const [faults, seeds] of [
+      [mixes[0], [3, 6]],
+      [mixes[1], [8]],
+    ] as const) {
+      for (const seed of seeds) {
+        const outcomes: string[] = [];
+        const escalations: string[] = [];
+        const r = runStrategy(smallJob({ mode: 'async', faults }), 'robustrl', seed, {
+          onMessage: (_s, m) => {
+            if (m.type === 'RecoveryCompleted') outcomes.push(m.data.outcome);
+            if (m.type === 'RestartTask') escalations.push(m.data.rule);
+          },
+        });
+        expect(r.steps).toBe(12);
+        expect(outcomes.length).toBeGreaterThan(0);
+        expect(outcomes.filter((o) => o !== 'recovered' && o !== 'escalated')).toEqual([]);
+        for (const rule of escalations) expect(rule).toMatch(/^escalate-/);
+      }
+    }
   });
 
   it('built-in scenarios name a source for what they assume', () => {

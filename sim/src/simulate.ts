@@ -125,7 +125,7 @@ export function runStrategy(scenario: Scenario, strategy: Strategy, seed: number
 }
 
 function restartBreakdown(cluster: EmulatedCluster): StrategyResult['restartBreakdown'] {
-  const kinds: RestartKind[] = ['task-restart', 'trainer-restart', 'rollout-replacement'];
+  const kinds: RestartKind[] = ['task-restart', 'trainer-restart', 'warm-standby', 'rollout-replacement', 'engine-restart'];
   return kinds
     .map((kind) => {
       const rs = cluster.restarts.filter((r) => r.kind === kind);

@@ -1,3 +1,4 @@
+import type { MessageOf } from '@robustrl/contracts';
 import type { SeededRandom } from '../random';
 import type { Scenario } from '../scenario';
 import type { ClusterEnvironment } from './cluster-environment';
@@ -6,9 +7,11 @@ import type { MachineAgents } from './machine-agents';
 import type { RlPipeline } from './rl-pipeline';
 
 /**
- * Breaks the cluster on the scenario's schedule: trainer processes are killed (and say so), rollout
- * machines fail silently. It draws only from its own random stream, so injecting faults or not leaves
- * the workload's draws alone.
+ * Breaks the cluster on the scenario's schedule: trainer processes are killed (and say so) — or one
+ * trainer machine's GPU fails (XID) and takes the group down with it; rollout machines fail silently, or
+ * their engine process crashes on a healthy machine; a trainer fault may strike its step again. It draws
+ * only from its own random stream, so injecting faults or not leaves the workload's draws alone, and a
+ * kind of fault the scenario leaves at 0 draws nothing (the scenarios without it run as before).
  */
 export class FaultInjector {
   faultsInjected = 0;
@@ -25,6 +28,8 @@ export class FaultInjector {
   private lastCycleMs = 0;
   /** Set once rollout faults are on: machines that come back later are armed the same way. */
   private rolloutFaultsPerHour: number | null = null;
+  /** A trainer fault that will strike this step again once the restarted group trains it (rule 2). */
+  private repeatStep: number | null = null;
 
   constructor(
     private readonly k: ClusterEnvironment,
@@ -35,6 +40,7 @@ export class FaultInjector {
     private readonly pipeline: RlPipeline,
   ) {
     this.lastCycleStart = k.now;
+    k.subscribe(['TrainingStepStarted'], (m) => this.stepStarted((m as MessageOf<'TrainingStepStarted'>).data.step));
   }
 
   start(): void {
@@ -63,15 +69,39 @@ export class FaultInjector {
     }
   }
 
-  private killTrainers(phase: number): void {
+  private killTrainers(phase: number, repeat = false): void {
     if (this.pipeline.finishedAt !== null) return;
-    if (this.lastTrainerFaultStep === this.pipeline.trainerStep) {
+    if (!repeat && this.lastTrainerFaultStep === this.pipeline.trainerStep) {
       // Its window's step ran long and this draw landed in a step that already had its fault: move it on.
       this.trainerFaultPlan.set(this.pipeline.stepsDone + 1, phase);
       return;
     }
     this.lastTrainerFaultStep = this.pipeline.trainerStep;
     this.faultsInjected++;
+    const f = this.s.faults;
+    if (!repeat && f.repeatInStepProbability > 0 && this.rng.next() < f.repeatInStepProbability) this.repeatStep = this.pipeline.trainerStep;
+    const living = this.agents.trainers().filter((m) => m.alive && m.process !== 'dead');
+    // A GPU failure first: its XID is the first signal, so the verdict the controller decides on is the
+    // hardware one; the other ranks' exits that follow are covered by that recovery.
+    if (f.trainerHardwareFraction > 0 && living.length > 0 && this.rng.next() < f.trainerHardwareFraction) {
+      const broken = living[this.rng.int(0, living.length - 1)];
+      // The machine's state first: the control plane may act on the signal before emit returns.
+      broken.alive = false;
+      broken.process = 'dead';
+      broken.epoch++;
+      this.k.emit(
+        'AgentFaultSignalled',
+        {
+          machineId: broken.id,
+          role: 'trainer',
+          signal: 'xid-error',
+          detail: 'XID 79: GPU has fallen off the bus (fault injection)',
+          exitCode: null,
+          observedAt: new Date(this.k.now).toISOString(),
+        },
+        `agent/${broken.id}`,
+      );
+    }
     for (const m of this.agents.trainers()) {
       if (!m.alive || m.process === 'dead') continue;
       m.process = 'dead';
@@ -92,6 +122,16 @@ export class FaultInjector {
     this.pipeline.abandonStep();
   }
 
+  /** The restarted group trains the faulted step again: the repeat strikes at a random point of its compute. */
+  private stepStarted(step: number): void {
+    if (this.repeatStep !== step) return;
+    this.repeatStep = null;
+    const at = this.rng.next() * this.s.training.stepSeconds * 1000;
+    this.k.after(at, () => {
+      if (this.pipeline.trainerStep === step) this.killTrainers(0, true);
+    });
+  }
+
   private scheduleRolloutFaults(): void {
     const rate = this.s.faults.rolloutFaultsPerMachineHour;
     if (rate <= 0) return;
@@ -105,8 +145,28 @@ export class FaultInjector {
     if (rate === null) return;
     const ms = this.rng.exponential(3_600_000 / rate);
     this.k.after(ms, () => {
-      if (this.pipeline.finishedAt !== null || !m.alive || m.process !== 'ready' || !this.agents.machines.has(m.id)) return;
+      if (this.pipeline.finishedAt !== null || !m.alive || m.role !== 'rollout' || m.process !== 'ready' || !this.agents.machines.has(m.id)) return;
       this.faultsInjected++;
+      const share = this.s.faults.rolloutProcessFraction;
+      if (share > 0 && this.rng.next() < share) {
+        // The engine process crashes on a healthy machine: its agent says so, and answers probes still.
+        m.process = 'dead';
+        m.epoch++;
+        for (const x of m.running) x.epoch++;
+        this.k.emit(
+          'AgentFaultSignalled',
+          {
+            machineId: m.id,
+            role: 'rollout',
+            signal: 'process-exited',
+            detail: 'rollout engine exited (fault injection)',
+            exitCode: 1,
+            observedAt: new Date(this.k.now).toISOString(),
+          },
+          `agent/${m.id}`,
+        );
+        return;
+      }
       // A silent machine failure: no signal, no telemetry, no probe answers — the detector must find it.
       m.alive = false;
       m.process = 'dead';

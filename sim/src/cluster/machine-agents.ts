@@ -13,7 +13,7 @@ export interface AgentsJob {
   rolloutCanTakeMore(m: Machine, ready: boolean): void;
 }
 
-export type BootReason = 'startup' | 'task-restart' | 'trainer-restart' | 'replacement';
+export type BootReason = 'startup' | 'task-restart' | 'trainer-restart' | 'replacement' | 'engine-restart';
 
 /**
  * The agent on each machine: it registers the machine, boots its role process, reports phases and
@@ -23,8 +23,8 @@ export type BootReason = 'startup' | 'task-restart' | 'trainer-restart' | 'repla
 export class MachineAgents {
   private readonly byId = new Map<string, Machine>();
   /**
-   * The trainers and the rollouts, in the order the machines were added; rebuilt when a machine joins or
-   * leaves (roles never change). The pipeline asks for them on every completed sample: filtering the
+   * The trainers and the rollouts, in the order the machines were added; rebuilt when a machine joins,
+   * leaves or changes role (a rollout lent to the trainer as warm standby). The pipeline asks for them on every completed sample: filtering the
    * whole roster each time made a step cost O(machines × samples) (issue 13).
    */
   private byRole: { trainers: Machine[]; rollouts: Machine[]; rolloutOrder: Map<Machine, number> } | null = null;
@@ -76,6 +76,19 @@ export class MachineAgents {
 
   removeMachine(id: string): void {
     if (this.byId.delete(id)) this.byRole = null;
+  }
+
+  /** A rollout lent to the trainer group (warm standby): it stops serving, drops its rollout weights, and is a trainer from now on. */
+  lendToTrainer(m: Machine, reason: string): void {
+    m.role = 'trainer';
+    m.slots = 0;
+    m.process = 'starting';
+    m.epoch++;
+    m.held.clear();
+    m.heldChanges++;
+    m.buckets.clear();
+    this.byRole = null;
+    this.k.emit('MachineRoleChanged', { machineId: m.id, from: 'rollout', to: 'trainer', reason }, `agent/${m.id}`);
   }
 
   /** The agent registers (or re-registers) and its role process initialises; then it works. */

@@ -1,5 +1,5 @@
 import type { MessageOf, RobustrlMessage } from '@robustrl/contracts';
-import type { RestartStageSeconds } from '../report/report-types';
+import type { RestartKind, RestartStageSeconds } from '../report/report-types';
 import type { Scenario } from '../scenario';
 import type { ClusterEnvironment } from './cluster-environment';
 import type { JobShape } from './cluster-model';
@@ -8,7 +8,7 @@ import type { MachineAgents } from './machine-agents';
 import type { RlPipeline } from './rl-pipeline';
 
 type StageName = RestartStageSeconds['stage'];
-export type RestartKind = 'task-restart' | 'trainer-restart' | 'rollout-replacement';
+export type { RestartKind };
 export interface RestartRecord {
   kind: RestartKind;
   stages: Partial<Record<StageName, number>>;
@@ -18,6 +18,9 @@ export interface RestartRecord {
  * Carries out the control plane's recovery commands, as the cluster scheduler and the agents would, and
  * records each restart's stages for the report's breakdown. It decides nothing: the controller chose.
  */
+/** The agent stopping what is left of a crashed engine and starting a new one (its start is `engineStartSeconds`). */
+const ENGINE_STOP_MS = 2_000;
+
 export class Orchestrator {
   readonly restarts: RestartRecord[] = [];
   private nextMachine: number;
@@ -31,7 +34,7 @@ export class Orchestrator {
     private readonly faults: FaultInjector,
   ) {
     this.nextMachine = s.cluster.rolloutMachines;
-    k.subscribe(['RestartTrainerGroup', 'ReplaceMachine', 'RestartTask', 'PromoteRolloutToTrainer'], (m) => this.onCommand(m));
+    k.subscribe(['RestartTrainerGroup', 'ReplaceMachine', 'RestartTask', 'PromoteRolloutToTrainer', 'RestartRolloutEngine'], (m) => this.onCommand(m));
   }
 
   private onCommand(message: RobustrlMessage): void {
@@ -42,25 +45,64 @@ export class Orchestrator {
         return this.replaceMachine(message as MessageOf<'ReplaceMachine'>);
       case 'RestartTask':
         return this.restartTask(message as MessageOf<'RestartTask'>);
-      case 'PromoteRolloutToTrainer': {
-        const d = (message as MessageOf<'PromoteRolloutToTrainer'>).data;
-        // Trainer machines never fail as hardware in these scenarios (faults kill processes), so no
-        // warm standby is needed; say so instead of pretending.
-        this.k.emit(
-          'RecoveryCommandFailed',
-          {
-            recoveryId: d.recoveryId,
-            commandId: d.commandId,
-            machineId: d.rolloutMachineId,
-            executor: 'sim/orchestrator',
-            durationMs: 0,
-            error: 'warm standby promotion is not modelled by the simulator',
-          },
-          'sim/orchestrator',
-        );
-        return;
-      }
+      case 'PromoteRolloutToTrainer':
+        return this.promote(message as MessageOf<'PromoteRolloutToTrainer'>);
+      case 'RestartRolloutEngine':
+        return this.restartEngine(message as MessageOf<'RestartRolloutEngine'>);
     }
+  }
+
+  private answer(c: { recoveryId: string; commandId: string }, machineId: string, error: string | null, durationMs: number): void {
+    const base = { recoveryId: c.recoveryId, commandId: c.commandId, machineId, executor: `agent/${machineId}`, durationMs: Math.round(durationMs) };
+    if (error) this.k.emit('RecoveryCommandFailed', { ...base, error }, `agent/${machineId}`);
+    else this.k.emit('RecoveryCommandSucceeded', base, `agent/${machineId}`);
+  }
+
+  /**
+   * Warm standby (paper §5.1.3): the rollout's agent stops its engine and hands the machine to the
+   * trainer group; what it was generating moves to the other rollouts. The group restart that follows
+   * loads the checkpoint on it (its stages are the trainer restart's).
+   */
+  private promote(c: MessageOf<'PromoteRolloutToTrainer'>): void {
+    const m = this.agents.machines.get(c.data.rolloutMachineId);
+    if (!m || !m.alive || m.role !== 'rollout') {
+      this.answer(c.data, c.data.rolloutMachineId, `${c.data.rolloutMachineId} is not a live rollout machine`, 0);
+      return;
+    }
+    const teardown = this.s.restart.trainerTeardownSeconds;
+    this.restarts.push({ kind: 'warm-standby', stages: { teardown } });
+    for (const x of m.running) x.epoch++;
+    this.pipeline.evacuate(m);
+    this.agents.lendToTrainer(m, `warm standby for ${c.data.replacesMachineId} (${c.data.recoveryId})`);
+    this.k.after(teardown * 1000, () => this.answer(c.data, m.id, null, teardown * 1000));
+  }
+
+  /**
+   * A crashed engine restarted in place on its healthy machine (issue 14): no scheduling, no container,
+   * the engine starts and pulls the current weights again — the machine re-registers and the registry
+   * has it pull, as after a replacement.
+   */
+  private restartEngine(c: MessageOf<'RestartRolloutEngine'>): void {
+    const m = this.agents.machines.get(c.data.machineId);
+    if (!m || !m.alive) {
+      this.answer(c.data, c.data.machineId, `${c.data.machineId} is unreachable`, 0);
+      return;
+    }
+    const r = this.s.restart;
+    this.restarts.push({
+      kind: 'engine-restart',
+      stages: { 'engine-start': r.engineStartSeconds, 'weight-sync': this.shape.pullSeconds * this.s.training.weightBuckets },
+    });
+    m.process = 'starting';
+    m.epoch++;
+    m.held.clear();
+    m.heldChanges++;
+    m.buckets.clear();
+    this.k.after(ENGINE_STOP_MS, () => {
+      this.answer(c.data, m.id, null, ENGINE_STOP_MS);
+      this.agents.bootProcess(m, 'engine-restart');
+      this.faults.armRollout(m);
+    });
   }
 
   private restartTrainerGroup(c: MessageOf<'RestartTrainerGroup'>): void {
@@ -151,10 +193,14 @@ export class Orchestrator {
       m.process = 'starting';
       m.epoch++;
       m.running.clear();
-      m.held.clear();
-      m.heldChanges++;
-      m.buckets.clear();
       const wasDead = !m.alive;
+      // Agents that stayed up keep the weight copies they hold (the registry, which is not told of a task
+      // restart, still counts them as sources); a machine whose hardware had failed comes back empty.
+      if (wasDead) {
+        m.held.clear();
+        m.heldChanges++;
+        m.buckets.clear();
+      }
       m.alive = true;
       // A machine whose hardware had failed comes back through the scheduler as well.
       this.k.after(up + (wasDead ? r.machineSchedulingSeconds * 1000 : 0), () => this.agents.bootProcess(m, 'task-restart'));

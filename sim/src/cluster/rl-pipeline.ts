@@ -48,6 +48,7 @@ export class RlPipeline {
     this.trainStartFraction = s.mode === 'semi-sync' ? (s.trainStartFraction ?? 0.5) : 1;
     k.subscribe(['TrajectoriesReassigned'], (m) => this.onReassigned(m as MessageOf<'TrajectoriesReassigned'>));
     k.subscribe(['FaultConfirmed'], (m) => this.onConfirmed(m as MessageOf<'FaultConfirmed'>));
+    k.subscribe(['WeightVersionRetired'], (m) => this.onRetired((m as MessageOf<'WeightVersionRetired'>).data.version));
   }
 
   get trainerStep(): number {
@@ -71,11 +72,25 @@ export class RlPipeline {
     // Weights the rollouts can use: publish (again) unless every living rollout holds the latest.
     const latestStep = this.versionStep.get(this.latestVersion);
     const rolloutsHold = this.latestVersion >= this.minVersion && this.agents.rollouts().every((r) => !r.alive || r.held.has(this.latestVersion));
-    if (latestStep !== this.stepsDone || !rolloutsHold) this.publishWeights();
+    if (latestStep !== this.stepsDone || !rolloutsHold || this.latestRetired) this.publishWeights();
     this.maybeTrain();
   }
 
+  /**
+   * The registry retired the newest version: the trainer had released it to its relays and every relay
+   * holding it is gone, so no machine can pull it. The trainer still has those weights in its own
+   * memory: it publishes them again (at once if its group is up, else when it is), or the rollouts that
+   * join next would wait for a version nobody serves.
+   */
+  private onRetired(version: number): void {
+    if (version !== this.latestVersion || this.finishedAt !== null) return;
+    this.latestRetired = true;
+    if (this.agents.trainers().every((t) => t.process === 'ready')) this.publishWeights();
+  }
+  private latestRetired = false;
+
   private publishWeights(): void {
+    this.latestRetired = false;
     const version = ++this.latestVersion;
     this.versionStep.set(version, this.stepsDone);
     const buckets = Array.from({ length: this.s.training.weightBuckets }, (_, index) => ({
@@ -396,9 +411,17 @@ export class RlPipeline {
   // ── samples moved by the control plane ───────────────────────────────────────────────────────
   private onConfirmed(m: MessageOf<'FaultConfirmed'>): void {
     const machine = this.agents.machines.get(m.data.machineId);
-    if (!machine || machine.role !== 'rollout' || machine.alive) return;
-    // After the rollout manager has moved what it knows of (its reassignment follows this verdict on
-    // the bus), the router re-sends requests that had stored no turn yet: they start over elsewhere.
+    // The machine is gone, or only its engine process: either way what ran on it stopped.
+    if (!machine || machine.role !== 'rollout' || (machine.alive && machine.process !== 'dead')) return;
+    this.evacuate(machine);
+  }
+
+  /**
+   * A rollout stopped serving (failed, or lent to the trainer): after the rollout manager has moved what
+   * it knows of (its reassignment follows on the bus), the router re-sends requests that had stored no
+   * turn yet: they start over elsewhere.
+   */
+  evacuate(machine: Machine): void {
     this.k.after(0, () => {
       for (const x of [...machine.running]) {
         this.leave(machine, x);

@@ -4,6 +4,9 @@ import type { DowntimeCategory, DowntimeRow, SlidingPoint, StageStats } from '@r
 export type Strategy = 'none' | 'task-restart' | 'robustrl';
 export const STRATEGIES: readonly Strategy[] = ['none', 'task-restart', 'robustrl'];
 
+/** What a restart restarted: the task, the trainer group, a rollout machine (replaced), a rollout's engine (in place), a rollout lent to the trainer. */
+export type RestartKind = 'task-restart' | 'trainer-restart' | 'rollout-replacement' | 'engine-restart' | 'warm-standby';
+
 /** Mean seconds of one restart stage (paper Fig. 14's stages). */
 export interface RestartStageSeconds {
   stage: 'teardown' | 'machine-scheduling' | 'container-start' | 'engine-start' | 'rollout-init' | 'checkpoint-load' | 'worker-init' | 'weight-sync';
@@ -30,7 +33,7 @@ export interface StrategyResult {
   downtimeLedger: DowntimeRow[];
   recoveryStages: StageStats[];
   /** Mean seconds per restart, per stage, by restart kind. */
-  restartBreakdown: Array<{ kind: 'task-restart' | 'trainer-restart' | 'rollout-replacement'; count: number; stages: RestartStageSeconds[] }>;
+  restartBreakdown: Array<{ kind: RestartKind; count: number; stages: RestartStageSeconds[] }>;
 }
 
 export interface SimulationReport {
