@@ -248,14 +248,13 @@ export class AgentRuntime {
       attributes: { 'robustrl.machine_id': me, 'robustrl.command_id': m.data.commandId },
     });
     const answer = { recoveryId: m.data.recoveryId, commandId: m.data.commandId, machineId: me, executor: `agent/${me}` };
+    let carriedOut = false;
     try {
       if (m.type === 'RestartTrainerGroup') await this.restartRole(m);
       else if (m.type === 'RestartRolloutEngine') await this.restartEngine(m);
       else await this.promote(m);
       await this.emit('RecoveryCommandSucceeded', { ...answer, durationMs: Date.now() - started }, m);
-      // The engine is back with no weights loaded: the machine joins the job again, the registry has it
-      // pull the current version, and the router takes it once it holds that version (issue 14).
-      if (m.type === 'RestartRolloutEngine') await this.register(m);
+      carriedOut = true;
     } catch (err) {
       const error = err instanceof Error ? err.message : String(err);
       span.setStatus({ code: SpanStatusCode.ERROR, message: error });
@@ -264,6 +263,11 @@ export class AgentRuntime {
     } finally {
       span.end();
     }
+    // The engine is back with no weights loaded: the machine joins the job again (after its answer, so
+    // the answer is not taken back if this fails), the registry has it pull the current version, and
+    // the router takes it once it holds that version (issue 14).
+    if (m.type === 'RestartRolloutEngine' && carriedOut)
+      await this.register(m).catch((err) => this.logger.error(`could not register ${me} again after its engine restart: ${String(err)}`));
   }
 
   /**

@@ -163,6 +163,7 @@ describe('agent', () => {
     await bus.publish(command('RestartRolloutEngine', { recoveryId: 'r-2', commandId: 'r-2/1', machineId: 'm-1', attempt: 1, budget: 2 }));
     const failure = await eventually('refused', () => published('RecoveryCommandFailed')[0]);
     expect(failure.data).toMatchObject({ commandId: 'r-2/1', error: 'm-1 is a trainer now, not a rollout' });
+    expect(published('MachineRegistered')).toHaveLength(1); // refused: the machine does not announce itself again
   });
 
   it('promoted to warm standby it stops generating and becomes a trainer; the group restart starts the trainer once', async () => {
