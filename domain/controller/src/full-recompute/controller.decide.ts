@@ -23,7 +23,7 @@ import {
   restartTrainerGroup,
   restartTrainerGroupOf,
 } from './recovery-commands';
-import { engineRestartBudgetSpent, engineRestartsInWindow } from './rollout-engine-restarts';
+import { engineRestartBudgetSpent, engineRestartsInWindow } from '../rollout-engine-restarts';
 import { chooseWarmStandby } from './warm-standby';
 
 /**
