@@ -35,11 +35,18 @@ export async function tail(options: TailOptions): Promise<{ stop(): Promise<void
   const missing = wanted.filter((t) => !existing.has(t));
   if (missing.length > 0) options.err(`not (yet) on the broker, skipped: ${missing.join(', ')}`);
   if (topics.length === 0) throw new Error(`none of the topics exist on ${options.brokers.join(',')}: ${options.topics.join(', ')}`);
+  // Where "now" is, taken before joining: a fresh group resolves "latest" only at its first fetch, after
+  // it announced that it follows, and a record published in between was never printed.
+  const startAt = options.fromBeginning ? [] : await endOffsets(kafka, topics);
   await consumer.subscribe({ topics, fromBeginning: options.fromBeginning });
 
-  consumer.on(consumer.events.GROUP_JOIN, () =>
-    options.err(`following ${topics.length} topic(s) on ${options.brokers.join(',')}${options.job ? ` for job ${options.job}` : ''}`),
-  );
+  let joined = false;
+  consumer.on(consumer.events.GROUP_JOIN, () => {
+    // Only on the first join: a rebalance later must not replay what was printed.
+    if (!joined) for (const position of startAt) consumer.seek(position);
+    joined = true;
+    options.err(`following ${topics.length} topic(s) on ${options.brokers.join(',')}${options.job ? ` for job ${options.job}` : ''}`);
+  });
   await consumer.run({
     autoCommit: false,
     eachMessage: async ({ topic, partition, message }) => {
@@ -76,6 +83,19 @@ function render(
   }
   if (json) return JSON.stringify({ topic, partition, offset, message: decoded.message });
   return formatMessageLine(decoded.message, topic);
+}
+
+/** Each partition's end offset now: where a tail that does not read from the beginning starts. */
+async function endOffsets(kafka: Kafka, topics: string[]): Promise<Array<{ topic: string; partition: number; offset: string }>> {
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    const out: Array<{ topic: string; partition: number; offset: string }> = [];
+    for (const topic of topics) for (const p of await admin.fetchTopicOffsets(topic)) out.push({ topic, partition: p.partition, offset: p.high });
+    return out;
+  } finally {
+    await admin.disconnect();
+  }
 }
 
 async function listTopics(kafka: Kafka): Promise<string[]> {
