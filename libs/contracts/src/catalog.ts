@@ -43,6 +43,7 @@ export const MessageCatalog = {
   TrajectoryTurnAppended: trajectories.TrajectoryTurnAppended,
   TrajectoryStatusChanged: trajectories.TrajectoryStatusChanged,
   TrajectoriesReassigned: trajectories.TrajectoriesReassigned,
+  TrajectoryRestartedFromPrompt: trajectories.TrajectoryRestartedFromPrompt,
   WeightVersionPublished: weights.WeightVersionPublished,
   WeightPullAssigned: weights.WeightPullAssigned,
   WeightPullCompleted: weights.WeightPullCompleted,

@@ -9,7 +9,7 @@ export { RecoveryAction, DecisionRule } from './events/control';
 export * from './format-message';
 export * from './draft';
 export { DetectionSettings } from './events/membership';
-export { TurnKind, TrajectoryStatus } from './events/trajectories';
+export { ContinuationPolicy, RestartFromPromptReason, TurnKind, TrajectoryStatus } from './events/trajectories';
 export { InputGapReason } from './events/verdicts';
 export * from './http/trajectory-api';
 export * from './samples';

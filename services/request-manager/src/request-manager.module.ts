@@ -55,7 +55,7 @@ export class RequestManagerModule implements OnApplicationBootstrap, OnModuleDes
     this.recorder = new EventRecorder(bus, store, {
       consumer: 'request-manager',
       topics: [Topics.trajectories],
-      types: ['TrajectoryStatusChanged', 'TrajectoriesReassigned'],
+      types: ['TrajectoryStatusChanged', 'TrajectoriesReassigned', 'TrajectoryRestartedFromPrompt'],
     });
   }
 

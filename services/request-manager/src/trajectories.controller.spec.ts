@@ -15,6 +15,8 @@ import { TrajectoriesController } from './trajectories.controller';
 import { RecordingBus, trajectory, turn } from '@robustrl/testing/trajectory-fixtures';
 import { TrajectoryStore } from './trajectory-store/trajectory-store';
 import { TurnWriter } from './trajectory-store/turn-writer';
+// The router's side of this API (rollout manager): its recorder must read and drive what this controller serves.
+import { HttpTrajectoryRecorder } from '../../rollout-manager/src/router/http-trajectory-recorder';
 
 describe('trajectories HTTP API', () => {
   let store: EventStore;
@@ -111,4 +113,33 @@ describe('trajectories HTTP API', () => {
     const completed = CompletedBatchResponse.parse((await call('GET', '/jobs/job-1/batches/batch-c/completed?currentWeightVersion=2&maxStaleness=0')).body);
     expect(completed.trajectories.map((t) => t.turns.length)).toEqual([2]);
   });
+
+  it("serves the router's recorder: the prefix with its attempt and versions, and a continuation the store decides", async () => {
+    const router = new HttpTrajectoryRecorder(base.replace(/\/v1$/, ''));
+    expect(await router.prefix('r-unknown')).toEqual({ attempt: 0, turns: [] });
+    await router.start({ ...trajectory('r1', { promptId: 'p-r1' }) });
+    await router.appendTurns([
+      turn('r1', 0, { weightVersion: 4, kind: 'tool-call', attempt: 0 }),
+      turn('r1', 1, { weightVersion: 5, kind: 'tool-result', attempt: 0 }),
+    ]);
+    await eventuallyStored(() => router.prefix('r1'), 2);
+    expect(await router.prefix('r1')).toMatchObject({
+      attempt: 0,
+      turns: [
+        { turnIndex: 0, weightVersion: 4 },
+        { turnIndex: 1, weightVersion: 5 },
+      ],
+    });
+    const kept = await router.continueWith('r1', { rolloutId: 'rollout-2', continuation: { weightVersion: 5, policy: 'keep', maxStaleness: 1 } });
+    expect(kept).toEqual({ action: 'continue', reason: 'policy-keep' });
+    const restarted = await router.continueWith('r1', { rolloutId: 'rollout-3', continuation: { weightVersion: 6, policy: 'keep', maxStaleness: 1 } });
+    expect(restarted).toEqual({ action: 'restart-from-prompt', reason: 'prefix-beyond-bound' });
+    expect(await router.prefix('r1')).toEqual({ attempt: 1, turns: [] });
+    await expect(router.continueWith('r-unknown', { rolloutId: 'rollout-3', continuation: { weightVersion: 6, policy: 'keep' } })).rejects.toThrow(/404/);
+  });
 });
+
+/** Appends go through the batched writer: wait until `n` turns are readable. */
+async function eventuallyStored(read: () => Promise<{ turns: unknown[] }>, n: number): Promise<void> {
+  for (let i = 0; i < 200 && (await read()).turns.length < n; i++) await new Promise((r) => setTimeout(r, 5));
+}

@@ -24,6 +24,7 @@ describe('router runtime in the rollout manager', () => {
       requestManagerUrl: null,
       throughputSeconds: 0.2,
       maxStaleness: 1,
+      continuationPolicy: 'keep',
       engines: [
         { id: 'e1', machineId: 'rollout-1', baseUrl: engines[0].url },
         { id: 'e2', machineId: 'rollout-2', baseUrl: engines[1].url },
@@ -95,7 +96,13 @@ describe('router runtime in the rollout manager', () => {
   });
 
   it('reads its engines from the environment and says what is wrong with a bad entry', () => {
-    expect(routerConfigFromEnv({ ROBUSTRL_JOB_ID: 'j', ROBUSTRL_ROUTER: 'on' })).toMatchObject({ engines: [], maxStaleness: 1 });
+    expect(routerConfigFromEnv({ ROBUSTRL_JOB_ID: 'j', ROBUSTRL_ROUTER: 'on' })).toMatchObject({ engines: [], maxStaleness: 1, continuationPolicy: 'keep' });
+    expect(routerConfigFromEnv({ ROBUSTRL_JOB_ID: 'j', ROBUSTRL_ROUTER: 'on', ROBUSTRL_CONTINUATION_POLICY: 'restart-from-prompt' })).toMatchObject({
+      continuationPolicy: 'restart-from-prompt',
+    });
+    expect(() => routerConfigFromEnv({ ROBUSTRL_JOB_ID: 'j', ROBUSTRL_ROUTER: 'on', ROBUSTRL_CONTINUATION_POLICY: 'drop' })).toThrow(
+      /ROBUSTRL_CONTINUATION_POLICY must be keep or restart-from-prompt, got 'drop'/,
+    );
     expect(routerConfigFromEnv({ ROBUSTRL_JOB_ID: 'j', ROBUSTRL_ROUTER: 'on', ROBUSTRL_MAX_STALENESS: '0' })).toMatchObject({ maxStaleness: 0 });
     expect(() => routerConfigFromEnv({ ROBUSTRL_JOB_ID: 'j', ROBUSTRL_ROUTER: 'on', ROBUSTRL_MAX_STALENESS: '-1' })).toThrow(/ROBUSTRL_MAX_STALENESS/);
     expect(() => routerConfigFromEnv({ ROBUSTRL_JOB_ID: 'j', ROBUSTRL_ROUTER: 'yes' })).toThrow(/ROBUSTRL_ROUTER must be on or off/);
@@ -176,8 +183,8 @@ describe('router membership follows the rollout pool (issue 14)', () => {
       req.on('end', () => {
         const parsed = body ? (JSON.parse(body) as { turns?: Array<{ weightVersion: number; kind: string }> }) : {};
         for (const t of parsed.turns ?? []) recorded.push(t);
-        // Enough of the request manager for the router's recorder: nothing stored before (an empty prefix).
-        res.writeHead(200, { 'content-type': 'application/json' }).end('{"turns":[]}');
+        // Enough of the request manager for the router's recorder: nothing stored before (the prefix is 404).
+        res.writeHead(req.method === 'GET' ? 404 : 200, { 'content-type': 'application/json' }).end('{"turns":[]}');
       });
     });
     await new Promise<void>((r) => requestManager.listen(0, '127.0.0.1', r));
@@ -192,6 +199,7 @@ describe('router membership follows the rollout pool (issue 14)', () => {
         requestManagerUrl: `http://127.0.0.1:${(requestManager.address() as AddressInfo).port}`,
         throughputSeconds: 60,
         maxStaleness: 1,
+        continuationPolicy: 'keep',
         engines: [],
       },
       () => state,

@@ -1,6 +1,6 @@
 import { Logger } from '@nestjs/common';
 import { MessageBus } from '@robustrl/bus';
-import { createMessage, RobustrlMessage } from '@robustrl/contracts';
+import { ContinuationPolicy, createMessage, RobustrlMessage } from '@robustrl/contracts';
 import { holdsServableWeights, machineOfInstance, PoolMachine, RolloutPoolState, servedVersion } from '@robustrl/rollout-manager-domain';
 import { z } from 'zod';
 import { EnginePool, EngineSpec, HttpTrajectoryRecorder, OpenAiRouter, ThroughputMeter } from './router';
@@ -13,6 +13,11 @@ export interface RouterConfig {
   engines: EngineSpec[];
   /** How many weight versions behind the newest published one an engine may be and still serve (the job's bound). */
   maxStaleness: number;
+  /**
+   * What a recorded trajectory whose generated turns are older than its engine's weights does: `keep` them
+   * (restarting anyway when they alone are beyond maxStaleness) or `restart-from-prompt`.
+   */
+  continuationPolicy: ContinuationPolicy;
   /** The request manager's base URL; without it the router serves and fails over but records nothing. */
   requestManagerUrl: string | null;
   throughputSeconds: number;
@@ -26,7 +31,7 @@ const Engine = /^(?<id>[^=@,\s]+)(@(?<machine>[^=,\s]+))?=(?<url>https?:\/\/\S+)
  * engine's URL (ROBUSTRL_INFERENCE_URL) join as they come. ROBUSTRL_ROUTER_PORT (default 8000),
  * ROBUSTRL_ROUTER_HOST (default 0.0.0.0: agent loops run elsewhere), ROBUSTRL_REQUEST_MANAGER_URL,
  * ROBUSTRL_JOB_ID, ROBUSTRL_THROUGHPUT_SECONDS (default 10), ROBUSTRL_MAX_STALENESS (default 1; 0
- * for a synchronous job).
+ * for a synchronous job), ROBUSTRL_CONTINUATION_POLICY (keep, the default, or restart-from-prompt).
  */
 export function routerConfigFromEnv(env: NodeJS.ProcessEnv): RouterConfig | null {
   const list = env.ROBUSTRL_ROUTER_ENGINES?.trim() ?? '';
@@ -57,12 +62,15 @@ export function routerConfigFromEnv(env: NodeJS.ProcessEnv): RouterConfig | null
     .nonnegative()
     .safeParse(env.ROBUSTRL_MAX_STALENESS ?? '1');
   if (!staleness.success) throw new Error(`ROBUSTRL_MAX_STALENESS must be a whole number of weight versions, got '${env.ROBUSTRL_MAX_STALENESS}'`);
+  const policy = ContinuationPolicy.safeParse(env.ROBUSTRL_CONTINUATION_POLICY?.trim() || 'keep');
+  if (!policy.success) throw new Error(`ROBUSTRL_CONTINUATION_POLICY must be keep or restart-from-prompt, got '${env.ROBUSTRL_CONTINUATION_POLICY}'`);
   return {
     jobId: env.ROBUSTRL_JOB_ID,
     port: port.data,
     host: env.ROBUSTRL_ROUTER_HOST ?? '0.0.0.0',
     engines,
     maxStaleness: staleness.data,
+    continuationPolicy: policy.data,
     requestManagerUrl: env.ROBUSTRL_REQUEST_MANAGER_URL ?? null,
     throughputSeconds: seconds.data,
   };
@@ -116,6 +124,7 @@ export class RouterRuntime {
       meter: this.meter,
       source: 'rollout-manager/router',
       ...(config.requestManagerUrl ? { recorder: new HttpTrajectoryRecorder(config.requestManagerUrl) } : {}),
+      continuation: { policy: config.continuationPolicy, maxStaleness: config.maxStaleness },
       logger: {
         info: (m, f) => this.logger.log(`${m} ${f ? JSON.stringify(f) : ''}`),
         warn: (m, f) => this.logger.warn(`${m} ${f ? JSON.stringify(f) : ''}`),

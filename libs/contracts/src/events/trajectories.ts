@@ -11,6 +11,17 @@ export type TurnKind = z.infer<typeof TurnKind>;
 export const TrajectoryStatus = z.enum(['in-flight', 'completed', 'reassigned', 'aborted']);
 export type TrajectoryStatus = z.infer<typeof TrajectoryStatus>;
 
+/**
+ * How a trajectory continues after a weight update (on the same or another rollout): `keep` its generated
+ * turns, or restart from the prompt (the request manager's staleness-policy.ts decides which).
+ */
+export const ContinuationPolicy = z.enum(['keep', 'restart-from-prompt']);
+export type ContinuationPolicy = z.infer<typeof ContinuationPolicy>;
+
+/** Why a trajectory restarted from its prompt: the job's policy says so, or its kept prefix alone is beyond the staleness bound. */
+export const RestartFromPromptReason = z.enum(['policy-restart', 'prefix-beyond-bound']);
+export type RestartFromPromptReason = z.infer<typeof RestartFromPromptReason>;
+
 const TrajectoryRef = {
   trajectoryId: z.string().min(1),
   batchId: z.string().min(1),
@@ -50,5 +61,24 @@ export const TrajectoriesReassigned = event(
     fromRolloutId: z.string().min(1),
     reason: z.string().min(1),
     assignments: z.array(z.object({ trajectoryId: z.string().min(1), toRolloutId: z.string().min(1), resumeFromTurn: z.int().nonnegative() })),
+  }),
+);
+
+export const TrajectoryRestartedFromPrompt = event(
+  'TrajectoryRestartedFromPrompt',
+  Topics.trajectories,
+  "A trajectory continuing on newer weights dropped its generated turns and starts again from its prompt (the staleness policy's decision).",
+  z.object({
+    ...TrajectoryRef,
+    /** The attempt that starts now (1 for the first restart); the dropped turns stay stored under the previous one. */
+    attempt: z.int().positive(),
+    reason: RestartFromPromptReason,
+    policy: ContinuationPolicy,
+    /** The oldest weight version a dropped generated turn was sampled with. */
+    droppedPolicyVersion: z.int().nonnegative(),
+    /** The weight version the trajectory continues with. */
+    weightVersion: z.int().nonnegative(),
+    /** The rollout it continues on, when known. */
+    rolloutId: z.string().min(1).nullable(),
   }),
 );

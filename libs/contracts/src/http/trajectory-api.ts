@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { TrajectoryStatus, TurnKind } from '../events/trajectories';
+import { ContinuationPolicy, RestartFromPromptReason, TrajectoryStatus, TurnKind } from '../events/trajectories';
 
 /**
  * The trajectory store's HTTP contract (request manager ⇄ router and trainers), described once for both
@@ -10,13 +10,6 @@ import { TrajectoryStatus, TurnKind } from '../events/trajectories';
  */
 const Id = z.string().min(1).max(500);
 const Count = z.int().nonnegative();
-
-/**
- * How a trajectory continues after its rollout stopped: `keep` its generated turns, or restart from the
- * prompt (the staleness policy decides which).
- */
-export const ContinuationPolicy = z.enum(['keep', 'restart-from-prompt']);
-export type ContinuationPolicy = z.infer<typeof ContinuationPolicy>;
 
 /** JSON content: anything JSON.stringify keeps (undefined would vanish and violate NOT NULL). */
 const JsonValue = z.custom<unknown>((v) => v !== undefined, { message: 'required (any JSON value)' });
@@ -176,7 +169,7 @@ export type TrajectoryPrefix = z.infer<typeof TrajectoryPrefix>;
 /** What the staleness policy decided for a continuation (request manager's staleness-policy.ts). */
 export const ContinuationDecision = z.discriminatedUnion('action', [
   z.object({ action: z.literal('continue'), reason: z.enum(['prefix-current', 'policy-keep']) }),
-  z.object({ action: z.literal('restart-from-prompt'), reason: z.enum(['policy-restart', 'prefix-beyond-bound']) }),
+  z.object({ action: z.literal('restart-from-prompt'), reason: RestartFromPromptReason }),
 ]);
 export type ContinuationDecision = z.infer<typeof ContinuationDecision>;
 

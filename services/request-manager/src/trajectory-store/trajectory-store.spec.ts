@@ -110,6 +110,22 @@ describe('TrajectoryStore (PGlite)', () => {
       continuation: { weightVersion: 2, policy: 'restart-from-prompt' },
     });
     expect(restarted.continuation?.action).toBe('restart-from-prompt');
+    // The restart is an event (the kept continuation is not: nothing was dropped).
+    expect(bus.ofType('TrajectoryRestartedFromPrompt').map((m) => m.data)).toEqual([
+      {
+        trajectoryId: 'restarted',
+        batchId: 'batch-0',
+        step: 0,
+        promptId: 'p-r',
+        sampleIndex: 0,
+        attempt: 1,
+        reason: 'policy-restart',
+        policy: 'restart-from-prompt',
+        droppedPolicyVersion: 1,
+        weightVersion: 2,
+        rolloutId: 'rollout-9/dp0',
+      },
+    ]);
     const prefix = await trajectories.prefix('restarted');
     expect(prefix).toMatchObject({
       turns: [],

@@ -6,10 +6,12 @@ import {
   AppendResult,
   BatchProgress,
   CompletedBatch,
-  createMessage,
+  Continuation,
   ContinuationDecision,
+  createMessage,
   DataOf,
   NewTrajectory,
+  RestartFromPromptReason,
   RobustrlMessage,
   StartOutcome,
   StartResult,
@@ -332,14 +334,14 @@ export class TrajectoryStore {
    * a new attempt, the old turns kept only as idempotency keys).
    */
   async setStatus(trajectoryId: string, change: StatusChange): Promise<StatusResult> {
-    const result = await this.store.transaction(async (m) => {
+    const { result, events } = await this.store.transaction(async (m): Promise<{ result: StatusResult; events: RobustrlMessage[] }> => {
       const current = await this.lockTrajectory(m, trajectoryId);
       const previous = current.status;
       if (previous !== change.status && !TRANSITIONS[previous].includes(change.status)) {
         throw new InvalidTransitionError(trajectoryId, previous, change.status);
       }
       if (previous === change.status && TRANSITIONS[previous].length === 0) {
-        return { trajectory: current, previous, changed: false, continuation: null };
+        return { result: { trajectory: current, previous, changed: false, continuation: null }, events: [] };
       }
       let continuation: ContinuationDecision | null = null;
       if (change.continuation) {
@@ -350,7 +352,7 @@ export class TrajectoryStore {
       const restart = continuation?.action === 'restart-from-prompt';
       const owner = change.rolloutId === undefined ? current.ownerRolloutId : change.rolloutId;
       const changed = previous !== change.status || owner !== current.ownerRolloutId || restart;
-      if (!changed) return { trajectory: current, previous, changed: false, continuation };
+      if (!changed) return { result: { trajectory: current, previous, changed: false, continuation }, events: [] };
       // Wrapped in a CTE so both drivers return plain rows (TypeORM returns [rows, count] for a bare UPDATE).
       const rows: TrajectoryRow[] = await m.query(
         `WITH t AS (UPDATE robustrl_trajectories t
@@ -366,11 +368,16 @@ export class TrajectoryStore {
          SELECT ${TRAJECTORY_COLUMNS} FROM t`,
         [trajectoryId, change.status, owner, restart],
       );
-      return { trajectory: toSummary(rows[0]), previous, changed: true, continuation };
+      const trajectory = toSummary(rows[0]);
+      const events: RobustrlMessage[] = [];
+      if (previous !== trajectory.status) events.push(this.statusEvent(trajectory, trajectory.status));
+      if (continuation?.action === 'restart-from-prompt' && change.continuation) {
+        // A restart drops what was generated: an event, so an operator can see which samples were thrown away and why.
+        events.push(this.restartEvent(trajectory, continuation.reason, change.continuation, current.minWeightVersion ?? 0));
+      }
+      return { result: { trajectory, previous, changed: true, continuation }, events };
     });
-    if (result.changed && result.previous !== result.trajectory.status) {
-      await this.publish([this.statusEvent(result.trajectory, result.trajectory.status)]);
-    }
+    await this.publish(events);
     return result;
   }
 
@@ -504,15 +511,21 @@ export class TrajectoryStore {
     t: Pick<TrajectorySummary, 'trajectoryId' | 'jobId' | 'batchId' | 'step' | 'promptId' | 'sampleIndex'>,
     status: TrajectoryStatus,
   ): RobustrlMessage {
-    const data: DataOf<'TrajectoryStatusChanged'> = {
-      trajectoryId: t.trajectoryId,
-      batchId: t.batchId,
-      step: t.step,
-      promptId: t.promptId,
-      sampleIndex: t.sampleIndex,
-      status,
-    };
+    const data: DataOf<'TrajectoryStatusChanged'> = { ...trajectoryRef(t), status };
     return createMessage('TrajectoryStatusChanged', data, { jobId: t.jobId, source: this.source, occurredAt: this.clock().toISOString() });
+  }
+
+  private restartEvent(t: TrajectorySummary, reason: RestartFromPromptReason, c: Continuation, droppedPolicyVersion: number): RobustrlMessage {
+    const data: DataOf<'TrajectoryRestartedFromPrompt'> = {
+      ...trajectoryRef(t),
+      attempt: t.attempt,
+      reason,
+      policy: c.policy,
+      droppedPolicyVersion,
+      weightVersion: c.weightVersion,
+      rolloutId: t.ownerRolloutId,
+    };
+    return createMessage('TrajectoryRestartedFromPrompt', data, { jobId: t.jobId, source: this.source, occurredAt: this.clock().toISOString() });
   }
 
   private publish(events: readonly RobustrlMessage[]): Promise<void> {
@@ -569,4 +582,9 @@ function parseIntArray(v: number[] | string): number[] {
   if (Array.isArray(v)) return v.map(Number);
   const inner = v.replace(/^\{|\}$/g, '');
   return inner === '' ? [] : inner.split(',').map(Number);
+}
+
+/** What every trajectory event names the trajectory by. */
+function trajectoryRef(t: Pick<TrajectorySummary, 'trajectoryId' | 'batchId' | 'step' | 'promptId' | 'sampleIndex'>) {
+  return { trajectoryId: t.trajectoryId, batchId: t.batchId, step: t.step, promptId: t.promptId, sampleIndex: t.sampleIndex };
 }

@@ -1,13 +1,17 @@
 import { z } from 'zod';
-import { NewTrajectory, StoredTurn, TurnBatch, TurnBody } from '@robustrl/contracts';
-import { PrefixTurn, RecordedTurn, TrajectoryRecorder, TrajectoryStart, TurnConflictError } from './trajectory-recorder';
+import { ContinuationDecision, NewTrajectory, StatusChange, StatusResult, StoredTurn, TrajectorySummary, TurnBatch, TurnBody } from '@robustrl/contracts';
+import { ContinuationRequest, RecordedTurn, StoredPrefix, TrajectoryRecorder, TrajectoryStart, TurnConflictError } from './trajectory-recorder';
 
 /**
- * What the router reads of `GET /v1/trajectories/:id/prefix` (the contract's TrajectoryPrefix): only
- * the turns, and of each only what it compares with the request. Parsing no more than it uses keeps
- * the router working when the store's summary grows a field.
+ * What the router reads of `GET /v1/trajectories/:id/prefix` (the contract's TrajectoryPrefix): the
+ * attempt, the turns, and of each turn only what it uses. Parsing no more than it uses keeps the router
+ * working when the store's summary grows a field.
  */
-const PrefixTurns = z.object({ turns: z.array(StoredTurn.pick({ turnIndex: true, kind: true, content: true })) });
+const PrefixRead = z.object({
+  trajectory: TrajectorySummary.pick({ attempt: true }),
+  turns: z.array(StoredTurn.pick({ turnIndex: true, kind: true, content: true, weightVersion: true })),
+});
+const StatusRead = StatusResult.pick({ continuation: true });
 
 /**
  * The router's recorder in a deployment: the request manager's trajectory store over its HTTP API
@@ -36,9 +40,19 @@ export class HttpTrajectoryRecorder implements TrajectoryRecorder {
     }
   }
 
-  async prefix(trajectoryId: string): Promise<PrefixTurn[]> {
+  async prefix(trajectoryId: string): Promise<StoredPrefix> {
     const found = await this.call('GET', `/v1/trajectories/${encodeURIComponent(trajectoryId)}/prefix`, undefined, { notFound: null });
-    return found === null ? [] : PrefixTurns.parse(found).turns;
+    if (found === null) return { attempt: 0, turns: [] };
+    const read = PrefixRead.parse(found);
+    return { attempt: read.trajectory.attempt, turns: read.turns };
+  }
+
+  /** `POST /v1/trajectories/:id/status` to `in-flight` on its new rollout, with the continuation: the store decides. */
+  async continueWith(trajectoryId: string, request: ContinuationRequest): Promise<ContinuationDecision> {
+    const body: StatusChange = StatusChange.parse({ status: 'in-flight', rolloutId: request.rolloutId, continuation: request.continuation });
+    const answer = StatusRead.parse(await this.call('POST', `/v1/trajectories/${encodeURIComponent(trajectoryId)}/status`, body));
+    if (answer.continuation === null) throw new Error(`request manager decided no continuation for ${trajectoryId} (it is completed or aborted)`);
+    return answer.continuation;
   }
 
   private async call(method: 'GET' | 'POST', path: string, body: unknown, on: { notFound?: null } = {}): Promise<unknown> {

@@ -3,9 +3,9 @@ import { decodeMessage, RobustrlMessage, Topics } from '@robustrl/contracts';
 import { ChatMessage, chatReplyFor, FakeInferenceEngine, toolResultFor } from '@robustrl/testing/fake-inference-engine';
 import { agentLoop, chat, expectedConversation, post, streamChat, streamCompletion } from '@robustrl/testing/openai-client';
 import { EnginePool } from './engine-pool';
-import { OpenAiRouter, RouterLogger } from './openai-router';
+import { ContinuationSettings, OpenAiRouter, RouterLogger } from './openai-router';
 import { trajectoryIdOf } from './trajectory-identity';
-import { InMemoryTrajectoryRecorder } from './trajectory-recorder';
+import { ContinuationRequest, InMemoryTrajectoryRecorder } from './trajectory-recorder';
 import { turnKey } from './turn-plan';
 
 /** The router against three fake engines over real HTTP on 127.0.0.1, the recorder in memory, the bus in process. */
@@ -18,7 +18,16 @@ describe('OpenAiRouter', () => {
   let url: string;
   const quiet: RouterLogger = { info: () => undefined, warn: () => undefined, error: () => undefined };
 
-  const start = async (options: { toolRounds?: number; tokensPerReply?: number; tokenIntervalMs?: number; noEngineDeadlineMs?: number } = {}) => {
+  const start = async (
+    options: {
+      toolRounds?: number;
+      tokensPerReply?: number;
+      tokenIntervalMs?: number;
+      noEngineDeadlineMs?: number;
+      continuation?: ContinuationSettings;
+      recorder?: InMemoryTrajectoryRecorder;
+    } = {},
+  ) => {
     engines = await Promise.all(
       ['e1', 'e2', 'e3'].map((id, i) =>
         FakeInferenceEngine.start({
@@ -34,9 +43,16 @@ describe('OpenAiRouter', () => {
       engines.map((e, i) => ({ id: e.id, baseUrl: e.url, weightVersion: 7 + i })),
       { probeIntervalMs: 0, probeTimeoutMs: 300 },
     );
-    recorder = new InMemoryTrajectoryRecorder();
+    recorder = options.recorder ?? new InMemoryTrajectoryRecorder();
     bus = new InProcessBus();
-    router = new OpenAiRouter({ pool, recorder, bus, noEngineDeadlineMs: options.noEngineDeadlineMs ?? 2_000, logger: quiet });
+    router = new OpenAiRouter({
+      pool,
+      recorder,
+      bus,
+      noEngineDeadlineMs: options.noEngineDeadlineMs ?? 2_000,
+      logger: quiet,
+      ...(options.continuation ? { continuation: options.continuation } : {}),
+    });
     url = await router.listen(0, '127.0.0.1');
   };
 
@@ -295,5 +311,100 @@ describe('OpenAiRouter', () => {
     expect(router.stats.failovers).toBeGreaterThan(0);
     await router.flushEvents();
     expect(published('TrajectoriesReassigned').every((m) => (m.data as { fromRolloutId: string }).fromRolloutId === 'e1')).toBe(true);
+  });
+
+  /**
+   * Issue 14, gap 4: on main the continuation policy was reachable only through the request manager's
+   * HTTP status change; a trajectory that moved to an engine with newer weights simply went on.
+   */
+  describe('a trajectory that goes on with newer weights than its turns (the continuation policy)', () => {
+    /** Its first turn (a tool call) on weights 7; then its engine leaves and the others serve `version`. */
+    const firstTurnThenMove = async (promptId: string, version: number): Promise<{ conversation: ChatMessage[]; first: ChatMessage }> => {
+      for (const e of pool.snapshot()) pool.setWeightVersion(e.id, 7);
+      const messages = prompt(promptId);
+      const first = await chat(url, { model: 'fake-model', messages }, identity(promptId));
+      const call = first.message.tool_calls![0];
+      pool.remove(first.engineId!);
+      for (const e of pool.snapshot()) pool.setWeightVersion(e.id, version);
+      return { conversation: [...messages, first.message, { role: 'tool', tool_call_id: call.id, content: toolResultFor(call) }], first: first.message };
+    };
+    const trajectoryOf = (promptId: string) => trajectoryIdOf('job-1', promptId, 0);
+
+    it('keep, within the bound: the turns are kept and the store is not asked', async () => {
+      await start({ toolRounds: 1, continuation: { policy: 'keep', maxStaleness: 1 } });
+      const { conversation } = await firstTurnThenMove('kept', 8);
+      const next = await chat(url, { model: 'fake-model', messages: conversation }, identity('kept'));
+      expect(next.message.tool_calls).toBeUndefined();
+      expect(recorder.continuationLog).toEqual([]);
+      const { turns } = recorder.trajectory(trajectoryOf('kept'));
+      expect(turns.map((t) => [t.kind, t.weightVersion])).toEqual([
+        ['tool-call', 7],
+        ['tool-result', 8],
+        ['model-output', 8],
+      ]);
+    });
+
+    it('keep, beyond the bound: the store restarts it from the prompt, the caller is told, and the restarted attempt is recorded afresh', async () => {
+      await start({ toolRounds: 1, continuation: { policy: 'keep', maxStaleness: 1 } });
+      const { conversation, first } = await firstTurnThenMove('beyond', 9);
+      const refused = await post(url, '/v1/chat/completions', { model: 'fake-model', messages: conversation }, identity('beyond'));
+      expect(refused.status).toBe(409);
+      expect(refused.headers.get('x-robustrl-restarted')).toBe('prefix-beyond-bound');
+      const error = ((await refused.json()) as { error: { type: string; message: string } }).error;
+      expect(error.type).toBe('TrajectoryRestartedError');
+      expect(error.message).toMatch(/sampled with weight version 7 and it continues on version 9 .*beyond the staleness bound of 1.*send the prompt alone/);
+      expect(recorder.continuationLog).toEqual([
+        expect.objectContaining({
+          trajectoryId: trajectoryOf('beyond'),
+          continuation: { weightVersion: 9, policy: 'keep', maxStaleness: 1 },
+          decision: { action: 'restart-from-prompt', reason: 'prefix-beyond-bound' },
+        }),
+      ]);
+      // The dropped attempt's turns are gone, the tool result that came with the refused request was never stored.
+      expect(recorder.trajectory(trajectoryOf('beyond')).turns).toEqual([]);
+      expect((await recorder.prefix(trajectoryOf('beyond'))).attempt).toBe(1);
+
+      // A caller still on the dropped attempt is refused: its model turns would come back under the new weights.
+      const stale = await post(url, '/v1/chat/completions', { model: 'fake-model', messages: conversation }, identity('beyond'));
+      expect(stale.status).toBe(409);
+      expect(await stale.text()).toMatch(/restarted from its prompt \(now attempt 1\)/);
+
+      // From the prompt alone it starts again on the new weights: the same answer (the fake engine is deterministic) is a new turn of attempt 1.
+      const again = await chat(url, { model: 'fake-model', messages: prompt('beyond') }, identity('beyond'));
+      expect(again.message).toEqual(first);
+      const { turns } = recorder.trajectory(trajectoryOf('beyond'));
+      expect(turns.map((t) => [t.turnIndex, t.kind, t.weightVersion, t.attempt])).toEqual([[0, 'tool-call', 9, 1]]);
+      expect(turns[0].turnId).toContain('#a1#0#');
+      expect(recorder.continuationLog).toHaveLength(1);
+    });
+
+    it('restart-from-prompt: any newer weights restart it (policy-restart); the same weights go on without asking', async () => {
+      await start({ toolRounds: 1, continuation: { policy: 'restart-from-prompt' } });
+      const same = await firstTurnThenMove('same', 7);
+      expect((await chat(url, { model: 'fake-model', messages: same.conversation }, identity('same'))).message.tool_calls).toBeUndefined();
+      expect(recorder.continuationLog).toEqual([]);
+
+      const newer = await firstTurnThenMove('newer', 8);
+      const refused = await post(url, '/v1/chat/completions', { model: 'fake-model', messages: newer.conversation, stream: true }, identity('newer'));
+      expect(refused.status).toBe(409);
+      expect(refused.headers.get('x-robustrl-restarted')).toBe('policy-restart');
+      expect(await refused.text()).toMatch(/the job's continuation policy is restart-from-prompt/);
+      expect(recorder.continuationLog.map((c) => c.decision)).toEqual([{ action: 'restart-from-prompt', reason: 'policy-restart' }]);
+      expect(recorder.trajectory(trajectoryOf('same')).turns).toHaveLength(3);
+    });
+
+    it('a store that cannot be asked does not stop the trajectory: it goes on and the failure is counted', async () => {
+      class UnreachableForContinuations extends InMemoryTrajectoryRecorder {
+        override async continueWith(_trajectoryId: string, _request: ContinuationRequest): Promise<never> {
+          throw new Error('request manager answered 503');
+        }
+      }
+      await start({ toolRounds: 1, continuation: { policy: 'restart-from-prompt' }, recorder: new UnreachableForContinuations() });
+      const { conversation } = await firstTurnThenMove('down', 8);
+      const next = await chat(url, { model: 'fake-model', messages: conversation }, identity('down'));
+      expect(next.message.tool_calls).toBeUndefined();
+      expect(router.stats.recordingErrors).toBe(1);
+      expect(recorder.trajectory(trajectoryOf('down')).turns.map((t) => t.kind)).toEqual(['tool-call', 'tool-result', 'model-output']);
+    });
   });
 });

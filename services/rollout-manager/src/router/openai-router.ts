@@ -12,11 +12,12 @@ import { RouterLogger, RouterStats, stderrRouterLogger } from './router-reportin
 import { Api, Json } from './stream-splice';
 import { ThroughputMeter } from './throughput-meter';
 import { ToolIterationLiveness } from './tool-liveness';
-import { identityFromHeaders, ROLLOUT_HEADER, TRAJECTORY_HEADER, TrajectoryIdentity } from './trajectory-identity';
+import { identityFromHeaders, RESTARTED_HEADER, ROLLOUT_HEADER, TRAJECTORY_HEADER, TrajectoryIdentity } from './trajectory-identity';
 import { TrajectoryRecorder } from './trajectory-recorder';
-import { TrajectoryRecording } from './trajectory-recording';
+import { ContinuationSettings, TrajectoryRecording } from './trajectory-recording';
 
 export type { RouterLogger, RouterStats } from './router-reporting';
+export type { ContinuationSettings } from './trajectory-recording';
 
 /**
  * The OpenAI-compatible endpoint agent loops point at instead of a rollout engine (paper §3: the
@@ -33,7 +34,10 @@ export type { RouterLogger, RouterStats } from './router-reporting';
  *
  * Per recorded request: the new input turns are stored before generation, the answer after it; the
  * requests of one trajectory are serialised. A retried request whose answer is already stored gets
- * the stored answer back (nothing is generated again). Failover: a connection error, a stream that
+ * the stored answer back (nothing is generated again). A trajectory whose generated turns are older than
+ * its engine's weights goes through the job's continuation policy; when the store restarts it from its
+ * prompt, the caller gets 409 `TrajectoryRestartedError` (header x-robustrl-restarted: the reason) and
+ * must start it again from the prompt. Failover: a connection error, a stream that
  * ends before [DONE], an idle upstream, or a 5xx takes the engine out and the request goes on on
  * another: resent if nothing reached the caller yet, else continued from the forwarded text.
  *
@@ -46,6 +50,11 @@ export interface OpenAiRouterOptions {
   pool: EnginePool;
   /** Where trajectories are recorded; without one nothing is recorded. */
   recorder?: TrajectoryRecorder;
+  /**
+   * What happens to a recorded trajectory that goes on with newer weights than its generated turns
+   * (trajectory-recording.ts): default `keep`, unbounded.
+   */
+  continuation?: ContinuationSettings;
   /** Where failover events go (TrajectoriesReassigned, TrajectoryStatusChanged 'reassigned'). */
   bus?: MessageBus;
   /** Counts what each engine generates, for the throughput the detector's rollout rule watches. */
@@ -103,7 +112,7 @@ export class OpenAiRouter {
       maxAttempts: config.maxAttempts ?? 16,
       backoff: config.backoff ?? { initialMs: 50, maxMs: 1_000 },
     });
-    this.recording = config.recorder ? new TrajectoryRecording(config.recorder, this.pool, this.stats, this.log) : undefined;
+    this.recording = config.recorder ? new TrajectoryRecording(config.recorder, this.pool, this.stats, this.log, config.continuation) : undefined;
     this.server = createServer((req, res) => void this.handle(req, res));
   }
 
@@ -240,13 +249,17 @@ export class OpenAiRouter {
       return;
     }
     if (plan.kind === 'conflict') return sendError(ctx.res, 409, 'ConflictError', `trajectory ${identity.trajectoryId}: ${plan.message}`);
+    if (plan.kind === 'restarted') {
+      ctx.res.setHeader(RESTARTED_HEADER, plan.reason);
+      return sendError(ctx.res, 409, 'TrajectoryRestartedError', plan.message);
+    }
     if (plan.kind === 'replay') {
       this.stats.replays += 1;
       return replay(ctx, plan.content);
     }
     ctx.outputIndex = plan.outputIndex;
     const answer = await this.failover.generate(ctx);
-    if (answer) await recording.recordAnswer(identity, ctx.api, plan.outputIndex, answer);
+    if (answer) await recording.recordAnswer(identity, ctx.api, plan, answer);
   }
 
   private noEngine(res: ServerResponse): void {

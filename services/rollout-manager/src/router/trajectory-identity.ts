@@ -27,6 +27,8 @@ export const IDENTITY_HEADERS = {
 export const ROLLOUT_HEADER = 'x-robustrl-rollout';
 /** Response header with the trajectory id the request was recorded under. */
 export const TRAJECTORY_HEADER = 'x-robustrl-trajectory';
+/** Response header of a 409 TrajectoryRestartedError: why the trajectory restarted from its prompt (policy-restart, prefix-beyond-bound). */
+export const RESTARTED_HEADER = 'x-robustrl-restarted';
 
 export interface TrajectoryIdentity {
   trajectoryId: string;

@@ -1,4 +1,5 @@
-import type { NewTrajectory, StoredTurn, TurnInput } from '@robustrl/contracts';
+import type { Continuation, ContinuationDecision, NewTrajectory, StoredTurn, TurnInput } from '@robustrl/contracts';
+import { decideContinuation, policyVersionOf } from '@robustrl/request-manager-domain';
 
 /** The one TurnKind is the contracts'; re-exported because the router's public API always named it. */
 export type { TurnKind } from '@robustrl/contracts';
@@ -17,7 +18,12 @@ export type { TurnKind } from '@robustrl/contracts';
  *    request or a redelivered append stores once.
  *  - Per trajectory, turns arrive in `turnIndex` order without gaps (the router serialises the
  *    requests of one trajectory). A different `turnId` at an index already stored is a conflict.
- *  - `prefix` returns the stored turns in `turnIndex` order: what a resumed trajectory continues from.
+ *  - `prefix` returns the stored turns of the trajectory's current attempt in `turnIndex` order (what a
+ *    resumed trajectory continues from) and the attempt (0 until it is first restarted from its prompt).
+ *  - `continueWith` hands the store the job's continuation policy for a trajectory that goes on with
+ *    newer weights; the store decides (staleness-policy.ts `decideContinuation`, on the oldest version
+ *    it holds) and, on restart-from-prompt, drops the attempt's turns in the same transaction. Returns
+ *    the store's decision; a trajectory the store does not hold is an error.
  *
  * How the router fills a turn: `turnId` is derived from trajectory id, turn index and a hash of the
  * content (turn-plan.ts `turnIdOf`); `content` is the chat message as it appears in the conversation,
@@ -29,12 +35,23 @@ export type { TurnKind } from '@robustrl/contracts';
 export type TrajectoryStart = NewTrajectory;
 export type RecordedTurn = TurnInput;
 /** What the router reads back of a stored turn. */
-export type PrefixTurn = Pick<StoredTurn, 'turnIndex' | 'kind' | 'content'>;
+export type PrefixTurn = Pick<StoredTurn, 'turnIndex' | 'kind' | 'content' | 'weightVersion'>;
+/** A trajectory's current attempt as stored (attempt 0 and no turns for one not stored yet). */
+export interface StoredPrefix {
+  attempt: number;
+  turns: PrefixTurn[];
+}
+/** The rollout a trajectory goes on with, and the job's continuation policy for it. */
+export interface ContinuationRequest {
+  rolloutId: string | null;
+  continuation: Continuation;
+}
 
 export interface TrajectoryRecorder {
   start(t: TrajectoryStart): Promise<void>;
   appendTurns(turns: RecordedTurn[]): Promise<void>;
-  prefix(trajectoryId: string): Promise<PrefixTurn[]>;
+  prefix(trajectoryId: string): Promise<StoredPrefix>;
+  continueWith(trajectoryId: string, request: ContinuationRequest): Promise<ContinuationDecision>;
 }
 
 /** A turn that contradicts what is stored: same index, different content (or a gap in the indices). */
@@ -52,6 +69,9 @@ export class TurnConflictError extends Error {
 export class InMemoryTrajectoryRecorder implements TrajectoryRecorder {
   private readonly starts = new Map<string, TrajectoryStart>();
   private readonly turnsByTrajectory = new Map<string, RecordedTurn[]>();
+  private readonly attempts = new Map<string, number>();
+  /** Every continuation asked for, in order: lets a test see what the router asked the store. */
+  readonly continuationLog: Array<ContinuationRequest & { trajectoryId: string; decision: ContinuationDecision }> = [];
   /** Every append call's turns, duplicates included: lets a test see what was attempted. */
   readonly appendLog: RecordedTurn[] = [];
 
@@ -63,6 +83,8 @@ export class InMemoryTrajectoryRecorder implements TrajectoryRecorder {
     for (const turn of turns) {
       this.appendLog.push(structuredClone(turn));
       if (!this.starts.has(turn.trajectoryId)) throw new TurnConflictError(`turn ${turn.turnId} of unknown trajectory ${turn.trajectoryId}`);
+      // As the store: a turn of an attempt since restarted from the prompt is refused (outcome stale-attempt), not stored.
+      if (turn.attempt !== undefined && turn.attempt !== (this.attempts.get(turn.trajectoryId) ?? 0)) continue;
       const stored = this.turnsByTrajectory.get(turn.trajectoryId) ?? [];
       const existing = stored[turn.turnIndex];
       if (existing) {
@@ -77,8 +99,31 @@ export class InMemoryTrajectoryRecorder implements TrajectoryRecorder {
     }
   }
 
-  async prefix(trajectoryId: string): Promise<PrefixTurn[]> {
-    return (this.turnsByTrajectory.get(trajectoryId) ?? []).map((t) => ({ turnIndex: t.turnIndex, kind: t.kind, content: structuredClone(t.content) }));
+  async prefix(trajectoryId: string): Promise<StoredPrefix> {
+    return {
+      attempt: this.attempts.get(trajectoryId) ?? 0,
+      turns: (this.turnsByTrajectory.get(trajectoryId) ?? []).map((t) => ({
+        turnIndex: t.turnIndex,
+        kind: t.kind,
+        content: structuredClone(t.content),
+        weightVersion: t.weightVersion,
+      })),
+    };
+  }
+
+  /** As the store does: decide on the oldest generated version held; a restart starts a new attempt with no turns. */
+  async continueWith(trajectoryId: string, request: ContinuationRequest): Promise<ContinuationDecision> {
+    if (!this.starts.has(trajectoryId)) throw new Error(`trajectory ${trajectoryId} is not stored`);
+    const c = request.continuation;
+    const turns = this.turnsByTrajectory.get(trajectoryId) ?? [];
+    const bound = c.maxStaleness === undefined ? undefined : { maxStaleness: c.maxStaleness };
+    const decision = decideContinuation(policyVersionOf(turns), c.weightVersion, c.policy, bound);
+    if (decision.action === 'restart-from-prompt') {
+      this.attempts.set(trajectoryId, (this.attempts.get(trajectoryId) ?? 0) + 1);
+      this.turnsByTrajectory.set(trajectoryId, []);
+    }
+    this.continuationLog.push({ trajectoryId, ...structuredClone(request), decision });
+    return decision;
   }
 
   trajectory(trajectoryId: string): { start: TrajectoryStart | undefined; turns: RecordedTurn[] } {

@@ -1,11 +1,12 @@
-import type { TurnKind } from '@robustrl/contracts';
-import { EnginePool } from './engine-pool';
+import type { ContinuationPolicy, RestartFromPromptReason, TurnKind } from '@robustrl/contracts';
+import { decideContinuation, policyVersionOf } from '@robustrl/request-manager-domain';
+import { EnginePool, EngineView } from './engine-pool';
 import { Answer } from './request-context';
 import { RouterLogger, RouterStats } from './router-reporting';
 import { Api, Json } from './stream-splice';
 import { TrajectoryIdentity } from './trajectory-identity';
-import { RecordedTurn, TrajectoryRecorder } from './trajectory-recorder';
-import { planTurns, splitChatConversation, splitCompletionPrompt, TurnDraft, turnIdOf, TurnPlan } from './turn-plan';
+import { PrefixTurn, RecordedTurn, TrajectoryRecorder } from './trajectory-recorder';
+import { isOutputKind, planTurns, splitChatConversation, splitCompletionPrompt, TurnDraft, turnIdOf, TurnPlan } from './turn-plan';
 
 /** What to do with a recorded request, given what the store holds of its trajectory. */
 export type RecordingPlan =
@@ -15,8 +16,21 @@ export type RecordingPlan =
   | { kind: 'conflict'; message: string }
   /** A retry whose answer is stored: give that back, generate nothing. */
   | { kind: 'replay'; content: unknown }
-  /** Generate; the answer becomes turn `outputIndex` (recordAnswer). */
-  | { kind: 'generate'; outputIndex: number };
+  /** Generate; the answer becomes turn `outputIndex` of the trajectory's attempt `attempt` (recordAnswer). */
+  | { kind: 'generate'; outputIndex: number; attempt: number }
+  /** The store restarted the trajectory from its prompt (the continuation policy): the caller must start it again. */
+  | { kind: 'restarted'; message: string; reason: RestartFromPromptReason };
+
+/**
+ * The job's continuation policy (the request manager's staleness-policy.ts): what happens to a
+ * trajectory that goes on with newer weights than its generated turns were sampled with — after a
+ * reassignment to another rollout, or a weight update of its own.
+ */
+export interface ContinuationSettings {
+  policy: ContinuationPolicy;
+  /** With `keep`: restart anyway when the kept prefix alone is further behind than this (the job's staleness bound). */
+  maxStaleness?: number;
+}
 
 /**
  * Recording (paper §5.2.2, "preserve the trajectories"): each recorded request's turns go to the
@@ -34,6 +48,7 @@ export class TrajectoryRecording {
     private readonly pool: EnginePool,
     private readonly stats: RouterStats,
     private readonly log: RouterLogger,
+    private readonly continuation: ContinuationSettings = { policy: 'keep' },
   ) {}
 
   /**
@@ -72,39 +87,97 @@ export class TrajectoryRecording {
     if (api === 'chat') {
       const split = splitChatConversation(body.messages as Parameters<typeof splitChatConversation>[0]);
       prompt = split.prompt;
-      plan = planTurns(split.turns, stored);
+      plan = planTurns(split.turns, stored.turns);
     } else {
-      const split = splitCompletionPrompt(body.prompt as string, stored, this.completionBases.get(identity.trajectoryId));
+      const split = splitCompletionPrompt(body.prompt as string, stored.turns, this.completionBases.get(identity.trajectoryId));
       if ('conflict' in split) plan = { kind: 'conflict', message: split.conflict };
       else {
         prompt = split.base;
         this.completionBases.set(identity.trajectoryId, split.base);
-        plan = planTurns(split.turns, stored);
+        plan = planTurns(split.turns, stored.turns);
       }
     }
     if (plan.kind === 'conflict') return { kind: 'conflict', message: plan.message };
     if (plan.kind === 'replay') return { kind: 'replay', content: plan.turn.content };
     const { append } = plan;
-    // The new inputs are tagged with the version of the engine the trajectory is on: the one its next turn most likely comes from.
-    const inputVersion = this.pool.pick(identity.trajectoryId)?.weightVersion ?? 0;
+    if (stored.attempt > 0 && append.some((t) => isOutputKind(t.kind))) {
+      // Model turns the store does not hold, after a restart: the caller is still on the dropped attempt. Storing them as
+      // inputs would bring the dropped samples back under new weights.
+      return {
+        kind: 'conflict',
+        message: `it carries model turns of an attempt that was restarted from its prompt (now attempt ${stored.attempt}): send the prompt alone`,
+      };
+    }
+    // The engine the trajectory is on: the one its next turn most likely comes from.
+    const engine = this.pool.pick(identity.trajectoryId);
+    if (engine) {
+      const restarted = await this.continueOn(identity, stored.turns, engine);
+      if (restarted) return restarted;
+    }
+    // The new inputs are tagged with that engine's version.
+    const inputVersion = engine?.weightVersion ?? 0;
+    const { attempt } = stored;
     await this.record(identity, async () => {
       const { trajectoryId, jobId, batchId, step, promptId, sampleIndex } = identity;
       await this.recorder.start({ trajectoryId, jobId, batchId, step, promptId, sampleIndex, prompt });
       if (append.length > 0) {
-        await this.recorder.appendTurns(append.map((t) => turn(identity, t.turnIndex, t, null, inputVersion, 0)));
+        await this.recorder.appendTurns(append.map((t) => turn(identity, attempt, t.turnIndex, t, null, inputVersion, 0)));
       }
     });
-    return { kind: 'generate', outputIndex: plan.outputIndex };
+    return { kind: 'generate', outputIndex: plan.outputIndex, attempt };
+  }
+
+  /**
+   * The continuation policy, where the trajectory's generated turns are older than the engine's weights
+   * (it was reassigned, or its engine updated): decided here on the stored versions, so the common case
+   * costs no call; only a restart goes to the store, which decides again under its lock (it holds the
+   * authoritative versions) and drops the turns. A store that cannot be asked is a recording failure:
+   * the trajectory goes on (the trainer's fetch still enforces the bound on what it trains on).
+   */
+  private async continueOn(identity: TrajectoryIdentity, stored: readonly PrefixTurn[], engine: EngineView): Promise<RecordingPlan | null> {
+    const { policy, maxStaleness } = this.continuation;
+    const bound = maxStaleness === undefined ? undefined : { maxStaleness };
+    const policyVersion = policyVersionOf(stored);
+    if (decideContinuation(policyVersion, engine.weightVersion, policy, bound).action === 'continue') return null;
+    let decision;
+    try {
+      decision = await this.recorder.continueWith(identity.trajectoryId, {
+        rolloutId: engine.id,
+        continuation: { weightVersion: engine.weightVersion, policy, maxStaleness },
+      });
+    } catch (err) {
+      this.failed('continuation', identity, err);
+      return null;
+    }
+    if (decision.action === 'continue') return null;
+    this.completionBases.delete(identity.trajectoryId);
+    const why =
+      decision.reason === 'policy-restart'
+        ? `the job's continuation policy is ${policy}`
+        : `the kept turns alone would be beyond the staleness bound of ${maxStaleness}`;
+    this.log.warn('trajectory restarted from its prompt', {
+      trajectoryId: identity.trajectoryId,
+      reason: decision.reason,
+      policyVersion,
+      weightVersion: engine.weightVersion,
+    });
+    return {
+      kind: 'restarted',
+      reason: decision.reason,
+      message:
+        `trajectory ${identity.trajectoryId} was restarted from its prompt: its generated turns were sampled with weight version ${policyVersion} ` +
+        `and it continues on version ${engine.weightVersion} (engine ${engine.id}); ${why}. Its turns are dropped: send the prompt alone to start it again`,
+    };
   }
 
   /** After generation: the answer is the trajectory's turn `outputIndex`. */
-  async recordAnswer(identity: TrajectoryIdentity, api: Api, outputIndex: number, answer: Answer): Promise<void> {
+  async recordAnswer(identity: TrajectoryIdentity, api: Api, at: { outputIndex: number; attempt: number }, answer: Answer): Promise<void> {
     const kind = answerKind(api, answer.content);
     const last = answer.engines[answer.engines.length - 1];
     // A turn continued across engines was generated with the oldest of their weights: the conservative bound on its staleness.
     const weightVersion = Math.min(...answer.engines.map((e) => e.weightVersion));
     await this.record(identity, () =>
-      this.recorder.appendTurns([turn(identity, outputIndex, { kind, content: answer.content }, last.id, weightVersion, answer.tokens)]),
+      this.recorder.appendTurns([turn(identity, at.attempt, at.outputIndex, { kind, content: answer.content }, last.id, weightVersion, answer.tokens)]),
     );
   }
 
@@ -127,8 +200,10 @@ function answerKind(api: Api, content: unknown): TurnKind {
   return api === 'chat' && Array.isArray((content as Json).tool_calls) ? 'tool-call' : 'model-output';
 }
 
+/** A turn of attempt `attempt`: the attempt fences it (the store refuses it once the trajectory restarted from its prompt since). */
 function turn(
   identity: TrajectoryIdentity,
+  attempt: number,
   turnIndex: number,
   draft: TurnDraft,
   rolloutId: string | null,
@@ -137,12 +212,13 @@ function turn(
 ): RecordedTurn {
   return {
     trajectoryId: identity.trajectoryId,
-    turnId: turnIdOf(identity.trajectoryId, turnIndex, draft.content),
+    turnId: turnIdOf(identity.trajectoryId, turnIndex, draft.content, attempt),
     turnIndex,
     kind: draft.kind,
     content: draft.content,
     rolloutId,
     weightVersion,
     tokens,
+    attempt,
   };
 }

@@ -65,10 +65,15 @@ export function turnKey(content: unknown): string {
   return typeof content === 'string' ? JSON.stringify(content) : chatMessageKey(content as ChatMessageLike);
 }
 
-/** Turn id = trajectory + index + content hash: a retried request re-derives the same id; a different turn cannot. */
-export function turnIdOf(trajectoryId: string, turnIndex: number, content: unknown): string {
+/**
+ * Turn id = trajectory + index + content hash: a retried request re-derives the same id; a different turn
+ * cannot. After a restart from the prompt the attempt is part of the id too: the store keeps the dropped
+ * attempt's ids as idempotency keys, and the new attempt may well produce the same content at the same
+ * index (a deterministic tool, greedy sampling) — that turn is new, not a duplicate.
+ */
+export function turnIdOf(trajectoryId: string, turnIndex: number, content: unknown, attempt = 0): string {
   const hash = createHash('sha256').update(turnKey(content)).digest('hex').slice(0, 16);
-  return `${trajectoryId}#${turnIndex}#${hash}`;
+  return attempt === 0 ? `${trajectoryId}#${turnIndex}#${hash}` : `${trajectoryId}#a${attempt}#${turnIndex}#${hash}`;
 }
 
 /** Compare the request's turns with the stored ones (both in index order). */
