@@ -1,4 +1,7 @@
 import { Command, InvalidArgumentError } from 'commander';
+import { KafkaBus } from '@robustrl/bus';
+import { formatMessageLine } from '@robustrl/contracts';
+import { JobStartArgs, jobStartedOf, JobStartUsageError } from './job-start';
 import { runSimulateCommand, SimulateArgs, UsageError } from './simulate-command';
 import { DEFAULT_TAIL_TOPICS, tail } from './tail';
 
@@ -19,13 +22,7 @@ program
   .option('--brokers <list>', 'Kafka bootstrap servers, comma separated (default: $KAFKA_BROKERS)')
   .option('--topic-prefix <prefix>', 'topic prefix of the deployment (default: $ROBUSTRL_TOPIC_PREFIX)')
   .action(async (opts: { topic?: string[]; job?: string; json: boolean; fromBeginning: boolean; limit?: number; brokers?: string; topicPrefix?: string }) => {
-    const brokers = (opts.brokers ?? process.env.KAFKA_BROKERS ?? '')
-      .split(',')
-      .map((b) => b.trim())
-      .filter(Boolean);
-    if (brokers.length === 0) {
-      program.error('no Kafka brokers: pass --brokers host:port or set KAFKA_BROKERS (deploy/local/services.sh env prints the local one)');
-    }
+    const brokers = brokersOf(opts.brokers);
     const topics = (opts.topic ?? DEFAULT_TAIL_TOPICS).map((t) => (t.includes('.') ? t : `robustrl.${t}`));
     const session = await tail({
       brokers,
@@ -46,6 +43,59 @@ program
     process.once('SIGTERM', stop);
     await session.done;
     await stop();
+  });
+
+/** Bootstrap servers from --brokers or KAFKA_BROKERS; a clear error when neither names one. */
+function brokersOf(flag: string | undefined): string[] {
+  const brokers = (flag ?? process.env.KAFKA_BROKERS ?? '')
+    .split(',')
+    .map((b) => b.trim())
+    .filter(Boolean);
+  if (brokers.length === 0) {
+    program.error('no Kafka brokers: pass --brokers host:port or set KAFKA_BROKERS (deploy/local/services.sh env prints the local one)');
+  }
+  return brokers;
+}
+
+const job = program.command('job').description("announce a job's life to the control plane");
+job
+  .command('start')
+  .description('publish JobStarted: the job began (or resumed) with these machines and detection windows; run it when the job launches')
+  .requiredOption('-j, --job <jobId>', 'the job id (its agents report under the same ROBUSTRL_JOB_ID)')
+  .option('--mode <mode>', 'sync, semi-sync or async', 'semi-sync')
+  .option('--trainers <n>', 'trainer machines', '1')
+  .option('--rollouts <n>', 'rollout machines', '0')
+  .option('--resumed-from-step <step>', 'the checkpoint step a resumed job restarts from')
+  .option('--run-id <id>', 'names this start: the same run id publishes the same event id (default: now)')
+  .option('--trainer-idle-window <s>', 'trainer rule window, seconds (paper: 300)')
+  .option('--rollout-silent-window <s>', 'rollout rule window, seconds (paper: 60)')
+  .option('--agent-silent-window <s>', 'liveness rule window, seconds (default 60)')
+  .option('--probe-timeout <s>', 'how long a probed agent has to answer, seconds')
+  .option('--resume-grace <s>', 'after the detector was blind, how long windows wait, seconds')
+  .option('--brokers <list>', 'Kafka bootstrap servers, comma separated (default: $KAFKA_BROKERS)')
+  .option('--topic-prefix <prefix>', 'topic prefix of the deployment (default: $ROBUSTRL_TOPIC_PREFIX)')
+  .action(async (opts: JobStartArgs & { brokers?: string; topicPrefix?: string }) => {
+    process.env.KAFKAJS_NO_PARTITIONER_WARNING ??= '1';
+    let message;
+    try {
+      message = jobStartedOf(opts, new Date());
+    } catch (e) {
+      if (e instanceof JobStartUsageError) program.error(`robustrl job start: ${e.message}`, { exitCode: 2 });
+      throw e;
+    }
+    const bus = new KafkaBus({
+      brokers: brokersOf(opts.brokers),
+      clientId: 'robustrl-cli',
+      topicPrefix: opts.topicPrefix ?? process.env.ROBUSTRL_TOPIC_PREFIX ?? '',
+      // kafkajs's start-up notices are noise here; a publish that fails throws, and that is reported.
+      logger: { info: () => undefined, warn: () => undefined, error: (m) => process.stderr.write(`${m}\n`) },
+    });
+    try {
+      await bus.publish(message);
+    } finally {
+      await bus.close();
+    }
+    process.stdout.write(`${formatMessageLine(message)}\n`);
   });
 
 program
