@@ -542,15 +542,17 @@ class AgentLoops:
 
     def _chat(self, messages: List[Dict[str, Any]], headers: Dict[str, str]) -> Dict[str, Any]:
         """One request through the router, retried while the router or every engine is away; a 409
-        TrajectoryRestartedError means start again from the prompt."""
+        (TrajectoryRestartedError, or a conflict with the stored history) means start again from the prompt."""
 
         def once() -> Optional[Dict[str, Any]]:
             status, body, got = http_json("POST", self.s.router_url + "/v1/chat/completions", {"model": "reference", "messages": messages}, headers, timeout=120)
             trajectory_id = got.get("x-robustrl-trajectory")
             if status == 200:
                 return {"message": body["choices"][0]["message"], "trajectoryId": trajectory_id}
-            if status == 409 and got.get("x-robustrl-restarted"):
-                return {"restarted": got["x-robustrl-restarted"], "trajectoryId": trajectory_id}
+            if status == 409:
+                # Restarted from the prompt by the continuation policy (x-robustrl-restarted says why), or our history no
+                # longer matches the stored one (a request still on a dropped attempt): either way, start again from the prompt.
+                return {"restarted": got.get("x-robustrl-restarted", "conflict"), "trajectoryId": trajectory_id}
             raise OSError("router answered {}: {}".format(status, json.dumps(body)[:300]))
 
         return retrying("chat for {}".format(headers["x-robustrl-prompt"]), once, stop=self.stop)
