@@ -17,3 +17,4 @@ export {
   type LocalMachineExit,
 } from './local/local-process-supervisor';
 export * from './from-env';
+export { HttpOrchestrator, serveOrchestrator } from './http/orchestrator-http';

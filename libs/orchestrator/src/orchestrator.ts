@@ -2,10 +2,12 @@ import type { Role } from '@robustrl/contracts';
 
 /**
  * The orchestrator port: what the controller's recovery executor (the paper's TaskRunner) asks of the
- * platform that runs the job's machines. Two adapters implement it:
+ * platform that runs the job's machines. Three adapters implement it:
  *
  *  - `LocalProcessSupervisor` (./local): a "machine" is a process tree on this host; used by tests
  *    and the demo.
+ *  - `HttpOrchestrator` (./http): any orchestrator served over HTTP by a machine host that outlives
+ *    its callers (`serveOrchestrator`), e.g. a local process supervisor in its own process.
  *  - `KubernetesOrchestrator` (./kubernetes): a machine is a pod labelled with the job, role, zone
  *    and hardware class; the pod name is the machine id; isolating it cordons its node; scaling a
  *    pool up or down changes the replicas of the pods' StatefulSet or Deployment.
@@ -28,7 +30,7 @@ export interface MachineSpec {
 }
 
 export interface Orchestrator {
-  readonly kind: 'local' | 'kubernetes';
+  readonly kind: 'local' | 'kubernetes' | 'http';
 
   /** Machines this orchestrator knows for the job (running or starting), e.g. to reconcile after a restart. */
   listMachines(jobId: string): Promise<MachineSpec[]>;
