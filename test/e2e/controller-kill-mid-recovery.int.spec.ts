@@ -1,13 +1,12 @@
-import { ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { AddressInfo, connect, createServer, Server, Socket } from 'node:net';
-import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client } from 'pg';
 import { KafkaBus, Subscription } from '@robustrl/bus';
 import { createMessage, DataOf, MessageOf, MessageType, RobustrlMessage, Topics } from '@robustrl/contracts';
 import { freshDatabaseUrl } from '@robustrl/testing/databases';
 import { eventually } from '@robustrl/testing/eventually';
+import { ServiceProcess } from './fixtures/service-process';
 
 /**
  * The controller killed with kill -9 in the middle of a recovery, as a deployment runs it: its built
@@ -31,54 +30,9 @@ import { eventually } from '@robustrl/testing/eventually';
  * store's answer to it, so the kill lands in that window every run rather than by luck of timing.
  */
 
-const ROOT = join(__dirname, '..', '..');
 const BROKERS = process.env.KAFKA_BROKERS!.split(',');
 
 jest.setTimeout(120_000);
-
-/** The controller as a deployment runs it: its built main, its own process, killed with kill -9 when asked. */
-class ControllerProcess {
-  readonly lines: string[] = [];
-  private child?: ChildProcess;
-
-  constructor(private readonly env: NodeJS.ProcessEnv) {}
-
-  start(): void {
-    this.lines.length = 0;
-    const child = spawn(process.execPath, [join(ROOT, 'services', 'controller', 'dist', 'main.js')], {
-      env: { ...process.env, ...this.env, NO_COLOR: '1' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    const collect = (b: Buffer) => this.lines.push(...b.toString().split('\n').filter(Boolean));
-    child.stdout!.on('data', collect);
-    child.stderr!.on('data', collect);
-    this.child = child;
-  }
-
-  async kill(signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
-    const child = this.child;
-    if (!child || child.exitCode !== null || child.signalCode !== null) return;
-    const exited = new Promise((resolve) => child.once('exit', resolve));
-    child.kill(signal);
-    await exited;
-  }
-
-  async restart(): Promise<void> {
-    this.start();
-    await eventually('the controller ready', () => (this.ready() ? true : undefined), 60_000);
-  }
-
-  ready(): boolean {
-    return this.lines.some((l) => / ready \(bus:/.test(l));
-  }
-
-  /** Rows the last start read: `state loaded: N job snapshot(s) and M inbox row(s)` (0 and 0: nothing to load). */
-  loaded(): { snapshotRows: number; inboxRows: number } {
-    const line = this.lines.find((l) => /state loaded: /.test(l));
-    const m = line ? /state loaded: (\d+) job snapshot\(s\) and (\d+) inbox row\(s\)/.exec(line) : null;
-    return m ? { snapshotRows: Number(m[1]), inboxRows: Number(m[2]) } : { snapshotRows: 0, inboxRows: 0 };
-  }
-}
 
 /**
  * A TCP proxy between the controller and PostgreSQL that passes everything through until a trap is set.
@@ -170,7 +124,7 @@ class Deployment {
   readonly topicPrefix = `e2e-ctlkill-${randomUUID().slice(0, 8)}.`;
   /** Every record seen on the control topic, relays after a crash included. */
   readonly seen: RobustrlMessage[] = [];
-  controller!: ControllerProcess;
+  controller!: ServiceProcess;
   gate!: StoreGate;
   pg!: Client;
   private bus!: KafkaBus;
@@ -195,7 +149,7 @@ class Deployment {
       topics: [Topics.control],
       handler: async (d) => void this.seen.push(d.message),
     });
-    this.controller = new ControllerProcess({
+    this.controller = new ServiceProcess('controller', {
       KAFKA_BROKERS: BROKERS.join(','),
       DATABASE_URL: gatedUrl,
       ROBUSTRL_TOPIC_PREFIX: this.topicPrefix,

@@ -1,58 +1,13 @@
-import { ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client } from 'pg';
 import { KafkaBus, Subscription } from '@robustrl/bus';
 import { createMessage, DataOf, MessageOf, MessageType, RobustrlMessage, Topics } from '@robustrl/contracts';
 import { freshDatabaseUrl } from '@robustrl/testing/databases';
 import { eventually } from '@robustrl/testing/eventually';
-
-const ROOT = join(__dirname, '..', '..');
+import { ServiceProcess } from './fixtures/service-process';
 
 jest.setTimeout(180_000);
-
-/** A deciding service as a deployment runs it: its built main, its own process, killed with kill -9 when asked. */
-class ServiceProcess {
-  readonly lines: string[] = [];
-  private child?: ChildProcess;
-
-  constructor(
-    private readonly service: 'detector' | 'controller',
-    private readonly env: NodeJS.ProcessEnv,
-  ) {}
-
-  start(): void {
-    this.lines.length = 0;
-    const child = spawn(process.execPath, [join(ROOT, 'services', this.service, 'dist', 'main.js')], {
-      env: { ...process.env, ...this.env, NO_COLOR: '1' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    const collect = (b: Buffer) => this.lines.push(...b.toString().split('\n').filter(Boolean));
-    child.stdout!.on('data', collect);
-    child.stderr!.on('data', collect);
-    this.child = child;
-  }
-
-  async kill(signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
-    const child = this.child;
-    if (!child || child.exitCode !== null || child.signalCode !== null) return;
-    const exited = new Promise((resolve) => child.once('exit', resolve));
-    child.kill(signal);
-    await exited;
-  }
-
-  /** Rows the last start read: `state loaded: N job snapshot(s) and M inbox row(s)` (absent: nothing to load). */
-  loaded(): { snapshotRows: number; inboxRows: number } {
-    const line = this.lines.find((l) => /state loaded: /.test(l));
-    const m = line ? /state loaded: (\d+) job snapshot\(s\) and (\d+) inbox row\(s\)/.exec(line) : null;
-    return m ? { snapshotRows: Number(m[1]), inboxRows: Number(m[2]) } : { snapshotRows: 0, inboxRows: 0 };
-  }
-
-  ready(): boolean {
-    return this.lines.some((l) => / ready \(bus:/.test(l));
-  }
-}
 
 /**
  * Snapshots and restart on the real broker and PostgreSQL, with the real detector and controller as
