@@ -40,6 +40,7 @@ import sys
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -463,7 +464,7 @@ class ReferenceEngine:
 def _port_of(url: str) -> int:
     if not url:
         return 0
-    return int(urllib.request.urlparse(url).port or 80)  # type: ignore[attr-defined]
+    return int(urllib.parse.urlparse(url).port or 80)
 
 
 # -- agent loops ------------------------------------------------------------------------------------
@@ -529,7 +530,7 @@ class AgentLoops:
             messages.extend(tool_result(c) for c in calls)
         if trajectory_id is None:
             return  # stopped before the router answered once
-        url = "{}/v1/trajectories/{}/status".format(self.s.request_manager_url, urllib.request.quote(trajectory_id, safe=""))
+        url = "{}/v1/trajectories/{}/status".format(self.s.request_manager_url, urllib.parse.quote(trajectory_id, safe=""))
 
         def complete() -> Optional[bool]:
             status, body, _ = http_json("POST", url, {"status": "completed"}, timeout=10)

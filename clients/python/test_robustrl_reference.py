@@ -14,6 +14,7 @@ import time
 import unittest
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Dict, List, Tuple
+from urllib.parse import unquote
 
 import robustrl_reference as ref
 from robustrl_agent import AgentClient
@@ -73,17 +74,11 @@ class RequestManager:
             ids = self.completed.get(parts[5], [])
             return 200, {"trajectories": [{"trajectoryId": t, "turns": [{"turnId": t + "#0"}]} for t in ids], "stale": []}, {}
         if method == "POST" and parts[-1] == "status":
-            trajectory = urllib_unquote(parts[3])
+            trajectory = unquote(parts[3])
             step = trajectory.split("/")[1].split("-")[0][1:]
             self.completed.setdefault("step-" + step, []).append(trajectory)
             return 200, {"changed": True}, {}
         return 404, {"error": "no route " + path}, {}
-
-
-def urllib_unquote(text: str) -> str:
-    import urllib.parse
-
-    return urllib.parse.unquote(text)
 
 
 class ReferenceTestCase(unittest.TestCase):
