@@ -39,7 +39,10 @@ test("UCX's memory hooks are off unless the environment asks for them (their cod
   assert.equal(byDefault.status, 0, byDefault.stderr);
   assert.equal(byDefault.stdout.trim(), 'no');
   assert.doesNotMatch(byDefault.stdout + byDefault.stderr, /bistro hook/);
-  const asked = run({ UCX_MEM_EVENTS: 'yes' });
+  // With the hooks on, the race this test's title names can crash the child (a SIGSEGV inside V8, seen once in
+  // CI): that is the reason they are off, not a failure of the switch. Such a crash is tried again, twice at most.
+  let asked = run({ UCX_MEM_EVENTS: 'yes' });
+  for (let retry = 0; retry < 2 && asked.status === null && asked.signal !== null; retry++) asked = run({ UCX_MEM_EVENTS: 'yes' });
   assert.equal(asked.status, 0, asked.stderr);
   assert.equal(asked.stdout.trim().split('\n').pop(), 'yes');
   assert.match(asked.stdout + asked.stderr, /installing bistro hook for mmap/);
