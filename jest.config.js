@@ -48,13 +48,13 @@ module.exports = {
     {
       ...common,
       displayName: 'unit',
-      testMatch: ['<rootDir>/{libs,domain,native,services,sim,cli,test}/**/*.spec.ts'],
+      testMatch: ['<rootDir>/{libs,domain,native,services,sim,cli,bench,test}/**/*.spec.ts'],
       testPathIgnorePatterns: [...common.testPathIgnorePatterns, '\\.int\\.spec\\.ts$'],
     },
     {
       ...common,
       displayName: 'integration',
-      testMatch: ['<rootDir>/{libs,domain,native,services,sim,cli,test}/**/*.int.spec.ts'],
+      testMatch: ['<rootDir>/{libs,domain,native,services,sim,cli,bench,test}/**/*.int.spec.ts'],
       globalSetup: '<rootDir>/libs/testing/src/global-setup.ts',
       globalTeardown: '<rootDir>/libs/testing/src/global-teardown.ts',
     },

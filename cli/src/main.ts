@@ -1,3 +1,6 @@
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
 import { KafkaBus } from '@robustrl/bus';
 import { formatMessageLine } from '@robustrl/contracts';
@@ -43,6 +46,26 @@ program
     process.once('SIGTERM', stop);
     await session.done;
     await stop();
+  });
+
+program
+  .command('chaos')
+  .description(
+    'run the whole-system chaos campaign: every service, agents and the reference job as processes, seeded faults, invariants checked (options: --help)',
+  )
+  .helpOption(false)
+  .allowUnknownOption()
+  .argument('[options...]', 'passed on: --seeds, --faults, --steps, --deadline, --mix, --keep, --help')
+  .action((args: string[]) => {
+    // The campaign lives with the benchmarks (bench/): the CLI runs it as its own process, so the CLI depends on none of it.
+    const script = join(__dirname, '..', '..', 'bench', 'dist', 'chaos-system.js');
+    if (!existsSync(script)) {
+      process.stderr.write(`${script} is missing: run npm run build first\n`);
+      process.exit(2);
+    }
+    const child = spawn(process.execPath, [script, ...args], { stdio: 'inherit' });
+    for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => child.kill(signal));
+    child.once('exit', (code, signal) => process.exit(code ?? (signal ? 130 : 1)));
   });
 
 /** Bootstrap servers from --brokers or KAFKA_BROKERS; a clear error when neither names one. */

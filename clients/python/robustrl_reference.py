@@ -278,6 +278,7 @@ class TrainerRank:
         start = self.last_checkpoint() + 1
         self.agent.phase("initializing", max(start - 1, 0))
         if self.rank == 0:
+            self.reconcile_ledger(start - 1)
             self.publish(start - 1)
         barrier = StepBarrier(self.rank, self.world, self.master[0], self.master[1])
         for step in range(start, self.s.steps + 1):
@@ -291,6 +292,12 @@ class TrainerRank:
                 self.publish(step)
         self.agent.phase("idle", self.s.steps)
         logger.info("rank %s: all %s steps trained", self.rank, self.s.steps)
+
+    def reconcile_ledger(self, step: int) -> None:
+        """The checkpoint file is a step's commit; its ledger line follows it. A kill -9 between the two
+        leaves a committed step the ledger does not show: it is written now, before anything else."""
+        if step > 0 and not any(r.get("kind") == "checkpoint" and r.get("step") == step for r in Ledger.read(self.s.state_dir)):
+            self.ledger.append("checkpoint", step=step, recovered=True)
 
     def wait_for_batch(self, step: int) -> Dict[str, Any]:
         """Idle until the request manager holds the whole batch, then fetch what is within the bound."""
@@ -407,11 +414,15 @@ class ReferenceEngine:
                         "choices": [{"index": 0, "message": message, "finish_reason": finish}],
                         "usage": {"prompt_tokens": 0, "completion_tokens": engine.s.tokens_per_reply, "total_tokens": engine.s.tokens_per_reply},
                     },
+                    # The version that produced the answer: the router tags the turn with it, even while its view of this engine lags.
+                    {"x-robustrl-weight-version": str(version)},
                 )
 
-            def _send(self, status: int, body: Any) -> None:
+            def _send(self, status: int, body: Any, headers: Optional[Dict[str, str]] = None) -> None:
                 raw = json.dumps(body).encode()
                 self.send_response(status)
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(raw)))
                 self.end_headers()

@@ -135,9 +135,11 @@ class EngineTest(ReferenceTestCase):
             f.write(ref.weights_bytes(2))
         self.agent.answers["/v1/weights/latest"] = (200, {"version": 2, "path": path, "totalBytes": len(ref.weights_bytes(2))}, 0.0)
         engine.load_newest()
-        status, answer, _ = ref.http_json("POST", engine.url + "/v1/chat/completions", chat)
+        status, answer, _headers = ref.http_json("POST", engine.url + "/v1/chat/completions", chat)
         self.assertEqual(status, 200)
         self.assertTrue(answer["choices"][0]["message"]["content"].startswith("v2: "))
+        # It says which version produced the answer: the router tags the turn with it.
+        self.assertEqual(_headers["x-robustrl-weight-version"], "2")
 
         corrupt = os.path.join(self.dir, "v3")
         with open(corrupt, "wb") as f:
@@ -177,6 +179,15 @@ class TrainerTest(ReferenceTestCase):
         ref.TrainerRank(self.settings(request_manager_url=rm.http.url, steps=3), AgentClient(self.agent.url), env={"ROBUSTRL_RESTART_COUNT": "1"}).run()
         trained = [(r["step"], r["attempt"]) for r in ref.Ledger.read(self.dir) if r["kind"] == "trained"]
         self.assertEqual(trained, [(1, 0), (2, 0), (3, 1)])
+
+    def test_a_checkpoint_the_ledger_missed_is_written_to_it_before_anything_else(self) -> None:
+        # Killed between the checkpoint file (the commit) and its ledger line: the restarted rank 0 writes the line.
+        trainer = ref.TrainerRank(self.settings(), AgentClient(self.agent.url), env={})
+        with open(os.path.join(self.dir, "checkpoints", "step-4"), "w") as f:
+            f.write("{}")
+        trainer.reconcile_ledger(trainer.last_checkpoint())
+        trainer.reconcile_ledger(trainer.last_checkpoint())
+        self.assertEqual([(r["step"], r.get("recovered")) for r in ref.Ledger.read(self.dir) if r["kind"] == "checkpoint"], [(4, True)])
 
     def test_ranks_meet_before_each_step_and_a_rank_that_left_fails_the_other(self) -> None:
         with socket.socket() as s:

@@ -204,6 +204,12 @@ export class AgentRuntime {
 
   private async onRoleExit(exit: RoleExit): Promise<void> {
     if (!exit.unexpected || this.closing) return;
+    // A trainer that exits 0 trained its last step: the job's end, not a fault (the chaos campaign saw
+    // every finished job restarted as a task). An engine has no end of its own: any exit stops serving.
+    if (exit.code === 0 && exit.signal === null && this.role !== 'rollout') {
+      this.logger.log(`${this.role} process finished (exit code 0): its work is done, not a fault`);
+      return;
+    }
     const how = exit.signal ? `killed by ${exit.signal}` : `exited with code ${exit.code}`;
     this.logger.warn(`${this.role} process ${how}`);
     if (this.role !== 'rollout')

@@ -338,3 +338,44 @@ describe('a restarted trainer fetches its kept batch through its agent (issue 14
     }
   });
 });
+
+describe('a role process that exits 0', () => {
+  const run = async (role: 'trainer' | 'rollout') => {
+    const bus = new InProcessBus();
+    const runtime = new AgentRuntime(
+      bus,
+      agentConfigFromEnv({
+        ROBUSTRL_JOB_ID: 'job-x',
+        ROBUSTRL_MACHINE_ID: 'm-x',
+        ROBUSTRL_ROLE: role,
+        ROBUSTRL_GPU_SOURCE: 'emulated',
+        ROBUSTRL_TRAINER_COMMAND: 'exit 0',
+        ROBUSTRL_ROLLOUT_COMMAND: 'exit 0',
+        ROBUSTRL_STOP_GRACE_SECONDS: '1',
+        ROBUSTRL_WEIGHTS_PORT: '0',
+        ROBUSTRL_WEIGHTS_BIND_HOST: '127.0.0.1',
+      }),
+    );
+    try {
+      await runtime.start('http://127.0.0.1:1');
+      await eventually('the role process exited', () => (runtime.status().roleProcess.running ? undefined : true));
+      await new Promise((r) => setTimeout(r, 200));
+      return bus
+        .read(Topics.heartbeat)
+        .concat(bus.read(Topics.telemetry))
+        .map((r) => decodeMessage(r.value))
+        .filter((d) => d.ok && d.message.type === 'AgentFaultSignalled');
+    } finally {
+      await runtime.stop();
+      await bus.close();
+    }
+  };
+
+  it('is a finished trainer, not a fault (a finished job was restarted as a task)', async () => {
+    expect(await run('trainer')).toHaveLength(0);
+  });
+
+  it('is still a fault for a rollout engine: it stopped serving', async () => {
+    expect(await run('rollout')).toHaveLength(1);
+  });
+});

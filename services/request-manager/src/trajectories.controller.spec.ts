@@ -143,3 +143,36 @@ describe('trajectories HTTP API', () => {
 async function eventuallyStored(read: () => Promise<{ turns: unknown[] }>, n: number): Promise<void> {
   for (let i = 0; i < 200 && (await read()).turns.length < n; i++) await new Promise((r) => setTimeout(r, 5));
 }
+
+describe('trajectories HTTP API with its store down', () => {
+  let app: INestApplication;
+  let base: string;
+  let failure: Error;
+
+  beforeAll(async () => {
+    const down = { batchProgress: async () => Promise.reject(failure), trajectory: async () => Promise.reject(failure) };
+    const moduleRef = await Test.createTestingModule({
+      controllers: [TrajectoriesController],
+      providers: [
+        { provide: TrajectoryStore, useValue: down },
+        { provide: TurnWriter, useValue: {} },
+      ],
+    }).compile();
+    app = moduleRef.createNestApplication({ logger: false });
+    await app.listen(0, '127.0.0.1');
+    base = `${await app.getUrl()}/v1`;
+  });
+  afterAll(() => app.close());
+
+  it('answers 503 with retry-after while PostgreSQL is unreachable (callers wait and ask again), 500 for a bug', async () => {
+    failure = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
+    const unavailable = await fetch(`${base}/jobs/j/batches/b`);
+    expect(unavailable.status).toBe(503);
+    expect(unavailable.headers.get('retry-after')).toBe('2');
+    expect(await unavailable.json()).toEqual({ error: expect.stringMatching(/trajectory store is unavailable, ask again: connect ECONNREFUSED/) });
+
+    failure = new TypeError('cannot read properties of undefined');
+    expect((await fetch(`${base}/jobs/j/batches/b`)).status).toBe(500);
+    expect((await fetch(`${base}/trajectories/x`)).status).toBe(500);
+  });
+});

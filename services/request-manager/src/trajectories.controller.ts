@@ -1,4 +1,17 @@
-import { BadRequestException, Body, ConflictException, Controller, Get, HttpCode, Inject, NotFoundException, Param, Post, Query } from '@nestjs/common';
+import {
+  BadRequestException,
+  Body,
+  ConflictException,
+  Controller,
+  Get,
+  HttpCode,
+  Inject,
+  NotFoundException,
+  Param,
+  Post,
+  Query,
+  UseFilters,
+} from '@nestjs/common';
 import { z } from 'zod';
 import {
   AppendResponse,
@@ -17,6 +30,7 @@ import {
   TurnBody,
   TurnInput,
 } from '@robustrl/contracts';
+import { StoreUnavailableFilter } from './store-unavailable.filter';
 import { InvalidTransitionError, TrajectoryNotFoundError, TrajectoryStore, TurnRejectedError, TurnWriter } from './trajectory-store';
 
 /**
@@ -48,6 +62,7 @@ function mapStoreError(err: unknown): never {
 }
 
 @Controller('v1')
+@UseFilters(StoreUnavailableFilter)
 export class TrajectoriesController {
   constructor(
     @Inject(TrajectoryStore) private readonly store: TrajectoryStore,

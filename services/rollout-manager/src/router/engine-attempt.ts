@@ -2,8 +2,8 @@ import { Agent, IncomingMessage } from 'node:http';
 import { StringDecoder } from 'node:string_decoder';
 import { EngineView } from './engine-pool';
 import { errorText, readAll, send } from './http-transport';
-import { endStream, relay, writeEvent } from './openai-responses';
-import { Answer, RequestContext } from './request-context';
+import { endStream, relay, sendError, writeEvent } from './openai-responses';
+import { Answer, RequestContext, WEIGHT_VERSION_HEADER } from './request-context';
 import { Api, continuationBody, Json, StreamSplice } from './stream-splice';
 import { ROLLOUT_HEADER } from './trajectory-identity';
 
@@ -35,6 +35,8 @@ export async function attemptOn(
   engine: EngineView,
   splice: StreamSplice,
   transport: { agent: Agent; idleTimeoutMs: number },
+  /** Engines that generated earlier parts of the answer (a stream continued here). */
+  before: readonly EngineView[] = [],
 ): Promise<AttemptOutcome> {
   splice.beginAttempt();
   const body = ctx.stream && splice.started ? continuationBody(ctx.api, ctx.body, splice.text, splice.tokens) : ctx.body;
@@ -78,14 +80,44 @@ export async function attemptOn(
     } catch {
       return { kind: 'failed', reason: 'the engine answered with invalid JSON', engineDown: false, status: 502, body: raw };
     }
+    const answer: Answer = { ...answerOf(ctx.api, parsed), engines: [...before, servedBy(engine, upstream)] };
+    if (!(await answerStored(ctx, answer))) return { kind: 'relayed' };
     relay(ctx.res, status, raw, engine.id);
-    return { kind: 'done', answer: { ...answerOf(ctx.api, parsed), engines: [] } };
+    return { kind: 'done', answer };
   }
-  return pipeStream(ctx, engine, upstream, splice);
+  return pipeStream(ctx, engine, upstream, splice, before);
+}
+
+/** The engine as it served this answer: with the weight version it names in its answer, when it names one. */
+function servedBy(engine: EngineView, upstream: IncomingMessage): EngineView {
+  const said = upstream.headers[WEIGHT_VERSION_HEADER];
+  const version = typeof said === 'string' && /^\d+$/.test(said.trim()) ? Number(said) : null;
+  return version === null || version === engine.weightVersion ? engine : { ...engine, weightVersion: version };
+}
+
+/**
+ * Runs the request's beforeAnswer (recording): true when the answer may be finished. When it failed the
+ * caller has been answered with the error (JSON, or an SSE error event once the stream began).
+ */
+export async function answerStored(ctx: RequestContext, answer: Answer): Promise<boolean> {
+  if (!ctx.beforeAnswer) return true;
+  try {
+    await ctx.beforeAnswer(answer);
+    return true;
+  } catch (err) {
+    sendError(ctx.res, 503, 'ServiceUnavailableError', `the answer was generated but could not be stored, ask again: ${errorText(err)}`);
+    return false;
+  }
 }
 
 /** Forward the engine's SSE stream through the splice, which drops what the caller already has. */
-async function pipeStream(ctx: RequestContext, engine: EngineView, upstream: IncomingMessage, splice: StreamSplice): Promise<AttemptOutcome> {
+async function pipeStream(
+  ctx: RequestContext,
+  engine: EngineView,
+  upstream: IncomingMessage,
+  splice: StreamSplice,
+  before: readonly EngineView[],
+): Promise<AttemptOutcome> {
   const res = ctx.res;
   const decoder = new StringDecoder('utf8');
   let buffer = '';
@@ -128,8 +160,10 @@ async function pipeStream(ctx: RequestContext, engine: EngineView, upstream: Inc
   }
   if (!done) return { kind: 'failed', reason: 'stream ended before [DONE]', engineDown: true };
   if (!res.headersSent) res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', [ROLLOUT_HEADER]: engine.id });
+  const answer: Answer = { ...streamAnswer(ctx.api, splice), engines: [...before, servedBy(engine, upstream)] };
+  if (!(await answerStored(ctx, answer))) return { kind: 'relayed' };
   endStream(res);
-  return { kind: 'done', answer: { ...streamAnswer(ctx.api, splice), engines: [] } };
+  return { kind: 'done', answer };
 }
 
 /** The answer a (possibly spliced) stream amounts to, in the shape a non-streaming answer is recorded in. */

@@ -1,6 +1,6 @@
 import { Agent } from 'node:http';
 import { EnginePool, EngineView } from './engine-pool';
-import { AttemptFailure, AttemptOutcome, attemptOn, streamAnswer } from './engine-attempt';
+import { answerStored, AttemptFailure, AttemptOutcome, attemptOn, streamAnswer } from './engine-attempt';
 import { endStream, relay, sendError, streamError, writeEvent } from './openai-responses';
 import { ReassignmentEvents } from './reassignment-events';
 import { Answer, RequestContext } from './request-context';
@@ -82,15 +82,14 @@ export class Failover {
       const tokensBefore = splice.tokens;
       let outcome: AttemptOutcome;
       try {
-        outcome = await attemptOn(ctx, engine, splice, { agent: this.o.agent, idleTimeoutMs: this.o.upstreamIdleTimeoutMs });
+        outcome = await attemptOn(ctx, engine, splice, { agent: this.o.agent, idleTimeoutMs: this.o.upstreamIdleTimeoutMs }, contributors);
       } finally {
         lease.release();
       }
       if (outcome.kind === 'relayed') return null;
       if (outcome.kind === 'done') {
-        contributors.push(engine);
         this.metered(ctx, engine, outcome.answer);
-        return { ...outcome.answer, engines: contributors };
+        return outcome.answer;
       }
       // The caller went away and nobody records the answer: the failure is ours (the abort), not the engine's.
       if (ctx.abort.signal.aborted) return null;
@@ -108,14 +107,18 @@ export class Failover {
       if (attempt >= this.o.maxAttempts) return this.fail(ctx, splice, outcome);
       if (splice.started && splice.finished) {
         // The answer was complete; only the end of the stream was lost.
+        const answer = { ...streamAnswer(ctx.api, splice), engines: contributors };
+        if (!(await answerStored(ctx, answer))) return null;
         endStream(ctx.res);
-        return { ...streamAnswer(ctx.api, splice), engines: contributors };
+        return answer;
       }
       const remaining = remainingTokens(ctx.body, splice.tokens);
       if (splice.started && remaining !== undefined && remaining <= 0) {
         for (const chunk of splice.syntheticFinish('length')) writeEvent(ctx.res, chunk);
+        const answer = { ...streamAnswer(ctx.api, splice), engines: contributors };
+        if (!(await answerStored(ctx, answer))) return null;
         endStream(ctx.res);
-        return { ...streamAnswer(ctx.api, splice), engines: contributors };
+        return answer;
       }
     }
   }

@@ -1,3 +1,5 @@
+import { createServer, Server } from 'node:http';
+import { AddressInfo } from 'node:net';
 import { InProcessBus } from '@robustrl/bus';
 import { decodeMessage, RobustrlMessage, Topics } from '@robustrl/contracts';
 import { ChatMessage, chatReplyFor, FakeInferenceEngine, toolResultFor } from '@robustrl/testing/fake-inference-engine';
@@ -5,7 +7,7 @@ import { agentLoop, chat, expectedConversation, post, streamChat, streamCompleti
 import { EnginePool } from './engine-pool';
 import { ContinuationSettings, OpenAiRouter, RouterLogger } from './openai-router';
 import { trajectoryIdOf } from './trajectory-identity';
-import { ContinuationRequest, InMemoryTrajectoryRecorder } from './trajectory-recorder';
+import { ContinuationRequest, InMemoryTrajectoryRecorder, RecordedTurn } from './trajectory-recorder';
 import { turnKey } from './turn-plan';
 
 /** The router against three fake engines over real HTTP on 127.0.0.1, the recorder in memory, the bus in process. */
@@ -406,5 +408,94 @@ describe('OpenAiRouter', () => {
       expect(router.stats.recordingErrors).toBe(1);
       expect(recorder.trajectory(trajectoryOf('down')).turns.map((t) => t.kind)).toEqual(['tool-call', 'tool-result', 'model-output']);
     });
+  });
+});
+
+/**
+ * What the whole-system chaos campaign found (issue 14): the caller had the answer before the store had
+ * its turn, completed the trajectory, and the final turn was refused as closed; and the turn was tagged
+ * with the version the pool believed the engine held, while the engine had already swapped weights.
+ */
+describe('OpenAiRouter: a recorded answer is stored before the caller has it, tagged with the version that produced it', () => {
+  let engine: Server;
+  let router: OpenAiRouter;
+  let pool: EnginePool;
+  let bus: InProcessBus;
+  const quiet: RouterLogger = { info: () => undefined, warn: () => undefined, error: () => undefined };
+  const headers = { 'x-robustrl-job': 'job-9', 'x-robustrl-prompt': 'p', 'x-robustrl-sample': '0', 'x-robustrl-step': '3' };
+  const body = { model: 'm', messages: [{ role: 'user', content: 'hi' }] };
+
+  /** An engine that swapped to version 9 on its own, and says so in its answers. */
+  const startWith = async (recorder: InMemoryTrajectoryRecorder) => {
+    engine = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        const answer = {
+          id: 'x',
+          object: 'chat.completion',
+          choices: [{ index: 0, message: { role: 'assistant', content: 'v9: done' }, finish_reason: 'stop' }],
+        };
+        res.writeHead(200, { 'content-type': 'application/json', 'x-robustrl-weight-version': '9' }).end(JSON.stringify(answer));
+      });
+    });
+    await new Promise<void>((r) => engine.listen(0, '127.0.0.1', r));
+    pool = new EnginePool([{ id: 'e', baseUrl: `http://127.0.0.1:${(engine.address() as AddressInfo).port}`, weightVersion: 8 }], {
+      probeIntervalMs: 0,
+      probeTimeoutMs: 300,
+    });
+    bus = new InProcessBus();
+    router = new OpenAiRouter({ pool, recorder, bus, noEngineDeadlineMs: 1_000, logger: quiet });
+    return router.listen(0, '127.0.0.1');
+  };
+
+  afterEach(async () => {
+    await router.close();
+    await new Promise((r) => engine.close(r));
+    await pool.stop();
+    await bus.close();
+  });
+
+  it('a slow store: the answer arrives only once its turn is stored, tagged 9 (the engine said so), not 8 (the pool)', async () => {
+    class SlowStore extends InMemoryTrajectoryRecorder {
+      override async appendTurns(turns: RecordedTurn[]): Promise<void> {
+        await new Promise((r) => setTimeout(r, 300));
+        return super.appendTurns(turns);
+      }
+    }
+    const recorder = new SlowStore();
+    const url = await startWith(recorder);
+    const answer = await chat(url, body, headers);
+    expect(answer.message.content).toBe('v9: done');
+    // At the moment the caller has the answer (and could complete the trajectory), its turn is stored.
+    expect(recorder.trajectory(trajectoryIdOf('job-9', 'p', 0)).turns).toMatchObject([{ kind: 'model-output', weightVersion: 9 }]);
+  });
+
+  it('a store that cannot be read: the caller gets a 503 to ask again, nothing is generated unrecorded (the trajectory would be lost)', async () => {
+    let generated = 0;
+    class UnreadableStore extends InMemoryTrajectoryRecorder {
+      override async prefix(): Promise<never> {
+        throw new Error('connect ECONNREFUSED');
+      }
+    }
+    const url = await startWith(new UnreadableStore());
+    engine.on('request', () => (generated += 1));
+    const refused = await post(url, '/v1/chat/completions', body, headers);
+    expect(refused.status).toBe(503);
+    expect(refused.headers.get('retry-after')).toBe('2');
+    expect(await refused.text()).toMatch(/could not be read.*ask again/);
+    expect(generated).toBe(0);
+  });
+
+  it('a store that refuses the turn: the caller gets a 503 to ask again, not an answer nobody stored', async () => {
+    class RefusingStore extends InMemoryTrajectoryRecorder {
+      override async appendTurns(): Promise<void> {
+        throw new Error('request manager answered 503');
+      }
+    }
+    const url = await startWith(new RefusingStore());
+    const refused = await post(url, '/v1/chat/completions', body, headers);
+    expect(refused.status).toBe(503);
+    expect(await refused.text()).toMatch(/could not be stored, ask again/);
+    expect(router.stats.recordingErrors).toBe(1);
   });
 });

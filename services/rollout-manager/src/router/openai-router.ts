@@ -244,9 +244,9 @@ export class OpenAiRouter {
   /** A recorded request: recording says what the store allows (generate, replay, refuse); failover generates. */
   private async recordedGeneration(ctx: RequestContext, identity: TrajectoryIdentity, recording: TrajectoryRecording): Promise<void> {
     const plan = await recording.prepare(ctx.api, ctx.body, identity);
-    if (plan.kind === 'unrecorded') {
-      await this.failover.generate(ctx);
-      return;
+    if (plan.kind === 'store-unavailable') {
+      ctx.res.setHeader('retry-after', '2');
+      return sendError(ctx.res, 503, 'ServiceUnavailableError', `trajectory ${identity.trajectoryId}: ${plan.message}; ask again`);
     }
     if (plan.kind === 'conflict') return sendError(ctx.res, 409, 'ConflictError', `trajectory ${identity.trajectoryId}: ${plan.message}`);
     if (plan.kind === 'restarted') {
@@ -258,8 +258,9 @@ export class OpenAiRouter {
       return replay(ctx, plan.content);
     }
     ctx.outputIndex = plan.outputIndex;
-    const answer = await this.failover.generate(ctx);
-    if (answer) await recording.recordAnswer(identity, ctx.api, plan, answer);
+    // The answer is stored before the caller has all of it (see RequestContext.beforeAnswer).
+    ctx.beforeAnswer = (answer) => recording.recordAnswer(identity, ctx.api, plan, answer);
+    await this.failover.generate(ctx);
   }
 
   private noEngine(res: ServerResponse): void {

@@ -18,6 +18,13 @@ export interface RequestContext {
   res: ServerResponse;
   /** Aborted when an unrecorded request's caller goes away: nobody wants the rest. */
   abort: AbortController;
+  /**
+   * Awaited before the caller gets the last byte of the answer (the JSON body, or the stream's end):
+   * recording stores the answer as the trajectory's turn first, so a caller never holds a turn the store
+   * lacks (it could complete the trajectory, and the turn would be refused as closed). When it throws
+   * the caller gets an error instead of the end of the answer, and asks again.
+   */
+  beforeAnswer?: (answer: Answer) => Promise<void>;
 }
 
 /** What the caller was answered with: recording stores it as the trajectory's next turn. */
@@ -26,6 +33,14 @@ export interface Answer {
   content: unknown;
   finishReason: string | null;
   tokens: number;
-  /** The engines that generated part of it, in order (more than one after a continuation). */
+  /**
+   * The engines that generated part of it, in order (more than one after a continuation), each with the
+   * weight version it served the answer with: the version it said in its answer's
+   * `x-robustrl-weight-version` header when it says one (the truth, even while the pool's view of it lags
+   * a weight update), else the version the pool knows it holds.
+   */
   engines: EngineView[];
 }
+
+/** Engines that hot-swap weights say which version produced an answer: the router tags the turn with it. */
+export const WEIGHT_VERSION_HEADER = 'x-robustrl-weight-version';

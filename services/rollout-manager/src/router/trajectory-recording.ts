@@ -10,8 +10,12 @@ import { isOutputKind, planTurns, splitChatConversation, splitCompletionPrompt, 
 
 /** What to do with a recorded request, given what the store holds of its trajectory. */
 export type RecordingPlan =
-  /** The store could not be read: serve the agent anyway (its progress is what matters now), unrecorded. */
-  | { kind: 'unrecorded' }
+  /**
+   * The store could not be read or did not take the trajectory's start and inputs: the caller is told to
+   * ask again (503). Serving it unrecorded, as main did, lost the trajectory: the trainer then waited for
+   * a batch that could never complete (found by the whole-system chaos campaign, a PostgreSQL restart).
+   */
+  | { kind: 'store-unavailable'; message: string }
   /** The request contradicts the stored turns: refuse it, so the training data never mixes two histories. */
   | { kind: 'conflict'; message: string }
   /** A retry whose answer is stored: give that back, generate nothing. */
@@ -80,7 +84,7 @@ export class TrajectoryRecording {
       stored = await this.recorder.prefix(identity.trajectoryId);
     } catch (err) {
       this.failed('prefix', identity, err);
-      return { kind: 'unrecorded' };
+      return { kind: 'store-unavailable', message: `the trajectory store could not be read: ${String(err)}` };
     }
     let prompt: unknown;
     let plan: TurnPlan;
@@ -117,13 +121,16 @@ export class TrajectoryRecording {
     // The new inputs are tagged with that engine's version.
     const inputVersion = engine?.weightVersion ?? 0;
     const { attempt } = stored;
-    await this.record(identity, async () => {
+    try {
       const { trajectoryId, jobId, batchId, step, promptId, sampleIndex } = identity;
       await this.recorder.start({ trajectoryId, jobId, batchId, step, promptId, sampleIndex, prompt });
       if (append.length > 0) {
         await this.recorder.appendTurns(append.map((t) => turn(identity, attempt, t.turnIndex, t, null, inputVersion, 0)));
       }
-    });
+    } catch (err) {
+      this.failed('append', identity, err);
+      return { kind: 'store-unavailable', message: `the trajectory's start and inputs could not be stored: ${String(err)}` };
+    }
     return { kind: 'generate', outputIndex: plan.outputIndex, attempt };
   }
 
@@ -170,22 +177,21 @@ export class TrajectoryRecording {
     };
   }
 
-  /** After generation: the answer is the trajectory's turn `outputIndex`. */
+  /**
+   * After generation, before the caller has the whole answer: the answer is the trajectory's turn
+   * `outputIndex`. Throws when the store did not take it, so the caller is told to ask again rather
+   * than handed a turn the store lacks.
+   */
   async recordAnswer(identity: TrajectoryIdentity, api: Api, at: { outputIndex: number; attempt: number }, answer: Answer): Promise<void> {
     const kind = answerKind(api, answer.content);
     const last = answer.engines[answer.engines.length - 1];
     // A turn continued across engines was generated with the oldest of their weights: the conservative bound on its staleness.
     const weightVersion = Math.min(...answer.engines.map((e) => e.weightVersion));
-    await this.record(identity, () =>
-      this.recorder.appendTurns([turn(identity, at.attempt, at.outputIndex, { kind, content: answer.content }, last.id, weightVersion, answer.tokens)]),
-    );
-  }
-
-  private async record(identity: TrajectoryIdentity, write: () => Promise<void>): Promise<void> {
     try {
-      await write();
+      await this.recorder.appendTurns([turn(identity, at.attempt, at.outputIndex, { kind, content: answer.content }, last.id, weightVersion, answer.tokens)]);
     } catch (err) {
       this.failed('append', identity, err);
+      throw err;
     }
   }
 

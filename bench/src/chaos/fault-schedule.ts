@@ -1,0 +1,120 @@
+/**
+ * The seeded fault schedule of the whole-system chaos campaign (issue 14): which fault comes next and
+ * how long after the system settled from the previous one. Pure: the same seed and mix give the same
+ * schedule, so a failing campaign can be run again fault for fault.
+ */
+export const FAULT_KINDS = [
+  /** kill -9 of a trainer rank's process (its machine and agent stay): restart in place. */
+  'kill-trainer-process',
+  /** kill -9 of a rollout's engine process: the engine restarts in place. */
+  'kill-engine-process',
+  /** kill -9 of a trainer machine's agent and everything under it (machine loss): warm standby. */
+  'kill-trainer-machine',
+  /** kill -9 of a rollout machine's agent and its engine (machine loss): the machine is replaced. */
+  'kill-rollout-machine',
+  /** kill -9 of one control-plane service (detector, request manager, rollout manager, weight registry, controller), started again. */
+  'kill-service',
+  /** A trainer process is killed, and the controller with kill -9 while it recovers from that. */
+  'kill-controller-mid-recovery',
+  /** The broker stopped and started again. */
+  'restart-broker',
+  /** PostgreSQL stopped and started again. */
+  'restart-postgres',
+] as const;
+export type FaultKind = (typeof FAULT_KINDS)[number];
+
+/** The campaign's default mix: role and machine faults most often, infrastructure faults a few times each. */
+export const DEFAULT_FAULT_WEIGHTS: Record<FaultKind, number> = {
+  'kill-trainer-process': 3,
+  'kill-engine-process': 3,
+  'kill-trainer-machine': 2,
+  'kill-rollout-machine': 2,
+  'kill-service': 3,
+  'kill-controller-mid-recovery': 2,
+  'restart-broker': 1,
+  'restart-postgres': 1,
+};
+
+export const CONTROL_PLANE_SERVICES = ['detector', 'controller', 'request-manager', 'rollout-manager', 'weight-registry'] as const;
+export type ControlPlaneService = (typeof CONTROL_PLANE_SERVICES)[number];
+
+export interface ScheduledFault {
+  index: number;
+  kind: FaultKind;
+  /** Seconds to wait, once the system settled from the previous fault, before this one. */
+  afterSeconds: number;
+  /** Seconds the target stays down (services, broker, PostgreSQL) before it is started again. */
+  downSeconds: number;
+  /** Picks the target among the candidates present when the fault is injected (0 ≤ pick < 1). */
+  pick: number;
+}
+
+export interface ScheduleOptions {
+  seed: number;
+  faults: number;
+  weights?: Partial<Record<FaultKind, number>>;
+  /** Gap after the system settled, uniformly in [min, max]. */
+  gapSeconds?: { min: number; max: number };
+  downSeconds?: { min: number; max: number };
+}
+
+/** mulberry32: small, fast, and the same on every platform. */
+export function seededRandom(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/**
+ * The schedule: every kind of positive weight appears at least once when there are enough faults (so a
+ * campaign of 20 faults always covers the whole mix), the rest drawn by weight; the order is shuffled.
+ */
+export function faultSchedule(options: ScheduleOptions): ScheduledFault[] {
+  const weights = { ...DEFAULT_FAULT_WEIGHTS, ...options.weights };
+  const kinds = FAULT_KINDS.filter((k) => weights[k] > 0);
+  if (kinds.length === 0) throw new Error('the fault mix has no kind with a positive weight');
+  if (!Number.isInteger(options.faults) || options.faults < 0) throw new Error(`faults must be a non-negative integer, got ${options.faults}`);
+  const random = seededRandom(options.seed);
+  const gap = options.gapSeconds ?? { min: 2, max: 12 };
+  const down = options.downSeconds ?? { min: 1, max: 8 };
+  const total = kinds.reduce((sum, k) => sum + weights[k], 0);
+  const draw = (): FaultKind => {
+    let x = random() * total;
+    for (const k of kinds) if ((x -= weights[k]) < 0) return k;
+    return kinds[kinds.length - 1];
+  };
+  const chosen: FaultKind[] = options.faults >= kinds.length ? [...kinds] : [];
+  while (chosen.length < options.faults) chosen.push(draw());
+  for (let i = chosen.length - 1; i > 0; i--) {
+    const j = Math.floor(random() * (i + 1));
+    [chosen[i], chosen[j]] = [chosen[j], chosen[i]];
+  }
+  const between = (r: { min: number; max: number }) => Math.round((r.min + random() * (r.max - r.min)) * 10) / 10;
+  return chosen.map((kind, index) => ({ index, kind, afterSeconds: between(gap), downSeconds: between(down), pick: random() }));
+}
+
+/** `kind=weight,kind=weight`: the mix of `--mix`; kinds not named keep their default weight. */
+export function parseFaultMix(text: string): Partial<Record<FaultKind, number>> {
+  const mix: Partial<Record<FaultKind, number>> = {};
+  for (const part of text
+    .split(',')
+    .map((p) => p.trim())
+    .filter(Boolean)) {
+    const [name, value] = part.split('=');
+    if (!(FAULT_KINDS as readonly string[]).includes(name)) throw new Error(`unknown fault kind '${name}': one of ${FAULT_KINDS.join(', ')}`);
+    const weight = Number(value);
+    if (!Number.isFinite(weight) || weight < 0) throw new Error(`the weight of ${name} must be a number ≥ 0, got '${value}'`);
+    mix[name as FaultKind] = weight;
+  }
+  return mix;
+}
+
+/** The candidate `pick` chooses (candidates in a stable order), or undefined when there is none. */
+export function pickOf<T>(candidates: readonly T[], pick: number): T | undefined {
+  return candidates.length === 0 ? undefined : candidates[Math.min(candidates.length - 1, Math.floor(pick * candidates.length))];
+}
