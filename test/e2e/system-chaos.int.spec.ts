@@ -18,7 +18,7 @@ describe('whole-system chaos, short (every part a process, real Kafka and Postgr
     card = await runSystemChaos({
       seed: 11,
       faults: 5,
-      steps: 24,
+      steps: 60,
       deadlineSeconds: 600,
       keep: process.env.CHAOS_KEEP === '1',
       weights: {
