@@ -1,3 +1,5 @@
+import { SeededRandom } from '@robustrl/sim';
+
 /**
  * The seeded fault schedule of the whole-system chaos campaign (issue 14): which fault comes next and
  * how long after the system settled from the previous one. Pure: the same seed and mix give the same
@@ -58,18 +60,6 @@ export interface ScheduleOptions {
   downSeconds?: { min: number; max: number };
 }
 
-/** mulberry32: small, fast, and the same on every platform. */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 /**
  * The schedule: every kind of positive weight appears at least once when there are enough faults (so a
  * campaign of 20 faults always covers the whole mix), the rest drawn by weight; the order is shuffled.
@@ -79,7 +69,8 @@ export function faultSchedule(options: ScheduleOptions): ScheduledFault[] {
   const kinds = FAULT_KINDS.filter((k) => weights[k] > 0);
   if (kinds.length === 0) throw new Error('the fault mix has no kind with a positive weight');
   if (!Number.isInteger(options.faults) || options.faults < 0) throw new Error(`faults must be a non-negative integer, got ${options.faults}`);
-  const random = seededRandom(options.seed);
+  const rng = new SeededRandom(options.seed);
+  const random = () => rng.next();
   const gap = options.gapSeconds ?? { min: 2, max: 12 };
   const down = options.downSeconds ?? { min: 1, max: 8 };
   const total = kinds.reduce((sum, k) => sum + weights[k], 0);

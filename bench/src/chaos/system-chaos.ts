@@ -154,6 +154,8 @@ class CampaignRun {
   private agentLoopsExit: number | null | undefined = undefined;
   private readonly events: RobustrlMessage[] = [];
   private readonly eventIds = new Set<string>();
+  /** When the observer read each WeightVersionPublished (by event id). */
+  private readonly visibleAt = new Map<string, number>();
   private readonly roleRestarts: RoleRestart[] = [];
   private readonly injected: InjectedFault[] = [];
   private readonly notes: string[] = [];
@@ -281,6 +283,7 @@ class CampaignRun {
         if (message.jobId !== this.jobId || this.eventIds.has(message.eventId)) return;
         this.eventIds.add(message.eventId);
         this.events.push(message);
+        if (message.type === 'WeightVersionPublished') this.visibleAt.set(message.eventId, Date.now());
       },
     });
   }
@@ -527,9 +530,11 @@ class CampaignRun {
       batches: await this.batches(),
       events: [...this.events],
       roleRestarts: [...this.roleRestarts],
+      // When each version became visible on the bus (this run's observer read it), not when the trainer
+      // produced it: during a broker outage a trainer publishes versions nobody can see, let alone pull.
       published: this.events
         .filter((m): m is MessageOf<'WeightVersionPublished'> => m.type === 'WeightVersionPublished')
-        .map((m) => ({ version: m.data.version, at: Date.parse(m.occurredAt) })),
+        .map((m) => ({ version: m.data.version, at: this.visibleAt.get(m.eventId) ?? Date.parse(m.occurredAt) })),
     };
     // What the checks read, kept with the logs: a violation is explained from these files.
     writeFileSync(join(this.infra.dir, 'events.jsonl'), this.events.map((m) => JSON.stringify(m)).join('\n') + '\n');

@@ -57,7 +57,10 @@ export interface CampaignFacts {
   /** The job's events, each once (by event id). */
   events: RobustrlMessage[];
   roleRestarts: RoleRestart[];
-  /** Each weight version's publication (WeightVersionPublished): version and when (ms since the epoch). */
+  /**
+   * Each weight version's publication (WeightVersionPublished): version and when it became visible on
+   * the bus (ms since the epoch) — what the router could know, the basis of its bound.
+   */
   published: Array<{ version: number; at: number }>;
 }
 
@@ -180,7 +183,7 @@ export const GENERATION_ALLOWANCE_MS = 2_000;
 
 /**
  * No engine served a version beyond the bound: when each model turn was generated, its engine's
- * version was at most `maxStaleness` behind the newest version published by then; and the turn is
+ * version was at most `maxStaleness` behind the newest version visible on the bus by then; and the turn is
  * tagged with the version its engine really held (the version the engine wrote into its answer). What
  * grows stale later, while it waits to be trained, is the trainer's fetch to exclude (the step check).
  */
