@@ -1,8 +1,9 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, createWriteStream, existsSync, mkdirSync, openSync, readFileSync, WriteStream, writeFileSync } from 'node:fs';
 import { request, Server } from 'node:http';
 import { join, resolve } from 'node:path';
+import { descendantsOf, signalAll } from '@robustrl/agent';
 import { BusLogger, KafkaBus, Subscription } from '@robustrl/bus';
 import { createMessage, MessageOf, MessageType, RobustrlMessage, Topics, TrajectoryWithTurns } from '@robustrl/contracts';
 import { LocalProcessSupervisor, MachineSpec, serveOrchestrator } from '@robustrl/orchestrator';
@@ -157,6 +158,7 @@ class CampaignRun {
   /** When the observer read each WeightVersionPublished (by event id). */
   private readonly visibleAt = new Map<string, number>();
   private readonly roleRestarts: RoleRestart[] = [];
+  private readonly machineLogs = new Map<string, WriteStream>();
   private readonly injected: InjectedFault[] = [];
   private readonly notes: string[] = [];
   private jobStartedAt = 0;
@@ -338,9 +340,9 @@ class CampaignRun {
   }
 
   private machineLine(machineId: string, line: string): void {
-    const fd = openSync(join(this.logDir, `machine-${machineId}.log`), 'a');
-    writeSync(fd, `${new Date().toISOString()} ${line}\n`);
-    closeSync(fd);
+    let log = this.machineLogs.get(machineId);
+    if (!log) this.machineLogs.set(machineId, (log = createWriteStream(join(this.logDir, `machine-${machineId}.log`), { flags: 'a' })));
+    log.write(`${new Date().toISOString()} ${line}\n`);
     const trainer = /process restarted \(pid \d+\) for ([^,\s]+),/.exec(line);
     if (trainer) this.roleRestarts.push({ machineId, recoveryId: trainer[1], what: 'trainer' });
     const engine = /rollout engine restarted in place \(pid \d+\) for ([^:\s]+):/.exec(line);
@@ -454,13 +456,7 @@ class CampaignRun {
   private killRoleProcess(machineId: string): void {
     const agent = this.supervisor!.pidOf(machineId);
     if (agent === undefined) return;
-    for (const pid of descendantsOf(agent)) {
-      try {
-        process.kill(pid, 'SIGKILL');
-      } catch {
-        // gone already
-      }
-    }
+    signalAll(descendantsOf(agent), 'SIGKILL');
   }
 
   /** Machines whose current role (by the events) is `role` and whose agent runs; a stable order. */
@@ -608,6 +604,7 @@ class CampaignRun {
     await Promise.all([...this.services.values()].map((s) => s.terminate().catch(() => undefined)));
     await this.observer?.close().catch(() => undefined);
     await this.bus?.close().catch(() => undefined);
+    await Promise.all([...this.machineLogs.values()].map((log) => new Promise((done) => log.end(done))));
   }
 
   // ── helpers ─────────────────────────────────────────────────────────────────────────────────
@@ -651,36 +648,6 @@ function readLedger(stateDir: string): LedgerRecord[] {
         return []; // a line cut by a kill -9 mid-write
       }
     });
-}
-
-/** Every descendant of `root` (children first), from /proc. */
-function descendantsOf(root: number): number[] {
-  const children = new Map<number, number[]>();
-  let entries: string[] = [];
-  try {
-    entries = readdirSync('/proc');
-  } catch {
-    return [];
-  }
-  for (const name of entries) {
-    if (!/^\d+$/.test(name)) continue;
-    try {
-      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      children.set(ppid, [...(children.get(ppid) ?? []), Number(name)]);
-    } catch {
-      // exited meanwhile
-    }
-  }
-  const out: number[] = [];
-  const walk = (pid: number) => {
-    for (const child of children.get(pid) ?? []) {
-      out.push(child);
-      walk(child);
-    }
-  };
-  walk(root);
-  return out;
 }
 
 function getJson<T>(url: string): Promise<T> {
