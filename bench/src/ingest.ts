@@ -13,6 +13,11 @@ export interface IngestCase {
   /** Telemetry records in the backlog (over all jobs). */
   records: number;
   services: readonly DecidingService[];
+  /**
+   * The detector is run once per shard count listed, side by side on the same backlog (default [1]);
+   * a count above 1 runs that many detector processes (`ROBUSTRL_SHARD`), drained together.
+   */
+  detectorShards?: readonly number[];
   /** Seconds of steady load after the backlog, at half the rate the service drained it (0: none). */
   steadySeconds: number;
 }
@@ -21,6 +26,8 @@ export type BareConsumer = 'bare kafkajs (eachBatch)' | 'bare kafkajs (eachMessa
 
 export interface IngestRow {
   consumer: BareConsumer | DecidingService;
+  /** Processes the service ran as (the detector's shards); 1 when absent. */
+  shards?: number;
   machines: number;
   jobs: number;
   records: number;
@@ -31,6 +38,27 @@ export interface IngestRow {
   steady?: { rate: number; maxLagRecords: number; maxLagMs: number };
   /** Growth of the database while it consumed, per telemetry record. */
   storedBytesPerRecord?: number;
+}
+
+/** Partitions of every topic in a case. */
+const TOPIC_PARTITIONS = 6;
+
+// kafkajs's default partitioner (Java-compatible murmur2 of the key, the job id): where a job's records go.
+const murmur2 = require('kafkajs/src/producer/partitioners/default/murmur2') as (key: string) => number;
+const partitionOf = (jobId: string, partitions: number) => (murmur2(jobId) & 0x7fffffff) % partitions;
+
+/**
+ * `count` job ids, job i on partition i mod `partitions`: jobs in parallel are on partitions of their own
+ * (random ids would often share one, and then be decided one after the other), and spread evenly over
+ * any number of shards that divides the partitions.
+ */
+function spreadJobIds(count: number, partitions: number): string[] {
+  return Array.from({ length: count }, (_, i) => {
+    for (;;) {
+      const id = `ingest-${i}-${randomUUID().slice(0, 6)}`;
+      if (partitionOf(id, partitions) === i % partitions) return id;
+    }
+  });
 }
 
 /** Telemetry a job of `machines` sends: one trainer in eight reports TensorCore activity, the rest throughput. */
@@ -74,7 +102,7 @@ export async function runIngestCase(c: IngestCase, brokers: string[], databaseUr
   const database = await createScratchDatabase(databaseUrl, 'bench_ingest');
   const topicPrefix = `bench-ingest-${randomUUID().slice(0, 8)}.`;
   const quiet = { info: () => undefined, warn: () => undefined, error: () => undefined };
-  const bus = new KafkaBus({ brokers, clientId: 'bench-ingest', topicPrefix, partitions: 6, logger: quiet });
+  const bus = new KafkaBus({ brokers, clientId: 'bench-ingest', topicPrefix, partitions: TOPIC_PARTITIONS, logger: quiet });
   const kafka = new Kafka({ brokers, clientId: 'bench-ingest-bare', logLevel: logLevel.NOTHING });
   const admin = kafka.admin();
   const pg = new Client({ connectionString: database.url });
@@ -84,7 +112,7 @@ export async function runIngestCase(c: IngestCase, brokers: string[], databaseUr
     await admin.connect();
     await pg.connect();
     const telemetryTopic = topicPrefix + Topics.telemetry;
-    const jobIds = Array.from({ length: c.jobs }, (_, i) => `ingest-${i}-${randomUUID().slice(0, 6)}`);
+    const jobIds = spreadJobIds(c.jobs, TOPIC_PARTITIONS);
     for (const jobId of jobIds) {
       const meta = { jobId, source: 'bench-ingest', occurredAt: new Date().toISOString() };
       await bus.publish(
@@ -125,28 +153,50 @@ export async function runIngestCase(c: IngestCase, brokers: string[], databaseUr
       progress(`  bare kafkajs (${mode}): ${Math.round(bare)} records/s`);
     }
 
-    for (const service of c.services) {
+    const runs = c.services.flatMap((service) => (service === 'detector' ? (c.detectorShards ?? [1]) : [1]).map((shards) => ({ service, shards })));
+    for (const { service, shards } of runs) {
+      // Later runs read the same backlog from the start; an earlier run's steady records are part of it now.
+      const backlog = await endOffsetSum(admin, telemetryTopic);
       const sizeBefore = await databaseBytes(pg);
-      const proc = new ServiceProcess(service, { KAFKA_BROKERS: brokers.join(','), DATABASE_URL: database.url, ROBUSTRL_TOPIC_PREFIX: topicPrefix });
-      proc.start();
+      const label = shards === 1 ? service : `${service} (${shards} shards)`;
+      // Each run is a layout of its own on this database: the shards start it from the beginning of the topics.
+      const names = shards === 1 ? [service] : Array.from({ length: shards }, (_, i) => `${service}.shard-${i}-of-${shards}`);
+      const procs = Array.from(
+        { length: shards },
+        (_, i) =>
+          new ServiceProcess(service, {
+            KAFKA_BROKERS: brokers.join(','),
+            DATABASE_URL: database.url,
+            ROBUSTRL_TOPIC_PREFIX: topicPrefix,
+            ...(shards > 1 ? { ROBUSTRL_SHARD: `${i}/${shards}`, ROBUSTRL_SHARD_LAYOUT_CHANGE: 'replay' } : {}),
+          }),
+      );
+      for (const proc of procs) proc.start();
       try {
-        const drained = await drainService(pg, service, total, 120_000, () => {
-          if (!proc.running) throw new Error(`${service} exited:\n${proc.tail()}`);
+        const drained = await drainService(pg, names, backlog, 120_000, () => {
+          for (const proc of procs) if (!proc.running) throw new Error(`${label} exited:\n${proc.tail()}`);
         });
-        const row: IngestRow = { consumer: service, machines: c.machines, jobs: c.jobs, records: total, drainRate: drained.rate, finished: drained.finished };
-        progress(`  ${service}: ${Math.round(drained.rate)} records/s through the backlog${drained.finished ? '' : ' (did not finish in 120 s)'}`);
-        if (drained.finished) row.storedBytesPerRecord = Math.max(0, (await databaseBytes(pg)) - sizeBefore) / total;
+        const row: IngestRow = {
+          consumer: service,
+          shards,
+          machines: c.machines,
+          jobs: c.jobs,
+          records: backlog,
+          drainRate: drained.rate,
+          finished: drained.finished,
+        };
+        progress(`  ${label}: ${Math.round(drained.rate)} records/s through the backlog${drained.finished ? '' : ' (did not finish in 120 s)'}`);
+        if (drained.finished) row.storedBytesPerRecord = Math.max(0, (await databaseBytes(pg)) - sizeBefore) / backlog;
         if (drained.finished && c.steadySeconds > 0) {
-          row.steady = await steadyLoad(bus, pg, service, jobIds, c.machines, drained.rate / 2, c.steadySeconds, await consumedBy(pg, service));
+          row.steady = await steadyLoad(bus, pg, names, jobIds, c.machines, drained.rate / 2, c.steadySeconds, await consumedBy(pg, names));
           progress(
-            `  ${service}: steady ${Math.round(row.steady.rate)} records/s, largest lag ${row.steady.maxLagRecords} records (${row.steady.maxLagMs} ms of input)`,
+            `  ${label}: steady ${Math.round(row.steady.rate)} records/s, largest lag ${row.steady.maxLagRecords} records (${row.steady.maxLagMs} ms of input)`,
           );
         }
         rows.push(row);
       } finally {
-        await proc.stop();
+        await Promise.all(procs.map((proc) => proc.stop()));
       }
-      // Later services read the same backlog from the start; the steady phase's records are part of it now.
     }
     return rows;
   } finally {
@@ -185,12 +235,12 @@ async function drainBare(kafka: Kafka, topic: string, total: number, mode: 'each
   return ((count - 0) * 1000) / Math.max(1, (done || Date.now()) - first);
 }
 
-/** Telemetry records the service has decided (its checkpoints on the telemetry topic; offsets start at 0 on fresh topics). */
-async function consumedBy(pg: Client, consumer: string): Promise<number> {
+/** Telemetry records the service (its shards' names) has decided: its checkpoints on the telemetry topic; offsets start at 0 on fresh topics. */
+async function consumedBy(pg: Client, names: readonly string[]): Promise<number> {
   try {
     const { rows } = await pg.query<{ n: string }>(
-      `SELECT coalesce(sum(position + 1), 0)::text AS n FROM robustrl_consumer_checkpoints WHERE consumer = $1 AND stream LIKE 'robustrl.telemetry/%'`,
-      [consumer],
+      `SELECT coalesce(sum(position + 1), 0)::text AS n FROM robustrl_consumer_checkpoints WHERE consumer = ANY($1) AND stream LIKE 'robustrl.telemetry/%'`,
+      [names],
     );
     return Number(rows[0].n);
   } catch {
@@ -198,12 +248,18 @@ async function consumedBy(pg: Client, consumer: string): Promise<number> {
   }
 }
 
-async function drainService(pg: Client, consumer: string, total: number, limitMs: number, check: () => void): Promise<{ rate: number; finished: boolean }> {
+async function drainService(
+  pg: Client,
+  names: readonly string[],
+  total: number,
+  limitMs: number,
+  check: () => void,
+): Promise<{ rate: number; finished: boolean }> {
   const start = Date.now();
   let first: { at: number; n: number } | null = null;
   for (;;) {
     check();
-    const n = await consumedBy(pg, consumer);
+    const n = await consumedBy(pg, names);
     const at = Date.now();
     if (first === null && n > 0) first = { at, n };
     if (first && n >= total) return { rate: ((n - first.n) * 1000) / Math.max(1, at - first.at), finished: true };
@@ -216,7 +272,7 @@ async function drainService(pg: Client, consumer: string, total: number, limitMs
 async function steadyLoad(
   bus: KafkaBus,
   pg: Client,
-  consumer: string,
+  names: readonly string[],
   jobIds: string[],
   machines: number,
   rate: number,
@@ -230,7 +286,7 @@ async function steadyLoad(
   let sampling = true;
   const sampler = (async () => {
     while (sampling) {
-      const lag = consumedBefore + published - (await consumedBy(pg, consumer));
+      const lag = consumedBefore + published - (await consumedBy(pg, names));
       if (lag > maxLag) maxLag = lag;
       await sleep(100);
     }
@@ -251,7 +307,7 @@ async function steadyLoad(
   }
   const achieved = (published * 1000) / (Date.now() - start);
   const drainedAt = Date.now() + 10_000;
-  while ((await consumedBy(pg, consumer)) < consumedBefore + published && Date.now() < drainedAt) await sleep(50);
+  while ((await consumedBy(pg, names)) < consumedBefore + published && Date.now() < drainedAt) await sleep(50);
   sampling = false;
   await sampler;
   return { rate: achieved, maxLagRecords: maxLag, maxLagMs: Math.round((maxLag / Math.max(1, achieved)) * 1000) };

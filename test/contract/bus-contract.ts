@@ -288,6 +288,42 @@ export function describeBusContract(adapter: string, makeFixture: () => Promise<
       expect(dls.find((d) => d.kind === 'handler-failed')!.reason).toMatch(/step 7 cannot be handled/);
     });
 
+    it('a group given some partitions consumes those only, and its lag counts those only', async () => {
+      const jobs = Array.from({ length: 24 }, () => `job-${randomUUID()}`);
+      const even = `shard-even-${randomUUID()}`;
+      const odd = `shard-odd-${randomUUID()}`;
+      await f.bus.publish(jobs.flatMap((j) => [0, 1, 2].map((i) => stepCompleted(j, i))));
+      const mine = new Set(jobs);
+      const seen = new Map<string, Array<{ step: number; partition: number }>>([
+        [even, []],
+        [odd, []],
+      ]);
+      const track = (groupId: string) => (d: Delivery) => {
+        if (d.message.type === 'TrainingStepCompleted' && mine.has(d.message.jobId))
+          seen.get(groupId)!.push({ step: d.message.data.step, partition: d.partition });
+      };
+      await subscribe({
+        groupId: even,
+        topics: [Topics.training],
+        partitions: (p) => p % 2 === 0,
+        batchHandler: async (batch) => batch.deliveries.forEach(track(even)),
+      });
+      await subscribe({ groupId: odd, topics: [Topics.training], partitions: (p) => p % 2 === 1, handler: async (d) => track(odd)(d) });
+      await eventually('every record, each by one of the two groups', () => (seen.get(even)!.length + seen.get(odd)!.length >= 72 ? true : undefined));
+      expect(seen.get(even)!.every((d) => d.partition % 2 === 0)).toBe(true);
+      expect(seen.get(odd)!.every((d) => d.partition % 2 === 1)).toBe(true);
+      // 24 jobs over the topic's partitions: both shards have some (else the split would prove nothing).
+      expect(seen.get(even)!.length).toBeGreaterThan(0);
+      expect(seen.get(odd)!.length).toBeGreaterThan(0);
+      expect(seen.get(even)!.length + seen.get(odd)!.length).toBe(72);
+      // Caught up on their own partitions: neither counts the other's records as its lag.
+      await eventually('both groups report no lag', async () => {
+        const health = await f.bus.health();
+        const lags = [even, odd].map((g) => health.subscriptions.find((s) => s.groupId === g)?.lag);
+        return lags.every((l) => l === 0) ? true : undefined;
+      });
+    });
+
     it('publishes a list larger than one broker request takes, in order', async () => {
       const jobId = `job-${randomUUID()}`;
       const groupId = `bulk-${randomUUID()}`;

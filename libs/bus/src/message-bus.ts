@@ -175,6 +175,12 @@ interface SubscribeCommon {
   /** Where a group with no committed offset starts. Default: the beginning (nothing is missed). */
   fromBeginning?: boolean;
   retry?: Partial<RetryPolicy>;
+  /**
+   * Only the partitions this accepts, of every topic, are consumed by the group (and count in its lag);
+   * the others are left to other groups — a static shard of the topics (`libs/service-kit/src/shard.ts`).
+   * Default: every partition.
+   */
+  partitions?: (partition: number) => boolean;
 }
 
 export interface Subscription {

@@ -9,6 +9,7 @@ import { EventStore, JobSnapshot, writeDecision } from '@robustrl/store';
 import { extractTraceContext, injectTraceHeaders, tracer } from '@robustrl/telemetry';
 import { InputGap, InputGapMonitor } from './input-gap-monitor';
 import { OutboxRelay } from './outbox-relay';
+import { layoutOf, ownsPartition, PartitionShard, shardName, UNSHARDED } from './shard';
 
 /** A span to open around tick-produced outputs, e.g. the evidence window of a verdict. */
 export interface OutputSpan {
@@ -18,8 +19,18 @@ export interface OutputSpan {
 }
 
 export interface DecidingConsumerSpec<State, Event extends RobustrlMessage = RobustrlMessage, Input extends Event = Event> {
-  /** Consumer group, checkpoint, inbox and snapshot name, and the `source` of everything it emits. */
+  /**
+   * The `source` of everything it emits and the namespace of its output ids; also its consumer group,
+   * checkpoint, inbox, snapshot and outbox name, with the shard's suffix when sharded (`shard.ts`).
+   */
   consumer: string;
+  /** Decide only the jobs on this shard's partitions (default: every partition, one shard). */
+  shard?: PartitionShard;
+  /**
+   * What to do when the store holds another shard count's state and none of this one's:
+   * `refuse` to start (default), or `replay` the topics from the beginning in the new layout.
+   */
+  shardLayoutChange?: 'refuse' | 'replay';
   topics: readonly TopicName[];
   inputTypes: readonly MessageType[];
   /**
@@ -175,6 +186,9 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
   private readonly codec: StateCodec<State>;
   private readonly inPlace: boolean;
   private readonly logger: Logger;
+  /** The consumer group's and the store rows' name: `spec.consumer`, with the shard's suffix when sharded. */
+  private readonly name: string;
+  private readonly shard: PartitionShard;
   private readonly clock: () => number;
   private subscription?: Subscription;
   private timers: NodeJS.Timeout[] = [];
@@ -207,16 +221,19 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
     private readonly store: EventStore,
     private readonly spec: DecidingConsumerSpec<State, Event, Input>,
   ) {
-    this.logger = new Logger(spec.consumer);
+    this.shard = spec.shard ?? UNSHARDED;
+    this.name = shardName(spec.consumer, this.shard);
+    this.logger = new Logger(this.name);
     this.clock = spec.clock ?? Date.now;
     this.idleJobRetentionMs = spec.idleJobRetentionMs === undefined ? idleJobRetentionFromEnv() : spec.idleJobRetentionMs;
     this.snapshotIntervalMs = spec.snapshotIntervalMs ?? snapshotIntervalFromEnv();
     this.codec = codecOf(spec.decider);
     this.inPlace = spec.decider.evolution === 'in-place';
-    this.outbox = new OutboxRelay(bus, store, spec.consumer, this.logger);
+    this.outbox = new OutboxRelay(bus, store, this.name, this.logger);
   }
 
   async start(): Promise<void> {
+    await this.checkShardLayout();
     await this.load();
     const { snapshotRows, inboxRows } = this.lastLoad;
     if (snapshotRows + inboxRows > 0)
@@ -360,7 +377,28 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
       commit: 'acknowledged',
       maxBatchSize: this.spec.maxBatchSize ?? 5_000,
       batchHandler: (batch) => this.onBatch(batch),
+      ...(this.shard.count > 1 ? { partitions: (p: number) => ownsPartition(this.shard, p) } : {}),
     });
+  }
+
+  /**
+   * Another shard count than the last run's finds this layout's names empty while the other layout's
+   * hold the jobs' state: started as it is, each shard would read its topics from the beginning and
+   * decide their whole retention again. Refused unless the operator asked for exactly that.
+   */
+  private async checkShardLayout(): Promise<void> {
+    const names = await this.store.checkpoints.shardNames(this.store.dataSource.manager, this.spec.consumer);
+    if (names.includes(this.name)) return;
+    const others = names.filter((n) => layoutOf(this.spec.consumer, n) !== this.shard.count);
+    if (others.length === 0) return;
+    const change = `${this.spec.consumer} runs as ${this.shard.count} shard(s) (${this.name}), but this database holds the state of another layout (${others.join(', ')})`;
+    if (this.spec.shardLayoutChange !== 'replay') {
+      throw new Error(
+        `${change}. A new layout starts without that state and would decide its topics' whole retention again. ` +
+          `Run the previous shard count, or set ROBUSTRL_SHARD_LAYOUT_CHANGE=replay to start the new layout from the beginning of the topics (README "Sharding the detector").`,
+      );
+    }
+    this.logger.warn(`${change}; ROBUSTRL_SHARD_LAYOUT_CHANGE=replay: consuming from the beginning of the topics`);
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -376,11 +414,11 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
     this.appliedFacts.clear();
     this.skipUpTo.clear();
     const manager = this.store.dataSource.manager;
-    const cover = await this.store.snapshots.cover(manager, this.spec.consumer);
+    const cover = await this.store.snapshots.cover(manager, this.name);
     let snapshotRows = 0;
     if (cover) {
       const since = this.idleJobRetentionMs === null ? null : this.clock() - this.idleJobRetentionMs;
-      for (const snap of await this.store.snapshots.jobs(manager, this.spec.consumer, since)) {
+      for (const snap of await this.store.snapshots.jobs(manager, this.name, since)) {
         this.adopt(snap);
         snapshotRows += 1;
       }
@@ -396,7 +434,7 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
     // finished long ago leaves memory at once instead of a retention period after every restart.
     const now = this.clock();
     for (const [jobId, at] of newest) this.lastActive.set(jobId, Math.min(now, Math.max(at, this.lastActive.get(jobId) ?? -Infinity)));
-    for (const [stream, offset] of await this.store.checkpoints.readAll(manager, this.spec.consumer)) this.decidedBefore.set(stream, BigInt(offset));
+    for (const [stream, offset] of await this.store.checkpoints.readAll(manager, this.name)) this.decidedBefore.set(stream, BigInt(offset));
     this.skipUpTo.clear();
     this.readable = this.states;
     this.lastSnapshotPositions = JSON.stringify(cover?.positions ?? {});
@@ -418,11 +456,11 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
     let after = afterSeq;
     let count = 0;
     for (;;) {
-      const page = await this.store.inbox.read(this.store.dataSource.manager, this.spec.consumer, after, 1000, jobId);
+      const page = await this.store.inbox.read(this.store.dataSource.manager, this.name, after, 1000, jobId);
       for (const { seq, message } of page) {
         if (jobId === undefined && !this.states.has(message.jobId)) {
           // A job left out of the start (idle past the retention) that has rows after the snapshot: from its own snapshot.
-          const snap = await this.store.snapshots.job(this.store.dataSource.manager, this.spec.consumer, message.jobId);
+          const snap = await this.store.snapshots.job(this.store.dataSource.manager, this.name, message.jobId);
           if (snap) this.adopt(snap);
         }
         if (this.skipUpTo.has(message.jobId) && BigInt(seq) <= this.skipUpTo.get(message.jobId)!) continue;
@@ -439,7 +477,7 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
   /** A job evicted from memory comes back from its snapshot and the inbox rows after it. */
   private async ensureLoaded(jobId: string): Promise<void> {
     if (this.states.has(jobId)) return;
-    const snap = await this.store.snapshots.job(this.store.dataSource.manager, this.spec.consumer, jobId);
+    const snap = await this.store.snapshots.job(this.store.dataSource.manager, this.name, jobId);
     if (snap) this.adopt(snap);
     const rows = await this.foldInbox(snap?.inboxSeq ?? '0', jobId, () => undefined);
     this.skipUpTo.delete(jobId);
@@ -489,7 +527,7 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
       if (this.stale) throw new ReloadingError();
       // One statement, one round trip (it is on the path of every recovery).
       const advanced = await writeDecision(this.store.dataSource.manager, {
-        consumer: this.spec.consumer,
+        consumer: this.name,
         ...(write.checkpoint ? { checkpoint: { stream: write.checkpoint.stream, position: write.checkpoint.offset } } : {}),
         applied: write.applied,
         outbox: write.outbox,
@@ -560,7 +598,7 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
       this.lastActive.set(jobId, this.clock());
     }
     const facts = fresh.filter((d) => !isSample(d.message.type)).map((d) => d.message.eventId);
-    const known = await this.store.inbox.known(this.store.dataSource.manager, this.spec.consumer, facts);
+    const known = await this.store.inbox.known(this.store.dataSource.manager, this.name, facts);
     if (this.gapMonitor) {
       // A job that speaks during a gap (new, or back from eviction) learns of it before its message;
       // the serial queue (ticks, snapshots) is waited for only when there is something to record.
@@ -765,12 +803,12 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
       await this.store.transaction(async (manager) => {
         // Every write before this one committed: the inbox's newest row is what these states include.
         const rows: Array<{ seq: string }> = await manager.query(`SELECT coalesce(max(seq), 0)::text AS seq FROM robustrl_inbox WHERE consumer = $1`, [
-          this.spec.consumer,
+          this.name,
         ]);
         const inboxSeq = rows[0].seq;
         await this.store.snapshots.save(
           manager,
-          this.spec.consumer,
+          this.name,
           jobs.map((j) => ({ ...j, inboxSeq })),
           { inboxSeq, positions, newestInputAt },
         );
@@ -862,7 +900,7 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
   private async applyHostInput(jobId: string, hostInput: Draft, cause: string): Promise<void> {
     const now = this.clock();
     const id = deterministicId(this.spec.consumer, `${jobId}\u0000${cause}`, 0);
-    if (this.appliedFacts.has(id) || (await this.store.inbox.known(this.store.dataSource.manager, this.spec.consumer, [id])).has(id)) return;
+    if (this.appliedFacts.has(id) || (await this.store.inbox.known(this.store.dataSource.manager, this.name, [id])).has(id)) return;
     await this.ensureLoaded(jobId);
     if (this.stale) throw new ReloadingError();
     const input = this.envelope(hostInput, now, { eventId: null, jobId, correlationId: id }, id) as Input;
@@ -887,7 +925,7 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
   }
 
   private get groupId(): string {
-    return `robustrl-${this.spec.consumer}`;
+    return `robustrl-${this.name}`;
   }
 
   /** Outputs are `Event`s: they are part of the stream this consumer's state is a fold of. */

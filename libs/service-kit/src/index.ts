@@ -11,3 +11,4 @@ export * from './deciding-consumer';
 export * from './input-gap-monitor';
 export * from './command-executor';
 export * from './outbox-relay';
+export * from './shard';

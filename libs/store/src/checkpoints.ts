@@ -36,6 +36,18 @@ export class ConsumerCheckpoints {
     return rows[0]?.position ?? null;
   }
 
+  /**
+   * The names with checkpoints that are `consumer` or one of its shards (`<consumer>.shard-…`): the
+   * layouts a sharded service was run with on this database.
+   */
+  async shardNames(manager: EntityManager, consumer: string): Promise<string[]> {
+    const rows: Array<{ consumer: string }> = await manager.query(
+      `SELECT DISTINCT consumer FROM robustrl_consumer_checkpoints WHERE consumer = $1 OR starts_with(consumer, $1 || '.shard-') ORDER BY consumer`,
+      [consumer],
+    );
+    return rows.map((r) => r.consumer);
+  }
+
   /** Every stream's last position applied by `consumer`. */
   async readAll(manager: EntityManager, consumer: string): Promise<Map<string, string>> {
     const rows: Array<{ stream: string; position: string }> = await manager.query(

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { Draft, draft } from '@robustrl/contracts';
-import { InputGap, InputGapHandling, OutputSpan } from '@robustrl/service-kit';
+import { InputGap, InputGapHandling, OutputSpan, shardFromEnv, shardLayoutChangeFromEnv } from '@robustrl/service-kit';
 import { createDetectorDecider } from '@robustrl/detector-domain';
 import { PAPER_DETECTION_DEFAULTS, ResolvedDetectionSettings } from '@robustrl/detector-domain';
 
@@ -35,7 +35,9 @@ export function detectorFromEnv(env: NodeJS.ProcessEnv) {
   if (watch !== 'on' && watch !== 'off') throw new Error(`ROBUSTRL_DETECTOR_INPUT_GAPS must be 'on' or 'off', got '${watch}'`);
   // `off` brings back counting silence through the detector's own outages: for comparison runs only.
   const inputGaps = watch === 'on' ? detectionGaps(seconds('ROBUSTRL_DETECTOR_INPUT_LAG_TOLERANCE_SECONDS', 10_000)) : undefined;
-  return { decider: createDetectorDecider({ defaults }), defaults, tickIntervalMs, inputGaps };
+  // Jobs spread over detector processes by partition (README "Sharding the detector").
+  const shard = shardFromEnv(env);
+  return { decider: createDetectorDecider({ defaults }), defaults, tickIntervalMs, inputGaps, shard, shardLayoutChange: shardLayoutChangeFromEnv(env) };
 }
 
 /** A gap in the detector's own input becomes DetectionPaused / DetectionResumed in every job (README "Detection knows when it is blind"). */

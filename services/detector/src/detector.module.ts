@@ -17,7 +17,7 @@ export class DetectorModule implements OnApplicationBootstrap, OnModuleDestroy {
   readonly consumer: DecidingConsumer<DetectorState, DetectorEvent, DetectorInput>;
 
   constructor(@Inject(MESSAGE_BUS) bus: MessageBus, @Inject(EVENT_STORE) store: EventStore, @Optional() @Inject(CLOCK) clock: (() => number) | null) {
-    const { decider, tickIntervalMs, inputGaps } = detectorFromEnv(process.env);
+    const { decider, tickIntervalMs, inputGaps, shard, shardLayoutChange } = detectorFromEnv(process.env);
     this.consumer = new DecidingConsumer(bus, store, {
       consumer: 'detector',
       topics: DETECTOR_INPUTS,
@@ -27,6 +27,8 @@ export class DetectorModule implements OnApplicationBootstrap, OnModuleDestroy {
       clock: clock ?? undefined,
       spanForTick: evidenceSpanForVerdicts,
       inputGaps,
+      shard,
+      shardLayoutChange,
     });
   }
 

@@ -84,7 +84,7 @@ export class InProcessBus implements MessageBus {
   /** Per open subscription's partition (same keys as `committed`): the offset after the last record it handled. */
   private readonly handled = new Map<string, number>();
   /** Open subscriptions: group → its topics. */
-  private readonly activeGroups = new Map<string, readonly string[]>();
+  private readonly activeGroups = new Map<string, Pick<SubscribeOptions, 'topics' | 'partitions'>>();
   private readonly subscriptions = new Set<Subscription>();
   private readonly partitions: number;
   private readonly logger: BusLogger;
@@ -115,10 +115,11 @@ export class InProcessBus implements MessageBus {
   }
 
   async health(): Promise<BusHealth> {
-    const subscriptions = [...this.activeGroups].map(([groupId, topics]) => {
+    const subscriptions = [...this.activeGroups].map(([groupId, { topics, partitions }]) => {
       let lag = 0;
       for (const topic of topics) {
         this.logsOf(topic).forEach((log, partition) => {
+          if (partitions && !partitions(partition)) return;
           const key = `${groupId}\u0000${topic}\u0000${partition}`;
           lag += log.records.length - Math.max(this.committed.get(key) ?? 0, this.handled.get(key) ?? 0);
         });
@@ -145,7 +146,7 @@ export class InProcessBus implements MessageBus {
     if (this.activeGroups.has(options.groupId)) {
       throw new Error(`consumer group '${options.groupId}' already has an active subscription in this process`);
     }
-    this.activeGroups.set(options.groupId, options.topics);
+    this.activeGroups.set(options.groupId, { topics: options.topics, partitions: options.partitions });
     const abort = new AbortController();
     // One waiting listener per partition loop (removed on every wake-up): many topics × partitions
     // legitimately exceed Node's leak-warning default of 10.
@@ -164,6 +165,7 @@ export class InProcessBus implements MessageBus {
     const loops: Promise<void>[] = [];
     for (const topic of options.topics) {
       this.logsOf(topic).forEach((log, partition) => {
+        if (options.partitions && !options.partitions(partition)) return; // another shard's
         const key = `${options.groupId}\u0000${topic}\u0000${partition}`;
         if (!this.committed.has(key)) this.committed.set(key, fromBeginning ? 0 : log.records.length);
         // Ledger keys name this bus instance and topic: its offsets mean nothing beyond it.

@@ -137,6 +137,7 @@ export class KafkaBus implements MessageBus {
 
   private async subscribeNow(options: SubscribeOptions): Promise<Subscription> {
     await this.ensureTopics();
+    if (options.partitions) await this.checkCoPartitioned(options.groupId, options.topics);
     const subscription = new KafkaSubscription(options, {
       kafka: this.kafka,
       topicPrefix: this.options.topicPrefix,
@@ -190,7 +191,7 @@ export class KafkaBus implements MessageBus {
       await withTimeout(admin.describeCluster(), HEALTH_TIMEOUT_MS, 'describing the cluster');
       for (const [i, sub] of subscriptions.entries()) {
         sub.lag = await withTimeout(
-          this.lagOf(admin, sub.groupId, open[i].topics, open[i].handledPositions()),
+          this.lagOf(admin, sub.groupId, open[i].topics, open[i].handledPositions(), (p) => open[i].consumes(p)),
           HEALTH_TIMEOUT_MS,
           `reading the lag of ${sub.groupId}`,
         ).catch(() => null);
@@ -209,7 +210,13 @@ export class KafkaBus implements MessageBus {
    * this process has handled past it (a subscription that commits only on acknowledgement is not behind
    * for records it handled since its last acknowledgement). A partition never committed counts from its start.
    */
-  private async lagOf(admin: Admin, groupId: string, topics: readonly string[], handled: readonly PartitionPosition[]): Promise<number> {
+  private async lagOf(
+    admin: Admin,
+    groupId: string,
+    topics: readonly string[],
+    handled: readonly PartitionPosition[],
+    consumes: (partition: number) => boolean,
+  ): Promise<number> {
     const handledAt = new Map(handled.map((h) => [`${this.options.topicPrefix}${h.topic}\u0000${h.partition}`, Number(h.nextOffset)]));
     const prefixed = topics.map((t) => this.options.topicPrefix + t);
     const committed = await admin.fetchOffsets({ groupId: this.options.topicPrefix + groupId, topics: prefixed });
@@ -218,6 +225,7 @@ export class KafkaBus implements MessageBus {
       const ends = await admin.fetchTopicOffsets(topic);
       const byPartition = new Map((committed.find((c) => c.topic === topic)?.partitions ?? []).map((p) => [p.partition, Number(p.offset)]));
       for (const end of ends) {
+        if (!consumes(end.partition)) continue; // another shard's
         const at = Math.max(byPartition.get(end.partition) ?? -1, handledAt.get(`${topic}\u0000${end.partition}`) ?? -1);
         lag += Number(end.high) - (at < 0 ? Number(end.low) : at);
       }
@@ -255,6 +263,27 @@ export class KafkaBus implements MessageBus {
       throw err;
     });
     return this.topicsReady;
+  }
+
+  /**
+   * A group given some partitions reads the same partition numbers of every topic: that holds one job's
+   * records only if each topic has as many partitions (a job's records go to hash(job id) mod count).
+   */
+  private async checkCoPartitioned(groupId: string, topics: readonly string[]): Promise<void> {
+    const admin: Admin = this.kafka.admin();
+    await admin.connect();
+    try {
+      const { topics: metadata } = await admin.fetchTopicMetadata({ topics: topics.map((t) => this.options.topicPrefix + t) });
+      const counts = new Map(metadata.map((t) => [t.name.slice(this.options.topicPrefix.length), t.partitions.length]));
+      if (new Set(counts.values()).size > 1) {
+        const listed = [...counts].map(([t, n]) => `${t} has ${n}`).join(', ');
+        throw new NotCoPartitionedError(
+          `consumer group '${groupId}' reads some partitions of its topics (a shard), which needs every topic to have as many partitions, so that one job's records are in the same shard on each: ${listed}`,
+        );
+      }
+    } finally {
+      await admin.disconnect();
+    }
   }
 
   private async createMissingTopics(): Promise<void> {
@@ -346,4 +375,13 @@ function underLimit(records: OutboundRecord[], limit: number): OutboundRecord[][
   }
   if (current.length > 0) chunks.push(current);
   return chunks;
+}
+
+/** Topics a sharded subscription reads differ in partition count: a setting to fix, not a dependency to wait for. */
+export class NotCoPartitionedError extends Error {
+  readonly retriable = false;
+  constructor(message: string) {
+    super(message);
+    this.name = 'NotCoPartitionedError';
+  }
 }

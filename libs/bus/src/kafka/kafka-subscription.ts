@@ -82,6 +82,11 @@ export class KafkaSubscription implements Subscription {
     return this.options.topics;
   }
 
+  /** Whether the group consumes this partition of its topics (a sharded group consumes only its shard's). */
+  consumes(partition: number): boolean {
+    return this.options.partitions?.(partition) ?? true;
+  }
+
   /** Where this process has handled up to, per partition it read (lag counts from here, not only from the committed offsets). */
   handledPositions(): PartitionPosition[] {
     return [...this.handled].map(([key, next]) => {
@@ -111,7 +116,7 @@ export class KafkaSubscription implements Subscription {
     let cluster: Cluster | undefined;
     const consumer = ctx.kafka.consumer({
       groupId: this.brokerGroupId,
-      partitionAssigners: [taggedRoundRobin(ctx.member, (c) => (cluster = c))],
+      partitionAssigners: [taggedRoundRobin(ctx.member, (c) => (cluster = c), options.partitions)],
       allowAutoTopicCreation: false,
       sessionTimeout: ctx.group.sessionTimeoutMs,
       heartbeatInterval: ctx.group.heartbeatIntervalMs,

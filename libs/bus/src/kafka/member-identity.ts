@@ -87,10 +87,16 @@ function isZombie(pid: number): boolean {
  * kafkajs hands an assigner the consumer's cluster when it creates the consumer; `seeCluster` receives
  * it, which is how the eviction reaches the group coordinator over the consumer's own connections.
  */
-export function taggedRoundRobin(tag: MemberTag, seeCluster: (cluster: Cluster) => void = () => undefined): PartitionAssigner {
+export function taggedRoundRobin(
+  tag: MemberTag,
+  seeCluster: (cluster: Cluster) => void = () => undefined,
+  partitions?: (partition: number) => boolean,
+): PartitionAssigner {
   return (config) => {
     seeCluster(config.cluster);
-    const base = PartitionAssigners.roundRobin(config);
+    // A sharded group is handed only its shard's partitions: the round robin sees a cluster whose
+    // topics have no others, so no member of this group ever fetches them.
+    const base = PartitionAssigners.roundRobin(partitions ? { ...config, cluster: onlyPartitions(config.cluster, partitions) } : config);
     return {
       ...base,
       // kafkajs calls assign on this object; the round-robin assign reads `this.version`, which the spread keeps.
@@ -100,4 +106,11 @@ export function taggedRoundRobin(tag: MemberTag, seeCluster: (cluster: Cluster) 
       }),
     };
   };
+}
+
+/** The cluster as an assigner reads it, with each topic's partitions filtered (the rest of it unchanged). */
+function onlyPartitions(cluster: Cluster, partitions: (partition: number) => boolean): Cluster {
+  const filtered = Object.create(cluster) as Cluster;
+  filtered.findTopicPartitionMetadata = (topic: string) => cluster.findTopicPartitionMetadata(topic).filter((m) => partitions(m.partitionId));
+  return filtered;
 }
