@@ -54,15 +54,16 @@ export function formatIngest(rows: IngestRow[]): string {
   const bareOf = (r: IngestRow, mode: string): IngestRow =>
     rows.find((b) => b.consumer === `bare kafkajs (${mode})` && b.machines === r.machines && b.jobs === r.jobs)!;
   const lines = [
-    '| job(s) × machines | consumer | records | drain (records/s) | × bare eachBatch | × bare eachMessage | steady (records/s) | largest lag | stored bytes per record |',
-    '|---|---|---:|---:|---:|---:|---:|---:|---:|',
+    '| job(s) × machines | consumer | records | drain (records/s) | × bare eachBatch | × bare eachMessage | CPU µs per record | steady (records/s) | largest lag | stored bytes per record |',
+    '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|',
     ...rows.map((r) => {
       const ratio = ['eachBatch', 'eachMessage'].map((mode) => (r.drainRate / bareOf(r, mode).drainRate).toFixed(2)).join(' | ');
       const steady = r.steady ? `${Math.round(r.steady.rate)}` : '';
       const lag = r.steady ? `${r.steady.maxLagRecords} (${r.steady.maxLagMs} ms)` : '';
       const stored = r.storedBytesPerRecord === undefined ? '' : r.storedBytesPerRecord.toFixed(1);
       const consumer = (r.shards ?? 1) > 1 ? `${r.consumer} (${r.shards} shards)` : r.consumer;
-      return `| ${r.jobs} × ${r.machines} | ${consumer} | ${r.records} | ${Math.round(r.drainRate)}${r.finished ? '' : ' (unfinished)'} | ${ratio} | ${steady} | ${lag} | ${stored} |`;
+      const cpu = r.cpuUsPerRecord === undefined ? '' : r.cpuUsPerRecord.toFixed(1);
+      return `| ${r.jobs} × ${r.machines} | ${consumer} | ${r.records} | ${Math.round(r.drainRate)}${r.finished ? '' : ' (unfinished)'} | ${ratio} | ${cpu} | ${steady} | ${lag} | ${stored} |`;
     }),
   ];
   return `${lines.join('\n')}\n`;

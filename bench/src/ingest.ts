@@ -36,6 +36,8 @@ export interface IngestRow {
   finished: boolean;
   /** The steady phase: the rate offered, and the largest lag seen (records and seconds of input). */
   steady?: { rate: number; maxLagRecords: number; maxLagMs: number };
+  /** CPU time the consumer used per record while it worked through the backlog (its processes', or the bench's for a bare one), in µs. */
+  cpuUsPerRecord?: number;
   /** Growth of the database while it consumed, per telemetry record. */
   storedBytesPerRecord?: number;
 }
@@ -149,8 +151,16 @@ export async function runIngestCase(c: IngestCase, brokers: string[], databaseUr
     // fastest a Node consumer reads) and message by message (how a kafkajs consumer is usually written).
     for (const mode of ['eachBatch', 'eachMessage'] as const) {
       const bare = await drainBare(kafka, telemetryTopic, total, mode);
-      rows.push({ consumer: `bare kafkajs (${mode})`, machines: c.machines, jobs: c.jobs, records: total, drainRate: bare, finished: true });
-      progress(`  bare kafkajs (${mode}): ${Math.round(bare)} records/s`);
+      rows.push({
+        consumer: `bare kafkajs (${mode})`,
+        machines: c.machines,
+        jobs: c.jobs,
+        records: total,
+        drainRate: bare.rate,
+        cpuUsPerRecord: bare.cpuUsPerRecord,
+        finished: true,
+      });
+      progress(`  bare kafkajs (${mode}): ${Math.round(bare.rate)} records/s, ${bare.cpuUsPerRecord.toFixed(1)} µs CPU per record`);
     }
 
     const runs = c.services.flatMap((service) => (service === 'detector' ? (c.detectorShards ?? [1]) : [1]).map((shards) => ({ service, shards })));
@@ -173,7 +183,8 @@ export async function runIngestCase(c: IngestCase, brokers: string[], databaseUr
       );
       for (const proc of procs) proc.start();
       try {
-        const drained = await drainService(pg, names, backlog, 120_000, () => {
+        const cpuMs = () => procs.reduce((sum, proc) => sum + (proc.cpuMs() ?? 0), 0);
+        const drained = await drainService(pg, names, backlog, 120_000, cpuMs, () => {
           for (const proc of procs) if (!proc.running) throw new Error(`${label} exited:\n${proc.tail()}`);
         });
         const row: IngestRow = {
@@ -183,9 +194,12 @@ export async function runIngestCase(c: IngestCase, brokers: string[], databaseUr
           jobs: c.jobs,
           records: backlog,
           drainRate: drained.rate,
+          cpuUsPerRecord: drained.cpuUsPerRecord,
           finished: drained.finished,
         };
-        progress(`  ${label}: ${Math.round(drained.rate)} records/s through the backlog${drained.finished ? '' : ' (did not finish in 120 s)'}`);
+        progress(
+          `  ${label}: ${Math.round(drained.rate)} records/s through the backlog, ${drained.cpuUsPerRecord.toFixed(1)} µs CPU per record${drained.finished ? '' : ' (did not finish in 120 s)'}`,
+        );
         if (drained.finished) row.storedBytesPerRecord = Math.max(0, (await databaseBytes(pg)) - sizeBefore) / backlog;
         if (drained.finished && c.steadySeconds > 0) {
           row.steady = await steadyLoad(bus, pg, names, jobIds, c.machines, drained.rate / 2, c.steadySeconds, await consumedBy(pg, names));
@@ -212,17 +226,26 @@ async function endOffsetSum(admin: ReturnType<Kafka['admin']>, topic: string): P
 }
 
 /** Records per second a bare kafkajs consumer reads the topic at, from its first batch to the last record. */
-async function drainBare(kafka: Kafka, topic: string, total: number, mode: 'eachBatch' | 'eachMessage'): Promise<number> {
+async function drainBare(kafka: Kafka, topic: string, total: number, mode: 'eachBatch' | 'eachMessage'): Promise<{ rate: number; cpuUsPerRecord: number }> {
   const consumer = kafka.consumer({ groupId: `bench-ingest-bare-${randomUUID()}`, maxWaitTimeInMs: 100 });
   await consumer.connect();
   await consumer.subscribe({ topic, fromBeginning: true });
   let count = 0;
   let first = 0;
   let done = 0;
+  // The bench's own process is the consumer here, and does nothing else meanwhile.
+  let cpuAtFirst: NodeJS.CpuUsage | undefined;
+  let cpuUsed: NodeJS.CpuUsage | undefined;
   const seen = (n: number) => {
-    if (first === 0) first = Date.now();
+    if (first === 0) {
+      first = Date.now();
+      cpuAtFirst = process.cpuUsage();
+    }
     count += n;
-    if (count >= total && done === 0) done = Date.now();
+    if (count >= total && done === 0) {
+      done = Date.now();
+      cpuUsed = process.cpuUsage(cpuAtFirst);
+    }
   };
   await consumer.run(
     mode === 'eachBatch'
@@ -232,7 +255,8 @@ async function drainBare(kafka: Kafka, topic: string, total: number, mode: 'each
   const deadline = Date.now() + 120_000;
   while (done === 0 && Date.now() < deadline) await sleep(20);
   await consumer.disconnect();
-  return ((count - 0) * 1000) / Math.max(1, (done || Date.now()) - first);
+  const cpu = cpuUsed ?? process.cpuUsage(cpuAtFirst);
+  return { rate: (count * 1000) / Math.max(1, (done || Date.now()) - first), cpuUsPerRecord: (cpu.user + cpu.system) / Math.max(1, count) };
 }
 
 /** Telemetry records the service (its shards' names) has decided: its checkpoints on the telemetry topic; offsets start at 0 on fresh topics. */
@@ -248,22 +272,28 @@ async function consumedBy(pg: Client, names: readonly string[]): Promise<number>
   }
 }
 
+/** Records/s from the first checkpoint the service moved to the last, and the CPU its processes used per record in between. */
 async function drainService(
   pg: Client,
   names: readonly string[],
   total: number,
   limitMs: number,
+  cpuMs: () => number,
   check: () => void,
-): Promise<{ rate: number; finished: boolean }> {
+): Promise<{ rate: number; cpuUsPerRecord: number; finished: boolean }> {
   const start = Date.now();
-  let first: { at: number; n: number } | null = null;
+  let first: { at: number; n: number; cpu: number } | null = null;
   for (;;) {
     check();
     const n = await consumedBy(pg, names);
     const at = Date.now();
-    if (first === null && n > 0) first = { at, n };
-    if (first && n >= total) return { rate: ((n - first.n) * 1000) / Math.max(1, at - first.at), finished: true };
-    if (at - start > limitMs) return { rate: first ? ((n - first.n) * 1000) / Math.max(1, at - first.at) : 0, finished: false };
+    if (first === null && n > 0) first = { at, n, cpu: cpuMs() };
+    const finished = first !== null && n >= total;
+    if (finished || at - start > limitMs) {
+      if (!first) return { rate: 0, cpuUsPerRecord: 0, finished: false };
+      const records = Math.max(1, n - first.n);
+      return { rate: (records * 1000) / Math.max(1, at - first.at), cpuUsPerRecord: ((cpuMs() - first.cpu) * 1000) / records, finished };
+    }
     await sleep(50);
   }
 }

@@ -1,7 +1,10 @@
 import { ChildProcess, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 
 const REPO_ROOT = resolve(__dirname, '..', '..');
+/** USER_HZ, the unit of /proc's CPU times: 100 on every Linux build that matters. */
+const CLOCK_TICKS_PER_SECOND = 100;
 
 export type DecidingService = 'detector' | 'controller' | 'rollout-manager';
 
@@ -56,6 +59,20 @@ export class ServiceProcess {
   loaded(): { snapshotRows: number; inboxRows: number } {
     const m = this.lines.map((l) => /state loaded: (\d+) job snapshot\(s\) and (\d+) inbox row\(s\)/.exec(l.text)).find((x) => x !== null);
     return m ? { snapshotRows: Number(m[1]), inboxRows: Number(m[2]) } : { snapshotRows: 0, inboxRows: 0 };
+  }
+
+  /** CPU time (user + system) the process has used so far, in ms, from /proc; null when it is not running or there is no /proc. */
+  cpuMs(): number | null {
+    const pid = this.child?.pid;
+    if (pid === undefined || !this.running) return null;
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      // "pid (comm) state …": fields after the comm's closing parenthesis; utime and stime are the 14th and 15th.
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS_PER_SECOND;
+    } catch {
+      return null;
+    }
   }
 
   tail(n = 20): string {
