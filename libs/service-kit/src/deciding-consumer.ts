@@ -388,7 +388,9 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
    */
   private async checkShardLayout(): Promise<void> {
     const names = await this.store.checkpoints.shardNames(this.store.dataSource.manager, this.spec.consumer);
-    if (names.includes(this.name)) return;
+    // This layout is established once any of its shards has decided something (a shard whose partitions
+    // have been quiet has no rows of its own yet, and must start like its siblings).
+    if (names.some((n) => layoutOf(this.spec.consumer, n) === this.shard.count)) return;
     const others = names.filter((n) => layoutOf(this.spec.consumer, n) !== this.shard.count);
     if (others.length === 0) return;
     const change = `${this.spec.consumer} runs as ${this.shard.count} shard(s) (${this.name}), but this database holds the state of another layout (${others.join(', ')})`;

@@ -83,7 +83,7 @@ export class InProcessBus implements MessageBus {
   private readonly committed = new Map<string, number>();
   /** Per open subscription's partition (same keys as `committed`): the offset after the last record it handled. */
   private readonly handled = new Map<string, number>();
-  /** Open subscriptions: group → its topics. */
+  /** Open subscriptions: group → its topics and the partitions it reads of them. */
   private readonly activeGroups = new Map<string, Pick<SubscribeOptions, 'topics' | 'partitions'>>();
   private readonly subscriptions = new Set<Subscription>();
   private readonly partitions: number;
