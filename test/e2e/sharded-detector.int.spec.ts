@@ -2,10 +2,11 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client } from 'pg';
 import { KafkaBus, Subscription } from '@robustrl/bus';
-import { createMessage, DataOf, MessageType, RobustrlMessage, Topics } from '@robustrl/contracts';
+import { MessageType, RobustrlMessage, Topics } from '@robustrl/contracts';
 import { freshDatabaseUrl } from '@robustrl/testing/databases';
 import { eventually } from '@robustrl/testing/eventually';
 import { ServiceProcess } from './fixtures/service-process';
+import { rolloutJobStart, throughputSample } from './fixtures/rollout-job';
 
 jest.setTimeout(180_000);
 
@@ -37,20 +38,6 @@ describe('the detector in shards (real Kafka, PostgreSQL, processes)', () => {
   const seen: Array<{ partition: number; message: RobustrlMessage }> = [];
   let shards: ServiceProcess[] = [];
   let pg: Client;
-
-  const msg = <T extends MessageType>(jobId: string, type: T, data: DataOf<T>) =>
-    createMessage(type, data, { jobId, source: 'e2e', occurredAt: new Date().toISOString() });
-  const throughput = (jobId: string, machineId: string) =>
-    msg(jobId, 'RolloutThroughputSampled', {
-      machineId,
-      rolloutId: machineId,
-      sampledAt: new Date().toISOString(),
-      windowSeconds: 1,
-      tokensPerSecond: 800,
-      completedRequests: 2,
-      inFlightRequests: 4,
-      awaitingTools: 0,
-    });
 
   beforeAll(async () => {
     database = await freshDatabaseUrl('robustrl_e2e');
@@ -92,34 +79,15 @@ describe('the detector in shards (real Kafka, PostgreSQL, processes)', () => {
   it('confirms each silent machine once, in the shard that owns its job, and no shard holds another shard’s job', async () => {
     const rollouts = ['r0', 'r1', 'r2'];
     for (const jobId of jobs) {
-      await bus.publish(
-        msg(jobId, 'JobStarted', {
-          mode: 'async',
-          resumedFromStep: null,
-          trainerMachines: 0,
-          rolloutMachines: rollouts.length,
-          detection: { rolloutSilentWindowSeconds: 4, probeTimeoutSeconds: 2, resumeGraceSeconds: 1 },
-        }),
-      );
-      await bus.publish(
-        rollouts.map((id) =>
-          msg(jobId, 'MachineRegistered', {
-            machineId: id,
-            role: 'rollout',
-            zone: 'az-1',
-            hardwareClass: 'h100x8',
-            gpus: 8,
-            agentAddress: `${id}:8086`,
-            dpRank: 0,
-          }),
-        ),
-      );
+      const [started, registrations] = rolloutJobStart(jobId, rollouts, { rolloutSilentWindowSeconds: 4, probeTimeoutSeconds: 2, resumeGraceSeconds: 1 });
+      await bus.publish(started);
+      await bus.publish(registrations);
     }
     let reporting = true;
     let live = rollouts;
     const reporter = (async () => {
       while (reporting) {
-        await bus.publish(jobs.flatMap((j) => live.map((id) => throughput(j, id))));
+        await bus.publish(jobs.flatMap((j) => live.map((id) => throughputSample(j, id))));
         await sleep(500);
       }
     })();

@@ -2,10 +2,11 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client } from 'pg';
 import { KafkaBus, Subscription } from '@robustrl/bus';
-import { createMessage, DataOf, MessageOf, MessageType, RobustrlMessage, Topics } from '@robustrl/contracts';
+import { DataOf, MessageOf, MessageType, RobustrlMessage, Topics } from '@robustrl/contracts';
 import { freshDatabaseUrl } from '@robustrl/testing/databases';
 import { eventually } from '@robustrl/testing/eventually';
 import { ServiceProcess } from './fixtures/service-process';
+import { e2eMessage, rolloutJobStart, throughputSample } from './fixtures/rollout-job';
 
 jest.setTimeout(180_000);
 
@@ -34,34 +35,12 @@ describe('snapshots and restart (real Kafka, PostgreSQL, processes)', () => {
 
   const ofType = <T extends MessageType>(jobId: string, type: T) =>
     seen.filter((s) => s.message.jobId === jobId && s.message.type === type) as Array<{ at: number; message: MessageOf<T> }>;
-  const meta = (jobId: string) => ({ jobId, source: 'e2e', occurredAt: new Date().toISOString() });
-  const msg = <T extends MessageType>(jobId: string, type: T, data: DataOf<T>) => createMessage(type, data, meta(jobId));
-  const throughput = (jobId: string, machineId: string) =>
-    msg(jobId, 'RolloutThroughputSampled', {
-      machineId,
-      rolloutId: machineId,
-      sampledAt: new Date().toISOString(),
-      windowSeconds: 1,
-      tokensPerSecond: 800,
-      completedRequests: 2,
-      inFlightRequests: 4,
-      awaitingTools: 0,
-    });
+  const msg = e2eMessage;
+  const throughput = throughputSample;
   async function startJob(jobId: string, rollouts: string[], detection: DataOf<'JobStarted'>['detection']) {
-    await bus.publish(msg(jobId, 'JobStarted', { mode: 'async', resumedFromStep: null, trainerMachines: 0, rolloutMachines: rollouts.length, detection }));
-    await bus.publish(
-      rollouts.map((id) =>
-        msg(jobId, 'MachineRegistered', {
-          machineId: id,
-          role: 'rollout',
-          zone: 'az-1',
-          hardwareClass: 'h100x8',
-          gpus: 8,
-          agentAddress: `${id}:8086`,
-          dpRank: 0,
-        }),
-      ),
-    );
+    const [started, registrations] = rolloutJobStart(jobId, rollouts, detection);
+    await bus.publish(started);
+    await bus.publish(registrations);
   }
 
   beforeAll(async () => {
