@@ -6,7 +6,7 @@ import { setupTelemetry } from '@robustrl/telemetry';
 import { CoreModule } from './core.module';
 import { HealthController } from './health.controller';
 import { MetricsController } from './metrics.controller';
-import { ServiceConfig } from './service-config';
+import { DEFAULT_HTTP_HOST, ServiceConfig } from './service-config';
 
 /**
  * Boot one process: telemetry (OTEL_* variables), the core module, the given service modules, and the
@@ -35,7 +35,7 @@ export async function runService(
   app.useBodyParser('json', { limit: options.jsonBodyLimit ?? '1mb' });
   app.enableShutdownHooks(['SIGINT', 'SIGTERM']);
   if (config.httpPort !== null) {
-    await app.listen(config.httpPort, '127.0.0.1');
+    await app.listen(config.httpPort, config.httpHost ?? DEFAULT_HTTP_HOST);
     logger.log(`health at ${await app.getUrl()}/healthz`);
   } else {
     await app.init();

@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { z } from 'zod';
 import { busConfigFromEnv, BusConfig } from '@robustrl/bus';
 import { StoreConfig, storeConfigFromEnv } from '@robustrl/store';
@@ -8,11 +9,18 @@ export interface ServiceConfig {
   store: StoreConfig;
   /** HTTP port of the health endpoint; 0 picks a free one, null disables HTTP. */
   httpPort: number | null;
+  /**
+   * The address the HTTP port binds (`ROBUSTRL_HTTP_HOST`): loopback by default, since nothing on it asks
+   * for a credential yet; `0.0.0.0` (or a pod's address) in a container, where probes and Prometheus
+   * reach it from outside.
+   */
+  httpHost?: string;
   /** The clock deciders read (default: the wall clock). The main job runs its emulated cluster in scaled time. */
   clock?: () => number;
 }
 
 const Port = z.coerce.number().int().min(0).max(65535);
+export const DEFAULT_HTTP_HOST = '127.0.0.1';
 
 /** Read and validate a service's configuration; a bad value stops start-up with a message naming it. */
 export function serviceConfigFromEnv(serviceName: string, defaultPort: number | null, env: NodeJS.ProcessEnv = process.env): ServiceConfig {
@@ -25,5 +33,8 @@ export function serviceConfigFromEnv(serviceName: string, defaultPort: number | 
       httpPort = parsed.data;
     }
   }
-  return { serviceName, bus: busConfigFromEnv(env, `robustrl-${serviceName}`), store: storeConfigFromEnv(env), httpPort };
+  const httpHost = env.ROBUSTRL_HTTP_HOST?.trim() || DEFAULT_HTTP_HOST;
+  if (isIP(httpHost) === 0 && !/^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*$/.test(httpHost))
+    throw new Error(`ROBUSTRL_HTTP_HOST must be an IP address or a host name to bind, got '${env.ROBUSTRL_HTTP_HOST}'`);
+  return { serviceName, bus: busConfigFromEnv(env, `robustrl-${serviceName}`), store: storeConfigFromEnv(env), httpPort, httpHost };
 }
