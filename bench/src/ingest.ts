@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Kafka, logLevel } from 'kafkajs';
 import { Client } from 'pg';
-import { KafkaBus } from '@robustrl/bus';
+import { KafkaBus, partitionFor } from '@robustrl/bus';
+import { shardName } from '@robustrl/service-kit';
 import { createMessage, RobustrlMessage, Topics } from '@robustrl/contracts';
 import { createScratchDatabase } from '@robustrl/store';
 import { DecidingService, ServiceProcess } from './service-process';
@@ -45,10 +46,6 @@ export interface IngestRow {
 /** Partitions of every topic in a case. */
 const TOPIC_PARTITIONS = 6;
 
-// kafkajs's default partitioner (Java-compatible murmur2 of the key, the job id): where a job's records go.
-const murmur2 = require('kafkajs/src/producer/partitioners/default/murmur2') as (key: string) => number;
-const partitionOf = (jobId: string, partitions: number) => (murmur2(jobId) & 0x7fffffff) % partitions;
-
 /**
  * `count` job ids, job i on partition i mod `partitions`: jobs in parallel are on partitions of their own
  * (random ids would often share one, and then be decided one after the other), and spread evenly over
@@ -58,7 +55,7 @@ function spreadJobIds(count: number, partitions: number): string[] {
   return Array.from({ length: count }, (_, i) => {
     for (;;) {
       const id = `ingest-${i}-${randomUUID().slice(0, 6)}`;
-      if (partitionOf(id, partitions) === i % partitions) return id;
+      if (partitionFor(id, partitions) === i % partitions) return id;
     }
   });
 }
@@ -170,7 +167,7 @@ export async function runIngestCase(c: IngestCase, brokers: string[], databaseUr
       const sizeBefore = await databaseBytes(pg);
       const label = shards === 1 ? service : `${service} (${shards} shards)`;
       // Each run is a layout of its own on this database: the shards start it from the beginning of the topics.
-      const names = shards === 1 ? [service] : Array.from({ length: shards }, (_, i) => `${service}.shard-${i}-of-${shards}`);
+      const names = Array.from({ length: shards }, (_, index) => shardName(service, { index, count: shards }));
       const procs = Array.from(
         { length: shards },
         (_, i) =>

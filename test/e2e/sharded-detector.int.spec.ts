@@ -1,17 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client } from 'pg';
-import { KafkaBus, Subscription } from '@robustrl/bus';
+import { KafkaBus, partitionFor, Subscription } from '@robustrl/bus';
 import { MessageType, RobustrlMessage, Topics } from '@robustrl/contracts';
 import { freshDatabaseUrl } from '@robustrl/testing/databases';
 import { eventually } from '@robustrl/testing/eventually';
-import { ServiceProcess } from './fixtures/service-process';
+import { e2eServiceEnv, ServiceProcess } from './fixtures/service-process';
 import { rolloutJobStart, throughputSample } from './fixtures/rollout-job';
 
 jest.setTimeout(180_000);
-
-// kafkajs's default partitioner (Java-compatible murmur2 of the key, the job id): which partition a job's records are on.
-const murmur2 = require('kafkajs/src/producer/partitioners/default/murmur2') as (key: string) => number;
 
 /**
  * The detector in two shards (README "Sharding the detector") on the real broker and PostgreSQL, each
@@ -24,7 +21,8 @@ describe('the detector in shards (real Kafka, PostgreSQL, processes)', () => {
   const PARTITIONS = 4;
   const brokers = process.env.KAFKA_BROKERS!.split(',');
   const topicPrefix = `e2e-shard-${randomUUID().slice(0, 8)}.`;
-  const partitionOf = (jobId: string) => (murmur2(jobId) & 0x7fffffff) % PARTITIONS;
+  // The partition a job's records are on: Kafka's default partitioner, which the bus's `partitionFor` matches.
+  const partitionOf = (jobId: string) => partitionFor(jobId, PARTITIONS);
   const shardOf = (jobId: string) => partitionOf(jobId) % 2;
   /** Three jobs per shard. */
   const jobs: string[] = [];
@@ -54,13 +52,7 @@ describe('the detector in shards (real Kafka, PostgreSQL, processes)', () => {
       topics: [Topics.verdicts, Topics.membership],
       handler: async (d) => void seen.push({ partition: d.partition, message: d.message }),
     });
-    const env = {
-      KAFKA_BROKERS: brokers.join(','),
-      DATABASE_URL: database.url,
-      ROBUSTRL_TOPIC_PREFIX: topicPrefix,
-      ROBUSTRL_HTTP_PORT: 'off',
-      ROBUSTRL_SNAPSHOT_INTERVAL_SECONDS: '1',
-    };
+    const env = e2eServiceEnv(brokers, database.url, topicPrefix);
     shards = [0, 1].map((i) => new ServiceProcess('detector', { ...env, ROBUSTRL_SHARD: `${i}/2` }));
     for (const s of shards) s.start();
     await eventually('both shards ready', () => (shards.every((s) => s.ready()) ? true : undefined), 90_000);

@@ -5,7 +5,7 @@ import { KafkaBus, Subscription } from '@robustrl/bus';
 import { DataOf, MessageOf, MessageType, RobustrlMessage, Topics } from '@robustrl/contracts';
 import { freshDatabaseUrl } from '@robustrl/testing/databases';
 import { eventually } from '@robustrl/testing/eventually';
-import { ServiceProcess } from './fixtures/service-process';
+import { e2eServiceEnv, ServiceProcess } from './fixtures/service-process';
 import { e2eMessage, rolloutJobStart, throughputSample } from './fixtures/rollout-job';
 
 jest.setTimeout(180_000);
@@ -52,14 +52,7 @@ describe('snapshots and restart (real Kafka, PostgreSQL, processes)', () => {
       topics: [Topics.verdicts, Topics.heartbeat, Topics.control],
       handler: async (d) => void seen.push({ at: Date.now(), message: d.message }),
     });
-    const env = {
-      KAFKA_BROKERS: brokers.join(','),
-      DATABASE_URL: database.url,
-      ROBUSTRL_TOPIC_PREFIX: topicPrefix,
-      ROBUSTRL_HTTP_PORT: 'off',
-      ROBUSTRL_SNAPSHOT_INTERVAL_SECONDS: '1',
-      ROBUSTRL_ORCHESTRATOR: 'none',
-    };
+    const env = { ...e2eServiceEnv(brokers, database.url, topicPrefix), ROBUSTRL_ORCHESTRATOR: 'none' };
     detector = new ServiceProcess('detector', env);
     controller = new ServiceProcess('controller', env);
     detector.start();
