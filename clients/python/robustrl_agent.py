@@ -29,12 +29,15 @@ __all__ = [
     "AgentError",
     "DEFAULT_AGENT_URL",
     "AGENT_URL_ENV",
+    "AGENT_TOKEN_ENV",
     "PHASES",
     "ERROR_SIGNALS",
 ]
 
 DEFAULT_AGENT_URL = "http://127.0.0.1:8086"
 AGENT_URL_ENV = "ROBUSTRL_AGENT_URL"
+# The agent's bearer token, when its API asks for one (ROBUSTRL_HTTP_TOKENS on the agent).
+AGENT_TOKEN_ENV = "ROBUSTRL_AGENT_TOKEN"
 
 # Only "training" counts toward the detector's trainer idle window; the other phases have no
 # TensorCore activity by nature, so announcing them keeps a healthy pause from looking like a hang.
@@ -93,14 +96,22 @@ class AgentClient:
     :param url: the agent's base URL; default ``$ROBUSTRL_AGENT_URL``, else ``http://127.0.0.1:8086``.
     :param timeout: seconds per request. Kept short: a training step waits on every report.
     :param raise_on_error: raise ``AgentError`` on failure instead of logging and returning None.
+    :param token: the agent's bearer token; default ``$ROBUSTRL_AGENT_TOKEN``, else none (an agent on
+        loopback without ``ROBUSTRL_HTTP_TOKENS`` asks for none).
     """
 
-    def __init__(self, url: Optional[str] = None, timeout: float = 2.0, raise_on_error: bool = False) -> None:
+    def __init__(
+        self, url: Optional[str] = None, timeout: float = 2.0, raise_on_error: bool = False, token: Optional[str] = None
+    ) -> None:
         base = url if url is not None else os.environ.get(AGENT_URL_ENV) or DEFAULT_AGENT_URL
         if not isinstance(base, str) or not base.startswith(("http://", "https://")):
             raise ValueError("agent url must start with http:// or https://, got {!r}".format(base))
         if not _is_number(timeout) or timeout <= 0:
             raise ValueError("timeout must be a number > 0, got {!r}".format(timeout))
+        secret = token if token is not None else os.environ.get(AGENT_TOKEN_ENV) or None
+        if secret is not None and (not isinstance(secret, str) or not secret.strip() or any(c.isspace() for c in secret)):
+            raise ValueError("token must be a non-empty string without white space")
+        self._authorization = None if secret is None else "Bearer " + secret
         self.url = base.rstrip("/")
         self.timeout = float(timeout)
         self.raise_on_error = bool(raise_on_error)
@@ -287,6 +298,8 @@ class AgentClient:
     def _send(self, method: str, path: str, body: Optional[Dict[str, Any]]) -> Dict[str, Any]:
         data = None if body is None else json.dumps(body, allow_nan=False).encode("utf-8")
         headers = {"Accept": "application/json"}
+        if self._authorization is not None:
+            headers["Authorization"] = self._authorization
         if data is not None:
             headers["Content-Type"] = "application/json"
         request = urllib.request.Request(self.url + path, data=data, headers=headers, method=method)

@@ -33,6 +33,7 @@ class FakeAgent:
 
     def __init__(self) -> None:
         self.requests: List[Dict[str, Any]] = []
+        self.authorizations: List[Optional[str]] = []
         # path -> (status, body bytes or JSON-able value, delay seconds)
         self.answers: Dict[str, Tuple[int, Any, float]] = {}
         self._lock = threading.Lock()
@@ -57,6 +58,7 @@ class FakeAgent:
                             "body": None if raw is None else json.loads(raw.decode("utf-8")),
                         }
                     )
+                    agent.authorizations.append(self.headers.get("Authorization"))
                 default = (200, STATUS, 0.0) if self.path == "/v1/status" else (202, {"accepted": True, "eventId": "evt-{}".format(number)}, 0.0)
                 status, body, delay = agent.answers.get(self.path, default)
                 if delay:
@@ -209,6 +211,21 @@ class ConfigurationTest(unittest.TestCase):
         with mock.patch.dict(os.environ, {"http_proxy": free_port_url(), "HTTP_PROXY": free_port_url(), "no_proxy": ""}):
             client = AgentClient(agent.url, raise_on_error=True)
             self.assertEqual(client.phase("idle", 0), {"accepted": True, "eventId": "evt-1"})
+
+    def test_bearer_token_from_argument_else_environment(self) -> None:
+        agent = FakeAgent()
+        self.addCleanup(agent.close)
+        with mock.patch.dict(os.environ, {"ROBUSTRL_AGENT_TOKEN": "from-the-environment-0123"}):
+            AgentClient(agent.url, raise_on_error=True).phase("idle", 0)
+            AgentClient(agent.url, raise_on_error=True, token="given-as-argument-0123").phase("idle", 0)
+        with mock.patch.dict(os.environ, {}, clear=True):
+            AgentClient(agent.url, raise_on_error=True).phase("idle", 0)
+        self.assertEqual(
+            agent.authorizations,
+            ["Bearer from-the-environment-0123", "Bearer given-as-argument-0123", None],
+        )
+        with self.assertRaisesRegex(ValueError, "token must be a non-empty string without white space"):
+            AgentClient(agent.url, token="two words")
 
     def test_rejects_bad_settings(self) -> None:
         with self.assertRaisesRegex(ValueError, "must start with http:// or https://"):

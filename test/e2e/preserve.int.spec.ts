@@ -3,7 +3,7 @@ import { MessageBus, Subscription } from '@robustrl/bus';
 import { MessageOf, MessageType, RobustrlMessage, Topics } from '@robustrl/contracts';
 import { RequestManagerModule } from '@robustrl/request-manager';
 import { EnginePool, HttpTrajectoryRecorder, OpenAiRouter, RolloutManagerModule, trajectoryIdOf } from '@robustrl/rollout-manager';
-import { MESSAGE_BUS, RunningService, runService } from '@robustrl/service-kit';
+import { httpAuthFromEnv, MESSAGE_BUS, RunningService, runService } from '@robustrl/service-kit';
 import { freshDatabaseUrl } from '@robustrl/testing/databases';
 import { eventually } from '@robustrl/testing/eventually';
 import { ChatMessage, FakeInferenceEngine } from '@robustrl/testing/fake-inference-engine';
@@ -14,6 +14,7 @@ import { agentLoop, expectedConversation } from '@robustrl/testing/openai-client
  * them over three inference engines and records every turn in the request manager's trajectory store
  * on the real PostgreSQL server; events go over the real Kafka broker. One engine dies mid-stream:
  * every trajectory completes, none loses or repeats a turn, and the reassignments are on the bus.
+ * The request manager's API asks for a bearer token, as in a deployment: the router records with it.
  */
 jest.setTimeout(120_000);
 
@@ -26,6 +27,7 @@ describe('preserve: a rollout engine dies mid-stream, no trajectory loses a turn
   const brokers = (process.env.KAFKA_BROKERS ?? '').split(',');
   let database: { url: string; drop(): Promise<void> };
   const jobId = 'job-preserve';
+  const storeToken = `store-token-${randomBytes(8).toString('hex')}`;
   let service: RunningService;
   let bus: MessageBus;
   let observer: Subscription;
@@ -44,6 +46,7 @@ describe('preserve: a rollout engine dies mid-stream, no trajectory loses a turn
         bus: { adapter: 'kafka', brokers, clientId: 'e2e-preserve', topicPrefix },
         store: { kind: 'postgres', url: database.url },
         httpPort: 0,
+        httpAuth: httpAuthFromEnv({ ROBUSTRL_HTTP_TOKENS: storeToken }, '127.0.0.1'),
       },
       [RequestManagerModule, RolloutManagerModule],
       { logLevels: ['error'], jsonBodyLimit: '64mb' },
@@ -61,7 +64,7 @@ describe('preserve: a rollout engine dies mid-stream, no trajectory loses a turn
     );
     router = new OpenAiRouter({
       pool,
-      recorder: new HttpTrajectoryRecorder(requestManagerUrl),
+      recorder: new HttpTrajectoryRecorder(requestManagerUrl, { token: storeToken }),
       bus,
       logger: { info: () => undefined, warn: () => undefined, error: (m, f) => process.stderr.write(`router: ${m} ${JSON.stringify(f)}\n`) },
     });
@@ -78,6 +81,7 @@ describe('preserve: a rollout engine dies mid-stream, no trajectory loses a turn
   });
 
   it(`${TRAJECTORIES} multi-turn trajectories with tool calls; kill one engine mid-stream → all complete, no turn lost or duplicated`, async () => {
+    const authorized = { authorization: `Bearer ${storeToken}` };
     const prompt = (i: number): ChatMessage[] => [
       { role: 'system', content: 'solve the task; use the lookup tool' },
       { role: 'user', content: `task ${i % 8}` },
@@ -110,11 +114,11 @@ describe('preserve: a rollout engine dies mid-stream, no trajectory loses a turn
       // The rollout worker marks the trajectory done once its agent loop ends.
       const done = await fetch(`${requestManagerUrl}/v1/trajectories/${encodeURIComponent(trajectoryId)}/status`, {
         method: 'POST',
-        headers: { 'content-type': 'application/json' },
+        headers: { 'content-type': 'application/json', ...authorized },
         body: JSON.stringify({ status: 'completed' }),
       });
       expect(done.status).toBe(200);
-      const stored = (await (await fetch(`${requestManagerUrl}/v1/trajectories/${encodeURIComponent(trajectoryId)}`)).json()) as {
+      const stored = (await (await fetch(`${requestManagerUrl}/v1/trajectories/${encodeURIComponent(trajectoryId)}`, { headers: authorized })).json()) as {
         turns: Array<{ turnIndex: number; turnId: string; kind: string; content: ChatMessage; rolloutId: string | null }>;
       };
       expect(stored.turns.map((t) => t.turnIndex)).toEqual([0, 1, 2, 3, 4]);
@@ -124,7 +128,10 @@ describe('preserve: a rollout engine dies mid-stream, no trajectory loses a turn
     }
 
     // Nothing stored twice anywhere, and a restarted trainer gets the whole batch from the store.
-    const batch = (await (await fetch(`${requestManagerUrl}/v1/jobs/${jobId}/batches/batch-9/completed?currentWeightVersion=4&maxStaleness=0`)).json()) as {
+    const batchUrl = `${requestManagerUrl}/v1/jobs/${jobId}/batches/batch-9/completed?currentWeightVersion=4&maxStaleness=0`;
+    // Without the token the store tells nothing.
+    expect((await fetch(batchUrl)).status).toBe(401);
+    const batch = (await (await fetch(batchUrl, { headers: authorized })).json()) as {
       trajectories: Array<{ trajectoryId: string; turns: unknown[] }>;
     };
     expect(batch.trajectories).toHaveLength(TRAJECTORIES);

@@ -12,3 +12,4 @@ export * from './input-gap-monitor';
 export * from './command-executor';
 export * from './outbox-relay';
 export * from './shard';
+export * from './http-auth';

@@ -1,4 +1,5 @@
 import 'reflect-metadata';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { DynamicModule, INestApplication, Logger, LogLevel, Module, Type } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import type { NestExpressApplication } from '@nestjs/platform-express';
@@ -6,6 +7,7 @@ import { setupTelemetry } from '@robustrl/telemetry';
 import { CoreModule } from './core.module';
 import { HealthController } from './health.controller';
 import { MetricsController } from './metrics.controller';
+import { checkBearer, httpAuthFromEnv, PUBLIC_PATHS, unauthorizedResponse } from './http-auth';
 import { DEFAULT_HTTP_HOST, ServiceConfig } from './service-config';
 
 /**
@@ -35,8 +37,20 @@ export async function runService(
   app.useBodyParser('json', { limit: options.jsonBodyLimit ?? '1mb' });
   app.enableShutdownHooks(['SIGINT', 'SIGTERM']);
   if (config.httpPort !== null) {
-    await app.listen(config.httpPort, config.httpHost ?? DEFAULT_HTTP_HOST);
-    logger.log(`health at ${await app.getUrl()}/healthz`);
+    const host = config.httpHost ?? DEFAULT_HTTP_HOST;
+    const auth = config.httpAuth ?? httpAuthFromEnv({}, host);
+    if (auth.kind === 'bearer') {
+      // Before every route, unknown ones included: an unauthenticated caller learns nothing, not even which paths exist.
+      app.use((req: IncomingMessage, res: ServerResponse, next: () => void) => {
+        if (PUBLIC_PATHS.has((req.url ?? '/').split('?')[0])) return next();
+        const verdict = checkBearer(auth, req.headers.authorization);
+        if (verdict.ok) return next();
+        const refusal = unauthorizedResponse(verdict.reason);
+        res.writeHead(401, refusal.headers).end(refusal.body);
+      });
+    }
+    await app.listen(config.httpPort, host);
+    logger.log(`health at ${await app.getUrl()}/healthz (API ${auth.kind === 'bearer' ? 'behind bearer tokens' : `open: ${auth.why}`})`);
   } else {
     await app.init();
   }

@@ -2,6 +2,7 @@ import { isIP } from 'node:net';
 import { z } from 'zod';
 import { busConfigFromEnv, BusConfig } from '@robustrl/bus';
 import { StoreConfig, storeConfigFromEnv } from '@robustrl/store';
+import { HttpAuth, httpAuthFromEnv } from './http-auth';
 
 export interface ServiceConfig {
   serviceName: string;
@@ -10,11 +11,16 @@ export interface ServiceConfig {
   /** HTTP port of the health endpoint; 0 picks a free one, null disables HTTP. */
   httpPort: number | null;
   /**
-   * The address the HTTP port binds (`ROBUSTRL_HTTP_HOST`): loopback by default, since nothing on it asks
-   * for a credential yet; `0.0.0.0` (or a pod's address) in a container, where probes and Prometheus
-   * reach it from outside.
+   * The address the HTTP port binds (`ROBUSTRL_HTTP_HOST`): loopback by default; `0.0.0.0` (or a pod's
+   * address) in a container, where probes and Prometheus reach it from outside — with bearer tokens then.
    */
   httpHost?: string;
+  /**
+   * Who may call the HTTP API (`ROBUSTRL_HTTP_TOKENS`, `_TOKENS_FILE`, `_AUTH`; http-auth.ts): every path
+   * but `/healthz` and `/readyz` needs a token when tokens are set. Unset: what `httpAuthFromEnv` says for
+   * `httpHost` with no settings (open on loopback, refused elsewhere).
+   */
+  httpAuth?: HttpAuth;
   /** The clock deciders read (default: the wall clock). The main job runs its emulated cluster in scaled time. */
   clock?: () => number;
 }
@@ -36,5 +42,13 @@ export function serviceConfigFromEnv(serviceName: string, defaultPort: number | 
   const httpHost = env.ROBUSTRL_HTTP_HOST?.trim() || DEFAULT_HTTP_HOST;
   if (isIP(httpHost) === 0 && !/^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*$/.test(httpHost))
     throw new Error(`ROBUSTRL_HTTP_HOST must be an IP address or a host name to bind, got '${env.ROBUSTRL_HTTP_HOST}'`);
-  return { serviceName, bus: busConfigFromEnv(env, `robustrl-${serviceName}`), store: storeConfigFromEnv(env), httpPort, httpHost };
+  return {
+    serviceName,
+    bus: busConfigFromEnv(env, `robustrl-${serviceName}`),
+    store: storeConfigFromEnv(env),
+    httpPort,
+    httpHost,
+    // No listener, nothing to guard: the embedded main runs without HTTP and without credentials.
+    ...(httpPort === null ? {} : { httpAuth: httpAuthFromEnv(env, httpHost) }),
+  };
 }

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { Role } from '@robustrl/contracts';
+import { tokensFromEnv } from '@robustrl/service-kit';
 
 /** Everything an agent needs to know about its machine and its role process, validated at start. */
 export interface AgentConfig {
@@ -10,8 +11,10 @@ export interface AgentConfig {
   hardwareClass: string;
   gpus: number;
   dpRank: number | null;
-  /** Port of the local HTTP API the framework talks to (127.0.0.1 only). */
+  /** Port of the local HTTP API the framework talks to (ROBUSTRL_HTTP_HOST, loopback by default). */
   apiPort: number;
+  /** A token of that API (ROBUSTRL_HTTP_TOKENS), given to the role process as ROBUSTRL_AGENT_TOKEN; none when it asks for none. */
+  apiToken: string | undefined;
   /** Shell command of the role process per role; none means the framework is started by someone else. */
   roleCommands: Partial<Record<Role, string>>;
   gpuSampleSeconds: number;
@@ -28,6 +31,8 @@ export interface AgentConfig {
   inferenceUrl: string | undefined;
   /** The request manager, where a restarted trainer's kept batch is fetched from. */
   requestManagerUrl: string | undefined;
+  /** Its bearer token (ROBUSTRL_REQUEST_MANAGER_TOKEN), when its API asks for one. */
+  requestManagerToken: string | undefined;
   /** The port a re-formed trainer group meets on at rank 0's host (torch's MASTER_PORT), the same on every agent. */
   rendezvousPort: number;
   /** The UCX weight server and pull limits (paper §5.2.1). */
@@ -72,6 +77,7 @@ const Env = z.object({
   ROBUSTRL_WEIGHTS_OP_TIMEOUT_SECONDS: z.coerce.number().positive().default(30),
   ROBUSTRL_WEIGHTS_CATALOG_WAIT_SECONDS: z.coerce.number().positive().default(10),
   ROBUSTRL_REQUEST_MANAGER_URL: z.url({ protocol: /^https?$/, error: "the request manager's base URL, http(s)://host:port" }).optional(),
+  ROBUSTRL_REQUEST_MANAGER_TOKEN: z.string().trim().min(1).optional(),
   ROBUSTRL_RENDEZVOUS_PORT: z.coerce.number().int().min(1).max(65535).default(29500),
   ROBUSTRL_INFERENCE_URL: z.url({ protocol: /^https?$/, error: "the engine's base URL, http(s)://host:port" }).optional(),
 });
@@ -103,8 +109,10 @@ export function agentConfigFromEnv(env: NodeJS.ProcessEnv): AgentConfig {
     dpRank: e.ROBUSTRL_DP_RANK ?? null,
     inferenceUrl: e.ROBUSTRL_INFERENCE_URL,
     requestManagerUrl: e.ROBUSTRL_REQUEST_MANAGER_URL,
+    requestManagerToken: e.ROBUSTRL_REQUEST_MANAGER_TOKEN,
     rendezvousPort: e.ROBUSTRL_RENDEZVOUS_PORT,
     apiPort: e.ROBUSTRL_AGENT_PORT,
+    apiToken: tokensFromEnv(env)[0],
     roleCommands,
     gpuSampleSeconds: e.ROBUSTRL_GPU_SAMPLE_SECONDS,
     dcgmUrl: e.ROBUSTRL_DCGM_URL,

@@ -50,6 +50,8 @@ export class AgentRuntime {
       stopGraceMs: config.stopGraceMs,
       onExit: (exit) => void this.onRoleExit(exit),
       onOutput: (line) => this.logger.log(`[${this.role}] ${line}`),
+      // The framework is the user's code: it gets a token of the agent's API (roleEnv), not the agent's credentials.
+      withheldEnv: AGENT_CREDENTIALS,
     });
     const { weights } = config;
     this.weights = new WeightPlane(
@@ -155,7 +157,10 @@ export class AgentRuntime {
       `?currentWeightVersion=${query.currentWeightVersion}&maxStaleness=${query.maxStaleness}`;
     let res: Response;
     try {
-      res = await fetch(url, { signal: AbortSignal.timeout(30_000) });
+      res = await fetch(url, {
+        signal: AbortSignal.timeout(30_000),
+        ...(this.config.requestManagerToken ? { headers: { authorization: `Bearer ${this.config.requestManagerToken}` } } : {}),
+      });
     } catch (err) {
       throw new KeptBatchUnavailableError(`the request manager did not answer (${String(err)}): try again`);
     }
@@ -341,6 +346,8 @@ export class AgentRuntime {
       ROBUSTRL_AGENT_URL: apiUrl,
       // Lets the framework notice its agent is gone (e.g. exit instead of running on unsupervised).
       ROBUSTRL_AGENT_PID: String(process.pid),
+      // The framework's client sends it (clients/python: AgentClient reads ROBUSTRL_AGENT_TOKEN).
+      ...(this.config.apiToken ? { ROBUSTRL_AGENT_TOKEN: this.config.apiToken } : {}),
       ROBUSTRL_JOB_ID: this.config.jobId,
       ROBUSTRL_MACHINE_ID: this.config.machineId,
       ROBUSTRL_ROLE: this.role,
@@ -349,6 +356,9 @@ export class AgentRuntime {
     };
   }
 }
+
+/** What the agent holds that its role process must not: the tokens of its API and of the request manager. */
+export const AGENT_CREDENTIALS: readonly string[] = ['ROBUSTRL_HTTP_TOKENS', 'ROBUSTRL_HTTP_TOKENS_FILE', 'ROBUSTRL_REQUEST_MANAGER_TOKEN'];
 
 const SPAN_NAMES: Record<MachineCommand['type'], string> = {
   RestartTrainerGroup: 'restart trainer process',

@@ -288,8 +288,10 @@ describe('agent', () => {
 describe('a restarted trainer fetches its kept batch through its agent (issue 14)', () => {
   it('from the request manager, with the staleness bound it asks for', async () => {
     const asked: string[] = [];
+    const credentials: Array<string | undefined> = [];
     const requestManager = createServer((req, res) => {
       asked.push(req.url ?? '');
+      credentials.push(req.headers.authorization);
       res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ jobId: 'job-k', batchId: 'b-3', trajectories: [], stale: [] }));
     });
     await new Promise<void>((r) => requestManager.listen(0, '127.0.0.1', r));
@@ -306,6 +308,7 @@ describe('a restarted trainer fetches its kept batch through its agent (issue 14
         ROBUSTRL_WEIGHTS_PORT: '0',
         ROBUSTRL_WEIGHTS_BIND_HOST: '127.0.0.1',
         ROBUSTRL_REQUEST_MANAGER_URL: `http://127.0.0.1:${(requestManager.address() as AddressInfo).port}`,
+        ROBUSTRL_REQUEST_MANAGER_TOKEN: 'store-token-0123456789',
         ROBUSTRL_RENDEZVOUS_PORT: '29600',
       }),
     );
@@ -331,6 +334,7 @@ describe('a restarted trainer fetches its kept batch through its agent (issue 14
       expect(runtime.restart!.group).toMatchObject({ rank: 0, worldSize: 1, masterAddr: '::1', masterPort: 29600 });
       expect(await runtime.keptBatch({ currentWeightVersion: 3, maxStaleness: 1 })).toEqual({ jobId: 'job-k', batchId: 'b-3', trajectories: [], stale: [] });
       expect(asked).toEqual(['/v1/jobs/job-k/batches/b-3/completed?currentWeightVersion=3&maxStaleness=1']);
+      expect(credentials).toEqual(['Bearer store-token-0123456789']);
     } finally {
       await runtime.stop();
       await bus.close();

@@ -27,4 +27,25 @@ describe('role process', () => {
     expect(exits).toEqual([{ code: null, signal: 'SIGKILL', unexpected: true }]);
     expect(role.running).toBe(false);
   });
+
+  it("inherits the agent's environment except the credentials it withholds, and gets what it is given", async () => {
+    const lines: string[] = [];
+    const exits: RoleExit[] = [];
+    const role = new RoleProcess({ stopGraceMs: 300, onExit: (e) => exits.push(e), onOutput: (l) => lines.push(l), withheldEnv: ['ROBUSTRL_SPEC_SECRET'] });
+    process.env.ROBUSTRL_SPEC_SECRET = 'agent-only-0123456789';
+    process.env.ROBUSTRL_SPEC_SHARED = 'shared';
+    try {
+      await role.start('echo "secret=${ROBUSTRL_SPEC_SECRET:-absent} shared=$ROBUSTRL_SPEC_SHARED given=$ROBUSTRL_AGENT_TOKEN"', {
+        ROBUSTRL_AGENT_TOKEN: 'for-the-framework-0123',
+      });
+      for (let i = 0; i < 100 && exits.length === 0; i++) await new Promise((r) => setTimeout(r, 20));
+      // Withheld from the child's copy, not removed from the agent's own environment.
+      expect(process.env.ROBUSTRL_SPEC_SECRET).toBe('agent-only-0123456789');
+    } finally {
+      delete process.env.ROBUSTRL_SPEC_SECRET;
+      delete process.env.ROBUSTRL_SPEC_SHARED;
+    }
+    expect(lines).toEqual(['secret=absent shared=shared given=for-the-framework-0123']);
+    expect(exits).toEqual([{ code: 0, signal: null, unexpected: true }]);
+  });
 });

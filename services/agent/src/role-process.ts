@@ -26,6 +26,8 @@ export class RoleProcess {
       stopGraceMs: number;
       onExit: (exit: RoleExit) => void;
       onOutput?: (line: string) => void;
+      /** The agent's own credentials: names of its environment the role process does not inherit. */
+      withheldEnv?: readonly string[];
     },
   ) {}
 
@@ -45,7 +47,9 @@ export class RoleProcess {
   start(command: string, env: Record<string, string>): Promise<number> {
     if (this.child) throw new Error(`role process already running (pid ${this.child.pid})`);
     return new Promise((resolve, reject) => {
-      const child = spawn('/bin/sh', ['-c', command], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+      const inherited = { ...process.env };
+      for (const name of this.options.withheldEnv ?? []) delete inherited[name];
+      const child = spawn('/bin/sh', ['-c', command], { env: { ...inherited, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
       const forward = (chunk: Buffer) => {
         for (const line of chunk.toString('utf8').split('\n')) if (line.trim()) this.options.onOutput?.(line);
       };

@@ -118,6 +118,23 @@ describe('router runtime in the rollout manager', () => {
     expect(() => routerConfigFromEnv({ ROBUSTRL_JOB_ID: 'j', ROBUSTRL_ROUTER_ENGINES: 'a:8000' })).toThrow(/'a:8000' is not id=url/);
     expect(() => routerConfigFromEnv({ ROBUSTRL_ROUTER_ENGINES: 'a=http://x' })).toThrow(/ROBUSTRL_JOB_ID/);
   });
+
+  it('listens on loopback by default; anywhere else only with the loop API keys it asks for', () => {
+    const on = { ROBUSTRL_JOB_ID: 'j', ROBUSTRL_ROUTER: 'on' };
+    expect(routerConfigFromEnv(on)).toMatchObject({ host: '127.0.0.1', auth: { kind: 'open', why: 'loopback' } });
+    expect(() => routerConfigFromEnv({ ...on, ROBUSTRL_ROUTER_HOST: '0.0.0.0' })).toThrow(/without a token: set ROBUSTRL_ROUTER_TOKENS/);
+    // A service's own HTTP address is the router's default too: in a container both are reached from outside.
+    expect(() => routerConfigFromEnv({ ...on, ROBUSTRL_HTTP_HOST: '0.0.0.0' })).toThrow(/ROBUSTRL_ROUTER_TOKENS/);
+    expect(
+      routerConfigFromEnv({
+        ...on,
+        ROBUSTRL_ROUTER_HOST: '0.0.0.0',
+        ROBUSTRL_ROUTER_TOKENS: 'loop-api-key-0123456789',
+        ROBUSTRL_REQUEST_MANAGER_URL: 'http://rm:8083',
+        ROBUSTRL_REQUEST_MANAGER_TOKEN: 'store-token-0123456789',
+      }),
+    ).toMatchObject({ host: '0.0.0.0', auth: { kind: 'bearer' }, requestManagerToken: 'store-token-0123456789' });
+  });
 });
 
 /**

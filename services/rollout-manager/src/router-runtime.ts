@@ -2,6 +2,7 @@ import { Logger } from '@nestjs/common';
 import { MessageBus } from '@robustrl/bus';
 import { ContinuationPolicy, createMessage, RobustrlMessage } from '@robustrl/contracts';
 import { holdsServableWeights, machineOfInstance, PoolMachine, RolloutPoolState, servedVersion } from '@robustrl/rollout-manager-domain';
+import { HttpAuth, httpAuthFromEnv } from '@robustrl/service-kit';
 import { z } from 'zod';
 import { EnginePool, EngineSpec, HttpTrajectoryRecorder, OpenAiRouter, ThroughputMeter } from './router';
 
@@ -9,6 +10,11 @@ export interface RouterConfig {
   jobId: string;
   port: number;
   host: string;
+  /**
+   * Who may call it: ROBUSTRL_ROUTER_TOKENS / _TOKENS_FILE / _AUTH (the agent loops' OpenAI API key).
+   * Unset: open on loopback, refused anywhere else (http-auth.ts).
+   */
+  auth?: HttpAuth;
   /** Engines listed by the operator; more join as rollout machines register theirs (`inferenceUrl`). */
   engines: EngineSpec[];
   /** How many weight versions behind the newest published one an engine may be and still serve (the job's bound). */
@@ -20,6 +26,8 @@ export interface RouterConfig {
   continuationPolicy: ContinuationPolicy;
   /** The request manager's base URL; without it the router serves and fails over but records nothing. */
   requestManagerUrl: string | null;
+  /** The bearer token the request manager asks for (ROBUSTRL_REQUEST_MANAGER_TOKEN), if it asks for one. */
+  requestManagerToken?: string;
   throughputSeconds: number;
 }
 
@@ -29,7 +37,9 @@ const Engine = /^(?<id>[^=@,\s]+)(@(?<machine>[^=,\s]+))?=(?<url>https?:\/\/\S+)
  * The router is on when ROBUSTRL_ROUTER=on, or when ROBUSTRL_ROUTER_ENGINES lists engines to start
  * with (`id=url` or `id@machine=url`, comma separated); rollout machines whose agents tell their
  * engine's URL (ROBUSTRL_INFERENCE_URL) join as they come. ROBUSTRL_ROUTER_PORT (default 8000),
- * ROBUSTRL_ROUTER_HOST (default 0.0.0.0: agent loops run elsewhere), ROBUSTRL_REQUEST_MANAGER_URL,
+ * ROBUSTRL_ROUTER_HOST (default ROBUSTRL_HTTP_HOST, loopback; on a cluster the pod's address, since
+ * agent loops run elsewhere — and then ROBUSTRL_ROUTER_TOKENS or _TOKENS_FILE, the loops' API key),
+ * ROBUSTRL_REQUEST_MANAGER_URL and ROBUSTRL_REQUEST_MANAGER_TOKEN,
  * ROBUSTRL_JOB_ID, ROBUSTRL_THROUGHPUT_SECONDS (default 10), ROBUSTRL_MAX_STALENESS (default 1; 0
  * for a synchronous job), ROBUSTRL_CONTINUATION_POLICY (keep, the default, or restart-from-prompt).
  */
@@ -64,10 +74,14 @@ export function routerConfigFromEnv(env: NodeJS.ProcessEnv): RouterConfig | null
   if (!staleness.success) throw new Error(`ROBUSTRL_MAX_STALENESS must be a whole number of weight versions, got '${env.ROBUSTRL_MAX_STALENESS}'`);
   const policy = ContinuationPolicy.safeParse(env.ROBUSTRL_CONTINUATION_POLICY?.trim() || 'keep');
   if (!policy.success) throw new Error(`ROBUSTRL_CONTINUATION_POLICY must be keep or restart-from-prompt, got '${env.ROBUSTRL_CONTINUATION_POLICY}'`);
+  const host = env.ROBUSTRL_ROUTER_HOST?.trim() || env.ROBUSTRL_HTTP_HOST?.trim() || '127.0.0.1';
+  const requestManagerToken = env.ROBUSTRL_REQUEST_MANAGER_TOKEN?.trim();
   return {
     jobId: env.ROBUSTRL_JOB_ID,
     port: port.data,
-    host: env.ROBUSTRL_ROUTER_HOST ?? '0.0.0.0',
+    host,
+    auth: httpAuthFromEnv(env, host, 'ROBUSTRL_ROUTER'),
+    ...(requestManagerToken ? { requestManagerToken } : {}),
     engines,
     maxStaleness: staleness.data,
     continuationPolicy: policy.data,
@@ -123,7 +137,8 @@ export class RouterRuntime {
       bus,
       meter: this.meter,
       source: 'rollout-manager/router',
-      ...(config.requestManagerUrl ? { recorder: new HttpTrajectoryRecorder(config.requestManagerUrl) } : {}),
+      auth: config.auth ?? httpAuthFromEnv({}, config.host, 'ROBUSTRL_ROUTER'),
+      ...(config.requestManagerUrl ? { recorder: new HttpTrajectoryRecorder(config.requestManagerUrl, { token: config.requestManagerToken }) } : {}),
       continuation: { policy: config.continuationPolicy, maxStaleness: config.maxStaleness },
       logger: {
         info: (m, f) => this.logger.log(`${m} ${f ? JSON.stringify(f) : ''}`),

@@ -24,7 +24,8 @@ const StatusRead = StatusResult.pick({ continuation: true });
 export class HttpTrajectoryRecorder implements TrajectoryRecorder {
   constructor(
     private readonly baseUrl: string,
-    private readonly options: { timeoutMs?: number } = {},
+    /** `token`: the request manager's bearer token, when its API asks for one (ROBUSTRL_HTTP_TOKENS there). */
+    private readonly options: { timeoutMs?: number; token?: string } = {},
   ) {}
 
   async start(t: TrajectoryStart): Promise<void> {
@@ -58,7 +59,10 @@ export class HttpTrajectoryRecorder implements TrajectoryRecorder {
   private async call(method: 'GET' | 'POST', path: string, body: unknown, on: { notFound?: null } = {}): Promise<unknown> {
     const res = await fetch(`${this.baseUrl}${path}`, {
       method,
-      headers: body === undefined ? {} : { 'content-type': 'application/json' },
+      headers: {
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        ...(this.options.token ? { authorization: `Bearer ${this.options.token}` } : {}),
+      },
       body: body === undefined ? undefined : JSON.stringify(body),
       signal: AbortSignal.timeout(this.options.timeoutMs ?? 10_000),
     });

@@ -2,6 +2,7 @@ import { createServer, Server } from 'node:http';
 import { AddressInfo } from 'node:net';
 import { InProcessBus } from '@robustrl/bus';
 import { decodeMessage, RobustrlMessage, Topics } from '@robustrl/contracts';
+import { HttpAuth, httpAuthFromEnv } from '@robustrl/service-kit';
 import { ChatMessage, chatReplyFor, FakeInferenceEngine, toolResultFor } from '@robustrl/testing/fake-inference-engine';
 import { agentLoop, chat, expectedConversation, post, streamChat, streamCompletion } from '@robustrl/testing/openai-client';
 import { EnginePool } from './engine-pool';
@@ -28,6 +29,7 @@ describe('OpenAiRouter', () => {
       noEngineDeadlineMs?: number;
       continuation?: ContinuationSettings;
       recorder?: InMemoryTrajectoryRecorder;
+      auth?: HttpAuth;
     } = {},
   ) => {
     engines = await Promise.all(
@@ -54,6 +56,7 @@ describe('OpenAiRouter', () => {
       noEngineDeadlineMs: options.noEngineDeadlineMs ?? 2_000,
       logger: quiet,
       ...(options.continuation ? { continuation: options.continuation } : {}),
+      ...(options.auth ? { auth: options.auth } : {}),
     });
     url = await router.listen(0, '127.0.0.1');
   };
@@ -102,6 +105,26 @@ describe('OpenAiRouter', () => {
     expect(t1.turns).toHaveLength(1);
     expect(t1.turns[0]).toMatchObject({ turnIndex: 0, kind: 'model-output', content: direct.message, tokens: 12 });
     expect(['e1', 'e2', 'e3']).toContain(t1.turns[0].rolloutId);
+  });
+
+  it("behind API keys: 401 in OpenAI's shape without a valid key, served with one, /health open", async () => {
+    const key = 'loop-api-key-0123456789';
+    await start({ auth: httpAuthFromEnv({ ROBUSTRL_ROUTER_TOKENS: key }, '0.0.0.0', 'ROBUSTRL_ROUTER') });
+    const body = { model: 'm', messages: prompt('p-auth') };
+    const refusedHeaders: Array<Record<string, string>> = [{}, { authorization: 'Bearer not-the-key-0123456789' }];
+    for (const headers of refusedHeaders) {
+      const refused = await post(url, '/v1/chat/completions', body, { ...identity('p-auth'), ...headers });
+      expect(refused.status).toBe(401);
+      expect(refused.headers.get('www-authenticate')).toMatch(/^Bearer/);
+      expect(await refused.json()).toMatchObject({ error: { type: 'invalid_request_error', code: 'invalid_api_key' } });
+    }
+    expect((await fetch(`${url}/v1/models`)).status).toBe(401);
+    expect(recorder.appendLog).toHaveLength(0);
+    expect(engines.reduce((n, e) => n + e.requests.length, 0)).toBe(0);
+
+    const answer = await chat(url, body, { ...identity('p-auth'), authorization: `Bearer ${key}` });
+    expect(answer.finishReason).toBe('stop');
+    expect((await fetch(`${url}/health`)).status).toBe(200);
   });
 
   it('answers completions, streaming and not, exactly as an engine does', async () => {

@@ -1,6 +1,7 @@
 import { Agent, createServer, IncomingMessage, Server, ServerResponse } from 'node:http';
 import { AddressInfo } from 'node:net';
 import { MessageBus } from '@robustrl/bus';
+import { checkBearer, HttpAuth, unauthorizedResponse } from '@robustrl/service-kit';
 import { EnginePool } from './engine-pool';
 import { Failover } from './failover';
 import { readAll, send } from './http-transport';
@@ -27,6 +28,9 @@ export type { ContinuationSettings } from './trajectory-recording';
  *   GET  /v1/models                                   from any living engine
  *   GET  /health                                      200 while an engine is alive, else 503
  *
+ * With `auth` holding tokens, every path but /health needs `Authorization: Bearer <token>` — what an
+ * OpenAI client sends as its API key — and is answered 401 otherwise.
+ *
  * Identity headers (see trajectory-identity.ts): x-robustrl-job, x-robustrl-prompt, x-robustrl-sample
  * (all three to record; none: proxied, not recorded; some: 400), optional x-robustrl-batch,
  * x-robustrl-step. Responses carry x-robustrl-rollout (the engine that served, or first served, the
@@ -48,6 +52,8 @@ export type { ContinuationSettings } from './trajectory-recording';
  */
 export interface OpenAiRouterOptions {
   pool: EnginePool;
+  /** Who may call it (default: anyone, for a router on loopback; see http-auth.ts). */
+  auth?: HttpAuth;
   /** Where trajectories are recorded; without one nothing is recorded. */
   recorder?: TrajectoryRecorder;
   /**
@@ -156,6 +162,10 @@ export class OpenAiRouter {
     try {
       const path = (req.url ?? '/').split('?')[0].replace(/\/+$/, '');
       if (req.method === 'GET' && path === '/health') return this.health(res);
+      if (this.config.auth) {
+        const verdict = checkBearer(this.config.auth, req.headers.authorization);
+        if (!verdict.ok) return this.unauthorized(res, verdict.reason);
+      }
       if (req.method === 'GET' && path === '/v1/models') return await this.models(res);
       if (req.method === 'POST' && (path === '/v1/chat/completions' || path === '/v1/completions')) {
         return await this.generation(path === '/v1/chat/completions' ? 'chat' : 'completions', path, req, res);
@@ -167,6 +177,12 @@ export class OpenAiRouter {
       else res.destroy();
     }
   };
+
+  /** OpenAI's shape for a bad API key, with RFC 6750's challenge. */
+  private unauthorized(res: ServerResponse, reason: string): void {
+    const body = JSON.stringify({ error: { message: reason, type: 'invalid_request_error', param: null, code: 'invalid_api_key' } });
+    res.writeHead(401, { ...unauthorizedResponse(reason).headers, 'content-length': Buffer.byteLength(body) }).end(body);
+  }
 
   private health(res: ServerResponse): void {
     const engines = this.pool.snapshot();

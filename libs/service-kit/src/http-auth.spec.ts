@@ -1,0 +1,93 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { checkBearer, httpAuthFromEnv, isLoopback } from './http-auth';
+import { runService, RunningService } from './run-service';
+import { serviceConfigFromEnv } from './service-config';
+
+const TOKEN = 'operator-token-0123456789';
+const ROTATED = 'rotated-token-9876543210';
+
+describe('httpAuthFromEnv', () => {
+  it('stays open on loopback without tokens and refuses to listen anywhere else without them, naming the settings', () => {
+    expect(httpAuthFromEnv({}, '127.0.0.1')).toEqual({ kind: 'open', why: 'loopback' });
+    expect(httpAuthFromEnv({}, '::1')).toEqual({ kind: 'open', why: 'loopback' });
+    expect(httpAuthFromEnv({}, 'localhost')).toEqual({ kind: 'open', why: 'loopback' });
+    for (const host of ['0.0.0.0', '::', '10.0.0.7', 'robustrl-controller-0.robustrl'])
+      expect(() => httpAuthFromEnv({}, host)).toThrow(/without a token: set ROBUSTRL_HTTP_TOKENS or ROBUSTRL_HTTP_TOKENS_FILE/);
+    expect(httpAuthFromEnv({ ROBUSTRL_HTTP_AUTH: 'none' }, '0.0.0.0')).toEqual({ kind: 'open', why: 'disabled' });
+  });
+
+  it('enforces the tokens given on any address, from the list and from a file (comments and blank lines skipped)', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'robustrl-auth-'));
+    const file = join(dir, 'tokens');
+    writeFileSync(file, `# rotated on 2026-11-24\n${ROTATED}\n\n`);
+    const auth = httpAuthFromEnv({ ROBUSTRL_HTTP_TOKENS: TOKEN, ROBUSTRL_HTTP_TOKENS_FILE: file }, '127.0.0.1');
+    expect(auth.kind).toBe('bearer');
+    expect(checkBearer(auth, `Bearer ${TOKEN}`)).toEqual({ ok: true });
+    expect(checkBearer(auth, `bearer ${ROTATED}`)).toEqual({ ok: true });
+    expect(checkBearer(auth, undefined)).toEqual({ ok: false, reason: expect.stringMatching(/missing bearer token/) });
+    expect(checkBearer(auth, `Basic ${Buffer.from(`x:${TOKEN}`).toString('base64')}`)).toEqual({
+      ok: false,
+      reason: expect.stringMatching(/not a bearer token/),
+    });
+    expect(checkBearer(auth, `Bearer ${TOKEN}x`)).toEqual({ ok: false, reason: 'invalid bearer token' });
+    expect(checkBearer(auth, `Bearer ${TOKEN.slice(0, -1)}`)).toEqual({ ok: false, reason: 'invalid bearer token' });
+  });
+
+  it('refuses weak, malformed, missing or contradictory settings with the setting named', () => {
+    expect(() => httpAuthFromEnv({ ROBUSTRL_HTTP_TOKENS: 'short' }, '0.0.0.0')).toThrow(
+      /ROBUSTRL_HTTP_TOKENS \(item 1\): a token must have at least 16 characters/,
+    );
+    expect(() => httpAuthFromEnv({ ROBUSTRL_HTTP_TOKENS: `${TOKEN},` }, '0.0.0.0')).toThrow(/item 2/);
+    expect(() => httpAuthFromEnv({ ROBUSTRL_HTTP_TOKENS_FILE: '/nonexistent/tokens' }, '0.0.0.0')).toThrow(/ROBUSTRL_HTTP_TOKENS_FILE: cannot read/);
+    const dir = mkdtempSync(join(tmpdir(), 'robustrl-auth-'));
+    writeFileSync(join(dir, 'empty'), '# nothing yet\n');
+    expect(() => httpAuthFromEnv({ ROBUSTRL_HTTP_TOKENS_FILE: join(dir, 'empty') }, '0.0.0.0')).toThrow(/holds no token/);
+    expect(() => httpAuthFromEnv({ ROBUSTRL_HTTP_AUTH: 'none', ROBUSTRL_HTTP_TOKENS: TOKEN }, '0.0.0.0')).toThrow(/contradicts/);
+    expect(() => httpAuthFromEnv({ ROBUSTRL_HTTP_AUTH: 'basic' }, '0.0.0.0')).toThrow(/ROBUSTRL_HTTP_AUTH must be token or none/);
+    expect(() => httpAuthFromEnv({}, '0.0.0.0', 'ROBUSTRL_ROUTER')).toThrow(/ROBUSTRL_ROUTER_TOKENS/);
+  });
+
+  it('knows loopback addresses from the rest', () => {
+    expect(['127.0.0.1', '127.1.2.3', '::1', '[::1]', 'localhost'].every(isLoopback)).toBe(true);
+    expect(['0.0.0.0', '::', '10.0.0.1', '128.0.0.1', 'localhost.example.com', '127.0.0.1.nip.io'].some(isLoopback)).toBe(false);
+  });
+
+  it('a service without an HTTP port needs no credential, wherever it would bind', () => {
+    expect(serviceConfigFromEnv('embedded', null, { ROBUSTRL_HTTP_HOST: '0.0.0.0' }).httpAuth).toBeUndefined();
+    expect(() => serviceConfigFromEnv('controller', 8082, { ROBUSTRL_HTTP_HOST: '0.0.0.0' })).toThrow(/without a token/);
+  });
+});
+
+describe('a service behind bearer tokens (a real HTTP listener)', () => {
+  let service: RunningService;
+  let url: string;
+
+  beforeAll(async () => {
+    service = await runService(serviceConfigFromEnv('auth-spec', 0, { ROBUSTRL_HTTP_TOKENS: `${TOKEN},${ROTATED}` }), [], { logLevels: ['error'] });
+    url = await service.app.getUrl();
+  });
+  afterAll(() => service.stop());
+
+  const get = (path: string, token?: string) => fetch(`${url}${path}`, token ? { headers: { authorization: `Bearer ${token}` } } : {});
+
+  it('answers 401 with a Bearer challenge to calls without a valid token, on known and unknown paths alike', async () => {
+    for (const path of ['/metrics', '/v1/jobs', '/no/such/path']) {
+      for (const token of [undefined, 'wrong-token-0123456789']) {
+        const res = await get(path, token);
+        expect(res.status).toBe(401);
+        expect(res.headers.get('www-authenticate')).toMatch(/^Bearer realm="robustrl"/);
+        expect(await res.json()).toMatchObject({ statusCode: 401, error: 'Unauthorized' });
+      }
+    }
+  });
+
+  it('serves the holders of any of its tokens, and the probes without one', async () => {
+    expect((await get('/metrics', TOKEN)).status).toBe(200);
+    expect((await get('/metrics', ROTATED)).status).toBe(200);
+    expect((await get('/no/such/path', TOKEN)).status).toBe(404);
+    expect((await get('/healthz')).status).toBe(200);
+    expect([200, 503]).toContain((await get('/readyz')).status);
+  });
+});
