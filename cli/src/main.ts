@@ -1,9 +1,10 @@
 import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
-import { KafkaBus } from '@robustrl/bus';
+import { busIdentityFromEnv, KafkaBus } from '@robustrl/bus';
 import { formatMessageLine } from '@robustrl/contracts';
+import { identityKeyOf, IdentityUsageError } from './identity-command';
 import { JobStartArgs, jobStartedOf, JobStartUsageError } from './job-start';
 import { runSimulateCommand, SimulateArgs, UsageError } from './simulate-command';
 import { DEFAULT_TAIL_TOPICS, tail } from './tail';
@@ -112,6 +113,8 @@ job
       topicPrefix: opts.topicPrefix ?? process.env.ROBUSTRL_TOPIC_PREFIX ?? '',
       // kafkajs's start-up notices are noise here; a publish that fails throws, and that is reported.
       logger: { info: () => undefined, warn: () => undefined, error: (m) => process.stderr.write(`${m}\n`) },
+      // A deployment that signs its records takes the operator's only when signed (README "Who speaks on the bus").
+      identity: busIdentityFromEnv(process.env, { service: 'robustrl-cli' }),
     });
     try {
       await bus.publish(message);
@@ -120,6 +123,27 @@ job
     }
     process.stdout.write(`${formatMessageLine(message)}\n`);
   });
+
+const identity = program.command('identity').description("keys derived from the deployment's identity secret ($ROBUSTRL_IDENTITY_SECRET)");
+const printKey = (what: 'machine-key' | 'controller-public-key', machineId?: string) => {
+  const file = process.env.ROBUSTRL_IDENTITY_SECRET_FILE?.trim();
+  try {
+    const secret = file ? readFileSync(file, 'utf8').trim() : process.env.ROBUSTRL_IDENTITY_SECRET?.trim();
+    process.stdout.write(`${identityKeyOf(what, secret, machineId)}\n`);
+  } catch (e) {
+    if (e instanceof IdentityUsageError || (e as NodeJS.ErrnoException).code === 'ENOENT')
+      program.error(`robustrl identity: ${(e as Error).message}`, { exitCode: 2 });
+    throw e;
+  }
+};
+identity
+  .command('machine-key <machineId>')
+  .description("the key one machine's agent signs with (its ROBUSTRL_MACHINE_KEY); it speaks for that machine only")
+  .action((machineId: string) => printKey('machine-key', machineId));
+identity
+  .command('controller-public-key')
+  .description("the public key agents check the controller's commands with (their ROBUSTRL_CONTROLLER_PUBLIC_KEY)")
+  .action(() => printKey('controller-public-key'));
 
 program
   .command('simulate')

@@ -1,6 +1,17 @@
 import { randomUUID } from 'node:crypto';
 import { createCausedMessage, createMessage, DataOf, MessageType, RobustrlMessage, Topics } from '@robustrl/contracts';
-import { DeadLetter, DeadLetterReference, Delivery, MessageBus, Subscription } from '@robustrl/bus';
+import {
+  BusIdentity,
+  ControlPlaneVerifier,
+  DeadLetter,
+  DeadLetterReference,
+  Delivery,
+  IdentityHeaders,
+  machineKeyOf,
+  MachineSigner,
+  MessageBus,
+  Subscription,
+} from '@robustrl/bus';
 import { EventStore } from '@robustrl/store';
 import { installInMemoryTracing } from '@robustrl/telemetry';
 import { eventually } from '@robustrl/testing/eventually';
@@ -15,6 +26,8 @@ export interface BusContractFixture {
   store: EventStore;
   /** Dead-letter records written so far. */
   deadLetters(): DeadLetter[];
+  /** A second bus of the same adapter with this identity (for Kafka on the same broker and topics). */
+  withIdentity(identity: BusIdentity): Promise<{ bus: MessageBus; deadLetters(): DeadLetter[]; teardown(): Promise<void> }>;
   teardown(): Promise<void>;
 }
 
@@ -107,6 +120,56 @@ export function describeBusContract(adapter: string, makeFixture: () => Promise<
       expect(byOffset[1].reason).toMatch(/data\.batchId|data\.step/);
       expect(byOffset[1].value?.toString()).toEqual(wrongShape);
       await eventually('both counted as invalid on the training topic', () => (counted(Topics.training, 'invalid') === countedBefore + 2 ? true : undefined));
+    });
+
+    it('with an identity: signs what it publishes; what its verifier refuses is dead-lettered as unauthenticated, and the partition moves on', async () => {
+      const secret = `contract-identity-secret-${randomUUID()}`;
+      // An agent's signer (machine m-1) on a bus that checks as the control plane does: one bus plays both sides.
+      const peer = await f.withIdentity({ signer: new MachineSigner('m-1', machineKeyOf(secret, 'm-1')), verifier: new ControlPlaneVerifier(secret) });
+      try {
+        const jobId = `job-${randomUUID()}`;
+        const groupId = `identity-${randomUUID()}`;
+        const sample = (machineId: string, source: string, tensorActive: number) =>
+          createMessage(
+            'GpuActivitySampled',
+            { machineId, sampledAt: now(), intervalSeconds: 10, tensorActive, source: 'emulated' },
+            { jobId, source, occurredAt: now() },
+          );
+        await peer.bus.publish(sample('m-1', 'agent/m-1', 0.1)); // honest
+        await peer.bus.publish(sample('m-2', 'agent/m-1', 0.2)); // m-1 reporting for m-2
+        await peer.bus.publish(sample('m-2', 'agent/m-2', 0.3)); // m-1 posing as m-2
+        await peer.bus.publishRaw({ topic: Topics.telemetry, key: jobId, value: JSON.stringify(sample('m-1', 'agent/m-1', 0.4)) }); // unsigned
+        const forged = JSON.stringify(sample('m-1', 'agent/m-1', 0.5));
+        await peer.bus.publishRaw({
+          topic: Topics.telemetry,
+          key: jobId,
+          value: forged,
+          headers: { [IdentityHeaders.signer]: 'machine:m-1', [IdentityHeaders.signature]: 'bm90IGEgc2lnbmF0dXJl' },
+        });
+        await peer.bus.publish(sample('m-1', 'agent/m-1', 0.6)); // honest again, after them
+
+        const handled: Delivery[] = [];
+        const s = await peer.bus.subscribe({ groupId, topics: [Topics.telemetry], handler: async (d) => void (d.message.jobId === jobId && handled.push(d)) });
+        try {
+          await eventually('both honest samples', () => (handled.length === 2 ? true : undefined));
+          const refused = await eventually('four dead letters', () => {
+            const dl = peer.deadLetters().filter((d) => d.consumerGroup === groupId && d.key === jobId);
+            return dl.length === 4 ? dl.sort((a, b) => Number(a.originalOffset) - Number(b.originalOffset)) : undefined;
+          });
+          expect(handled.map((d) => (d.message.type === 'GpuActivitySampled' ? d.message.data.tensorActive : null))).toEqual([0.1, 0.6]);
+          expect(handled[0].headers[IdentityHeaders.signer]).toBe('machine:m-1');
+          expect(refused.map((d) => d.kind)).toEqual(['unauthenticated', 'unauthenticated', 'unauthenticated', 'unauthenticated']);
+          expect(refused[0].reason).toMatch(/signed by machine:m-1 but speaks for machine 'm-2'/);
+          expect(refused[1].reason).toMatch(/signed by machine:m-1 but sent as 'agent\/m-2'/);
+          expect(refused[2].reason).toMatch(/unsigned record/);
+          expect(refused[3].reason).toMatch(/the signature does not hold for machine:m-1/);
+          expect(refused[3].value?.toString()).toBe(forged);
+        } finally {
+          await s.close();
+        }
+      } finally {
+        await peer.teardown();
+      }
     });
 
     it('accepts a message type only on its catalog topic: one on another topic is dead-lettered, not handled', async () => {

@@ -10,6 +10,10 @@ describeBusContract('in-process bus with PGlite store', async () => {
     bus,
     store,
     deadLetters: () => bus.read(DEAD_LETTER_TOPIC).map(fromDeadLetterRecord),
+    withIdentity: async (identity) => {
+      const peer = new InProcessBus({ logger: { info: () => undefined, warn: () => undefined, error: console.error }, identity });
+      return { bus: peer, deadLetters: () => peer.read(DEAD_LETTER_TOPIC).map(fromDeadLetterRecord), teardown: () => peer.close() };
+    },
     teardown: async () => {
       await bus.close();
       await store.close();

@@ -23,6 +23,16 @@ describeBusContract('Kafka broker with PostgreSQL store', async () => {
     bus,
     store,
     deadLetters: () => dlq.records.map(fromDeadLetterRecord),
+    withIdentity: async (identity) => {
+      const peer = new KafkaBus({
+        brokers,
+        clientId: 'contract-test-identity',
+        topicPrefix,
+        logger: { info: () => undefined, warn: () => undefined, error: console.error },
+        identity,
+      });
+      return { bus: peer, deadLetters: () => dlq.records.map(fromDeadLetterRecord), teardown: () => peer.close() };
+    },
     teardown: async () => {
       await dlq.stop();
       await bus.close();

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { InProcessBus } from './in-process/in-process-bus';
 import { KafkaBus } from './kafka/kafka-bus';
-import { BusLogger, DeadLetterLedger, MessageBus } from './message-bus';
+import { BusIdentity, BusLogger, DeadLetterLedger, MessageBus } from './message-bus';
 
 /** Which bus a process uses: Kafka when `KAFKA_BROKERS` is set, else the in-process bus (embedded mode). */
 export const BusConfig = z.discriminatedUnion('adapter', [
@@ -38,7 +38,7 @@ export function busConfigFromEnv(env: NodeJS.ProcessEnv, clientId: string): BusC
   return parsed.data;
 }
 
-export function createBus(config: BusConfig, logger?: BusLogger, deadLetterLedger?: DeadLetterLedger): MessageBus {
+export function createBus(config: BusConfig, logger?: BusLogger, deadLetterLedger?: DeadLetterLedger, identity?: BusIdentity): MessageBus {
   return config.adapter === 'kafka'
     ? new KafkaBus({
         brokers: config.brokers,
@@ -48,6 +48,7 @@ export function createBus(config: BusConfig, logger?: BusLogger, deadLetterLedge
         // Absent, not undefined: an undefined logger would override the adapter's default.
         ...(logger ? { logger } : {}),
         deadLetterLedger,
+        ...(identity ? { identity } : {}),
       })
-    : new InProcessBus({ logger, deadLetterLedger });
+    : new InProcessBus({ logger, deadLetterLedger, ...(identity ? { identity } : {}) });
 }

@@ -1,7 +1,8 @@
 import { DEAD_LETTER_TOPIC } from '@robustrl/contracts';
 import { RawRecord, recordBytes } from './message-bus';
 
-export type DeadLetterKind = 'invalid' | 'handler-failed';
+/** `unauthenticated`: valid, but not signed by whom it speaks for (identity/verifiers.ts). */
+export type DeadLetterKind = 'invalid' | 'handler-failed' | 'unauthenticated';
 
 /** Header names of a dead-letter record. The value is the original record's bytes, untouched. */
 export const DeadLetterHeaders = {

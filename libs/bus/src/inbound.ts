@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { DEAD_LETTER_TOPIC, decodeMessage, MessageType, topicOf } from '@robustrl/contracts';
 import { extractTraceContext, inSpan, SpanKind } from '@robustrl/telemetry';
 import { DeadLetterKind, toDeadLetterRecord } from './dead-letter';
+import type { RecordVerifier } from './identity/record-identity';
 import { isInfrastructureError } from './infrastructure-errors';
 import {
   BatchHandler,
@@ -42,6 +43,8 @@ export interface InboundPipeline {
   heartbeat?: () => Promise<void>;
   /** Stop retrying when the subscription is closing; the record is then left uncommitted. */
   isRunning?: () => boolean;
+  /** Records it refuses are dead-lettered as `unauthenticated`, never handled (BusIdentity). */
+  verifier?: RecordVerifier;
 }
 
 export type InboundOutcome = 'handled' | 'skipped' | 'dead-lettered' | 'abandoned';
@@ -168,6 +171,14 @@ async function decodeInbound(record: InboundRecord, p: Omit<InboundPipeline, 'ha
     return 'dead-lettered';
   }
   if (p.types && !p.types.has(message.type)) return 'skipped';
+  // Dead letters are evidence for operators, kept with the original's headers: not instructions to verify.
+  if (p.verifier && record.topic !== DEAD_LETTER_TOPIC && record.value !== null) {
+    const refused = p.verifier.verify({ topic: record.topic, key: record.key, value: record.value, headers: record.headers }, message);
+    if (refused !== null) {
+      await deadLetter(record, p, 'unauthenticated', refused);
+      return 'dead-lettered';
+    }
+  }
   return {
     message,
     topic: record.topic,

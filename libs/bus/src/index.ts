@@ -13,3 +13,8 @@ export * from './kafka/member-identity';
 export * from './kafka/predecessor-eviction';
 export * from './kafka/restart-backoff';
 export * from './bus-config';
+export * from './identity/record-identity';
+export * from './identity/identity-keys';
+export * from './identity/signers';
+export * from './identity/verifiers';
+export * from './identity/identity-config';

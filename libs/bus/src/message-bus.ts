@@ -1,5 +1,16 @@
 import { MessageType, RobustrlMessage } from '@robustrl/contracts';
 import type { DeadLetterCount } from './dead-letter-counts';
+import type { RecordSigner, RecordVerifier } from './identity/record-identity';
+
+/**
+ * Who this process is on the bus (identity/record-identity.ts): it signs what it publishes with
+ * `signer`, and dead-letters what it consumes that `verifier` refuses. Both absent: an unsigned
+ * deployment (the embedded main, a developer's machine).
+ */
+export interface BusIdentity {
+  signer?: RecordSigner;
+  verifier?: RecordVerifier;
+}
 
 /**
  * The bus port. Two adapters honour one contract (tested by one suite):

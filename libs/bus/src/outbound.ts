@@ -1,6 +1,7 @@
 import { context, SpanStatusCode, trace } from '@opentelemetry/api';
 import { encodeMessage, RobustrlMessage, topicOf } from '@robustrl/contracts';
 import { extractTraceContext, injectTraceHeaders, SpanKind, tracer } from '@robustrl/telemetry';
+import type { RecordSigner } from './identity/record-identity';
 
 /** Header names every robustrl record carries, so `kcat` users can filter without parsing JSON. */
 export const RecordHeaders = {
@@ -25,7 +26,11 @@ export interface OutboundRecord {
  * rides in the `traceparent` header and in the envelope, so the event log keeps it too. The spans
  * end when `send` (the adapter's durable write) has finished, so they measure its latency.
  */
-export async function publishTraced(messages: readonly RobustrlMessage[], send: (records: OutboundRecord[]) => Promise<void>): Promise<void> {
+export async function publishTraced(
+  messages: readonly RobustrlMessage[],
+  send: (records: OutboundRecord[]) => Promise<void>,
+  signer?: RecordSigner,
+): Promise<void> {
   if (messages.length === 0) return;
   const active = context.active();
   const parents = messages.map((m) => (m.trace ? extractTraceContext(m.trace as unknown as Record<string, string>) : active));
@@ -42,15 +47,19 @@ export async function publishTraced(messages: readonly RobustrlMessage[], send: 
   const records = messages.map((message, i): OutboundRecord => {
     const traceHeaders = injectTraceHeaders(trace.setSpan(parents[i], spans[i]));
     const traced = traceHeaders ? { ...message, trace: traceHeaders } : message;
+    const topic = topicOf(message.type);
+    const value = encodeMessage(traced as RobustrlMessage);
     return {
-      topic: topicOf(message.type),
+      topic,
       key: message.jobId,
-      value: encodeMessage(traced as RobustrlMessage),
+      value,
       headers: {
         [RecordHeaders.type]: message.type,
         [RecordHeaders.schemaVersion]: String(message.schemaVersion),
         [RecordHeaders.contentType]: 'application/json',
         ...(traceHeaders ?? {}),
+        // Over the bytes as sent (the trace included), so a consumer checks exactly what it reads.
+        ...(signer ? signer.sign({ topic, key: message.jobId, value }, message) : {}),
       },
     };
   });

@@ -30,7 +30,7 @@ export class CoreModule implements OnApplicationShutdown {
         // Every consumer of the process dead-letters through the store's ledger: once per bad record, not per group.
         {
           provide: MESSAGE_BUS,
-          useFactory: (store: EventStore) => createBus(config.bus, nestBusLogger(config.serviceName), store.deadLetterClaims),
+          useFactory: (store: EventStore) => createBus(config.bus, nestBusLogger(config.serviceName), store.deadLetterClaims, config.identity),
           inject: [EVENT_STORE],
         },
         // A service started before its database waits for it (a log line per attempt) instead of exiting.

@@ -1,6 +1,6 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
-import { busConfigFromEnv, BusConfig } from '@robustrl/bus';
+import { BusIdentity, busConfigFromEnv, BusConfig, busIdentityFromEnv } from '@robustrl/bus';
 import { StoreConfig, storeConfigFromEnv } from '@robustrl/store';
 import { HttpAuth, httpAuthFromEnv } from './http-auth';
 
@@ -21,6 +21,11 @@ export interface ServiceConfig {
    * `httpHost` with no settings (open on loopback, refused elsewhere).
    */
   httpAuth?: HttpAuth;
+  /**
+   * Who the process is on the bus: it signs what it publishes and drops what is not signed by whom it
+   * speaks for (ROBUSTRL_IDENTITY_SECRET; README "Who speaks on the bus"). Absent: unsigned.
+   */
+  identity?: BusIdentity;
   /** The clock deciders read (default: the wall clock). The main job runs its emulated cluster in scaled time. */
   clock?: () => number;
 }
@@ -48,6 +53,7 @@ export function serviceConfigFromEnv(serviceName: string, defaultPort: number | 
     store: storeConfigFromEnv(env),
     httpPort,
     httpHost,
+    identity: busIdentityFromEnv(env, { service: serviceName }),
     // No listener, nothing to guard: the embedded main runs without HTTP and without credentials.
     ...(httpPort === null ? {} : { httpAuth: httpAuthFromEnv(env, httpHost) }),
   };

@@ -1,3 +1,4 @@
+import { busIdentityFromEnv } from '@robustrl/bus';
 import { runService, serviceConfigFromEnv } from '@robustrl/service-kit';
 import { agentConfigFromEnv } from './agent-config';
 import { AgentModule } from './agent.module';
@@ -5,7 +6,10 @@ import { AgentModule } from './agent.module';
 async function main(): Promise<void> {
   // Validate first: a misconfigured agent says what is wrong before connecting to anything.
   const agent = agentConfigFromEnv(process.env);
-  const service = await runService({ ...serviceConfigFromEnv(`agent-${agent.machineId}`, agent.apiPort), httpPort: agent.apiPort }, [AgentModule]);
+  // An agent speaks for its machine only (its machine key), never as a service: given the control
+  // plane's secret it refuses to start, here, before anything reads it.
+  const identity = busIdentityFromEnv(process.env, { machineId: agent.machineId });
+  const service = await runService({ ...serviceConfigFromEnv(`agent-${agent.machineId}`, agent.apiPort), httpPort: agent.apiPort, identity }, [AgentModule]);
   const url = (await service.app.getUrl()).replace('[::1]', '127.0.0.1');
   await service.app.get(AgentModule).startWithApi(url);
 }

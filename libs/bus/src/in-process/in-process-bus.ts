@@ -16,6 +16,7 @@ import {
   RecordTooLargeError,
   stderrLogger,
   PartitionPosition,
+  BusIdentity,
   SubscribeOptions,
   Subscription,
 } from '../message-bus';
@@ -65,6 +66,8 @@ export interface InProcessBusOptions {
   /** Dead-letter each bad record once across consumer groups (the store's ledger). */
   deadLetterLedger?: DeadLetterLedger;
   logger?: BusLogger;
+  /** Sign what it publishes, check what it consumes (BusIdentity); absent: unsigned. */
+  identity?: BusIdentity;
 }
 
 /**
@@ -89,6 +92,7 @@ export class InProcessBus implements MessageBus {
   private readonly partitions: number;
   private readonly logger: BusLogger;
   private readonly deadLetters = new DeadLetterCounter();
+  private readonly identity?: BusIdentity;
   private closed = false;
 
   constructor(options: InProcessBusOptions = {}) {
@@ -96,13 +100,18 @@ export class InProcessBus implements MessageBus {
     this.maxRecordBytes = options.maxRecordBytes ?? DEFAULT_MAX_RECORD_BYTES;
     this.deadLetterLedger = options.deadLetterLedger;
     this.logger = options.logger ?? stderrLogger;
+    this.identity = options.identity;
   }
 
   async publish(messages: RobustrlMessage | readonly RobustrlMessage[]): Promise<void> {
     const list = Array.isArray(messages) ? (messages as RobustrlMessage[]) : [messages as RobustrlMessage];
-    await publishTraced(list, async (records: OutboundRecord[]) => {
-      for (const r of records) this.append(r);
-    });
+    await publishTraced(
+      list,
+      async (records: OutboundRecord[]) => {
+        for (const r of records) this.append(r);
+      },
+      this.identity?.signer,
+    );
   }
 
   async publishRaw(record: RawRecord): Promise<void> {
@@ -160,6 +169,7 @@ export class InProcessBus implements MessageBus {
       maxRecordBytes: this.maxRecordBytes,
       logger: this.logger,
       isRunning: () => !abort.signal.aborted,
+      ...(this.identity?.verifier ? { verifier: this.identity.verifier } : {}),
     };
     const fromBeginning = options.fromBeginning ?? true;
     const loops: Promise<void>[] = [];

@@ -12,6 +12,7 @@ import {
   RecordTooLargeError,
   stderrLogger,
   PartitionPosition,
+  BusIdentity,
   SubscribeOptions,
   Subscription,
   SubscriptionHealth,
@@ -54,6 +55,8 @@ export interface KafkaBusOptions {
    * restart consumes again at once instead of waiting for them (predecessor-eviction.ts). Default true.
    */
   evictDeadMembers?: boolean;
+  /** Sign what it publishes, check what it consumes (BusIdentity); absent: unsigned. */
+  identity?: BusIdentity;
 }
 
 /**
@@ -70,11 +73,12 @@ export class KafkaBus implements MessageBus {
   readonly adapter = 'kafka' as const;
   readonly maxRecordBytes: number;
   private readonly kafka: Kafka;
-  private readonly options: Required<Omit<KafkaBusOptions, 'kafkaLogLevel' | 'deadLetterLedger' | 'group' | 'consumerRestart'>> & {
+  private readonly options: Required<Omit<KafkaBusOptions, 'kafkaLogLevel' | 'deadLetterLedger' | 'group' | 'consumerRestart' | 'identity'>> & {
     group: GroupTiming;
     consumerRestart: ConsumerRestartPolicy;
   };
   private readonly deadLetterLedger?: DeadLetterLedger;
+  private readonly identity?: BusIdentity;
   private producer?: Promise<Producer>;
   private topicsReady?: Promise<void>;
   private readonly subscriptions = new Set<KafkaSubscription>();
@@ -98,6 +102,7 @@ export class KafkaBus implements MessageBus {
     };
     this.maxRecordBytes = this.options.maxRecordBytes;
     this.deadLetterLedger = options.deadLetterLedger;
+    this.identity = options.identity;
     const logger = this.options.logger;
     const config: KafkaConfig = {
       clientId: this.options.clientId,
@@ -119,7 +124,7 @@ export class KafkaBus implements MessageBus {
 
   async publish(messages: RobustrlMessage | readonly RobustrlMessage[]): Promise<void> {
     const list = Array.isArray(messages) ? (messages as RobustrlMessage[]) : [messages as RobustrlMessage];
-    await publishTraced(list, (records) => this.send(records));
+    await publishTraced(list, (records) => this.send(records), this.identity?.signer);
   }
 
   async publishRaw(record: RawRecord): Promise<void> {
@@ -148,6 +153,7 @@ export class KafkaBus implements MessageBus {
       member: THIS_PROCESS,
       maxRecordBytes: this.maxRecordBytes,
       deadLetterLedger: this.deadLetterLedger,
+      verifier: this.identity?.verifier,
       logger: this.options.logger,
       deadLetter: (r) => this.publishRaw(r),
       onDeadLettered: (topic, kind) => this.deadLetters.add(topic, kind),

@@ -2,6 +2,7 @@ import { Cluster, Consumer, IHeaders, Kafka, KafkaMessage } from 'kafkajs';
 import { InboundRecord, processInbound, processInboundBatch, retryPolicy, SubscriptionClosingError } from '../inbound';
 import type { DeadLetterKind } from '../dead-letter';
 import { BusLogger, DeadLetterLedger, RawRecord, PartitionPosition, SubscribeOptions, Subscription, SubscriptionHealth } from '../message-bus';
+import type { RecordVerifier } from '../identity/record-identity';
 import { MemberTag, taggedRoundRobin } from './member-identity';
 import { evictDeadPredecessors } from './predecessor-eviction';
 import { ConsumerRestartPolicy, restartDelayMs } from './restart-backoff';
@@ -28,6 +29,7 @@ export interface KafkaSubscriptionContext {
   member: MemberTag;
   maxRecordBytes: number;
   deadLetterLedger?: DeadLetterLedger;
+  verifier?: RecordVerifier;
   logger: BusLogger;
   deadLetter(record: RawRecord): Promise<void>;
   onDeadLettered(topic: string, kind: DeadLetterKind): void;
@@ -173,6 +175,7 @@ export class KafkaSubscription implements Subscription {
                 onDeadLettered: ctx.onDeadLettered,
                 maxRecordBytes: ctx.maxRecordBytes,
                 ...(ctx.deadLetterLedger ? { ledger: { ledger: ctx.deadLetterLedger, stream: `kafka:${batch.topic}` } } : {}),
+                ...(ctx.verifier ? { verifier: ctx.verifier } : {}),
                 logger,
                 heartbeat,
                 isRunning: isRunningNow(isRunning),
@@ -211,6 +214,7 @@ export class KafkaSubscription implements Subscription {
               maxRecordBytes: ctx.maxRecordBytes,
               // Keyed by the topic as the broker names it: deployments sharing a cluster differ by prefix.
               ...(ctx.deadLetterLedger ? { ledger: { ledger: ctx.deadLetterLedger, stream: `kafka:${batch.topic}` } } : {}),
+              ...(ctx.verifier ? { verifier: ctx.verifier } : {}),
               logger,
               heartbeat,
               isRunning: isRunningNow(isRunning),

@@ -1,0 +1,17 @@
+import { controllerKeyPairOf, machineKeyOf, machineKeyText, MIN_SECRET_LENGTH, publicKeyText } from '@robustrl/bus';
+
+/** What `robustrl identity` refuses: a usage error, printed with exit code 2. */
+export class IdentityUsageError extends Error {}
+
+/**
+ * The keys an operator provisions from the deployment's identity secret (`ROBUSTRL_IDENTITY_SECRET`,
+ * which only the control plane holds): one machine's key for its agent, or the controller's public key
+ * every agent checks commands with. Printed on one line, to be put into a secret.
+ */
+export function identityKeyOf(what: 'machine-key' | 'controller-public-key', secret: string | undefined, machineId?: string): string {
+  if (!secret) throw new IdentityUsageError("ROBUSTRL_IDENTITY_SECRET (or ROBUSTRL_IDENTITY_SECRET_FILE) must hold the deployment's identity secret");
+  if (secret.length < MIN_SECRET_LENGTH) throw new IdentityUsageError(`the identity secret must have at least ${MIN_SECRET_LENGTH} characters`);
+  if (what === 'controller-public-key') return publicKeyText(controllerKeyPairOf(secret).publicKey);
+  if (!machineId) throw new IdentityUsageError('name the machine: robustrl identity machine-key <machineId>');
+  return machineKeyText(machineKeyOf(secret, machineId));
+}

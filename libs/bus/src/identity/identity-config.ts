@@ -1,0 +1,72 @@
+import { readFileSync } from 'node:fs';
+import type { BusIdentity } from '../message-bus';
+import { machineKeyFromText, MIN_SECRET_LENGTH, publicKeyFromText } from './identity-keys';
+import { MachineSigner, ServiceSigner } from './signers';
+import { AgentCommandVerifier, ControlPlaneVerifier } from './verifiers';
+
+/** Who a process is on the bus: a control-plane service by name, or the agent of one machine. */
+export type BusSpeaker = { service: string } | { machineId: string };
+
+/**
+ * The bus identity of a process from its settings (each also as `<NAME>_FILE`, a mounted secret):
+ *
+ *  - a control-plane service: `ROBUSTRL_IDENTITY_SECRET` (at least 32 characters) — it signs as itself
+ *    and accepts only records signed by whom they speak for;
+ *  - an agent: `ROBUSTRL_MACHINE_KEY` (its own key, `robustrl identity machine-key <machine>`) and
+ *    `ROBUSTRL_CONTROLLER_PUBLIC_KEY` (`robustrl identity controller-public-key`), both or neither — it
+ *    signs as its machine and executes only the controller's commands. An agent given the secret
+ *    itself is refused: with it, it could speak for every machine.
+ *
+ * No setting: undefined, an unsigned deployment (the embedded main, a developer's machine).
+ */
+export function busIdentityFromEnv(env: NodeJS.ProcessEnv, speaker: BusSpeaker): BusIdentity | undefined {
+  const secret = settingOf(env, 'ROBUSTRL_IDENTITY_SECRET');
+  if ('service' in speaker) {
+    if (secret === undefined) return undefined;
+    if (secret.length < MIN_SECRET_LENGTH) throw new Error(`ROBUSTRL_IDENTITY_SECRET must have at least ${MIN_SECRET_LENGTH} characters`);
+    return { signer: new ServiceSigner(speaker.service, secret), verifier: new ControlPlaneVerifier(secret) };
+  }
+  if (secret !== undefined)
+    throw new Error(
+      "ROBUSTRL_IDENTITY_SECRET is the control plane's: an agent holding it could speak for every machine. Give the agent ROBUSTRL_MACHINE_KEY " +
+        '(robustrl identity machine-key <machine>) and ROBUSTRL_CONTROLLER_PUBLIC_KEY instead',
+    );
+  const machineKey = settingOf(env, 'ROBUSTRL_MACHINE_KEY');
+  const controllerKey = settingOf(env, 'ROBUSTRL_CONTROLLER_PUBLIC_KEY');
+  if (machineKey === undefined && controllerKey === undefined) return undefined;
+  if (machineKey === undefined || controllerKey === undefined)
+    throw new Error(
+      'ROBUSTRL_MACHINE_KEY and ROBUSTRL_CONTROLLER_PUBLIC_KEY go together: the agent signs with the one and checks the commands it executes with the other',
+    );
+  return {
+    signer: new MachineSigner(
+      speaker.machineId,
+      parsed('ROBUSTRL_MACHINE_KEY', () => machineKeyFromText(machineKey)),
+    ),
+    verifier: new AgentCommandVerifier(parsed('ROBUSTRL_CONTROLLER_PUBLIC_KEY', () => publicKeyFromText(controllerKey))),
+  };
+}
+
+/** `<name>` or the contents of the file `<name>_FILE` names (trimmed); both set is an error. */
+function settingOf(env: NodeJS.ProcessEnv, name: string): string | undefined {
+  const inline = env[name]?.trim() || undefined;
+  const file = env[`${name}_FILE`]?.trim() || undefined;
+  if (inline !== undefined && file !== undefined) throw new Error(`${name} and ${name}_FILE are both set: give one`);
+  if (file === undefined) return inline;
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8').trim();
+  } catch (err) {
+    throw new Error(`${name}_FILE: cannot read ${file}: ${(err as Error).message}`);
+  }
+  if (!text) throw new Error(`${name}_FILE: ${file} is empty`);
+  return text;
+}
+
+function parsed<T>(name: string, parse: () => T): T {
+  try {
+    return parse();
+  } catch (err) {
+    throw new Error(`${name}: ${(err as Error).message}`);
+  }
+}

@@ -1,0 +1,54 @@
+import { createHmac } from 'node:crypto';
+import type { RobustrlMessage } from '@robustrl/contracts';
+
+/**
+ * Who speaks on the bus (issue 15: "a machine speaks only for itself"). Every record a process publishes
+ * carries who signed it and a signature over its topic, key and bytes; consumers that can check it drop
+ * (dead-letter, with the reason) a record whose signature does not hold or whose content claims someone
+ * else than its signer. Keys: identity-keys.ts; the rules each side applies: the verifiers beside this file.
+ */
+export const IdentityHeaders = {
+  /** `machine:<machineId>` (an agent) or `service:<name>` (a control-plane service). */
+  signer: 'robustrl-signer',
+  /** HMAC-SHA256 of the signed bytes, base64url, under the signer's key. */
+  signature: 'robustrl-signature',
+  /** On the controller's commands: Ed25519 over the same bytes, which agents check with its public key. */
+  commandSignature: 'robustrl-command-signature',
+} as const;
+
+/** What a record's signature covers: its topic (unprefixed, as in the catalog), its key and its bytes. */
+export interface SignedRecord {
+  topic: string;
+  key: string | null;
+  value: Buffer;
+}
+
+/** Signs what one process publishes: the headers to add to the record. */
+export interface RecordSigner {
+  sign(record: SignedRecord, message: RobustrlMessage): Record<string, string>;
+}
+
+/**
+ * Whether a consumed record speaks for whom it claims: null when it does, else the reason it is
+ * dropped (it goes to the dead-letter topic with that reason; the partition moves on).
+ */
+export interface RecordVerifier {
+  verify(record: SignedRecord & { headers: Readonly<Record<string, string>> }, message: RobustrlMessage): string | null;
+}
+
+/** The bytes a signature is computed over: topic, key and value, each delimited so none can slide into another. */
+export function signedBytes(record: SignedRecord): Buffer[] {
+  return [Buffer.from(`${record.topic}\u0000${record.key ?? ''}\u0000`, 'utf8'), record.value];
+}
+
+export function hmacOf(key: Buffer, record: SignedRecord): string {
+  const mac = createHmac('sha256', key);
+  for (const part of signedBytes(record)) mac.update(part);
+  return mac.digest('base64url');
+}
+
+/** The machine an agent's message speaks for: `agent/<id>` as its source, and `data.machineId` where it names one. */
+export function machineClaimsOf(message: RobustrlMessage): { source: string; dataMachineId: string | null } {
+  const data = message.data as { machineId?: unknown };
+  return { source: message.source, dataMachineId: typeof data.machineId === 'string' ? data.machineId : null };
+}

@@ -1,0 +1,49 @@
+import { sign as ed25519Sign, KeyObject } from 'node:crypto';
+import type { RobustrlMessage } from '@robustrl/contracts';
+import { controllerKeyPairOf, controlPlaneKeyOf } from './identity-keys';
+import { hmacOf, IdentityHeaders, RecordSigner, SignedRecord, signedBytes } from './record-identity';
+
+/** An agent: signs every record as its machine, with the key only it was given. */
+export class MachineSigner implements RecordSigner {
+  private readonly signer: string;
+  constructor(
+    machineId: string,
+    private readonly key: Buffer,
+  ) {
+    this.signer = `machine:${machineId}`;
+  }
+
+  sign(record: SignedRecord): Record<string, string> {
+    return { [IdentityHeaders.signer]: this.signer, [IdentityHeaders.signature]: hmacOf(this.key, record) };
+  }
+}
+
+/**
+ * A control-plane process (a service, or several modules in one process such as the embedded main):
+ * signs with the control plane's key, naming itself, and signs commands with the controller's Ed25519
+ * key too — the signature agents check before they execute anything.
+ */
+export class ServiceSigner implements RecordSigner {
+  private readonly signer: string;
+  private readonly key: Buffer;
+  private readonly commandKey: KeyObject;
+
+  constructor(service: string, secret: string) {
+    this.signer = `service:${service}`;
+    this.key = controlPlaneKeyOf(secret);
+    this.commandKey = controllerKeyPairOf(secret).privateKey;
+  }
+
+  sign(record: SignedRecord, message: RobustrlMessage): Record<string, string> {
+    const headers: Record<string, string> = { [IdentityHeaders.signer]: this.signer, [IdentityHeaders.signature]: hmacOf(this.key, record) };
+    if (message.kind === 'command') {
+      headers[IdentityHeaders.commandSignature] = ed25519Sign(null, Buffer.concat(signedBytes(record)), this.commandKey).toString('base64url');
+    }
+    return headers;
+  }
+}
+
+/** Whether a message was sent as the controller (`controller`, or a part of it such as `controller/executor`). */
+export function sentByController(message: RobustrlMessage): boolean {
+  return message.source === 'controller' || message.source.startsWith('controller/');
+}

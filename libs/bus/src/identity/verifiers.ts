@@ -1,0 +1,89 @@
+import { timingSafeEqual, verify as ed25519Verify, KeyObject } from 'node:crypto';
+import type { RobustrlMessage } from '@robustrl/contracts';
+import { controlPlaneKeyOf, machineKeyOf } from './identity-keys';
+import { hmacOf, IdentityHeaders, machineClaimsOf, RecordVerifier, SignedRecord, signedBytes } from './record-identity';
+import { sentByController } from './signers';
+
+type Verifiable = SignedRecord & { headers: Readonly<Record<string, string>> };
+
+/** Machine keys recomputed per record would cost a second HMAC each: kept, up to this many machines. */
+const MACHINE_KEY_CACHE = 100_000;
+
+/**
+ * What the control plane accepts (it holds the identity secret, so it can check everyone):
+ *  1. every record is signed: by a machine (`machine:<id>`) or by a service (`service:<name>`);
+ *  2. the signature holds under that signer's key;
+ *  3. a machine speaks only for itself: its message's source is `agent/<id>` and, where the message
+ *     names a machine (`data.machineId`), that is `<id>`; and machines issue no commands.
+ * Control-plane processes share the control plane's key: among them a signature tells the control plane
+ * from the machines, not one service from another (per-service write rights are the broker's ACLs).
+ */
+export class ControlPlaneVerifier implements RecordVerifier {
+  private readonly controlPlaneKey: Buffer;
+  private readonly machineKeys = new Map<string, Buffer>();
+
+  constructor(private readonly secret: string) {
+    this.controlPlaneKey = controlPlaneKeyOf(secret);
+  }
+
+  verify(record: Verifiable, message: RobustrlMessage): string | null {
+    const signer = record.headers[IdentityHeaders.signer];
+    const signature = record.headers[IdentityHeaders.signature];
+    if (!signer || !signature) return `unsigned record: this deployment accepts only signed records (${IdentityHeaders.signer}, ${IdentityHeaders.signature})`;
+    const [kind, id] = splitSigner(signer);
+    if (kind === 'machine') {
+      if (!sameMac(hmacOf(this.machineKey(id), record), signature)) return `the signature does not hold for ${signer}`;
+      const claims = machineClaimsOf(message);
+      if (claims.source !== `agent/${id}`) return `signed by ${signer} but sent as '${claims.source}': a machine speaks only for itself`;
+      if (claims.dataMachineId !== null && claims.dataMachineId !== id)
+        return `signed by ${signer} but speaks for machine '${claims.dataMachineId}': a machine speaks only for itself`;
+      if (message.kind === 'command') return `${message.type} is a command, and machines issue none (signed by ${signer})`;
+      return null;
+    }
+    if (kind === 'service') {
+      return sameMac(hmacOf(this.controlPlaneKey, record), signature) ? null : `the signature does not hold for ${signer}`;
+    }
+    return `unknown signer '${signer}' (expected machine:<id> or service:<name>)`;
+  }
+
+  private machineKey(machineId: string): Buffer {
+    let key = this.machineKeys.get(machineId);
+    if (!key) {
+      if (this.machineKeys.size >= MACHINE_KEY_CACHE) this.machineKeys.clear();
+      this.machineKeys.set(machineId, (key = machineKeyOf(this.secret, machineId)));
+    }
+    return key;
+  }
+}
+
+/**
+ * What an agent accepts: a command only when it is sent as the controller by the control plane and
+ * carries the controller's command signature (Ed25519, checked with the controller's public key);
+ * whatever else it reads (probes, weight assignments) it takes as the topic ACLs let it through — it
+ * holds no key to check the control plane's HMAC, by design.
+ */
+export class AgentCommandVerifier implements RecordVerifier {
+  constructor(private readonly controllerPublicKey: KeyObject) {}
+
+  verify(record: Verifiable, message: RobustrlMessage): string | null {
+    if (message.kind !== 'command') return null;
+    const signer = record.headers[IdentityHeaders.signer];
+    const signature = record.headers[IdentityHeaders.commandSignature];
+    if (!signer?.startsWith('service:') || !sentByController(message))
+      return `${message.type} not issued by the controller (source '${message.source}', signer '${signer ?? 'none'}'): not executed`;
+    if (!signature) return `${message.type} carries no controller command signature: not executed`;
+    const valid = ed25519Verify(null, Buffer.concat(signedBytes(record)), this.controllerPublicKey, Buffer.from(signature, 'base64url'));
+    return valid ? null : `${message.type} carries a controller signature that does not hold: not executed`;
+  }
+}
+
+function splitSigner(signer: string): [string, string] {
+  const at = signer.indexOf(':');
+  return at < 0 ? [signer, ''] : [signer.slice(0, at), signer.slice(at + 1)];
+}
+
+function sameMac(expected: string, presented: string): boolean {
+  const a = Buffer.from(expected);
+  const b = Buffer.from(presented);
+  return a.length === b.length && timingSafeEqual(a, b);
+}
