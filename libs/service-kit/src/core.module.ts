@@ -59,5 +59,6 @@ export class CoreModule implements OnApplicationShutdown {
     this.logger.log(`shutting down${signal ? ` on ${signal}` : ''}: closing the bus, then the store`);
     await this.bus.close();
     await this.store.close();
+    this.logger.log('bus and store closed: nothing left in flight');
   }
 }
