@@ -37,6 +37,8 @@ const common = {
   transform: { '^.+\\.ts$': swc },
   moduleNameMapper,
   testPathIgnorePatterns: ['/node_modules/', '/dist/'],
+  // Local servers' state (Kafka, PostgreSQL) is no source: never index it.
+  modulePathIgnorePatterns: ['<rootDir>/.local/'],
   testEnvironment: 'node',
 };
 

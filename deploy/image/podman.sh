@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # podman on machines like ours (no Docker engine, root without CAP_SYS_RESOURCE, cgroup v1 + a v2 mount):
 # runc instead of crun, cgroupfs, file events, ulimits within the hard limits we have — found in
-# ../shared/reference/deploy-testing.md. State lives under ${ROBUSTRL_LOCAL_DIR:-<repo>/.local}/podman.
+# ../shared/reference/deploy-testing.md. State (images, containers) lives in ${ROBUSTRL_PODMAN_DIR:-
+# /var/tmp/robustrl-podman}: outside any checkout (a build's layers would be source trees to every tool
+# that walks the repo), and shared by clones, so the base image is built once per machine.
 #
 # Usage: deploy/image/podman.sh <podman args…>     e.g. deploy/image/podman.sh images
 #        source deploy/image/podman.sh --env         export CONTAINERS_CONF/CONTAINERS_STORAGE_CONF here
@@ -9,8 +11,7 @@
 # Strict mode only when run, not when sourced into someone else's shell.
 [[ "${BASH_SOURCE[0]}" == "$0" ]] && set -euo pipefail
 
-_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-_STATE="${ROBUSTRL_LOCAL_DIR:-${_ROOT}/.local}/podman"
+_STATE="${ROBUSTRL_PODMAN_DIR:-/var/tmp/robustrl-podman}"
 
 _podman_config() {
   mkdir -p "${_STATE}/storage" "${_STATE}/run"

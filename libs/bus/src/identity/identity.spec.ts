@@ -42,6 +42,15 @@ describe('record identity: the control plane checks everyone', () => {
     expect(check(gpu('m-2', 'agent/m-1'), machine('m-1'))).toMatch(/signed by machine:m-1 but speaks for machine 'm-2'/);
     expect(check(gpu('m-2', 'agent/m-2'), machine('m-1'))).toMatch(/signed by machine:m-1 but sent as 'agent\/m-2'/);
     expect(check(restart('agent/m-1'), machine('m-1'))).toMatch(/RestartRolloutEngine is a command, and machines issue none/);
+    // A pull's outcome speaks for its puller; its source is a reference to another machine, not a claim.
+    const pulled = (pullerId: string) =>
+      createMessage(
+        'WeightPullCompleted',
+        { pullId: 'p-1', version: 3, bucketIndex: 0, pullerId, sourceId: 'trainer-0', bytes: 10, durationMs: 1 },
+        { ...at, source: 'agent/m-1' },
+      );
+    expect(check(pulled('m-1'), machine('m-1'))).toBeNull();
+    expect(check(pulled('m-2'), machine('m-1'))).toMatch(/speaks for machine 'm-2'/);
   });
 
   it('refuses the unsigned, the tampered, keys of another deployment and unknown signers', () => {

@@ -47,8 +47,18 @@ export function hmacOf(key: Buffer, record: SignedRecord): string {
   return mac.digest('base64url');
 }
 
-/** The machine an agent's message speaks for: `agent/<id>` as its source, and `data.machineId` where it names one. */
-export function machineClaimsOf(message: RobustrlMessage): { source: string; dataMachineId: string | null } {
-  const data = message.data as { machineId?: unknown };
-  return { source: message.source, dataMachineId: typeof data.machineId === 'string' ? data.machineId : null };
+/**
+ * Whom an agent's message speaks for: its source (`agent/<id>`), and the fields that name the machine
+ * speaking — `data.machineId` (registrations, samples, phases, faults, command answers), `data.pullerId`
+ * (a pull's outcome) and `data.sources[].instanceId` (the ranks a trainer publishes a version from).
+ * Other machine ids in a message are references (a pull's `sourceId`), not claims.
+ */
+export function machineClaimsOf(message: RobustrlMessage): { source: string; machineIds: string[] } {
+  const data = message.data as { machineId?: unknown; pullerId?: unknown; sources?: unknown };
+  const machineIds: string[] = [];
+  if (typeof data.machineId === 'string') machineIds.push(data.machineId);
+  if (typeof data.pullerId === 'string') machineIds.push(data.pullerId);
+  if (Array.isArray(data.sources))
+    for (const s of data.sources as Array<{ instanceId?: unknown }>) if (typeof s?.instanceId === 'string') machineIds.push(s.instanceId);
+  return { source: message.source, machineIds };
 }

@@ -13,8 +13,8 @@ const MACHINE_KEY_CACHE = 100_000;
  * What the control plane accepts (it holds the identity secret, so it can check everyone):
  *  1. every record is signed: by a machine (`machine:<id>`) or by a service (`service:<name>`);
  *  2. the signature holds under that signer's key;
- *  3. a machine speaks only for itself: its message's source is `agent/<id>` and, where the message
- *     names a machine (`data.machineId`), that is `<id>`; and machines issue no commands.
+ *  3. a machine speaks only for itself: its message's source is `agent/<id>` and every field naming the
+ *     machine speaking (record-identity.ts `machineClaimsOf`) is `<id>`; and machines issue no commands.
  * Control-plane processes share the control plane's key: among them a signature tells the control plane
  * from the machines, not one service from another (per-service write rights are the broker's ACLs).
  */
@@ -35,8 +35,8 @@ export class ControlPlaneVerifier implements RecordVerifier {
       if (!sameMac(hmacOf(this.machineKey(id), record), signature)) return `the signature does not hold for ${signer}`;
       const claims = machineClaimsOf(message);
       if (claims.source !== `agent/${id}`) return `signed by ${signer} but sent as '${claims.source}': a machine speaks only for itself`;
-      if (claims.dataMachineId !== null && claims.dataMachineId !== id)
-        return `signed by ${signer} but speaks for machine '${claims.dataMachineId}': a machine speaks only for itself`;
+      const other = claims.machineIds.find((m) => m !== id);
+      if (other !== undefined) return `signed by ${signer} but speaks for machine '${other}': a machine speaks only for itself`;
       if (message.kind === 'command') return `${message.type} is a command, and machines issue none (signed by ${signer})`;
       return null;
     }
