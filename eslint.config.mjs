@@ -29,6 +29,7 @@ export default tseslint.config(
         performance: 'readonly',
         URL: 'readonly',
         AbortController: 'readonly',
+        AbortSignal: 'readonly',
         TextEncoder: 'readonly',
         TextDecoder: 'readonly',
         fetch: 'readonly',

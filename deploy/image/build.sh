@@ -62,6 +62,9 @@ stage() {
   log "installing production dependencies (npm ci --omit=dev, from the npm cache where it can)"
   (cd "${app}" && npm ci --omit=dev --ignore-scripts --prefer-offline --no-audit --no-fund --loglevel=error >&2)
   cp "${SCRIPT_DIR}/entrypoint.js" "${app}/"
+  # The stand-in framework of the compose demo's emulated machines.
+  mkdir -p "${app}/demo"
+  cp "${ROOT}/deploy/demo/emulated-role.js" "${app}/demo/"
   cp "${SCRIPT_DIR}/Containerfile" "${context}/"
   log "staged $(du -sh "${app}" | cut -f1) in ${app}"
 }
@@ -75,6 +78,9 @@ fi
 if [[ -z "${ENGINE}" ]]; then
   if command -v podman >/dev/null 2>&1; then ENGINE=podman; elif command -v docker >/dev/null 2>&1; then ENGINE=docker; else die "neither podman nor docker is installed"; fi
 fi
+# Our podman settings and image store (podman.sh): the local base lives there.
+# shellcheck source=podman.sh
+[[ "${ENGINE}" == podman ]] && source "${SCRIPT_DIR}/podman.sh" --env
 CONTEXT="$(mktemp -d "${TMPDIR:-/tmp}/robustrl-image.XXXXXX")"
 trap 'rm -rf "${CONTEXT}"' EXIT
 stage "${CONTEXT}"
