@@ -1,0 +1,108 @@
+{{/* Names: <release>-robustrl-<part>, cut to Kubernetes' 63 characters. */}}
+{{- define "robustrl.fullname" -}}
+{{- printf "%s-robustrl" .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- define "robustrl.name" -}}
+{{- printf "%s-robustrl-%s" .root.Release.Name .part | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "robustrl.labels" -}}
+app.kubernetes.io/name: robustrl
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .part }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version }}
+{{- end -}}
+{{- define "robustrl.selector" -}}
+app.kubernetes.io/name: robustrl
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .part }}
+{{- end -}}
+
+{{- define "robustrl.image" -}}
+{{- printf "%s:%s" .Values.image.repository .Values.image.tag -}}
+{{- end -}}
+
+{{- define "robustrl.secretName" -}}
+{{- default (printf "%s-secrets" (include "robustrl.fullname" .)) .Values.secrets.existingSecret -}}
+{{- end -}}
+
+{{/* The control-plane services by values key: their process name in the image. */}}
+{{- define "robustrl.services" -}}
+detector: detector
+controller: controller
+requestManager: request-manager
+rolloutManager: rollout-manager
+weightRegistry: weight-registry
+{{- end -}}
+
+{{- define "robustrl.kafkaBrokers" -}}
+{{- if .Values.kafka.bundled -}}
+{{- printf "%s:9092" (include "robustrl.name" (dict "root" . "part" "kafka")) -}}
+{{- else -}}
+{{- required "kafka.brokers is required (host:port,… of your Kafka), or set kafka.bundled=true" .Values.kafka.brokers -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Configuration checked when the chart renders, with the value to fix in the message (values.schema.json
+checks the types): what would otherwise surface as a pod failing at start.
+*/}}
+{{- define "robustrl.validate" -}}
+{{- if not .Values.secrets.existingSecret -}}
+{{- if lt (len .Values.secrets.identitySecret) 32 -}}
+{{- fail "secrets.identitySecret must have at least 32 characters (or name secrets.existingSecret): it signs every record (README \"Who speaks on the bus\")" -}}
+{{- end -}}
+{{- if not .Values.secrets.httpTokens -}}
+{{- fail "secrets.httpTokens must list at least one bearer token (or name secrets.existingSecret): the services' APIs listen on the pod network" -}}
+{{- end -}}
+{{- range .Values.secrets.httpTokens -}}
+{{- if lt (len .) 16 -}}
+{{- fail "every token in secrets.httpTokens must have at least 16 characters" -}}
+{{- end -}}
+{{- end -}}
+{{- if and (not .Values.postgresql.bundled) (not .Values.secrets.databaseUrl) -}}
+{{- fail "secrets.databaseUrl (postgres://…) is required, or set postgresql.bundled=true" -}}
+{{- end -}}
+{{- if and .Values.postgresql.bundled (lt (len .Values.secrets.postgresPassword) 12) -}}
+{{- fail "secrets.postgresPassword must have at least 12 characters with postgresql.bundled=true" -}}
+{{- end -}}
+{{- end -}}
+{{- if and .Values.agent.enabled (not .Values.agent.jobId) -}}
+{{- fail "agent.jobId is required with agent.enabled: the job this pool of GPU nodes works for" -}}
+{{- end -}}
+{{- if ne (empty .Values.agent.machineKeyHostPath) (empty .Values.agent.controllerPublicKey) -}}
+{{- fail "agent.machineKeyHostPath and agent.controllerPublicKey go together: the agent signs with the one and checks commands with the other" -}}
+{{- end -}}
+{{- if lt (int .Values.services.detector.shards) 1 -}}
+{{- fail "services.detector.shards must be at least 1" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Keep the control plane off GPU nodes (paper §3: management roles never share a GPU machine). */}}
+{{- define "robustrl.offGpuNodes" -}}
+affinity:
+  nodeAffinity:
+    requiredDuringSchedulingIgnoredDuringExecution:
+      nodeSelectorTerms:
+        - matchExpressions:
+            - key: {{ .Values.gpuNodeLabel.key }}
+              operator: NotIn
+              values: [{{ .Values.gpuNodeLabel.value | quote }}]
+{{- end -}}
+
+{{- define "robustrl.podSecurity" -}}
+securityContext:
+  runAsNonRoot: true
+  runAsUser: 10001
+  runAsGroup: 10001
+  fsGroup: 10001
+  seccompProfile: { type: RuntimeDefault }
+{{- end -}}
+{{- define "robustrl.containerSecurity" -}}
+securityContext:
+  allowPrivilegeEscalation: false
+  readOnlyRootFilesystem: true
+  capabilities: { drop: [ALL] }
+{{- end -}}

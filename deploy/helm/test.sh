@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# The chart tier of the deploy tests (npm run test:deploy): helm lint, helm template for a production
+# and a trial configuration, every rendered manifest validated by kubeconform (strict, Kubernetes 1.31,
+# schemas offline from the kubernetes-validate package), the affinity/probe/RBAC rules checked
+# (test/check-rendered.js), and bad configurations refused with their message. Tools are built or
+# installed once per machine (helm and kubeconform from their Go modules, the schemas from PyPI).
+set -euo pipefail
+DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "${DIR}/../.." && pwd)"
+CHART="${DIR}/robustrl"
+K8S_VERSION=1.31.0
+GO_DIR="${ROBUSTRL_GO_DIR:-/var/tmp/robustrl-go}"
+VENV="${ROBUSTRL_VENV:-/var/tmp/robustrl-venv}"
+SCHEMAS="${ROBUSTRL_K8S_SCHEMAS:-/var/tmp/robustrl-k8s-schemas}"
+HELM="${GO_DIR}/bin/helm-v3.16.2"
+KUBECONFORM="${GO_DIR}/bin/kubeconform-v0.6.7"
+
+go_tool() { # BINARY MODULE@VERSION NAME
+  [[ -x "$1" ]] && return 0
+  echo "[chart] building $3 from its Go module (once per machine)" >&2
+  GOPATH="${GO_DIR}" GOFLAGS=-mod=mod go install "$2" >&2
+  mv "${GO_DIR}/bin/$3" "$1"
+}
+go_tool "${HELM}" helm.sh/helm/v3/cmd/helm@v3.16.2 helm
+go_tool "${KUBECONFORM}" github.com/yannh/kubeconform/cmd/kubeconform@v0.6.7 kubeconform
+if [[ ! -d "${SCHEMAS}/v${K8S_VERSION}-local-strict" ]]; then
+  echo "[chart] Kubernetes schemas from PyPI kubernetes-validate (once per machine)" >&2
+  [[ -x "${VENV}/bin/python" ]] || python3 -m venv "${VENV}"
+  "${VENV}/bin/pip" install -q 'kubernetes-validate==1.31.0' >&2
+  src="$("${VENV}/bin/python" -c 'import kubernetes_validate, os; print(os.path.join(os.path.dirname(kubernetes_validate.__file__), "kubernetes-json-schema"))')"
+  rm -rf "${SCHEMAS}.tmp" && mkdir -p "${SCHEMAS}.tmp"
+  for v in "v${K8S_VERSION}-local-strict" "v${K8S_VERSION}-local"; do
+    mkdir -p "${SCHEMAS}.tmp/${v}"
+    # Their $refs point at /api/_definitions.json: made into file references kubeconform can follow.
+    for f in "${src}/${v}"/*.json; do
+      sed "s#\"/api/_definitions.json#\"file://${SCHEMAS}/${v}/_definitions.json#g" "${f}" >"${SCHEMAS}.tmp/${v}/$(basename "${f}")"
+    done
+  done
+  rm -rf "${SCHEMAS}" && mv "${SCHEMAS}.tmp" "${SCHEMAS}"
+fi
+
+pass() { echo "PASS chart: $*"; }
+fail() { echo "FAIL chart: $*"; exit 1; }
+validate() { # kubeconform, strict, offline; the ServiceMonitor CRD has no schema there
+  "${KUBECONFORM}" -strict -summary -kubernetes-version "${K8S_VERSION}" -skip ServiceMonitor \
+    -schema-location "${SCHEMAS}/{{ .NormalizedKubernetesVersion }}-local{{ .StrictSuffix }}/{{ .ResourceKind }}{{ .KindSuffix }}.json"
+}
+
+for values in external bundled; do
+  f="${DIR}/test/values-${values}.yaml"
+  "${HELM}" lint --strict "${CHART}" -f "${f}" >/dev/null || fail "helm lint (${values}): $("${HELM}" lint --strict "${CHART}" -f "${f}" 2>&1 | tail -5)"
+  pass "helm lint --strict (${values})"
+  rendered="$("${HELM}" template rl "${CHART}" -n robustrl --kube-version "${K8S_VERSION}" -f "${f}")" || fail "helm template (${values})"
+  summary="$(validate <<<"${rendered}")" || fail "kubeconform (${values}): ${summary}"
+  pass "kubeconform -strict, Kubernetes ${K8S_VERSION} (${values}): $(tail -1 <<<"${summary}")"
+  (cd "${ROOT}" && node "${DIR}/test/check-rendered.js" <<<"${rendered}") || fail "rendered rules (${values})"
+done
+
+refused() { # WHAT EXPECTED-MESSAGE helm-template-args…
+  local what="$1" expected="$2" out
+  shift 2
+  if out="$("${HELM}" template rl "${CHART}" --kube-version "${K8S_VERSION}" "$@" 2>&1)"; then fail "${what}: rendered"; fi
+  grep -q -- "${expected}" <<<"${out}" && pass "refused: ${what}" || fail "${what}: unexpected message: ${out}"
+}
+base=(-f "${DIR}/test/values-external.yaml")
+refused "no Kafka" "kafka.brokers is required" "${base[@]}" --set kafka.brokers=
+refused "a short identity secret" "identitySecret must have at least 32" "${base[@]}" --set secrets.identitySecret=short
+refused "no token" "httpTokens must list at least one" "${base[@]}" --set 'secrets.httpTokens=null'
+refused "agents without a job" "agent.jobId is required" "${base[@]}" --set agent.jobId=
+refused "a machine key without the controller's public key" "go together" "${base[@]}" --set agent.controllerPublicKey=
+refused "an unknown role (values.schema.json)" "agent.role" "${base[@]}" --set agent.role=bogus
+refused "an unknown value (values.schema.json)" "Additional property" "${base[@]}" --set services.detector.replica=2

@@ -1,0 +1,59 @@
+// What the chart must render beyond the API's schemas (deploy/helm/test.sh): the paper's affinity rule
+// (control plane off GPU nodes, agents on them), probes on /readyz and /healthz, a PodDisruptionBudget
+// per service, non-root containers, no service account token but the controller's.
+// Usage: node check-rendered.js < rendered.yaml   (prints one line per check, exits 1 on a failure)
+'use strict';
+const { parseAllDocuments } = require('yaml');
+const text = require('node:fs').readFileSync(0, 'utf8');
+const docs = parseAllDocuments(text)
+  .map((d) => d.toJSON())
+  .filter(Boolean);
+const gpuKey = process.argv[2] || 'nvidia.com/gpu.present';
+let failed = false;
+const check = (ok, what) => {
+  console.log(`${ok ? 'PASS' : 'FAIL'} chart: ${what}`);
+  if (!ok) failed = true;
+};
+const workloads = docs.filter((d) => ['Deployment', 'StatefulSet', 'DaemonSet'].includes(d.kind));
+const component = (d) => d.metadata.labels['app.kubernetes.io/component'];
+const controlPlane = workloads.filter((d) => d.kind !== 'DaemonSet');
+const offGpu = (spec) =>
+  (spec.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms ?? []).some((t) =>
+    (t.matchExpressions ?? []).some((e) => e.key === gpuKey && e.operator === 'NotIn'),
+  );
+check(
+  controlPlane.length >= 5 && controlPlane.every((d) => offGpu(d.spec.template.spec)),
+  `every control-plane workload (${controlPlane.map(component).join(', ')}) is kept off GPU nodes`,
+);
+const agents = workloads.filter((d) => d.kind === 'DaemonSet');
+check(
+  agents.every((d) => d.spec.template.spec.nodeSelector?.[gpuKey] !== undefined && d.spec.template.spec.hostIPC === true),
+  `the agent DaemonSet runs on GPU nodes only, with the node's IPC namespace (${agents.length})`,
+);
+const services = controlPlane.filter((d) => !['kafka', 'postgresql'].includes(component(d)));
+const probes = (c) => c.readinessProbe?.httpGet?.path === '/readyz' && c.livenessProbe?.httpGet?.path === '/healthz';
+check(
+  services.length === 5 && services.every((d) => d.spec.template.spec.containers.every(probes)),
+  'every service is probed on /readyz (ready) and /healthz (alive)',
+);
+check(
+  services.every(
+    (d) =>
+      d.spec.template.spec.securityContext?.runAsNonRoot === true && d.spec.template.spec.containers.every((c) => c.securityContext?.readOnlyRootFilesystem),
+  ),
+  'services run as non-root on a read-only root filesystem',
+);
+const pdbs = docs.filter((d) => d.kind === 'PodDisruptionBudget').map((d) => d.metadata.labels['app.kubernetes.io/component']);
+check(
+  services.every((d) => pdbs.includes(component(d))),
+  `a PodDisruptionBudget per service (${pdbs.join(', ')})`,
+);
+const tokens = services.filter((d) => d.spec.template.spec.automountServiceAccountToken !== false).map(component);
+check(tokens.length === 1 && tokens[0] === 'controller', `only the controller gets a service account token (${tokens.join(', ')})`);
+const roles = docs.filter((d) => d.kind === 'Role' || d.kind === 'ClusterRole');
+const verbs = roles.flatMap((r) => r.rules.flatMap((rule) => rule.resources.map((res) => `${res}:${rule.verbs.join('/')}`)));
+check(
+  verbs.every((v) => !v.includes('*') && !v.startsWith('secrets')),
+  `RBAC grants named verbs on named resources, no secrets (${verbs.join(' ')})`,
+);
+process.exit(failed ? 1 : 0);
