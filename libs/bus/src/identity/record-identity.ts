@@ -42,9 +42,11 @@ export function signedBytes(record: SignedRecord): Buffer[] {
 }
 
 export function hmacOf(key: Buffer, record: SignedRecord): string {
-  const mac = createHmac('sha256', key);
-  for (const part of signedBytes(record)) mac.update(part);
-  return mac.digest('base64url');
+  // The same bytes as signedBytes, without allocating the delimiter buffer (this runs per record).
+  return createHmac('sha256', key)
+    .update(`${record.topic}\u0000${record.key ?? ''}\u0000`, 'utf8')
+    .update(record.value)
+    .digest('base64url');
 }
 
 /**
