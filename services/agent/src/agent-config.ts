@@ -37,7 +37,7 @@ export interface AgentConfig {
   rendezvousPort: number;
   /** The UCX weight server and pull limits (paper §5.2.1). */
   weights: {
-    bindHost: string;
+    bindHost: string | null;
     port: number;
     advertiseHost: string;
     shmDir: string;
@@ -67,7 +67,8 @@ const Env = z.object({
   ROBUSTRL_STOP_GRACE_SECONDS: z.coerce.number().nonnegative().default(10),
   // A command that names no incarnation and is older than the agent's start by more than this is a replay.
   ROBUSTRL_COMMAND_CLOCK_SKEW_SECONDS: z.coerce.number().nonnegative().default(5),
-  ROBUSTRL_WEIGHTS_BIND_HOST: z.string().min(1).default('0.0.0.0'),
+  // Unset: the advertised address, so the weight server listens on that interface only.
+  ROBUSTRL_WEIGHTS_BIND_HOST: z.ipv4({ error: 'an IPv4 address to bind (UCX listens on IPv4)' }).optional(),
   ROBUSTRL_WEIGHTS_PORT: z.coerce.number().int().min(0).max(65535).default(13337),
   // What other machines dial: the pod IP / host name on a cluster (the bind address may be 0.0.0.0).
   ROBUSTRL_WEIGHTS_ADVERTISE_HOST: z.string().min(1).default('127.0.0.1'),
@@ -120,7 +121,7 @@ export function agentConfigFromEnv(env: NodeJS.ProcessEnv): AgentConfig {
     stopGraceMs: Math.round(e.ROBUSTRL_STOP_GRACE_SECONDS * 1000),
     commandClockSkewMs: Math.round(e.ROBUSTRL_COMMAND_CLOCK_SKEW_SECONDS * 1000),
     weights: {
-      bindHost: e.ROBUSTRL_WEIGHTS_BIND_HOST,
+      bindHost: e.ROBUSTRL_WEIGHTS_BIND_HOST ?? null,
       port: e.ROBUSTRL_WEIGHTS_PORT,
       advertiseHost: e.ROBUSTRL_WEIGHTS_ADVERTISE_HOST,
       shmDir: e.ROBUSTRL_WEIGHTS_SHM_DIR,

@@ -31,18 +31,15 @@ describeUcx('weight plane over real UCX (trainer → rollout → relay)', () => 
       await bus.publish(m as RobustrlMessage);
       return m.eventId;
     };
-  const plane = (machineId: string) => {
-    const p = new WeightPlane(
-      { jobId: JOB, machineId, bindHost: '127.0.0.1', port: 0, advertiseHost: '127.0.0.1', shmDir: shm, limits },
-      bus,
-      emitFrom(machineId),
-    );
+  // rollout-1 names its host (resolved to 127.0.0.1) and no bind address: it listens on the advertised one.
+  const plane = (machineId: string, host: { bindHost: string | null; advertiseHost: string } = { bindHost: '127.0.0.1', advertiseHost: '127.0.0.1' }) => {
+    const p = new WeightPlane({ jobId: JOB, machineId, ...host, port: 0, shmDir: shm, limits }, bus, emitFrom(machineId));
     planes.push(p);
     return p;
   };
   const trainer = plane('trainer-0');
   const rollout = plane('rollout-0');
-  const relayPuller = plane('rollout-1');
+  const relayPuller = plane('rollout-1', { bindHost: null, advertiseHost: 'localhost' });
   const weights = Buffer.alloc(SIZES.reduce((a, b) => a + b, 0));
   for (let i = 0; i < weights.length; i++) weights[i] = (i * 2654435761) >>> 24;
   let pullSeq = 0;
@@ -77,6 +74,19 @@ describeUcx('weight plane over real UCX (trainer → rollout → relay)', () => 
     await bus.subscribe({ groupId: 'observer', topics: [Topics.weights], handler: async (d) => void seen.push(d.message) });
     for (const p of planes) expect(await p.start()).toMatch(/^127\.0\.0\.1:\d+$/);
     writeFileSync(join(shm, 'trainer-v1'), weights);
+  });
+
+  it('listens on the advertised address only (a name resolved to IPv4), not on every interface', () => {
+    const port = Number(relayPuller.address!.split(':')[1]);
+    // Listening TCP sockets of this process's network namespace: local address (hex, little-endian IPv4) and port.
+    const listening = readFileSync('/proc/net/tcp', 'utf8')
+      .split('\n')
+      .slice(1)
+      .map((line) => line.trim().split(/\s+/))
+      .filter((f) => f[3] === '0A' && parseInt(f[1].split(':')[1], 16) === port)
+      .map((f) => f[1].split(':')[0]);
+    expect(relayPuller.address).toBe(`127.0.0.1:${port}`);
+    expect(listening).toEqual(['0100007F']);
   });
   afterAll(async () => {
     for (const p of planes) await p.stop();

@@ -1,3 +1,5 @@
+import { lookup } from 'node:dns/promises';
+import { isIPv4 } from 'node:net';
 import { existsSync, readdirSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { Logger } from '@nestjs/common';
@@ -12,8 +14,12 @@ import { WeightServer } from './weight-server';
 export interface WeightPlaneConfig {
   jobId: string;
   machineId: string;
-  /** UCX listener: bind host, port (0: any free port) and the host pullers use to reach it. */
-  bindHost: string;
+  /**
+   * UCX listener: the host pullers reach it at (an IPv4 address, or a name resolved to one at start),
+   * the port (0: any free port), and the address it binds — null: the advertised address itself, so the
+   * weight server listens on that interface only (issue 15), not on every one.
+   */
+  bindHost: string | null;
   port: number;
   advertiseHost: string;
   /** Where the named shared-memory regions live (`/dev/shm`). */
@@ -84,7 +90,8 @@ export class WeightPlane {
     this.removeStaleStaging();
     this.worker = new UcxWorker();
     this.server = new WeightServer(this.worker);
-    this.address = this.server.listen(this.config.bindHost, this.config.port, this.config.advertiseHost);
+    const advertised = await ipv4Of(this.config.advertiseHost);
+    this.address = this.server.listen(this.config.bindHost ?? advertised, this.config.port, advertised);
     this.links = new SourceLinks(this.worker, Math.min(this.config.limits.opTimeoutMs, 10_000));
     this.links.start();
     // From the beginning: a machine that joins late needs the manifests published before it came.
@@ -355,3 +362,13 @@ export class WeightPlane {
 
 const UNMAP_GRACE_MS = 10_000;
 const safeName = (s: string) => s.replace(/[^A-Za-z0-9._-]/g, '_');
+
+/** UCX's listener and connections take IPv4 addresses: a host name (a pod's, `$(hostname)`) is resolved once. */
+async function ipv4Of(host: string): Promise<string> {
+  if (isIPv4(host)) return host;
+  try {
+    return (await lookup(host, { family: 4 })).address;
+  } catch (err) {
+    throw new Error(`ROBUSTRL_WEIGHTS_ADVERTISE_HOST '${host}' has no IPv4 address: ${(err as Error).message}`);
+  }
+}
