@@ -11,8 +11,10 @@
 #   ROBUSTRL_LOCAL_DIR     state dir (default: <repo>/.local); Kafka lives in $ROBUSTRL_LOCAL_DIR/kafka
 #   KAFKA_LIBS_DIR         where the jars are (default: $ROBUSTRL_LOCAL_DIR/kafka/libs), e.g. another broker's
 #   KAFKA_VERSION          kafka_2.13 version from Maven Central (default 3.9.1; 4.x supported)
-#   KAFKA_PORT             client listener port on 127.0.0.1 (default 19092)
-#   KAFKA_CONTROLLER_PORT  KRaft controller port on 127.0.0.1 (default 19093)
+#   KAFKA_HOST             address the client listener binds and advertises (default 127.0.0.1; e.g. a
+#                          bridge's address so processes in network namespaces reach the broker)
+#   KAFKA_PORT             client listener port (default 19092)
+#   KAFKA_CONTROLLER_PORT  KRaft controller port, on 127.0.0.1 always (default 19093)
 #   KAFKA_NUM_PARTITIONS   default partitions for auto-created topics (default 3)
 #   KAFKA_CLUSTER_ID       cluster id used to format storage (default fixed value)
 #   KAFKA_HEAP_OPTS        JVM heap flags (default "-Xms256m -Xmx512m")
@@ -26,7 +28,9 @@ LOG_TAG="kafka"
 source "${SCRIPT_DIR}/lib/common.sh"
 
 KAFKA_VERSION="${KAFKA_VERSION:-3.9.1}"
-KAFKA_HOST="127.0.0.1"
+KAFKA_HOST="${KAFKA_HOST:-127.0.0.1}"
+# The KRaft controller never leaves the machine: only the client listener follows KAFKA_HOST.
+CONTROLLER_HOST="127.0.0.1"
 KAFKA_PORT="${KAFKA_PORT:-19092}"
 KAFKA_CONTROLLER_PORT="${KAFKA_CONTROLLER_PORT:-19093}"
 KAFKA_NUM_PARTITIONS="${KAFKA_NUM_PARTITIONS:-3}"
@@ -184,8 +188,8 @@ write_config() {
 # Single node, combined KRaft mode (broker + controller), static quorum.
 process.roles=broker,controller
 node.id=1
-controller.quorum.voters=1@${KAFKA_HOST}:${KAFKA_CONTROLLER_PORT}
-listeners=PLAINTEXT://${KAFKA_HOST}:${KAFKA_PORT},CONTROLLER://${KAFKA_HOST}:${KAFKA_CONTROLLER_PORT}
+controller.quorum.voters=1@${CONTROLLER_HOST}:${KAFKA_CONTROLLER_PORT}
+listeners=PLAINTEXT://${KAFKA_HOST}:${KAFKA_PORT},CONTROLLER://${CONTROLLER_HOST}:${KAFKA_CONTROLLER_PORT}
 advertised.listeners=PLAINTEXT://${KAFKA_HOST}:${KAFKA_PORT}
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
@@ -323,9 +327,9 @@ cmd_start() {
     return 0
   fi
   local p
-  for p in "${KAFKA_PORT}" "${KAFKA_CONTROLLER_PORT}"; do
-    if port_open "${KAFKA_HOST}" "${p}"; then
-      die "${KAFKA_HOST}:${p} is already in use by another process (pid: $(pid_listening_on "${p}")); stop it or set KAFKA_PORT/KAFKA_CONTROLLER_PORT"
+  for p in "${KAFKA_HOST}:${KAFKA_PORT}" "${CONTROLLER_HOST}:${KAFKA_CONTROLLER_PORT}"; do
+    if port_open "${p%:*}" "${p##*:}"; then
+      die "${p} is already in use by another process (pid: $(pid_listening_on "${p##*:}")); stop it or set KAFKA_PORT/KAFKA_CONTROLLER_PORT"
     fi
   done
 
