@@ -146,7 +146,7 @@ class Deployment {
     await this.bus.ensureTopics();
     this.observer = await this.bus.subscribe({
       groupId: `e2e-ctlkill-observer-${randomUUID()}`,
-      topics: [Topics.control],
+      topics: [Topics.control, Topics.replies],
       handler: async (d) => void this.seen.push(d.message),
     });
     this.controller = new ServiceProcess('controller', {

@@ -327,7 +327,21 @@ describe('detect and restart, end to end (real Kafka, PostgreSQL, processes)', (
       );
       const out = execFileSync(
         process.execPath,
-        [CLI, 'tail', '--job', jobId, '--from-beginning', '--topic', 'verdicts', 'control', '--limit', String(story.length), '--topic-prefix', topicPrefix],
+        [
+          CLI,
+          'tail',
+          '--job',
+          jobId,
+          '--from-beginning',
+          '--topic',
+          'verdicts',
+          'control',
+          'replies',
+          '--limit',
+          String(story.length),
+          '--topic-prefix',
+          topicPrefix,
+        ],
         {
           encoding: 'utf8',
           env: { ...process.env, KAFKA_BROKERS: brokers.join(',') },

@@ -494,7 +494,7 @@ class Observer {
     });
     this.subscription = await this.bus.subscribe({
       groupId: `chaos-verdicts-${randomUUID()}`,
-      topics: [Topics.verdicts, Topics.membership, Topics.control],
+      topics: [Topics.verdicts, Topics.membership, Topics.control, Topics.replies],
       types: OBSERVED_TYPES,
       handler: async ({ message }) => void this.seen.push(message),
     });

@@ -278,7 +278,7 @@ class CampaignRun {
 
     this.observer = await this.bus.subscribe({
       groupId: `system-chaos-observer-${randomUUID()}`,
-      topics: [Topics.membership, Topics.verdicts, Topics.control, Topics.training, Topics.trajectories, Topics.weights],
+      topics: [Topics.membership, Topics.verdicts, Topics.control, Topics.replies, Topics.training, Topics.trajectories, Topics.weights],
       types: OBSERVED,
       fromBeginning: true,
       handler: async ({ message }) => {

@@ -8,6 +8,11 @@ export const Topics = {
   heartbeat: 'robustrl.heartbeat',
   verdicts: 'robustrl.verdicts',
   control: 'robustrl.control',
+  /**
+   * What executors answer to commands (agents, the controller's orchestrator executor). Apart from
+   * control so that the broker can let agents write their answers and no command (topic ACLs).
+   */
+  replies: 'robustrl.replies',
   trajectories: 'robustrl.trajectories',
   weights: 'robustrl.weights',
   training: 'robustrl.training',

@@ -23,7 +23,7 @@ import {
  * Controller: role-based recovery (paper §5.1, Figure 7). The workflow is the decider in
  * `recovery/`; the executor for platform-level commands is in `executor/`; this is the shell.
  */
-export const CONTROLLER_INPUTS = [Topics.membership, Topics.telemetry, Topics.verdicts, Topics.control, Topics.training] as const;
+export const CONTROLLER_INPUTS = [Topics.membership, Topics.telemetry, Topics.verdicts, Topics.control, Topics.replies, Topics.training] as const;
 export const ORCHESTRATOR = Symbol('ORCHESTRATOR');
 
 function commandTimeoutMs(env: NodeJS.ProcessEnv): number {

@@ -138,7 +138,7 @@ const Executor = {
 
 export const RecoveryCommandSucceeded = event(
   'RecoveryCommandSucceeded',
-  Topics.control,
+  Topics.replies,
   'A recovery command was carried out (for a group command: on one machine).',
   z.object({
     ...Target,
@@ -151,7 +151,7 @@ export const RecoveryCommandSucceeded = event(
 
 export const RecoveryCommandFailed = event(
   'RecoveryCommandFailed',
-  Topics.control,
+  Topics.replies,
   'A recovery command could not be carried out; two failed restarts escalate (paper §5.1.2 rule 3).',
   z.object({ ...Target, ...Executor, durationMs: z.int().nonnegative(), error: z.string().min(1) }),
 );

@@ -31,6 +31,7 @@ const TOPIC_RANK: Readonly<Record<string, number>> = {
   [Topics.membership]: 0,
   [Topics.verdicts]: 1,
   [Topics.control]: 2,
+  [Topics.replies]: 2,
   [Topics.telemetry]: 3,
   [Topics.training]: 4,
 };
