@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
-import { busIdentityFromEnv, KafkaBus } from '@robustrl/bus';
+import { busIdentityFromEnv, KafkaBus, KafkaBusOptions, kafkaSecurityFromEnv } from '@robustrl/bus';
 import { formatMessageLine } from '@robustrl/contracts';
 import { identityKeyOf, IdentityUsageError } from './identity-command';
 import { JobStartArgs, jobStartedOf, JobStartUsageError } from './job-start';
@@ -30,6 +30,7 @@ program
     const topics = (opts.topic ?? DEFAULT_TAIL_TOPICS).map((t) => (t.includes('.') ? t : `robustrl.${t}`));
     const session = await tail({
       brokers,
+      security: kafkaSecurityFromEnv(process.env),
       topics,
       topicPrefix: opts.topicPrefix ?? process.env.ROBUSTRL_TOPIC_PREFIX ?? '',
       job: opts.job,
@@ -115,6 +116,8 @@ job
       logger: { info: () => undefined, warn: () => undefined, error: (m) => process.stderr.write(`${m}\n`) },
       // A deployment that signs its records takes the operator's only when signed (README "Who speaks on the bus").
       identity: busIdentityFromEnv(process.env, { service: 'robustrl-cli' }),
+      // A secured broker: TLS and the operator's login (KAFKA_SSL_CA_FILE, KAFKA_SASL_*).
+      ...(kafkaSecurityFromEnv(process.env) as Pick<KafkaBusOptions, 'ssl' | 'sasl'>),
     });
     try {
       await bus.publish(message);

@@ -1,10 +1,12 @@
 import { randomUUID } from 'node:crypto';
-import { Kafka, logLevel } from 'kafkajs';
+import { Kafka, logLevel, SASLOptions } from 'kafkajs';
 import { ALL_TOPICS, DEAD_LETTER_TOPIC, decodeMessage, formatMessageLine } from '@robustrl/contracts';
 import { fromDeadLetterRecord } from '@robustrl/bus';
 
 export interface TailOptions {
   brokers: string[];
+  /** TLS and a login to the brokers (bus-config.ts kafkaSecurityFromEnv: KAFKA_SSL_CA_FILE, KAFKA_SASL_*). */
+  security?: { ssl?: { ca?: string }; sasl?: { mechanism: string; username: string; password: string } };
   topics: string[];
   /** Topic prefix of the deployment (see KafkaBus `topicPrefix`). */
   topicPrefix: string;
@@ -22,7 +24,14 @@ export interface TailOptions {
  * consumer group and never commits, so tailing never moves a service's offsets.
  */
 export async function tail(options: TailOptions): Promise<{ stop(): Promise<void>; done: Promise<void> }> {
-  const kafka = new Kafka({ clientId: 'robustrl-tail', brokers: options.brokers, logLevel: logLevel.NOTHING });
+  const { ssl, sasl } = options.security ?? {};
+  const kafka = new Kafka({
+    clientId: 'robustrl-tail',
+    brokers: options.brokers,
+    logLevel: logLevel.NOTHING,
+    ...(ssl ? { ssl: ssl.ca ? { ca: [ssl.ca] } : true } : {}),
+    ...(sasl ? { sasl: sasl as SASLOptions } : {}),
+  });
   const consumer = kafka.consumer({ groupId: `robustrl-tail-${randomUUID()}` });
   let printed = 0;
   let finish!: () => void;

@@ -15,6 +15,10 @@
 #                          bridge's address so processes in network namespaces reach the broker)
 #   KAFKA_PORT             client listener port (default 19092)
 #   KAFKA_CONTROLLER_PORT  KRaft controller port, on 127.0.0.1 always (default 19093)
+#   KAFKA_SECURITY         plaintext (default) or sasl-ssl: the client listener speaks TLS (a CA made on
+#                          first start, its certificate in $KAFKA_DIR/tls/ca.pem), clients log in with
+#                          SCRAM-SHA-512, and topic ACLs apply (`principal` creates a client's login and
+#                          rights); decide before the first start (the storage is formatted with it)
 #   KAFKA_NUM_PARTITIONS   default partitions for auto-created topics (default 3)
 #   KAFKA_CLUSTER_ID       cluster id used to format storage (default fixed value)
 #   KAFKA_HEAP_OPTS        JVM heap flags (default "-Xms256m -Xmx512m")
@@ -38,6 +42,8 @@ KAFKA_NUM_PARTITIONS="${KAFKA_NUM_PARTITIONS:-3}"
 KAFKA_CLUSTER_ID="${KAFKA_CLUSTER_ID:-MkU3OEVBNTcwNTJENDM2Qg}"
 KAFKA_HEAP_OPTS="${KAFKA_HEAP_OPTS:--Xms256m -Xmx512m}"
 KAFKA_START_TIMEOUT="${KAFKA_START_TIMEOUT:-90}"
+KAFKA_SECURITY="${KAFKA_SECURITY:-plaintext}"
+case "${KAFKA_SECURITY}" in plaintext | sasl-ssl) ;; *) echo "KAFKA_SECURITY must be plaintext or sasl-ssl, got '${KAFKA_SECURITY}'" >&2; exit 2 ;; esac
 KAFKA_STOP_TIMEOUT="${KAFKA_STOP_TIMEOUT:-30}"
 
 POM="${SCRIPT_DIR}/kafka/pom.xml"
@@ -52,6 +58,8 @@ LOG_FILE="${KAFKA_DIR}/kafka.log"
 PID_FILE="${KAFKA_DIR}/kafka.pid"
 LOCK_FILE="${KAFKA_DIR}/.lock"
 VERSION_MARKER="${LIBS_DIR}/.kafka-version"
+TLS_DIR="${KAFKA_DIR}/tls"
+SECRETS_DIR="${KAFKA_DIR}/secrets"
 # KafkaBroker.STARTED_MESSAGE, logged by KafkaRaftServer once the broker serves requests.
 STARTED_MESSAGE="Kafka Server started"
 
@@ -64,7 +72,9 @@ Usage: $(basename "$0") <install|start|stop|restart|status|env|logs [-f]>
   stop     stop the broker (SIGTERM, then SIGKILL after ${KAFKA_STOP_TIMEOUT}s)
   restart  stop + start
   status   exit 0 and print "kafka up at ${KAFKA_HOST}:${KAFKA_PORT}" if reachable, else exit 1
-  env      print KAFKA_BROKERS=${KAFKA_HOST}:${KAFKA_PORT}
+  env      print KAFKA_BROKERS=${KAFKA_HOST}:${KAFKA_PORT} (and with sasl-ssl the CA and the admin's login)
+  principal NAME ROLE   (sasl-ssl) create the login NAME with the topic ACLs of ROLE (service or agent)
+           and print its settings (KAFKA_SASL_USERNAME, KAFKA_SASL_PASSWORD_FILE, KAFKA_SSL_CA_FILE)
   logs     print the last 200 log lines (-f, or a terminal on stdout: follow)
 
 State: ${KAFKA_DIR}
@@ -189,12 +199,9 @@ write_config() {
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@${CONTROLLER_HOST}:${KAFKA_CONTROLLER_PORT}
-listeners=PLAINTEXT://${KAFKA_HOST}:${KAFKA_PORT},CONTROLLER://${CONTROLLER_HOST}:${KAFKA_CONTROLLER_PORT}
-advertised.listeners=PLAINTEXT://${KAFKA_HOST}:${KAFKA_PORT}
 controller.listener.names=CONTROLLER
-inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
 log.dirs=${DATA_DIR}
+$(listener_config)
 
 auto.create.topics.enable=true
 num.partitions=${KAFKA_NUM_PARTITIONS}
@@ -233,6 +240,63 @@ logger.statechange.level = warn
 EOF
 }
 
+# The client listener: PLAINTEXT, or SASL_SSL with SCRAM-SHA-512 and the StandardAuthorizer (ACLs).
+listener_config() {
+  if [[ "${KAFKA_SECURITY}" == plaintext ]]; then
+    cat <<EOF
+listeners=PLAINTEXT://${KAFKA_HOST}:${KAFKA_PORT},CONTROLLER://${CONTROLLER_HOST}:${KAFKA_CONTROLLER_PORT}
+advertised.listeners=PLAINTEXT://${KAFKA_HOST}:${KAFKA_PORT}
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+EOF
+    return
+  fi
+  local store_pw admin_pw
+  store_pw="$(cat "${TLS_DIR}/store-password")"
+  admin_pw="$(cat "${SECRETS_DIR}/admin.password")"
+  cat <<EOF
+listeners=SASL_SSL://${KAFKA_HOST}:${KAFKA_PORT},CONTROLLER://${CONTROLLER_HOST}:${KAFKA_CONTROLLER_PORT}
+advertised.listeners=SASL_SSL://${KAFKA_HOST}:${KAFKA_PORT}
+inter.broker.listener.name=SASL_SSL
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL
+sasl.enabled.mechanisms=SCRAM-SHA-512
+sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" password="${admin_pw}";
+ssl.keystore.type=PKCS12
+ssl.keystore.location=${TLS_DIR}/broker.p12
+ssl.keystore.password=${store_pw}
+ssl.key.password=${store_pw}
+# The broker's own inter-broker client trusts the same certificate.
+ssl.truststore.type=PEM
+ssl.truststore.location=${TLS_DIR}/ca.pem
+ssl.endpoint.identification.algorithm=
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+allow.everyone.if.no.acl.found=false
+# admin: the broker itself and the operator; ANONYMOUS: the KRaft controller listener, loopback only.
+super.users=User:admin;User:ANONYMOUS
+EOF
+}
+
+# TLS material and the admin's login, made once per state directory (before the storage is formatted).
+ensure_security_material() {
+  [[ "${KAFKA_SECURITY}" == sasl-ssl ]] || return 0
+  mkdir -p "${TLS_DIR}" "${SECRETS_DIR}/users"
+  chmod 700 "${TLS_DIR}" "${SECRETS_DIR}"
+  [[ -f "${SECRETS_DIR}/admin.password" ]] || (umask 077 && head -c 24 /dev/urandom | base64 | tr -d '/+=' >"${SECRETS_DIR}/admin.password")
+  if [[ ! -f "${TLS_DIR}/broker.p12" ]]; then
+    command -v keytool >/dev/null 2>&1 || die "keytool (Java) is needed to make the broker's TLS certificate"
+    local pw
+    pw="$(head -c 24 /dev/urandom | base64 | tr -d '/+=')"
+    (umask 077 && printf '%s' "${pw}" >"${TLS_DIR}/store-password")
+    log "making the broker's TLS certificate (self-signed, ${KAFKA_HOST} and localhost)"
+    keytool -genkeypair -alias broker -keyalg RSA -keysize 2048 -validity 3650 -dname "CN=robustrl-local-kafka" \
+      -ext "SAN=ip:${KAFKA_HOST},dns:localhost,ip:127.0.0.1" -keystore "${TLS_DIR}/broker.p12" -storetype PKCS12 \
+      -storepass "${pw}" -keypass "${pw}" >/dev/null 2>&1 || die "keytool -genkeypair failed"
+    keytool -exportcert -rfc -alias broker -keystore "${TLS_DIR}/broker.p12" -storepass "${pw}" >"${TLS_DIR}/ca.pem" 2>/dev/null ||
+      die "keytool -exportcert failed"
+  fi
+}
+
 java_log_opts() {
   printf '%s\n' "-Dlog4j.configuration=file:${LOG4J_FILE}" \
     "-Dlog4j2.configurationFile=${LOG4J2_FILE}" \
@@ -246,8 +310,11 @@ format_storage() {
   log "formatting KRaft storage in ${DATA_DIR} (cluster id ${KAFKA_CLUSTER_ID})"
   local out opts
   mapfile -t opts < <(java_log_opts)
+  local scram=()
+  # SCRAM logins live in the cluster metadata: the admin's is written when the storage is formatted.
+  [[ "${KAFKA_SECURITY}" == sasl-ssl ]] && scram=(--add-scram "SCRAM-SHA-512=[name=admin,password=$(cat "${SECRETS_DIR}/admin.password")]")
   if ! out="$(java -Xmx256m "${opts[@]}" -cp "${LIBS_DIR}/*" kafka.tools.StorageTool format \
-    -t "${KAFKA_CLUSTER_ID}" -c "${PROPS_FILE}" --ignore-formatted 2>&1)"; then
+    -t "${KAFKA_CLUSTER_ID}" -c "${PROPS_FILE}" --ignore-formatted "${scram[@]}" 2>&1)"; then
     printf '%s\n' "${out}" >&2
     die "kafka-storage format failed"
   fi
@@ -333,6 +400,7 @@ cmd_start() {
     fi
   done
 
+  ensure_security_material
   write_config
   format_storage
 
@@ -386,7 +454,51 @@ cmd_status() {
   return 1
 }
 
-cmd_env() { echo "KAFKA_BROKERS=${KAFKA_HOST}:${KAFKA_PORT}"; }
+cmd_env() {
+  echo "KAFKA_BROKERS=${KAFKA_HOST}:${KAFKA_PORT}"
+  if [[ "${KAFKA_SECURITY}" == sasl-ssl ]]; then
+    echo "KAFKA_SSL_CA_FILE=${TLS_DIR}/ca.pem"
+    echo "KAFKA_SASL_MECHANISM=scram-sha-512"
+    echo "KAFKA_SASL_USERNAME=admin"
+    echo "KAFKA_SASL_PASSWORD_FILE=${SECRETS_DIR}/admin.password"
+  fi
+}
+
+# principal NAME ROLE: a SCRAM login for one client (a service, an agent) and the topic ACLs of its role
+# (libs/bus/src/kafka/topic-acls.ts), applied with the admin's login; prints the client's settings.
+cmd_principal() {
+  local name="${1:-}" role="${2:-}"
+  [[ "${KAFKA_SECURITY}" == sasl-ssl ]] || die "principal needs KAFKA_SECURITY=sasl-ssl"
+  [[ "${name}" =~ ^[A-Za-z0-9._-]+$ ]] || die "principal: NAME must be letters, digits, '.', '_' or '-', got '${name}'"
+  [[ "${role}" == service || "${role}" == agent ]] || die "principal: ROLE must be service or agent, got '${role}'"
+  running_pid >/dev/null || die "the broker is not running; start it first"
+  local pw_file="${SECRETS_DIR}/users/${name}.password" admin_conf="${SECRETS_DIR}/admin.properties"
+  [[ -f "${pw_file}" ]] || (umask 077 && head -c 24 /dev/urandom | base64 | tr -d '/+=' >"${pw_file}")
+  (
+    umask 077
+    cat >"${admin_conf}" <<EOF
+security.protocol=SASL_SSL
+sasl.mechanism=SCRAM-SHA-512
+sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" password="$(cat "${SECRETS_DIR}/admin.password")";
+ssl.truststore.type=PEM
+ssl.truststore.location=${TLS_DIR}/ca.pem
+ssl.endpoint.identification.algorithm=
+EOF
+  )
+  local opts
+  mapfile -t opts < <(java_log_opts)
+  java -Xmx256m "${opts[@]}" -cp "${LIBS_DIR}/*" kafka.admin.ConfigCommand --bootstrap-server "${KAFKA_HOST}:${KAFKA_PORT}" \
+    --command-config "${admin_conf}" --alter --add-config "SCRAM-SHA-512=[password=$(cat "${pw_file}")]" \
+    --entity-type users --entity-name "${name}" >/dev/null 2>&1 || die "could not create the SCRAM login ${name}"
+  KAFKA_BROKERS="${KAFKA_HOST}:${KAFKA_PORT}" KAFKA_SSL_CA_FILE="${TLS_DIR}/ca.pem" KAFKA_SASL_MECHANISM=scram-sha-512 \
+    KAFKA_SASL_USERNAME=admin KAFKA_SASL_PASSWORD_FILE="${SECRETS_DIR}/admin.password" ROBUSTRL_TOPIC_PREFIX="${ROBUSTRL_TOPIC_PREFIX:-}" \
+    node "${SCRIPT_DIR}/lib/kafka-acls.js" "${name}" "${role}" >&2 || die "could not apply the ACLs of ${role} to ${name}"
+  echo "KAFKA_BROKERS=${KAFKA_HOST}:${KAFKA_PORT}"
+  echo "KAFKA_SSL_CA_FILE=${TLS_DIR}/ca.pem"
+  echo "KAFKA_SASL_MECHANISM=scram-sha-512"
+  echo "KAFKA_SASL_USERNAME=${name}"
+  echo "KAFKA_SASL_PASSWORD_FILE=${pw_file}"
+}
 
 cmd_logs() {
   [[ -f "${LOG_FILE}" ]] || die "no log yet at ${LOG_FILE}"
@@ -409,6 +521,7 @@ main() {
       ;;
     status) cmd_status ;;
     env) cmd_env ;;
+    principal) cmd_principal "$@" ;;
     logs) cmd_logs "$@" ;;
     -h | --help | help)
       usage

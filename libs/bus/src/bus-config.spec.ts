@@ -1,4 +1,8 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { busConfigFromEnv } from './bus-config';
+import { aclsFor, TOPIC_RIGHTS } from './kafka/topic-acls';
 
 describe('bus configuration from the environment', () => {
   const kafka = { KAFKA_BROKERS: '127.0.0.1:19092' };
@@ -11,5 +15,49 @@ describe('bus configuration from the environment', () => {
 
   it('stops start-up on another value, naming the variable', () => {
     expect(() => busConfigFromEnv({ ...kafka, ROBUSTRL_KAFKA_EVICT_DEAD_MEMBERS: 'yes' }, 'robustrl-detector')).toThrow(/ROBUSTRL_KAFKA_EVICT_DEAD_MEMBERS/);
+  });
+
+  it('reads TLS and a SCRAM login, the password inline or from a file, and never sends a login without TLS', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'robustrl-bus-config-'));
+    writeFileSync(join(dir, 'ca.pem'), '-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----\n');
+    writeFileSync(join(dir, 'password'), 'from-a-file\n');
+    const secured = { ...kafka, KAFKA_SSL_CA_FILE: join(dir, 'ca.pem'), KAFKA_SASL_MECHANISM: 'SCRAM-SHA-512', KAFKA_SASL_USERNAME: 'detector' };
+    expect(busConfigFromEnv({ ...secured, KAFKA_SASL_PASSWORD_FILE: join(dir, 'password') }, 'c')).toMatchObject({
+      ssl: { ca: expect.stringContaining('BEGIN CERTIFICATE') },
+      sasl: { mechanism: 'scram-sha-512', username: 'detector', password: 'from-a-file' },
+    });
+    expect(busConfigFromEnv({ ...kafka, KAFKA_SSL: 'true' }, 'c')).toMatchObject({ ssl: {} });
+    expect(busConfigFromEnv(kafka, 'c')).not.toHaveProperty('sasl');
+    expect(() => busConfigFromEnv({ ...secured, KAFKA_SSL_CA_FILE: '', KAFKA_SASL_PASSWORD: 'p' }, 'c')).toThrow(/needs TLS to the brokers/);
+    expect(() => busConfigFromEnv(secured, 'c')).toThrow(/needs KAFKA_SASL_USERNAME and KAFKA_SASL_PASSWORD/);
+    expect(() => busConfigFromEnv({ ...secured, KAFKA_SASL_PASSWORD_FILE: join(dir, 'missing') }, 'c')).toThrow(/KAFKA_SASL_PASSWORD_FILE: cannot read/);
+    expect(() => busConfigFromEnv({ ...secured, KAFKA_SASL_MECHANISM: 'gssapi', KAFKA_SASL_PASSWORD: 'p' }, 'c')).toThrow(/invalid bus configuration/);
+    expect(() => busConfigFromEnv({ ...kafka, KAFKA_SASL_USERNAME: 'x' }, 'c')).toThrow(/without KAFKA_SASL_MECHANISM/);
+    expect(() => busConfigFromEnv({ ...kafka, KAFKA_SSL: 'yes' }, 'c')).toThrow(/KAFKA_SSL must be true or false/);
+  });
+});
+
+describe('topic ACLs by role', () => {
+  it('agents write their reports and answers, read what addresses machines, and never write a command, a verdict or a trajectory', () => {
+    const agent = aclsFor('agent', 'prod.');
+    const writes = agent.filter((a) => a.operation === 'write').map((a) => a.name);
+    for (const forbidden of ['prod.robustrl.control', 'prod.robustrl.verdicts', 'prod.robustrl.trajectories']) expect(writes).not.toContain(forbidden);
+    expect(writes).toEqual(
+      expect.arrayContaining(['prod.robustrl.telemetry', 'prod.robustrl.heartbeat', 'prod.robustrl.replies', 'prod.robustrl.dead-letter']),
+    );
+    expect(agent.filter((a) => a.operation === 'read' && a.resource === 'topic').map((a) => a.name)).toEqual([
+      'prod.robustrl.control',
+      'prod.robustrl.heartbeat',
+      'prod.robustrl.weights',
+    ]);
+    expect(agent).toContainEqual({ resource: 'group', pattern: 'prefixed', name: 'prod.robustrl-agent-', operation: 'read' });
+    expect(agent.some((a) => a.operation === 'create')).toBe(false);
+  });
+
+  it('services read and write every topic and create them; with no prefix, every group is theirs', () => {
+    const service = aclsFor('service');
+    expect(service.filter((a) => a.operation === 'write').map((a) => a.name)).toEqual([...TOPIC_RIGHTS.service.write]);
+    expect(service).toContainEqual({ resource: 'topic', pattern: 'prefixed', name: 'robustrl.', operation: 'create' });
+    expect(service).toContainEqual({ resource: 'group', pattern: 'literal', name: '*', operation: 'read' });
   });
 });

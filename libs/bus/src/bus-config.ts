@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { InProcessBus } from './in-process/in-process-bus';
 import { KafkaBus } from './kafka/kafka-bus';
@@ -12,6 +13,10 @@ export const BusConfig = z.discriminatedUnion('adapter', [
     topicPrefix: z.string().regex(/^[A-Za-z0-9._-]*$/, 'letters, digits, ".", "_" and "-" only'),
     /** ROBUSTRL_KAFKA_EVICT_DEAD_MEMBERS (`on`/`off`): see KafkaBusOptions.evictDeadMembers. */
     evictDeadMembers: z.boolean().optional(),
+    /** TLS to the brokers: the CA's PEM (KAFKA_SSL_CA_FILE), or the system's CAs (KAFKA_SSL=true). */
+    ssl: z.object({ ca: z.string().optional() }).optional(),
+    /** The client's login (KAFKA_SASL_MECHANISM, KAFKA_SASL_USERNAME, KAFKA_SASL_PASSWORD or _FILE). */
+    sasl: z.object({ mechanism: z.enum(['scram-sha-512', 'scram-sha-256', 'plain']), username: z.string().min(1), password: z.string().min(1) }).optional(),
   }),
   z.object({ adapter: z.literal('in-process') }),
 ]);
@@ -27,7 +32,14 @@ export function busConfigFromEnv(env: NodeJS.ProcessEnv, clientId: string): BusC
   }
   const raw =
     brokers && brokers.length > 0
-      ? { adapter: 'kafka', brokers, clientId, topicPrefix: env.ROBUSTRL_TOPIC_PREFIX ?? '', evictDeadMembers: evict !== 'off' }
+      ? {
+          adapter: 'kafka',
+          brokers,
+          clientId,
+          topicPrefix: env.ROBUSTRL_TOPIC_PREFIX ?? '',
+          evictDeadMembers: evict !== 'off',
+          ...kafkaSecurityFromEnv(env),
+        }
       : { adapter: 'in-process' };
   const parsed = BusConfig.safeParse(raw);
   if (!parsed.success) {
@@ -38,6 +50,45 @@ export function busConfigFromEnv(env: NodeJS.ProcessEnv, clientId: string): BusC
   return parsed.data;
 }
 
+/**
+ * TLS and SASL to the brokers from KAFKA_SSL / KAFKA_SSL_CA_FILE and KAFKA_SASL_MECHANISM /
+ * KAFKA_SASL_USERNAME / KAFKA_SASL_PASSWORD (or KAFKA_SASL_PASSWORD_FILE, a mounted secret). A login is
+ * only ever sent over TLS: SASL without TLS is refused (a SCRAM exchange over plaintext would still
+ * expose who connects and what they then read and write).
+ */
+export function kafkaSecurityFromEnv(env: NodeJS.ProcessEnv): { ssl?: { ca?: string }; sasl?: { mechanism: string; username: string; password: string } } {
+  const caFile = env.KAFKA_SSL_CA_FILE?.trim();
+  const sslFlag = env.KAFKA_SSL?.trim().toLowerCase();
+  if (sslFlag !== undefined && sslFlag !== '' && sslFlag !== 'true' && sslFlag !== 'false')
+    throw new Error(`KAFKA_SSL must be true or false, got '${env.KAFKA_SSL}'`);
+  let ssl: { ca?: string } | undefined;
+  if (caFile) {
+    try {
+      ssl = { ca: readFileSync(caFile, 'utf8') };
+    } catch (err) {
+      throw new Error(`KAFKA_SSL_CA_FILE: cannot read ${caFile}: ${(err as Error).message}`);
+    }
+  } else if (sslFlag === 'true') ssl = {};
+  const mechanism = env.KAFKA_SASL_MECHANISM?.trim().toLowerCase();
+  if (!mechanism) {
+    if (env.KAFKA_SASL_USERNAME) throw new Error('KAFKA_SASL_USERNAME is set without KAFKA_SASL_MECHANISM (scram-sha-512, scram-sha-256 or plain)');
+    return ssl ? { ssl } : {};
+  }
+  if (!ssl) throw new Error('KAFKA_SASL_MECHANISM needs TLS to the brokers (KAFKA_SSL_CA_FILE, or KAFKA_SSL=true): a login is never sent in the clear');
+  const passwordFile = env.KAFKA_SASL_PASSWORD_FILE?.trim();
+  let password = env.KAFKA_SASL_PASSWORD;
+  if (passwordFile) {
+    try {
+      password = readFileSync(passwordFile, 'utf8').trim();
+    } catch (err) {
+      throw new Error(`KAFKA_SASL_PASSWORD_FILE: cannot read ${passwordFile}: ${(err as Error).message}`);
+    }
+  }
+  if (!env.KAFKA_SASL_USERNAME || !password)
+    throw new Error('KAFKA_SASL_MECHANISM needs KAFKA_SASL_USERNAME and KAFKA_SASL_PASSWORD (or KAFKA_SASL_PASSWORD_FILE)');
+  return { ssl, sasl: { mechanism, username: env.KAFKA_SASL_USERNAME, password } };
+}
+
 export function createBus(config: BusConfig, logger?: BusLogger, deadLetterLedger?: DeadLetterLedger, identity?: BusIdentity): MessageBus {
   return config.adapter === 'kafka'
     ? new KafkaBus({
@@ -45,6 +96,8 @@ export function createBus(config: BusConfig, logger?: BusLogger, deadLetterLedge
         clientId: config.clientId,
         topicPrefix: config.topicPrefix,
         evictDeadMembers: config.evictDeadMembers ?? true,
+        ...(config.ssl ? { ssl: config.ssl } : {}),
+        ...(config.sasl ? { sasl: config.sasl } : {}),
         // Absent, not undefined: an undefined logger would override the adapter's default.
         ...(logger ? { logger } : {}),
         deadLetterLedger,

@@ -18,3 +18,4 @@ export * from './identity/identity-keys';
 export * from './identity/signers';
 export * from './identity/verifiers';
 export * from './identity/identity-config';
+export * from './kafka/topic-acls';

@@ -1,4 +1,4 @@
-import { Admin, Kafka, KafkaConfig, logLevel, Producer } from 'kafkajs';
+import { Admin, Kafka, KafkaConfig, logLevel, Producer, SASLOptions } from 'kafkajs';
 import { ALL_TOPICS, DEAD_LETTER_TOPIC, RobustrlMessage } from '@robustrl/contracts';
 import { DeadLetterCount, DeadLetterCounter } from '../dead-letter-counts';
 import {
@@ -57,6 +57,10 @@ export interface KafkaBusOptions {
   evictDeadMembers?: boolean;
   /** Sign what it publishes, check what it consumes (BusIdentity); absent: unsigned. */
   identity?: BusIdentity;
+  /** TLS to the brokers (a CA's PEM, or none for the system's CAs). */
+  ssl?: { ca?: string };
+  /** The client's login; bus-config.ts sends it over TLS only. */
+  sasl?: { mechanism: 'scram-sha-512' | 'scram-sha-256' | 'plain'; username: string; password: string };
 }
 
 /**
@@ -73,7 +77,9 @@ export class KafkaBus implements MessageBus {
   readonly adapter = 'kafka' as const;
   readonly maxRecordBytes: number;
   private readonly kafka: Kafka;
-  private readonly options: Required<Omit<KafkaBusOptions, 'kafkaLogLevel' | 'deadLetterLedger' | 'group' | 'consumerRestart' | 'identity'>> & {
+  private readonly options: Required<
+    Omit<KafkaBusOptions, 'kafkaLogLevel' | 'deadLetterLedger' | 'group' | 'consumerRestart' | 'identity' | 'ssl' | 'sasl'>
+  > & {
     group: GroupTiming;
     consumerRestart: ConsumerRestartPolicy;
   };
@@ -118,6 +124,8 @@ export class KafkaBus implements MessageBus {
           else logger.info(msg, fields);
         },
       retry: { initialRetryTime: 100, retries: 8 },
+      ...(options.ssl ? { ssl: options.ssl.ca ? { ca: [options.ssl.ca] } : true } : {}),
+      ...(options.sasl ? { sasl: { mechanism: options.sasl.mechanism, username: options.sasl.username, password: options.sasl.password } as SASLOptions } : {}),
     };
     this.kafka = new Kafka(config);
   }
