@@ -20,6 +20,9 @@ export interface BucketPull {
   sourceAddress: string;
   /** The trainer's manifest names its region; a relay's comes from its catalog. */
   sourceRegion?: { address: string; length: number; rkey: string };
+  /** The assignment, which a relay's catalog is granted for (weight-server.ts). */
+  pullId: string;
+  pullerId: string;
 }
 
 export type PullOutcome = { ok: true; bytes: number; durationMs: number } | { ok: false; reason: string };
@@ -39,7 +42,10 @@ export async function pullBucket(
   const started = Date.now();
   const { offset, sizeBytes } = pull.bucket;
   try {
-    const { ep, remote } = await links.regionOf(pull.sourceAddress, pull.version, limits.catalogWaitMs, pull.sourceRegion);
+    const { ep, remote } = await links.regionOf(pull.sourceAddress, pull.version, limits.catalogWaitMs, pull.sourceRegion, {
+      pullId: pull.pullId,
+      pullerId: pull.pullerId,
+    });
     if (offset + sizeBytes > remote.length)
       return { ok: false, reason: `source region of ${remote.length} bytes does not hold bucket ${pull.bucket.index} (${offset}+${sizeBytes})` };
     for (let done = 0; done < sizeBytes;) {

@@ -1,6 +1,6 @@
 import { Logger } from '@nestjs/common';
 import { EndpointClosedError, Endpoint, RemoteRegion, UcxWorker } from '@robustrl/ucx';
-import { Catalog, CATALOG_MAX_BYTES, CATALOG_TAG } from './weight-server';
+import { Catalog, CATALOG_MAX_BYTES, CATALOG_REQUEST_TAG, CATALOG_TAG, CatalogRequest, Hello, HELLO_TAG } from './weight-server';
 
 /** Where a source holds a version, usable for GETs: the endpoint and the remote key unpacked on it. */
 export interface SourceRegion {
@@ -12,13 +12,18 @@ export class SourceNotServingError extends Error {}
 
 /**
  * The puller's side of the weight servers: one UCX endpoint per source address (connected on first use,
- * peer error handling on, so a source that dies fails its GETs instead of hanging them), the catalog each
- * source pushed, and remote keys unpacked per endpoint.
+ * peer error handling on, so a source that dies fails its GETs instead of hanging them), the hello each
+ * source sent on it, the catalog entries it granted (weight-server.ts: asked for per assigned pull), and
+ * remote keys unpacked per endpoint.
  */
 export class SourceLinks {
   private readonly logger = new Logger('source-links');
   private readonly endpoints = new Map<string, Promise<Endpoint>>();
   private readonly catalogs = new Map<string, Catalog>();
+  /** Per source address: the nonce of its hello on our connection, the versions asked for, the refusals. */
+  private readonly hellos = new Map<string, string>();
+  private readonly requested = new Map<string, Set<number>>();
+  private readonly refusals = new Map<string, Map<number, string>>();
   private readonly waiters = new Set<() => void>();
   private readonly rkeys = new WeakMap<Endpoint, Map<string, RemoteRegion>>();
   private closed = false;
@@ -31,6 +36,7 @@ export class SourceLinks {
   /** Starts receiving catalogs (one receive posted at a time; UCX queues what arrives in between). */
   start(): void {
     void this.receiveCatalogs();
+    void this.receiveHellos();
   }
 
   close(): void {
@@ -57,6 +63,9 @@ export class SourceLinks {
     const ep = this.endpoints.get(address);
     this.endpoints.delete(address);
     this.catalogs.delete(address);
+    this.hellos.delete(address);
+    this.requested.delete(address);
+    this.refusals.delete(address);
     ep?.then(async (e) => {
       if (e.state === 'open') await e.close({ force: true });
     }).catch(() => undefined);
@@ -64,16 +73,27 @@ export class SourceLinks {
 
   /**
    * The region of `version` on the source at `address`: from the given descriptor (the trainer's manifest
-   * carries it) or from the catalog the source pushes on connect, waiting up to `waitMs` for it.
+   * carries it), or asked of the source for the assigned pull `pull` and taken from the catalog entry it
+   * grants, waiting up to `waitMs` for its hello and its answer.
    */
-  async regionOf(address: string, version: number, waitMs: number, descriptor?: { address: string; length: number; rkey: string }): Promise<SourceRegion> {
+  async regionOf(
+    address: string,
+    version: number,
+    waitMs: number,
+    descriptor?: { address: string; length: number; rkey: string },
+    pull?: { pullId: string; pullerId: string },
+  ): Promise<SourceRegion> {
     const ep = await this.endpointTo(address);
     let d = descriptor;
     if (!d) {
+      if (!pull) throw new SourceNotServingError(`no region of version ${version} given for ${address}, and no assigned pull to ask for one`);
       const deadline = Date.now() + waitMs;
       for (;;) {
         d = this.catalogs.get(address)?.entries.find((e) => e.version === version);
         if (d) break;
+        const refused = this.refusals.get(address)?.get(version);
+        if (refused) throw new SourceNotServingError(`${address} refused its region of version ${version}: ${refused}`);
+        this.ask(ep, address, version, pull);
         if (this.closed) throw new EndpointClosedError('agent is shutting down');
         if (ep.state !== 'open') throw new EndpointClosedError(`link to ${address} ${ep.state}`);
         const left = deadline - Date.now();
@@ -104,6 +124,36 @@ export class SourceLinks {
     });
   }
 
+  /** Asks the source for a version's region once per connection, as soon as its hello (the nonce) is there. */
+  private ask(ep: Endpoint, address: string, version: number, pull: { pullId: string; pullerId: string }): void {
+    const nonce = this.hellos.get(address);
+    if (!nonce) return;
+    let asked = this.requested.get(address);
+    if (!asked) this.requested.set(address, (asked = new Set()));
+    if (asked.has(version)) return;
+    asked.add(version);
+    const request: CatalogRequest = { nonce, pullId: pull.pullId, pullerId: pull.pullerId, version };
+    ep.sendTag(CATALOG_REQUEST_TAG, Buffer.from(JSON.stringify(request)), { timeoutMs: 10_000 }).catch((err: unknown) => {
+      asked.delete(version);
+      this.logger.warn(`catalog request to ${address} not delivered: ${err instanceof Error ? err.message : String(err)}`);
+    });
+  }
+
+  private async receiveHellos(): Promise<void> {
+    while (!this.closed) {
+      try {
+        const m = await this.worker.recvTag(HELLO_TAG, { maxLength: 4 * 1024 });
+        const hello = JSON.parse(m.data.toString('utf8')) as Hello;
+        if (typeof hello.from !== 'string' || typeof hello.nonce !== 'string') throw new Error('malformed hello');
+        if (this.endpoints.has(hello.from)) this.hellos.set(hello.from, hello.nonce);
+        for (const w of [...this.waiters]) w();
+      } catch (err) {
+        if (this.closed || err instanceof EndpointClosedError) return;
+        this.logger.warn(`ignoring a hello: ${err instanceof Error ? err.message : String(err)}`);
+      }
+    }
+  }
+
   private async receiveCatalogs(): Promise<void> {
     while (!this.closed) {
       try {
@@ -111,7 +161,13 @@ export class SourceLinks {
         const catalog = JSON.parse(m.data.toString('utf8')) as Catalog;
         if (typeof catalog.from !== 'string' || !Array.isArray(catalog.entries)) throw new Error('malformed catalog');
         // Only sources we are linked to: a catalog from a link we already dropped is stale.
-        if (this.endpoints.has(catalog.from)) this.catalogs.set(catalog.from, catalog);
+        if (this.endpoints.has(catalog.from)) {
+          if (catalog.refused) {
+            let refused = this.refusals.get(catalog.from);
+            if (!refused) this.refusals.set(catalog.from, (refused = new Map()));
+            refused.set(catalog.refused.version, catalog.refused.reason);
+          } else this.catalogs.set(catalog.from, catalog);
+        }
         for (const w of [...this.waiters]) w();
       } catch (err) {
         if (this.closed || err instanceof EndpointClosedError) return;

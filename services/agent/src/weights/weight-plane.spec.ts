@@ -3,10 +3,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { InProcessBus } from '@robustrl/bus';
 import { createMessage, DataOf, MessageOf, RobustrlMessage, Topics } from '@robustrl/contracts';
-import { ucxInfo } from '@robustrl/ucx';
+import { UcxWorker, ucxInfo } from '@robustrl/ucx';
 import { eventually } from '@robustrl/testing/eventually';
 import { bucketChecksum } from './bucket-layout';
 import { WeightPlane } from './weight-plane';
+import { Catalog, CATALOG_REQUEST_TAG, CATALOG_TAG, CatalogRequest, Hello, HELLO_TAG } from './weight-server';
 
 /**
  * Three weight planes in one process, each with its own UCX worker and server, talking over real UCX
@@ -129,6 +130,47 @@ describeUcx('weight plane over real UCX (trainer → rollout → relay)', () => 
     const outcome = await assign(1, 1, relayPuller, 'rollout-1', { id: 'rollout-0', plane: rollout });
     expect(outcome).toMatchObject({ type: 'WeightPullCompleted', data: { sourceId: 'rollout-0', bytes: SIZES[1] } });
     expect(relayPuller.status().versions).toEqual([expect.objectContaining({ version: 1, heldBuckets: 1, totalBuckets: 4, complete: false })]);
+  });
+
+  it("a source's region goes only to a puller the registry assigned: nothing unasked, a refusal for anyone else", async () => {
+    // A peer on the network with its own UCX worker, not one of the planes.
+    const peer = new UcxWorker();
+    try {
+      const [host, port] = rollout.address!.split(':');
+      const ep = await peer.connect(host, Number(port), { timeoutMs: 3_000 });
+      const hello = JSON.parse((await peer.recvTag(HELLO_TAG, { timeoutMs: 3_000, maxLength: 4096 })).data.toString()) as Hello;
+      expect(hello.from).toBe(rollout.address);
+      // Connected and said hello to, but asked nothing: no catalog comes (it used to be pushed on connect).
+      await expect(peer.recvTag(CATALOG_TAG, { timeoutMs: 500, maxLength: 1 << 20 })).rejects.toThrow();
+
+      // An assignment from rollout-0 to some other machine (no plane here executes it).
+      await bus.publish(
+        createMessage(
+          'WeightPullAssigned',
+          { pullId: 'p-other', version: 1, bucketIndex: 1, pullerId: 'rollout-9', sourceId: 'rollout-0', sourceAddress: rollout.address! },
+          { jobId: JOB, source: 'registry', occurredAt: new Date().toISOString() },
+        ) as RobustrlMessage,
+      );
+      const ask = async (request: Omit<CatalogRequest, 'nonce'>) => {
+        await ep.sendTag(CATALOG_REQUEST_TAG, Buffer.from(JSON.stringify({ ...request, nonce: hello.nonce })), { timeoutMs: 3_000 });
+        return JSON.parse((await peer.recvTag(CATALOG_TAG, { timeoutMs: 6_000, maxLength: 1 << 20 })).data.toString()) as Catalog;
+      };
+      expect(await ask({ pullId: 'p-other', pullerId: 'intruder', version: 1 })).toEqual({
+        from: rollout.address,
+        entries: [],
+        refused: { version: 1, reason: 'pull p-other was assigned to rollout-9 for version 1, not to intruder for version 1' },
+      });
+      expect((await ask({ pullId: 'p-made-up', pullerId: 'intruder', version: 1 })).refused?.reason).toBe(
+        'the weight registry assigned no pull p-made-up from rollout-0 to intruder',
+      );
+      // The assigned puller, asking for its pull, gets that version's region and nothing else.
+      const granted = await ask({ pullId: 'p-other', pullerId: 'rollout-9', version: 1 });
+      expect(granted.refused).toBeUndefined();
+      expect(granted.entries).toEqual([expect.objectContaining({ version: 1, length: weights.length, rkey: expect.any(String) })]);
+      await ep.close({ force: true });
+    } finally {
+      peer.close();
+    }
   });
 
   it('bytes that do not match the manifest fail the pull with a checksum reason (the registry re-pulls)', async () => {

@@ -59,6 +59,8 @@ export class WeightPlane {
   private links?: SourceLinks;
   private subscription?: Subscription;
   private readonly manifests = new Map<number, DataOf<'WeightVersionPublished'>>();
+  /** Pulls the registry assigned with this machine as their source: whom its catalog may go to (weight-server.ts). */
+  private readonly assignedFromHere = new Map<string, { pullerId: string; version: number }>();
   private readonly copies = new Map<number, HeldCopy>();
   private readonly released = new Set<number>();
   private queue: Promise<void> = Promise.resolve();
@@ -89,7 +91,7 @@ export class WeightPlane {
     }
     this.removeStaleStaging();
     this.worker = new UcxWorker();
-    this.server = new WeightServer(this.worker);
+    this.server = new WeightServer(this.worker, (request) => this.grantFor(request));
     const advertised = await ipv4Of(this.config.advertiseHost);
     this.address = this.server.listen(this.config.bindHost ?? advertised, this.config.port, advertised);
     this.links = new SourceLinks(this.worker, Math.min(this.config.limits.opTimeoutMs, 10_000));
@@ -238,6 +240,7 @@ export class WeightPlane {
       case 'WeightVersionRetired':
         return this.retire(m.data.version);
       case 'WeightPullAssigned': {
+        if (m.data.sourceId === this.config.machineId) this.rememberAssignment(m.data);
         if (m.data.pullerId !== this.config.machineId) return;
         // Replayed from the beginning: assignments to an earlier incarnation of this machine are void
         // (the registry forgot its holdings when it registered again).
@@ -276,6 +279,8 @@ export class WeightPlane {
         checksum: spec.checksum,
         sourceAddress: d.sourceAddress,
         sourceRegion: source?.address === d.sourceAddress ? source.region : undefined,
+        pullId,
+        pullerId,
       },
       this.config.limits,
       () => this.stopping || this.copies.get(version) !== copy,
@@ -305,7 +310,33 @@ export class WeightPlane {
     return copy;
   }
 
+  private rememberAssignment(a: DataOf<'WeightPullAssigned'>): void {
+    // Bounded: the oldest go first (a retired version's go with it, below).
+    if (this.assignedFromHere.size >= MAX_REMEMBERED_ASSIGNMENTS) this.assignedFromHere.delete(this.assignedFromHere.keys().next().value!);
+    this.assignedFromHere.set(a.pullId, { pullerId: a.pullerId, version: a.version });
+  }
+
+  /**
+   * Whether a puller may have this machine's region of a version: only for a pull the registry assigned
+   * from here, to that puller, of that version. The puller may ask before this machine has read the
+   * assignment (both read the weights topic): it is waited for, as long as a puller waits for a catalog.
+   */
+  private async grantFor(request: { pullId: string; pullerId: string; version: number }): Promise<string | null> {
+    const deadline = Date.now() + this.config.limits.catalogWaitMs;
+    for (;;) {
+      const a = this.assignedFromHere.get(request.pullId);
+      if (a)
+        return a.pullerId === request.pullerId && a.version === request.version
+          ? null
+          : `pull ${request.pullId} was assigned to ${a.pullerId} for version ${a.version}, not to ${request.pullerId} for version ${request.version}`;
+      if (this.stopping || Date.now() >= deadline)
+        return `the weight registry assigned no pull ${request.pullId} from ${this.config.machineId} to ${request.pullerId}`;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
   private async retire(version: number): Promise<void> {
+    for (const [pullId, a] of this.assignedFromHere) if (a.version === version) this.assignedFromHere.delete(pullId);
     this.manifests.delete(version);
     this.released.delete(version);
     const copy = this.copies.get(version);
@@ -362,6 +393,9 @@ export class WeightPlane {
 
 const UNMAP_GRACE_MS = 10_000;
 const safeName = (s: string) => s.replace(/[^A-Za-z0-9._-]/g, '_');
+
+/** Assignments from this machine kept for granting catalogs: far more than pulls in flight at once. */
+const MAX_REMEMBERED_ASSIGNMENTS = 100_000;
 
 /** UCX's listener and connections take IPv4 addresses: a host name (a pod's, `$(hostname)`) is resolved once. */
 async function ipv4Of(host: string): Promise<string> {

@@ -1,9 +1,13 @@
+import { randomBytes } from 'node:crypto';
 import { Logger } from '@nestjs/common';
-import { Endpoint, Listener, MemoryRegion, UcxWorker } from '@robustrl/ucx';
+import { Endpoint, EndpointClosedError, Listener, MemoryRegion, UcxWorker } from '@robustrl/ucx';
 
-/** Tag of catalog messages: a weight server tells each connected puller which versions it holds where. */
-export const CATALOG_TAG = 0x5257_0000_0000_0001n; // "RW" + 1
+/** Tags of the catalog protocol ("RW" + n): a server's hello on each connection, a puller's request, the server's answer. */
+export const CATALOG_TAG = 0x5257_0000_0000_0001n;
+export const HELLO_TAG = 0x5257_0000_0000_0002n;
+export const CATALOG_REQUEST_TAG = 0x5257_0000_0000_0003n;
 const CATALOG_MAX_BYTES = 1 << 20;
+const REQUEST_MAX_BYTES = 4 * 1024;
 
 /** One region a server offers: a version's contiguous buffer (see bucket-layout), its address and packed key. */
 export interface CatalogEntry {
@@ -16,7 +20,27 @@ export interface Catalog {
   /** The server's advertised address (`host:port`), so a puller connected to several servers can tell them apart. */
   from: string;
   entries: CatalogEntry[];
+  /** A request the server turned down, and why (the puller fails that pull at once, naming it). */
+  refused?: { version: number; reason: string };
 }
+/** Sent on each accepted connection: the nonce its requests must carry, so an answer goes back on that connection only. */
+export interface Hello {
+  from: string;
+  nonce: string;
+}
+/** What a puller asks for: the region of one version, for one pull the registry assigned. */
+export interface CatalogRequest {
+  nonce: string;
+  pullId: string;
+  pullerId: string;
+  version: number;
+}
+
+/**
+ * Who may have a version's region: a pull the registry assigned to this source, for that puller and
+ * version (weight-plane.ts keeps the assignments the weights topic carried). Null when granted, else why not.
+ */
+export type CatalogGrants = (request: Omit<CatalogRequest, 'nonce'>) => Promise<string | null>;
 
 export function catalogEntry(version: number, region: MemoryRegion): CatalogEntry {
   const d = region.descriptor();
@@ -24,28 +48,38 @@ export function catalogEntry(version: number, region: MemoryRegion): CatalogEntr
 }
 
 /**
- * The agent's UCX weight server (paper §5.2.1 ➀/➂): a listener whose accepted endpoints receive the
- * catalog of versions this machine serves — the trainer's published versions, or a rollout's copies
- * (from the first pulled bucket on: the registry only assigns buckets the source holds, which is how a
- * relay serves bucket k while it still pulls k+1). Pullers then GET one-sided; the server's CPU does
- * nothing per transfer. The catalog is pushed again to every endpoint whenever it changes.
+ * The agent's UCX weight server (paper §5.2.1 ➀/➂): a listener for pullers, which then GET one-sided;
+ * the server's CPU does nothing per transfer.
+ *
+ * A region's address and remote key are a capability to read this machine's memory, so they go only
+ * to pullers the registry assigned (issue 15): a connection gets a hello with a nonce of its own; a
+ * request carrying that nonce and naming an assigned pull (id, puller, version) is answered, on that
+ * connection only, with that version's entry — once this machine serves it (a relay serves from its
+ * first pulled bucket on: the registry only assigns buckets the source holds). The entries a connection
+ * was granted are sent again whenever they change. Nothing is sent to a connection that asks for nothing.
  */
 export class WeightServer {
   private readonly logger = new Logger('weight-server');
-  private readonly endpoints = new Set<Endpoint>();
+  /** Open connections by their hello's nonce, and the versions each was granted. */
+  private readonly connections = new Map<string, { ep: Endpoint; granted: Set<number> }>();
   private readonly offered = new Map<number, { region: MemoryRegion; entry: CatalogEntry }>();
   private listener?: Listener;
+  private closed = false;
   advertisedAddress = '';
 
-  constructor(private readonly worker: UcxWorker) {}
+  constructor(
+    private readonly worker: UcxWorker,
+    private readonly grants: CatalogGrants,
+  ) {}
 
   listen(bindHost: string, port: number, advertiseHost: string): string {
     this.listener = this.worker.listen({ host: bindHost, port }, (ep) => this.onConnection(ep));
     this.advertisedAddress = `${advertiseHost}:${this.listener.port}`;
+    void this.receiveRequests();
     return this.advertisedAddress;
   }
 
-  /** Serve `region` as `version` (replacing an earlier region of that version) and tell every puller. */
+  /** Serve `region` as `version` (replacing an earlier region of that version) and tell the pullers granted it. */
   offer(version: number, region: MemoryRegion): CatalogEntry {
     const entry = catalogEntry(version, region);
     this.offered.set(version, { region, entry });
@@ -63,41 +97,89 @@ export class WeightServer {
     for (const v of versions) changed = this.offered.delete(v) || changed;
     if (!changed) return;
     if (opts.disconnect) {
-      const eps = [...this.endpoints];
-      this.endpoints.clear();
+      const eps = [...this.connections.values()].map((c) => c.ep);
+      this.connections.clear();
       await Promise.all(eps.map((ep) => ep.close({ force: true }).catch(() => undefined)));
     } else {
       this.broadcast();
     }
   }
 
+  /** Every version served, as a catalog (the agent's status; never sent as a whole to a puller). */
   catalog(): Catalog {
     return { from: this.advertisedAddress, entries: [...this.offered.values()].map((o) => o.entry).sort((a, b) => a.version - b.version) };
   }
 
   close(): void {
+    this.closed = true;
     this.listener?.close();
-    this.endpoints.clear();
+    this.connections.clear();
   }
 
   private onConnection(ep: Endpoint): void {
-    this.endpoints.add(ep);
-    ep.onError(() => this.endpoints.delete(ep));
-    this.send(ep, this.catalog());
+    const nonce = randomBytes(16).toString('hex');
+    this.connections.set(nonce, { ep, granted: new Set() });
+    ep.onError(() => this.connections.delete(nonce));
+    const hello: Hello = { from: this.advertisedAddress, nonce };
+    this.send(nonce, HELLO_TAG, hello);
+  }
+
+  private async receiveRequests(): Promise<void> {
+    while (!this.closed) {
+      let request: CatalogRequest;
+      try {
+        const m = await this.worker.recvTag(CATALOG_REQUEST_TAG, { maxLength: REQUEST_MAX_BYTES });
+        request = JSON.parse(m.data.toString('utf8')) as CatalogRequest;
+        if (
+          typeof request.nonce !== 'string' ||
+          typeof request.pullId !== 'string' ||
+          typeof request.pullerId !== 'string' ||
+          !Number.isInteger(request.version)
+        )
+          throw new Error('malformed catalog request');
+      } catch (err) {
+        if (this.closed || err instanceof EndpointClosedError) return;
+        this.logger.warn(`ignoring a catalog request: ${err instanceof Error ? err.message : String(err)}`);
+        continue;
+      }
+      void this.answer(request);
+    }
+  }
+
+  private async answer(request: CatalogRequest): Promise<void> {
+    const connection = this.connections.get(request.nonce);
+    // Not a nonce this server handed out on an open connection: there is nowhere to answer.
+    if (!connection) return void this.logger.warn(`catalog request for pull ${request.pullId} with an unknown nonce: ignored`);
+    const { nonce, ...asked } = request;
+    const refusal = await this.grants(asked);
+    if (refusal !== null) {
+      this.logger.warn(`catalog refused to ${request.pullerId} for pull ${request.pullId}: ${refusal}`);
+      return this.send(nonce, CATALOG_TAG, { from: this.advertisedAddress, entries: [], refused: { version: request.version, reason: refusal } });
+    }
+    connection.granted.add(request.version);
+    this.sendGranted(nonce);
   }
 
   private broadcast(): void {
-    const catalog = this.catalog();
-    for (const ep of this.endpoints) this.send(ep, catalog);
+    for (const [nonce, c] of this.connections) if (c.granted.size > 0) this.sendGranted(nonce);
   }
 
-  private send(ep: Endpoint, catalog: Catalog): void {
-    const bytes = Buffer.from(JSON.stringify(catalog));
+  private sendGranted(nonce: string): void {
+    const c = this.connections.get(nonce);
+    if (!c) return;
+    const entries = [...this.offered.values()].map((o) => o.entry).filter((e) => c.granted.has(e.version));
+    this.send(nonce, CATALOG_TAG, { from: this.advertisedAddress, entries });
+  }
+
+  private send(nonce: string, tag: bigint, message: Catalog | Hello): void {
+    const c = this.connections.get(nonce);
+    if (!c) return;
+    const bytes = Buffer.from(JSON.stringify(message));
     if (bytes.length > CATALOG_MAX_BYTES) throw new Error(`catalog of ${bytes.length} bytes exceeds ${CATALOG_MAX_BYTES}`);
-    ep.sendTag(CATALOG_TAG, bytes, { timeoutMs: 10_000 }).catch((err: unknown) => {
-      // A puller that went away: forget its endpoint; it reconnects if it still wants weights.
-      this.endpoints.delete(ep);
-      this.logger.debug(`catalog not delivered: ${err instanceof Error ? err.message : String(err)}`);
+    c.ep.sendTag(tag, bytes, { timeoutMs: 10_000 }).catch((err: unknown) => {
+      // A puller that went away: forget its connection; it reconnects if it still wants weights.
+      this.connections.delete(nonce);
+      this.logger.debug(`catalog message not delivered: ${err instanceof Error ? err.message : String(err)}`);
     });
   }
 }
