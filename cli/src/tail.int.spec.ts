@@ -1,7 +1,7 @@
 import { ChildProcessWithoutNullStreams, execFileSync, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
-import { createMessage, DEAD_LETTER_TOPIC, Topics } from '@robustrl/contracts';
+import { ALL_TOPICS, createMessage, DEAD_LETTER_TOPIC, Topics } from '@robustrl/contracts';
 import { KafkaBus } from '@robustrl/bus';
 import { eventually } from '@robustrl/testing/eventually';
 
@@ -76,7 +76,8 @@ describe('robustrl tail', () => {
     );
     expect(lines.find((l) => l.includes('FaultConfirmed'))).toMatch(/verdicts +FaultConfirmed .*rule=rollout-silent .*detectionLatencyMs=64000/);
     expect(lines.find((l) => l.includes('dead-letter'))).toMatch(/robustrl\.telemetry\/0@12 .*group=robustrl-detector invalid: not JSON: demo/);
-    expect(tail.stderr()).toMatch(/following 9 topic\(s\)/);
+    // Every robustrl topic and the dead letters.
+    expect(tail.stderr()).toMatch(new RegExp(`following ${ALL_TOPICS.length + 1} topic\\(s\\)`));
   });
 
   it('prints JSON with --json and follows events published after it started', async () => {
