@@ -105,11 +105,6 @@ export class WeightServer {
     }
   }
 
-  /** Every version served, as a catalog (the agent's status; never sent as a whole to a puller). */
-  catalog(): Catalog {
-    return { from: this.advertisedAddress, entries: [...this.offered.values()].map((o) => o.entry).sort((a, b) => a.version - b.version) };
-  }
-
   close(): void {
     this.closed = true;
     this.listener?.close();
