@@ -2,9 +2,10 @@ import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
-import { busIdentityFromEnv, KafkaBus, KafkaBusOptions, kafkaSecurityFromEnv } from '@robustrl/bus';
+import { busIdentityFromEnv, CLIENT_ROLES, grantAcls, KafkaBus, KafkaBusOptions, kafkaSecurityFromEnv } from '@robustrl/bus';
 import { formatMessageLine } from '@robustrl/contracts';
 import { identityKeyOf, IdentityUsageError } from './identity-command';
+import { aclLine, grantOf, KafkaGrantArgs, KafkaGrantUsageError } from './kafka-grant';
 import { JobStartArgs, jobStartedOf, JobStartUsageError } from './job-start';
 import { runSimulateCommand, SimulateArgs, UsageError } from './simulate-command';
 import { DEFAULT_TAIL_TOPICS, tail } from './tail';
@@ -147,6 +148,31 @@ identity
   .command('controller-public-key')
   .description("the public key agents check the controller's commands with (their ROBUSTRL_CONTROLLER_PUBLIC_KEY)")
   .action(() => printKey('controller-public-key'));
+
+const kafka = program.command('kafka').description('the broker side of a secured deployment (README "Kafka: TLS, logins and ACLs")');
+kafka
+  .command('grant <username>')
+  .description("allow a broker login the topic ACLs of its role; run with the broker admin's login (KAFKA_SSL_CA_FILE, KAFKA_SASL_*)")
+  .requiredOption('--role <role>', `what the login is: ${CLIENT_ROLES.join(', ')}`)
+  .option('--machine <id>', "an agent's machine: its consumer groups are that machine's only (default: the username)")
+  .option('--topic-prefix <prefix>', 'topic prefix of the deployment (default: $ROBUSTRL_TOPIC_PREFIX)')
+  .option('--print', 'print the ACLs, one per line, and change nothing', false)
+  .option('--brokers <list>', 'Kafka bootstrap servers, comma separated (default: $KAFKA_BROKERS)')
+  .action(async (username: string, opts: KafkaGrantArgs & { print: boolean; brokers?: string }) => {
+    let grant;
+    try {
+      grant = grantOf(username, { ...opts, topicPrefix: opts.topicPrefix ?? process.env.ROBUSTRL_TOPIC_PREFIX ?? '' });
+    } catch (e) {
+      if (e instanceof KafkaGrantUsageError) program.error(`robustrl kafka grant: ${e.message}`, { exitCode: 2 });
+      throw e;
+    }
+    if (opts.print) {
+      for (const acl of grant.acls) process.stdout.write(`${aclLine(grant.principal, acl)}\n`);
+      return;
+    }
+    await grantAcls({ brokers: brokersOf(opts.brokers), security: kafkaSecurityFromEnv(process.env) }, grant.principal, grant.acls);
+    process.stderr.write(`[kafka] ${grant.acls.length} ACLs of ${grant.role} granted to ${grant.principal}\n`);
+  });
 
 program
   .command('simulate')

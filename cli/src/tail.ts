@@ -32,7 +32,7 @@ export async function tail(options: TailOptions): Promise<{ stop(): Promise<void
     ...(ssl ? { ssl: ssl.ca ? { ca: [ssl.ca] } : true } : {}),
     ...(sasl ? { sasl: sasl as SASLOptions } : {}),
   });
-  const consumer = kafka.consumer({ groupId: `robustrl-tail-${randomUUID()}` });
+  const consumer = kafka.consumer({ groupId: `${options.topicPrefix}robustrl-tail-${randomUUID()}` });
   let printed = 0;
   let finish!: () => void;
   const done = new Promise<void>((resolve) => (finish = resolve));

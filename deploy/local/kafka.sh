@@ -27,6 +27,7 @@
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT_DIR="$(cd "${SCRIPT_DIR}/../.." && pwd)"
 LOG_TAG="kafka"
 # shellcheck source=lib/common.sh source-path=SCRIPTDIR
 source "${SCRIPT_DIR}/lib/common.sh"
@@ -73,7 +74,9 @@ Usage: $(basename "$0") <install|start|stop|restart|status|env|logs [-f]>
   restart  stop + start
   status   exit 0 and print "kafka up at ${KAFKA_HOST}:${KAFKA_PORT}" if reachable, else exit 1
   env      print KAFKA_BROKERS=${KAFKA_HOST}:${KAFKA_PORT} (and with sasl-ssl the CA and the admin's login)
-  principal NAME ROLE   (sasl-ssl) create the login NAME with the topic ACLs of ROLE (service or agent)
+  principal NAME ROLE [MACHINE]
+           (sasl-ssl) create the login NAME with the topic ACLs of ROLE: detector, controller,
+           request-manager, rollout-manager, weight-registry, agent (of MACHINE, default NAME) or operator
            and print its settings (KAFKA_SASL_USERNAME, KAFKA_SASL_PASSWORD_FILE, KAFKA_SSL_CA_FILE)
   logs     print the last 200 log lines (-f, or a terminal on stdout: follow)
 
@@ -464,13 +467,19 @@ cmd_env() {
   fi
 }
 
-# principal NAME ROLE: a SCRAM login for one client (a service, an agent) and the topic ACLs of its role
-# (libs/bus/src/kafka/topic-acls.ts), applied with the admin's login; prints the client's settings.
+# principal NAME ROLE [MACHINE]: a SCRAM login for one client (a service, an agent, an operator) and the
+# topic ACLs of its role (libs/bus/src/kafka/topic-acls.ts, granted by `robustrl kafka grant` with the
+# admin's login); prints the client's settings.
 cmd_principal() {
-  local name="${1:-}" role="${2:-}"
+  local name="${1:-}" role="${2:-}" machine="${3:-}"
   [[ "${KAFKA_SECURITY}" == sasl-ssl ]] || die "principal needs KAFKA_SECURITY=sasl-ssl"
   [[ "${name}" =~ ^[A-Za-z0-9._-]+$ ]] || die "principal: NAME must be letters, digits, '.', '_' or '-', got '${name}'"
-  [[ "${role}" == service || "${role}" == agent ]] || die "principal: ROLE must be service or agent, got '${role}'"
+  case "${role}" in
+    detector | controller | request-manager | rollout-manager | weight-registry | agent | operator) ;;
+    *) die "principal: ROLE must be detector, controller, request-manager, rollout-manager, weight-registry, agent or operator, got '${role}'" ;;
+  esac
+  [[ -z "${machine}" || "${role}" == agent ]] || die "principal: MACHINE is for an agent only"
+  [[ -f "${ROOT_DIR}/cli/dist/main.js" ]] || die "principal grants ACLs with the robustrl CLI: build it first (npm run build)"
   running_pid >/dev/null || die "the broker is not running; start it first"
   local pw_file="${SECRETS_DIR}/users/${name}.password" admin_conf="${SECRETS_DIR}/admin.properties"
   [[ -f "${pw_file}" ]] || (umask 077 && head -c 24 /dev/urandom | base64 | tr -d '/+=' >"${pw_file}")
@@ -492,7 +501,8 @@ EOF
     --entity-type users --entity-name "${name}" >/dev/null 2>&1 || die "could not create the SCRAM login ${name}"
   KAFKA_BROKERS="${KAFKA_HOST}:${KAFKA_PORT}" KAFKA_SSL_CA_FILE="${TLS_DIR}/ca.pem" KAFKA_SASL_MECHANISM=scram-sha-512 \
     KAFKA_SASL_USERNAME=admin KAFKA_SASL_PASSWORD_FILE="${SECRETS_DIR}/admin.password" ROBUSTRL_TOPIC_PREFIX="${ROBUSTRL_TOPIC_PREFIX:-}" \
-    node "${SCRIPT_DIR}/lib/kafka-acls.js" "${name}" "${role}" >&2 || die "could not apply the ACLs of ${role} to ${name}"
+    node "${ROOT_DIR}/cli/bin/robustrl.js" kafka grant "${name}" --role "${role}" ${machine:+--machine "${machine}"} >&2 ||
+    die "could not grant the ACLs of ${role} to ${name}"
   echo "KAFKA_BROKERS=${KAFKA_HOST}:${KAFKA_PORT}"
   echo "KAFKA_SSL_CA_FILE=${TLS_DIR}/ca.pem"
   echo "KAFKA_SASL_MECHANISM=scram-sha-512"

@@ -60,7 +60,10 @@ describe('Kafka with TLS, SCRAM logins and topic ACLs (a secured broker of its o
       { machineId: 'm-1', sampledAt: new Date().toISOString(), intervalSeconds: 10, tensorActive: 0.5, source: 'emulated' },
       { jobId, source: 'agent/m-1', occurredAt: new Date().toISOString() },
     );
-  let service: NodeJS.ProcessEnv;
+  let controller: NodeJS.ProcessEnv;
+  let detector: NodeJS.ProcessEnv;
+  let requestManager: NodeJS.ProcessEnv;
+  let operator: NodeJS.ProcessEnv;
   let agent: NodeJS.ProcessEnv;
 
   beforeAll(async () => {
@@ -74,8 +77,11 @@ describe('Kafka with TLS, SCRAM logins and topic ACLs (a secured broker of its o
       KAFKA_SECURITY: 'sasl-ssl',
     };
     kafkaSh('start');
-    service = settingsOf(kafkaSh('principal', 'controller', 'service'));
-    agent = settingsOf(kafkaSh('principal', 'agent-m1', 'agent'));
+    controller = settingsOf(kafkaSh('principal', 'controller', 'controller'));
+    detector = settingsOf(kafkaSh('principal', 'detector', 'detector'));
+    requestManager = settingsOf(kafkaSh('principal', 'request-manager', 'request-manager'));
+    operator = settingsOf(kafkaSh('principal', 'ops', 'operator'));
+    agent = settingsOf(kafkaSh('principal', 'agent-m1', 'agent', 'm-1'));
   });
 
   afterAll(async () => {
@@ -87,15 +93,15 @@ describe('Kafka with TLS, SCRAM logins and topic ACLs (a secured broker of its o
     }
   });
 
-  it("the control plane's login creates the topics, publishes a command and reads it back, over TLS", async () => {
-    const bus = busOf(service, 'service');
+  it("the controller's login creates the topics, publishes a command and reads it back, over TLS; an operator tails it", async () => {
+    const bus = busOf(controller, 'controller');
     await bus.publish(restart('controller'));
     const seen: RobustrlMessage[] = [];
-    await bus.subscribe({ groupId: 'acl-test-service', topics: [Topics.control], handler: async (d) => void seen.push(d.message) });
+    await bus.subscribe({ groupId: 'robustrl-controller', topics: [Topics.control], handler: async (d) => void seen.push(d.message) });
     await eventually('the command read back', () => (seen.some((m) => m.type === 'RestartRolloutEngine') ? true : undefined), 30_000);
-    // The operator's CLI on the same login: `robustrl tail` over TLS and SCRAM.
+    // The operator's CLI on its own login: `robustrl tail` over TLS and SCRAM.
     const out = execFileSync(process.execPath, [join(ROOT, 'cli', 'bin', 'robustrl.js'), 'tail', '--topic', 'control', '--from-beginning', '--limit', '1'], {
-      env: { PATH: process.env.PATH, ...service },
+      env: { PATH: process.env.PATH, ...operator },
       encoding: 'utf8',
       timeout: 60_000,
     });
@@ -126,6 +132,34 @@ describe('Kafka with TLS, SCRAM logins and topic ACLs (a secured broker of its o
     await bus.subscribe({ groupId: 'robustrl-agent-m-1', topics: [Topics.control], handler: async (d) => void commands.push(d.message) });
     await eventually('the control plane’s command, and only it', () => (commands.length > 0 ? true : undefined), 30_000);
     expect(commands.map((m) => m.source)).toEqual(['controller']);
+    // Another machine's consumer group is not this login's: the broker refuses it a coordinator
+    // (GROUP_AUTHORIZATION_FAILED, which kafkajs reports as a coordinator not found), and the bus
+    // reports the consumer down, restarting, with the likely cause.
+    const other = busOf(agent, 'agent-other-group');
+    await other.subscribe({ groupId: 'robustrl-agent-m-2', topics: [Topics.control], handler: async () => undefined });
+    const refused = await eventually(
+      'the join refused',
+      async () =>
+        (await other.health()).subscriptions.find(
+          (s) => s.groupId === 'robustrl-agent-m-2' && s.restarts > 0 && /not be allowed the group/.test(s.error ?? ''),
+        ),
+      30_000,
+    );
+    expect(refused.running).toBe(false);
+  });
+
+  it('each service writes only its own outputs: the detector publishes a verdict and no command; the request manager neither', async () => {
+    const verdict = createMessage(
+      'SuspicionCleared',
+      { verdictId: 'v-2', machineId: 'm-1', role: 'rollout', rule: 'rollout-silent', evidence: {}, reason: 'throughput resumed' },
+      { jobId, source: 'detector', occurredAt: new Date().toISOString() },
+    );
+    const asDetector = busOf(detector, 'detector');
+    await asDetector.publish(verdict);
+    await expect(asDetector.publish(restart('detector'))).rejects.toThrow(/authoriz/i);
+    const asRequestManager = busOf(requestManager, 'request-manager');
+    await expect(asRequestManager.publish(restart('request-manager'))).rejects.toThrow(/authoriz/i);
+    await expect(asRequestManager.publish(verdict)).rejects.toThrow(/authoriz/i);
   });
 
   it('a wrong password is refused at login, and a login is never sent without TLS', async () => {

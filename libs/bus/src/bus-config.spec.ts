@@ -38,8 +38,8 @@ describe('bus configuration from the environment', () => {
 });
 
 describe('topic ACLs by role', () => {
-  it('agents write their reports and answers, read what addresses machines, and never write a command, a verdict or a trajectory', () => {
-    const agent = aclsFor('agent', 'prod.');
+  it("agents write their reports and answers, read what addresses machines, never write a command, a verdict or a trajectory, and join only their machine's groups", () => {
+    const agent = aclsFor('agent', { topicPrefix: 'prod.', machineId: 'gpu-7' });
     const writes = agent.filter((a) => a.operation === 'write').map((a) => a.name);
     for (const forbidden of ['prod.robustrl.control', 'prod.robustrl.verdicts', 'prod.robustrl.trajectories']) expect(writes).not.toContain(forbidden);
     expect(writes).toEqual(
@@ -50,14 +50,29 @@ describe('topic ACLs by role', () => {
       'prod.robustrl.heartbeat',
       'prod.robustrl.weights',
     ]);
-    expect(agent).toContainEqual({ resource: 'group', pattern: 'prefixed', name: 'prod.robustrl-agent-', operation: 'read' });
+    expect(agent.filter((a) => a.resource === 'group')).toEqual([
+      { resource: 'group', pattern: 'literal', name: 'prod.robustrl-agent-gpu-7', operation: 'read' },
+      { resource: 'group', pattern: 'prefixed', name: 'prod.robustrl-agent-gpu-7-weights-', operation: 'read' },
+    ]);
     expect(agent.some((a) => a.operation === 'create')).toBe(false);
+    expect(() => aclsFor('agent')).toThrow(/name its machine/);
   });
 
-  it('services read and write every topic and create them; with no prefix, every group is theirs', () => {
-    const service = aclsFor('service');
-    expect(service.filter((a) => a.operation === 'write').map((a) => a.name)).toEqual([...TOPIC_RIGHTS.service.write]);
-    expect(service).toContainEqual({ resource: 'topic', pattern: 'prefixed', name: 'robustrl.', operation: 'create' });
-    expect(service).toContainEqual({ resource: 'group', pattern: 'literal', name: '*', operation: 'read' });
+  it('a service writes its own outputs only, joins its own groups and may create the topics', () => {
+    const detector = aclsFor('detector');
+    expect(detector.filter((a) => a.operation === 'write').map((a) => a.name)).toEqual([...TOPIC_RIGHTS.detector.write]);
+    expect(detector.filter((a) => a.operation === 'write').map((a) => a.name)).not.toContain('robustrl.control');
+    expect(detector).toContainEqual({ resource: 'topic', pattern: 'prefixed', name: 'robustrl.', operation: 'create' });
+    expect(detector.filter((a) => a.resource === 'group')).toEqual([{ resource: 'group', pattern: 'prefixed', name: 'robustrl-detector', operation: 'read' }]);
+    const requestManager = aclsFor('request-manager', { topicPrefix: 'prod.' });
+    expect(requestManager.filter((a) => a.operation === 'write').map((a) => a.name)).toEqual(['prod.robustrl.trajectories', 'prod.robustrl.dead-letter']);
+  });
+
+  it("an operator reads everything (dead letters included) and joins robustrl tail's groups", () => {
+    const operator = aclsFor('operator', { topicPrefix: 'prod.' });
+    expect(operator.filter((a) => a.operation === 'read' && a.resource === 'topic').map((a) => a.name)).toContain('prod.robustrl.dead-letter');
+    expect(operator.filter((a) => a.resource === 'group')).toEqual([
+      { resource: 'group', pattern: 'prefixed', name: 'prod.robustrl-tail-', operation: 'read' },
+    ]);
   });
 });

@@ -19,3 +19,4 @@ export * from './identity/signers';
 export * from './identity/verifiers';
 export * from './identity/identity-config';
 export * from './kafka/topic-acls';
+export * from './kafka/grant-acls';

@@ -10,6 +10,31 @@ import { RoleExit, RoleProcess } from './role-process';
 import { RestartContext, restartContextOf, restartEnv } from './trainer-group';
 import { WeightPlane } from './weights/weight-plane';
 
+/**
+ * Everything an agent publishes: its machine's registration and role, samples, phases and faults,
+ * heartbeat answers, training steps and checkpoints, weight publications and pull outcomes, and its
+ * answers to commands. Its broker login may write only these topics (libs/bus/src/kafka/topic-acls.ts,
+ * held to this list by test/architecture/topic-rights.spec.ts).
+ */
+export const AGENT_OUTPUT_TYPES = [
+  'MachineRegistered',
+  'MachineRoleChanged',
+  'GpuActivitySampled',
+  'RolePhaseChanged',
+  'RolloutThroughputSampled',
+  'AgentFaultSignalled',
+  'HeartbeatAcked',
+  'TrainingStepStarted',
+  'TrainingStepCompleted',
+  'CheckpointSaved',
+  'WeightVersionPublished',
+  'WeightPullCompleted',
+  'WeightPullFailed',
+  'RecoveryCommandSucceeded',
+  'RecoveryCommandFailed',
+] as const satisfies readonly MessageType[];
+export type AgentOutputType = (typeof AGENT_OUTPUT_TYPES)[number];
+
 type AgentCommand = MessageOf<'RestartTrainerGroup' | 'PromoteRolloutToTrainer' | 'RestartRolloutEngine' | 'HeartbeatProbeRequested'>;
 type MachineCommand = Exclude<AgentCommand, MessageOf<'HeartbeatProbeRequested'>>;
 
@@ -183,7 +208,7 @@ export class AgentRuntime {
   }
 
   /** Publish a fact observed on this machine; returns its event id. */
-  async emit<T extends MessageType>(type: T, data: DataOf<T>, cause?: RobustrlMessage): Promise<string> {
+  async emit<T extends AgentOutputType>(type: T, data: DataOf<T>, cause?: RobustrlMessage): Promise<string> {
     const ctx = { source: `agent/${this.config.machineId}`, occurredAt: new Date().toISOString() };
     const message = cause ? createCausedMessage(type, data, cause, ctx) : createMessage(type, data, { jobId: this.config.jobId, ...ctx });
     await this.bus.publish(message as RobustrlMessage);

@@ -101,6 +101,9 @@ const MEMBERSHIP_INPUTS = new Set<RobustrlMessage['type']>([
   'WeightVersionPublished',
 ]);
 
+/** What the router publishes: each engine's throughput, for the detector (the rollout manager's topic rights). */
+export const ROUTER_OUTPUT_TYPES = ['RolloutThroughputSampled'] as const;
+
 /**
  * The router inside the rollout manager: it serves the agent loops, publishes each engine's
  * throughput for the detector, and follows the pool (issue 14: router membership was static).

@@ -30,6 +30,9 @@ export class RecoveryExecutor {
   private readonly logger = new Logger('recovery-executor');
   private readonly executor: CommandExecutor<ExecutedCommand>;
   static readonly CONSUMER = 'controller-executor';
+  /** What it reads and what it publishes: its part of the controller's topic rights (libs/bus/src/kafka/topic-acls.ts). */
+  static readonly INPUT_TOPICS = [Topics.control] as const;
+  static readonly OUTPUT_TYPES = ['RecoveryCommandSucceeded', 'RecoveryCommandFailed', 'JobStarted', 'MachineDeregistered'] as const;
 
   constructor(
     bus: MessageBus,
@@ -40,7 +43,7 @@ export class RecoveryExecutor {
   ) {
     this.executor = new CommandExecutor<ExecutedCommand>(bus, store, {
       consumer: RecoveryExecutor.CONSUMER,
-      topics: [Topics.control],
+      topics: RecoveryExecutor.INPUT_TOPICS,
       types: ['ReplaceMachine', 'RestartTask'],
       execute: (command, context) => this.carryOut(command, context),
     });
@@ -121,11 +124,7 @@ export class RecoveryExecutor {
     return { events: [], newMachineId: fresh.machineId };
   }
 
-  private caused<T extends 'RecoveryCommandSucceeded' | 'RecoveryCommandFailed' | 'JobStarted' | 'MachineDeregistered'>(
-    cause: ExecutedCommand,
-    type: T,
-    data: MessageOf<T>['data'],
-  ): RobustrlMessage {
+  private caused<T extends (typeof RecoveryExecutor.OUTPUT_TYPES)[number]>(cause: ExecutedCommand, type: T, data: MessageOf<T>['data']): RobustrlMessage {
     return createCausedMessage(type, data as never, cause, { source: `controller/executor`, occurredAt: new Date().toISOString() }) as RobustrlMessage;
   }
 }

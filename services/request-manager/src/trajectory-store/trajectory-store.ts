@@ -184,6 +184,9 @@ export interface TrajectoryStoreOptions {
   logger?: Pick<Logger, 'warn'>;
 }
 
+/** What the store publishes (the request manager's topic rights, libs/bus/src/kafka/topic-acls.ts). */
+export const TRAJECTORY_STORE_OUTPUT_TYPES = ['TrajectoryTurnAppended', 'TrajectoryStatusChanged', 'TrajectoryRestartedFromPrompt'] as const;
+
 /**
  * The request manager's trajectory store (paper §3, §5.2.2): every trajectory of an RL batch, turn by
  * turn, so a failed rollout's progress continues elsewhere and a restarted trainer fetches its batch.

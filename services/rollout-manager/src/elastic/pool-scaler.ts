@@ -1,6 +1,6 @@
 import { Logger } from '@nestjs/common';
 import { MessageBus } from '@robustrl/bus';
-import { createCausedMessage, MessageOf, RobustrlMessage, Topics } from '@robustrl/contracts';
+import { createCausedMessage, DataOf, MessageOf, RobustrlMessage, Topics } from '@robustrl/contracts';
 import { Orchestrator } from '@robustrl/orchestrator';
 import { CommandContext, CommandExecutor } from '@robustrl/service-kit';
 import { EventStore } from '@robustrl/store';
@@ -17,6 +17,9 @@ type Scale = MessageOf<'ScaleRolloutPool'>;
  */
 export class PoolScaler {
   static readonly CONSUMER = 'rollout-manager-scaler';
+  /** What it reads and what it publishes: its part of the rollout manager's topic rights (libs/bus/src/kafka/topic-acls.ts). */
+  static readonly INPUT_TOPICS = [Topics.control] as const;
+  static readonly OUTPUT_TYPES = ['MachineDeregistered', 'RolloutPoolScaled', 'RolloutPoolScaleFailed'] as const;
   private readonly logger = new Logger('pool-scaler');
   private readonly executor: CommandExecutor<Scale>;
 
@@ -29,7 +32,7 @@ export class PoolScaler {
   ) {
     this.executor = new CommandExecutor<Scale>(bus, store, {
       consumer: PoolScaler.CONSUMER,
-      topics: [Topics.control],
+      topics: PoolScaler.INPUT_TOPICS,
       types: ['ScaleRolloutPool'],
       execute: (command, context) => this.scale(command, context),
     });
@@ -60,21 +63,13 @@ export class PoolScaler {
         durationMs: Date.now() - started,
       };
       return error === undefined
-        ? createCausedMessage('RolloutPoolScaled', data, command, { source: 'rollout-manager', occurredAt: new Date().toISOString() })
-        : createCausedMessage('RolloutPoolScaleFailed', { ...data, error: error.slice(0, 2000) || 'unknown error' }, command, {
-            source: 'rollout-manager',
-            occurredAt: new Date().toISOString(),
-          });
+        ? caused('RolloutPoolScaled', data, command)
+        : caused('RolloutPoolScaleFailed', { ...data, error: error.slice(0, 2000) || 'unknown error' }, command);
     };
     try {
       for (const machineId of plan.remove) {
         // Announced first: the pool reassigns the machine's trajectories before it goes.
-        await context.emit([
-          createCausedMessage('MachineDeregistered', { machineId, reason: `scaled down by ${d.commandId}: ${d.reason}` }, command, {
-            source: 'rollout-manager',
-            occurredAt: new Date().toISOString(),
-          }),
-        ]);
+        await context.emit([caused('MachineDeregistered', { machineId, reason: `scaled down by ${d.commandId}: ${d.reason}` }, command)]);
         const released = await this.orchestrator.releaseMachine({
           operationId: `${d.commandId}/release/${machineId}`,
           jobId: command.jobId,
@@ -84,12 +79,7 @@ export class PoolScaler {
         if (released !== machineId) {
           // A StatefulSet gives back its highest ordinal, whichever we asked for: that one leaves too.
           await context.emit([
-            createCausedMessage(
-              'MachineDeregistered',
-              { machineId: released, reason: `scaled down by ${d.commandId} (released in place of ${machineId})` },
-              command,
-              { source: 'rollout-manager', occurredAt: new Date().toISOString() },
-            ),
+            caused('MachineDeregistered', { machineId: released, reason: `scaled down by ${d.commandId} (released in place of ${machineId})` }, command),
           ]);
         }
         removed.push(released);
@@ -114,4 +104,8 @@ export class PoolScaler {
       return [outcome(error)];
     }
   }
+}
+
+function caused<T extends (typeof PoolScaler.OUTPUT_TYPES)[number]>(type: T, data: DataOf<T>, command: Scale): RobustrlMessage {
+  return createCausedMessage(type, data, command, { source: 'rollout-manager', occurredAt: new Date().toISOString() }) as RobustrlMessage;
 }
