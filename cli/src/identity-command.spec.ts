@@ -27,6 +27,11 @@ describe('robustrl identity', () => {
 
     const printed = identityKeyOf('controller-public-key', secret);
     expect(publicKeyText(publicKeyFromText(printed))).toBe(publicKeyText(controllerKeyPairOf(secret).publicKey));
+    // With the controller's own command secret, its key: the identity secret no longer issues commands.
+    const commandSecret = 'the-controllers-own-command-secret-0123456789';
+    expect(identityKeyOf('controller-public-key', secret, undefined, commandSecret)).toBe(publicKeyText(controllerKeyPairOf(commandSecret).publicKey));
+    expect(identityKeyOf('controller-public-key', undefined, undefined, commandSecret)).not.toBe(printed);
+    expect(() => identityKeyOf('controller-public-key', secret, undefined, 'short')).toThrow(IdentityUsageError);
   });
 
   it('says what is missing', () => {

@@ -6,9 +6,16 @@ export class IdentityUsageError extends Error {}
 /**
  * The keys an operator provisions from the deployment's identity secret (`ROBUSTRL_IDENTITY_SECRET`,
  * which only the control plane holds): one machine's key for its agent, or the controller's public key
- * every agent checks commands with. Printed on one line, to be put into a secret.
+ * every agent checks commands with — from the controller's own command secret
+ * (`ROBUSTRL_CONTROLLER_COMMAND_SECRET`) where the deployment has one. Printed on one line, to be put
+ * into a secret.
  */
-export function identityKeyOf(what: 'machine-key' | 'controller-public-key', secret: string | undefined, machineId?: string): string {
+export function identityKeyOf(what: 'machine-key' | 'controller-public-key', secret: string | undefined, machineId?: string, commandSecret?: string): string {
+  if (what === 'controller-public-key' && commandSecret) {
+    if (commandSecret.length < MIN_SECRET_LENGTH)
+      throw new IdentityUsageError(`the controller's command secret must have at least ${MIN_SECRET_LENGTH} characters`);
+    return publicKeyText(controllerKeyPairOf(commandSecret).publicKey);
+  }
   if (!secret) throw new IdentityUsageError("ROBUSTRL_IDENTITY_SECRET (or ROBUSTRL_IDENTITY_SECRET_FILE) must hold the deployment's identity secret");
   if (secret.length < MIN_SECRET_LENGTH) throw new IdentityUsageError(`the identity secret must have at least ${MIN_SECRET_LENGTH} characters`);
   if (what === 'controller-public-key') return publicKeyText(controllerKeyPairOf(secret).publicKey);

@@ -1,4 +1,4 @@
-import { aclLine, grantOf, KafkaGrantUsageError } from './kafka-grant';
+import { aclLine, grantOf, KafkaGrantUsageError, standardGrants } from './kafka-grant';
 
 describe('robustrl kafka grant', () => {
   it("gives a login its role's ACLs, an agent's bound to its machine (default: the login's name)", () => {
@@ -20,5 +20,22 @@ describe('robustrl kafka grant', () => {
     );
     expect(() => grantOf('x', { role: 'detector', machine: 'm' })).toThrow(/--machine is for an agent/);
     expect(() => grantOf('a,b', { role: 'operator' })).toThrow(KafkaGrantUsageError);
+  });
+
+  it("grant-all: each service's login by its name, the operator's, each agent's, after the login prefix", () => {
+    const grants = standardGrants(['gpu-1'], { loginPrefix: 'rl-', topicPrefix: 'prod.' });
+    expect(grants.map((g) => `${g.principal}=${g.role}`)).toEqual([
+      'User:rl-detector=detector',
+      'User:rl-controller=controller',
+      'User:rl-request-manager=request-manager',
+      'User:rl-rollout-manager=rollout-manager',
+      'User:rl-weight-registry=weight-registry',
+      'User:rl-operator=operator',
+      'User:rl-agent-gpu-1=agent',
+    ]);
+    expect(grants[6].acls.filter((a) => a.resource === 'group').map((a) => a.name)).toEqual([
+      'prod.robustrl-agent-gpu-1',
+      'prod.robustrl-agent-gpu-1-weights-',
+    ]);
   });
 });

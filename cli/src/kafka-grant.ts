@@ -1,4 +1,4 @@
-import { AclEntry, aclsFor, CLIENT_ROLES, ClientRole, isClientRole, kafkaPrincipal } from '@robustrl/bus';
+import { AclEntry, aclsFor, CLIENT_ROLES, ClientRole, isClientRole, kafkaPrincipal, SERVICE_ROLES } from '@robustrl/bus';
 
 /** What `robustrl kafka grant` refuses: a usage error, printed with exit code 2. */
 export class KafkaGrantUsageError extends Error {}
@@ -22,6 +22,22 @@ export function grantOf(username: string, args: KafkaGrantArgs): { principal: st
   }
   const machineId = args.role === 'agent' ? (args.machine ?? username) : undefined;
   return { principal, role: args.role, acls: aclsFor(args.role, { topicPrefix: args.topicPrefix ?? '', machineId }) };
+}
+
+export type Grant = ReturnType<typeof grantOf>;
+
+/**
+ * The logins of a deployment named by convention (deploy/compose, the Helm chart), each after
+ * `loginPrefix`: each service's named as the service, the operator's `operator`, and each agent's
+ * `agent-<machine>`.
+ */
+export function standardGrants(agents: readonly string[], options: { topicPrefix?: string; loginPrefix?: string } = {}): Grant[] {
+  const { topicPrefix = '', loginPrefix = '' } = options;
+  return [
+    ...SERVICE_ROLES.map((role) => grantOf(`${loginPrefix}${role}`, { role, topicPrefix })),
+    grantOf(`${loginPrefix}operator`, { role: 'operator', topicPrefix }),
+    ...agents.map((machine) => grantOf(`${loginPrefix}agent-${machine}`, { role: 'agent', machine, topicPrefix })),
+  ];
 }
 
 /** One ACL as a line an operator reads (and kafka-acls.sh users recognise). */

@@ -2,10 +2,10 @@ import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
-import { busIdentityFromEnv, CLIENT_ROLES, grantAcls, KafkaBus, KafkaBusOptions, kafkaSecurityFromEnv } from '@robustrl/bus';
+import { busIdentityFromEnv, CLIENT_ROLES, grantAcls, KafkaBus, KafkaBusOptions, kafkaSecurityFromEnv, untilAvailable } from '@robustrl/bus';
 import { formatMessageLine } from '@robustrl/contracts';
 import { identityKeyOf, IdentityUsageError } from './identity-command';
-import { aclLine, grantOf, KafkaGrantArgs, KafkaGrantUsageError } from './kafka-grant';
+import { aclLine, Grant, grantOf, KafkaGrantArgs, KafkaGrantUsageError, standardGrants } from './kafka-grant';
 import { JobStartArgs, jobStartedOf, JobStartUsageError } from './job-start';
 import { runSimulateCommand, SimulateArgs, UsageError } from './simulate-command';
 import { DEFAULT_TAIL_TOPICS, tail } from './tail';
@@ -129,11 +129,16 @@ job
   });
 
 const identity = program.command('identity').description("keys derived from the deployment's identity secret ($ROBUSTRL_IDENTITY_SECRET)");
+/** A secret from `<name>` or the file `<name>_FILE` names. */
+const secretSetting = (name: string): string | undefined => {
+  const file = process.env[`${name}_FILE`]?.trim();
+  return file ? readFileSync(file, 'utf8').trim() : process.env[name]?.trim() || undefined;
+};
 const printKey = (what: 'machine-key' | 'controller-public-key', machineId?: string) => {
-  const file = process.env.ROBUSTRL_IDENTITY_SECRET_FILE?.trim();
   try {
-    const secret = file ? readFileSync(file, 'utf8').trim() : process.env.ROBUSTRL_IDENTITY_SECRET?.trim();
-    process.stdout.write(`${identityKeyOf(what, secret, machineId)}\n`);
+    const secret = secretSetting('ROBUSTRL_IDENTITY_SECRET');
+    const commandSecret = what === 'controller-public-key' ? secretSetting('ROBUSTRL_CONTROLLER_COMMAND_SECRET') : undefined;
+    process.stdout.write(`${identityKeyOf(what, secret, machineId, commandSecret)}\n`);
   } catch (e) {
     if (e instanceof IdentityUsageError || (e as NodeJS.ErrnoException).code === 'ENOENT')
       program.error(`robustrl identity: ${(e as Error).message}`, { exitCode: 2 });
@@ -146,33 +151,79 @@ identity
   .action((machineId: string) => printKey('machine-key', machineId));
 identity
   .command('controller-public-key')
-  .description("the public key agents check the controller's commands with (their ROBUSTRL_CONTROLLER_PUBLIC_KEY)")
+  .description(
+    "the public key agents check the controller's commands with (their ROBUSTRL_CONTROLLER_PUBLIC_KEY); from ROBUSTRL_CONTROLLER_COMMAND_SECRET where set",
+  )
   .action(() => printKey('controller-public-key'));
 
 const kafka = program.command('kafka').description('the broker side of a secured deployment (README "Kafka: TLS, logins and ACLs")');
-kafka
-  .command('grant <username>')
-  .description("allow a broker login the topic ACLs of its role; run with the broker admin's login (KAFKA_SSL_CA_FILE, KAFKA_SASL_*)")
-  .requiredOption('--role <role>', `what the login is: ${CLIENT_ROLES.join(', ')}`)
-  .option('--machine <id>', "an agent's machine: its consumer groups are that machine's only (default: the username)")
-  .option('--topic-prefix <prefix>', 'topic prefix of the deployment (default: $ROBUSTRL_TOPIC_PREFIX)')
-  .option('--print', 'print the ACLs, one per line, and change nothing', false)
-  .option('--brokers <list>', 'Kafka bootstrap servers, comma separated (default: $KAFKA_BROKERS)')
-  .action(async (username: string, opts: KafkaGrantArgs & { print: boolean; brokers?: string }) => {
-    let grant;
-    try {
-      grant = grantOf(username, { ...opts, topicPrefix: opts.topicPrefix ?? process.env.ROBUSTRL_TOPIC_PREFIX ?? '' });
-    } catch (e) {
-      if (e instanceof KafkaGrantUsageError) program.error(`robustrl kafka grant: ${e.message}`, { exitCode: 2 });
-      throw e;
-    }
-    if (opts.print) {
-      for (const acl of grant.acls) process.stdout.write(`${aclLine(grant.principal, acl)}\n`);
-      return;
-    }
-    await grantAcls({ brokers: brokersOf(opts.brokers), security: kafkaSecurityFromEnv(process.env) }, grant.principal, grant.acls);
+const waitSeconds = (v: string) => {
+  const n = Number(v);
+  if (!Number.isFinite(n) || n < 0) throw new InvalidArgumentError('expected seconds (0 or more)');
+  return n;
+};
+/** Apply grants with the admin's login from the environment, waiting up to `wait` s for a broker that is starting. */
+async function applyGrants(grants: Grant[], opts: { print: boolean; brokers?: string; wait: number }): Promise<void> {
+  if (opts.print) {
+    for (const grant of grants) for (const acl of grant.acls) process.stdout.write(`${aclLine(grant.principal, acl)}\n`);
+    return;
+  }
+  const connection = { brokers: brokersOf(opts.brokers), security: kafkaSecurityFromEnv(process.env) };
+  const deadline = Date.now() + opts.wait * 1000;
+  const logger = { info: () => undefined, warn: (m: string) => process.stderr.write(`[kafka] ${m}\n`), error: () => undefined };
+  for (const grant of grants) {
+    await untilAvailable(`the broker to grant ${grant.principal}`, () => grantAcls(connection, grant.principal, grant.acls), {
+      logger,
+      cancelled: () => Date.now() >= deadline,
+      maxDelayMs: 5_000,
+    });
     process.stderr.write(`[kafka] ${grant.acls.length} ACLs of ${grant.role} granted to ${grant.principal}\n`);
-  });
+  }
+}
+const grantOptions = (c: Command) =>
+  c
+    .option('--topic-prefix <prefix>', 'topic prefix of the deployment (default: $ROBUSTRL_TOPIC_PREFIX)')
+    .option('--print', 'print the ACLs, one per line, and change nothing', false)
+    .option('--wait <seconds>', 'wait this long for a broker that is not reachable yet', waitSeconds, 60)
+    .option('--brokers <list>', 'Kafka bootstrap servers, comma separated (default: $KAFKA_BROKERS)');
+grantOptions(
+  kafka
+    .command('grant <username>')
+    .description("allow a broker login the topic ACLs of its role; run with the broker admin's login (KAFKA_SSL_CA_FILE, KAFKA_SASL_*)")
+    .requiredOption('--role <role>', `what the login is: ${CLIENT_ROLES.join(', ')}`)
+    .option('--machine <id>', "an agent's machine: its consumer groups are that machine's only (default: the username)"),
+).action(async (username: string, opts: KafkaGrantArgs & { print: boolean; brokers?: string; wait: number }) => {
+  let grant;
+  try {
+    grant = grantOf(username, { ...opts, topicPrefix: opts.topicPrefix ?? process.env.ROBUSTRL_TOPIC_PREFIX ?? '' });
+  } catch (e) {
+    if (e instanceof KafkaGrantUsageError) program.error(`robustrl kafka grant: ${e.message}`, { exitCode: 2 });
+    throw e;
+  }
+  await applyGrants([grant], opts);
+});
+grantOptions(
+  kafka
+    .command('grant-all')
+    .description(
+      "grant a deployment's logins by convention: each service's (named as the service), `operator`, and `agent-<machine>` per agent; with the admin's login",
+    )
+    .option('--agents <machines>', 'comma-separated machine ids whose agents get a login', '')
+    .option('--login-prefix <prefix>', "what every login name starts with (the Helm chart's kafka.sasl.loginPrefix)", ''),
+).action(async (opts: { agents: string; loginPrefix: string; topicPrefix?: string; print: boolean; brokers?: string; wait: number }) => {
+  let grants;
+  try {
+    const agents = opts.agents
+      .split(',')
+      .map((a) => a.trim())
+      .filter(Boolean);
+    grants = standardGrants(agents, { topicPrefix: opts.topicPrefix ?? process.env.ROBUSTRL_TOPIC_PREFIX ?? '', loginPrefix: opts.loginPrefix });
+  } catch (e) {
+    if (e instanceof KafkaGrantUsageError) program.error(`robustrl kafka grant-all: ${e.message}`, { exitCode: 2 });
+    throw e;
+  }
+  await applyGrants(grants, opts);
+});
 
 program
   .command('simulate')

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Kafka, logLevel, SASLOptions } from 'kafkajs';
 import { ALL_TOPICS, DEAD_LETTER_TOPIC, decodeMessage, formatMessageLine } from '@robustrl/contracts';
-import { fromDeadLetterRecord } from '@robustrl/bus';
+import { describeConsumerError, fromDeadLetterRecord } from '@robustrl/bus';
 
 export interface TailOptions {
   brokers: string[];
@@ -32,10 +32,19 @@ export async function tail(options: TailOptions): Promise<{ stop(): Promise<void
     ...(ssl ? { ssl: ssl.ca ? { ca: [ssl.ca] } : true } : {}),
     ...(sasl ? { sasl: sasl as SASLOptions } : {}),
   });
-  const consumer = kafka.consumer({ groupId: `${options.topicPrefix}robustrl-tail-${randomUUID()}` });
+  const groupId = `${options.topicPrefix}robustrl-tail-${randomUUID()}`;
+  const consumer = kafka.consumer({ groupId });
   let printed = 0;
   let finish!: () => void;
-  const done = new Promise<void>((resolve) => (finish = resolve));
+  let fail!: (err: Error) => void;
+  const done = new Promise<void>((resolve, reject) => ((finish = resolve), (fail = reject)));
+  // kafkajs's own log is off: a crash is said here, and one it will not restart from ends the tail
+  // (e.g. a login without the right to read a topic) instead of leaving it silent.
+  consumer.on(consumer.events.CRASH, ({ payload }) => {
+    const why = describeConsumerError(payload.error, groupId);
+    if (payload.restart) options.err(`consumer crashed, restarting: ${why}`);
+    else fail(new Error(`consumer stopped: ${why}`));
+  });
 
   await consumer.connect();
   const existing = new Set(await listTopics(kafka));

@@ -56,5 +56,18 @@ code="$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:8082/v1/jobs)"
 jobs="$(curl -s -H "Authorization: Bearer ${TOKEN}" http://127.0.0.1:8082/v1/jobs)"
 grep -q 'demo-job' <<<"${jobs}" && pass "and lists the demo job with it" || fail "jobs: ${jobs}"
 
+# The broker is TLS + SCRAM + ACLs (config/kafka/start.sh): every client above logged in as itself and
+# did its part with its role's rights only; an agent's login may not read the verdicts.
+! compose logs --no-color detector controller request-manager rollout-manager weight-registry demo-trainer-0 2>/dev/null | grep -qiE 'authori[sz]ation failed|not authorized' &&
+  pass "each service and agent worked with its own login, no authorization refused" || fail "an authorization was refused: $(compose logs --no-color 2>/dev/null | grep -iE 'authori[sz]ation failed|not authorized' | head -3)"
+denied="$(timeout 120 bash "${DIR}/compose.sh" -p "${PROJECT}" -f "${DIR}/docker-compose.yml" -f "${DIR}/docker-compose.local.yml" --profile demo \
+  run --rm --no-deps -T demo-rollout-0 robustrl tail --topic verdicts --from-beginning 2>&1 || true)"
+grep -qiE 'authoriz|not be allowed' <<<"${denied}" && pass "the broker refuses an agent's login the verdicts topic" || fail "an agent's login tailing verdicts: $(tail -3 <<<"${denied}")"
+
+# A machine added later (README): its login on the running broker, then its ACLs.
+out="$(compose exec -T kafka sh /etc/robustrl/kafka-start.sh add-login agent-demo-rollout-1 2>&1)" &&
+  out="$(compose run --rm --no-deps -T kafka-acls robustrl kafka grant agent-demo-rollout-1 --role agent --machine demo-rollout-1 2>&1)" &&
+  pass "a login added on the running broker and granted its ACLs" || fail "add-login / grant: $(tail -3 <<<"${out}")"
+
 compose down -v >/dev/null 2>&1 && pass "the stack is down" || fail "compose down"
 trap - EXIT

@@ -46,7 +46,7 @@ validate() { # kubeconform, strict, offline; the ServiceMonitor CRD has no schem
     -schema-location "${SCHEMAS}/{{ .NormalizedKubernetesVersion }}-local{{ .StrictSuffix }}/{{ .ResourceKind }}{{ .KindSuffix }}.json"
 }
 
-for values in external bundled; do
+for values in external bundled secured; do
   f="${DIR}/test/values-${values}.yaml"
   "${HELM}" lint --strict "${CHART}" -f "${f}" >/dev/null || fail "helm lint (${values}): $("${HELM}" lint --strict "${CHART}" -f "${f}" 2>&1 | tail -5)"
   pass "helm lint --strict (${values})"
@@ -69,4 +69,11 @@ refused "no token" "httpTokens must list at least one" "${base[@]}" --set 'secre
 refused "agents without a job" "agent.jobId is required" "${base[@]}" --set agent.jobId=
 refused "a machine key without the controller's public key" "go together" "${base[@]}" --set agent.controllerPublicKey=
 refused "an unknown role (values.schema.json)" "agent.role" "${base[@]}" --set agent.role=bogus
+secured=(-f "${DIR}/test/values-secured.yaml")
+refused "a Kafka login without TLS" "a login is never sent in the clear" "${secured[@]}" --set kafka.tls.enabled=false
+refused "a Kafka login without the services' passwords" "kafka.sasl.loginsSecret is required" "${secured[@]}" --set kafka.sasl.loginsSecret=
+refused "agents without their Kafka passwords" "agentPasswordHostPath is required" "${secured[@]}" --set kafka.sasl.agentPasswordHostPath=
+refused "granting ACLs without an admin login" "kafka.acls.grant needs" "${secured[@]}" --set kafka.acls.adminSecret=
+refused "TLS to the bundled broker" "the bundled broker is plaintext" -f "${DIR}/test/values-bundled.yaml" --set kafka.tls.enabled=true
+refused "an unknown SASL mechanism (values.schema.json)" "kafka.sasl.mechanism" "${secured[@]}" --set kafka.sasl.mechanism=gssapi
 refused "an unknown value (values.schema.json)" "Additional property" "${base[@]}" --set services.detector.replica=2

@@ -1,4 +1,4 @@
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -146,6 +146,13 @@ describe('Kafka with TLS, SCRAM logins and topic ACLs (a secured broker of its o
       30_000,
     );
     expect(refused.running).toBe(false);
+    // `robustrl tail` on an agent's login: verdicts are not its to read; the tail says so and exits.
+    const tail = spawnSync(process.execPath, [join(ROOT, 'cli', 'bin', 'robustrl.js'), 'tail', '--topic', 'verdicts', '--from-beginning'], {
+      env: { PATH: process.env.PATH, ...agent },
+      encoding: 'utf8',
+      timeout: 90_000,
+    });
+    expect({ status: tail.status, stderr: tail.stderr }).toEqual({ status: 1, stderr: expect.stringMatching(/authoriz|not be allowed/i) });
   });
 
   it('each service writes only its own outputs: the detector publishes a verdict and no command; the request manager neither', async () => {

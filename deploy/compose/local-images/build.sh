@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Local stand-ins for the compose file's public Kafka and PostgreSQL images, for machines that cannot
 # pull them (our test machines): Debian bookworm from the Debian mirror (mmdebstrap), the Kafka jars
-# deploy/local/kafka.sh fetched from Maven Central, Debian's postgresql-15 — configured by the same
-# variables as apache/kafka and postgres. Kept once built.
+# deploy/local/kafka.sh fetched from Maven Central (started by the compose file's config/kafka/start.sh,
+# as apache/kafka is), Debian's postgresql-15 (configured by the same variables as postgres). Kept once
+# built.
 #   deploy/compose/local-images/build.sh     → localhost/robustrl-kafka:3.9.1, localhost/robustrl-postgres:15
 set -euo pipefail
 DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -27,7 +28,6 @@ kafka_setup() {
   [[ -d "${libs}" ]] || bash "${ROOT}/deploy/local/kafka.sh" install >&2
   mkdir -p "${rootfs}/opt/kafka" "${rootfs}/var/lib/kafka"
   cp -r "${libs}" "${rootfs}/opt/kafka/libs"
-  install -m 0755 "${DIR}/kafka-run.sh" "${rootfs}/usr/local/bin/kafka-run"
   printf '%s\n' 'log4j.rootLogger=INFO, stdout' 'log4j.appender.stdout=org.apache.log4j.ConsoleAppender' \
     'log4j.appender.stdout.layout=org.apache.log4j.PatternLayout' 'log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n' \
     'log4j.logger.state.change.logger=WARN' >"${rootfs}/opt/kafka/log4j.properties"

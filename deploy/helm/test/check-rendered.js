@@ -56,4 +56,29 @@ check(
   verbs.every((v) => !v.includes('*') && !v.startsWith('secrets')),
   `RBAC grants named verbs on named resources, no secrets (${verbs.join(' ')})`,
 );
+const envOf = (c) => Object.fromEntries((c.env ?? []).map((e) => [e.name, e.value]));
+const secured = workloads.filter((d) => d.spec.template.spec.containers.some((c) => envOf(c).KAFKA_SASL_MECHANISM));
+if (secured.length > 0) {
+  // Each service logs in as itself and its pod holds its own password only; each agent as its node.
+  const ownLogin = (d) => {
+    const c = d.spec.template.spec.containers[0];
+    const login = (d.spec.template.spec.volumes ?? []).find((v) => v.name === 'kafka-login');
+    return envOf(c).KAFKA_SASL_USERNAME?.endsWith(component(d)) && login?.secret.items.length === 1 && login.secret.items[0].key === component(d);
+  };
+  check(services.every(ownLogin), "every service logs in to Kafka as itself, with its own password only (not the other services')");
+  check(
+    agents.every((d) => envOf(d.spec.template.spec.containers[0]).KAFKA_SASL_USERNAME?.endsWith('agent-$(ROBUSTRL_MACHINE_ID)')),
+    "every agent logs in as its node's agent (agent-<node name>)",
+  );
+  check(
+    secured.every((d) => d.spec.template.spec.containers.every((c) => envOf(c).KAFKA_SSL_CA_FILE || envOf(c).KAFKA_SSL === 'true')),
+    'every Kafka login goes over TLS',
+  );
+  const grant = docs.find((d) => d.kind === 'Job' && component(d) === 'kafka-acls');
+  check(
+    grant?.metadata.annotations['helm.sh/hook']?.includes('pre-install') &&
+      grant.spec.template.spec.containers[0].args.join(' ').startsWith('robustrl kafka grant-all'),
+    "the services' ACLs are granted before they start (a pre-install/pre-upgrade Job)",
+  );
+}
 process.exit(failed ? 1 : 0);

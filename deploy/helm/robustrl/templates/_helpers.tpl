@@ -75,6 +75,25 @@ checks the types): what would otherwise surface as a pod failing at start.
 {{- if ne (empty .Values.agent.machineKeyHostPath) (empty .Values.agent.controllerPublicKey) -}}
 {{- fail "agent.machineKeyHostPath and agent.controllerPublicKey go together: the agent signs with the one and checks commands with the other" -}}
 {{- end -}}
+{{- with .Values.kafka.sasl -}}
+{{- if .mechanism -}}
+{{- if not $.Values.kafka.tls.enabled -}}
+{{- fail "kafka.sasl.mechanism needs kafka.tls.enabled: a login is never sent in the clear" -}}
+{{- end -}}
+{{- if not .loginsSecret -}}
+{{- fail "kafka.sasl.loginsSecret is required with kafka.sasl.mechanism: a Secret with each service's password under its name" -}}
+{{- end -}}
+{{- if and $.Values.agent.enabled (not .agentPasswordHostPath) -}}
+{{- fail "kafka.sasl.agentPasswordHostPath is required with kafka.sasl.mechanism and agent.enabled: each agent's own password, on its node" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if and (or .Values.kafka.tls.enabled .Values.kafka.sasl.mechanism) .Values.kafka.bundled -}}
+{{- fail "kafka.tls and kafka.sasl are for an external cluster: the bundled broker is plaintext, for trials" -}}
+{{- end -}}
+{{- if and .Values.kafka.acls.grant (or (not .Values.kafka.acls.adminSecret) (not .Values.kafka.sasl.mechanism)) -}}
+{{- fail "kafka.acls.grant needs kafka.sasl.mechanism and kafka.acls.adminSecret (a login allowed to alter ACLs)" -}}
+{{- end -}}
 {{- if lt (int .Values.services.detector.shards) 1 -}}
 {{- fail "services.detector.shards must be at least 1" -}}
 {{- end -}}
@@ -105,4 +124,36 @@ securityContext:
   allowPrivilegeEscalation: false
   readOnlyRootFilesystem: true
   capabilities: { drop: [ALL] }
+{{- end -}}
+
+
+{{/*
+A Kafka client's settings: TLS (the CA from kafka.tls.caSecret) and its login. dict: root, login (the
+username; an agent's uses $(ROBUSTRL_MACHINE_ID)), passwordFile. Volumes: robustrl.kafkaVolumes.
+*/}}
+{{- define "robustrl.kafkaEnv" -}}
+- { name: KAFKA_BROKERS, value: {{ include "robustrl.kafkaBrokers" .root | quote }} }
+{{- if .root.Values.kafka.tls.enabled }}
+{{- if .root.Values.kafka.tls.caSecret }}
+- { name: KAFKA_SSL_CA_FILE, value: /run/secrets/kafka-ca/ca.crt }
+{{- else }}
+- { name: KAFKA_SSL, value: 'true' }
+{{- end }}
+{{- end }}
+{{- with .root.Values.kafka.sasl.mechanism }}
+- { name: KAFKA_SASL_MECHANISM, value: {{ . | quote }} }
+- { name: KAFKA_SASL_USERNAME, value: {{ printf "%s%s" $.root.Values.kafka.sasl.loginPrefix $.login | quote }} }
+- { name: KAFKA_SASL_PASSWORD_FILE, value: {{ $.passwordFile | quote }} }
+{{- end }}
+{{- end -}}
+{{- define "robustrl.kafkaCaVolume" -}}
+{{- if and .Values.kafka.tls.enabled .Values.kafka.tls.caSecret }}
+- name: kafka-ca
+  secret: { secretName: {{ .Values.kafka.tls.caSecret | quote }}, items: [{ key: ca.crt, path: ca.crt }] }
+{{- end }}
+{{- end -}}
+{{- define "robustrl.kafkaCaMount" -}}
+{{- if and .Values.kafka.tls.enabled .Values.kafka.tls.caSecret }}
+- { name: kafka-ca, mountPath: /run/secrets/kafka-ca, readOnly: true }
+{{- end }}
 {{- end -}}

@@ -11,7 +11,9 @@ export type BusSpeaker = { service: string } | { machineId: string };
  * The bus identity of a process from its settings (each also as `<NAME>_FILE`, a mounted secret):
  *
  *  - a control-plane service: `ROBUSTRL_IDENTITY_SECRET` (at least 32 characters) — it signs as itself
- *    and accepts only records signed by whom they speak for;
+ *    and accepts only records signed by whom they speak for; the controller also
+ *    `ROBUSTRL_CONTROLLER_COMMAND_SECRET` where the deployment separates the command key (then only the
+ *    process holding it issues commands agents execute);
  *  - an agent: `ROBUSTRL_MACHINE_KEY` (its own key, `robustrl identity machine-key <machine>`) and
  *    `ROBUSTRL_CONTROLLER_PUBLIC_KEY` (`robustrl identity controller-public-key`), both or neither — it
  *    signs as its machine and executes only the controller's commands. An agent given the secret
@@ -24,8 +26,16 @@ export function busIdentityFromEnv(env: NodeJS.ProcessEnv, speaker: BusSpeaker):
   if ('service' in speaker) {
     if (secret === undefined) return undefined;
     if (secret.length < MIN_SECRET_LENGTH) throw new Error(`ROBUSTRL_IDENTITY_SECRET must have at least ${MIN_SECRET_LENGTH} characters`);
-    return { signer: new ServiceSigner(speaker.service, secret), verifier: new ControlPlaneVerifier(secret) };
+    const commandSecret = settingOf(env, 'ROBUSTRL_CONTROLLER_COMMAND_SECRET');
+    if (commandSecret !== undefined && commandSecret.length < MIN_SECRET_LENGTH)
+      throw new Error(`ROBUSTRL_CONTROLLER_COMMAND_SECRET must have at least ${MIN_SECRET_LENGTH} characters`);
+    return { signer: new ServiceSigner(speaker.service, secret, commandSecret), verifier: new ControlPlaneVerifier(secret) };
   }
+  if (settingOf(env, 'ROBUSTRL_CONTROLLER_COMMAND_SECRET') !== undefined)
+    throw new Error(
+      "ROBUSTRL_CONTROLLER_COMMAND_SECRET is the controller's: an agent holding it could issue commands. Give the agent ROBUSTRL_CONTROLLER_PUBLIC_KEY " +
+        '(robustrl identity controller-public-key) instead',
+    );
   if (secret !== undefined)
     throw new Error(
       "ROBUSTRL_IDENTITY_SECRET is the control plane's: an agent holding it could speak for every machine. Give the agent ROBUSTRL_MACHINE_KEY " +

@@ -93,6 +93,28 @@ describe('record identity: an agent executes only the controller’s commands', 
   });
 });
 
+describe("the controller's own command secret: no other service can issue a command agents execute", () => {
+  const COMMAND_SECRET = 'the-controllers-own-command-secret-0123456789';
+  const agent = new AgentCommandVerifier(publicKeyFromText(publicKeyText(controllerKeyPairOf(COMMAND_SECRET).publicKey)));
+  const check = (m: RobustrlMessage, signer: RecordSigner) => agent.verify(signed(m, signer), m);
+
+  it('takes the command of the process holding it; a service with only the identity secret, sending as the controller, is refused', () => {
+    const controller = busIdentityFromEnv({ ROBUSTRL_IDENTITY_SECRET: SECRET, ROBUSTRL_CONTROLLER_COMMAND_SECRET: COMMAND_SECRET }, { service: 'controller' })!;
+    expect(check(restart('controller'), controller.signer!)).toBeNull();
+    // The control plane still takes it as one of its own (the HMAC is the identity secret's).
+    expect(new ControlPlaneVerifier(SECRET).verify(signed(restart('controller'), controller.signer), restart('controller'))).toBeNull();
+    const forger = busIdentityFromEnv({ ROBUSTRL_IDENTITY_SECRET: SECRET }, { service: 'rollout-manager' })!;
+    expect(check(restart('controller'), forger.signer!)).toMatch(/signature that does not hold/);
+  });
+
+  it('is refused short, and refused to an agent', () => {
+    expect(() => busIdentityFromEnv({ ROBUSTRL_IDENTITY_SECRET: SECRET, ROBUSTRL_CONTROLLER_COMMAND_SECRET: 'short' }, { service: 'controller' })).toThrow(
+      /ROBUSTRL_CONTROLLER_COMMAND_SECRET must have at least 32/,
+    );
+    expect(() => busIdentityFromEnv({ ROBUSTRL_CONTROLLER_COMMAND_SECRET: COMMAND_SECRET }, { machineId: 'm-1' })).toThrow(/could issue commands/);
+  });
+});
+
 describe('busIdentityFromEnv', () => {
   it('gives a service its signer and verifier from the secret (inline or a file), and nothing without one', () => {
     expect(busIdentityFromEnv({}, { service: 'detector' })).toBeUndefined();

@@ -21,17 +21,19 @@ export class MachineSigner implements RecordSigner {
 /**
  * A control-plane process (a service, or several modules in one process such as the embedded main):
  * signs with the control plane's key, naming itself, and signs commands with the controller's Ed25519
- * key too — the signature agents check before they execute anything.
+ * key too — the signature agents check before they execute anything. The command key is seeded from
+ * the controller's own command secret where the deployment gives one (to the controller alone, so no
+ * other service can issue a command agents execute), else from the identity secret.
  */
 export class ServiceSigner implements RecordSigner {
   private readonly signer: string;
   private readonly key: Buffer;
   private readonly commandKey: KeyObject;
 
-  constructor(service: string, secret: string) {
+  constructor(service: string, secret: string, commandSecret?: string) {
     this.signer = `service:${service}`;
     this.key = controlPlaneKeyOf(secret);
-    this.commandKey = controllerKeyPairOf(secret).privateKey;
+    this.commandKey = controllerKeyPairOf(commandSecret ?? secret).privateKey;
   }
 
   sign(record: SignedRecord, message: RobustrlMessage): Record<string, string> {

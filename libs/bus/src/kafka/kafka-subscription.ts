@@ -235,7 +235,7 @@ export class KafkaSubscription implements Subscription {
   private onCrash(consumer: Consumer, error: Error, kafkajsRestarts: boolean): void {
     if (this.closing || consumer !== this.consumer) return;
     this.running = false;
-    this.error = consumerErrorText(error, this.groupId);
+    this.error = describeConsumerError(error, this.groupId);
     // A consumer that stayed up a while crashed afresh: start the backoff over.
     if (this.joinedAt !== undefined && Date.now() - this.joinedAt >= this.ctx.restart.stableAfterMs) this.consecutiveCrashes = 0;
     this.joinedAt = undefined;
@@ -276,7 +276,7 @@ export class KafkaSubscription implements Subscription {
       this.ctx.logger.warn('consumer restarted', { group: this.groupId, restarts: this.restarts });
     } catch (err) {
       if (this.closing) return;
-      this.error = consumerErrorText(err, this.groupId);
+      this.error = describeConsumerError(err, this.groupId);
       this.consecutiveCrashes += 1;
       await this.consumer?.disconnect().catch(() => undefined);
       this.scheduleRestart();
@@ -303,7 +303,7 @@ function headersToStrings(headers: IHeaders | undefined): Record<string, string>
  * lookup (GROUP_AUTHORIZATION_FAILED: the login has no ACL on the group) as a coordinator it could not
  * find: the likelier causes are named, so an operator does not go looking for a broken broker.
  */
-function consumerErrorText(err: unknown, groupId: string): string {
+export function describeConsumerError(err: unknown, groupId: string): string {
   const text = String(err);
   return (err as { name?: string })?.name === 'KafkaJSGroupCoordinatorNotFound'
     ? `${text} (for group ${groupId}: on a broker with ACLs, this login may not be allowed the group; else the broker is still starting)`
