@@ -6,7 +6,8 @@
 #   secrets/operator-token         your bearer token for the services' APIs (ETTR, jobs, trajectories)
 #   secrets/prometheus-token       Prometheus's bearer token for /metrics
 #   secrets/http-tokens            both tokens, one per line: what the services accept
-#   secrets/controller-public-key  what agents check commands with
+#   secrets/controller-command-secret  the controller's own: seeds the key its commands are signed with
+#   secrets/controller-public-key  what agents check commands with (from the command secret)
 #   secrets/machines/<machine>     each demo machine's key (robustrl identity machine-key <machine>)
 #   secrets/kafka/ca.crt           the CA clients verify the broker with (secrets/kafka-ca.key signs; kept off every container)
 #   secrets/kafka/broker.p12       the broker's TLS key and certificate (DNS name kafka), broker.password its password
@@ -26,7 +27,7 @@ KAFKA_LOGINS=(admin detector controller request-manager rollout-manager weight-r
 random() { head -c 32 /dev/urandom | base64 | tr -d '/+=\n' | head -c 43; }
 robustrl() {
   if [[ -f "${ROOT}/cli/dist/main.js" ]]; then node "${ROOT}/cli/bin/robustrl.js" "$@"
-  else docker run --rm -e ROBUSTRL_IDENTITY_SECRET "${ROBUSTRL_IMAGE:-robustrl:dev}" robustrl "$@"; fi
+  else docker run --rm -e ROBUSTRL_IDENTITY_SECRET -e ROBUSTRL_CONTROLLER_COMMAND_SECRET "${ROBUSTRL_IMAGE:-robustrl:dev}" robustrl "$@"; fi
 }
 missing() { [[ ${FORCE} == 1 || ! -s "$1" ]]; }
 made=()
@@ -42,8 +43,9 @@ fi
 export ROBUSTRL_IDENTITY_SECRET="$(tr -d '\n' <"${S}/identity-secret")"
 for token in operator-token prometheus-token; do missing "${S}/${token}" && random >"${S}/${token}" && made+=("${token}"); done
 { echo "# operator"; cat "${S}/operator-token"; echo; echo "# prometheus"; cat "${S}/prometheus-token"; echo; } >"${S}/http-tokens"
-if missing "${S}/controller-public-key" || [[ " ${made[*]} " == *" identity-secret "* ]]; then
-  robustrl identity controller-public-key >"${S}/controller-public-key"
+missing "${S}/controller-command-secret" && random >"${S}/controller-command-secret" && made+=(controller-command-secret)
+if missing "${S}/controller-public-key" || [[ " ${made[*]} " == *" controller-command-secret "* ]]; then
+  ROBUSTRL_CONTROLLER_COMMAND_SECRET="$(tr -d '\n' <"${S}/controller-command-secret")" robustrl identity controller-public-key >"${S}/controller-public-key"
   made+=(controller-public-key)
 fi
 for m in "${DEMO_MACHINES[@]}"; do

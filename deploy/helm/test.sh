@@ -65,6 +65,7 @@ refused() { # WHAT EXPECTED-MESSAGE helm-template-args…
 base=(-f "${DIR}/test/values-external.yaml")
 refused "no Kafka" "kafka.brokers is required" "${base[@]}" --set kafka.brokers=
 refused "a short identity secret" "identitySecret must have at least 32" "${base[@]}" --set secrets.identitySecret=short
+refused "a short command secret" "controllerCommandSecret must have at least 32" "${base[@]}" --set secrets.controllerCommandSecret=short
 refused "no token" "httpTokens must list at least one" "${base[@]}" --set 'secrets.httpTokens=null'
 refused "agents without a job" "agent.jobId is required" "${base[@]}" --set agent.jobId=
 refused "a machine key without the controller's public key" "go together" "${base[@]}" --set agent.controllerPublicKey=

@@ -34,6 +34,8 @@ describe('who speaks on the bus, end to end (real Kafka, PostgreSQL, agent proce
   const topicPrefix = `e2e-identity-${randomBytes(4).toString('hex')}.`;
   const brokers = (process.env.KAFKA_BROKERS ?? '').split(',');
   const secret = randomBytes(32).toString('base64url');
+  // The controller's own command key (README "Who speaks on the bus"): the agents check commands against it.
+  const commandSecret = randomBytes(32).toString('base64url');
   const jobId = `job-identity-${randomBytes(3).toString('hex')}`;
   const machines: MachineSpec[] = [
     { machineId: 'trainer-0', role: 'trainer', zone: 'az-1', hardwareClass: 'cpu-e2e' },
@@ -45,6 +47,7 @@ describe('who speaks on the bus, end to end (real Kafka, PostgreSQL, agent proce
   let service: RunningService;
   let controlPlane: MessageBus;
   let compromised: KafkaBus;
+  let compromisedService: KafkaBus;
   let observer: Subscription;
   let deadLetters: KafkaTopicReader;
   const seen: RobustrlMessage[] = [];
@@ -65,7 +68,7 @@ describe('who speaks on the bus, end to end (real Kafka, PostgreSQL, agent proce
       // What an operator provisions per machine (robustrl identity machine-key / controller-public-key).
       env: (m) => ({
         ROBUSTRL_MACHINE_KEY: machineKeyText(machineKeyOf(secret, m.machineId)),
-        ROBUSTRL_CONTROLLER_PUBLIC_KEY: publicKeyText(controllerKeyPairOf(secret).publicKey),
+        ROBUSTRL_CONTROLLER_PUBLIC_KEY: publicKeyText(controllerKeyPairOf(commandSecret).publicKey),
         E2E_STEP_SECONDS: '1',
       }),
     });
@@ -75,7 +78,7 @@ describe('who speaks on the bus, end to end (real Kafka, PostgreSQL, agent proce
         bus: { adapter: 'kafka', brokers, clientId: 'e2e-identity', topicPrefix },
         store: { kind: 'postgres', url: database.url },
         httpPort: null,
-        identity: busIdentityFromEnv({ ROBUSTRL_IDENTITY_SECRET: secret }, { service: 'e2e-control-plane' }),
+        identity: busIdentityFromEnv({ ROBUSTRL_IDENTITY_SECRET: secret, ROBUSTRL_CONTROLLER_COMMAND_SECRET: commandSecret }, { service: 'e2e-control-plane' }),
       },
       [DetectorModule, ControllerModule.withOrchestrator(supervisor)],
       { logLevels: ['error'] },
@@ -94,6 +97,14 @@ describe('who speaks on the bus, end to end (real Kafka, PostgreSQL, agent proce
       topicPrefix,
       logger: { info: () => undefined, warn: () => undefined, error: () => undefined },
       identity: { signer: new MachineSigner('rollout-a', machineKeyOf(secret, 'rollout-a')) },
+    });
+    // A service that holds the identity secret but not the controller's command secret.
+    compromisedService = new KafkaBus({
+      brokers,
+      clientId: 'e2e-compromised-service',
+      topicPrefix,
+      logger: { info: () => undefined, warn: () => undefined, error: () => undefined },
+      identity: busIdentityFromEnv({ ROBUSTRL_IDENTITY_SECRET: secret }, { service: 'rollout-manager' }),
     });
 
     await controlPlane.publish(
@@ -115,6 +126,7 @@ describe('who speaks on the bus, end to end (real Kafka, PostgreSQL, agent proce
   afterAll(async () => {
     await observer?.close();
     await compromised?.close();
+    await compromisedService?.close();
     await deadLetters?.stop();
     await supervisor?.close();
     await service?.stop();
@@ -147,23 +159,28 @@ describe('who speaks on the bus, end to end (real Kafka, PostgreSQL, agent proce
     expect(all('FaultConfirmed', (m) => m.data.machineId === 'rollout-b')).toEqual([]);
   });
 
-  it("a command not from the controller is not executed; the controller's is", async () => {
+  it("a command not from the controller (a machine's, an unsigned one, another service's) is not executed; the controller's is", async () => {
     const restart = (commandId: string, source: string) =>
       createMessage(
         'RestartRolloutEngine',
         { recoveryId: commandId, commandId, machineId: 'rollout-b', attempt: 1, budget: 2 },
         { jobId, source, occurredAt: now() },
       );
-    // Signed by a machine, sent as the controller; and the same without any signature.
+    // Signed by a machine, sent as the controller; the same without any signature; and by a service
+    // that holds the identity secret but not the controller's command secret.
     await compromised.publish(restart('forged-by-machine', 'controller'));
     await compromised.publishRaw({ topic: Topics.control, key: jobId, value: JSON.stringify(restart('forged-unsigned', 'controller')) });
+    await compromisedService.publish(restart('forged-by-service', 'controller'));
     // Each bad record is dead-lettered once, by whichever reader refused it first (an agent, or the
     // control plane's own reader): the reason says why.
     const refusal = (commandId: string) => refusedWith(/./).find((d) => d.value?.toString().includes(`"commandId":"${commandId}"`));
-    const [byMachine, unsigned] = await eventually('both forged commands refused', () => {
-      const found = [refusal('forged-by-machine'), refusal('forged-unsigned')];
+    const [byMachine, unsigned, byService] = await eventually('the forged commands refused', () => {
+      const found = [refusal('forged-by-machine'), refusal('forged-unsigned'), refusal('forged-by-service')];
       return found.every(Boolean) ? found : undefined;
     });
+    // The control plane takes the service's record as its own (its HMAC holds); the agent does not
+    // execute it: the command signature is not the controller's.
+    expect(byService!.reason).toMatch(/RestartRolloutEngine carries a controller signature that does not hold: not executed/);
     expect(byMachine!.reason).toMatch(
       /signed by machine:rollout-a but sent as 'controller'|not issued by the controller \(source 'controller', signer 'machine:rollout-a'\)/,
     );

@@ -57,6 +57,13 @@ check(
   `RBAC grants named verbs on named resources, no secrets (${verbs.join(' ')})`,
 );
 const envOf = (c) => Object.fromEntries((c.env ?? []).map((e) => [e.name, e.value]));
+const commandKeyHolders = workloads.filter((d) =>
+  d.spec.template.spec.containers.some((c) => (c.env ?? []).some((e) => e.name === 'ROBUSTRL_CONTROLLER_COMMAND_SECRET')),
+);
+check(
+  commandKeyHolders.map(component).join(',') === 'controller',
+  `only the controller is given its command secret (${commandKeyHolders.map(component).join(', ')})`,
+);
 const secured = workloads.filter((d) => d.spec.template.spec.containers.some((c) => envOf(c).KAFKA_SASL_MECHANISM));
 if (secured.length > 0) {
   // Each service logs in as itself and its pod holds its own password only; each agent as its node.

@@ -54,6 +54,9 @@ checks the types): what would otherwise surface as a pod failing at start.
 {{- if lt (len .Values.secrets.identitySecret) 32 -}}
 {{- fail "secrets.identitySecret must have at least 32 characters (or name secrets.existingSecret): it signs every record (README \"Who speaks on the bus\")" -}}
 {{- end -}}
+{{- if and .Values.secrets.controllerCommandSecret (lt (len .Values.secrets.controllerCommandSecret) 32) -}}
+{{- fail "secrets.controllerCommandSecret must have at least 32 characters" -}}
+{{- end -}}
 {{- if not .Values.secrets.httpTokens -}}
 {{- fail "secrets.httpTokens must list at least one bearer token (or name secrets.existingSecret): the services' APIs listen on the pod network" -}}
 {{- end -}}
