@@ -30,6 +30,7 @@ interface NativeMapping {
   readonly mapped: boolean;
   readonly buffer: ArrayBuffer | ArrayBufferView | null;
   readonly memoryType: MemoryType;
+  readonly access: RegionAccess;
   packRkey(): Buffer;
   unmap(): void;
 }
@@ -56,10 +57,10 @@ interface NativeWorker {
   connect(host: string, port: number, timeoutMs: number): Promise<NativeEndpoint>;
   connectAddress(address: Uint8Array, timeoutMs: number, errorHandling: ErrorHandlingMode): Promise<NativeEndpoint>;
   address(): Buffer;
-  map(buf: ArrayBufferView | ArrayBuffer): NativeMapping;
-  mapAlloc(length: number): NativeMapping;
-  mapFile(path: string, length: number, create: boolean): NativeMapping;
-  mapDevice(address: bigint, length: number, memoryType: 'cuda'): NativeMapping;
+  map(buf: ArrayBufferView | ArrayBuffer, access?: RegionAccess): NativeMapping;
+  mapAlloc(length: number, access?: RegionAccess): NativeMapping;
+  mapFile(path: string, length: number, create: boolean, access?: RegionAccess): NativeMapping;
+  mapDevice(address: bigint, length: number, memoryType: 'cuda', access?: RegionAccess): NativeMapping;
   cudaSupported(): boolean;
   recvTag(tag: bigint, mask: bigint, buffer: Buffer, timeoutMs: number): Promise<{ data: Buffer; length: number; senderTag: bigint }>;
   close(): void;
@@ -200,6 +201,18 @@ export type EndpointState = 'open' | 'failed' | 'closing' | 'closed';
 export type ErrorHandlingMode = 'peer' | 'none';
 /** Where a MemoryRegion's memory lives: host memory, or device memory registered by mapDevice. */
 export type MemoryType = 'host' | 'cuda';
+/**
+ * What a peer holding a region's rkey may do: `read-write` (UCX's default) or `remote-read` — the
+ * region is registered for remote read access only (UCP_MEM_MAP_PROT_REMOTE_READ without
+ * REMOTE_WRITE), for memory others pull from and must never write, such as a weight version's source.
+ * Enforced where the transport registers memory with the NIC (RDMA verbs: a PUT fails with a
+ * protection error); transports that reach the memory through the CPU (tcp, cma, shared memory) do
+ * not check it (README "Weight plane: who may read what").
+ */
+export type RegionAccess = 'read-write' | 'remote-read';
+export interface RegionOptions {
+  access?: RegionAccess;
+}
 /** Default tag of the worker-address message exchanged by sendWorkerAddress / connectRma. */
 export const WORKER_ADDRESS_TAG = 0xffff_ff00_0000_0001n;
 export interface OpOptions {
@@ -273,6 +286,10 @@ export class MemoryRegion {
   /** 'host', or 'cuda' for a region from mapDevice */
   get memoryType(): MemoryType {
     return this.native.memoryType;
+  }
+  /** What a peer holding its rkey may do (RegionAccess). */
+  get access(): RegionAccess {
+    return this.native.access;
   }
   get address(): bigint {
     return this.native.address;
@@ -476,8 +493,8 @@ export class UcxWorker {
     return rma;
   }
   /** Register a host buffer (ucp_mem_map). The buffer object is referenced until unmap()/close(). */
-  map(buf: ArrayBufferView | ArrayBuffer): MemoryRegion {
-    return wrapSync(() => new MemoryRegion(this.native.map(buf), buf));
+  map(buf: ArrayBufferView | ArrayBuffer, opts: RegionOptions = {}): MemoryRegion {
+    return wrapSync(() => new MemoryRegion(this.native.map(buf, opts.access), buf));
   }
   /**
    * Allocate and register `length` bytes with UCP_MEM_MAP_ALLOCATE. UCX takes the memory from its
@@ -485,9 +502,9 @@ export class UcxWorker {
    * posix/sysv RMA lanes (memcpy speed) instead of cma. `region.buffer` is a Buffer over that memory;
    * unmap() (and worker.close()) detach it before UCX frees the memory, so it reads as length 0 after.
    */
-  mapAlloc(length: number): MemoryRegion {
+  mapAlloc(length: number, opts: RegionOptions = {}): MemoryRegion {
     return wrapSync(() => {
-      const n = this.native.mapAlloc(length);
+      const n = this.native.mapAlloc(length, opts.access);
       return new MemoryRegion(n, Buffer.from(n.buffer as ArrayBuffer));
     });
   }
@@ -505,9 +522,9 @@ export class UcxWorker {
    * peer's GET from it on an errorHandling 'none' endpoint is served by this worker (AM over shared
    * memory), not one-sided; see README "Shared memory: findings".
    */
-  mapFile(path: string, length: number, opts: { create?: boolean } = {}): MemoryRegion {
+  mapFile(path: string, length: number, opts: { create?: boolean } & RegionOptions = {}): MemoryRegion {
     return wrapSync(() => {
-      const n = this.native.mapFile(path, length, opts.create ?? false);
+      const n = this.native.mapFile(path, length, opts.create ?? false, opts.access);
       return new MemoryRegion(n, Buffer.from(n.buffer as ArrayBuffer));
     });
   }
@@ -517,8 +534,8 @@ export class UcxWorker {
    * UcxUnavailableError when this worker's UCX context cannot register CUDA memory (see
    * cudaSupported). `region.buffer` is an empty Buffer: device memory has no host view.
    */
-  mapDevice(address: bigint, length: number, memoryType: 'cuda'): MemoryRegion {
-    return wrapSync(() => new MemoryRegion(this.native.mapDevice(address, length, memoryType), Buffer.alloc(0)));
+  mapDevice(address: bigint, length: number, memoryType: 'cuda', opts: RegionOptions = {}): MemoryRegion {
+    return wrapSync(() => new MemoryRegion(this.native.mapDevice(address, length, memoryType, opts.access), Buffer.alloc(0)));
   }
   /** Whether this worker's UCX context can register CUDA memory (UCP_ATTR_FIELD_MEMORY_TYPES). */
   get cudaSupported(): boolean {

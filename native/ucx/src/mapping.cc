@@ -23,6 +23,7 @@ Napi::Value Mapping::SetupAlloc(Worker* w, size_t length) {
   mp.length = length;
   mp.flags = UCP_MEM_MAP_ALLOCATE;
   mp.memory_type = UCS_MEMORY_TYPE_HOST;
+  ApplyAccess(&mp);
   ucs_status_t st = ucp_mem_map(w->ctx(), &mp, &memh_);
   if (st != UCS_OK) throw MakeError(env, "ucx", st, "ucp_mem_map(ALLOCATE) failed");
   ucp_mem_attr_t a;
@@ -67,6 +68,7 @@ void Mapping::Register(Worker* w, const char* what) {
   mp.address = ptr_;
   mp.length = len_;
   mp.memory_type = memType_;
+  ApplyAccess(&mp);
   ucs_status_t st = ucp_mem_map(w->ctx(), &mp, &memh_);
   if (st != UCS_OK) { memh_ = nullptr; throw MakeError(env, "ucx", st, std::string(what) + ": ucp_mem_map failed"); }
   worker_ = w;
@@ -176,6 +178,7 @@ Napi::Function Mapping::Init(Napi::Env env) {
     InstanceAccessor<&Mapping::Mapped>("mapped"),
     InstanceAccessor<&Mapping::BufferJs>("buffer"),
     InstanceAccessor<&Mapping::MemoryTypeJs>("memoryType"),
+    InstanceAccessor<&Mapping::AccessJs>("access"),
   });
 }
 Mapping::Mapping(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Mapping>(info) {}

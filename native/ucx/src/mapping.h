@@ -19,6 +19,10 @@ class Mapping : public Napi::ObjectWrap<Mapping> {
     DEVICE,     // mapDevice(): device memory (CUDA); no host view, buf_ empty
   };
 
+  // What peers may do with the region's rkey: read and write (UCX's default), or only read (GET) — the
+  // registration asks for remote read access alone, which RDMA NICs enforce (a PUT is refused by the
+  // hardware). Set before Setup*.
+  void SetRemoteReadOnly(bool readOnly) { remoteReadOnly_ = readOnly; }
   // Set up by Worker::Map / MapAlloc / MapFile / MapDevice.
   Napi::Value Setup(Worker* w, Napi::Value buf);
   Napi::Value SetupAlloc(Worker* w, size_t length);
@@ -46,6 +50,7 @@ class Mapping : public Napi::ObjectWrap<Mapping> {
   Napi::Value Length(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), static_cast<double>(len_)); }
   Napi::Value Mapped(const Napi::CallbackInfo& info) { return Napi::Boolean::New(info.Env(), Usable()); }
   Napi::Value BufferJs(const Napi::CallbackInfo& info) { return buf_.IsEmpty() ? info.Env().Null() : buf_.Value(); }
+  Napi::Value AccessJs(const Napi::CallbackInfo& info) { return Napi::String::New(info.Env(), remoteReadOnly_ ? "remote-read" : "read-write"); }
   Napi::Value MemoryTypeJs(const Napi::CallbackInfo& info) {
     return Napi::String::New(info.Env(), kind_ == DEVICE ? ucs_memory_type_names[memType_] : "host");
   }
@@ -61,6 +66,13 @@ class Mapping : public Napi::ObjectWrap<Mapping> {
   bool unmapRequested_ = false;
   Kind kind_ = USER;
   ucs_memory_type_t memType_ = UCS_MEMORY_TYPE_HOST;
+  bool remoteReadOnly_ = false;
+  // The ucp_mem_map protection fields for remoteReadOnly_ (none: UCX's default, every access).
+  void ApplyAccess(ucp_mem_map_params_t* mp) const {
+    if (!remoteReadOnly_) return;
+    mp->field_mask |= UCP_MEM_MAP_PARAM_FIELD_PROT;
+    mp->prot = UCP_MEM_MAP_PROT_LOCAL_READ | UCP_MEM_MAP_PROT_LOCAL_WRITE | UCP_MEM_MAP_PROT_REMOTE_READ;
+  }
 };
 
 }  // namespace robustrl::ucx

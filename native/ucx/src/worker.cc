@@ -357,10 +357,21 @@ Napi::Value Worker::StartConnect(Endpoint* e, double timeoutMs) {
   return promise;
 }
 
+// The optional access argument of map*: 'read-write' (default) or 'remote-read'.
+static bool RemoteReadOnly(Napi::Env env, const Napi::CallbackInfo& info, size_t index, const char* what) {
+  if (info.Length() <= index || info[index].IsUndefined()) return false;
+  std::string access = info[index].IsString() ? info[index].As<Napi::String>().Utf8Value() : "";
+  if (access == "read-write") return false;
+  if (access == "remote-read") return true;
+  throw Napi::TypeError::New(env, std::string(what) + ": access must be 'read-write' or 'remote-read'");
+}
+
 Napi::Value Worker::Map(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   REQUIRE_OPEN(env);
+  bool readOnly = RemoteReadOnly(env, info, 1, "map");
   Napi::Object obj = ctors()->mapping.New({});
+  Mapping::Unwrap(obj)->SetRemoteReadOnly(readOnly);
   Mapping::Unwrap(obj)->Setup(this, info[0]);
   return obj;
 }
@@ -373,7 +384,9 @@ Napi::Value Worker::MapAlloc(const Napi::CallbackInfo& info) {
   REQUIRE_OPEN(env);
   uint64_t len = ToU64(info[0], "length");
   if (len == 0) throw Napi::RangeError::New(env, "mapAlloc: zero length");
+  bool readOnly = RemoteReadOnly(env, info, 1, "mapAlloc");
   Napi::Object obj = ctors()->mapping.New({});
+  Mapping::Unwrap(obj)->SetRemoteReadOnly(readOnly);
   Mapping::Unwrap(obj)->SetupAlloc(this, len);
   return obj;
 }
@@ -389,7 +402,9 @@ Napi::Value Worker::MapFile(const Napi::CallbackInfo& info) {
   if (len == 0) throw Napi::RangeError::New(env, "mapFile: zero length");
   if (len > static_cast<uint64_t>(std::numeric_limits<off_t>::max())) throw Napi::RangeError::New(env, "mapFile: length too large");
   bool create = info.Length() > 2 && info[2].ToBoolean();
+  bool readOnly = RemoteReadOnly(env, info, 3, "mapFile");
   Napi::Object obj = ctors()->mapping.New({});
+  Mapping::Unwrap(obj)->SetRemoteReadOnly(readOnly);
   Mapping::Unwrap(obj)->SetupFile(this, path, len, create);
   return obj;
 }
@@ -415,7 +430,9 @@ Napi::Value Worker::MapDevice(const Napi::CallbackInfo& info) {
                     "mapDevice: this UCX context cannot register CUDA memory (UCX built without CUDA support, "
                     "no cuda_copy transport loaded, or UCX_TLS/UCX_MEMTYPE settings exclude it); "
                     "ucxInfo().cudaSupported tells in advance");
+  bool readOnly = RemoteReadOnly(env, info, 3, "mapDevice");
   Napi::Object obj = ctors()->mapping.New({});
+  Mapping::Unwrap(obj)->SetRemoteReadOnly(readOnly);
   Mapping::Unwrap(obj)->SetupDevice(this, addr, len, UCS_MEMORY_TYPE_CUDA);
   return obj;
 }

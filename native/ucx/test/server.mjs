@@ -27,7 +27,7 @@ const ra = alloc ? worker.mapAlloc(sizeA) : file ? worker.mapFile(file, sizeA, {
 const a = ra.buffer;
 for (let off = 0; off < sizeA; off += 1 << 24) randomFillSync(a, off, Math.min(1 << 24, sizeA - off));
 const b = Buffer.alloc(sizeB);
-const rb = worker.map(b);
+const rb = worker.map(b, process.env.ROBUSTRL_TEST_B_ACCESS ? { access: process.env.ROBUSTRL_TEST_B_ACCESS } : {});
 const desc = (r) => ({ address: r.address.toString(), length: r.length, rkey: r.packRkey().toString('base64') });
 
 const listener = worker.listen({ host: '127.0.0.1', port: 0 }, async (ep) => {

@@ -334,3 +334,32 @@ test('worker.address / mapAlloc / printInfo (one process, two workers)', async (
     ws.close();
   }
 });
+
+test('access: a region registered for remote read only serves GETs; the access is reported; a bad value is refused', async () => {
+  const ws = new ucx.UcxWorker(),
+    wc = new ucx.UcxWorker();
+  const path = shmPath('remote-read');
+  try {
+    const ep = await wc.connectAddress(ws.address(), { timeoutMs: 5000 });
+    for (const src of [
+      ws.map(Buffer.alloc(MiB), { access: 'remote-read' }),
+      ws.mapAlloc(MiB, { access: 'remote-read' }),
+      ws.mapFile(path, MiB, { create: true, access: 'remote-read' }),
+    ]) {
+      assert.equal(src.access, 'remote-read');
+      randomFillSync(src.buffer);
+      const dst = wc.map(Buffer.alloc(MiB));
+      assert.equal(dst.access, 'read-write');
+      await ep.get(dst, 0, ep.remoteRegion(src.descriptor()), 0, MiB, { timeoutMs: 10000 });
+      assert.equal(sha(dst.buffer), sha(src.buffer));
+      src.unmap();
+      dst.unmap();
+    }
+    assert.throws(() => ws.map(Buffer.alloc(16), { access: 'write-only' }), /access must be 'read-write' or 'remote-read'/);
+    await ep.close({ force: true });
+  } finally {
+    wc.close();
+    ws.close();
+    rmSync(path, { force: true });
+  }
+});

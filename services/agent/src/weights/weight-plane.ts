@@ -138,7 +138,9 @@ export class WeightPlane {
     const { buckets, totalBytes } = bucketLayout(req.bucketSizes);
     if (totalBytes === 0) throw new RangeError('a version needs at least one non-empty bucket');
     const old = this.copies.get(req.version);
-    const region = worker.mapFile(path, totalBytes);
+    // Peers only ever read a version (they GET from it): registered for remote read only, so an RDMA
+    // NIC refuses a PUT into it (README "Weight plane: who may read what").
+    const region = worker.mapFile(path, totalBytes, { access: 'remote-read' });
     const bytes = region.buffer as Buffer;
     const checksums = buckets.map((b) => bucketChecksum(bytes.subarray(b.offset, b.offset + b.sizeBytes)));
     this.copies.set(req.version, { version: req.version, kind: 'published', path, region, buckets, held: new Set(buckets.map((b) => b.index)) });
@@ -303,7 +305,8 @@ export class WeightPlane {
     const { worker, server } = this.ready();
     const { buckets, totalBytes } = bucketLayout(manifest.buckets.map((b) => b.sizeBytes));
     const path = join(this.config.shmDir, this.stagingPrefix() + version);
-    const region = worker.mapFile(path, totalBytes, { create: true });
+    // Written by this agent's own GETs (local access); peers pulling from this relay only read it.
+    const region = worker.mapFile(path, totalBytes, { create: true, access: 'remote-read' });
     const copy: HeldCopy = { version, kind: 'pulled', path, region, buckets, held: new Set() };
     this.copies.set(version, copy);
     server.offer(version, region);
