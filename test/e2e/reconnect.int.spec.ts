@@ -3,7 +3,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { MessageBus, Subscription } from '@robustrl/bus';
+import { busIdentityFromEnv, controllerKeyPairOf, machineKeyOf, machineKeyText, MessageBus, publicKeyText, Subscription } from '@robustrl/bus';
 import { createMessage, MessageOf, MessageType, RobustrlMessage, Topics } from '@robustrl/contracts';
 import { signalAll, treeOf } from '@robustrl/agent';
 import { ControllerModule } from '@robustrl/controller';
@@ -21,7 +21,9 @@ import { eventually } from '@robustrl/testing/eventually';
  * trainer agent and four rollout agents (services/agent, each running its Python role script), and the
  * detector, controller and weight registry in this process. The trainer publishes versions through
  * /dev/shm; the rollouts' agents pull them bucket by bucket over UCX, relaying to each other. Pulls are
- * paced (ROBUSTRL_WEIGHTS_MAX_MIB_PER_SECOND) so a kill lands mid-pull.
+ * paced (ROBUSTRL_WEIGHTS_MAX_MIB_PER_SECOND) so a kill lands mid-pull. Identity is on, as in a
+ * deployment: every record signed, and every assignment carries the pull grant its puller presents to
+ * its source (libs/bus/src/identity/pull-grants.ts), the trainer's region included.
  */
 const ROOT = join(__dirname, '..', '..');
 const CLI = join(ROOT, 'cli', 'bin', 'robustrl.js');
@@ -43,6 +45,7 @@ describe('reconnect: weight pulls with relays across agent processes (real Kafka
   const brokers = (process.env.KAFKA_BROKERS ?? '').split(',');
   const jobId = `job-w-${randomBytes(3).toString('hex')}`;
   const requests = mkdtempSync(join(tmpdir(), 'robustrl-weights-'));
+  const secret = randomBytes(32).toString('base64url');
   let database: { url: string; drop(): Promise<void> };
   let supervisor: LocalProcessSupervisor;
   let service: RunningService;
@@ -102,7 +105,11 @@ describe('reconnect: weight pulls with relays across agent processes (real Kafka
       topicPrefix,
       databaseUrl: () => database.url,
       output: machineOutput,
-      env: () => ({
+      env: (m) => ({
+        // Not the control plane's secret (this process has it in its environment): an agent refuses it.
+        ROBUSTRL_IDENTITY_SECRET: '',
+        ROBUSTRL_MACHINE_KEY: machineKeyText(machineKeyOf(secret, m.machineId)),
+        ROBUSTRL_CONTROLLER_PUBLIC_KEY: publicKeyText(controllerKeyPairOf(secret).publicKey),
         ROBUSTRL_WEIGHTS_CHUNK_MIB: '1',
         ROBUSTRL_WEIGHTS_MAX_MIB_PER_SECOND: String(PULL_MIB_PER_SECOND),
         ROBUSTRL_WEIGHTS_OP_TIMEOUT_SECONDS: '10',
@@ -112,12 +119,15 @@ describe('reconnect: weight pulls with relays across agent processes (real Kafka
       }),
     });
     process.env.ROBUSTRL_COMMAND_TIMEOUT_SECONDS = '30';
+    // The weight registry seals its grants with the secret it reads at start.
+    process.env.ROBUSTRL_IDENTITY_SECRET = secret;
     service = await runService(
       {
         serviceName: 'e2e-weights',
         bus: { adapter: 'kafka', brokers, clientId: 'e2e-weights', topicPrefix },
         store: { kind: 'postgres', url: database.url },
         httpPort: 0,
+        identity: busIdentityFromEnv({ ROBUSTRL_IDENTITY_SECRET: secret }, { service: 'e2e-weights' }),
       },
       [DetectorModule, ControllerModule.withOrchestrator(supervisor), WeightRegistryModule],
       { logLevels: ['error'] },
@@ -161,6 +171,7 @@ describe('reconnect: weight pulls with relays across agent processes (real Kafka
     // goes with it; here they share the host's /dev/shm).
     for (const name of readdirSync('/dev/shm')) if (name.includes(`-${jobId}-`)) rmSync(join('/dev/shm', name), { force: true });
     delete process.env.ROBUSTRL_COMMAND_TIMEOUT_SECONDS;
+    delete process.env.ROBUSTRL_IDENTITY_SECRET;
   });
 
   it("version 1 reaches all four rollouts with the trainer's checksums, some of it through relays", async () => {
@@ -168,9 +179,14 @@ describe('reconnect: weight pulls with relays across agent processes (real Kafka
     publish(1);
     const manifest = await waitFor('WeightVersionPublished', 'version 1 published', (m) => m.data.version === 1);
     expect(manifest.data.buckets.map((b) => b.sizeBytes)).toEqual(BUCKETS);
-    expect(manifest.data.sources[0].region?.rkey).toBeTruthy();
+    // Where the version lies in the trainer's memory is not published: its weight server tells assigned pullers only.
+    expect(Object.keys(manifest.data.sources[0]).sort()).toEqual(['address', 'instanceId']);
 
     await allHold(1, ['rollout-a', 'rollout-b', 'rollout-c', 'rollout-d']);
+    // Every pull went against its grant (a weight server refuses a region without the token).
+    const assigned = all('WeightPullAssigned', (m) => m.data.version === 1);
+    expect(assigned.length).toBeGreaterThanOrEqual(4 * BUCKETS.length);
+    expect(assigned.every((a) => a.data.grant?.forPuller && a.data.grant.forSource)).toBe(true);
     // Held (the agents' view) a moment before the last WeightPullCompleted reaches us.
     const completed = await eventually(
       'every completed pull of version 1',

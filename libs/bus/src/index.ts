@@ -20,3 +20,4 @@ export * from './identity/verifiers';
 export * from './identity/identity-config';
 export * from './kafka/topic-acls';
 export * from './kafka/grant-acls';
+export * from './identity/pull-grants';

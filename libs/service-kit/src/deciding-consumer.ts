@@ -44,6 +44,12 @@ export interface DecidingConsumerSpec<State, Event extends RobustrlMessage = Rob
   clock?: () => number;
   /** Opens a root span for outputs of a tick (they have no inbound message to continue). */
   spanForTick?: (drafts: readonly Draft[], now: number) => OutputSpan | null;
+  /**
+   * Completes a draft with what only the shell can add before it is enveloped, such as a field derived
+   * from a secret (the weight registry's sealed pull grants). Must depend on the draft alone, so that a
+   * draft decided again becomes the same message.
+   */
+  completeDraft?: (draft: Draft) => Draft;
   /** Called with every message emitted, after it committed (metrics, logs). */
   onEmitted?: (messages: readonly RobustrlMessage[], jobId: string) => void;
   /** Called after each delivered input committed, with what it led to (side effects outside the store). */
@@ -931,8 +937,9 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
   }
 
   /** Outputs are `Event`s: they are part of the stream this consumer's state is a fold of. */
-  private envelope(d: Draft, now: number, cause: { eventId: string | null; jobId: string; correlationId: string }, eventId: string): Event {
+  private envelope(draft: Draft, now: number, cause: { eventId: string | null; jobId: string; correlationId: string }, eventId: string): Event {
     const traced = injectTraceHeaders(context.active());
+    const d = this.spec.completeDraft ? this.spec.completeDraft(draft) : draft;
     return createMessage(d.type, d.data as never, {
       jobId: cause.jobId,
       source: this.spec.consumer,

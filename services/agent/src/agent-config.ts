@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { machineKeyFromEnv } from '@robustrl/bus';
 import { Role } from '@robustrl/contracts';
 import { tokensFromEnv } from '@robustrl/service-kit';
 
@@ -35,6 +36,8 @@ export interface AgentConfig {
   requestManagerToken: string | undefined;
   /** The port a re-formed trainer group meets on at rank 0's host (torch's MASTER_PORT), the same on every agent. */
   rendezvousPort: number;
+  /** This machine's own key (ROBUSTRL_MACHINE_KEY), with identity on: the weight plane opens its pull grants with it. */
+  machineKey: Buffer | undefined;
   /** The UCX weight server and pull limits (paper §5.2.1). */
   weights: {
     bindHost: string | null;
@@ -120,6 +123,7 @@ export function agentConfigFromEnv(env: NodeJS.ProcessEnv): AgentConfig {
     preferredGpuSource: e.ROBUSTRL_GPU_SOURCE,
     stopGraceMs: Math.round(e.ROBUSTRL_STOP_GRACE_SECONDS * 1000),
     commandClockSkewMs: Math.round(e.ROBUSTRL_COMMAND_CLOCK_SKEW_SECONDS * 1000),
+    machineKey: machineKeyFromEnv(env),
     weights: {
       bindHost: e.ROBUSTRL_WEIGHTS_BIND_HOST ?? null,
       port: e.ROBUSTRL_WEIGHTS_PORT,

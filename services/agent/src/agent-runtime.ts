@@ -88,6 +88,7 @@ export class AgentRuntime {
         advertiseHost: weights.advertiseHost,
         shmDir: weights.shmDir,
         limits: weights,
+        machineKey: config.machineKey,
       },
       bus,
       (type, data, cause) => this.emit(type, data, cause),

@@ -1,6 +1,6 @@
 import { Inject, Module, OnApplicationBootstrap, OnModuleDestroy, Optional } from '@nestjs/common';
-import { MessageBus } from '@robustrl/bus';
-import { Topics } from '@robustrl/contracts';
+import { identitySecretFromEnv, MessageBus, sealPullGrant } from '@robustrl/bus';
+import { DataOf, Draft, Topics } from '@robustrl/contracts';
 import { CLOCK, DecidingConsumer, EVENT_STORE, MESSAGE_BUS } from '@robustrl/service-kit';
 import { EventStore } from '@robustrl/store';
 import {
@@ -47,6 +47,7 @@ export class WeightRegistryModule implements OnApplicationBootstrap, OnModuleDes
       decider: createWeightRegistryDecider(weightRegistryOptionsFromEnv(process.env)),
       tickIntervalMs: null,
       clock: clock ?? undefined,
+      completeDraft: pullGrantsFromEnv(process.env),
     });
   }
 
@@ -57,4 +58,18 @@ export class WeightRegistryModule implements OnApplicationBootstrap, OnModuleDes
   onModuleDestroy(): Promise<void> {
     return this.consumer.stop();
   }
+}
+
+/**
+ * With identity on, every assignment carries its pull's grant, sealed for the puller and the source
+ * (libs/bus/src/identity/pull-grants.ts): a weight server hands its region only against it.
+ */
+export function pullGrantsFromEnv(env: NodeJS.ProcessEnv): ((draft: Draft) => Draft) | undefined {
+  const secret = identitySecretFromEnv(env);
+  if (secret === undefined) return undefined;
+  return (draft) => {
+    if (draft.type !== 'WeightPullAssigned') return draft;
+    const d = draft.data as DataOf<'WeightPullAssigned'>;
+    return { ...draft, data: { ...d, grant: sealPullGrant(secret, d) } } as Draft;
+  };
 }

@@ -57,6 +57,22 @@ export function busIdentityFromEnv(env: NodeJS.ProcessEnv, speaker: BusSpeaker):
   };
 }
 
+/**
+ * The control plane's identity secret (`ROBUSTRL_IDENTITY_SECRET` or `_FILE`), for what a service derives
+ * from it beyond the bus (the weight registry's pull grants); undefined in an unsigned deployment.
+ */
+export function identitySecretFromEnv(env: NodeJS.ProcessEnv): string | undefined {
+  const secret = settingOf(env, 'ROBUSTRL_IDENTITY_SECRET');
+  if (secret !== undefined && secret.length < MIN_SECRET_LENGTH) throw new Error(`ROBUSTRL_IDENTITY_SECRET must have at least ${MIN_SECRET_LENGTH} characters`);
+  return secret;
+}
+
+/** An agent's own key (`ROBUSTRL_MACHINE_KEY` or `_FILE`), for what it opens beyond the bus (pull grants); undefined when unset. */
+export function machineKeyFromEnv(env: NodeJS.ProcessEnv): Buffer | undefined {
+  const key = settingOf(env, 'ROBUSTRL_MACHINE_KEY');
+  return key === undefined ? undefined : parsed('ROBUSTRL_MACHINE_KEY', () => machineKeyFromText(key));
+}
+
 /** `<name>` or the contents of the file `<name>_FILE` names (trimmed); both set is an error. */
 function settingOf(env: NodeJS.ProcessEnv, name: string): string | undefined {
   const inline = env[name]?.trim() || undefined;

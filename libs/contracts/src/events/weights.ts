@@ -6,17 +6,6 @@ import { Step } from './common';
 const InstanceId = z.string().min(1);
 const Version = z.int().nonnegative();
 
-/**
- * Where a source holds a version in memory, for one-sided UCX GETs: the base address of its registered
- * region and the packed remote key (paper §5.2.1 ➀ "the trainer registers its weight buffers"). A puller
- * unpacks the key on its own endpoint to the source; bucket k lies at the sum of the sizes before it.
- */
-export const WeightRegion = z.object({
-  address: z.string().regex(/^0x[0-9a-f]+$/, 'a hexadecimal address, e.g. 0x7f3a2c000000'),
-  length: z.int().nonnegative(),
-  rkey: z.base64().min(1),
-});
-
 export const WeightVersionPublished = event(
   'WeightVersionPublished',
   Topics.weights,
@@ -26,8 +15,12 @@ export const WeightVersionPublished = event(
     step: Step,
     buckets: z.array(z.object({ index: z.int().nonnegative(), sizeBytes: z.int().nonnegative(), checksum: z.string().min(1) })),
     totalBytes: z.int().nonnegative(),
-    /** Trainer ranks serving it: `address` is the rank agent's UCX weight server (`host:port`). */
-    sources: z.array(z.object({ instanceId: InstanceId, address: z.string().min(1), region: WeightRegion.optional() })),
+    /**
+     * Trainer ranks serving it: `address` is the rank agent's UCX weight server (`host:port`). Where
+     * the version lies in its memory (the region's address and remote key) is not here: a weight server
+     * tells it only to a puller the registry assigned (README "Reconnect").
+     */
+    sources: z.array(z.object({ instanceId: InstanceId, address: z.string().min(1) })),
   }),
 );
 
@@ -37,7 +30,16 @@ export const WeightPullAssigned = event(
   'WeightPullAssigned',
   Topics.weights,
   'A puller is to fetch one bucket from one source; a source serves a bucket to one puller at a time.',
-  z.object({ ...Pull, sourceAddress: z.string().min(1).describe("the source's UCX weight server, host:port") }),
+  z.object({
+    ...Pull,
+    sourceAddress: z.string().min(1).describe("the source's UCX weight server, host:port"),
+    /**
+     * With identity on (README "Who speaks on the bus"): the pull's token sealed for the puller and for
+     * the source (libs/bus/src/identity/pull-grants.ts). The puller presents it; the source serves its
+     * region only against it.
+     */
+    grant: z.object({ forPuller: z.base64url().min(1), forSource: z.base64url().min(1) }).optional(),
+  }),
 );
 export const WeightPullCompleted = event(
   'WeightPullCompleted',

@@ -18,11 +18,10 @@ export interface BucketPull {
   bucket: BucketSpan;
   checksum: string;
   sourceAddress: string;
-  /** The trainer's manifest names its region; a relay's comes from its catalog. */
-  sourceRegion?: { address: string; length: number; rkey: string };
-  /** The assignment, which a relay's catalog is granted for (weight-server.ts). */
+  /** The assignment, which the source's catalog is granted for (weight-server.ts), and its grant's token with identity on. */
   pullId: string;
   pullerId: string;
+  token?: string;
 }
 
 export type PullOutcome = { ok: true; bytes: number; durationMs: number } | { ok: false; reason: string };
@@ -42,9 +41,10 @@ export async function pullBucket(
   const started = Date.now();
   const { offset, sizeBytes } = pull.bucket;
   try {
-    const { ep, remote } = await links.regionOf(pull.sourceAddress, pull.version, limits.catalogWaitMs, pull.sourceRegion, {
+    const { ep, remote } = await links.regionOf(pull.sourceAddress, pull.version, limits.catalogWaitMs, {
       pullId: pull.pullId,
       pullerId: pull.pullerId,
+      token: pull.token,
     });
     if (offset + sizeBytes > remote.length)
       return { ok: false, reason: `source region of ${remote.length} bytes does not hold bucket ${pull.bucket.index} (${offset}+${sizeBytes})` };

@@ -10,6 +10,13 @@ export interface SourceRegion {
 
 export class SourceNotServingError extends Error {}
 
+/** What a puller asks a source's region with: the assigned pull, and with identity on its grant's token. */
+export interface PullCredentials {
+  pullId: string;
+  pullerId: string;
+  token?: string;
+}
+
 /**
  * The puller's side of the weight servers: one UCX endpoint per source address (connected on first use,
  * peer error handling on, so a source that dies fails its GETs instead of hanging them), the hello each
@@ -72,34 +79,26 @@ export class SourceLinks {
   }
 
   /**
-   * The region of `version` on the source at `address`: from the given descriptor (the trainer's manifest
-   * carries it), or asked of the source for the assigned pull `pull` and taken from the catalog entry it
-   * grants, waiting up to `waitMs` for its hello and its answer.
+   * The region of `version` on the source at `address`, asked of the source for the assigned pull
+   * `pull` (with its grant's token, identity on) and taken from the catalog entry it grants, waiting up
+   * to `waitMs` for its hello and its answer. Once granted on a connection, a version's entry serves
+   * every later pull from that source on it.
    */
-  async regionOf(
-    address: string,
-    version: number,
-    waitMs: number,
-    descriptor?: { address: string; length: number; rkey: string },
-    pull?: { pullId: string; pullerId: string },
-  ): Promise<SourceRegion> {
+  async regionOf(address: string, version: number, waitMs: number, pull: PullCredentials): Promise<SourceRegion> {
     const ep = await this.endpointTo(address);
-    let d = descriptor;
-    if (!d) {
-      if (!pull) throw new SourceNotServingError(`no region of version ${version} given for ${address}, and no assigned pull to ask for one`);
-      const deadline = Date.now() + waitMs;
-      for (;;) {
-        d = this.catalogs.get(address)?.entries.find((e) => e.version === version);
-        if (d) break;
-        const refused = this.refusals.get(address)?.get(version);
-        if (refused) throw new SourceNotServingError(`${address} refused its region of version ${version}: ${refused}`);
-        this.ask(ep, address, version, pull);
-        if (this.closed) throw new EndpointClosedError('agent is shutting down');
-        if (ep.state !== 'open') throw new EndpointClosedError(`link to ${address} ${ep.state}`);
-        const left = deadline - Date.now();
-        if (left <= 0) throw new SourceNotServingError(`${address} does not serve version ${version} (no catalog entry within ${waitMs} ms)`);
-        await this.nextCatalog(Math.min(left, 250));
-      }
+    const deadline = Date.now() + waitMs;
+    let d: { address: string; length: number; rkey: string } | undefined;
+    for (;;) {
+      d = this.catalogs.get(address)?.entries.find((e) => e.version === version);
+      if (d) break;
+      const refused = this.refusals.get(address)?.get(version);
+      if (refused) throw new SourceNotServingError(`${address} refused its region of version ${version}: ${refused}`);
+      this.ask(ep, address, version, pull);
+      if (this.closed) throw new EndpointClosedError('agent is shutting down');
+      if (ep.state !== 'open') throw new EndpointClosedError(`link to ${address} ${ep.state}`);
+      const left = deadline - Date.now();
+      if (left <= 0) throw new SourceNotServingError(`${address} does not serve version ${version} (no catalog entry within ${waitMs} ms)`);
+      await this.nextCatalog(Math.min(left, 250));
     }
     let keys = this.rkeys.get(ep);
     if (!keys) this.rkeys.set(ep, (keys = new Map()));
@@ -125,14 +124,14 @@ export class SourceLinks {
   }
 
   /** Asks the source for a version's region once per connection, as soon as its hello (the nonce) is there. */
-  private ask(ep: Endpoint, address: string, version: number, pull: { pullId: string; pullerId: string }): void {
+  private ask(ep: Endpoint, address: string, version: number, pull: PullCredentials): void {
     const nonce = this.hellos.get(address);
     if (!nonce) return;
     let asked = this.requested.get(address);
     if (!asked) this.requested.set(address, (asked = new Set()));
     if (asked.has(version)) return;
     asked.add(version);
-    const request: CatalogRequest = { nonce, pullId: pull.pullId, pullerId: pull.pullerId, version };
+    const request: CatalogRequest = { nonce, pullId: pull.pullId, pullerId: pull.pullerId, version, ...(pull.token ? { token: pull.token } : {}) };
     ep.sendTag(CATALOG_REQUEST_TAG, Buffer.from(JSON.stringify(request)), { timeoutMs: 10_000 }).catch((err: unknown) => {
       asked.delete(version);
       this.logger.warn(`catalog request to ${address} not delivered: ${err instanceof Error ? err.message : String(err)}`);

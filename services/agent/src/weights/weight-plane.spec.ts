@@ -1,7 +1,7 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { InProcessBus } from '@robustrl/bus';
+import { InProcessBus, machineKeyOf, sealPullGrant } from '@robustrl/bus';
 import { createMessage, DataOf, MessageOf, RobustrlMessage, Topics } from '@robustrl/contracts';
 import { UcxWorker, ucxInfo } from '@robustrl/ucx';
 import { eventually } from '@robustrl/testing/eventually';
@@ -95,7 +95,7 @@ describeUcx('weight plane over real UCX (trainer → rollout → relay)', () => 
     rmSync(shm, { recursive: true, force: true });
   });
 
-  it('the trainer publishes a manifest: sha256 per bucket, its weight server and region with the packed key', async () => {
+  it('the trainer publishes a manifest: sha256 per bucket and its weight server (where its region lies is not published)', async () => {
     const res = await trainer.publish({ version: 1, step: 7, shmName: 'trainer-v1', bucketSizes: SIZES });
     const manifest = await eventually('manifest', () => seen.find((m): m is MessageOf<'WeightVersionPublished'> => m.type === 'WeightVersionPublished'));
     let offset = 0;
@@ -107,13 +107,7 @@ describeUcx('weight plane over real UCX (trainer → rollout → relay)', () => 
       totalBytes: weights.length,
       buckets: SIZES.map((sizeBytes, index) => ({ index, sizeBytes, checksum: expected[index] })),
     });
-    expect(manifest.data.sources).toEqual([
-      {
-        instanceId: 'trainer-0',
-        address: trainer.address,
-        region: { address: expect.stringMatching(/^0x[0-9a-f]+$/), length: weights.length, rkey: expect.any(String) },
-      },
-    ]);
+    expect(manifest.data.sources).toEqual([{ instanceId: 'trainer-0', address: trainer.address }]);
   });
 
   it('a rollout pulls every bucket from the trainer into its /dev/shm staging file, byte-exact', async () => {
@@ -202,5 +196,95 @@ describeUcx('weight plane over real UCX (trainer → rollout → relay)', () => 
     await eventually('staging removed', () => (existsSync(path) ? undefined : true));
     expect(rollout.status().versions).toEqual([]);
     expect(rollout.latest()).toBeNull();
+  });
+});
+
+describeUcx('weight plane with identity on: a region only against the pull grant sealed for its puller', () => {
+  const SECRET = 'weight-plane-spec-identity-secret-0123456789';
+  const shm = mkdtempSync(join(tmpdir(), 'robustrl-shm-'));
+  const bus = new InProcessBus();
+  const seen: RobustrlMessage[] = [];
+  const limits = { chunkBytes: 128 * KiB, maxBytesPerSecond: 0, opTimeoutMs: 5_000, catalogWaitMs: 1_500 };
+  const plane = (machineId: string) =>
+    new WeightPlane(
+      { jobId: JOB, machineId, bindHost: '127.0.0.1', advertiseHost: '127.0.0.1', port: 0, shmDir: shm, limits, machineKey: machineKeyOf(SECRET, machineId) },
+      bus,
+      async (type, data) => {
+        const m = createMessage(type, data, { jobId: JOB, source: `agent/${machineId}`, occurredAt: new Date().toISOString() });
+        await bus.publish(m as RobustrlMessage);
+        return m.eventId;
+      },
+    );
+  const trainer = plane('trainer-0');
+  const rollout = plane('rollout-0');
+  const weights = Buffer.alloc(
+    SIZES.reduce((a, b) => a + b, 0),
+    7,
+  );
+  const assignment = (pullId: string, pullerId: string, grant: 'sealed' | 'none' | 'other-secret') => {
+    const data: DataOf<'WeightPullAssigned'> = { pullId, version: 1, bucketIndex: 0, pullerId, sourceId: 'trainer-0', sourceAddress: trainer.address! };
+    if (grant !== 'none') data.grant = sealPullGrant(grant === 'sealed' ? SECRET : 'another-deployments-secret-0123456789abcdef', data);
+    return createMessage('WeightPullAssigned', data, { jobId: JOB, source: 'weight-registry', occurredAt: new Date().toISOString() }) as RobustrlMessage;
+  };
+  const outcomeOf = (pullId: string) =>
+    eventually(
+      `outcome of ${pullId}`,
+      () => seen.find((m) => (m.type === 'WeightPullCompleted' || m.type === 'WeightPullFailed') && (m.data as { pullId: string }).pullId === pullId),
+      15_000,
+    );
+
+  beforeAll(async () => {
+    await bus.subscribe({ groupId: 'observer', topics: [Topics.weights], handler: async (d) => void seen.push(d.message) });
+    await trainer.start();
+    await rollout.start();
+    writeFileSync(join(shm, 'trainer-v1'), weights);
+    await trainer.publish({ version: 1, step: 1, shmName: 'trainer-v1', bucketSizes: SIZES });
+    await eventually('manifest', () => seen.find((m) => m.type === 'WeightVersionPublished'));
+  });
+  afterAll(async () => {
+    await trainer.stop();
+    await rollout.stop();
+    await bus.close();
+    rmSync(shm, { recursive: true, force: true });
+  });
+
+  it("the registry's grant: the puller opens it, presents the token, and pulls", async () => {
+    await bus.publish(assignment('g-1', 'rollout-0', 'sealed'));
+    expect(await outcomeOf('g-1')).toMatchObject({ type: 'WeightPullCompleted', data: { bytes: SIZES[0] } });
+  });
+
+  it('an assignment without a grant it can open is not carried out by the puller, nor honoured by the source', async () => {
+    await bus.publish(assignment('g-none', 'rollout-0', 'none'));
+    expect(((await outcomeOf('g-none')).data as { reason: string }).reason).toMatch(/carries no grant rollout-0 can open/);
+    await bus.publish(assignment('g-forged', 'rollout-0', 'other-secret'));
+    expect(((await outcomeOf('g-forged')).data as { reason: string }).reason).toMatch(/carries no grant rollout-0 can open/);
+  });
+
+  it('a peer that read a genuine assignment off the topic, naming it without the token, is refused; a forged assignment naming it is ignored', async () => {
+    const peer = new UcxWorker();
+    try {
+      await bus.publish(assignment('g-2', 'rollout-7', 'sealed'));
+      // Written by another agent (any may write the weights topic), without the registry's grant.
+      await bus.publish(assignment('g-3', 'intruder', 'other-secret'));
+      const [host, port] = trainer.address!.split(':');
+      const ep = await peer.connect(host, Number(port), { timeoutMs: 3_000 });
+      const hello = JSON.parse((await peer.recvTag(HELLO_TAG, { timeoutMs: 3_000, maxLength: 4096 })).data.toString()) as Hello;
+      const ask = async (request: Omit<CatalogRequest, 'nonce'>) => {
+        await ep.sendTag(CATALOG_REQUEST_TAG, Buffer.from(JSON.stringify({ ...request, nonce: hello.nonce })), { timeoutMs: 3_000 });
+        return JSON.parse((await peer.recvTag(CATALOG_TAG, { timeoutMs: 6_000, maxLength: 1 << 20 })).data.toString()) as Catalog;
+      };
+      expect((await ask({ pullId: 'g-2', pullerId: 'rollout-7', version: 1 })).refused?.reason).toBe(
+        "pull g-2 asked for without its grant's token: only rollout-7 holds it",
+      );
+      expect((await ask({ pullId: 'g-2', pullerId: 'rollout-7', version: 1, token: Buffer.alloc(32, 1).toString('base64url') })).refused?.reason).toMatch(
+        /without its grant's token/,
+      );
+      expect((await ask({ pullId: 'g-3', pullerId: 'intruder', version: 1 })).refused?.reason).toBe(
+        'the weight registry assigned no pull g-3 from trainer-0 to intruder',
+      );
+      await ep.close({ force: true });
+    } finally {
+      peer.close();
+    }
   });
 });

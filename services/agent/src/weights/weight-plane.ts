@@ -3,7 +3,7 @@ import { isIPv4 } from 'node:net';
 import { existsSync, readdirSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { Logger } from '@nestjs/common';
-import { Delivery, MessageBus, Subscription } from '@robustrl/bus';
+import { Delivery, MessageBus, openPullGrant, sameToken, Subscription } from '@robustrl/bus';
 import { DataOf, MessageOf, Topics } from '@robustrl/contracts';
 import { isAvailable, MemoryRegion, ucxInfo, UcxWorker } from '@robustrl/ucx';
 import { BucketSpan, bucketChecksum, bucketLayout } from './bucket-layout';
@@ -25,6 +25,12 @@ export interface WeightPlaneConfig {
   /** Where the named shared-memory regions live (`/dev/shm`). */
   shmDir: string;
   limits: PullLimits;
+  /**
+   * This machine's own key (ROBUSTRL_MACHINE_KEY), with identity on: it opens the pull grants sealed
+   * for this machine (libs/bus/src/identity/pull-grants.ts). Then an assignment is honoured only with a
+   * grant this machine can open, and a region is served only against the grant's token.
+   */
+  machineKey?: Buffer;
 }
 
 type WeightInput = MessageOf<'WeightVersionPublished' | 'WeightPullAssigned' | 'WeightVersionRetired' | 'TrainerReleased'>;
@@ -59,8 +65,11 @@ export class WeightPlane {
   private links?: SourceLinks;
   private subscription?: Subscription;
   private readonly manifests = new Map<number, DataOf<'WeightVersionPublished'>>();
-  /** Pulls the registry assigned with this machine as their source: whom its catalog may go to (weight-server.ts). */
-  private readonly assignedFromHere = new Map<string, { pullerId: string; version: number }>();
+  /**
+   * Pulls the registry assigned with this machine as their source: whom its catalog may go to
+   * (weight-server.ts), and with identity on the token the puller must present.
+   */
+  private readonly assignedFromHere = new Map<string, { pullerId: string; version: number; token: Buffer | null }>();
   private readonly copies = new Map<number, HeldCopy>();
   private readonly released = new Set<number>();
   private queue: Promise<void> = Promise.resolve();
@@ -144,7 +153,7 @@ export class WeightPlane {
     const bytes = region.buffer as Buffer;
     const checksums = buckets.map((b) => bucketChecksum(bytes.subarray(b.offset, b.offset + b.sizeBytes)));
     this.copies.set(req.version, { version: req.version, kind: 'published', path, region, buckets, held: new Set(buckets.map((b) => b.index)) });
-    const entry = server.offer(req.version, region);
+    server.offer(req.version, region);
     if (old) this.release(old);
     this.released.delete(req.version);
     const eventId = await this.emit('WeightVersionPublished', {
@@ -152,9 +161,8 @@ export class WeightPlane {
       step: req.step,
       buckets: buckets.map((b, i) => ({ index: b.index, sizeBytes: b.sizeBytes, checksum: checksums[i] })),
       totalBytes,
-      sources: [
-        { instanceId: this.config.machineId, address: server.advertisedAddress, region: { address: entry.address, length: entry.length, rkey: entry.rkey } },
-      ],
+      // Its region's address and key are not published: the weight server hands them to assigned pullers only.
+      sources: [{ instanceId: this.config.machineId, address: server.advertisedAddress }],
     });
     this.logger.log(`published version ${req.version} (step ${req.step}, ${buckets.length} buckets, ${totalBytes} bytes) from ${path}`);
     return { eventId, totalBytes, checksums };
@@ -271,7 +279,12 @@ export class WeightPlane {
       // E.g. /dev/shm full: say so, or the registry would wait on this pull forever.
       return void (await fail(`no staging region for version ${version} on ${pullerId}: ${err instanceof Error ? err.message : String(err)}`));
     }
-    const source = manifest.sources.find((s) => s.instanceId === sourceId);
+    let token: string | undefined;
+    if (this.config.machineKey) {
+      const opened = d.grant ? openPullGrant(this.config.machineKey, 'puller', d, d.grant.forPuller) : null;
+      if (!opened) return void (await fail(`pull ${pullId} carries no grant ${pullerId} can open: not from the weight registry, or not for this machine`));
+      token = opened.toString('base64url');
+    }
     const outcome = await pullBucket(
       this.links!,
       copy.region,
@@ -280,9 +293,9 @@ export class WeightPlane {
         bucket,
         checksum: spec.checksum,
         sourceAddress: d.sourceAddress,
-        sourceRegion: source?.address === d.sourceAddress ? source.region : undefined,
         pullId,
         pullerId,
+        token,
       },
       this.config.limits,
       () => this.stopping || this.copies.get(version) !== copy,
@@ -314,9 +327,15 @@ export class WeightPlane {
   }
 
   private rememberAssignment(a: DataOf<'WeightPullAssigned'>): void {
+    let token: Buffer | null = null;
+    if (this.config.machineKey) {
+      // Any agent may write the weights topic; only the registry can seal a grant this machine opens.
+      token = a.grant ? openPullGrant(this.config.machineKey, 'source', a, a.grant.forSource) : null;
+      if (!token) return void this.logger.warn(`ignoring pull ${a.pullId} to ${a.pullerId}: no grant this machine can open (not from the weight registry)`);
+    }
     // Bounded: the oldest go first (a retired version's go with it, below).
     if (this.assignedFromHere.size >= MAX_REMEMBERED_ASSIGNMENTS) this.assignedFromHere.delete(this.assignedFromHere.keys().next().value!);
-    this.assignedFromHere.set(a.pullId, { pullerId: a.pullerId, version: a.version });
+    this.assignedFromHere.set(a.pullId, { pullerId: a.pullerId, version: a.version, token });
   }
 
   /**
@@ -324,14 +343,17 @@ export class WeightPlane {
    * from here, to that puller, of that version. The puller may ask before this machine has read the
    * assignment (both read the weights topic): it is waited for, as long as a puller waits for a catalog.
    */
-  private async grantFor(request: { pullId: string; pullerId: string; version: number }): Promise<string | null> {
+  private async grantFor(request: { pullId: string; pullerId: string; version: number; token?: string }): Promise<string | null> {
     const deadline = Date.now() + this.config.limits.catalogWaitMs;
     for (;;) {
       const a = this.assignedFromHere.get(request.pullId);
-      if (a)
-        return a.pullerId === request.pullerId && a.version === request.version
-          ? null
-          : `pull ${request.pullId} was assigned to ${a.pullerId} for version ${a.version}, not to ${request.pullerId} for version ${request.version}`;
+      if (a) {
+        if (a.pullerId !== request.pullerId || a.version !== request.version)
+          return `pull ${request.pullId} was assigned to ${a.pullerId} for version ${a.version}, not to ${request.pullerId} for version ${request.version}`;
+        if (a.token && !(request.token && sameToken(a.token, request.token)))
+          return `pull ${request.pullId} asked for without its grant's token: only ${a.pullerId} holds it`;
+        return null;
+      }
       if (this.stopping || Date.now() >= deadline)
         return `the weight registry assigned no pull ${request.pullId} from ${this.config.machineId} to ${request.pullerId}`;
       await new Promise((r) => setTimeout(r, 50));

@@ -28,12 +28,13 @@ export interface Hello {
   from: string;
   nonce: string;
 }
-/** What a puller asks for: the region of one version, for one pull the registry assigned. */
+/** What a puller asks for: the region of one version, for one pull the registry assigned (with identity on, its grant's token). */
 export interface CatalogRequest {
   nonce: string;
   pullId: string;
   pullerId: string;
   version: number;
+  token?: string;
 }
 
 /**
@@ -129,7 +130,8 @@ export class WeightServer {
           typeof request.nonce !== 'string' ||
           typeof request.pullId !== 'string' ||
           typeof request.pullerId !== 'string' ||
-          !Number.isInteger(request.version)
+          !Number.isInteger(request.version) ||
+          (request.token !== undefined && typeof request.token !== 'string')
         )
           throw new Error('malformed catalog request');
       } catch (err) {
