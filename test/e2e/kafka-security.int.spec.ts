@@ -1,11 +1,11 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { busConfigFromEnv, createBus, MessageBus } from '@robustrl/bus';
 import { createMessage, RobustrlMessage, Topics } from '@robustrl/contracts';
 import { eventually } from '@robustrl/testing/eventually';
+import { freePort } from '@robustrl/testing/free-port';
 
 /**
  * Issue 15 on a real broker: deploy/local/kafka.sh with KAFKA_SECURITY=sasl-ssl (TLS, SCRAM-SHA-512
@@ -18,17 +18,6 @@ jest.setTimeout(120_000);
 const ROOT = join(__dirname, '..', '..');
 const KAFKA_SH = join(ROOT, 'deploy', 'local', 'kafka.sh');
 const quiet = { info: () => undefined, warn: () => undefined, error: () => undefined };
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 describe('Kafka with TLS, SCRAM logins and topic ACLs (a secured broker of its own)', () => {
   const dir = mkdtempSync(join(tmpdir(), 'robustrl-kafka-secure-'));

@@ -1,11 +1,12 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, Server } from 'node:http';
-import { AddressInfo, createServer as createTcpServer } from 'node:net';
+import { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { eventually } from '@robustrl/testing/eventually';
 import { EnginePool, InMemoryTrajectoryRecorder, OpenAiRouter } from '../../services/rollout-manager/src/router';
+import { freePort } from '@robustrl/testing/free-port';
 
 const CLIENT = join(__dirname, '..', '..', 'clients', 'python', 'robustrl_reference.py');
 const VERSION = 4;
@@ -123,15 +124,4 @@ async function loaded(port: number): Promise<boolean> {
   } catch {
     return false;
   }
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createTcpServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as AddressInfo;
-      s.close(() => resolve(port));
-    });
-  });
 }

@@ -30,9 +30,10 @@ describe('httpAuthFromEnv', () => {
     expect(checkBearer(auth, `Basic ${Buffer.from(`x:${TOKEN}`).toString('base64')}`)).toEqual({
       ok: false,
       reason: expect.stringMatching(/not a bearer token/),
+      error: 'invalid_request',
     });
-    expect(checkBearer(auth, `Bearer ${TOKEN}x`)).toEqual({ ok: false, reason: 'invalid bearer token' });
-    expect(checkBearer(auth, `Bearer ${TOKEN.slice(0, -1)}`)).toEqual({ ok: false, reason: 'invalid bearer token' });
+    expect(checkBearer(auth, `Bearer ${TOKEN}x`)).toEqual({ ok: false, reason: 'invalid bearer token', error: 'invalid_token' });
+    expect(checkBearer(auth, `Bearer ${TOKEN.slice(0, -1)}`)).toEqual({ ok: false, reason: 'invalid bearer token', error: 'invalid_token' });
   });
 
   it('refuses weak, malformed, missing or contradictory settings with the setting named', () => {
@@ -77,7 +78,8 @@ describe('a service behind bearer tokens (a real HTTP listener)', () => {
       for (const token of [undefined, 'wrong-token-0123456789']) {
         const res = await get(path, token);
         expect(res.status).toBe(401);
-        expect(res.headers.get('www-authenticate')).toMatch(/^Bearer realm="robustrl"/);
+        // RFC 6750 §3.1: no error code when no credentials came; invalid_token for a wrong one.
+        expect(res.headers.get('www-authenticate')).toBe(token ? 'Bearer realm="robustrl", error="invalid_token"' : 'Bearer realm="robustrl"');
         expect(await res.json()).toMatchObject({ statusCode: 401, error: 'Unauthorized' });
       }
     }

@@ -52,24 +52,31 @@ export function tokensFromEnv(env: NodeJS.ProcessEnv, prefix = 'ROBUSTRL_HTTP'):
   return [...tokensFromList(env[`${prefix}_TOKENS`], `${prefix}_TOKENS`), ...tokensFromFile(env[`${prefix}_TOKENS_FILE`], `${prefix}_TOKENS_FILE`)];
 }
 
-/** Whether a request with this `Authorization` header may pass; the reason when not (it goes back in the 401). */
-export function checkBearer(auth: HttpAuth, authorization: string | undefined): { ok: true } | { ok: false; reason: string } {
+/**
+ * Why a request may not pass (it goes back in the 401), and RFC 6750's error code: none when it carried
+ * no credentials (§3.1: then the challenge names no error), `invalid_request` for a malformed header,
+ * `invalid_token` for a token that is not valid.
+ */
+export type BearerRefusal = { ok: false; reason: string; error?: 'invalid_request' | 'invalid_token' };
+
+/** Whether a request with this `Authorization` header may pass; the refusal when not. */
+export function checkBearer(auth: HttpAuth, authorization: string | undefined): { ok: true } | BearerRefusal {
   if (auth.kind === 'open') return { ok: true };
   if (!authorization) return { ok: false, reason: 'missing bearer token (Authorization: Bearer <token>)' };
   const match = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(authorization);
-  if (!match) return { ok: false, reason: 'the Authorization header is not a bearer token' };
+  if (!match) return { ok: false, reason: 'the Authorization header is not a bearer token', error: 'invalid_request' };
   const presented = digestOf(match[1]);
   // Every digest is compared, so the time taken does not tell which (or whether any) came close.
   let valid = false;
   for (const digest of auth.digests) valid = timingSafeEqual(presented, digest) || valid;
-  return valid ? { ok: true } : { ok: false, reason: 'invalid bearer token' };
+  return valid ? { ok: true } : { ok: false, reason: 'invalid bearer token', error: 'invalid_token' };
 }
 
 /** Headers and body of the answer to a refused request (RFC 6750 §3). */
-export function unauthorizedResponse(reason: string): { headers: Record<string, string>; body: string } {
+export function unauthorizedResponse(refusal: Pick<BearerRefusal, 'reason' | 'error'>): { headers: Record<string, string>; body: string } {
   return {
-    headers: { 'content-type': 'application/json', 'www-authenticate': `Bearer realm="robustrl", error="invalid_token"` },
-    body: JSON.stringify({ statusCode: 401, error: 'Unauthorized', message: reason }),
+    headers: { 'content-type': 'application/json', 'www-authenticate': `Bearer realm="robustrl"${refusal.error ? `, error="${refusal.error}"` : ''}` },
+    body: JSON.stringify({ statusCode: 401, error: 'Unauthorized', message: refusal.reason }),
   };
 }
 

@@ -45,7 +45,7 @@ export async function runService(
         if (PUBLIC_PATHS.has((req.url ?? '/').split('?')[0])) return next();
         const verdict = checkBearer(auth, req.headers.authorization);
         if (verdict.ok) return next();
-        const refusal = unauthorizedResponse(verdict.reason);
+        const refusal = unauthorizedResponse(verdict);
         res.writeHead(401, refusal.headers).end(refusal.body);
       });
     }

@@ -120,6 +120,7 @@ export class FakeInferenceEngine {
   private killed = false;
   private frozen = false;
   private sequence = 0;
+  private open = 0;
 
   private constructor(private readonly options: FakeEngineOptions) {
     this.id = options.id ?? 'fake-engine';
@@ -143,6 +144,11 @@ export class FakeInferenceEngine {
 
   get generationRequests(): number {
     return this.requests.length;
+  }
+
+  /** Generation requests being answered right now (a kill now cuts a stream mid-way). */
+  get openGenerations(): number {
+    return this.open;
   }
 
   /** The machine died: every open connection is cut now, mid-stream included; new connections are refused. */
@@ -202,8 +208,13 @@ export class FakeInferenceEngine {
       if (this.options.failStatus) {
         return json(res, this.options.failStatus, { error: { message: `${this.id} is failing`, type: 'InternalServerError', code: this.options.failStatus } });
       }
-      if (path === '/v1/chat/completions') await this.chat(body, res);
-      else await this.completion(body, res);
+      this.open += 1;
+      try {
+        if (path === '/v1/chat/completions') await this.chat(body, res);
+        else await this.completion(body, res);
+      } finally {
+        this.open -= 1;
+      }
     } catch (err) {
       if (!res.headersSent) json(res, 400, { error: { message: String(err), type: 'BadRequestError', code: 400 } });
     }

@@ -320,7 +320,13 @@ describe('OpenAiRouter', () => {
   it('runs 8 concurrent multi-turn trajectories with tool calls through an engine death: all complete, no turn lost or duplicated', async () => {
     await start({ toolRounds: 3, tokensPerReply: 16, tokenIntervalMs: 4 });
     const samples = Array.from({ length: 8 }, (_, i) => i);
-    setTimeout(() => engines[0].kill(), 150);
+    // Killed while it streams (not at a fixed time: on a loaded machine that could fall between requests).
+    const killWhenStreaming = setInterval(() => {
+      if (engines[0].openGenerations > 0) {
+        engines[0].kill();
+        clearInterval(killWhenStreaming);
+      }
+    }, 2);
     const conversations = await Promise.all(samples.map((i) => agentLoop(url, prompt(`task ${i % 4}`), identity(`task-${i % 4}`, i), { stream: i % 2 === 0 })));
     expect(engines[0].requests.length).toBeGreaterThan(0);
     for (const [i, conversation] of conversations.entries()) {
@@ -332,6 +338,7 @@ describe('OpenAiRouter', () => {
       expect(turns.map((t) => turnKey(t.content))).toEqual(conversation.slice(2).map((m) => turnKey(m)));
       expect(turns.filter((t) => t.kind !== 'tool-result').every((t) => t.rolloutId !== null)).toBe(true);
     }
+    clearInterval(killWhenStreaming);
     expect(router.stats.recordingErrors).toBe(0);
     expect(router.stats.failovers).toBeGreaterThan(0);
     await router.flushEvents();

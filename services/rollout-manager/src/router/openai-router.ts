@@ -1,7 +1,7 @@
 import { Agent, createServer, IncomingMessage, Server, ServerResponse } from 'node:http';
 import { AddressInfo } from 'node:net';
 import { MessageBus } from '@robustrl/bus';
-import { checkBearer, HttpAuth, unauthorizedResponse } from '@robustrl/service-kit';
+import { BearerRefusal, checkBearer, HttpAuth, unauthorizedResponse } from '@robustrl/service-kit';
 import { EnginePool } from './engine-pool';
 import { Failover } from './failover';
 import { readAll, send } from './http-transport';
@@ -164,7 +164,7 @@ export class OpenAiRouter {
       if (req.method === 'GET' && path === '/health') return this.health(res);
       if (this.config.auth) {
         const verdict = checkBearer(this.config.auth, req.headers.authorization);
-        if (!verdict.ok) return this.unauthorized(res, verdict.reason);
+        if (!verdict.ok) return this.unauthorized(res, verdict);
       }
       if (req.method === 'GET' && path === '/v1/models') return await this.models(res);
       if (req.method === 'POST' && (path === '/v1/chat/completions' || path === '/v1/completions')) {
@@ -179,9 +179,9 @@ export class OpenAiRouter {
   };
 
   /** OpenAI's shape for a bad API key, with RFC 6750's challenge. */
-  private unauthorized(res: ServerResponse, reason: string): void {
-    const body = JSON.stringify({ error: { message: reason, type: 'invalid_request_error', param: null, code: 'invalid_api_key' } });
-    res.writeHead(401, { ...unauthorizedResponse(reason).headers, 'content-length': Buffer.byteLength(body) }).end(body);
+  private unauthorized(res: ServerResponse, refusal: BearerRefusal): void {
+    const body = JSON.stringify({ error: { message: refusal.reason, type: 'invalid_request_error', param: null, code: 'invalid_api_key' } });
+    res.writeHead(401, { ...unauthorizedResponse(refusal).headers, 'content-length': Buffer.byteLength(body) }).end(body);
   }
 
   private health(res: ServerResponse): void {
