@@ -7,10 +7,12 @@
  * A consumer's side: decoding a telemetry sample (JSON and validation, `decodeMessage`: what every
  * consumer does with every record) vs. decoding it and checking its machine signature
  * (`ControlPlaneVerifier`). A producer's side: encoding vs. encoding and signing (`MachineSigner`).
+ * Pull grants (libs/bus/src/identity/pull-grants.ts): the registry encoding a WeightPullAssigned vs.
+ * sealing its grant and encoding it, and the puller and the source opening their copies vs. decoding it.
  * The same records for both; the median of R runs. Progress on stderr, the table (markdown) on stdout.
  */
 import { performance } from 'node:perf_hooks';
-import { ControlPlaneVerifier, machineKeyOf, MachineSigner } from '@robustrl/bus';
+import { ControlPlaneVerifier, machineKeyOf, MachineSigner, PullGrantOpener, PullGrantSealer } from '@robustrl/bus';
 import { createMessage, decodeMessage, encodeMessage, RobustrlMessage, topicOf } from '@robustrl/contracts';
 import { median, parseIntegerOptions } from './bench-kit';
 
@@ -80,11 +82,59 @@ const encodeSign = timed('encode + sign', () => {
   }
 });
 
+// Pull grants: one assignment per record, a version of 64 buckets pulled by each machine in turn from one
+// source (the trainer): a grant is sealed (and opened) once per puller, version and source, and its
+// other 63 buckets carry the same one. Versions go up so that no grant repeats across pullers' rounds.
+const BUCKETS_PER_VERSION = 64;
+const assignments = Array.from({ length: records }, (_, i) => {
+  const round = Math.floor(i / BUCKETS_PER_VERSION);
+  const pullerId = machines[round % machines.length];
+  const version = 7 + Math.floor(round / machines.length);
+  return {
+    pullId: `w${version}/b${i % BUCKETS_PER_VERSION}/${pullerId}`,
+    version,
+    bucketIndex: i % BUCKETS_PER_VERSION,
+    pullerId,
+    sourceId: 'trainer-0',
+    sourceAddress: '10.0.0.1:13337',
+  };
+});
+const assign = (data: (typeof assignments)[number] & { grant?: unknown }) =>
+  createMessage('WeightPullAssigned', data as never, { jobId: 'bench-job', source: 'weight-registry', occurredAt: at });
+const encodeAssignment = timed('encode an assignment', () => {
+  for (const a of assignments) encodeMessage(assign(a));
+});
+// As the registry and the agents hold them (one sealer, one opener per machine), new for every run: what
+// a run measures is each grant sealed once and found again for its version's other buckets.
+const sealEncode = timed('seal its grant + encode', () => {
+  const sealer = new PullGrantSealer(secret);
+  for (const a of assignments) encodeMessage(assign({ ...a, grant: sealer.seal(a) }));
+});
+const sealer = new PullGrantSealer(secret);
+const granted = assignments.map((a) => ({ ...a, grant: sealer.seal(a) }));
+const grantedWire = granted.map((a) => encodeMessage(assign(a)));
+const pullerKeys = new Map(machines.map((m) => [m, machineKeyOf(secret, m)]));
+const trainerKey = machineKeyOf(secret, 'trainer-0');
+const decodeAssignment = timed('decode an assignment', () => {
+  for (const w of grantedWire) if (!decodeMessage(w).ok) throw new Error('invalid');
+});
+const decodeOpen = timed('decode + open both copies (puller and source)', () => {
+  const pullers = new Map(machines.map((m) => [m, new PullGrantOpener(pullerKeys.get(m)!)]));
+  const trainer = new PullGrantOpener(trainerKey);
+  for (let i = 0; i < grantedWire.length; i++) {
+    const d = decodeMessage(grantedWire[i]);
+    const a = granted[i];
+    if (!d.ok || !pullers.get(a.pullerId)!.open('puller', a, a.grant.forPuller) || !trainer.open('source', a, a.grant.forSource)) throw new Error('refused');
+  }
+});
+
 process.stdout.write(
   [
     '| side | without identity (µs/record) | with identity (µs/record) | added (µs) | × |',
     '|---|---:|---:|---:|---:|',
     `| consumer: decode vs. decode + check | ${decode.toFixed(2)} | ${decodeVerify.toFixed(2)} | ${(decodeVerify - decode).toFixed(2)} | ${(decodeVerify / decode).toFixed(2)} |`,
     `| producer: encode vs. encode + sign | ${encode.toFixed(2)} | ${encodeSign.toFixed(2)} | ${(encodeSign - encode).toFixed(2)} | ${(encodeSign / encode).toFixed(2)} |`,
+    `| registry: encode an assignment vs. seal its grant + encode | ${encodeAssignment.toFixed(2)} | ${sealEncode.toFixed(2)} | ${(sealEncode - encodeAssignment).toFixed(2)} | ${(sealEncode / encodeAssignment).toFixed(2)} |`,
+    `| agents: decode an assignment vs. decode + open the puller's and the source's copies | ${decodeAssignment.toFixed(2)} | ${decodeOpen.toFixed(2)} | ${(decodeOpen - decodeAssignment).toFixed(2)} | ${(decodeOpen / decodeAssignment).toFixed(2)} |`,
   ].join('\n') + '\n',
 );

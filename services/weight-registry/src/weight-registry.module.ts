@@ -1,5 +1,5 @@
 import { Inject, Module, OnApplicationBootstrap, OnModuleDestroy, Optional } from '@nestjs/common';
-import { identitySecretFromEnv, MessageBus, sealPullGrant } from '@robustrl/bus';
+import { identitySecretFromEnv, MessageBus, PullGrantSealer } from '@robustrl/bus';
 import { DataOf, Draft, Topics } from '@robustrl/contracts';
 import { CLOCK, DecidingConsumer, EVENT_STORE, MESSAGE_BUS } from '@robustrl/service-kit';
 import { EventStore } from '@robustrl/store';
@@ -67,9 +67,10 @@ export class WeightRegistryModule implements OnApplicationBootstrap, OnModuleDes
 export function pullGrantsFromEnv(env: NodeJS.ProcessEnv): ((draft: Draft) => Draft) | undefined {
   const secret = identitySecretFromEnv(env);
   if (secret === undefined) return undefined;
+  const sealer = new PullGrantSealer(secret);
   return (draft) => {
     if (draft.type !== 'WeightPullAssigned') return draft;
     const d = draft.data as DataOf<'WeightPullAssigned'>;
-    return { ...draft, data: { ...d, grant: sealPullGrant(secret, d) } } as Draft;
+    return { ...draft, data: { ...d, grant: sealer.seal(d) } } as Draft;
   };
 }

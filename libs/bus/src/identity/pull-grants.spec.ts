@@ -1,9 +1,9 @@
 import { machineKeyOf } from './identity-keys';
-import { openPullGrant, sameToken, sealPullGrant } from './pull-grants';
+import { openPullGrant, PullGrantOpener, PullGrantSealer, sameToken, sealPullGrant } from './pull-grants';
 
-describe('pull grants: a token per pull, sealed for its puller and its source', () => {
+describe('pull grants: a token per (version, puller, source), sealed for the puller and the source', () => {
   const SECRET = 'pull-grant-spec-identity-secret-0123456789';
-  const pull = { pullId: 'w3/b1/rollout-2#1', version: 3, pullerId: 'rollout-2', sourceId: 'rollout-5' };
+  const pull = { version: 3, pullerId: 'rollout-2', sourceId: 'rollout-5' };
   const grant = sealPullGrant(SECRET, pull);
 
   it('the puller and the source each open the same token; deciding again seals the same grant', () => {
@@ -15,7 +15,17 @@ describe('pull grants: a token per pull, sealed for its puller and its source', 
     expect(sealPullGrant(SECRET, pull)).toEqual(grant);
   });
 
-  it('opens for no one else, for no other pull, and not once altered; another deployment cannot seal one', () => {
+  it('a sealer keeps what it sealed, an opener what it opened: the same answers', () => {
+    const sealer = new PullGrantSealer(SECRET);
+    expect(sealer.seal(pull)).toEqual(grant);
+    expect(sealer.seal({ ...pull })).toBe(sealer.seal(pull));
+    const opener = new PullGrantOpener(machineKeyOf(SECRET, 'rollout-2'));
+    expect(opener.open('puller', pull, grant.forPuller)!.equals(openPullGrant(machineKeyOf(SECRET, 'rollout-2'), 'puller', pull, grant.forPuller)!)).toBe(true);
+    expect(opener.open('puller', pull, grant.forPuller)).not.toBeNull();
+    expect(opener.open('puller', { ...pull, version: 9 }, grant.forPuller)).toBeNull();
+  });
+
+  it('opens for no one else, for no other version or source, and not once altered; another deployment cannot seal one', () => {
     expect(openPullGrant(machineKeyOf(SECRET, 'rollout-9'), 'puller', pull, grant.forPuller)).toBeNull();
     expect(openPullGrant(machineKeyOf(SECRET, 'rollout-2'), 'source', pull, grant.forPuller)).toBeNull();
     expect(openPullGrant(machineKeyOf(SECRET, 'rollout-2'), 'puller', { ...pull, version: 4 }, grant.forPuller)).toBeNull();

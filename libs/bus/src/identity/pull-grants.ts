@@ -1,9 +1,12 @@
 import { createCipheriv, createDecipheriv, createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import { controlPlaneKeyOf, machineKeyOf } from './identity-keys';
 
-/** The pull a grant is for: its token is good for this pull only. */
+/**
+ * What a grant is for: one puller reading one version from one source — what a weight server's catalog
+ * grants a connection (weight-server.ts), so every bucket pull of that version between the two carries
+ * the same grant, sealed once.
+ */
 export interface PullBinding {
-  pullId: string;
   version: number;
   pullerId: string;
   sourceId: string;
@@ -22,36 +25,93 @@ export interface SealedPullGrant {
  * the registry's assignment from one another agent wrote. A grant settles both with the keys the
  * agents already hold:
  *
- *  - the registry (control plane: it can derive every machine key) makes a token per pull,
- *    HMAC(control-plane key, pull) — derived from the pull, so deciding again seals the same grant;
+ *  - the registry (control plane: it can derive every machine key) makes a token per (version, puller,
+ *    source), HMAC(control-plane key, binding) — derived, so deciding again seals the same grant;
  *  - it seals the token (AES-256-GCM) once under the puller's machine key and once under the source's,
- *    the pull's fields as additional data;
+ *    the binding as additional data;
  *  - the puller opens its copy and presents the token; the source opens its own and compares.
  *
  * Another agent can open neither copy, so it can neither present the token nor forge an assignment the
  * source can open (GCM authenticates the sealed copy to whoever holds the source's key).
  */
+export class PullGrantSealer {
+  private readonly controlPlaneKey: Buffer;
+  /** Each machine's sealing key, derived once (two HMACs). */
+  private readonly sealingKeys = new Map<string, Buffer>();
+  /** Grants sealed, by binding: a version's buckets from one source to one puller share theirs (sealing costs ~40 µs). */
+  private readonly sealed = new Map<string, SealedPullGrant>();
+
+  constructor(private readonly secret: string) {
+    this.controlPlaneKey = controlPlaneKeyOf(secret);
+  }
+
+  seal(pull: PullBinding): SealedPullGrant {
+    const binding = aad(pull);
+    let grant = this.sealed.get(binding);
+    if (!grant) {
+      const token = createHmac('sha256', this.controlPlaneKey).update(`robustrl/pull-grant/v1\u0000${binding}`, 'utf8').digest();
+      grant = {
+        forPuller: seal(this.sealingKeyOf(pull.pullerId), 'puller', pull, token),
+        forSource: seal(this.sealingKeyOf(pull.sourceId), 'source', pull, token),
+      };
+      if (this.sealed.size >= MAX_CACHED_GRANTS) this.sealed.clear();
+      this.sealed.set(binding, grant);
+    }
+    return grant;
+  }
+
+  private sealingKeyOf(machineId: string): Buffer {
+    let key = this.sealingKeys.get(machineId);
+    if (!key) {
+      // Bounded by the machines of the deployment; a runaway set of ids only costs recomputing.
+      if (this.sealingKeys.size >= MAX_CACHED_KEYS) this.sealingKeys.clear();
+      this.sealingKeys.set(machineId, (key = sealingKeyOf(machineKeyOf(this.secret, machineId))));
+    }
+    return key;
+  }
+}
+
+/** One grant sealed with the deployment's secret (a PullGrantSealer keeps the derived keys for many). */
 export function sealPullGrant(secret: string, pull: PullBinding): SealedPullGrant {
-  const token = createHmac('sha256', controlPlaneKeyOf(secret))
-    .update(`robustrl/pull-grant/v1\u0000${aad(pull)}`, 'utf8')
-    .digest();
-  return {
-    forPuller: seal(sealingKeyOf(machineKeyOf(secret, pull.pullerId)), 'puller', pull, token),
-    forSource: seal(sealingKeyOf(machineKeyOf(secret, pull.sourceId)), 'source', pull, token),
-  };
+  return new PullGrantSealer(secret).seal(pull);
 }
 
 /** The token sealed for `as` under this machine's key, or null when it does not open (not sealed for this machine, or altered). */
 export function openPullGrant(machineKey: Buffer, as: 'puller' | 'source', pull: PullBinding, sealed: string): Buffer | null {
-  const bytes = Buffer.from(sealed, 'base64url');
-  if (bytes.length !== TOKEN_BYTES + TAG_BYTES) return null;
-  try {
-    const decipher = createDecipheriv('aes-256-gcm', sealingKeyOf(machineKey), nonceOf(as, pull));
-    decipher.setAAD(Buffer.from(aad(pull), 'utf8'));
-    decipher.setAuthTag(bytes.subarray(TOKEN_BYTES));
-    return Buffer.concat([decipher.update(bytes.subarray(0, TOKEN_BYTES)), decipher.final()]);
-  } catch {
-    return null;
+  return new PullGrantOpener(machineKey).open(as, pull, sealed);
+}
+
+/** An agent's side: opens what was sealed for its machine (its sealing key derived once, what it opened kept). */
+export class PullGrantOpener {
+  private readonly key: Buffer;
+  private readonly opened = new Map<string, Buffer>();
+  constructor(machineKey: Buffer) {
+    this.key = sealingKeyOf(machineKey);
+  }
+
+  open(as: 'puller' | 'source', pull: PullBinding, sealed: string): Buffer | null {
+    const id = `${as}\u0000${aad(pull)}\u0000${sealed}`;
+    const known = this.opened.get(id);
+    if (known) return known;
+    const token = this.decrypt(as, pull, sealed);
+    if (token) {
+      if (this.opened.size >= MAX_CACHED_GRANTS) this.opened.clear();
+      this.opened.set(id, token);
+    }
+    return token;
+  }
+
+  private decrypt(as: 'puller' | 'source', pull: PullBinding, sealed: string): Buffer | null {
+    const bytes = Buffer.from(sealed, 'base64url');
+    if (bytes.length !== TOKEN_BYTES + TAG_BYTES) return null;
+    try {
+      const decipher = createDecipheriv('aes-256-gcm', this.key, nonceOf(as, pull));
+      decipher.setAAD(Buffer.from(aad(pull), 'utf8'));
+      decipher.setAuthTag(bytes.subarray(TOKEN_BYTES));
+      return Buffer.concat([decipher.update(bytes.subarray(0, TOKEN_BYTES)), decipher.final()]);
+    } catch {
+      return null;
+    }
   }
 }
 
@@ -62,6 +122,8 @@ export function sameToken(expected: Buffer, presented: string): boolean {
 }
 
 const TOKEN_BYTES = 32;
+const MAX_CACHED_KEYS = 100_000;
+const MAX_CACHED_GRANTS = 100_000;
 const TAG_BYTES = 16;
 
 function seal(key: Buffer, as: 'puller' | 'source', pull: PullBinding, token: Buffer): string {
@@ -74,7 +136,7 @@ function sealingKeyOf(machineKey: Buffer): Buffer {
   return createHmac('sha256', machineKey).update('robustrl/pull-grant-seal/v1', 'utf8').digest();
 }
 
-/** One nonce per (key, pull, side): each key seals one token per pull, always the same one. */
+/** One nonce per (key, binding, side): each key seals one token per binding, always the same one. */
 function nonceOf(as: 'puller' | 'source', pull: PullBinding): Buffer {
   return createHash('sha256')
     .update(`${as}\u0000${aad(pull)}`, 'utf8')
@@ -83,5 +145,5 @@ function nonceOf(as: 'puller' | 'source', pull: PullBinding): Buffer {
 }
 
 function aad(pull: PullBinding): string {
-  return JSON.stringify([pull.pullId, pull.version, pull.pullerId, pull.sourceId]);
+  return JSON.stringify([pull.version, pull.pullerId, pull.sourceId]);
 }

@@ -3,7 +3,7 @@ import { isIPv4 } from 'node:net';
 import { existsSync, readdirSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { Logger } from '@nestjs/common';
-import { Delivery, MessageBus, openPullGrant, sameToken, Subscription } from '@robustrl/bus';
+import { Delivery, MessageBus, PullGrantOpener, sameToken, Subscription } from '@robustrl/bus';
 import { DataOf, MessageOf, Topics } from '@robustrl/contracts';
 import { isAvailable, MemoryRegion, ucxInfo, UcxWorker } from '@robustrl/ucx';
 import { BucketSpan, bucketChecksum, bucketLayout } from './bucket-layout';
@@ -75,6 +75,8 @@ export class WeightPlane {
   private queue: Promise<void> = Promise.resolve();
   private readonly startedAt = Date.now();
   private stopping = false;
+  /** With identity on: opens the pull grants sealed for this machine. */
+  private readonly grants?: PullGrantOpener;
   address: string | null = null;
 
   constructor(
@@ -83,6 +85,7 @@ export class WeightPlane {
     private readonly emit: Emit,
   ) {
     this.logger = new Logger(`weights/${config.machineId}`);
+    if (config.machineKey) this.grants = new PullGrantOpener(config.machineKey);
   }
 
   get available(): boolean {
@@ -280,8 +283,8 @@ export class WeightPlane {
       return void (await fail(`no staging region for version ${version} on ${pullerId}: ${err instanceof Error ? err.message : String(err)}`));
     }
     let token: string | undefined;
-    if (this.config.machineKey) {
-      const opened = d.grant ? openPullGrant(this.config.machineKey, 'puller', d, d.grant.forPuller) : null;
+    if (this.grants) {
+      const opened = d.grant ? this.grants.open('puller', d, d.grant.forPuller) : null;
       if (!opened) return void (await fail(`pull ${pullId} carries no grant ${pullerId} can open: not from the weight registry, or not for this machine`));
       token = opened.toString('base64url');
     }
@@ -328,9 +331,9 @@ export class WeightPlane {
 
   private rememberAssignment(a: DataOf<'WeightPullAssigned'>): void {
     let token: Buffer | null = null;
-    if (this.config.machineKey) {
+    if (this.grants) {
       // Any agent may write the weights topic; only the registry can seal a grant this machine opens.
-      token = a.grant ? openPullGrant(this.config.machineKey, 'source', a, a.grant.forSource) : null;
+      token = a.grant ? this.grants.open('source', a, a.grant.forSource) : null;
       if (!token) return void this.logger.warn(`ignoring pull ${a.pullId} to ${a.pullerId}: no grant this machine can open (not from the weight registry)`);
     }
     // Bounded: the oldest go first (a retired version's go with it, below).
