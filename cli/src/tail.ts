@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { Kafka, logLevel, SASLOptions } from 'kafkajs';
+import { Kafka } from 'kafkajs';
 import { ALL_TOPICS, DEAD_LETTER_TOPIC, decodeMessage, formatMessageLine } from '@robustrl/contracts';
-import { describeConsumerError, fromDeadLetterRecord } from '@robustrl/bus';
+import { describeConsumerError, fromDeadLetterRecord, kafkaClientOf } from '@robustrl/bus';
 
 export interface TailOptions {
   brokers: string[];
@@ -24,14 +24,7 @@ export interface TailOptions {
  * consumer group and never commits, so tailing never moves a service's offsets.
  */
 export async function tail(options: TailOptions): Promise<{ stop(): Promise<void>; done: Promise<void> }> {
-  const { ssl, sasl } = options.security ?? {};
-  const kafka = new Kafka({
-    clientId: 'robustrl-tail',
-    brokers: options.brokers,
-    logLevel: logLevel.NOTHING,
-    ...(ssl ? { ssl: ssl.ca ? { ca: [ssl.ca] } : true } : {}),
-    ...(sasl ? { sasl: sasl as SASLOptions } : {}),
-  });
+  const kafka = kafkaClientOf({ brokers: options.brokers, security: options.security }, 'robustrl-tail');
   const groupId = `${options.topicPrefix}robustrl-tail-${randomUUID()}`;
   const consumer = kafka.consumer({ groupId });
   let printed = 0;
