@@ -207,7 +207,7 @@ export type MemoryType = 'host' | 'cuda';
  * REMOTE_WRITE), for memory others pull from and must never write, such as a weight version's source.
  * Enforced where the transport registers memory with the NIC (RDMA verbs: a PUT fails with a
  * protection error); transports that reach the memory through the CPU (tcp, cma, shared memory) do
- * not check it (README "Weight plane: who may read what").
+ * not check it (README "Reconnect", "Who may read what").
  */
 export type RegionAccess = 'read-write' | 'remote-read';
 export interface RegionOptions {

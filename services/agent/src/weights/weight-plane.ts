@@ -151,7 +151,7 @@ export class WeightPlane {
     if (totalBytes === 0) throw new RangeError('a version needs at least one non-empty bucket');
     const old = this.copies.get(req.version);
     // Peers only ever read a version (they GET from it): registered for remote read only, so an RDMA
-    // NIC refuses a PUT into it (README "Weight plane: who may read what").
+    // NIC refuses a PUT into it (README "Reconnect", "Who may read what").
     const region = worker.mapFile(path, totalBytes, { access: 'remote-read' });
     const bytes = region.buffer as Buffer;
     const checksums = buckets.map((b) => bucketChecksum(bytes.subarray(b.offset, b.offset + b.sizeBytes)));
