@@ -36,8 +36,24 @@ interface NativeMapping {
 }
 interface NativeEndpoint {
   readonly state: EndpointState;
-  get(local: NativeMapping, localOffset: number, length: number, remoteAddress: bigint, rkey: NativeRemoteKey, timeoutMs: number): Promise<void>;
-  put(local: NativeMapping, localOffset: number, length: number, remoteAddress: bigint, rkey: NativeRemoteKey, timeoutMs: number): Promise<void>;
+  get(
+    local: NativeMapping,
+    localOffset: number,
+    length: number,
+    remoteAddress: bigint,
+    rkey: NativeRemoteKey,
+    timeoutMs: number,
+    describe?: boolean,
+  ): Promise<void | string>;
+  put(
+    local: NativeMapping,
+    localOffset: number,
+    length: number,
+    remoteAddress: bigint,
+    rkey: NativeRemoteKey,
+    timeoutMs: number,
+    describe?: boolean,
+  ): Promise<void | string>;
   sendTag(tag: bigint, data: ArrayBufferView | ArrayBuffer, timeoutMs: number): Promise<void>;
   flush(timeoutMs: number): Promise<void>;
   unpackRkey(packed: Uint8Array): NativeRemoteKey;
@@ -61,11 +77,26 @@ interface NativeWorker {
   mapAlloc(length: number, access?: RegionAccess): NativeMapping;
   mapFile(path: string, length: number, create: boolean, access?: RegionAccess): NativeMapping;
   mapDevice(address: bigint, length: number, memoryType: 'cuda', access?: RegionAccess): NativeMapping;
+  mapIpc(handle: Uint8Array, offset: number, length: number, device: number, access?: RegionAccess): NativeMapping;
   cudaSupported(): boolean;
   recvTag(tag: bigint, mask: bigint, buffer: Buffer, timeoutMs: number): Promise<{ data: Buffer; length: number; senderTag: bigint }>;
   close(): void;
 }
-interface NativeModule {
+/** The CUDA driver and NVML functions (cuda_js.cc, nvml.cc): in every build, the stub's too; absent from an old build. */
+interface NativeGpu {
+  cudaInfo(): CudaInfo;
+  cudaUseDevice(device: number): void;
+  cudaHasContext(): boolean;
+  cudaAlloc(device: number, length: number): bigint;
+  cudaFree(address: bigint): void;
+  cudaIpcHandle(address: bigint): CudaIpcExport;
+  cudaCopyToHost(address: bigint, dst: Uint8Array): void;
+  cudaCopyFromHost(address: bigint, src: Uint8Array): void;
+  cudaCopy(dst: bigint, src: bigint, length: number): void;
+  cudaMemoryType(address: bigint): MemoryType | null;
+  nvmlSample(): NvmlSample;
+}
+interface NativeModule extends Partial<NativeGpu> {
   info(): NativeInfo;
   Worker?: new (opts: { config: Record<string, string> }) => NativeWorker;
 }
@@ -92,6 +123,11 @@ export class PeerUnreachableError extends UcxError {}
 export class EndpointClosedError extends UcxError {}
 /** The per-operation timeout elapsed. RMA/send timeouts also force-close the endpoint. */
 export class TimeoutError extends UcxError {}
+/**
+ * A CUDA driver call failed (code: the CUresult's name, e.g. "CUDA_ERROR_INVALID_VALUE"). Without a
+ * usable driver the error is a UcxUnavailableError with code "CUDA_UNAVAILABLE".
+ */
+export class CudaError extends UcxError {}
 
 function mapError(e: unknown): Error {
   if (!(e instanceof Error)) return new UcxError(String(e));
@@ -107,6 +143,8 @@ function mapError(e: unknown): Error {
       return new EndpointClosedError(...args);
     case 'timeout':
       return new TimeoutError(...args);
+    case 'cuda':
+      return new CudaError(...args);
     default:
       return new UcxError(...args);
   }
@@ -148,6 +186,16 @@ let loadInfo: UcxInfo | null = null;
  */
 export const UCX_DEFAULT_ENV: Readonly<Record<string, string>> = { UCX_MEM_EVENTS: 'no' };
 
+/**
+ * What UCX's cuda_ipc transport needs to move device memory at device speed, set where this UCX can
+ * register CUDA memory, unless the operator set it (gpu-offline-build.md, section 3, rule 1): without
+ * NVLink, UCX 1.22 disables cuda_ipc's GET ("cuda-ipc get zcopy disabled as no nvlinks detected") and a
+ * GET of device memory runs as a software emulation over tcp at about 0.1 GB/s instead of ~900 GB/s.
+ * Read when a worker's interfaces open, so it is set before the first UcxWorker. (Rule 2, a CUDA context
+ * before the worker, is WorkerOptions.cudaDevice.)
+ */
+export const UCX_CUDA_DEFAULT_ENV: Readonly<Record<string, string>> = { UCX_CUDA_IPC_ENABLE_GET_ZCOPY: 'on' };
+
 function load(): UcxInfo {
   if (loadInfo) return loadInfo;
   for (const [name, value] of Object.entries(UCX_DEFAULT_ENV)) if (process.env[name] === undefined) process.env[name] = value;
@@ -160,6 +208,8 @@ function load(): UcxInfo {
     try {
       native = require(p) as NativeModule;
       loadInfo = { ...native.info(), addonPath: p };
+      if (loadInfo.cudaSupported)
+        for (const [name, value] of Object.entries(UCX_CUDA_DEFAULT_ENV)) if (process.env[name] === undefined) process.env[name] = value;
       return loadInfo;
     } catch (e) {
       errors.push(`${p}: ${(e as Error).message}`);
@@ -199,8 +249,8 @@ export type EndpointState = 'open' | 'failed' | 'closing' | 'closed';
  * not report peer failures on this endpoint; see UcxWorker.connectRma for how that is covered.
  */
 export type ErrorHandlingMode = 'peer' | 'none';
-/** Where a MemoryRegion's memory lives: host memory, or device memory registered by mapDevice. */
-export type MemoryType = 'host' | 'cuda';
+/** Where a MemoryRegion's memory lives: host memory, or device memory (mapDevice, mapIpc). */
+export type MemoryType = 'host' | 'cuda' | 'cuda-managed';
 /**
  * What a peer holding a region's rkey may do: `read-write` (UCX's default) or `remote-read` — the
  * region is registered for remote read access only (UCP_MEM_MAP_PROT_REMOTE_READ without
@@ -226,6 +276,14 @@ export interface WorkerOptions {
    * KEEPALIVE_INTERVAL defaults to '1s' unless set here or in the environment.
    */
   config?: Record<string, string>;
+  /**
+   * The CUDA device whose memory this worker will move (an ordinal as this process sees it, after
+   * CUDA_VISIBLE_DEVICES). Its primary context is made current before the UCX worker is created: UCX
+   * created without one treats device memory as host memory and every GET/PUT of it falls back to a
+   * software emulation at about 0.1 GB/s (gpu-offline-build.md, section 3, rule 2). A worker created
+   * without it refuses to register device memory (mapIpc, mapDevice) rather than be 1000x slower.
+   */
+  cudaDevice?: number;
 }
 export interface WorkerStats {
   wakeups: number;
@@ -248,6 +306,49 @@ export interface TagMessage {
   length: number;
   senderTag: bigint;
 }
+/** What the CUDA driver of this machine offers (cuda.info()); never throws. */
+export interface CudaInfo {
+  available: boolean;
+  reason: string | null;
+  /** The library the addon opened: libcuda.so.1, or ROBUSTRL_CUDA_DRIVER. */
+  driverPath: string;
+  /** e.g. 13000 for CUDA 13.0; null when the driver is not usable. */
+  driverVersion: number | null;
+  devices: Array<{ index: number; name?: string; pciBusId?: string }>;
+}
+/** A CUDA IPC memory handle of the allocation that holds an address, and where the address lies in it. */
+export interface CudaIpcExport {
+  handle: Buffer;
+  offset: number;
+  allocationBytes: number;
+}
+/** One NVML reading per device (nvmlSample()). */
+export interface NvmlSample {
+  available: boolean;
+  reason: string | null;
+  devices: Array<{
+    index: number;
+    uuid?: string;
+    /** utilization.gpu, 0–100: time any kernel ran. An NCCL kernel spinning on a collective counts as busy. */
+    gpuUtilization?: number;
+    memoryUtilization?: number;
+    /** Tensor-core activity, 0–100, since the previous sample (NVML GPM, Hopper+): null when not available, see tensorActiveReason. */
+    tensorActive: number | null;
+    tensorActiveReason: string | null;
+    error?: string;
+  }>;
+}
+/** The device memory a CUDA IPC handle names: mapIpc's arguments. */
+export interface IpcRegionSpec {
+  /** The 64 bytes of a cudaIpcMemHandle_t / CUipcMemHandle (torch: storage._share_cuda_()'s handle). */
+  handle: Uint8Array;
+  /** Where the region starts inside the exported allocation (a tensor's storage offset in bytes). */
+  offset?: number;
+  length: number;
+  /** The device the allocation lives on, as this process numbers devices. */
+  device: number;
+}
+
 /** What a peer needs to GET from / PUT to a registered region. Serialize with encodeRemoteRegion. */
 export interface RemoteRegionDescriptor {
   address: bigint;
@@ -283,9 +384,30 @@ export class MemoryRegion {
     readonly native: NativeMapping,
     readonly buffer: ArrayBufferView | ArrayBuffer,
   ) {}
-  /** 'host', or 'cuda' for a region from mapDevice */
+  /** 'host', or 'cuda' / 'cuda-managed' for device memory (mapDevice, mapIpc) */
   get memoryType(): MemoryType {
     return this.native.memoryType;
+  }
+  /**
+   * A copy of [offset, offset + length) into host memory, whatever memory the region is in (device
+   * memory through the CUDA driver, synchronously): for checksums and tests, not for bulk data.
+   */
+  read(offset: number, length: number): Buffer {
+    checkLocal(this, offset, length);
+    const out = Buffer.allocUnsafe(length);
+    if (this.memoryType === 'host' && this.buffer.byteLength > 0) {
+      const view = ArrayBuffer.isView(this.buffer) ? this.buffer : new Uint8Array(this.buffer);
+      Buffer.from(view.buffer, view.byteOffset + offset, length).copy(out);
+    } else if (length > 0) wrapSync(() => requireGpu().cudaCopyToHost(this.address + BigInt(offset), out));
+    return out;
+  }
+  /** Writes `data` at `offset`, whatever memory the region is in (device memory through the CUDA driver). */
+  write(offset: number, data: Uint8Array): void {
+    checkLocal(this, offset, data.byteLength);
+    if (this.memoryType === 'host' && this.buffer.byteLength > 0) {
+      const view = ArrayBuffer.isView(this.buffer) ? this.buffer : new Uint8Array(this.buffer);
+      Buffer.from(data.buffer, data.byteOffset, data.byteLength).copy(Buffer.from(view.buffer, view.byteOffset + offset, data.byteLength));
+    } else if (data.byteLength > 0) wrapSync(() => requireGpu().cudaCopyFromHost(this.address + BigInt(offset), data));
   }
   /** What a peer holding its rkey may do (RegionAccess). */
   get access(): RegionAccess {
@@ -377,12 +499,34 @@ export class Endpoint {
   /** RMA read: remote[srcOffset, +length) -> local[dstOffset, +length). */
   get(dst: MemoryRegion, dstOffset: number, src: RemoteRegion, srcOffset: number, length: number, opts: OpOptions = {}): Promise<void> {
     checkRemote(src, srcOffset, length);
-    return wrap(() => this.native.get(dst.native, dstOffset, length, src.address + BigInt(srcOffset), src.rkey.native, opts.timeoutMs ?? 0));
+    return wrap(async () => {
+      await this.native.get(dst.native, dstOffset, length, src.address + BigInt(srcOffset), src.rkey.native, opts.timeoutMs ?? 0);
+    });
+  }
+  /**
+   * A GET like get(), which also says how UCX carried it: the protocol it selected for this pair of
+   * memories and this size (ucp_request_query), e.g. a zero-copy over cuda_ipc, or a software emulation
+   * of a device transfer over tcp — 1000x slower (see isEmulatedProtocol).
+   */
+  async getDescribed(dst: MemoryRegion, dstOffset: number, src: RemoteRegion, srcOffset: number, length: number, opts: OpOptions = {}): Promise<string> {
+    checkRemote(src, srcOffset, length);
+    return wrap(async () =>
+      String(await this.native.get(dst.native, dstOffset, length, src.address + BigInt(srcOffset), src.rkey.native, opts.timeoutMs ?? 0, true)),
+    );
   }
   /** RMA write: local[srcOffset, +length) -> remote[dstOffset, +length); resolves after remote completion (flush). */
   put(src: MemoryRegion, srcOffset: number, dst: RemoteRegion, dstOffset: number, length: number, opts: OpOptions = {}): Promise<void> {
     checkRemote(dst, dstOffset, length);
-    return wrap(() => this.native.put(src.native, srcOffset, length, dst.address + BigInt(dstOffset), dst.rkey.native, opts.timeoutMs ?? 0));
+    return wrap(async () => {
+      await this.native.put(src.native, srcOffset, length, dst.address + BigInt(dstOffset), dst.rkey.native, opts.timeoutMs ?? 0);
+    });
+  }
+  /** A PUT like put(), which also says which protocol UCX selected for it (see getDescribed). */
+  async putDescribed(src: MemoryRegion, srcOffset: number, dst: RemoteRegion, dstOffset: number, length: number, opts: OpOptions = {}): Promise<string> {
+    checkRemote(dst, dstOffset, length);
+    return wrap(async () =>
+      String(await this.native.put(src.native, srcOffset, length, dst.address + BigInt(dstOffset), dst.rkey.native, opts.timeoutMs ?? 0, true)),
+    );
   }
   /** Tagged send (control messages). `data` is kept alive until completion. */
   sendTag(tag: bigint, data: ArrayBufferView | ArrayBuffer, opts: OpOptions = {}): Promise<void> {
@@ -399,6 +543,20 @@ export class Endpoint {
   printInfo(): string {
     return wrapSync(() => this.native.printInfo());
   }
+}
+
+function checkLocal(r: MemoryRegion, off: number, len: number): void {
+  if (!Number.isSafeInteger(off) || !Number.isSafeInteger(len) || off < 0 || len < 0 || off + len > r.length)
+    throw new RangeError(`range [${off}, ${off + len}) outside the region of ${r.length} bytes`);
+}
+
+/**
+ * Whether a protocol description (Endpoint.getDescribed) is an emulation: UCX found no transport that
+ * reaches the memory directly and copies it through a bounce buffer in software (for device memory
+ * about 1000x slower than cuda_ipc's zero-copy).
+ */
+export function isEmulatedProtocol(description: string): boolean {
+  return /emulation|software/i.test(description);
 }
 
 function checkRemote(r: RemoteRegion, off: number, len: number): void {
@@ -421,11 +579,18 @@ export class Listener {
 /** ucp_context + ucp_worker, progressed from the Node event loop (uv_poll on the worker's efd). */
 export class UcxWorker {
   private readonly native: NativeWorker;
+  /** Whether a CUDA context was current when the UCX worker was created (WorkerOptions.cudaDevice). */
+  readonly cudaContext: boolean;
+  /** The device named by WorkerOptions.cudaDevice, or null. */
+  readonly cudaDevice: number | null;
   constructor(opts: WorkerOptions = {}) {
     const n = requireNative();
     const config: Record<string, string> = { ...(opts.config ?? {}) };
     const hasKeepalive = Object.keys(config).some((k) => k.replace(/^UCX_/, '') === 'KEEPALIVE_INTERVAL');
     if (!hasKeepalive && process.env.UCX_KEEPALIVE_INTERVAL === undefined) config.KEEPALIVE_INTERVAL = '1s';
+    this.cudaDevice = opts.cudaDevice ?? null;
+    if (opts.cudaDevice !== undefined) wrapSync(() => requireGpu().cudaUseDevice(opts.cudaDevice!));
+    this.cudaContext = n.cudaHasContext?.() ?? false;
     this.native = wrapSync(() => new n.Worker({ config }));
   }
   static info(): UcxInfo {
@@ -535,7 +700,34 @@ export class UcxWorker {
    * cudaSupported). `region.buffer` is an empty Buffer: device memory has no host view.
    */
   mapDevice(address: bigint, length: number, memoryType: 'cuda', opts: RegionOptions = {}): MemoryRegion {
+    this.requireCudaContext('mapDevice');
     return wrapSync(() => new MemoryRegion(this.native.mapDevice(address, length, memoryType, opts.access), Buffer.alloc(0)));
+  }
+  /**
+   * Register device memory that another process exported as a CUDA IPC handle (a framework's weight
+   * bucket: python/robustrl_weights), opened in `device`'s primary context. A handle this process has
+   * already opened is shared (the driver opens a handle once per process) and closed when its last
+   * region is unmapped; the exporting process must keep the allocation alive until then. Device memory
+   * needs a worker created with { cudaDevice } (else UcxError: transfers would be emulated).
+   * Errors: UcxUnavailableError (no CUDA driver: code CUDA_UNAVAILABLE; or a UCX without CUDA),
+   * CudaError (the driver refused the handle: freed by its exporter, opened in its own process, ...),
+   * RangeError (the range is outside the exported allocation).
+   */
+  mapIpc(spec: IpcRegionSpec, opts: RegionOptions = {}): MemoryRegion {
+    const region = wrapSync(() => new MemoryRegion(this.native.mapIpc(spec.handle, spec.offset ?? 0, spec.length, spec.device, opts.access), Buffer.alloc(0)));
+    if (region.memoryType !== 'host' && !this.cudaContext) {
+      region.unmap();
+      this.requireCudaContext('mapIpc');
+    }
+    return region;
+  }
+  private requireCudaContext(what: string): void {
+    if (this.cudaContext) return;
+    throw new UcxError(
+      `${what}: this worker was created without a current CUDA context, so UCX would move device memory by software emulation ` +
+        '(about 0.1 GB/s instead of hundreds); create it with new UcxWorker({ cudaDevice })',
+      'UCX_NO_CUDA_CONTEXT',
+    );
   }
   /** Whether this worker's UCX context can register CUDA memory (UCP_ATTR_FIELD_MEMORY_TYPES). */
   get cudaSupported(): boolean {
@@ -551,6 +743,64 @@ export class UcxWorker {
   close(): void {
     this.native.close();
   }
+}
+
+// ------------------------------------------------------------------------------------------
+// CUDA driver and NVML (loaded by the addon at run time; present in the stub build too)
+function requireGpu(): NativeGpu {
+  load();
+  if (!native?.cudaInfo)
+    throw new UcxUnavailableError('this build of the UCX addon has no CUDA functions: rebuild it (npm run build:native -w @robustrl/ucx)', 'CUDA_UNAVAILABLE');
+  return native as NativeGpu;
+}
+
+/**
+ * The CUDA driver as the addon sees it, and device-memory helpers for tools and tests (allocation, IPC
+ * export, copies). Weight transfer itself goes through UcxWorker.mapIpc / mapDevice.
+ */
+export const cuda = {
+  /** Never throws: `available: false` with the reason on machines without a usable driver. */
+  info(): CudaInfo {
+    load();
+    if (!native?.cudaInfo)
+      return { available: false, reason: 'this build of the UCX addon has no CUDA functions', driverPath: '', driverVersion: null, devices: [] };
+    return native.cudaInfo();
+  },
+  /** Makes `device`'s primary context current on this thread (UcxWorker does it for WorkerOptions.cudaDevice). */
+  useDevice(device: number): void {
+    wrapSync(() => requireGpu().cudaUseDevice(device));
+  },
+  alloc(device: number, length: number): bigint {
+    return wrapSync(() => requireGpu().cudaAlloc(device, length));
+  },
+  free(address: bigint): void {
+    wrapSync(() => requireGpu().cudaFree(address));
+  },
+  /** The IPC handle of the allocation holding `address` (for another process's mapIpc), and the address's offset in it. */
+  ipcHandle(address: bigint): CudaIpcExport {
+    return wrapSync(() => requireGpu().cudaIpcHandle(address));
+  },
+  copyToHost(address: bigint, dst: Uint8Array): void {
+    wrapSync(() => requireGpu().cudaCopyToHost(address, dst));
+  },
+  copyFromHost(address: bigint, src: Uint8Array): void {
+    wrapSync(() => requireGpu().cudaCopyFromHost(address, src));
+  },
+  /** Device to device, synchronous: the baseline a pull is measured against. */
+  copy(dst: bigint, src: bigint, length: number): void {
+    wrapSync(() => requireGpu().cudaCopy(dst, src, length));
+  },
+  /** What the driver says `address` is: 'cuda', 'cuda-managed', 'host', or null (not known to it). */
+  memoryType(address: bigint): MemoryType | null {
+    return wrapSync(() => requireGpu().cudaMemoryType(address));
+  },
+};
+
+/** Per-GPU activity from NVML (utilisation, and tensor-core activity where GPM exists); never throws. */
+export function nvmlSample(): NvmlSample {
+  load();
+  if (!native?.nvmlSample) return { available: false, reason: 'this build of the UCX addon has no NVML functions', devices: [] };
+  return native.nvmlSample();
 }
 
 // ------------------------------------------------------------------------------------------

@@ -240,6 +240,7 @@ Napi::Value Endpoint::Rma(const Napi::CallbackInfo& info, Op::Kind kind) {
   if (!info[4].IsObject()) throw Napi::TypeError::New(env, "expected a RemoteKey");
   RemoteKey* rk = RemoteKey::Unwrap(info[4].As<Napi::Object>());
   double timeoutMs = info.Length() > 5 && info[5].IsNumber() ? info[5].As<Napi::Number>().DoubleValue() : 0;
+  bool describe = info.Length() > 6 && info[6].ToBoolean();
   if (state_ != OPEN || !ep_) return NotOpen(env);
   if (!m->Usable()) return RejectedPromise(env, MakeError(env, "ucx", UCS_ERR_INVALID_PARAM, "local mapping is unmapped"));
   if (!m->CheckAlive()) return RejectedPromise(env, MakeError(env, "ucx", UCS_ERR_INVALID_PARAM, "local buffer was detached"));
@@ -256,11 +257,27 @@ Napi::Value Endpoint::Rma(const Napi::CallbackInfo& info, Op::Kind kind) {
   if (timeoutMs > 0) op->deadline = uv_now(worker_->loop_) + static_cast<uint64_t>(timeoutMs);
   Napi::Value promise = op->deferred.Promise();
   worker_->Track(op);
-  ucp_request_param_t rp = SendParams(op, UCP_OP_ATTR_FIELD_MEMH);
+  // describe: the operation must return a request (UCP_OP_ATTR_FLAG_NO_IMM_CMPL) so that it can be asked
+  // which protocol UCX selected for this (local, remote) memory pair and size, e.g. "zero-copy" over
+  // cuda_ipc, or a software emulation that is 1000x slower (gpu-offline-build.md, section 3).
+  ucp_request_param_t rp = SendParams(op, UCP_OP_ATTR_FIELD_MEMH | (describe ? UCP_OP_ATTR_FLAG_NO_IMM_CMPL : 0));
   rp.memh = m->memh();
   void* local = m->ptr() + off;
   ucs_status_ptr_t r = kind == Op::GET ? ucp_get_nbx(ep_, local, len, raddr, rk->rkey(), &rp)
                                        : ucp_put_nbx(ep_, local, len, raddr, rk->rkey(), &rp);
+  if (describe) {
+    op->describe = true;
+    op->protocol = "unknown (the operation completed before it could be asked)";
+    if (r != nullptr && !UCS_PTR_IS_ERR(r) && !op->ucxDone) {
+      char text[512] = {0};
+      ucp_request_attr_t attr;
+      std::memset(&attr, 0, sizeof(attr));
+      attr.field_mask = UCP_REQUEST_ATTR_FIELD_INFO_STRING | UCP_REQUEST_ATTR_FIELD_INFO_STRING_SIZE;
+      attr.debug_string = text;
+      attr.debug_string_size = sizeof(text);
+      if (ucp_request_query(r, &attr) == UCS_OK) op->protocol = text;
+    }
+  }
   worker_->Posted(op, r);
   return promise;
 }

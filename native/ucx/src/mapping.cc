@@ -8,6 +8,8 @@
 
 #include <cerrno>
 
+#include "context.h"
+#include "cuda_driver.h"
 #include "errors.h"
 #include "worker.h"
 
@@ -133,6 +135,43 @@ Napi::Value Mapping::SetupDevice(Worker* w, uint64_t address, size_t length, ucs
   return Env().Undefined();
 }
 
+// mapIpc: opens the handle (or shares this process's earlier opening of it), checks that [offset,
+// offset + length) lies inside the allocation, and registers it with the memory type the driver reports
+// (device memory: UCS_MEMORY_TYPE_CUDA, which this worker's context must support).
+Napi::Value Mapping::SetupIpc(Worker* w, const uint8_t* handle, uint64_t offset, size_t length, int device) {
+  Napi::Env env = Env();
+  size_t allocation = 0;
+  cuda::CUdeviceptr base = cuda::OpenIpc(env, handle, device, &allocation);
+  if (offset > allocation || length > allocation - offset) {
+    cuda::ReleaseIpc(base);
+    throw Napi::RangeError::New(env, "mapIpc: [" + std::to_string(offset) + ", " + std::to_string(offset + length) +
+                                         ") is outside the exported allocation of " + std::to_string(allocation) + " bytes");
+  }
+  ptr_ = reinterpret_cast<uint8_t*>(static_cast<uintptr_t>(base + offset));
+  len_ = length;
+  kind_ = CUDA_IPC;
+  switch (cuda::KindOf(base)) {
+    case cuda::MemoryKind::HOST: memType_ = UCS_MEMORY_TYPE_HOST; break;
+    case cuda::MemoryKind::MANAGED: memType_ = UCS_MEMORY_TYPE_CUDA_MANAGED; break;
+    default: memType_ = UCS_MEMORY_TYPE_CUDA;
+  }
+  if (memType_ != UCS_MEMORY_TYPE_HOST && (ContextMemoryTypes(w->ctx()) & UCS_BIT(memType_)) == 0) {
+    cuda::ReleaseIpc(base);
+    throw MakeError(env, "unavailable", UCS_ERR_UNSUPPORTED,
+                    "mapIpc: this UCX context cannot register CUDA memory (UCX built without CUDA support, e.g. Debian's "
+                    "libucx; build against the libucx-cu12/cu13 wheel: native/ucx/README.md \"GPU\")");
+  }
+  ipcBase_ = base;
+  try {
+    Register(w, "mapIpc");
+  } catch (...) {
+    cuda::ReleaseIpc(base);
+    ipcBase_ = 0;
+    throw;
+  }
+  return env.Undefined();
+}
+
 void Mapping::DoUnmap() {
   if (!memh_) return;
   if ((kind_ == UCX_ALLOC || kind_ == FILE_MMAP) && !buf_.IsEmpty()) {
@@ -144,6 +183,7 @@ void Mapping::DoUnmap() {
   if (worker_ && worker_->ctx()) ucp_mem_unmap(worker_->ctx(), memh_);
   memh_ = nullptr;
   if (kind_ == FILE_MMAP && ptr_) munmap(ptr_, len_);  // after ucp_mem_unmap: UCX no longer uses the range
+  if (kind_ == CUDA_IPC && ipcBase_) { cuda::ReleaseIpc(ipcBase_); ipcBase_ = 0; }  // likewise
   if (worker_) worker_->RemoveMapping(this);
   buf_.Reset();
   workerRef_.Reset();

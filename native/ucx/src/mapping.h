@@ -17,6 +17,7 @@ class Mapping : public Napi::ObjectWrap<Mapping> {
     UCX_ALLOC,  // mapAlloc(): UCP_MEM_MAP_ALLOCATE; buf_ is an external ArrayBuffer over UCX's memory
     FILE_MMAP,  // mapFile(): our MAP_SHARED mmap of a file; buf_ is an external ArrayBuffer over it
     DEVICE,     // mapDevice(): device memory (CUDA); no host view, buf_ empty
+    CUDA_IPC,   // mapIpc(): another process's device memory, opened from its CUDA IPC handle; closed on unmap
   };
 
   // What peers may do with the region's rkey: read and write (UCX's default), or only read (GET) — the
@@ -28,9 +29,10 @@ class Mapping : public Napi::ObjectWrap<Mapping> {
   Napi::Value SetupAlloc(Worker* w, size_t length);
   Napi::Value SetupFile(Worker* w, const std::string& path, size_t length, bool create);
   Napi::Value SetupDevice(Worker* w, uint64_t address, size_t length, ucs_memory_type_t type);
+  Napi::Value SetupIpc(Worker* w, const uint8_t* handle, uint64_t offset, size_t length, int device);
   bool Usable() const { return memh_ != nullptr && !unmapRequested_; }
   bool CheckAlive() {  // detached ArrayBuffer = memory may be gone
-    if (kind_ == DEVICE) return true;  // no JS object owns device memory; the caller keeps it allocated
+    if (kind_ == DEVICE || kind_ == CUDA_IPC) return true;  // no JS object owns device memory; the caller (or the IPC handle) keeps it
     uint8_t* p; size_t l; bool det;
     Napi::Value v = buf_.Value();
     if (!BufferSpan(v, &p, &l, &det)) return false;
@@ -52,7 +54,7 @@ class Mapping : public Napi::ObjectWrap<Mapping> {
   Napi::Value BufferJs(const Napi::CallbackInfo& info) { return buf_.IsEmpty() ? info.Env().Null() : buf_.Value(); }
   Napi::Value AccessJs(const Napi::CallbackInfo& info) { return Napi::String::New(info.Env(), remoteReadOnly_ ? "remote-read" : "read-write"); }
   Napi::Value MemoryTypeJs(const Napi::CallbackInfo& info) {
-    return Napi::String::New(info.Env(), kind_ == DEVICE ? ucs_memory_type_names[memType_] : "host");
+    return Napi::String::New(info.Env(), memType_ == UCS_MEMORY_TYPE_HOST ? "host" : ucs_memory_type_names[memType_]);
   }
   void Register(Worker* w, const char* what);  // ucp_mem_map(ptr_, len_, memType_) + pin; throws
 
@@ -67,6 +69,7 @@ class Mapping : public Napi::ObjectWrap<Mapping> {
   Kind kind_ = USER;
   ucs_memory_type_t memType_ = UCS_MEMORY_TYPE_HOST;
   bool remoteReadOnly_ = false;
+  uint64_t ipcBase_ = 0;  // CUDA_IPC: the opened allocation, released (cuda::ReleaseIpc) on unmap
   // The ucp_mem_map protection fields for remoteReadOnly_ (none: UCX's default, every access).
   void ApplyAccess(ucp_mem_map_params_t* mp) const {
     if (!remoteReadOnly_) return;

@@ -4,6 +4,7 @@
 // info() in context.{h,cc} (native/ucx/README.md, "Sources").
 #include "context.h"
 #include "endpoint.h"
+#include "gpu_exports.h"
 #include "listener.h"
 #include "mapping.h"
 #include "remote_key.h"
@@ -29,6 +30,7 @@ Napi::Object InitModule(Napi::Env env, Napi::Object exports) {
   exports.Set("RemoteKey", k);
   exports.Set("Listener", l);
   exports.Set("info", Napi::Function::New(env, ModuleInfo, "info"));
+  robustrl::RegisterGpuExports(env, exports);
   return exports;
 }
 

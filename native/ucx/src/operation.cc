@@ -66,6 +66,14 @@ void Worker::Settle(Op* op, ucs_status_t st) {
       case Op::CONNECT:
         op->deferred.Resolve(op->ep->Value());
         break;
+      case Op::GET:
+      case Op::PUT:
+        if (op->describe) {
+          op->deferred.Resolve(Napi::String::New(env, op->protocol));
+          break;
+        }
+        op->deferred.Resolve(env.Undefined());
+        break;
       default:
         op->deferred.Resolve(env.Undefined());
     }

@@ -26,6 +26,9 @@ struct Op {
   // RECV results
   ucp_tag_t senderTag = 0;
   size_t length = 0;
+  // GET/PUT asked to describe itself: the protocol UCX chose (ucp_request_query), resolved instead of undefined
+  bool describe = false;
+  std::string protocol;
   Op(Kind k, Worker* w, Napi::Env env) : kind(k), worker(w), deferred(Napi::Promise::Deferred::New(env)) {}
 };
 

@@ -2,6 +2,8 @@
 // the `ucx_stub` target so that the "unavailable" path can be tested on machines that have UCX.
 #include <napi.h>
 
+#include "gpu_exports.h"
+
 #ifndef UCX_STUB_REASON
 #define UCX_STUB_REASON "built without UCX"
 #endif
@@ -22,6 +24,7 @@ static Napi::Value Info(const Napi::CallbackInfo& info) {
 
 static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("info", Napi::Function::New(env, Info, "info"));
+  robustrl::RegisterGpuExports(env, exports);
   return exports;
 }
 

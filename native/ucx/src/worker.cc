@@ -2,6 +2,8 @@
 // and the JS methods that create endpoints, listeners, mappings and receives.
 #include "worker.h"
 
+#include "cuda_driver.h"
+
 #include <limits>
 
 #include "context.h"
@@ -26,6 +28,7 @@ Napi::Function Worker::Init(Napi::Env env) {
     InstanceMethod<&Worker::MapAlloc>("mapAlloc"),
     InstanceMethod<&Worker::MapFile>("mapFile"),
     InstanceMethod<&Worker::MapDevice>("mapDevice"),
+    InstanceMethod<&Worker::MapIpc>("mapIpc"),
     InstanceMethod<&Worker::CudaSupportedJs>("cudaSupported"),
     InstanceMethod<&Worker::RecvTag>("recvTag"),
     InstanceMethod<&Worker::Close>("close"),
@@ -434,6 +437,28 @@ Napi::Value Worker::MapDevice(const Napi::CallbackInfo& info) {
   Napi::Object obj = ctors()->mapping.New({});
   Mapping::Unwrap(obj)->SetRemoteReadOnly(readOnly);
   Mapping::Unwrap(obj)->SetupDevice(this, addr, len, UCS_MEMORY_TYPE_CUDA);
+  return obj;
+}
+
+// mapIpc(handle, offset, length, device, access): device memory another process exported as a CUDA IPC
+// handle (a framework's tensors), opened in `device`'s primary context and registered for RMA; the handle
+// is closed when the region is unmapped (Mapping::DoUnmap). The memory type is what the driver says the
+// opened pointer is.
+Napi::Value Worker::MapIpc(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  REQUIRE_OPEN(env);
+  uint8_t* handle = nullptr; size_t handleLen = 0; bool det = false;
+  if (!BufferSpan(info[0], &handle, &handleLen, &det) || handleLen != cuda::kIpcHandleBytes)
+    throw Napi::TypeError::New(env, "mapIpc: handle must be the " + std::to_string(cuda::kIpcHandleBytes) + " bytes of a CUDA IPC memory handle");
+  uint64_t offset = ToU64(info[1], "offset");
+  uint64_t len = ToU64(info[2], "length");
+  if (len == 0) throw Napi::RangeError::New(env, "mapIpc: zero length");
+  if (!info[3].IsNumber() || info[3].As<Napi::Number>().DoubleValue() < 0) throw Napi::TypeError::New(env, "mapIpc: device must be a CUDA device ordinal");
+  int device = static_cast<int>(info[3].As<Napi::Number>().DoubleValue());
+  bool readOnly = RemoteReadOnly(env, info, 4, "mapIpc");
+  Napi::Object obj = ctors()->mapping.New({});
+  Mapping::Unwrap(obj)->SetRemoteReadOnly(readOnly);
+  Mapping::Unwrap(obj)->SetupIpc(this, handle, offset, len, device);
   return obj;
 }
 

@@ -78,6 +78,7 @@ class Worker : public Napi::ObjectWrap<Worker> {
   Napi::Value MapAlloc(const Napi::CallbackInfo& info);
   Napi::Value MapFile(const Napi::CallbackInfo& info);
   Napi::Value MapDevice(const Napi::CallbackInfo& info);
+  Napi::Value MapIpc(const Napi::CallbackInfo& info);
   Napi::Value CudaSupportedJs(const Napi::CallbackInfo& info);
   Napi::Value RecvTag(const Napi::CallbackInfo& info);
   Napi::Value Close(const Napi::CallbackInfo& info);

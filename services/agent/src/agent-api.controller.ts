@@ -3,12 +3,14 @@ import {
   Body,
   ConflictException,
   Controller,
+  Delete,
   Get,
   HttpCode,
   Inject,
   NotFoundException,
   Param,
   Post,
+  Put,
   Query,
   ServiceUnavailableException,
 } from '@nestjs/common';
@@ -16,6 +18,14 @@ import { z } from 'zod';
 import { CompletedBatchQuery, FaultSignal, RolePhase } from '@robustrl/contracts';
 import { AgentRuntime, KeptBatchUnavailableError } from './agent-runtime';
 import { WeightTransferUnavailableError } from './weights/weight-plane';
+
+/** One bucket in device memory, as python/robustrl_weights exports it (a CUDA IPC handle, base64). */
+const IpcBucket = z.object({
+  sizeBytes: z.int().positive(),
+  handle: z.base64().refine((h) => Buffer.from(h, 'base64').length === 64, 'the 64 bytes of a CUDA IPC memory handle, base64'),
+  offset: z.int().nonnegative().default(0),
+  device: z.int().nonnegative().default(0),
+});
 
 /**
  * The local HTTP API the RL framework talks to (documented in the README with curl examples, and
@@ -42,12 +52,17 @@ const Bodies = {
     perGpu: z.array(z.number().min(0).max(1)).optional(),
   }),
   error: z.object({ signal: FaultSignal.exclude(['process-exited']), detail: z.string().max(4000) }),
-  publishWeights: z.object({
-    version: z.int().nonnegative(),
-    step: Step,
-    shmName: z.string().regex(/^[A-Za-z0-9._-]+$/, 'a file name in the shared-memory directory (/dev/shm)'),
-    bucketSizes: z.array(z.int().nonnegative()).min(1),
-  }),
+  /** A version in /dev/shm (shmName + bucketSizes), or in device memory (buckets as CUDA IPC handles). */
+  publishWeights: z.union([
+    z.object({
+      version: z.int().nonnegative(),
+      step: Step,
+      shmName: z.string().regex(/^[A-Za-z0-9._-]+$/, 'a file name in the shared-memory directory (/dev/shm)'),
+      bucketSizes: z.array(z.int().nonnegative()).min(1),
+    }),
+    z.object({ version: z.int().nonnegative(), step: Step, buckets: z.array(IpcBucket).min(1) }),
+  ]),
+  weightTarget: z.object({ buckets: z.array(IpcBucket).min(1) }),
 };
 
 /** Weight transfer needs the native UCX module: without it the weight endpoints answer 503 with why. */
@@ -189,12 +204,30 @@ export class AgentApiController {
     return this.agent.weights.status();
   }
 
-  /** Trainer: version `version` is in /dev/shm/<shmName>, buckets back to back; publish its manifest. */
+  /**
+   * Trainer: version `version` is in /dev/shm/<shmName>, buckets back to back, or in device memory, one
+   * CUDA IPC handle per bucket (`buckets`); publish its manifest.
+   */
   @Post('weights/versions')
   @HttpCode(202)
   async publishWeights(@Body() body: unknown) {
     const b = parse(Bodies.publishWeights, body);
-    return weightCall(() => this.agent.weights.publish(b));
+    return weightCall(() => ('buckets' in b ? this.agent.weights.publishDevice(b) : this.agent.weights.publish(b)));
+  }
+
+  /** Rollout: device buffers (CUDA IPC handles, one per bucket) to pull versions into; PUT again replaces them. */
+  @Put('weights/targets/:name')
+  async putWeightTarget(@Param('name') name: string, @Body() body: unknown) {
+    const b = parse(Bodies.weightTarget, body);
+    return weightCall(() => this.agent.weights.registerTarget({ name, buckets: b.buckets }));
+  }
+
+  /** Rollout: the framework takes a target's buffers back (a version held there is no longer served). */
+  @Delete('weights/targets/:name')
+  async deleteWeightTarget(@Param('name') name: string) {
+    const removed = await weightCall(() => this.agent.weights.removeTarget(name));
+    if (!removed) throw new NotFoundException({ error: `no pull target ${name}` });
+    return { removed: name };
   }
 
   /** Rollout: the newest version held whole, and the /dev/shm file to load it from. */

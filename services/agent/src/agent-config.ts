@@ -48,6 +48,7 @@ export interface AgentConfig {
     maxBytesPerSecond: number;
     opTimeoutMs: number;
     catalogWaitMs: number;
+    cudaDevice: number | 'auto' | 'none';
   };
 }
 
@@ -80,6 +81,10 @@ const Env = z.object({
   ROBUSTRL_WEIGHTS_MAX_MIB_PER_SECOND: z.coerce.number().nonnegative().default(0),
   ROBUSTRL_WEIGHTS_OP_TIMEOUT_SECONDS: z.coerce.number().positive().default(30),
   ROBUSTRL_WEIGHTS_CATALOG_WAIT_SECONDS: z.coerce.number().positive().default(10),
+  // The CUDA device whose memory the weight plane moves: auto (device 0 where UCX has CUDA), none, or an ordinal.
+  ROBUSTRL_WEIGHTS_CUDA_DEVICE: z
+    .union([z.enum(['auto', 'none']), z.coerce.number().int().nonnegative()], { error: "'auto', 'none' or a CUDA device ordinal" })
+    .default('auto'),
   ROBUSTRL_REQUEST_MANAGER_URL: z.url({ protocol: /^https?$/, error: "the request manager's base URL, http(s)://host:port" }).optional(),
   ROBUSTRL_REQUEST_MANAGER_TOKEN: z.string().trim().min(1).optional(),
   ROBUSTRL_RENDEZVOUS_PORT: z.coerce.number().int().min(1).max(65535).default(29500),
@@ -133,6 +138,7 @@ export function agentConfigFromEnv(env: NodeJS.ProcessEnv): AgentConfig {
       maxBytesPerSecond: Math.round(e.ROBUSTRL_WEIGHTS_MAX_MIB_PER_SECOND * MiB),
       opTimeoutMs: Math.round(e.ROBUSTRL_WEIGHTS_OP_TIMEOUT_SECONDS * 1000),
       catalogWaitMs: Math.round(e.ROBUSTRL_WEIGHTS_CATALOG_WAIT_SECONDS * 1000),
+      cudaDevice: e.ROBUSTRL_WEIGHTS_CUDA_DEVICE,
     },
   };
 }

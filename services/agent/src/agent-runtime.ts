@@ -88,6 +88,7 @@ export class AgentRuntime {
         advertiseHost: weights.advertiseHost,
         shmDir: weights.shmDir,
         limits: weights,
+        cudaDevice: weights.cudaDevice,
         machineKey: config.machineKey,
       },
       bus,

@@ -24,6 +24,9 @@ export const WeightVersionPublished = event(
   }),
 );
 
+/** Where weight bytes lie: host memory, or device memory (CUDA). */
+const MemoryKind = z.enum(['host', 'cuda', 'cuda-managed']);
+
 const Pull = { pullId: z.string().min(1), version: Version, bucketIndex: z.int().nonnegative(), pullerId: InstanceId, sourceId: InstanceId };
 
 export const WeightPullAssigned = event(
@@ -45,7 +48,24 @@ export const WeightPullCompleted = event(
   'WeightPullCompleted',
   Topics.weights,
   'A bucket arrived and its checksum matched.',
-  z.object({ ...Pull, bytes: z.int().nonnegative(), durationMs: z.int().nonnegative() }),
+  z.object({
+    ...Pull,
+    bytes: z.int().nonnegative(),
+    durationMs: z.int().nonnegative(),
+    /**
+     * How it travelled, where device memory was at either end: the memories, and the protocol UCX chose
+     * (null where this UCX cannot tell). `emulated`: copied through a software bounce buffer, about 1000x
+     * slower than cuda_ipc's zero-copy — a misconfiguration to fix, reported rather than silent.
+     */
+    transfer: z
+      .object({
+        localMemory: MemoryKind,
+        sourceMemory: MemoryKind,
+        protocol: z.string().max(1000).nullable(),
+        emulated: z.boolean(),
+      })
+      .optional(),
+  }),
 );
 export const WeightPullFailed = event(
   'WeightPullFailed',

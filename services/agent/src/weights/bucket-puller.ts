@@ -1,6 +1,7 @@
-import { MemoryRegion } from '@robustrl/ucx';
-import { BucketSpan, bucketChecksum } from './bucket-layout';
+import { isEmulatedProtocol, MemoryType } from '@robustrl/ucx';
+import { checksumLike, regionReader } from './bucket-checksum';
 import { SourceLinks } from './source-links';
+import type { BucketPlace } from './weight-server';
 
 export interface PullLimits {
   /** Bytes per GET; pacing and progress work at this granularity. */
@@ -15,7 +16,7 @@ export interface PullLimits {
 
 export interface BucketPull {
   version: number;
-  bucket: BucketSpan;
+  bucketIndex: number;
   checksum: string;
   sourceAddress: string;
   /** The assignment, which the source's catalog is granted for (weight-server.ts), and its grant's token with identity on. */
@@ -24,34 +25,47 @@ export interface BucketPull {
   token?: string;
 }
 
-export type PullOutcome = { ok: true; bytes: number; durationMs: number } | { ok: false; reason: string };
+/**
+ * How a bucket travelled: the memories at both ends, and for device memory the protocol UCX chose
+ * (Endpoint.getDescribed) — `emulated` when it copied through a software bounce buffer, which for
+ * device memory is about 1000x slower than cuda_ipc (gpu-offline-build.md, section 3).
+ */
+export interface PullTransfer {
+  localMemory: MemoryType;
+  sourceMemory: MemoryType;
+  protocol: string | null;
+  emulated: boolean;
+}
+export type PullOutcome = { ok: true; bytes: number; durationMs: number; transfer: PullTransfer } | { ok: false; reason: string };
 
 /**
- * Fetches one bucket (paper §5.2.1 ➁) by one-sided GETs into the staging region at the bucket's offset,
- * then verifies it against the manifest's checksum. Never throws: a failure is an outcome whose reason
- * the registry reads (a checksum reason → pull again; anything else blames the source → go elsewhere).
+ * Fetches one bucket (paper §5.2.1 ➁) by one-sided GETs into where it goes here (a staging region at the
+ * bucket's offset, or a device buffer the framework gave), then verifies it against the manifest's
+ * checksum. Never throws: a failure is an outcome whose reason the registry reads (a checksum reason →
+ * pull again; anything else blames the source → go elsewhere).
  */
-export async function pullBucket(
-  links: SourceLinks,
-  staging: MemoryRegion,
-  pull: BucketPull,
-  limits: PullLimits,
-  stopping: () => boolean,
-): Promise<PullOutcome> {
+export async function pullBucket(links: SourceLinks, into: BucketPlace, pull: BucketPull, limits: PullLimits, stopping: () => boolean): Promise<PullOutcome> {
   const started = Date.now();
-  const { offset, sizeBytes } = pull.bucket;
+  const { offset, sizeBytes, region } = into;
+  let transfer: PullTransfer;
   try {
-    const { ep, remote } = await links.regionOf(pull.sourceAddress, pull.version, limits.catalogWaitMs, {
+    const { ep, remote, memoryType } = await links.regionOf(pull.sourceAddress, pull.version, pull.bucketIndex, limits.catalogWaitMs, {
       pullId: pull.pullId,
       pullerId: pull.pullerId,
       token: pull.token,
     });
-    if (offset + sizeBytes > remote.length)
-      return { ok: false, reason: `source region of ${remote.length} bytes does not hold bucket ${pull.bucket.index} (${offset}+${sizeBytes})` };
+    if (sizeBytes !== remote.length)
+      return { ok: false, reason: `source holds bucket ${pull.bucketIndex} as ${remote.length} bytes, the manifest says ${sizeBytes}` };
+    transfer = { localMemory: region.memoryType, sourceMemory: memoryType, protocol: null, emulated: false };
+    // Device memory at either end: the first GET says how UCX carries it, so a silent fallback is reported.
+    const describe = transfer.localMemory !== 'host' || transfer.sourceMemory !== 'host';
     for (let done = 0; done < sizeBytes;) {
       if (stopping()) return { ok: false, reason: 'puller stopping' };
       const n = Math.min(limits.chunkBytes, sizeBytes - done);
-      await ep.get(staging, offset + done, remote, offset + done, n, { timeoutMs: limits.opTimeoutMs });
+      if (describe && done === 0) {
+        transfer.protocol = await ep.getDescribed(region, offset, remote, 0, n, { timeoutMs: limits.opTimeoutMs });
+        transfer.emulated = isEmulatedProtocol(transfer.protocol);
+      } else await ep.get(region, offset + done, remote, done, n, { timeoutMs: limits.opTimeoutMs });
       done += n;
       if (limits.maxBytesPerSecond > 0) {
         const due = started + (done / limits.maxBytesPerSecond) * 1000;
@@ -64,8 +78,13 @@ export async function pullBucket(
     const e = err as Error & { code?: string };
     return { ok: false, reason: `source ${pull.sourceAddress} unreachable: ${e.name}${e.code ? ` ${e.code}` : ''}: ${e.message}` };
   }
-  const bytes = Buffer.from((staging.buffer as Buffer).buffer, (staging.buffer as Buffer).byteOffset + offset, sizeBytes);
-  const got = bucketChecksum(bytes);
-  if (got !== pull.checksum) return { ok: false, reason: `checksum mismatch on bucket ${pull.bucket.index}: expected ${pull.checksum}, got ${got}` };
-  return { ok: true, bytes: sizeBytes, durationMs: Date.now() - started };
+  let got: ReturnType<typeof checksumLike>;
+  try {
+    got = checksumLike(pull.checksum, regionReader(region, offset), sizeBytes);
+  } catch (err) {
+    return { ok: false, reason: `bucket ${pull.bucketIndex} could not be read back to verify it: ${err instanceof Error ? err.message : String(err)}` };
+  }
+  if ('unknown' in got) return { ok: false, reason: `bucket ${pull.bucketIndex} cannot be verified: ${got.unknown}` };
+  if (got.value !== pull.checksum) return { ok: false, reason: `checksum mismatch on bucket ${pull.bucketIndex}: expected ${pull.checksum}, got ${got.value}` };
+  return { ok: true, bytes: sizeBytes, durationMs: Date.now() - started, transfer };
 }

@@ -1,11 +1,12 @@
 import { Logger } from '@nestjs/common';
-import { EndpointClosedError, Endpoint, RemoteRegion, UcxWorker } from '@robustrl/ucx';
-import { Catalog, CATALOG_MAX_BYTES, CATALOG_REQUEST_TAG, CATALOG_TAG, CatalogRequest, Hello, HELLO_TAG } from './weight-server';
+import { EndpointClosedError, Endpoint, MemoryType, RemoteKey, RemoteRegion, UcxWorker } from '@robustrl/ucx';
+import { Catalog, CATALOG_MAX_BYTES, CATALOG_REQUEST_TAG, CATALOG_TAG, CatalogEntry, CatalogRequest, Hello, HELLO_TAG } from './weight-server';
 
-/** Where a source holds a version, usable for GETs: the endpoint and the remote key unpacked on it. */
+/** Where a source holds one bucket of a version, usable for GETs: the endpoint, and the bucket's span with its key unpacked on it. */
 export interface SourceRegion {
   ep: Endpoint;
   remote: RemoteRegion;
+  memoryType: MemoryType;
 }
 
 export class SourceNotServingError extends Error {}
@@ -32,7 +33,7 @@ export class SourceLinks {
   private readonly requested = new Map<string, Set<number>>();
   private readonly refusals = new Map<string, Map<number, string>>();
   private readonly waiters = new Set<() => void>();
-  private readonly rkeys = new WeakMap<Endpoint, Map<string, RemoteRegion>>();
+  private readonly rkeys = new WeakMap<Endpoint, Map<string, RemoteKey>>();
   private closed = false;
 
   constructor(
@@ -79,15 +80,15 @@ export class SourceLinks {
   }
 
   /**
-   * The region of `version` on the source at `address`, asked of the source for the assigned pull
-   * `pull` (with its grant's token, identity on) and taken from the catalog entry it grants, waiting up
-   * to `waitMs` for its hello and its answer. Once granted on a connection, a version's entry serves
-   * every later pull from that source on it.
+   * Where bucket `bucketIndex` of `version` lies on the source at `address`, asked of the source for the
+   * assigned pull `pull` (with its grant's token, identity on) and taken from the catalog entry it
+   * grants, waiting up to `waitMs` for its hello and its answer. Once granted on a connection, a
+   * version's entry serves every later pull from that source on it.
    */
-  async regionOf(address: string, version: number, waitMs: number, pull: PullCredentials): Promise<SourceRegion> {
+  async regionOf(address: string, version: number, bucketIndex: number, waitMs: number, pull: PullCredentials): Promise<SourceRegion> {
     const ep = await this.endpointTo(address);
     const deadline = Date.now() + waitMs;
-    let d: { address: string; length: number; rkey: string } | undefined;
+    let d: CatalogEntry | undefined;
     for (;;) {
       d = this.catalogs.get(address)?.entries.find((e) => e.version === version);
       if (d) break;
@@ -100,15 +101,15 @@ export class SourceLinks {
       if (left <= 0) throw new SourceNotServingError(`${address} does not serve version ${version} (no catalog entry within ${waitMs} ms)`);
       await this.nextCatalog(Math.min(left, 250));
     }
+    const bucket = d.buckets.find((b) => b.index === bucketIndex);
+    const packed = bucket ? d.rkeys[bucket.rkey] : undefined;
+    if (!bucket || packed === undefined) throw new SourceNotServingError(`${address} serves version ${version} without its bucket ${bucketIndex}`);
+    // One unpacked key per packed key and endpoint: a /dev/shm version's buckets share one.
     let keys = this.rkeys.get(ep);
     if (!keys) this.rkeys.set(ep, (keys = new Map()));
-    const cacheKey = `${version}|${d.address}|${d.rkey}`;
-    let remote = keys.get(cacheKey);
-    if (!remote) {
-      remote = ep.remoteRegion({ address: BigInt(d.address), length: d.length, rkey: Buffer.from(d.rkey, 'base64') });
-      keys.set(cacheKey, remote);
-    }
-    return { ep, remote };
+    let rkey = keys.get(packed);
+    if (!rkey) keys.set(packed, (rkey = ep.unpackRkey(Buffer.from(packed, 'base64'))));
+    return { ep, remote: { address: BigInt(bucket.address), length: bucket.length, rkey }, memoryType: bucket.memoryType };
   }
 
   private nextCatalog(timeoutMs: number): Promise<void> {

@@ -117,7 +117,7 @@ describeUcx('weight plane over real UCX (trainer → rollout → relay)', () => 
     }
     const latest = rollout.latest()!;
     expect(latest).toMatchObject({ version: 1, step: 7, kind: 'pulled', totalBytes: weights.length });
-    expect(readFileSync(latest.path).equals(weights)).toBe(true);
+    expect(readFileSync(latest.path!).equals(weights)).toBe(true);
   });
 
   it('another rollout pulls a bucket from that rollout (a relay, found through its catalog)', async () => {
@@ -160,7 +160,12 @@ describeUcx('weight plane over real UCX (trainer → rollout → relay)', () => 
       // The assigned puller, asking for its pull, gets that version's region and nothing else.
       const granted = await ask({ pullId: 'p-other', pullerId: 'rollout-9', version: 1 });
       expect(granted.refused).toBeUndefined();
-      expect(granted.entries).toEqual([expect.objectContaining({ version: 1, length: weights.length, rkey: expect.any(String) })]);
+      expect(granted.entries).toEqual([{ version: 1, rkeys: [expect.any(String)], buckets: expect.any(Array) }]);
+      // Every bucket of the /dev/shm version, back to back in its one region, under its one key.
+      const buckets = granted.entries[0].buckets;
+      expect(buckets.map((b) => b.length)).toEqual(SIZES);
+      expect(buckets.every((b) => b.rkey === 0 && b.memoryType === 'host')).toBe(true);
+      expect(BigInt(buckets[1].address) - BigInt(buckets[0].address)).toBe(BigInt(SIZES[0]));
       await ep.close({ force: true });
     } finally {
       peer.close();
@@ -189,7 +194,7 @@ describeUcx('weight plane over real UCX (trainer → rollout → relay)', () => 
   });
 
   it('a retired version is dropped: the staging file goes, the copy is no longer offered', async () => {
-    const path = rollout.latest()!.path;
+    const path = rollout.latest()!.path!;
     await bus.publish(
       createMessage('WeightVersionRetired', { version: 1 }, { jobId: JOB, source: 'registry', occurredAt: new Date().toISOString() }) as RobustrlMessage,
     );

@@ -5,11 +5,12 @@ import { join } from 'node:path';
 import { Logger } from '@nestjs/common';
 import { Delivery, MessageBus, PullGrantOpener, sameToken, Subscription } from '@robustrl/bus';
 import { DataOf, MessageOf, Topics } from '@robustrl/contracts';
-import { isAvailable, MemoryRegion, ucxInfo, UcxWorker } from '@robustrl/ucx';
-import { BucketSpan, bucketChecksum, bucketLayout } from './bucket-layout';
+import { cuda, isAvailable, MemoryRegion, MemoryType, ucxInfo, UcxUnavailableError, UcxWorker } from '@robustrl/ucx';
+import { fullChecksum, regionReader, sampledChecksum } from './bucket-checksum';
+import { BucketSpan, bucketLayout } from './bucket-layout';
 import { pullBucket, PullLimits } from './bucket-puller';
 import { SourceLinks } from './source-links';
-import { WeightServer } from './weight-server';
+import { BucketPlace, WeightServer } from './weight-server';
 
 export interface WeightPlaneConfig {
   jobId: string;
@@ -26,6 +27,12 @@ export interface WeightPlaneConfig {
   shmDir: string;
   limits: PullLimits;
   /**
+   * The CUDA device whose memory the weight plane moves (its context is made current before the UCX
+   * worker: gpu-offline-build.md rule 2): a number, 'auto' (device 0 where this UCX can register CUDA
+   * memory and the driver sees a device; the default) or 'none' (host memory only; no CUDA context).
+   */
+  cudaDevice?: number | 'auto' | 'none';
+  /**
    * This machine's own key (ROBUSTRL_MACHINE_KEY), with identity on: it opens the pull grants sealed
    * for this machine (libs/bus/src/identity/pull-grants.ts). Then an assignment is honoured only with a
    * grant this machine can open, and a region is served only against the grant's token.
@@ -36,14 +43,43 @@ export interface WeightPlaneConfig {
 type WeightInput = MessageOf<'WeightVersionPublished' | 'WeightPullAssigned' | 'WeightVersionRetired' | 'TrainerReleased'>;
 type Emit = <T extends 'WeightVersionPublished' | 'WeightPullCompleted' | 'WeightPullFailed'>(type: T, data: DataOf<T>, cause?: WeightInput) => Promise<string>;
 
-/** A version in this machine's memory: published by the local trainer, or pulled (possibly still partial). */
+/**
+ * A version in this machine's memory: published by the local trainer, or pulled (possibly still
+ * partial). Its buckets lie in one `/dev/shm` region (`path`) or each in device memory the framework
+ * handed over as a CUDA IPC handle (a trainer's published buckets, or a rollout's pull `target`).
+ */
 interface HeldCopy {
   version: number;
   kind: 'published' | 'pulled';
-  path: string;
-  region: MemoryRegion;
+  /** The `/dev/shm` file, or null for a version in device buffers. */
+  path: string | null;
+  /** The pull target (device buffers a rollout registered) it was pulled into, or null. */
+  target: string | null;
   buckets: BucketSpan[];
+  places: BucketPlace[];
+  /** Regions this copy registered itself, unmapped when it goes (a target's stay with the target). */
+  ownRegions: MemoryRegion[];
+  totalBytes: number;
+  memoryType: MemoryType;
   held: Set<number>;
+}
+
+/** One bucket handed over as a CUDA IPC handle (python/robustrl_weights exports them). */
+export interface IpcBucket {
+  sizeBytes: number;
+  /** The 64-byte cudaIpcMemHandle_t, base64. */
+  handle: string;
+  /** Where the bucket starts in the exported allocation. */
+  offset: number;
+  device: number;
+}
+
+/** Device buffers a rollout framework registered to receive versions into, one per bucket (`targets`). */
+interface PullTarget {
+  name: string;
+  places: BucketPlace[];
+  /** The version whose copy occupies it, or null when free. */
+  version: number | null;
 }
 
 export class WeightTransferUnavailableError extends Error {}
@@ -71,6 +107,7 @@ export class WeightPlane {
    */
   private readonly assignedFromHere = new Map<string, { pullerId: string; version: number; token: Buffer | null }>();
   private readonly copies = new Map<number, HeldCopy>();
+  private readonly targets = new Map<string, PullTarget>();
   private readonly released = new Set<number>();
   private queue: Promise<void> = Promise.resolve();
   private readonly startedAt = Date.now();
@@ -102,7 +139,8 @@ export class WeightPlane {
       return null;
     }
     this.removeStaleStaging();
-    this.worker = new UcxWorker();
+    const cudaDevice = this.resolveCudaDevice();
+    this.worker = new UcxWorker(cudaDevice === null ? {} : { cudaDevice });
     this.server = new WeightServer(this.worker, (request) => this.grantFor(request));
     const advertised = await ipv4Of(this.config.advertiseHost);
     this.address = this.server.listen(this.config.bindHost ?? advertised, this.config.port, advertised);
@@ -116,8 +154,22 @@ export class WeightPlane {
       fromBeginning: true,
       handler: (d) => this.onWeightMessage(d as Delivery<WeightInput>),
     });
-    this.logger.log(`weight server on ${this.address} (UCX ${ucxInfo().version})`);
+    this.logger.log(
+      `weight server on ${this.address} (UCX ${ucxInfo().version}; ${cudaDevice === null ? 'host memory only' : `CUDA device ${cudaDevice}: buckets may be in device memory`})`,
+    );
     return this.address;
+  }
+
+  /** The device for the worker's CUDA context, or null for none (WeightPlaneConfig.cudaDevice). */
+  private resolveCudaDevice(): number | null {
+    const wanted = this.config.cudaDevice ?? 'auto';
+    if (wanted === 'none') return null;
+    if (wanted === 'auto') {
+      if (!ucxInfo().cudaSupported) return null;
+      const info = cuda.info();
+      return info.available && info.devices.length > 0 ? 0 : null;
+    }
+    return wanted;
   }
 
   async stop(): Promise<void> {
@@ -128,6 +180,7 @@ export class WeightPlane {
     this.server?.close();
     for (const copy of this.copies.values()) this.release(copy);
     this.copies.clear();
+    this.targets.clear();
     this.worker?.close();
   }
 
@@ -149,14 +202,71 @@ export class WeightPlane {
     if (!existsSync(path)) throw new RangeError(`no shared-memory region ${path}: write the weights there first`);
     const { buckets, totalBytes } = bucketLayout(req.bucketSizes);
     if (totalBytes === 0) throw new RangeError('a version needs at least one non-empty bucket');
-    const old = this.copies.get(req.version);
     // Peers only ever read a version (they GET from it): registered for remote read only, so an RDMA
     // NIC refuses a PUT into it (README "Reconnect", "Who may read what").
     const region = worker.mapFile(path, totalBytes, { access: 'remote-read' });
-    const bytes = region.buffer as Buffer;
-    const checksums = buckets.map((b) => bucketChecksum(bytes.subarray(b.offset, b.offset + b.sizeBytes)));
-    this.copies.set(req.version, { version: req.version, kind: 'published', path, region, buckets, held: new Set(buckets.map((b) => b.index)) });
-    server.offer(req.version, region);
+    const places = buckets.map((b) => ({ index: b.index, region, offset: b.offset, sizeBytes: b.sizeBytes }));
+    const checksums = places.map((p) => fullChecksum(regionReader(p.region, p.offset), p.sizeBytes));
+    return this.serveAndAnnounce(req, { path, target: null, buckets, places, ownRegions: [region], totalBytes, memoryType: 'host' }, checksums, server);
+  }
+
+  /**
+   * The framework's version `version` lies in device memory, each bucket handed over as a CUDA IPC
+   * handle (per rank, per bucket: python/robustrl_weights). Opens and registers each bucket, checksums
+   * it by samples (bucket-checksum.ts: a full checksum would copy the version to the host), serves it
+   * and publishes the manifest. The framework keeps the buffers alive and unchanged until the version is
+   * retired (WeightVersionRetired; GET /weights/versions/:version).
+   */
+  async publishDevice(req: { version: number; step: number; buckets: IpcBucket[] }): Promise<{ eventId: string; totalBytes: number; checksums: string[] }> {
+    const { server } = this.ready();
+    const { buckets, totalBytes } = bucketLayout(req.buckets.map((b) => b.sizeBytes));
+    if (totalBytes === 0) throw new RangeError('a version needs at least one non-empty bucket');
+    const regions = this.mapIpcBuckets(req.buckets, 'remote-read');
+    const places = buckets.map((b, i) => ({ index: b.index, region: regions[i], offset: 0, sizeBytes: b.sizeBytes }));
+    let checksums: string[];
+    try {
+      checksums = places.map((p) => sampledChecksum(regionReader(p.region, p.offset), p.sizeBytes));
+    } catch (err) {
+      for (const r of regions) r.unmap();
+      throw err;
+    }
+    const memoryType = regions.find((r) => r.memoryType !== 'host')?.memoryType ?? 'host';
+    return this.serveAndAnnounce(req, { path: null, target: null, buckets, places, ownRegions: regions, totalBytes, memoryType }, checksums, server);
+  }
+
+  /** Registers one region per bucket from its IPC handle; on a failure, unmaps those already made and says which bucket. */
+  private mapIpcBuckets(buckets: readonly IpcBucket[], access: 'remote-read' | 'read-write'): MemoryRegion[] {
+    const { worker } = this.ready();
+    const regions: MemoryRegion[] = [];
+    try {
+      buckets.forEach((b, i) => {
+        const handle = Buffer.from(b.handle, 'base64');
+        if (handle.length !== 64) throw new RangeError(`bucket ${i}: handle must be the 64 bytes of a CUDA IPC handle (base64), got ${handle.length}`);
+        try {
+          regions.push(worker.mapIpc({ handle, offset: b.offset, length: b.sizeBytes, device: b.device }, { access }));
+        } catch (err) {
+          // No CUDA here (503 to the framework) vs. a handle this machine cannot use (400: the caller's to fix).
+          const why = `bucket ${i}: ${err instanceof Error ? err.message : String(err)}`;
+          throw err instanceof UcxUnavailableError ? new WeightTransferUnavailableError(why) : new RangeError(why, { cause: err });
+        }
+      });
+    } catch (err) {
+      for (const r of regions) r.unmap();
+      throw err;
+    }
+    return regions;
+  }
+
+  private async serveAndAnnounce(
+    req: { version: number; step: number },
+    held: Omit<HeldCopy, 'version' | 'kind' | 'held'>,
+    checksums: string[],
+    server: WeightServer,
+  ): Promise<{ eventId: string; totalBytes: number; checksums: string[] }> {
+    const { buckets, totalBytes } = held;
+    const old = this.copies.get(req.version);
+    this.copies.set(req.version, { version: req.version, kind: 'published', ...held, held: new Set(buckets.map((b) => b.index)) });
+    server.offer(req.version, held.places);
     if (old) this.release(old);
     this.released.delete(req.version);
     const eventId = await this.emit('WeightVersionPublished', {
@@ -167,8 +277,52 @@ export class WeightPlane {
       // Its region's address and key are not published: the weight server hands them to assigned pullers only.
       sources: [{ instanceId: this.config.machineId, address: server.advertisedAddress }],
     });
-    this.logger.log(`published version ${req.version} (step ${req.step}, ${buckets.length} buckets, ${totalBytes} bytes) from ${path}`);
+    this.logger.log(
+      `published version ${req.version} (step ${req.step}, ${buckets.length} buckets, ${totalBytes} bytes) from ${held.path ?? `${held.memoryType} memory (CUDA IPC)`}`,
+    );
     return { eventId, totalBytes, checksums };
+  }
+
+  // ── rollout side: device buffers to pull into ───────────────────────────────────────────────────
+  /**
+   * A rollout framework hands over device buffers, one per bucket of the model's versions, to receive
+   * versions into (double-buffering: register two). A version is pulled into a free target whose bucket
+   * sizes match its manifest, else into `/dev/shm` staging as before. A target is free again once its
+   * version is retired or dropped; registering a name again replaces it.
+   */
+  registerTarget(req: { name: string; buckets: IpcBucket[] }): { name: string; buckets: number; totalBytes: number; memoryType: MemoryType } {
+    this.ready();
+    if (!/^[A-Za-z0-9._-]{1,64}$/.test(req.name)) throw new RangeError(`target name must be 1-64 of [A-Za-z0-9._-], got ${JSON.stringify(req.name)}`);
+    if (req.buckets.length === 0) throw new RangeError('a target needs at least one bucket');
+    const { buckets, totalBytes } = bucketLayout(req.buckets.map((b) => b.sizeBytes));
+    // Written by this agent's own GETs (local access); relays serve from it, so peers only read it.
+    const regions = this.mapIpcBuckets(req.buckets, 'remote-read');
+    this.removeTarget(req.name);
+    this.targets.set(req.name, {
+      name: req.name,
+      places: buckets.map((b, i) => ({ index: b.index, region: regions[i], offset: 0, sizeBytes: b.sizeBytes })),
+      version: null,
+    });
+    const memoryType = regions.find((r) => r.memoryType !== 'host')?.memoryType ?? 'host';
+    this.logger.log(`pull target ${req.name}: ${buckets.length} buckets, ${totalBytes} bytes of ${memoryType} memory`);
+    return { name: req.name, buckets: buckets.length, totalBytes, memoryType };
+  }
+
+  /** The framework takes its buffers back: a version held there is dropped (no longer served), then they are unmapped. */
+  removeTarget(name: string): boolean {
+    const t = this.targets.get(name);
+    if (!t) return false;
+    this.targets.delete(name);
+    const copy = t.version === null ? undefined : this.copies.get(t.version);
+    if (copy?.target === name) {
+      this.copies.delete(copy.version);
+      void this.server?.withdraw([copy.version], { disconnect: true });
+    }
+    const regions = new Set(t.places.map((p) => p.region));
+    const unmap = () => regions.forEach((r) => r.unmap());
+    if (this.stopping) unmap();
+    else setTimeout(unmap, UNMAP_GRACE_MS).unref();
+    return true;
   }
 
   /**
@@ -217,6 +371,8 @@ export class WeightPlane {
           version: c.version,
           kind: c.kind,
           path: c.path,
+          target: c.target,
+          memoryType: c.memoryType,
           heldBuckets: c.held.size,
           totalBuckets: c.buckets.length,
           complete: c.held.size === c.buckets.length,
@@ -231,7 +387,16 @@ export class WeightPlane {
     const whole = [...this.copies.values()].filter((c) => c.held.size === c.buckets.length).sort((a, b) => b.version - a.version)[0];
     if (!whole) return null;
     const m = this.manifests.get(whole.version);
-    return { version: whole.version, step: m?.step ?? null, kind: whole.kind, path: whole.path, totalBytes: whole.region.length, buckets: m?.buckets ?? [] };
+    return {
+      version: whole.version,
+      step: m?.step ?? null,
+      kind: whole.kind,
+      path: whole.path,
+      target: whole.target,
+      memoryType: whole.memoryType,
+      totalBytes: whole.totalBytes,
+      buckets: m?.buckets ?? [],
+    };
   }
 
   versionStatus(version: number) {
@@ -272,9 +437,8 @@ export class WeightPlane {
     const fail = (reason: string) => this.emit('WeightPullFailed', { pullId, version, bucketIndex, pullerId, sourceId, reason }, a);
     const manifest = this.manifests.get(version);
     if (!manifest) return void (await fail(`no manifest of version ${version} seen by ${pullerId}`));
-    const bucket = bucketLayout(manifest.buckets.map((b) => b.sizeBytes)).buckets[bucketIndex];
     const spec = manifest.buckets.find((b) => b.index === bucketIndex);
-    if (!bucket || !spec) return void (await fail(`version ${version} has no bucket ${bucketIndex}`));
+    if (!spec) return void (await fail(`version ${version} has no bucket ${bucketIndex}`));
     let copy: HeldCopy;
     try {
       copy = this.stagingFor(version, manifest);
@@ -288,12 +452,14 @@ export class WeightPlane {
       if (!opened) return void (await fail(`pull ${pullId} carries no grant ${pullerId} can open: not from the weight registry, or not for this machine`));
       token = opened.toString('base64url');
     }
+    const into = copy.places[bucketIndex];
+    if (!into) return void (await fail(`version ${version} has no bucket ${bucketIndex} in its layout`));
     const outcome = await pullBucket(
       this.links!,
-      copy.region,
+      into,
       {
         version,
-        bucket,
+        bucketIndex,
         checksum: spec.checksum,
         sourceAddress: d.sourceAddress,
         pullId,
@@ -310,23 +476,75 @@ export class WeightPlane {
       return void (await fail(outcome.reason));
     }
     copy.held.add(bucketIndex);
-    await this.emit('WeightPullCompleted', { pullId, version, bucketIndex, pullerId, sourceId, bytes: outcome.bytes, durationMs: outcome.durationMs }, a);
-    if (copy.held.size === copy.buckets.length) this.logger.log(`holds version ${version} whole (${copy.region.length} bytes in ${copy.path})`);
+    const { transfer } = outcome;
+    if (transfer.emulated)
+      this.logger.error(
+        `pull ${pullId}: UCX moved ${transfer.sourceMemory} → ${transfer.localMemory} memory by software emulation (${transfer.protocol}); ` +
+          'expect about 0.1 GB/s instead of hundreds. Is UCX_CUDA_IPC_ENABLE_GET_ZCOPY off, or was a worker created before its CUDA context?',
+      );
+    await this.emit(
+      'WeightPullCompleted',
+      {
+        pullId,
+        version,
+        bucketIndex,
+        pullerId,
+        sourceId,
+        bytes: outcome.bytes,
+        durationMs: outcome.durationMs,
+        ...(transfer.protocol !== null || transfer.localMemory !== 'host' || transfer.sourceMemory !== 'host' ? { transfer } : {}),
+      },
+      a,
+    );
+    if (copy.held.size === copy.buckets.length)
+      this.logger.log(`holds version ${version} whole (${copy.totalBytes} bytes in ${copy.path ?? `pull target ${copy.target}`})`);
   }
 
-  /** The staging region of a version being pulled: a `/dev/shm` file, served from its first bucket on. */
+  /**
+   * Where a version being pulled goes, served from its first bucket on: a free pull target whose buckets
+   * fit the manifest (device memory the rollout framework gave), else a `/dev/shm` staging file.
+   */
   private stagingFor(version: number, manifest: DataOf<'WeightVersionPublished'>): HeldCopy {
     const existing = this.copies.get(version);
     if (existing) return existing;
     const { worker, server } = this.ready();
     const { buckets, totalBytes } = bucketLayout(manifest.buckets.map((b) => b.sizeBytes));
-    const path = join(this.config.shmDir, this.stagingPrefix() + version);
-    // Written by this agent's own GETs (local access); peers pulling from this relay only read it.
-    const region = worker.mapFile(path, totalBytes, { create: true, access: 'remote-read' });
-    const copy: HeldCopy = { version, kind: 'pulled', path, region, buckets, held: new Set() };
+    const target = this.freeTargetFor(buckets);
+    let copy: HeldCopy;
+    if (target) {
+      target.version = version;
+      const memoryType = target.places.find((p) => p.region.memoryType !== 'host')?.region.memoryType ?? 'host';
+      copy = {
+        version,
+        kind: 'pulled',
+        path: null,
+        target: target.name,
+        buckets,
+        places: target.places,
+        ownRegions: [],
+        totalBytes,
+        memoryType,
+        held: new Set(),
+      };
+    } else {
+      const path = join(this.config.shmDir, this.stagingPrefix() + version);
+      // Written by this agent's own GETs (local access); peers pulling from this relay only read it.
+      const region = worker.mapFile(path, totalBytes, { create: true, access: 'remote-read' });
+      const places = buckets.map((b) => ({ index: b.index, region, offset: b.offset, sizeBytes: b.sizeBytes }));
+      copy = { version, kind: 'pulled', path, target: null, buckets, places, ownRegions: [region], totalBytes, memoryType: 'host', held: new Set() };
+      if (this.targets.size > 0) this.logger.warn(`version ${version}: no free pull target fits its ${buckets.length} buckets; staging it in ${path}`);
+    }
     this.copies.set(version, copy);
-    server.offer(version, region);
+    server.offer(version, copy.places);
     return copy;
+  }
+
+  private freeTargetFor(buckets: readonly BucketSpan[]): PullTarget | undefined {
+    for (const t of this.targets.values()) {
+      if (t.version !== null && this.copies.get(t.version)?.target === t.name) continue;
+      if (t.places.length === buckets.length && t.places.every((p, i) => p.sizeBytes === buckets[i].sizeBytes)) return t;
+    }
+    return undefined;
   }
 
   private rememberAssignment(a: DataOf<'WeightPullAssigned'>): void {
@@ -381,7 +599,12 @@ export class WeightPlane {
    * a process that mapped it keeps its pages. The trainer's file belongs to the framework and stays.
    */
   private release(copy: HeldCopy): void {
-    if (copy.kind === 'pulled') {
+    // A pull target is the framework's: it stays registered for the next version.
+    if (copy.target !== null) {
+      const t = this.targets.get(copy.target);
+      if (t?.version === copy.version) t.version = null;
+    }
+    if (copy.kind === 'pulled' && copy.path !== null) {
       try {
         unlinkSync(copy.path);
       } catch {
@@ -389,11 +612,12 @@ export class WeightPlane {
       }
     }
     const unmap = () => {
-      try {
-        copy.region.unmap();
-      } catch {
-        /* the worker is closed: its mappings went with it */
-      }
+      for (const region of copy.ownRegions)
+        try {
+          region.unmap();
+        } catch {
+          /* the worker is closed: its mappings went with it */
+        }
     };
     if (this.stopping) unmap();
     else setTimeout(unmap, UNMAP_GRACE_MS).unref();

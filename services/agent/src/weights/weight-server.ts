@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { Logger } from '@nestjs/common';
-import { Endpoint, EndpointClosedError, Listener, MemoryRegion, UcxWorker } from '@robustrl/ucx';
+import { Endpoint, EndpointClosedError, Listener, MemoryRegion, MemoryType, UcxWorker } from '@robustrl/ucx';
 
 /** Tags of the catalog protocol ("RW" + n): a server's hello on each connection, a puller's request, the server's answer. */
 export const CATALOG_TAG = 0x5257_0000_0000_0001n;
@@ -9,12 +9,31 @@ export const CATALOG_REQUEST_TAG = 0x5257_0000_0000_0003n;
 const CATALOG_MAX_BYTES = 1 << 20;
 const REQUEST_MAX_BYTES = 4 * 1024;
 
-/** One region a server offers: a version's contiguous buffer (see bucket-layout), its address and packed key. */
+/**
+ * Where a server holds one version: for each bucket, its address, length and memory, and which of the
+ * entry's packed keys reaches it. A version from `/dev/shm` is one region (every bucket names the same
+ * key, at its offset in the layout); a version in device memory is one region per bucket (CUDA IPC).
+ */
 export interface CatalogEntry {
   version: number;
+  /** The packed remote keys of the version's regions (base64), once each. */
+  rkeys: string[];
+  buckets: CatalogBucket[];
+}
+export interface CatalogBucket {
+  index: number;
   address: string; // 0x-hex
   length: number;
-  rkey: string; // base64
+  /** Index into the entry's rkeys. */
+  rkey: number;
+  memoryType: MemoryType;
+}
+/** Where one bucket of a held version lies: a registered region and the bucket's offset in it. */
+export interface BucketPlace {
+  index: number;
+  region: MemoryRegion;
+  offset: number;
+  sizeBytes: number;
 }
 export interface Catalog {
   /** The server's advertised address (`host:port`), so a puller connected to several servers can tell them apart. */
@@ -43,9 +62,24 @@ export interface CatalogRequest {
  */
 export type CatalogGrants = (request: Omit<CatalogRequest, 'nonce'>) => Promise<string | null>;
 
-export function catalogEntry(version: number, region: MemoryRegion): CatalogEntry {
-  const d = region.descriptor();
-  return { version, address: `0x${d.address.toString(16)}`, length: d.length, rkey: d.rkey.toString('base64') };
+export function catalogEntry(version: number, places: readonly BucketPlace[]): CatalogEntry {
+  const rkeys: string[] = [];
+  const keyOf = new Map<MemoryRegion, number>();
+  const buckets = places.map((p) => {
+    let k = keyOf.get(p.region);
+    if (k === undefined) {
+      keyOf.set(p.region, (k = rkeys.length));
+      rkeys.push(p.region.packRkey().toString('base64'));
+    }
+    return {
+      index: p.index,
+      address: `0x${(p.region.address + BigInt(p.offset)).toString(16)}`,
+      length: p.sizeBytes,
+      rkey: k,
+      memoryType: p.region.memoryType,
+    };
+  });
+  return { version, rkeys, buckets };
 }
 
 /**
@@ -63,7 +97,7 @@ export class WeightServer {
   private readonly logger = new Logger('weight-server');
   /** Open connections by their hello's nonce, and the versions each was granted. */
   private readonly connections = new Map<string, { ep: Endpoint; granted: Set<number> }>();
-  private readonly offered = new Map<number, { region: MemoryRegion; entry: CatalogEntry }>();
+  private readonly offered = new Map<number, CatalogEntry>();
   private listener?: Listener;
   private closed = false;
   advertisedAddress = '';
@@ -80,10 +114,10 @@ export class WeightServer {
     return this.advertisedAddress;
   }
 
-  /** Serve `region` as `version` (replacing an earlier region of that version) and tell the pullers granted it. */
-  offer(version: number, region: MemoryRegion): CatalogEntry {
-    const entry = catalogEntry(version, region);
-    this.offered.set(version, { region, entry });
+  /** Serve `version` from where its buckets lie (replacing an earlier offer of it) and tell the pullers granted it. */
+  offer(version: number, places: readonly BucketPlace[]): CatalogEntry {
+    const entry = catalogEntry(version, places);
+    this.offered.set(version, entry);
     this.broadcast();
     return entry;
   }
@@ -164,7 +198,7 @@ export class WeightServer {
   private sendGranted(nonce: string): void {
     const c = this.connections.get(nonce);
     if (!c) return;
-    const entries = [...this.offered.values()].map((o) => o.entry).filter((e) => c.granted.has(e.version));
+    const entries = [...this.offered.values()].filter((e) => c.granted.has(e.version));
     this.send(nonce, CATALOG_TAG, { from: this.advertisedAddress, entries });
   }
 
