@@ -32,6 +32,11 @@ const swc = [
   },
 ];
 
+// What the UCX facade sets before loading the addon (native/ucx/lib/ucx.ts, UCX_DEFAULT_ENV), set here
+// for the test workers: a test's process.env is a copy that never reaches the C environment UCX reads,
+// and UCX's memory hooks left on race with V8's threads (rare segfaults in the GC).
+process.env.UCX_MEM_EVENTS ??= 'no';
+
 const common = {
   rootDir: __dirname,
   transform: { '^.+\\.ts$': swc },

@@ -84,6 +84,8 @@ interface NativeWorker {
 }
 /** The CUDA driver and NVML functions (cuda_js.cc, nvml.cc): in every build, the stub's too; absent from an old build. */
 interface NativeGpu {
+  /** Which driver library to open (before the first CUDA call; later calls change nothing). */
+  cudaConfigure(opts: { driverPath?: string }): void;
   cudaInfo(): CudaInfo;
   cudaUseDevice(device: number): void;
   cudaHasContext(): boolean;
@@ -130,9 +132,11 @@ export class TimeoutError extends UcxError {}
 export class CudaError extends UcxError {}
 
 function mapError(e: unknown): Error {
-  if (!(e instanceof Error)) return new UcxError(String(e));
+  // Not `instanceof Error`: an error the addon made belongs to the realm that loaded it (jest runs
+  // tests in a realm of their own), and it must keep its kind and code there too.
+  if (typeof e !== 'object' || e === null || typeof (e as Error).message !== 'string') return new UcxError(String(e));
   const n = e as Error & { ucxKind?: string; code?: string; status?: number };
-  if (n.ucxKind === undefined) return e; // TypeError / RangeError from argument checks
+  if (n.ucxKind === undefined) return n; // TypeError / RangeError from argument checks
   const args: [string, string, number, { cause: unknown }] = [n.message, n.code ?? 'UCX_ERROR', n.status ?? 0, { cause: e }];
   switch (n.ucxKind) {
     case 'unavailable':
@@ -590,6 +594,7 @@ export class UcxWorker {
     if (!hasKeepalive && process.env.UCX_KEEPALIVE_INTERVAL === undefined) config.KEEPALIVE_INTERVAL = '1s';
     this.cudaDevice = opts.cudaDevice ?? null;
     if (opts.cudaDevice !== undefined) wrapSync(() => requireGpu().cudaUseDevice(opts.cudaDevice!));
+    if ((n as NativeModule).cudaInfo) configureGpu(n as NativeGpu);
     this.cudaContext = n.cudaHasContext?.() ?? false;
     this.native = wrapSync(() => new n.Worker({ config }));
   }
@@ -697,11 +702,16 @@ export class UcxWorker {
    * Register device memory that the caller allocated (e.g. a CUDA tensor's data pointer) for GET/PUT,
    * with ucp_mem_map(memory_type CUDA). The caller keeps the allocation alive until unmap(). Throws
    * UcxUnavailableError when this worker's UCX context cannot register CUDA memory (see
-   * cudaSupported). `region.buffer` is an empty Buffer: device memory has no host view.
+   * cudaSupported), and UcxError UCX_NO_CUDA_CONTEXT when the worker was created without
+   * { cudaDevice }. `region.buffer` is an empty Buffer: device memory has no host view (read/write copy).
    */
   mapDevice(address: bigint, length: number, memoryType: 'cuda', opts: RegionOptions = {}): MemoryRegion {
-    this.requireCudaContext('mapDevice');
-    return wrapSync(() => new MemoryRegion(this.native.mapDevice(address, length, memoryType, opts.access), Buffer.alloc(0)));
+    const region = wrapSync(() => new MemoryRegion(this.native.mapDevice(address, length, memoryType, opts.access), Buffer.alloc(0)));
+    if (!this.cudaContext) {
+      region.unmap();
+      this.requireCudaContext('mapDevice');
+    }
+    return region;
   }
   /**
    * Register device memory that another process exported as a CUDA IPC handle (a framework's weight
@@ -751,7 +761,20 @@ function requireGpu(): NativeGpu {
   load();
   if (!native?.cudaInfo)
     throw new UcxUnavailableError('this build of the UCX addon has no CUDA functions: rebuild it (npm run build:native -w @robustrl/ucx)', 'CUDA_UNAVAILABLE');
+  configureGpu(native as NativeGpu);
   return native as NativeGpu;
+}
+let gpuConfigured = false;
+/**
+ * ROBUSTRL_CUDA_DRIVER (a path to the CUDA driver library instead of libcuda.so.1) as this process's
+ * JavaScript sees it, handed to the addon before its first CUDA call (the addon could read the C
+ * environment itself, but a test runner's sandboxed process.env never reaches it).
+ */
+function configureGpu(n: NativeGpu): void {
+  if (gpuConfigured) return;
+  gpuConfigured = true;
+  const driverPath = process.env.ROBUSTRL_CUDA_DRIVER;
+  if (driverPath) n.cudaConfigure({ driverPath });
 }
 
 /**
@@ -764,6 +787,7 @@ export const cuda = {
     load();
     if (!native?.cudaInfo)
       return { available: false, reason: 'this build of the UCX addon has no CUDA functions', driverPath: '', driverVersion: null, devices: [] };
+    configureGpu(native as NativeGpu);
     return native.cudaInfo();
   },
   /** Makes `device`'s primary context current on this thread (UcxWorker does it for WorkerOptions.cudaDevice). */

@@ -29,10 +29,14 @@ bool Resolve(void* lib, const char* name, F* out, std::string* missing) {
   return *out != nullptr;
 }
 
+std::string configuredPath;
+bool driverLoaded = false;
+
 Driver Load() {
   Driver d;
+  driverLoaded = true;
   const char* override = std::getenv("ROBUSTRL_CUDA_DRIVER");
-  d.path = override && *override ? override : "libcuda.so.1";
+  d.path = !configuredPath.empty() ? configuredPath : override && *override ? override : "libcuda.so.1";
   void* lib = dlopen(d.path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     const char* e = dlerror();
@@ -100,6 +104,12 @@ const Driver& LoadDriver() {
   return driver;
 }
 
+bool ConfigureDriverPath(const std::string& path) {
+  if (driverLoaded) return false;
+  configuredPath = path;
+  return true;
+}
+
 std::string ErrorText(CUresult r) {
   const Driver& d = LoadDriver();
   const char* name = nullptr;
@@ -151,6 +161,9 @@ CUcontext UseDevice(Napi::Env env, int device) {
 }
 
 bool HasCurrentContext() {
+  // Nothing in this process has used CUDA through the addon yet: no context of ours, and asking must
+  // not load the driver (that would fix its path before a caller could choose it: ConfigureDriverPath).
+  if (!driverLoaded) return false;
   const Driver& d = LoadDriver();
   if (!d.loaded) return false;
   CUcontext ctx = nullptr;

@@ -55,8 +55,11 @@ struct Driver {
   CUresult (*cuGetErrorString)(CUresult, const char**) = nullptr;
 };
 
-// Loads the driver once per process: ROBUSTRL_CUDA_DRIVER (a path) if set, else libcuda.so.1. Never throws.
+// Loads the driver once per process: the path ConfigureDriverPath gave, else ROBUSTRL_CUDA_DRIVER,
+// else libcuda.so.1. Never throws.
 const Driver& LoadDriver();
+// Before the first LoadDriver (later: no effect; returns whether it took effect).
+bool ConfigureDriverPath(const std::string& path);
 
 // "CUDA_ERROR_INVALID_VALUE: invalid argument" (or the number when the driver cannot name it).
 std::string ErrorText(CUresult r);

@@ -76,6 +76,16 @@ Napi::Value Info(const Napi::CallbackInfo& info) {
   return o;
 }
 
+// cudaConfigure({ driverPath }): which library LoadDriver opens, before the first CUDA call.
+Napi::Value Configure(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info[0].IsObject()) {
+    Napi::Value p = info[0].As<Napi::Object>().Get("driverPath");
+    if (p.IsString()) ConfigureDriverPath(p.As<Napi::String>().Utf8Value());
+  }
+  return env.Undefined();
+}
+
 Napi::Value UseDeviceJs(const Napi::CallbackInfo& info) {
   UseDevice(info.Env(), Device(info[0]));
   return info.Env().Undefined();
@@ -187,6 +197,7 @@ Napi::Value MemoryTypeJs(const Napi::CallbackInfo& info) {
 }  // namespace
 
 void RegisterGpuExports(Napi::Env env, Napi::Object exports) {
+  exports.Set("cudaConfigure", Napi::Function::New(env, Configure, "cudaConfigure"));
   exports.Set("cudaInfo", Napi::Function::New(env, Info, "cudaInfo"));
   exports.Set("cudaUseDevice", Napi::Function::New(env, UseDeviceJs, "cudaUseDevice"));
   exports.Set("cudaHasContext", Napi::Function::New(env, HasContextJs, "cudaHasContext"));

@@ -53,9 +53,9 @@ export const WeightPullCompleted = event(
     bytes: z.int().nonnegative(),
     durationMs: z.int().nonnegative(),
     /**
-     * How it travelled, where device memory was at either end: the memories, and the protocol UCX chose
-     * (null where this UCX cannot tell). `emulated`: copied through a software bounce buffer, about 1000x
-     * slower than cuda_ipc's zero-copy — a misconfiguration to fix, reported rather than silent.
+     * How it travelled: the memories at both ends, and the protocol UCX chose (null where this UCX
+     * cannot tell). `emulated`: device memory at an end copied through a software bounce buffer, about
+     * 1000x slower than cuda_ipc's zero-copy — a misconfiguration to fix, reported rather than silent.
      */
     transfer: z
       .object({

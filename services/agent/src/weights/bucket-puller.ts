@@ -26,9 +26,10 @@ export interface BucketPull {
 }
 
 /**
- * How a bucket travelled: the memories at both ends, and for device memory the protocol UCX chose
- * (Endpoint.getDescribed) — `emulated` when it copied through a software bounce buffer, which for
- * device memory is about 1000x slower than cuda_ipc (gpu-offline-build.md, section 3).
+ * How a bucket travelled: the memories at both ends and the protocol UCX chose for its first GET
+ * (Endpoint.getDescribed; UCX 1.13's default protocols describe nothing). `emulated`: device memory at
+ * an end, copied through a software bounce buffer — about 1000x slower than cuda_ipc's zero-copy
+ * (gpu-offline-build.md, section 3). Host memory over tcp is always emulated, and that is normal.
  */
 export interface PullTransfer {
   localMemory: MemoryType;
@@ -57,14 +58,15 @@ export async function pullBucket(links: SourceLinks, into: BucketPlace, pull: Bu
     if (sizeBytes !== remote.length)
       return { ok: false, reason: `source holds bucket ${pull.bucketIndex} as ${remote.length} bytes, the manifest says ${sizeBytes}` };
     transfer = { localMemory: region.memoryType, sourceMemory: memoryType, protocol: null, emulated: false };
-    // Device memory at either end: the first GET says how UCX carries it, so a silent fallback is reported.
-    const describe = transfer.localMemory !== 'host' || transfer.sourceMemory !== 'host';
+    const device = transfer.localMemory !== 'host' || transfer.sourceMemory !== 'host';
     for (let done = 0; done < sizeBytes;) {
       if (stopping()) return { ok: false, reason: 'puller stopping' };
       const n = Math.min(limits.chunkBytes, sizeBytes - done);
-      if (describe && done === 0) {
-        transfer.protocol = await ep.getDescribed(region, offset, remote, 0, n, { timeoutMs: limits.opTimeoutMs });
-        transfer.emulated = isEmulatedProtocol(transfer.protocol);
+      // The first GET says how UCX carries the bucket, so a silent fallback of device memory is reported.
+      if (done === 0) {
+        const described = await ep.getDescribed(region, offset, remote, 0, n, { timeoutMs: limits.opTimeoutMs });
+        transfer.protocol = /no debug info/.test(described) ? null : described;
+        transfer.emulated = device && transfer.protocol !== null && isEmulatedProtocol(transfer.protocol);
       } else await ep.get(region, offset + done, remote, done, n, { timeoutMs: limits.opTimeoutMs });
       done += n;
       if (limits.maxBytesPerSecond > 0) {

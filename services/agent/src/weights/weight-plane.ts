@@ -492,7 +492,7 @@ export class WeightPlane {
         sourceId,
         bytes: outcome.bytes,
         durationMs: outcome.durationMs,
-        ...(transfer.protocol !== null || transfer.localMemory !== 'host' || transfer.sourceMemory !== 'host' ? { transfer } : {}),
+        transfer,
       },
       a,
     );
