@@ -95,6 +95,7 @@ interface NativeGpu {
   cudaCopyToHost(address: bigint, dst: Uint8Array): void;
   cudaCopyFromHost(address: bigint, src: Uint8Array): void;
   cudaCopy(dst: bigint, src: bigint, length: number): void;
+  cudaGather(address: bigint, offsets: Float64Array, length: number, dst: Uint8Array): void;
   cudaMemoryType(address: bigint): MemoryType | null;
   nvmlSample(): NvmlSample;
 }
@@ -403,6 +404,20 @@ export class MemoryRegion {
       const view = ArrayBuffer.isView(this.buffer) ? this.buffer : new Uint8Array(this.buffer);
       Buffer.from(view.buffer, view.byteOffset + offset, length).copy(out);
     } else if (length > 0) wrapSync(() => requireGpu().cudaCopyToHost(this.address + BigInt(offset), out));
+    return out;
+  }
+  /**
+   * `length` bytes at each of `offsets`, back to back in one host Buffer, whatever memory the region is
+   * in (device memory: one call into the addon for all of them). For sampled checksums.
+   */
+  readSamples(offsets: readonly number[], length: number): Buffer {
+    for (const o of offsets) checkLocal(this, o, length);
+    const out = Buffer.allocUnsafe(offsets.length * length);
+    if (this.memoryType === 'host' && this.buffer.byteLength > 0) {
+      const view = ArrayBuffer.isView(this.buffer) ? this.buffer : new Uint8Array(this.buffer);
+      const bytes = Buffer.from(view.buffer, view.byteOffset, view.byteLength);
+      offsets.forEach((o, i) => bytes.copy(out, i * length, o, o + length));
+    } else if (out.length > 0) wrapSync(() => requireGpu().cudaGather(this.address, Float64Array.from(offsets), length, out));
     return out;
   }
   /** Writes `data` at `offset`, whatever memory the region is in (device memory through the CUDA driver). */

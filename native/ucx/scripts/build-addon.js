@@ -3,7 +3,7 @@
 // (no header download), against UCX when pkg-config finds it. It never fails the install: without UCX, or
 // if the real build fails, it builds the stub, which loads and reports `available: false` with the reason;
 // the agent then refuses weight work with that message. `deploy/local/ucx.sh install` installs Debian's
-// UCX and rebuilds.
+// UCX and rebuilds. ROBUSTRL_UCX_PREFIX builds against another UCX (a CUDA-enabled wheel: ucx-config.sh).
 'use strict';
 const { spawnSync } = require('node:child_process');
 const fs = require('node:fs');
@@ -41,10 +41,18 @@ function main() {
   if (!nodedir) {
     return say(`no Node headers next to ${process.execPath} (include/node/node_api.h): addon not built; weight transfer unavailable`);
   }
-  const hasUcx = spawnSync('pkg-config', ['--exists', 'ucx']).status === 0;
-  if (!hasUcx) say('UCX not found by pkg-config (install it: bash deploy/local/ucx.sh install); building the stub');
+  const config = (what) => spawnSync('sh', [path.join(__dirname, 'ucx-config.sh'), what], { encoding: 'utf8' }).stdout.trim();
+  const prefix = process.env.ROBUSTRL_UCX_PREFIX;
+  const hasUcx = config('have') === '1';
+  if (!hasUcx)
+    say(
+      prefix
+        ? `no UCX in ROBUSTRL_UCX_PREFIX=${prefix} (expected lib/pkgconfig/ucx.pc there); building the stub`
+        : 'UCX not found by pkg-config (install it: bash deploy/local/ucx.sh install); building the stub',
+    );
   const real = nodeGyp(nodedir, {});
-  if (real.ok) return say(hasUcx ? 'built build/Release/ucx.node against UCX' : 'built the stub (UCX unavailable)');
+  const against = `UCX ${config('version')}${prefix ? ` from ${prefix}` : ''}`;
+  if (real.ok) return say(hasUcx ? `built build/Release/ucx.node against ${against}` : 'built the stub (UCX unavailable)');
   say(`the addon build failed (${real.why}); building the stub instead. Build log:\n${real.log ?? ''}`);
   const stub = nodeGyp(nodedir, { ROBUSTRL_UCX_STUB: '1' });
   if (!stub.ok) say(`the stub build failed too (${stub.why}): the facade will report the addon unloadable.\n${stub.log ?? ''}`);

@@ -171,6 +171,27 @@ Napi::Value CopyFromHost(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
+// cudaGather(address, offsets: Float64Array, length, dst): dst[i*length, +length) = device[address + offsets[i],
+// +length) for every i, in one call (a sampled checksum reads hundreds of small ranges of a bucket).
+Napi::Value Gather(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const Driver& d = Require(env, "cudaGather");
+  CUdeviceptr base = Address(info[0], "address");
+  if (!info[1].IsTypedArray() || info[1].As<Napi::TypedArray>().TypedArrayType() != napi_float64_array)
+    throw Napi::TypeError::New(env, "cudaGather: offsets must be a Float64Array");
+  Napi::Float64Array offsets = info[1].As<Napi::Float64Array>();
+  if (!info[2].IsNumber()) throw Napi::TypeError::New(env, "cudaGather: length must be a number");
+  size_t len = static_cast<size_t>(info[2].As<Napi::Number>().DoubleValue());
+  uint8_t* p; size_t n;
+  if (!HostSpan(info[3], &p, &n) || n < offsets.ElementLength() * len)
+    throw Napi::RangeError::New(env, "cudaGather: dst must hold offsets.length * length bytes");
+  for (size_t i = 0; i < offsets.ElementLength(); i++) {
+    CUresult r = d.cuMemcpyDtoH(p + i * len, base + static_cast<CUdeviceptr>(offsets[i]), len);
+    if (r != 0) Throw(env, "cuMemcpyDtoH (sample " + std::to_string(i) + ")", r);
+  }
+  return env.Undefined();
+}
+
 // cudaCopy(dst, src, length): device to device (synchronous) — the baseline a pull is compared with.
 Napi::Value CopyDevice(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
@@ -207,6 +228,7 @@ void RegisterGpuExports(Napi::Env env, Napi::Object exports) {
   exports.Set("cudaCopyToHost", Napi::Function::New(env, CopyToHost, "cudaCopyToHost"));
   exports.Set("cudaCopyFromHost", Napi::Function::New(env, CopyFromHost, "cudaCopyFromHost"));
   exports.Set("cudaCopy", Napi::Function::New(env, CopyDevice, "cudaCopy"));
+  exports.Set("cudaGather", Napi::Function::New(env, Gather, "cudaGather"));
   exports.Set("cudaMemoryType", Napi::Function::New(env, MemoryTypeJs, "cudaMemoryType"));
   exports.Set("nvmlSample", Napi::Function::New(env, nvml::Sample, "nvmlSample"));
 }

@@ -17,8 +17,8 @@ static Napi::Value Info(const Napi::CallbackInfo& info) {
   o.Set("reason", Napi::String::New(env,
       UCX_STUB_REASON ": the native module was compiled as a stub because pkg-config could not find "
       "'ucx' or the build against it failed (`bash deploy/local/ucx.sh ensure` installs Debian's "
-      "libucx-dev and rebuilds; on GPU machines point pkg-config at the libucx-cu12 wheel and run "
-      "`npm run build:native -w @robustrl/ucx`)"));
+      "libucx-dev and rebuilds; on GPU machines build against the libucx-cu13/cu12 wheel: "
+      "ROBUSTRL_UCX_PREFIX=<its libucx dir> npm run build:native -w @robustrl/ucx, native/ucx/README.md \"GPU\")"));
   return o;
 }
 

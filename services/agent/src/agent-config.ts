@@ -46,6 +46,7 @@ export interface AgentConfig {
     shmDir: string;
     chunkBytes: number;
     maxBytesPerSecond: number;
+    getsInFlight: number;
     opTimeoutMs: number;
     catalogWaitMs: number;
     cudaDevice: number | 'auto' | 'none';
@@ -79,6 +80,8 @@ const Env = z.object({
   ROBUSTRL_WEIGHTS_SHM_DIR: z.string().min(1).default('/dev/shm'),
   ROBUSTRL_WEIGHTS_CHUNK_MIB: z.coerce.number().positive().default(8),
   ROBUSTRL_WEIGHTS_MAX_MIB_PER_SECOND: z.coerce.number().nonnegative().default(0),
+  // GETs of one bucket outstanding at once: device memory moves at link speed only with several in flight.
+  ROBUSTRL_WEIGHTS_GETS_IN_FLIGHT: z.coerce.number().int().min(1).max(256).default(8),
   ROBUSTRL_WEIGHTS_OP_TIMEOUT_SECONDS: z.coerce.number().positive().default(30),
   ROBUSTRL_WEIGHTS_CATALOG_WAIT_SECONDS: z.coerce.number().positive().default(10),
   // The CUDA device whose memory the weight plane moves: auto (device 0 where UCX has CUDA), none, or an ordinal.
@@ -136,6 +139,7 @@ export function agentConfigFromEnv(env: NodeJS.ProcessEnv): AgentConfig {
       shmDir: e.ROBUSTRL_WEIGHTS_SHM_DIR,
       chunkBytes: Math.round(e.ROBUSTRL_WEIGHTS_CHUNK_MIB * MiB),
       maxBytesPerSecond: Math.round(e.ROBUSTRL_WEIGHTS_MAX_MIB_PER_SECOND * MiB),
+      getsInFlight: e.ROBUSTRL_WEIGHTS_GETS_IN_FLIGHT,
       opTimeoutMs: Math.round(e.ROBUSTRL_WEIGHTS_OP_TIMEOUT_SECONDS * 1000),
       catalogWaitMs: Math.round(e.ROBUSTRL_WEIGHTS_CATALOG_WAIT_SECONDS * 1000),
       cudaDevice: e.ROBUSTRL_WEIGHTS_CUDA_DEVICE,

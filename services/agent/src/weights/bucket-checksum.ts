@@ -14,36 +14,50 @@ import type { MemoryRegion } from '@robustrl/ucx';
  *
  * The sampled scheme's guarantee: a pull that left any `stride`-sized span of the bucket unwritten,
  * written from another offset, or from another version (old weights in a reused buffer) is caught
- * unless the wrong bytes happen to equal the right ones at that span's sample; GETs are at least a
- * stride long (the pull's chunks are MiBs), so every lost or misplaced GET is covered. Corruption
- * confined to bytes no sample reads (a bit flip) is not: that is what the link's own integrity checks
- * (PCIe/NVLink CRC, ECC) are for. The default stride is 1 MiB with 4 KiB samples: 1/256 of the bucket
- * is read, in one small device-to-host copy per MiB.
+ * unless the wrong bytes happen to equal the right ones at that span's sample; a puller's GETs are at
+ * least a stride long (chunks of 8 MiB by default, ROBUSTRL_WEIGHTS_CHUNK_MIB: keep it ≥ 4), so every
+ * lost or misplaced GET is covered. Corruption confined to bytes no sample reads (a bit flip) is not:
+ * that is what the link's own integrity checks (PCIe/NVLink CRC, ECC) are for. The default stride is
+ * 4 MiB with 4 KiB samples: 1/1024 of the bucket is read, in one call to the addon per bucket (64
+ * small device-to-host copies for 256 MiB).
  */
-export const SAMPLED_STRIDE_BYTES = 1 << 20;
+export const SAMPLED_STRIDE_BYTES = 4 << 20;
 export const SAMPLE_BYTES = 4096;
 
-/** Reads `length` bytes at `offset` of where a bucket lies (a host Buffer, or a region in any memory). */
-export type BucketReader = (offset: number, length: number) => Uint8Array;
+/** Reads bytes of where a bucket lies (a host Buffer, or a region in any memory). */
+export interface BucketReader {
+  /** `length` bytes at `offset`. */
+  read(offset: number, length: number): Uint8Array;
+  /** `length` bytes at each of `offsets`, back to back. */
+  gather(offsets: readonly number[], length: number): Uint8Array;
+}
 
 export function regionReader(region: MemoryRegion, base: number): BucketReader {
   // Host memory with a view (a /dev/shm mapping) is read where it lies; anything else through a copy.
   const view = region.memoryType === 'host' && region.buffer.byteLength > 0 ? region.buffer : null;
-  if (view) {
-    const bytes = ArrayBuffer.isView(view) ? new Uint8Array(view.buffer, view.byteOffset, view.byteLength) : new Uint8Array(view);
-    return (offset, length) => bytes.subarray(base + offset, base + offset + length);
-  }
-  return (offset, length) => region.read(base + offset, length);
+  if (view)
+    return bufferReader(ArrayBuffer.isView(view) ? new Uint8Array(view.buffer, view.byteOffset + base, view.byteLength - base) : new Uint8Array(view, base));
+  return {
+    read: (offset, length) => region.read(base + offset, length),
+    gather: (offsets, length) =>
+      region.readSamples(
+        offsets.map((o) => base + o),
+        length,
+      ),
+  };
 }
 export function bufferReader(bytes: Uint8Array): BucketReader {
-  return (offset, length) => bytes.subarray(offset, offset + length);
+  return {
+    read: (offset, length) => bytes.subarray(offset, offset + length),
+    gather: (offsets, length) => Buffer.concat(offsets.map((o) => bytes.subarray(o, o + length))),
+  };
 }
 
 export function fullChecksum(read: BucketReader, sizeBytes: number): string {
   const hash = createHash('sha256');
   // Device memory is read in bounded pieces; a host Buffer is handed over whole (subarray, no copy).
   const piece = 64 << 20;
-  for (let done = 0; done < sizeBytes; done += piece) hash.update(read(done, Math.min(piece, sizeBytes - done)));
+  for (let done = 0; done < sizeBytes; done += piece) hash.update(read.read(done, Math.min(piece, sizeBytes - done)));
   return `sha256:${hash.digest('hex')}`;
 }
 
@@ -52,13 +66,17 @@ export function sampledChecksum(read: BucketReader, sizeBytes: number, stride = 
   const size = Buffer.alloc(8);
   size.writeBigUInt64LE(BigInt(sizeBytes));
   hash.update(size);
-  for (let start = 0, k = 0; start < sizeBytes; start += stride, k++) {
+  // A sample from every stride, gathered in one read; a last span shorter than a sample is read whole.
+  const full: number[] = [];
+  let start = 0;
+  for (let k = 0; start < sizeBytes && sizeBytes - start >= sample; start += stride, k++) {
     const span = Math.min(stride, sizeBytes - start);
-    const n = Math.min(sample, span);
-    hash.update(read(start + sampleOffset(k, span - n), n));
+    full.push(start + sampleOffset(k, span - sample));
   }
+  if (full.length > 0) hash.update(read.gather(full, sample));
+  if (start < sizeBytes) hash.update(read.read(start, sizeBytes - start));
   const tail = Math.min(sample, sizeBytes);
-  if (tail > 0) hash.update(read(sizeBytes - tail, tail));
+  if (tail > 0) hash.update(read.read(sizeBytes - tail, tail));
   return `sampled-sha256:${stride}:${sample}:${hash.digest('hex')}`;
 }
 

@@ -6,6 +6,12 @@ import type { BucketPlace } from './weight-server';
 export interface PullLimits {
   /** Bytes per GET; pacing and progress work at this granularity. */
   chunkBytes: number;
+  /**
+   * GETs of one bucket in flight at once (1: one after the other). Each GET pays a fixed cost (about
+   * 250 µs for device memory over cuda_ipc, gpu-offline-build.md section 4), so a bucket of many chunks
+   * moves at link speed only with several in flight. Absent: 1.
+   */
+  getsInFlight?: number;
   /** 0: unlimited. Otherwise the puller paces its GETs to stay below it (leave bandwidth to training traffic). */
   maxBytesPerSecond: number;
   /** A GET (one chunk) not done by then fails the pull: the bound on a source that dies silently. */
@@ -59,23 +65,33 @@ export async function pullBucket(links: SourceLinks, into: BucketPlace, pull: Bu
       return { ok: false, reason: `source holds bucket ${pull.bucketIndex} as ${remote.length} bytes, the manifest says ${sizeBytes}` };
     transfer = { localMemory: region.memoryType, sourceMemory: memoryType, protocol: null, emulated: false };
     const device = transfer.localMemory !== 'host' || transfer.sourceMemory !== 'host';
-    for (let done = 0; done < sizeBytes;) {
-      if (stopping()) return { ok: false, reason: 'puller stopping' };
-      const n = Math.min(limits.chunkBytes, sizeBytes - done);
-      // The first GET says how UCX carries the bucket, so a silent fallback of device memory is reported.
-      if (done === 0) {
-        const described = await ep.getDescribed(region, offset, remote, 0, n, { timeoutMs: limits.opTimeoutMs });
-        transfer.protocol = /no debug info/.test(described) ? null : described;
-        transfer.emulated = device && transfer.protocol !== null && isEmulatedProtocol(transfer.protocol);
-      } else await ep.get(region, offset + done, remote, done, n, { timeoutMs: limits.opTimeoutMs });
-      done += n;
-      if (limits.maxBytesPerSecond > 0) {
-        const due = started + (done / limits.maxBytesPerSecond) * 1000;
-        const wait = due - Date.now();
-        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    // The first GET says how UCX carries the bucket, so a silent fallback of device memory is reported.
+    const first = Math.min(limits.chunkBytes, sizeBytes);
+    const described = await ep.getDescribed(region, offset, remote, 0, first, { timeoutMs: limits.opTimeoutMs });
+    transfer.protocol = /no debug info/.test(described) ? null : described;
+    transfer.emulated = device && transfer.protocol !== null && isEmulatedProtocol(transfer.protocol);
+    // The rest with up to getsInFlight GETs outstanding, each started once the pacing allows it.
+    let next = first;
+    let received = first;
+    const lane = async (): Promise<void> => {
+      while (next < sizeBytes) {
+        if (stopping()) throw new PullStopping();
+        const at = next;
+        const n = Math.min(limits.chunkBytes, sizeBytes - at);
+        next += n;
+        if (limits.maxBytesPerSecond > 0) {
+          const wait = started + ((at + n) / limits.maxBytesPerSecond) * 1000 - Date.now();
+          if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+        }
+        await ep.get(region, offset + at, remote, at, n, { timeoutMs: limits.opTimeoutMs });
+        received += n;
       }
-    }
+    };
+    const lanes = Math.max(1, Math.min(limits.getsInFlight ?? 1, Math.ceil((sizeBytes - first) / limits.chunkBytes)));
+    await Promise.all(Array.from({ length: lanes }, lane));
+    if (received !== sizeBytes) return { ok: false, reason: `bucket ${pull.bucketIndex}: ${received} of ${sizeBytes} bytes arrived` };
   } catch (err) {
+    if (err instanceof PullStopping) return { ok: false, reason: 'puller stopping' };
     links.forget(pull.sourceAddress);
     const e = err as Error & { code?: string };
     return { ok: false, reason: `source ${pull.sourceAddress} unreachable: ${e.name}${e.code ? ` ${e.code}` : ''}: ${e.message}` };
@@ -90,3 +106,5 @@ export async function pullBucket(links: SourceLinks, into: BucketPlace, pull: Bu
   if (got.value !== pull.checksum) return { ok: false, reason: `checksum mismatch on bucket ${pull.bucketIndex}: expected ${pull.checksum}, got ${got.value}` };
   return { ok: true, bytes: sizeBytes, durationMs: Date.now() - started, transfer };
 }
+
+class PullStopping extends Error {}

@@ -135,7 +135,7 @@ describeDevice('weight plane with device buckets from CUDA IPC handles (stand-in
     const manifest = await eventually('manifest', () => seen.find((m): m is MessageOf<'WeightVersionPublished'> => m.type === 'WeightVersionPublished'));
     expect(manifest.data.buckets.map((b) => b.sizeBytes)).toEqual(SIZES);
     expect(res.checksums).toEqual(weights.map((w) => sampledChecksum(bufferReader(w), w.length)));
-    expect(res.checksums.every((c) => c.startsWith('sampled-sha256:1048576:4096:'))).toBe(true);
+    expect(res.checksums.every((c) => c.startsWith('sampled-sha256:4194304:4096:'))).toBe(true);
     expect(trainer.status().versions).toEqual([expect.objectContaining({ version: 1, kind: 'published', path: null, target: null, complete: true })]);
   });
 
