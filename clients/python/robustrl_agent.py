@@ -231,9 +231,33 @@ class AgentClient:
         sizes = [_count("bucket size", size) for size in bucket_sizes]
         return self._post("/v1/weights/versions", {"version": _count("version", version), "step": _step(step), "shmName": shm_name, "bucketSizes": sizes})
 
+    def publish_device_weights(self, version: int, step: int, buckets: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+        """Trainer: version ``version`` lies in GPU memory, one CUDA IPC handle per bucket — the dicts
+        ``robustrl_weights.export_buckets`` makes (``sizeBytes``, ``handle``, ``offset``, ``device``).
+        The agent opens and serves them in place (pullers GET them device to device) and publishes the
+        manifest with sampled checksums. Keep the tensors alive and unchanged until the version is
+        retired. Returns ``{eventId, totalBytes, checksums}``."""
+        return self._post("/v1/weights/versions", {"version": _count("version", version), "step": _step(step), "buckets": _ipc_buckets(buckets)})
+
+    def register_weight_target(self, name: str, buckets: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+        """Rollout: GPU buffers (one per bucket, ``robustrl_weights.export_buckets``) the agent pulls
+        versions into, device to device. Register two for double buffering; a version lands in a free
+        one whose bucket sizes match (``latest_weights()['target']`` names it), else in /dev/shm as
+        before. Registering a name again replaces it."""
+        if not isinstance(name, str) or not name or "/" in name:
+            raise ValueError("name must be a plain name, got {!r}".format(name))
+        return self._request("PUT", "/v1/weights/targets/" + name, {"buckets": _ipc_buckets(buckets)})
+
+    def remove_weight_target(self, name: str) -> Optional[Dict[str, Any]]:
+        """Rollout: take a target's buffers back (a version held there is no longer served)."""
+        if not isinstance(name, str) or not name or "/" in name:
+            raise ValueError("name must be a plain name, got {!r}".format(name))
+        return self._request("DELETE", "/v1/weights/targets/" + name, None)
+
     def latest_weights(self) -> Optional[Dict[str, Any]]:
-        """Rollout: the newest version this machine holds whole — ``{version, step, path, totalBytes,
-        buckets}``; read the weights from ``path``. None while no version is whole (HTTP 404)."""
+        """Rollout: the newest version this machine holds whole — ``{version, step, path, target,
+        memoryType, totalBytes, buckets}``: read it from ``path`` (/dev/shm), or it is already in the
+        buffers of pull target ``target``. None while no version is whole (HTTP 404)."""
         return self._get_or_none("/v1/weights/latest")
 
     def _get_or_none(self, path: str) -> Optional[Dict[str, Any]]:
@@ -345,6 +369,23 @@ class AgentClient:
 
 
 # -- argument checks ------------------------------------------------------------------------------
+
+
+def _ipc_buckets(buckets: Any) -> List[Dict[str, Any]]:
+    """The buckets as the agent takes them, checked here so a mistake is a ValueError on the first call."""
+    if not isinstance(buckets, (list, tuple)) or not buckets:
+        raise ValueError("buckets must be a non-empty list (robustrl_weights.export_buckets)")
+    out = []
+    for i, b in enumerate(buckets):
+        if not isinstance(b, dict) or not isinstance(b.get("handle"), str):
+            raise ValueError("bucket {}: expected a dict with a base64 'handle' (robustrl_weights.export_buckets)".format(i))
+        out.append({
+            "sizeBytes": _count("bucket {} sizeBytes".format(i), b.get("sizeBytes")),
+            "handle": b["handle"],
+            "offset": _count("bucket {} offset".format(i), b.get("offset", 0)),
+            "device": _count("bucket {} device".format(i), b.get("device", 0)),
+        })
+    return out
 
 
 def _is_number(value: Any) -> bool:

@@ -47,6 +47,11 @@ class FakeAgent:
                 length = int(self.headers.get("Content-Length") or 0)
                 self._handle(self.rfile.read(length))
 
+            do_PUT = do_POST
+
+            def do_DELETE(self) -> None:
+                self._handle(None)
+
             def _handle(self, raw: Optional[bytes]) -> None:
                 with agent._lock:
                     number = len(agent.requests) + 1
@@ -194,6 +199,44 @@ class RestartTest(AgentTestCase):
     def test_bad_arguments_send_nothing(self) -> None:
         with self.assertRaises(ValueError):
             self.client.kept_batch(-1, 1)
+        self.assertEqual(self.agent.requests, [])
+
+
+class DeviceWeightsTest(AgentTestCase):
+    BUCKETS = [
+        {"sizeBytes": 1 << 20, "handle": "A" * 88, "offset": 512, "device": 0},
+        {"sizeBytes": 4096, "handle": "B" * 88},
+    ]
+
+    def test_publish_device_weights(self) -> None:
+        self.client.publish_device_weights(7, 70, self.BUCKETS)
+        request = self.agent.last()
+        self.assertEqual((request["method"], request["path"]), ("POST", "/v1/weights/versions"))
+        self.assertEqual(
+            request["body"],
+            {
+                "version": 7,
+                "step": 70,
+                "buckets": [
+                    {"sizeBytes": 1 << 20, "handle": "A" * 88, "offset": 512, "device": 0},
+                    {"sizeBytes": 4096, "handle": "B" * 88, "offset": 0, "device": 0},
+                ],
+            },
+        )
+
+    def test_register_and_remove_a_target(self) -> None:
+        self.client.register_weight_target("slot-a", self.BUCKETS)
+        self.assertEqual((self.agent.last()["method"], self.agent.last()["path"]), ("PUT", "/v1/weights/targets/slot-a"))
+        self.assertEqual(len(self.agent.last()["body"]["buckets"]), 2)
+        self.client.remove_weight_target("slot-a")
+        self.assertEqual((self.agent.last()["method"], self.agent.last()["path"], self.agent.last()["body"]), ("DELETE", "/v1/weights/targets/slot-a", None))
+
+    def test_bad_buckets_send_nothing(self) -> None:
+        for bad in ([], None, [{"sizeBytes": 10}], [{"sizeBytes": -1, "handle": "x"}]):
+            with self.assertRaises(ValueError):
+                self.client.publish_device_weights(1, 1, bad)  # type: ignore[arg-type]
+        with self.assertRaises(ValueError):
+            self.client.register_weight_target("a/b", self.BUCKETS)
         self.assertEqual(self.agent.requests, [])
 
 
