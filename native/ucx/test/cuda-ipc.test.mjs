@@ -80,9 +80,10 @@ test("mapIpc opens another process's allocation: the bytes it wrote, at the offs
     const region = w.mapIpc({ handle: Buffer.from(e.handle, 'base64'), offset: e.offset, length: 64 * KiB, device: 0 }, { access: 'remote-read' });
     assert.equal(region.length, 64 * KiB);
     assert.equal(region.access, 'remote-read');
-    assert.ok(region.read(0, 64 * KiB).equals(fill.subarray(4 * KiB, 68 * KiB)));
+    assert.ok(region.read(0, 64 * KiB).equals(fill.subarray(0, 64 * KiB)));
+    assert.equal(e.allocationBytes, 4 * KiB + fill.length);
     // A second region of the same allocation shares the first opening (the driver refuses a second one).
-    const whole = w.mapIpc({ handle: Buffer.from(e.handle, 'base64'), offset: 0, length: fill.length, device: 0 });
+    const whole = w.mapIpc({ handle: Buffer.from(e.handle, 'base64'), offset: 0, length: e.allocationBytes, device: 0 });
     assert.equal(openedHere(), before + 1);
     whole.write(100, Buffer.from('written by the importer'));
     assert.equal(

@@ -20,7 +20,7 @@ export interface AgentConfig {
   roleCommands: Partial<Record<Role, string>>;
   gpuSampleSeconds: number;
   dcgmUrl: string | undefined;
-  preferredGpuSource: 'dcgm' | 'nvidia-smi' | 'emulated' | undefined;
+  preferredGpuSource: 'dcgm' | 'nvml' | 'nvidia-smi' | 'emulated' | undefined;
   /** SIGTERM → SIGKILL grace when stopping the role process. */
   stopGraceMs: number;
   /** Tolerance when judging a command without an incarnation by its time against the agent's start. */
@@ -68,7 +68,7 @@ const Env = z.object({
   ROBUSTRL_HYBRID_COMMAND: z.string().min(1).optional(),
   ROBUSTRL_GPU_SAMPLE_SECONDS: z.coerce.number().positive().default(10),
   ROBUSTRL_DCGM_URL: z.url().optional(),
-  ROBUSTRL_GPU_SOURCE: z.enum(['dcgm', 'nvidia-smi', 'emulated']).optional(),
+  ROBUSTRL_GPU_SOURCE: z.enum(['dcgm', 'nvml', 'nvidia-smi', 'emulated']).optional(),
   ROBUSTRL_STOP_GRACE_SECONDS: z.coerce.number().nonnegative().default(10),
   // A command that names no incarnation and is older than the agent's start by more than this is a replay.
   ROBUSTRL_COMMAND_CLOCK_SKEW_SECONDS: z.coerce.number().nonnegative().default(5),

@@ -4,3 +4,4 @@ export * from './agent-runtime';
 export * from './role-process';
 export * from './gpu-activity';
 export * from './process-tree';
+export * from './weights/weight-plane';

@@ -63,6 +63,9 @@ export const WeightPullCompleted = event(
         sourceMemory: MemoryKind,
         protocol: z.string().max(1000).nullable(),
         emulated: z.boolean(),
+        /** Where the pull's time went: moving the bytes (every GET), and verifying them. */
+        getMicros: z.int().nonnegative(),
+        verifyMicros: z.int().nonnegative(),
       })
       .optional(),
   }),

@@ -5,8 +5,8 @@
  *
  * Kinds, best first (same names as `GpuActivitySampled.source` in @robustrl/contracts):
  * - `dcgm`: dcgm-exporter's DCGM_FI_PROF_PIPE_TENSOR_ACTIVE, the metric the rule is defined on.
- * - `nvml`: NVML through the native module. Not implemented yet: it arrives with native/ucx, as an
- *   `NvmlSource` next to these files, tried by `selectGpuActivitySource` between dcgm and nvidia-smi.
+ * - `nvml`: NVML through the native module (nvml-source.ts): tensor-core activity from GPM where the
+ *   GPUs have it (Hopper+), else utilization.gpu.
  * - `nvidia-smi`: utilization.gpu, a coarser fallback (see nvidia-smi-source.ts).
  * - `emulated`: values pushed by the framework, a test or the simulator.
  */

@@ -1,5 +1,6 @@
 export * from './gpu-activity-source';
 export * from './dcgm-exporter-source';
 export * from './nvidia-smi-source';
+export * from './nvml-source';
 export * from './emulated-source';
 export * from './select-gpu-activity-source';

@@ -6,9 +6,13 @@ import { join } from 'node:path';
 import { DcgmExporterSource } from './dcgm-exporter-source';
 import { EmulatedGpuActivitySource } from './emulated-source';
 import { NvidiaSmiSource } from './nvidia-smi-source';
+import type { NvmlSample } from '@robustrl/ucx';
 import { selectGpuActivitySource } from './select-gpu-activity-source';
 
 const DCGM_SCRAPE = readFileSync(join(__dirname, 'fixtures', 'dcgm-exporter-h100x8.txt'), 'utf8');
+// This machine's NVML, whatever it is, must not decide these tests: each selection gets a reader.
+const noNvml = { read: (): NvmlSample => ({ available: false, reason: 'no NVML here (test)', devices: [] }) };
+const NO_NVML_REASON = 'nvml GPU activity source (NVML) failed: no NVML here (test)';
 const NVIDIA_SMI_CSV = readFileSync(join(__dirname, 'fixtures', 'nvidia-smi-h100x8.csv'), 'utf8');
 
 describe('selectGpuActivitySource', () => {
@@ -50,7 +54,7 @@ describe('selectGpuActivitySource', () => {
 
   it('takes dcgm when its exporter answers with the metric', async () => {
     const dcgmUrl = await exporter(200, DCGM_SCRAPE);
-    const selection = await selectGpuActivitySource({ dcgmUrl, nvidiaSmiPath: workingSmi });
+    const selection = await selectGpuActivitySource({ nvml: noNvml, dcgmUrl, nvidiaSmiPath: workingSmi });
     expect(selection.source).toBeInstanceOf(DcgmExporterSource);
     expect(selection.source.kind).toBe('dcgm');
     expect(selection.reason).toBe(`dcgm: dcgm-exporter at ${dcgmUrl} answered, 8 GPU(s), mean activity 0.41`);
@@ -59,11 +63,11 @@ describe('selectGpuActivitySource', () => {
 
   it('falls back to nvidia-smi when the exporter fails, saying why and that utilization.gpu is coarser', async () => {
     const dcgmUrl = await exporter(500, 'collector crashed');
-    const selection = await selectGpuActivitySource({ dcgmUrl, nvidiaSmiPath: workingSmi });
+    const selection = await selectGpuActivitySource({ nvml: noNvml, dcgmUrl, nvidiaSmiPath: workingSmi });
     expect(selection.source).toBeInstanceOf(NvidiaSmiSource);
     expect(selection.passedOver).toEqual([
       { kind: 'dcgm', reason: `dcgm GPU activity source (${dcgmUrl}) failed: HTTP 500 Internal Server Error: collector crashed` },
-      { kind: 'nvml', reason: 'not available yet (needs the native NVML module)' },
+      { kind: 'nvml', reason: NO_NVML_REASON },
     ]);
     expect(selection.reason).toMatch(
       /^nvidia-smi: '.*nvidia-smi-ok --query-gpu=index,utilization.gpu --format=csv,noheader,nounits' ran, 8 GPU\(s\), mean activity 0.86/,
@@ -74,14 +78,14 @@ describe('selectGpuActivitySource', () => {
 
   it('falls back past an exporter that lacks the tensor metric', async () => {
     const dcgmUrl = await exporter(200, 'DCGM_FI_DEV_GPU_TEMP{gpu="0"} 61\n');
-    const selection = await selectGpuActivitySource({ dcgmUrl, nvidiaSmiPath: workingSmi });
+    const selection = await selectGpuActivitySource({ nvml: noNvml, dcgmUrl, nvidiaSmiPath: workingSmi });
     expect(selection.source.kind).toBe('nvidia-smi');
     expect(selection.passedOver[0]!.reason).toMatch(/DCGM_FI_PROF_PIPE_TENSOR_ACTIVE is not in the exporter output/);
   });
 
   it('ends at emulated when no hardware source works, with every reason in the log line', async () => {
     const dcgmUrl = await exporter(503, '');
-    const selection = await selectGpuActivitySource({ dcgmUrl, nvidiaSmiPath: brokenSmi });
+    const selection = await selectGpuActivitySource({ nvml: noNvml, dcgmUrl, nvidiaSmiPath: brokenSmi });
     expect(selection.source).toBeInstanceOf(EmulatedGpuActivitySource);
     expect(selection.passedOver.map((p) => p.kind)).toEqual(['dcgm', 'nvml', 'nvidia-smi']);
     expect(selection.passedOver[2]!.reason).toMatch(/nvidia-smi-broken .*failed: exit code 6: No devices were found$/);
@@ -92,11 +96,11 @@ describe('selectGpuActivitySource', () => {
   });
 
   it('does not try dcgm without a URL', async () => {
-    const selection = await selectGpuActivitySource({ nvidiaSmiPath: missingSmi });
+    const selection = await selectGpuActivitySource({ nvml: noNvml, nvidiaSmiPath: missingSmi });
     expect(selection.source.kind).toBe('emulated');
     expect(selection.passedOver).toEqual([
       { kind: 'dcgm', reason: 'not configured (no dcgm-exporter URL)' },
-      { kind: 'nvml', reason: 'not available yet (needs the native NVML module)' },
+      { kind: 'nvml', reason: NO_NVML_REASON },
       {
         kind: 'nvidia-smi',
         reason: `nvidia-smi GPU activity source (${missingSmi} --query-gpu=index,utilization.gpu --format=csv,noheader,nounits) failed: executable not found`,
@@ -107,26 +111,80 @@ describe('selectGpuActivitySource', () => {
   it('passes an unreachable exporter over with ECONNREFUSED', async () => {
     const dcgmUrl = await exporter(200, DCGM_SCRAPE);
     await new Promise((resolve) => servers.pop()!.close(resolve));
-    const selection = await selectGpuActivitySource({ dcgmUrl, nvidiaSmiPath: workingSmi });
+    const selection = await selectGpuActivitySource({ nvml: noNvml, dcgmUrl, nvidiaSmiPath: workingSmi });
     expect(selection.source.kind).toBe('nvidia-smi');
     expect(selection.passedOver[0]!.reason).toMatch(/cannot reach the exporter: .*ECONNREFUSED/);
   });
 
   it('honours a preferred source ahead of a better one', async () => {
     const dcgmUrl = await exporter(200, DCGM_SCRAPE);
-    const smi = await selectGpuActivitySource({ dcgmUrl, nvidiaSmiPath: workingSmi, preferred: 'nvidia-smi' });
+    const smi = await selectGpuActivitySource({ nvml: noNvml, dcgmUrl, nvidiaSmiPath: workingSmi, preferred: 'nvidia-smi' });
     expect(smi.source.kind).toBe('nvidia-smi');
     expect(smi.reason).toMatch(/^nvidia-smi \(preferred\): /);
-    const emulated = await selectGpuActivitySource({ dcgmUrl, nvidiaSmiPath: workingSmi, preferred: 'emulated', emulated: { staleAfterMs: 1_000 } });
+    const emulated = await selectGpuActivitySource({
+      nvml: noNvml,
+      dcgmUrl,
+      nvidiaSmiPath: workingSmi,
+      preferred: 'emulated',
+      emulated: { staleAfterMs: 1_000 },
+    });
     expect(emulated.source.kind).toBe('emulated');
     expect(emulated.passedOver).toEqual([]);
   });
 
   it('falls back in the usual order when the preferred source fails', async () => {
     const dcgmUrl = await exporter(200, DCGM_SCRAPE);
-    const selection = await selectGpuActivitySource({ dcgmUrl, nvidiaSmiPath: missingSmi, preferred: 'nvml' });
+    const selection = await selectGpuActivitySource({ nvml: noNvml, dcgmUrl, nvidiaSmiPath: missingSmi, preferred: 'nvml' });
     expect(selection.source.kind).toBe('dcgm');
-    expect(selection.passedOver).toEqual([{ kind: 'nvml', reason: 'not available yet (needs the native NVML module)' }]);
-    expect(selection.reason).toContain('passed over nvml: not available yet');
+    expect(selection.passedOver).toEqual([{ kind: 'nvml', reason: NO_NVML_REASON }]);
+    expect(selection.reason).toContain(`passed over nvml: ${NO_NVML_REASON}`);
+  });
+
+  it('takes NVML when it reads every GPU: tensor activity from GPM where every GPU has it', async () => {
+    const gpm = (values: number[]) => ({
+      read: (): NvmlSample => ({
+        available: true,
+        reason: null,
+        devices: values.map((v, index) => ({ index, gpuUtilization: 100, tensorActive: v, tensorActiveReason: null })),
+      }),
+    });
+    const selection = await selectGpuActivitySource({ nvidiaSmiPath: workingSmi, nvml: gpm([40, 60]) });
+    expect(selection.source.kind).toBe('nvml');
+    expect(selection.reason).toBe(
+      'nvml: NVML read 2 GPU(s), mean activity 0.50 from tensor-active (GPM); passed over dcgm: not configured (no dcgm-exporter URL)',
+    );
+    await expect(selection.source.sample()).resolves.toEqual({ tensorActive: 0.5, perGpu: [0.4, 0.6] });
+  });
+
+  it('NVML without GPM on one GPU reports utilization for all of them, and says so', async () => {
+    const read = (): NvmlSample => ({
+      available: true,
+      reason: null,
+      devices: [
+        { index: 0, gpuUtilization: 90, tensorActive: 10, tensorActiveReason: null },
+        { index: 1, gpuUtilization: 70, tensorActive: null, tensorActiveReason: 'this GPU has no GPM' },
+      ],
+    });
+    const selection = await selectGpuActivitySource({ nvidiaSmiPath: workingSmi, nvml: { read } });
+    expect(selection.source.kind).toBe('nvml');
+    expect(selection.reason).toContain('from utilization.gpu (no GPM on these GPUs: any kernel counts, as with nvidia-smi)');
+    await expect(selection.source.sample()).resolves.toEqual({ tensorActive: 0.8, perGpu: [0.9, 0.7] });
+  });
+
+  it('passes NVML over when a GPU gives no reading (0 would make a healthy trainer look hung)', async () => {
+    const read = (): NvmlSample => ({
+      available: true,
+      reason: null,
+      devices: [
+        { index: 0, gpuUtilization: 90, tensorActive: null, tensorActiveReason: 'first sample' },
+        { index: 1, error: 'nvmlDeviceGetUtilizationRates failed: GPU is lost', tensorActive: null, tensorActiveReason: null },
+      ],
+    });
+    const selection = await selectGpuActivitySource({ nvidiaSmiPath: workingSmi, nvml: { read } });
+    expect(selection.source.kind).toBe('nvidia-smi');
+    expect(selection.passedOver[1]).toEqual({
+      kind: 'nvml',
+      reason: 'nvml GPU activity source (NVML) failed: GPU 1: nvmlDeviceGetUtilizationRates failed: GPU is lost',
+    });
   });
 });

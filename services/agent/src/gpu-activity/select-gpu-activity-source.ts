@@ -2,6 +2,7 @@ import { DcgmExporterSource } from './dcgm-exporter-source';
 import { EmulatedGpuActivitySource, EmulatedSourceOptions } from './emulated-source';
 import { describeCause, GpuActivityReading, GpuActivitySource, GpuActivitySourceKind } from './gpu-activity-source';
 import { NvidiaSmiSource } from './nvidia-smi-source';
+import { NvmlSource, NvmlSourceOptions } from './nvml-source';
 
 export interface SelectGpuActivitySourceOptions {
   /** dcgm-exporter metrics URL; without it dcgm is not tried (there is no safe default host to guess). */
@@ -14,6 +15,8 @@ export interface SelectGpuActivitySourceOptions {
   timeoutMs?: number;
   /** For the emulated source, when it is the one chosen. */
   emulated?: EmulatedSourceOptions;
+  /** For the NVML source (tests replace its reader). */
+  nvml?: NvmlSourceOptions;
 }
 
 export interface GpuActivitySourceSelection {
@@ -31,7 +34,8 @@ type Attempt = { source: GpuActivitySource; description: string } | { rejected: 
 
 /**
  * Picks the machine's GPU activity source: dcgm (when a URL is given and one scrape succeeds), else
- * nvidia-smi (when one run succeeds), else emulated, which never fails. A source is only chosen after
+ * NVML through the native module (when it reads every GPU), else nvidia-smi (when one run succeeds),
+ * else emulated, which never fails. A source is only chosen after
  * it produced a reading, so a misconfigured exporter shows up at startup rather than as a stream of
  * failed samples.
  */
@@ -63,9 +67,20 @@ async function tryKind(kind: GpuActivitySourceKind, options: SelectGpuActivitySo
         return { rejected: describeCause(err) };
       }
     }
-    case 'nvml':
-      // NVML arrives with the native module (native/ucx): an NvmlSource is tried here once it exists.
-      return { rejected: 'not available yet (needs the native NVML module)' };
+    case 'nvml': {
+      try {
+        const source = new NvmlSource(options.nvml);
+        // GPM's window needs a moment between the priming sample and this one.
+        await new Promise((r) => setTimeout(r, options.nvml?.read ? 0 : 200));
+        const reading = await source.sample();
+        return {
+          source,
+          description: `NVML read ${summarize(reading)} from ${source.basis}${source.basis === 'utilization.gpu' ? ' (no GPM on these GPUs: any kernel counts, as with nvidia-smi)' : ''}`,
+        };
+      } catch (err) {
+        return { rejected: describeCause(err) };
+      }
+    }
     case 'nvidia-smi': {
       const source = new NvidiaSmiSource({ path: options.nvidiaSmiPath, timeoutMs: options.timeoutMs });
       try {

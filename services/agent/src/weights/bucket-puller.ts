@@ -1,5 +1,5 @@
 import { isEmulatedProtocol, MemoryType } from '@robustrl/ucx';
-import { checksumLike, regionReader } from './bucket-checksum';
+import { checksumLike, regionReader, strideOf } from './bucket-checksum';
 import { SourceLinks } from './source-links';
 import type { BucketPlace } from './weight-server';
 
@@ -42,6 +42,9 @@ export interface PullTransfer {
   sourceMemory: MemoryType;
   protocol: string | null;
   emulated: boolean;
+  /** Time spent moving the bytes (all GETs), and verifying them against the manifest's checksum. */
+  getMicros: number;
+  verifyMicros: number;
 }
 export type PullOutcome = { ok: true; bytes: number; durationMs: number; transfer: PullTransfer } | { ok: false; reason: string };
 
@@ -63,10 +66,13 @@ export async function pullBucket(links: SourceLinks, into: BucketPlace, pull: Bu
     });
     if (sizeBytes !== remote.length)
       return { ok: false, reason: `source holds bucket ${pull.bucketIndex} as ${remote.length} bytes, the manifest says ${sizeBytes}` };
-    transfer = { localMemory: region.memoryType, sourceMemory: memoryType, protocol: null, emulated: false };
+    transfer = { localMemory: region.memoryType, sourceMemory: memoryType, protocol: null, emulated: false, getMicros: 0, verifyMicros: 0 };
     const device = transfer.localMemory !== 'host' || transfer.sourceMemory !== 'host';
+    // No GET shorter than the checksum's stride: a lost GET then always spans a sample (bucket-checksum.ts).
+    const chunkBytes = Math.max(limits.chunkBytes, strideOf(pull.checksum) ?? 0);
+    const getsStarted = process.hrtime.bigint();
     // The first GET says how UCX carries the bucket, so a silent fallback of device memory is reported.
-    const first = Math.min(limits.chunkBytes, sizeBytes);
+    const first = Math.min(chunkBytes, sizeBytes);
     const described = await ep.getDescribed(region, offset, remote, 0, first, { timeoutMs: limits.opTimeoutMs });
     transfer.protocol = /no debug info/.test(described) ? null : described;
     transfer.emulated = device && transfer.protocol !== null && isEmulatedProtocol(transfer.protocol);
@@ -77,7 +83,7 @@ export async function pullBucket(links: SourceLinks, into: BucketPlace, pull: Bu
       while (next < sizeBytes) {
         if (stopping()) throw new PullStopping();
         const at = next;
-        const n = Math.min(limits.chunkBytes, sizeBytes - at);
+        const n = Math.min(chunkBytes, sizeBytes - at);
         next += n;
         if (limits.maxBytesPerSecond > 0) {
           const wait = started + ((at + n) / limits.maxBytesPerSecond) * 1000 - Date.now();
@@ -87,8 +93,9 @@ export async function pullBucket(links: SourceLinks, into: BucketPlace, pull: Bu
         received += n;
       }
     };
-    const lanes = Math.max(1, Math.min(limits.getsInFlight ?? 1, Math.ceil((sizeBytes - first) / limits.chunkBytes)));
+    const lanes = Math.max(1, Math.min(limits.getsInFlight ?? 1, Math.ceil((sizeBytes - first) / chunkBytes)));
     await Promise.all(Array.from({ length: lanes }, lane));
+    transfer.getMicros = Math.round(Number(process.hrtime.bigint() - getsStarted) / 1000);
     if (received !== sizeBytes) return { ok: false, reason: `bucket ${pull.bucketIndex}: ${received} of ${sizeBytes} bytes arrived` };
   } catch (err) {
     if (err instanceof PullStopping) return { ok: false, reason: 'puller stopping' };
@@ -97,8 +104,10 @@ export async function pullBucket(links: SourceLinks, into: BucketPlace, pull: Bu
     return { ok: false, reason: `source ${pull.sourceAddress} unreachable: ${e.name}${e.code ? ` ${e.code}` : ''}: ${e.message}` };
   }
   let got: ReturnType<typeof checksumLike>;
+  const verifyStarted = process.hrtime.bigint();
   try {
     got = checksumLike(pull.checksum, regionReader(region, offset), sizeBytes);
+    transfer.verifyMicros = Math.round(Number(process.hrtime.bigint() - verifyStarted) / 1000);
   } catch (err) {
     return { ok: false, reason: `bucket ${pull.bucketIndex} could not be read back to verify it: ${err instanceof Error ? err.message : String(err)}` };
   }

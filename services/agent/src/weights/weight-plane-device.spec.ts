@@ -47,7 +47,7 @@ class Framework {
     const addresses: string[] = [];
     for (const [i, fill] of fills.entries()) {
       const at = i === 1 ? 4 * KiB : 0;
-      const e = await this.call({ op: 'alloc', bytes: fill.length + at, fill: Buffer.concat([Buffer.alloc(at), fill]).toString('base64'), at });
+      const e = await this.call({ op: 'alloc', bytes: fill.length, fill: fill.toString('base64'), at });
       if (typeof e.error === 'string') throw new Error(e.error);
       buckets.push({ sizeBytes: fill.length, handle: String(e.handle), offset: Number(e.offset), device: 0 });
       addresses.push(String(e.address));
