@@ -5,7 +5,7 @@ import tseslint from 'typescript-eslint';
 import prettier from 'eslint-config-prettier';
 
 export default tseslint.config(
-  { ignores: ['**/node_modules/**', '**/dist/**', '**/build/**', 'docs/**', 'schemas/**', 'coverage/**'] },
+  { ignores: ['**/node_modules/**', '**/dist/**', '**/build/**', 'docs/**', 'schemas/**', 'coverage/**', '.gpu/**'] },
   { linterOptions: { reportUnusedDisableDirectives: 'error' } },
   js.configs.recommended,
   ...tseslint.configs.recommended,
