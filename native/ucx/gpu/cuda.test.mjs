@@ -83,6 +83,35 @@ test('mapIpc: another process exports a device allocation, this one reads and wr
   }
 });
 
+test("a peer GETs device memory this process imported from a framework's IPC handle (how an agent serves a trainer's buckets)", { skip }, async () => {
+  // UCX's cuda_ipc registers the imported allocation by exporting it again (cuIpcGetMemHandle); if the
+  // driver refused that, serving a framework's buffers device to device could not work: this says so.
+  const exporter = child([exporterPath]);
+  const w = new ucx.UcxWorker({ cudaDevice: 0 });
+  try {
+    const size = 64 * MiB;
+    exporter.send(JSON.stringify({ op: 'alloc', bytes: size, seed: 11 }));
+    const e = await exporter.next();
+    assert.equal(e.error, undefined, e.error);
+    exporter.send(JSON.stringify({ op: 'digest', address: e.address, offset: 0, length: size }));
+    const expected = (await exporter.next()).sha256;
+    const region = w.mapIpc({ handle: Buffer.from(e.handle, 'base64'), offset: e.offset, length: size, device: 0 }, { access: 'remote-read' });
+    const listener = w.listen({ host: '127.0.0.1', port: 0 }, () => {});
+    const d = region.descriptor();
+    const puller = child([peerPath, 'pull', String(listener.port), `0x${d.address.toString(16)}`, String(d.length), d.rkey.toString('base64')]);
+    const got = await puller.next();
+    assert.equal(got.error, undefined, got.error);
+    console.log(`# GET of imported memory: ${got.protocol}`);
+    assert.equal(got.sha256, expected, 'byte-exact');
+    assert.equal(ucx.isEmulatedProtocol(got.protocol), false, `GET of imported device memory emulated: ${got.protocol}`);
+    listener.close();
+    region.unmap();
+  } finally {
+    w.close();
+    exporter.proc.kill();
+  }
+});
+
 test('device GET and PUT between two processes: byte-exact, and UCX says how (not emulated)', { skip }, async () => {
   const size = 256 * MiB;
   const peer = child([peerPath, String(size), '7']);
