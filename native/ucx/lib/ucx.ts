@@ -517,34 +517,38 @@ export class Endpoint {
   }
   /** RMA read: remote[srcOffset, +length) -> local[dstOffset, +length). */
   get(dst: MemoryRegion, dstOffset: number, src: RemoteRegion, srcOffset: number, length: number, opts: OpOptions = {}): Promise<void> {
-    checkRemote(src, srcOffset, length);
-    return wrap(async () => {
-      await this.native.get(dst.native, dstOffset, length, src.address + BigInt(srcOffset), src.rkey.native, opts.timeoutMs ?? 0);
-    });
+    return this.rma('get', dst, dstOffset, src, srcOffset, length, opts, false).then(() => undefined);
   }
   /**
    * A GET like get(), which also says how UCX carried it: the protocol it selected for this pair of
    * memories and this size (ucp_request_query), e.g. a zero-copy over cuda_ipc, or a software emulation
    * of a device transfer over tcp — 1000x slower (see isEmulatedProtocol).
    */
-  async getDescribed(dst: MemoryRegion, dstOffset: number, src: RemoteRegion, srcOffset: number, length: number, opts: OpOptions = {}): Promise<string> {
-    checkRemote(src, srcOffset, length);
-    return wrap(async () =>
-      String(await this.native.get(dst.native, dstOffset, length, src.address + BigInt(srcOffset), src.rkey.native, opts.timeoutMs ?? 0, true)),
-    );
+  getDescribed(dst: MemoryRegion, dstOffset: number, src: RemoteRegion, srcOffset: number, length: number, opts: OpOptions = {}): Promise<string> {
+    return this.rma('get', dst, dstOffset, src, srcOffset, length, opts, true).then(String);
   }
   /** RMA write: local[srcOffset, +length) -> remote[dstOffset, +length); resolves after remote completion (flush). */
   put(src: MemoryRegion, srcOffset: number, dst: RemoteRegion, dstOffset: number, length: number, opts: OpOptions = {}): Promise<void> {
-    checkRemote(dst, dstOffset, length);
-    return wrap(async () => {
-      await this.native.put(src.native, srcOffset, length, dst.address + BigInt(dstOffset), dst.rkey.native, opts.timeoutMs ?? 0);
-    });
+    return this.rma('put', src, srcOffset, dst, dstOffset, length, opts, false).then(() => undefined);
   }
   /** A PUT like put(), which also says which protocol UCX selected for it (see getDescribed). */
-  async putDescribed(src: MemoryRegion, srcOffset: number, dst: RemoteRegion, dstOffset: number, length: number, opts: OpOptions = {}): Promise<string> {
-    checkRemote(dst, dstOffset, length);
-    return wrap(async () =>
-      String(await this.native.put(src.native, srcOffset, length, dst.address + BigInt(dstOffset), dst.rkey.native, opts.timeoutMs ?? 0, true)),
+  putDescribed(src: MemoryRegion, srcOffset: number, dst: RemoteRegion, dstOffset: number, length: number, opts: OpOptions = {}): Promise<string> {
+    return this.rma('put', src, srcOffset, dst, dstOffset, length, opts, true).then(String);
+  }
+  private rma(
+    op: 'get' | 'put',
+    local: MemoryRegion,
+    localOffset: number,
+    remote: RemoteRegion,
+    remoteOffset: number,
+    length: number,
+    opts: OpOptions,
+    describe: boolean,
+  ): Promise<void | string> {
+    // Synchronous: a range outside the remote region throws at the call, before anything is posted.
+    checkRemote(remote, remoteOffset, length);
+    return wrap(() =>
+      this.native[op](local.native, localOffset, length, remote.address + BigInt(remoteOffset), remote.rkey.native, opts.timeoutMs ?? 0, describe),
     );
   }
   /** Tagged send (control messages). `data` is kept alive until completion. */
