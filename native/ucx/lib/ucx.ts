@@ -34,26 +34,20 @@ interface NativeMapping {
   packRkey(): Buffer;
   unmap(): void;
 }
+/** A GET or PUT; with `describe` it resolves with the protocol UCX chose (ucp_request_query). */
+type NativeRma = (
+  local: NativeMapping,
+  localOffset: number,
+  length: number,
+  remoteAddress: bigint,
+  rkey: NativeRemoteKey,
+  timeoutMs: number,
+  describe?: boolean,
+) => Promise<void | string>;
 interface NativeEndpoint {
   readonly state: EndpointState;
-  get(
-    local: NativeMapping,
-    localOffset: number,
-    length: number,
-    remoteAddress: bigint,
-    rkey: NativeRemoteKey,
-    timeoutMs: number,
-    describe?: boolean,
-  ): Promise<void | string>;
-  put(
-    local: NativeMapping,
-    localOffset: number,
-    length: number,
-    remoteAddress: bigint,
-    rkey: NativeRemoteKey,
-    timeoutMs: number,
-    describe?: boolean,
-  ): Promise<void | string>;
+  get: NativeRma;
+  put: NativeRma;
   sendTag(tag: bigint, data: ArrayBufferView | ArrayBuffer, timeoutMs: number): Promise<void>;
   flush(timeoutMs: number): Promise<void>;
   unpackRkey(packed: Uint8Array): NativeRemoteKey;

@@ -1,5 +1,3 @@
-import { createHash } from 'node:crypto';
-
 /**
  * A weight version in memory is one contiguous region; its buckets (layer groups, paper §5.2.1 ➁) lie
  * back to back in index order. Trainer, relays and pullers all use this layout, so a bucket's offset
@@ -20,9 +18,4 @@ export function bucketLayout(sizes: readonly number[]): { buckets: BucketSpan[];
     return span;
   });
   return { buckets, totalBytes: offset };
-}
-
-/** The manifest's checksum of one bucket: `sha256:<hex>`. */
-export function bucketChecksum(bytes: Uint8Array): string {
-  return `sha256:${createHash('sha256').update(bytes).digest('hex')}`;
 }

@@ -182,7 +182,9 @@ describeDevice('weight plane with device buckets from CUDA IPC handles (stand-in
   it('a handle the driver refuses is a 400-class error naming the bucket, and nothing stays mapped', async () => {
     const { buckets, addresses } = await trainerFramework.buckets([Buffer.alloc(4 * KiB, 1), Buffer.alloc(4 * KiB, 2)]);
     await trainerFramework.call({ op: 'free', address: addresses[1] });
-    await expect(trainer.publishDevice({ version: 9, step: 9, buckets })).rejects.toThrow(/^bucket 1: .*cuIpcOpenMemHandle/);
+    const refused = trainer.publishDevice({ version: 9, step: 9, buckets });
+    await expect(refused).rejects.toBeInstanceOf(RangeError); // the API answers a RangeError with 400
+    await expect(refused).rejects.toThrow(/^bucket 1: .*cuIpcOpenMemHandle/);
     expect(trainer.status().versions.map((v) => v.version)).not.toContain(9);
   });
 });

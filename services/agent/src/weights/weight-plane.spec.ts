@@ -5,7 +5,7 @@ import { InProcessBus, machineKeyOf, sealPullGrant } from '@robustrl/bus';
 import { createMessage, DataOf, MessageOf, RobustrlMessage, Topics } from '@robustrl/contracts';
 import { UcxWorker, ucxInfo } from '@robustrl/ucx';
 import { eventually } from '@robustrl/testing/eventually';
-import { bucketChecksum } from './bucket-layout';
+import { bufferReader, fullChecksum } from './bucket-checksum';
 import { WeightPlane } from './weight-plane';
 import { Catalog, CATALOG_REQUEST_TAG, CATALOG_TAG, CatalogRequest, Hello, HELLO_TAG } from './weight-server';
 
@@ -99,7 +99,7 @@ describeUcx('weight plane over real UCX (trainer → rollout → relay)', () => 
     const res = await trainer.publish({ version: 1, step: 7, shmName: 'trainer-v1', bucketSizes: SIZES });
     const manifest = await eventually('manifest', () => seen.find((m): m is MessageOf<'WeightVersionPublished'> => m.type === 'WeightVersionPublished'));
     let offset = 0;
-    const expected = SIZES.map((n) => bucketChecksum(weights.subarray(offset, (offset += n))));
+    const expected = SIZES.map((n) => fullChecksum(bufferReader(weights.subarray(offset, (offset += n))), n));
     expect(res.checksums).toEqual(expected);
     expect(manifest.data).toMatchObject({
       version: 1,
