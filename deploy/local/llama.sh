@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # A real inference engine on a CPU machine (issue 17): llama.cpp's own server, built from the source
 # that PyPI's llama-cpp-python sdist carries (vendor/llama.cpp; no other download), and a tiny
-# random-weight model written with PyPI's `gguf` package (llama/make-tiny-model.py).
+# random-weight model written with PyPI's `gguf` package (llama/make-tiny-model.py, 25 MB).
 #
 # Usage: deploy/local/llama.sh <ensure|status|serve PORT>
 #   ensure   build llama-server and write the model into ${ROBUSTRL_LOCAL_DIR:-.local}/llama (cached; ~3 min first time)
 #   status   prints the server binary and model paths; exit 0 only if both exist
 #   serve    runs llama-server on 127.0.0.1:PORT with the tiny model, 4 slots, in the foreground
 #
-# Groundwork for the router's end-to-end tests on a real engine; nothing in `npm test` uses it yet.
+# The integration tests' global setup runs `ensure`; test/e2e/real-engine.int.spec.ts runs the engines.
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -19,7 +19,8 @@ source "${SCRIPT_DIR}/lib/common.sh"
 VERSION="${ROBUSTRL_LLAMA_CPP_PYTHON_VERSION:-0.3.16}"
 DIR="${STATE_DIR}/llama"
 SERVER="${DIR}/llama.cpp-${VERSION}/build/bin/llama-server"
-MODEL="${DIR}/tiny.gguf"
+# Width 384, 4 layers: about 1.5 ms a token on one thread, slow enough for a kill to land mid-stream.
+MODEL="${DIR}/tiny-ascii-384.gguf"
 
 usage() {
   sed -n '6,10p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
@@ -47,7 +48,7 @@ cmd_ensure() {
     cmake --build "${DIR}/llama.cpp-${VERSION}/build" --target llama-server -j "$(nproc)" >/dev/null
   fi
   if [[ ! -f "${MODEL}" ]]; then
-    "${DIR}/venv/bin/python" "${SCRIPT_DIR}/llama/make-tiny-model.py" "${MODEL}" >/dev/null
+    "${DIR}/venv/bin/python" "${SCRIPT_DIR}/llama/make-tiny-model.py" "${MODEL}" 0 384 >/dev/null
   fi
   log "llama-server: ${SERVER}"
   log "model: ${MODEL}"

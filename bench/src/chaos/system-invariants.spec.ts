@@ -26,6 +26,7 @@ function trajectory(step: number, k: number, version = Math.max(0, step - 2)): T
     rolloutId: 'rollout-0',
     weightVersion,
     tokens: 4,
+    spans: null,
     // Stored half a second after its version was published (version v at v seconds past the epoch).
     createdAt: new Date(version * 1000 + 500).toISOString(),
   });

@@ -1,3 +1,5 @@
+import { execFileSync } from 'node:child_process';
+import { resolve } from 'node:path';
 import { localServiceEnv, startLocalServices } from './real-services';
 
 /**
@@ -5,6 +7,7 @@ import { localServiceEnv, startLocalServices } from './real-services';
  * KAFKA_BROKERS / DATABASE_URL; otherwise start the project's own (deploy/local/, no Docker).
  */
 export default async function globalSetup(): Promise<void> {
+  ensureLlamaServer();
   if (process.env.KAFKA_BROKERS && process.env.DATABASE_URL) {
     process.stderr.write(`\nintegration: using KAFKA_BROKERS=${process.env.KAFKA_BROKERS} and DATABASE_URL from the environment\n`);
     return;
@@ -15,4 +18,20 @@ export default async function globalSetup(): Promise<void> {
   process.env.KAFKA_BROKERS ??= env.KAFKA_BROKERS;
   process.env.DATABASE_URL ??= env.DATABASE_URL;
   process.env.ROBUSTRL_TEST_STARTED_SERVICES = '1';
+}
+
+/**
+ * The router's end-to-end tests run real inference engines (issue 17): llama.cpp's server, built once
+ * from PyPI's llama-cpp-python sdist with a tiny model written by the `gguf` package (about 3 minutes
+ * the first time on 2 cores; cached in .local/llama after that).
+ */
+function ensureLlamaServer(): void {
+  const script = resolve(__dirname, '..', '..', '..', 'deploy', 'local', 'llama.sh');
+  try {
+    execFileSync('bash', [script, 'status'], { stdio: 'ignore' });
+    return;
+  } catch {
+    process.stderr.write("\nintegration: building llama.cpp's llama-server and the tiny test model (deploy/local/llama.sh ensure, about 3 min once)\n");
+  }
+  execFileSync('bash', [script, 'ensure'], { stdio: ['ignore', 'inherit', 'inherit'] });
 }

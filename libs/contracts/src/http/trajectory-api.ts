@@ -27,6 +27,41 @@ export const NewTrajectory = z.object({
 });
 export type NewTrajectory = z.infer<typeof NewTrajectory>;
 
+/**
+ * How a span's context reached its engine: `prompt` — the request as the caller sent it (the first span);
+ * `tokens` — the prompt plus the exact token ids sampled before it (the engine took a token prompt, so the
+ * log-probs condition on what was sampled); `text` — the prompt plus the text generated before it, which
+ * the engine re-tokenised (the ids it conditioned on may differ from those sampled, and it prefilled them
+ * again: `prefillTokens`).
+ */
+export const SpanContext = z.enum(['prompt', 'tokens', 'text']);
+export type SpanContext = z.infer<typeof SpanContext>;
+
+/**
+ * One engine's contiguous part of a generated turn (issue 17, token-level preservation): the token ids it
+ * sampled, in order, with their log-probs, and which engine and weight version sampled them. A turn that
+ * failed over mid-stream has several; their ids concatenated are the turn's tokens, none lost or repeated.
+ */
+export const TokenSpan = z
+  .object({
+    rolloutId: Id,
+    weightVersion: Count,
+    tokenIds: z.array(Count).max(1_000_000),
+    /** The sampling engine's log-prob of each id (null where it reported none); as long as tokenIds. */
+    logprobs: z.array(z.number().nullable()).max(1_000_000),
+    /**
+     * Tokens the engine says it sampled in the span (its own counter), when it says: more than
+     * tokenIds.length when its stream left ids out (llama.cpp's stream does, for tokens that end inside
+     * a multi-byte character) — the span's ids are then incomplete, and nothing pretends otherwise.
+     */
+    sampled: Count.nullable(),
+    context: SpanContext,
+    /** With context `text`: the tokens the engine prefilled again to continue (its prompt's size, when it says). */
+    prefillTokens: Count.optional(),
+  })
+  .refine((s) => s.logprobs.length === s.tokenIds.length, { message: 'logprobs must have one entry per token id' });
+export type TokenSpan = z.infer<typeof TokenSpan>;
+
 export const TurnInput = z.object({
   trajectoryId: Id,
   /** Idempotency key: an append redelivered with the same turn id is stored once. */
@@ -42,6 +77,8 @@ export const TurnInput = z.object({
    * attempt that was since restarted from the prompt is refused instead of landing in the new attempt.
    */
   attempt: Count.optional(),
+  /** What each engine sampled, for a generated turn whose engines reported token ids (absent otherwise). */
+  spans: z.array(TokenSpan).max(1_000).optional(),
 });
 export type TurnInput = z.infer<typeof TurnInput>;
 
@@ -148,6 +185,8 @@ export const StoredTurn = TurnInput.pick({
   weightVersion: true,
   tokens: true,
 }).extend({
+  /** Null when the turn was stored without spans (a tool result, an engine that reports no token ids). */
+  spans: z.array(TokenSpan).nullable(),
   createdAt: Timestamp,
 });
 export type StoredTurn = z.infer<typeof StoredTurn>;

@@ -18,6 +18,7 @@ import {
   StatusChange,
   StatusResult,
   StoredTurn,
+  TokenSpan,
   TrajectoryPrefix,
   TrajectoryStatus,
   TrajectorySummary,
@@ -26,6 +27,7 @@ import {
   TurnKind,
 } from '@robustrl/contracts';
 import { EventStore } from '@robustrl/store';
+import { decodeNul, encodeNul } from './jsonb-nul';
 import { AcceptanceBound, decideContinuation, isAcceptable, staleness } from '@robustrl/request-manager-domain';
 
 /** Durable append outcomes (the store's answers are the HTTP contract's shapes: libs/contracts http/trajectory-api.ts). */
@@ -91,13 +93,14 @@ interface TurnRow {
   rollout_id: string | null;
   weight_version: number;
   tokens: number;
+  spans: TokenSpan[] | null;
   created_at: Date | string;
 }
 
 const TRAJECTORY_COLUMNS = `t.trajectory_id, t.job_id, t.batch_id, t.step, t.prompt_id, t.sample_index, t.prompt, t.owner_rollout_id,
   t.status, t.attempt, t.last_turn_index, t.min_weight_version, t.max_weight_version, t.weight_versions, t.created_at, t.updated_at,
   t.completed_at`;
-const TURN_COLUMNS = `u.trajectory_id, u.turn_id, u.turn_index, u.kind, u.content, u.rollout_id, u.weight_version, u.tokens, u.created_at`;
+const TURN_COLUMNS = `u.trajectory_id, u.turn_id, u.turn_index, u.kind, u.content, u.rollout_id, u.weight_version, u.tokens, u.spans, u.created_at`;
 
 /**
  * One statement appends a whole batch of turns and keeps each trajectory's summary current:
@@ -113,7 +116,7 @@ const APPEND_SQL = `
 WITH input AS (
   SELECT * FROM jsonb_to_recordset($1::jsonb) AS v(
     ord int, trajectory_id text, turn_id text, turn_index int, kind text, content jsonb, rollout_id text,
-    weight_version int, tokens int, attempt int)
+    weight_version int, tokens int, attempt int, spans jsonb)
 ),
 locked AS (
   SELECT t.trajectory_id, t.job_id, t.batch_id, t.step, t.prompt_id, t.sample_index, t.status, t.attempt
@@ -123,8 +126,8 @@ locked AS (
      FOR UPDATE
 ),
 ins AS (
-  INSERT INTO robustrl_trajectory_turns (trajectory_id, attempt, turn_index, turn_id, kind, content, rollout_id, weight_version, tokens)
-  SELECT i.trajectory_id, l.attempt, i.turn_index, i.turn_id, i.kind, i.content, i.rollout_id, i.weight_version, i.tokens
+  INSERT INTO robustrl_trajectory_turns (trajectory_id, attempt, turn_index, turn_id, kind, content, rollout_id, weight_version, tokens, spans)
+  SELECT i.trajectory_id, l.attempt, i.turn_index, i.turn_id, i.kind, i.content, i.rollout_id, i.weight_version, i.tokens, i.spans
     FROM input i JOIN locked l ON l.trajectory_id = i.trajectory_id
    WHERE l.status IN ('in-flight', 'reassigned') AND (i.attempt IS NULL OR i.attempt = l.attempt)
    ORDER BY i.ord
@@ -247,7 +250,7 @@ export class TrajectoryStore {
             step: t.step,
             prompt_id: t.promptId,
             sample_index: t.sampleIndex,
-            prompt: t.prompt,
+            prompt: encodeNul(t.prompt),
             owner_rollout_id: t.ownerRolloutId ?? null,
           })),
         ),
@@ -290,11 +293,12 @@ export class TrajectoryStore {
         turn_id: t.turnId,
         turn_index: t.turnIndex,
         kind: t.kind,
-        content: t.content,
+        content: encodeNul(t.content),
         rollout_id: t.rolloutId,
         weight_version: t.weightVersion,
         tokens: t.tokens,
         attempt: t.attempt ?? null,
+        spans: t.spans ?? null,
       });
     });
     this.appendStatements += 1;
@@ -500,10 +504,11 @@ export class TrajectoryStore {
         turnId: r.turn_id,
         turnIndex: r.turn_index,
         kind: r.kind,
-        content: r.content,
+        content: decodeNul(r.content),
         rolloutId: r.rollout_id,
         weightVersion: r.weight_version,
         tokens: r.tokens,
+        spans: r.spans,
         createdAt: iso(r.created_at),
       });
     }
@@ -566,7 +571,7 @@ function toSummary(r: TrajectoryRow): TrajectorySummary {
     step: r.step,
     promptId: r.prompt_id,
     sampleIndex: r.sample_index,
-    prompt: r.prompt,
+    prompt: decodeNul(r.prompt),
     ownerRolloutId: r.owner_rollout_id,
     status: r.status,
     attempt: r.attempt,

@@ -1,10 +1,14 @@
+import { randomUUID } from 'node:crypto';
 import { Agent, IncomingMessage } from 'node:http';
 import { StringDecoder } from 'node:string_decoder';
 import { EngineView } from './engine-pool';
 import { errorText, readAll, send } from './http-transport';
 import { endStream, relay, sendError, writeEvent } from './openai-responses';
 import { Answer, RequestContext, WEIGHT_VERSION_HEADER } from './request-context';
-import { Api, continuationBody, Json, StreamSplice } from './stream-splice';
+import { adapterFor } from './engines/adapters';
+import { ContinuationPlan, EngineAdapter, EngineCalls } from './engines/engine-adapter';
+import { completionChunkAsChat } from './engines/completion-as-chat';
+import { Api, Json, StreamSplice } from './stream-splice';
 import { ROLLOUT_HEADER } from './trajectory-identity';
 
 /**
@@ -37,15 +41,29 @@ export async function attemptOn(
   transport: { agent: Agent; idleTimeoutMs: number },
   /** Engines that generated earlier parts of the answer (a stream continued here). */
   before: readonly EngineView[] = [],
+  /** Names the attempt on the engine (its request-id header; SGLang's `rid`). */
+  requestId = `robustrl-${randomUUID()}`,
 ): Promise<AttemptOutcome> {
-  splice.beginAttempt();
-  const body = ctx.stream && splice.started ? continuationBody(ctx.api, ctx.body, splice.text, splice.tokens) : ctx.body;
+  const adapter = adapterFor(engine.kind);
+  let plan: ContinuationPlan;
+  try {
+    const calls = engineCalls(engine, transport, ctx.abort.signal);
+    if (!ctx.stream) plan = { path: ctx.path, body: ctx.body, context: 'tokens', answersAs: ctx.api };
+    else if (splice.started) plan = await adapter.continuation(ctx.api, ctx.body, splice.continuationPrefix(), calls);
+    else plan = await adapter.generation(ctx.api, ctx.body, calls);
+  } catch (err) {
+    return { kind: 'failed', reason: `connection failed while preparing the request: ${errorText(err)}`, engineDown: true };
+  }
+  splice.beginAttempt({ id: engine.id, weightVersion: engine.weightVersion }, splice.started ? plan.context : 'prompt');
+  if (plan.promptTokenIds) splice.ledger.promptTokenIds ??= plan.promptTokenIds;
+  const body = adapter.decorate(plan.answersAs, plan.body, requestId);
   let upstream: IncomingMessage;
   try {
-    upstream = await send(`${engine.baseUrl}${ctx.path}`, 'POST', JSON.stringify(body), {
+    upstream = await send(`${engine.baseUrl}${plan.path}`, 'POST', JSON.stringify(body), {
       agent: transport.agent,
       idleTimeoutMs: transport.idleTimeoutMs,
       signal: ctx.abort.signal,
+      headers: { [adapter.requestIdHeader]: requestId },
     });
   } catch (err) {
     return { kind: 'failed', reason: `connection failed: ${errorText(err)}`, engineDown: true };
@@ -80,12 +98,37 @@ export async function attemptOn(
     } catch {
       return { kind: 'failed', reason: 'the engine answered with invalid JSON', engineDown: false, status: 502, body: raw };
     }
-    const answer: Answer = { ...answerOf(ctx.api, parsed), engines: [...before, servedBy(engine, upstream)] };
+    const sampled = adapter.read(ctx.api, parsed);
+    splice.ledger.add(sampled, typeof sampled.sampledSoFar === 'number' ? sampled.sampledSoFar : 0);
+    adapter.strip(parsed, ctx);
+    const answer: Answer = { ...answerOf(ctx.api, parsed), engines: [...before, servedBy(engine, upstream)], spans: splice.ledger.record() };
     if (!(await answerStored(ctx, answer))) return { kind: 'relayed' };
-    relay(ctx.res, status, raw, engine.id);
+    relay(ctx.res, status, Buffer.from(JSON.stringify(parsed)), engine.id);
     return { kind: 'done', answer };
   }
-  return pipeStream(ctx, engine, upstream, splice, before);
+  return pipeStream(ctx, engine, upstream, splice, before, adapter, plan);
+}
+
+/** The engine's own endpoints a continuation may call first (llama.cpp's template and tokenizer). */
+function engineCalls(engine: EngineView, transport: { agent: Agent; idleTimeoutMs: number }, signal: AbortSignal): EngineCalls {
+  return {
+    async postJson(path, body) {
+      const res = await send(`${engine.baseUrl}${path}`, 'POST', JSON.stringify(body), {
+        agent: transport.agent,
+        idleTimeoutMs: Math.min(transport.idleTimeoutMs, 30_000),
+        signal,
+      });
+      const raw = await readAll(res);
+      let parsed: Json | null = null;
+      try {
+        const value: unknown = JSON.parse(raw.toString('utf8'));
+        parsed = typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Json) : null;
+      } catch {
+        parsed = null;
+      }
+      return { status: res.statusCode ?? 500, body: parsed };
+    },
+  };
 }
 
 /** The engine as it served this answer: with the weight version it names in its answer, when it names one. */
@@ -117,6 +160,8 @@ async function pipeStream(
   upstream: IncomingMessage,
   splice: StreamSplice,
   before: readonly EngineView[],
+  adapter: EngineAdapter,
+  plan: ContinuationPlan,
 ): Promise<AttemptOutcome> {
   const res = ctx.res;
   const decoder = new StringDecoder('utf8');
@@ -135,7 +180,9 @@ async function pipeStream(
     }
     const chunk = JSON.parse(data) as Json;
     if (chunk.error) throw new UpstreamError(`the engine reported an error mid-stream: ${JSON.stringify(chunk.error)}`);
-    const out = splice.accept(chunk);
+    const sampled = adapter.read(plan.answersAs, chunk);
+    adapter.strip(chunk, ctx);
+    const out = splice.accept(plan.answersAs === ctx.api ? chunk : completionChunkAsChat(chunk), sampled);
     if (out.length > 0 && !res.headersSent) {
       res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive', [ROLLOUT_HEADER]: engine.id });
     }
@@ -169,13 +216,14 @@ async function pipeStream(
 /** The answer a (possibly spliced) stream amounts to, in the shape a non-streaming answer is recorded in. */
 export function streamAnswer(api: Api, splice: StreamSplice): Omit<Answer, 'engines'> {
   const tokens = typeof splice.usage?.completion_tokens === 'number' ? (splice.usage.completion_tokens as number) : splice.tokens;
-  if (api === 'completions') return { content: splice.text, finishReason: splice.finishReason, tokens };
+  const spans = splice.ledger.record();
+  if (api === 'completions') return { content: splice.text, finishReason: splice.finishReason, tokens, spans };
   const message: Json = { role: 'assistant', content: splice.text === '' && splice.toolCalls.length > 0 ? null : splice.text };
   if (splice.toolCalls.length > 0) message.tool_calls = splice.toolCalls;
-  return { content: message, finishReason: splice.finishReason, tokens };
+  return { content: message, finishReason: splice.finishReason, tokens, spans };
 }
 
-function answerOf(api: Api, response: Json): Omit<Answer, 'engines'> {
+function answerOf(api: Api, response: Json): Omit<Answer, 'engines' | 'spans'> {
   const choice = ((response.choices as Json[] | undefined) ?? [])[0] ?? {};
   const usage = response.usage as Json | undefined;
   const tokens = typeof usage?.completion_tokens === 'number' ? (usage.completion_tokens as number) : 0;

@@ -4,6 +4,7 @@ const engine = (id: string, over: Partial<EngineView> = {}): EngineView => ({
   id,
   machineId: id,
   baseUrl: `http://${id}`,
+  kind: 'vllm',
   weightVersion: 0,
   inFlight: 0,
   alive: true,

@@ -1,5 +1,6 @@
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
+import { EngineKind } from './engines/engine-adapter';
 
 /** A rollout engine (one vLLM / SGLang server) as the router sees it. */
 export interface EngineView {
@@ -7,6 +8,8 @@ export interface EngineView {
   /** The GPU machine the engine runs on (its id when not given): what the control plane's verdicts name. */
   readonly machineId: string;
   readonly baseUrl: string;
+  /** Which engine serves there: how to read its token ids, continue on it, probe it (engines/). */
+  readonly kind: EngineKind;
   readonly weightVersion: number;
   /** Requests the router has in flight on it. */
   readonly inFlight: number;
@@ -20,6 +23,8 @@ export interface EngineSpec {
   id: string;
   machineId?: string;
   baseUrl: string;
+  /** Default vLLM, whose API the router's callers speak. */
+  kind?: EngineKind;
   weightVersion?: number;
 }
 
@@ -67,6 +72,7 @@ interface EngineRecord {
   id: string;
   machineId: string;
   baseUrl: string;
+  kind: EngineKind;
   weightVersion: number;
   inFlight: number;
   alive: boolean;
@@ -98,6 +104,7 @@ export class EnginePool {
     const existing = this.engines.get(spec.id);
     if (existing) {
       existing.baseUrl = spec.baseUrl.replace(/\/+$/, '');
+      existing.kind = spec.kind ?? existing.kind;
       existing.weightVersion = spec.weightVersion ?? existing.weightVersion;
       return;
     }
@@ -105,6 +112,7 @@ export class EnginePool {
       id: spec.id,
       machineId: spec.machineId ?? spec.id,
       baseUrl: spec.baseUrl.replace(/\/+$/, ''),
+      kind: spec.kind ?? 'vllm',
       weightVersion: spec.weightVersion ?? 0,
       inFlight: 0,
       alive: true,

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { Agent } from 'node:http';
 import { EnginePool, EngineView } from './engine-pool';
 import { answerStored, AttemptFailure, AttemptOutcome, attemptOn, streamAnswer } from './engine-attempt';
@@ -82,7 +83,14 @@ export class Failover {
       const tokensBefore = splice.tokens;
       let outcome: AttemptOutcome;
       try {
-        outcome = await attemptOn(ctx, engine, splice, { agent: this.o.agent, idleTimeoutMs: this.o.upstreamIdleTimeoutMs }, contributors);
+        outcome = await attemptOn(
+          ctx,
+          engine,
+          splice,
+          { agent: this.o.agent, idleTimeoutMs: this.o.upstreamIdleTimeoutMs },
+          contributors,
+          requestIdOf(ctx, attempt),
+        );
       } finally {
         lease.release();
       }
@@ -147,6 +155,16 @@ export class Failover {
     else sendError(res, 502, 'BadGatewayError', failure.reason);
     return null;
   }
+}
+
+/**
+ * The attempt's request id on the engine: a recorded request's names its trajectory, turn and attempt,
+ * so an engine's logs (and an abort) point back to the trajectory; an unrecorded one's is random.
+ */
+function requestIdOf(ctx: RequestContext, attempt: number): string {
+  if (ctx.identity === null || ctx.outputIndex === null) return `robustrl-${randomUUID()}`;
+  // The suffix keeps a retried request's attempts apart from the first one's (SGLang refuses a rid in use).
+  return `${ctx.identity.trajectoryId}/${ctx.outputIndex}/${attempt}-${randomUUID().slice(0, 8)}`;
 }
 
 /** What the caller's token budget leaves after what was already forwarded (undefined: no budget). */

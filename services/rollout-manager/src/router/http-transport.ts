@@ -9,11 +9,11 @@ export function send(
   url: string,
   method: 'GET' | 'POST',
   payload: string | null,
-  options: { agent: Agent; idleTimeoutMs: number; signal?: AbortSignal },
+  options: { agent: Agent; idleTimeoutMs: number; signal?: AbortSignal; headers?: Record<string, string> },
 ): Promise<IncomingMessage> {
   return new Promise((resolve, reject) => {
     const https = url.startsWith('https:');
-    const headers: Record<string, string | number> = { accept: 'application/json, text/event-stream' };
+    const headers: Record<string, string | number> = { accept: 'application/json, text/event-stream', ...options.headers };
     if (payload !== null) {
       headers['content-type'] = 'application/json';
       headers['content-length'] = Buffer.byteLength(payload);

@@ -6,3 +6,4 @@ export * from './stream-splice';
 export * from './openai-router';
 export * from './http-trajectory-recorder';
 export * from './throughput-meter';
+export * from './engines';

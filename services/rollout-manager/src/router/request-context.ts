@@ -1,3 +1,4 @@
+import type { TokenSpan } from '@robustrl/contracts';
 import { ServerResponse } from 'node:http';
 import { EngineView } from './engine-pool';
 import { Api, Json } from './stream-splice';
@@ -40,6 +41,8 @@ export interface Answer {
    * a weight update), else the version the pool knows it holds.
    */
   engines: EngineView[];
+  /** What each engine sampled of it (token ids, log-probs), when they reported ids; empty otherwise. */
+  spans: TokenSpan[];
 }
 
 /** Engines that hot-swap weights say which version produced an answer: the router tags the turn with it. */

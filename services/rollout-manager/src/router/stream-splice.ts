@@ -1,3 +1,7 @@
+import type { SpanContext } from '@robustrl/contracts';
+import type { ChunkTokens, ContinuationPrefix } from './engines/engine-adapter';
+import { SpanEngine, TokenLedger } from './engines/token-ledger';
+
 /**
  * Splices the SSE streams of successive engines into the one stream the caller sees (pure, no I/O).
  *
@@ -26,12 +30,19 @@ export class StreamSplice {
   /** Tool calls of choice 0 as finally forwarded. */
   toolCalls: Array<{ id?: string; type: string; function: { name: string; arguments: string } }> = [];
   usage: Json | null = null;
+  /** What each engine sampled, span by span, of what was forwarded. */
+  readonly ledger = new TokenLedger();
   private meta: { id: unknown; created: unknown; model: unknown } | null = null;
   private roleSent = false;
   private tokensBeforeAttempt = 0;
   private pendingToolCalls = new Map<number, ToolCallAccumulator>();
 
   constructor(readonly api: Api) {}
+
+  /** What a continuation starts from: the text forwarded, and the token ids when every one is known. */
+  continuationPrefix(): ContinuationPrefix {
+    return { text: this.text, tokenIds: this.ledger.tokenIds, promptTokenIds: this.ledger.promptTokenIds, tokens: this.tokens };
+  }
 
   /** Anything reached the caller: a failover from now on must continue, not restart. */
   get started(): boolean {
@@ -42,14 +53,37 @@ export class StreamSplice {
     return this.finishReason !== null;
   }
 
-  /** A new engine takes over: its tool-call deltas start from scratch. */
-  beginAttempt(): void {
+  /** A new engine takes over: its tool-call deltas start from scratch; its tokens are a new span. */
+  beginAttempt(engine: SpanEngine = { id: 'unknown', weightVersion: 0 }, context: SpanContext = this.started ? 'text' : 'prompt'): void {
     this.tokensBeforeAttempt = this.tokens;
     this.pendingToolCalls.clear();
+    this.ledger.begin(engine, context);
   }
 
-  /** One upstream chunk in, the chunks to forward out (zero, one or two). */
-  accept(chunk: Json): Json[] {
+  /**
+   * One upstream chunk in, the chunks to forward out (zero, one or two). `sampled`: the token ids and
+   * counts the engine reported in it (its adapter's reading), for the ledger.
+   */
+  accept(chunk: Json, sampled?: ChunkTokens): Json[] {
+    const tokensBefore = this.tokens;
+    const primary = ((chunk.choices as Json[] | undefined) ?? []).find((c) => (c.index ?? 0) === 0);
+    // Tokens of a tool call are held back with it (a dead engine's half call is generated again).
+    const heldBack = this.api === 'chat' && (Array.isArray((primary?.delta as Json | undefined)?.tool_calls) || this.pendingToolCalls.size > 0);
+    const out = this.acceptChunk(chunk);
+    if (sampled) {
+      this.ledger.add(sampled, this.tokens - tokensBefore, heldBack);
+      if (this.toolCallsReleased) this.ledger.releaseHeld();
+      if (sampled.sampledSoFar !== null) this.tokens = Math.max(this.tokens, this.tokensBeforeAttempt + sampled.sampledSoFar);
+    }
+    this.toolCallsReleased = false;
+    const usage = chunk.usage as Json | undefined;
+    if (usage && typeof usage.prompt_tokens === 'number') this.ledger.prefilled(usage.prompt_tokens + this.tokensBeforeAttempt);
+    return out;
+  }
+
+  private toolCallsReleased = false;
+
+  private acceptChunk(chunk: Json): Json[] {
     if (this.meta === null) this.meta = { id: chunk.id, created: chunk.created, model: chunk.model };
     else Object.assign(chunk, this.meta);
     const out: Json[] = [];
@@ -126,6 +160,7 @@ export class StreamSplice {
   private toolCallChunk(template: Json): Json {
     const calls = [...this.pendingToolCalls.values()].sort((a, b) => a.index - b.index);
     this.pendingToolCalls.clear();
+    this.toolCallsReleased = true;
     this.toolCalls = calls.map((c) => ({
       ...(c.id ? { id: c.id } : {}),
       type: c.type ?? 'function',
@@ -169,24 +204,6 @@ function hasPayload(delta: Json): boolean {
     if (typeof value === 'string' ? value !== '' : value !== null && value !== undefined) return true;
   }
   return false;
-}
-
-/** The body that makes the next engine continue where the dead one stopped (vLLM's parameters). */
-export function continuationBody(api: Api, original: Json, partialText: string, tokensSoFar: number): Json {
-  const body: Json = { ...original };
-  for (const key of ['max_tokens', 'max_completion_tokens'] as const) {
-    if (typeof original[key] === 'number') body[key] = (original[key] as number) - tokensSoFar;
-  }
-  if (typeof original.min_tokens === 'number') body.min_tokens = Math.max(0, (original.min_tokens as number) - tokensSoFar);
-  if (partialText === '') return body;
-  if (api === 'chat') {
-    body.messages = [...(original.messages as unknown[]), { role: 'assistant', content: partialText }];
-    body.continue_final_message = true;
-    body.add_generation_prompt = false;
-  } else {
-    body.prompt = (original.prompt as string) + partialText;
-  }
-  return body;
 }
 
 /** Whether a stream of this request can be continued on another engine after output was forwarded. */

@@ -5,6 +5,7 @@ const engine = (id: string, inFlight = 0): EngineView => ({
   id,
   machineId: `m-${id}`,
   baseUrl: 'http://x',
+  kind: 'vllm',
   weightVersion: 1,
   inFlight,
   alive: true,

@@ -1,4 +1,4 @@
-import type { ContinuationPolicy, RestartFromPromptReason, TurnKind } from '@robustrl/contracts';
+import type { ContinuationPolicy, RestartFromPromptReason, TokenSpan, TurnKind } from '@robustrl/contracts';
 import { decideContinuation, policyVersionOf } from '@robustrl/request-manager-domain';
 import { EnginePool, EngineView } from './engine-pool';
 import { Answer } from './request-context';
@@ -188,7 +188,9 @@ export class TrajectoryRecording {
     // A turn continued across engines was generated with the oldest of their weights: the conservative bound on its staleness.
     const weightVersion = Math.min(...answer.engines.map((e) => e.weightVersion));
     try {
-      await this.recorder.appendTurns([turn(identity, at.attempt, at.outputIndex, { kind, content: answer.content }, last.id, weightVersion, answer.tokens)]);
+      await this.recorder.appendTurns([
+        turn(identity, at.attempt, at.outputIndex, { kind, content: answer.content }, last.id, weightVersion, answer.tokens, answer.spans),
+      ]);
     } catch (err) {
       this.failed('append', identity, err);
       throw err;
@@ -215,6 +217,7 @@ function turn(
   rolloutId: string | null,
   weightVersion: number,
   tokens: number,
+  spans: TokenSpan[] = [],
 ): RecordedTurn {
   return {
     trajectoryId: identity.trajectoryId,
@@ -226,5 +229,6 @@ function turn(
     weightVersion,
     tokens,
     attempt,
+    ...(spans.length > 0 ? { spans } : {}),
   };
 }

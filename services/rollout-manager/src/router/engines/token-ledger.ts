@@ -1,0 +1,120 @@
+import type { SpanContext, TokenSpan } from '@robustrl/contracts';
+import type { ChunkTokens } from './engine-adapter';
+
+/** The engine a span was sampled on, as the router saw it when the attempt began. */
+export interface SpanEngine {
+  id: string;
+  weightVersion: number;
+}
+
+interface OpenSpan {
+  engine: SpanEngine;
+  context: SpanContext;
+  ids: number[];
+  logprobs: Array<number | null>;
+  /** The engine's own count of tokens sampled in this attempt (null: it never said). */
+  sampled: number | null;
+  /** Tokens forwarded in this attempt, counted the router's way (a delta without ids counts one). */
+  forwarded: number;
+  prefillTokens: number | undefined;
+  /** Ids of tool-call deltas held back until the call is complete: a dead engine's half call is generated again, so its ids are dropped with it. */
+  held: { ids: number[]; logprobs: Array<number | null>; forwarded: number };
+}
+
+/**
+ * What each engine sampled for one answer, span by span (pure; issue 17, token-level preservation). The
+ * splice feeds it what each forwarded chunk carried; failover opens a span per attempt. What it yields
+ * is exactly the tokens the caller received, attributed to the engine and weight version that sampled
+ * them: a span's ids are complete when the engine's own count agrees with them, and the continuation
+ * prefix is offered as ids only when every span is complete.
+ */
+export class TokenLedger {
+  private readonly spans: OpenSpan[] = [];
+  /** The prompt's ids as the first engine reported them (vLLM's return_token_ids), for a token-prompt continuation. */
+  promptTokenIds: number[] | null = null;
+
+  /** A new attempt on `engine`, whose context reached it as `context`. */
+  begin(engine: SpanEngine, context: SpanContext): void {
+    const last = this.spans.at(-1);
+    // An attempt that forwarded nothing leaves no span: it sampled nothing the answer holds.
+    if (last && last.forwarded === 0 && last.ids.length === 0) this.spans.pop();
+    this.spans.push({
+      engine,
+      context,
+      ids: [],
+      logprobs: [],
+      sampled: null,
+      forwarded: 0,
+      prefillTokens: undefined,
+      held: { ids: [], logprobs: [], forwarded: 0 },
+    });
+  }
+
+  /** What one forwarded chunk carried; `heldBack`: its tokens belong to a tool call not yet complete. `forwarded`: the router's own count for it. */
+  add(tokens: ChunkTokens, forwarded: number, heldBack = false): void {
+    const span = this.current();
+    if (tokens.promptTokenIds && this.promptTokenIds === null) this.promptTokenIds = tokens.promptTokenIds;
+    if (tokens.sampledSoFar !== null) span.sampled = Math.max(span.sampled ?? 0, tokens.sampledSoFar);
+    const into = heldBack ? span.held : span;
+    into.ids.push(...tokens.ids);
+    into.logprobs.push(...(tokens.logprobs.length === tokens.ids.length ? tokens.logprobs : tokens.ids.map(() => null)));
+    into.forwarded += Math.max(forwarded, tokens.ids.length);
+  }
+
+  /** The held-back tool call was forwarded whole: its tokens are part of the answer now. */
+  releaseHeld(): void {
+    const span = this.current();
+    span.ids.push(...span.held.ids);
+    span.logprobs.push(...span.held.logprobs);
+    span.forwarded += span.held.forwarded;
+    span.held = { ids: [], logprobs: [], forwarded: 0 };
+  }
+
+  /** The prompt the attempt's engine prefilled (its usage), recorded for a text continuation's cost. */
+  prefilled(promptTokens: number): void {
+    this.current().prefillTokens = promptTokens;
+  }
+
+  /** Every id of the answer so far, in order; null when a span's ids are incomplete (or none were reported). */
+  get tokenIds(): number[] | null {
+    const out: number[] = [];
+    for (const s of this.spans) {
+      if (!complete(s)) return null;
+      out.push(...s.ids);
+    }
+    return out;
+  }
+
+  /** The spans to record: one per attempt that contributed, in order. Empty when no engine reported ids. */
+  record(): TokenSpan[] {
+    const spans = this.spans.filter((s) => s.forwarded > 0 || s.ids.length > 0);
+    if (!spans.some((s) => s.ids.length > 0)) return [];
+    return spans.map((s) => ({
+      rolloutId: s.engine.id,
+      weightVersion: s.engine.weightVersion,
+      tokenIds: [...s.ids],
+      logprobs: [...s.logprobs],
+      sampled: s.sampled,
+      context: s.context,
+      ...(s.context === 'text' && s.prefillTokens !== undefined ? { prefillTokens: s.prefillTokens } : {}),
+    }));
+  }
+
+  private current(): OpenSpan {
+    const span = this.spans.at(-1);
+    if (!span) throw new Error('TokenLedger: add before begin');
+    return span;
+  }
+}
+
+/**
+ * A span's ids are complete when there is one per token: the engine's count agrees when it gives one
+ * (llama.cpp's stream omits ids at multi-byte characters; its count does not), else one per forwarded token.
+ * The held-back part of a finished span is not counted (it was dropped with the call).
+ */
+function complete(s: OpenSpan): boolean {
+  if (s.ids.length === 0) return s.forwarded === 0;
+  const held = s.held.ids.length;
+  if (s.sampled !== null) return s.ids.length + held >= s.sampled && held === 0;
+  return s.ids.length >= s.forwarded && held === 0;
+}

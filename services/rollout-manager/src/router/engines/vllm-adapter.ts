@@ -1,0 +1,130 @@
+import type { Api, Json } from '../stream-splice';
+import {
+  asSent,
+  askedLogprobs,
+  chatPrefillBody,
+  choiceZero,
+  ChunkTokens,
+  ContinuationPlan,
+  ContinuationPrefix,
+  EngineAdapter,
+  EngineCalls,
+  isIdList,
+  logprobValues,
+  reducedBudget,
+  textPromptBody,
+} from './engine-adapter';
+
+/**
+ * vLLM's OpenAI server (shapes in docs/engine-api-shapes.md, from vLLM's protocol.py and serving code;
+ * contract-tested in engine-adapters.contract.spec.ts — no vLLM runs on a CPU machine here).
+ *
+ * - Token ids: `return_token_ids` makes every choice carry `token_ids` (the ids sampled in the chunk)
+ *   and the first chunk `prompt_token_ids` (vLLM ≥ 0.10.2). An older vLLM ignores the field: then ids
+ *   come from log-probs with `return_tokens_as_token_ids` (`"token": "token_id:123"`), when the caller
+ *   asked for log-probs.
+ * - Continuation from tokens: `/v1/completions` takes a token-id list as the prompt; the prompt's ids
+ *   are the ones the engine reported (`prompt_token_ids`), or `/tokenize`'s for a completions prompt.
+ * - Continuation from text: `continue_final_message` with `add_generation_prompt: false` (chat).
+ * - Abort: a closed connection aborts the request. `X-Request-Id` names it. `/fault_tolerance/status`
+ *   is the engine's own view of its health where the build has it.
+ */
+const CHAT_ONLY = [
+  'messages',
+  'tools',
+  'tool_choice',
+  'parallel_tool_calls',
+  'response_format',
+  'chat_template_kwargs',
+  'continue_final_message',
+  'add_generation_prompt',
+  'top_logprobs',
+];
+
+export class VllmAdapter implements EngineAdapter {
+  readonly kind = 'vllm' as const;
+  readonly generateProbe = { method: 'POST' as const, path: '/v1/completions', body: { prompt: [0], max_tokens: 1, temperature: 0 } };
+  readonly requestIdHeader = 'x-request-id';
+  readonly faultToleranceStatusPath = '/fault_tolerance/status';
+
+  decorate(api: Api, body: Json): Json {
+    const out: Json = { ...body, return_token_ids: true };
+    if (api === 'chat' && out.logprobs !== true) out.logprobs = true;
+    if (api === 'completions' && typeof out.logprobs !== 'number') out.logprobs = 0;
+    return out;
+  }
+
+  strip(chunk: Json, caller: { api: Api; body: Json }): void {
+    if (caller.body.return_token_ids !== true) {
+      delete chunk.prompt_token_ids;
+      for (const c of (chunk.choices as Json[] | undefined) ?? []) {
+        delete c.token_ids;
+        delete c.prompt_token_ids;
+      }
+    }
+    if (!askedLogprobs(caller)) for (const c of (chunk.choices as Json[] | undefined) ?? []) if ('logprobs' in c) c.logprobs = null;
+  }
+
+  read(_api: Api, chunk: Json): ChunkTokens {
+    const choice = choiceZero(chunk);
+    const logprobs = (choice?.logprobs ?? null) as Json | null;
+    let ids: number[] = isIdList(choice?.token_ids) ? (choice.token_ids as number[]) : [];
+    if (ids.length === 0) ids = idsFromTokenStrings(logprobs);
+    const values = logprobValues(logprobs);
+    const prompt = chunk.prompt_token_ids ?? choice?.prompt_token_ids;
+    const usage = chunk.usage as Json | undefined;
+    return {
+      ids,
+      logprobs: values.length === ids.length ? values : ids.map(() => null),
+      sampledSoFar: typeof usage?.completion_tokens === 'number' ? usage.completion_tokens : null,
+      promptTokenIds: isIdList(prompt) ? prompt : null,
+    };
+  }
+
+  async generation(api: Api, original: Json): Promise<ContinuationPlan> {
+    return asSent(api, original);
+  }
+
+  async continuation(api: Api, original: Json, prefix: ContinuationPrefix, calls: EngineCalls): Promise<ContinuationPlan> {
+    const byText = (): ContinuationPlan =>
+      api === 'chat'
+        ? { path: '/v1/chat/completions', body: chatPrefillBody(original, prefix.text, prefix.tokens), context: 'text', answersAs: 'chat' }
+        : { path: '/v1/completions', body: textPromptBody(original, prefix.text, prefix.tokens), context: 'text', answersAs: 'completions' };
+    if (prefix.tokenIds === null || prefix.text === '') return byText();
+    if (api === 'chat' && (original.tools !== undefined || original.response_format !== undefined)) return byText();
+    let promptIds = prefix.promptTokenIds;
+    if (promptIds === null && api === 'completions' && typeof original.prompt === 'string') {
+      const tokenized = await calls.postJson('/tokenize', { prompt: original.prompt, add_special_tokens: true });
+      promptIds = tokenized.status === 200 && isIdList(tokenized.body?.tokens) ? (tokenized.body.tokens as number[]) : null;
+    }
+    if (promptIds === null) return byText();
+    const body = reducedBudget(original, prefix.tokens);
+    for (const key of CHAT_ONLY) delete body[key];
+    if (typeof body.max_completion_tokens === 'number') body.max_tokens = body.max_completion_tokens;
+    delete body.max_completion_tokens;
+    body.prompt = [...promptIds, ...prefix.tokenIds];
+    body.logprobs = 0;
+    return { path: '/v1/completions', body, context: 'tokens', answersAs: 'completions' };
+  }
+
+  abortRequest(): null {
+    return null;
+  }
+}
+
+/** `return_tokens_as_token_ids` spells each sampled token `token_id:<id>` (chat `content[].token`, completions `tokens[]`). */
+function idsFromTokenStrings(logprobs: Json | null): number[] {
+  if (!logprobs) return [];
+  const tokens = Array.isArray(logprobs.content)
+    ? (logprobs.content as Json[]).map((e) => e.token)
+    : Array.isArray(logprobs.tokens)
+      ? (logprobs.tokens as unknown[])
+      : [];
+  const ids: number[] = [];
+  for (const t of tokens) {
+    const m = typeof t === 'string' ? /^token_id:(\d+)$/.exec(t) : null;
+    if (!m) return [];
+    ids.push(Number(m[1]));
+  }
+  return ids;
+}

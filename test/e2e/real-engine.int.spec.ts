@@ -1,0 +1,168 @@
+import { randomBytes } from 'node:crypto';
+import type { TokenSpan } from '@robustrl/contracts';
+import { RequestManagerModule } from '@robustrl/request-manager';
+import { EnginePool, HttpTrajectoryRecorder, OpenAiRouter, trajectoryIdOf } from '@robustrl/rollout-manager';
+import { httpAuthFromEnv, RunningService, runService } from '@robustrl/service-kit';
+import { freshDatabaseUrl } from '@robustrl/testing/databases';
+import { EngineTap, TappedRequest } from '@robustrl/testing/engine-tap';
+import { LlamaEngine, startLlamaEngines } from '@robustrl/testing/llama-engines';
+import { ChatMessage } from '@robustrl/testing/fake-inference-engine';
+import { streamChat } from '@robustrl/testing/openai-client';
+
+/**
+ * The router on real inference engines (issue 17): four llama.cpp servers (deploy/local/llama.sh, a tiny
+ * random model), each behind a tap that writes down the token ids it forwards — the ground truth of what
+ * the engines sampled. 32 agent loops of three model turns each stream through the router, which records
+ * every turn in the request manager's store on the real PostgreSQL server. Mid-stream, one engine is
+ * SIGKILLed and another SIGSTOPped (it hangs: its sockets stay open and say nothing). Every trajectory
+ * completes, and for every model turn the stored token ids are exactly the concatenation of what the
+ * engines sent for it — none lost, none repeated — with each span's engine recorded, continued on the
+ * next engine from the sampled token ids (llama.cpp takes a token prompt).
+ */
+jest.setTimeout(240_000);
+
+const TRAJECTORIES = 32;
+const MODEL_TURNS = 3;
+const MAX_TOKENS = 48;
+
+describe('router on real llama.cpp engines: one killed and one hung mid-stream (real PostgreSQL)', () => {
+  const jobId = 'job-real-engine';
+  const storeToken = `store-token-${randomBytes(8).toString('hex')}`;
+  const authorized = { authorization: `Bearer ${storeToken}` };
+  let database: { url: string; drop(): Promise<void> };
+  let service: RunningService;
+  let engines: LlamaEngine[];
+  let taps: EngineTap[];
+  let pool: EnginePool;
+  let router: OpenAiRouter;
+  let storeUrl: string;
+
+  beforeAll(async () => {
+    database = await freshDatabaseUrl('robustrl_real_engine');
+    service = await runService(
+      {
+        serviceName: 'e2e-real-engine',
+        bus: { adapter: 'in-process' },
+        store: { kind: 'postgres', url: database.url },
+        httpPort: 0,
+        httpAuth: httpAuthFromEnv({ ROBUSTRL_HTTP_TOKENS: storeToken }, '127.0.0.1'),
+      },
+      [RequestManagerModule],
+      { logLevels: ['error'], jsonBodyLimit: '64mb' },
+    );
+    storeUrl = (await service.app.getUrl()).replace('[::1]', '127.0.0.1');
+    engines = await startLlamaEngines(4);
+    taps = await Promise.all(engines.map((e) => EngineTap.start(e.id, e.url)));
+    pool = new EnginePool(
+      taps.map((t) => ({ id: t.id, baseUrl: t.url, kind: 'llama.cpp' as const, weightVersion: 7 })),
+      { probeIntervalMs: 0, probeTimeoutMs: 500 },
+    );
+    router = new OpenAiRouter({
+      pool,
+      recorder: new HttpTrajectoryRecorder(storeUrl, { token: storeToken }),
+      // A hung engine is given up on after 2 s without a byte (the default is minutes: prefills can be long).
+      upstreamIdleTimeoutMs: 2_000,
+      logger: { info: () => undefined, warn: () => undefined, error: (m, f) => process.stderr.write(`router: ${m} ${JSON.stringify(f)}\n`) },
+    });
+    await router.listen(0, '127.0.0.1');
+  });
+
+  afterAll(async () => {
+    await router?.close();
+    await pool?.stop();
+    for (const e of engines ?? []) {
+      e.resume();
+      e.kill();
+    }
+    await Promise.all((engines ?? []).map((e) => e.exited));
+    for (const t of taps ?? []) await t.close();
+    await service?.stop();
+    await database?.drop();
+  });
+
+  it(`${TRAJECTORIES} multi-turn trajectories: every token the engines sampled is stored once, span by span`, async () => {
+    const [killed, hung] = engines;
+    const [killedTap, hungTap] = taps;
+    // Each victim goes down inside a stream, after its fourth token event: the stream is open and half sent.
+    let killedAt: TappedRequest | null = null;
+    let hungAt: TappedRequest | null = null;
+    killedTap.onTokens = (r) => {
+      if (killedAt === null && r.tokenEvents >= 4) {
+        killedAt = r;
+        killed.kill();
+      }
+    };
+    hungTap.onTokens = (r) => {
+      if (hungAt === null && killedAt !== null && r.tokenEvents >= 4) {
+        hungAt = r;
+        hung.hang();
+      }
+    };
+
+    const identity = (i: number) => ({
+      'x-robustrl-job': jobId,
+      'x-robustrl-prompt': `task-${i}`,
+      'x-robustrl-sample': '0',
+      'x-robustrl-batch': 'b1',
+      'x-robustrl-step': '1',
+    });
+    const loop = async (i: number): Promise<ChatMessage[]> => {
+      const messages: ChatMessage[] = [{ role: 'user', content: `solve task ${i} step by step` }];
+      for (let turn = 0; turn < MODEL_TURNS; turn++) {
+        const answer = await streamChat(router.url, { model: 'tiny', messages, stream: true, max_tokens: MAX_TOKENS, temperature: 0.8 }, identity(i));
+        if (!answer.done) throw new Error(`trajectory ${i} turn ${turn}: the stream did not end with [DONE]`);
+        messages.push({ role: 'assistant', content: answer.text });
+        if (turn < MODEL_TURNS - 1) messages.push({ role: 'user', content: `observation ${turn} of task ${i}` });
+      }
+      return messages;
+    };
+    const conversations = await Promise.all(Array.from({ length: TRAJECTORIES }, (_, i) => loop(i)));
+
+    expect(killedAt).not.toBeNull();
+    expect(hungAt).not.toBeNull();
+    expect(router.stats.failovers).toBeGreaterThanOrEqual(2);
+    expect(router.stats.recordingErrors).toBe(0);
+
+    const allTapped = taps.flatMap((t) => t.requests.map((r) => ({ ...r, engine: t.id }))).sort((a, b) => a.sequence - b.sequence);
+    const turnsSpans: TokenSpan[][] = [];
+    for (const [i, conversation] of conversations.entries()) {
+      const trajectoryId = trajectoryIdOf(jobId, `task-${i}`, 0);
+      const stored = (await (await fetch(`${storeUrl}/v1/trajectories/${encodeURIComponent(trajectoryId)}`, { headers: authorized })).json()) as {
+        turns: Array<{ turnIndex: number; kind: string; content: ChatMessage; rolloutId: string | null; tokens: number; spans: TokenSpan[] | null }>;
+      };
+      expect(stored.turns.map((t) => t.kind)).toEqual(['model-output', 'tool-result', 'model-output', 'tool-result', 'model-output']);
+      expect(stored.turns.map((t) => t.content.content)).toEqual(conversation.slice(1).map((m) => m.content));
+      for (const turn of stored.turns.filter((t) => t.kind === 'model-output')) {
+        // What the engines sent for this turn, attempt by attempt, through their taps.
+        const attempts = allTapped.filter((r) => r.requestId.startsWith(`${trajectoryId}/${turn.turnIndex}/`) && r.ids.length > 0);
+        const sent = attempts.flatMap((r) => r.ids);
+        const spans = turn.spans ?? [];
+        expect({ turn: `${trajectoryId}#${turn.turnIndex}`, ids: spans.flatMap((s) => s.tokenIds) }).toEqual({
+          turn: `${trajectoryId}#${turn.turnIndex}`,
+          ids: sent,
+        });
+        expect(spans.map((s) => s.rolloutId)).toEqual(attempts.map((r) => r.engine));
+        const shape = spans.map((s) => `${s.rolloutId}:${s.context}:${s.tokenIds.length}/${s.sampled}`);
+        expect({ shape, tokens: turn.tokens }).toEqual({ shape, tokens: sent.length });
+        for (const s of spans) {
+          expect(s.logprobs).toHaveLength(s.tokenIds.length);
+          expect(s.logprobs.every((v) => typeof v === 'number' && v <= 0)).toBe(true);
+          expect(s.weightVersion).toBe(7);
+          // The engine's own count agrees: no id left out.
+          expect(s.sampled).toBe(s.tokenIds.length);
+        }
+        expect(spans[0]?.context).toBe('prompt');
+        turnsSpans.push(spans);
+      }
+    }
+    // Both victims' half-sent streams were continued elsewhere from their exact token ids.
+    const continued = (victim: string) =>
+      turnsSpans.some(
+        (spans) => spans.length >= 2 && spans[0].rolloutId === victim && spans.slice(1).every((s) => s.context === 'tokens' && s.rolloutId !== victim),
+      );
+    expect(continued(killed.id)).toBe(true);
+    expect(continued(hung.id)).toBe(true);
+    // llama.cpp takes a token prompt: nothing was continued from re-tokenised text.
+    expect(turnsSpans.flat().filter((s) => s.context === 'text')).toEqual([]);
+  });
+});
