@@ -46,6 +46,7 @@ export const TokenSpan = z
   .object({
     rolloutId: Id,
     weightVersion: Count,
+    /** Empty when the engine reports no ids (SGLang's chat stream): the span still names its engine, version and context. */
     tokenIds: z.array(Count).max(1_000_000),
     /** The sampling engine's log-prob of each id (null where it reported none); as long as tokenIds. */
     logprobs: z.array(z.number().nullable()).max(1_000_000),
@@ -77,7 +78,7 @@ export const TurnInput = z.object({
    * attempt that was since restarted from the prompt is refused instead of landing in the new attempt.
    */
   attempt: Count.optional(),
-  /** What each engine sampled, for a generated turn whose engines reported token ids (absent otherwise). */
+  /** What each engine sampled, span by span, for a generated turn the router recorded (absent for inputs). */
   spans: z.array(TokenSpan).max(1_000).optional(),
 });
 export type TurnInput = z.infer<typeof TurnInput>;

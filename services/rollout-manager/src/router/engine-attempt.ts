@@ -99,9 +99,10 @@ export async function attemptOn(
       return { kind: 'failed', reason: 'the engine answered with invalid JSON', engineDown: false, status: 502, body: raw };
     }
     const sampled = adapter.read(ctx.api, parsed);
-    splice.ledger.add(sampled, typeof sampled.sampledSoFar === 'number' ? sampled.sampledSoFar : 0);
     adapter.strip(parsed, ctx);
-    const answer: Answer = { ...answerOf(ctx.api, parsed), engines: [...before, servedBy(engine, upstream)], spans: splice.ledger.record() };
+    const answered = answerOf(ctx.api, parsed);
+    splice.ledger.add(sampled, answered.tokens);
+    const answer: Answer = { ...answered, engines: [...before, servedBy(engine, upstream)], spans: splice.ledger.record() };
     if (!(await answerStored(ctx, answer))) return { kind: 'relayed' };
     relay(ctx.res, status, Buffer.from(JSON.stringify(parsed)), engine.id);
     return { kind: 'done', answer };

@@ -16,16 +16,17 @@ import {
 } from './engine-adapter';
 
 /**
- * SGLang's server (shapes in docs/engine-api-shapes.md, from SGLang's OpenAI protocol and
- * tokenizer-manager code; contract-tested in engine-adapters.contract.spec.ts).
+ * SGLang's server (shapes in docs/engine-api-shapes.md §2, from SGLang's http_server.py, io_struct.py and
+ * OpenAI protocol.py; contract-tested in engine-adapters.contract.spec.ts — no SGLang runs here).
  *
- * - Token ids: its OpenAI log-probs carry token text, not ids; `return_tokens_as_token_ids` is not
- *   SGLang's. So a chat stream's ids are unknown and a chat continues from text (`continue_final_message`,
- *   which SGLang's chat endpoint honours). Completions continue from a token prompt when the ids are
- *   known (another engine reported them), since `/v1/completions` takes a token-id list.
- * - Abort: `POST /abort_request {"rid"}`; the router puts its request id in `rid`.
- * - Health: `/health_generate` runs a one-token generation through the scheduler — the probe that tells
- *   a wedged scheduler from a living HTTP thread.
+ * - Token ids: its chat stream carries none (chat log-probs hold token text, and the stream choice has no
+ *   `token_ids`), so a chat's spans record the engine, count and context without ids, and a chat
+ *   continues from text (`continue_final_message`; SGLang has no `add_generation_prompt` field).
+ *   Completions take `return_token_ids`: every stream choice then carries `token_ids`, the first
+ *   `prompt_token_ids`, and a completions stream continues from a token prompt.
+ * - Abort: `POST /abort_request {"rid"}`; the router's request id goes in `rid`.
+ * - Health: `/health_generate` runs a one-token generation through the scheduler (503 after 20 s without
+ *   output) — the probe that tells a wedged scheduler from a living HTTP thread.
  */
 const CHAT_ONLY = [
   'messages',
@@ -48,12 +49,21 @@ export class SglangAdapter implements EngineAdapter {
   decorate(api: Api, body: Json, requestId: string): Json {
     const out: Json = { ...body, rid: body.rid ?? requestId };
     if (api === 'chat' && out.logprobs !== true) out.logprobs = true;
-    if (api === 'completions' && typeof out.logprobs !== 'number') out.logprobs = 0;
+    if (api === 'completions') {
+      out.return_token_ids = true;
+      if (typeof out.logprobs !== 'number') out.logprobs = 1;
+    }
     return out;
   }
 
   strip(chunk: Json, caller: { api: Api; body: Json }): void {
-    if (!askedLogprobs(caller)) for (const c of (chunk.choices as Json[] | undefined) ?? []) if ('logprobs' in c) c.logprobs = null;
+    for (const c of (chunk.choices as Json[] | undefined) ?? []) {
+      if (!askedLogprobs(caller) && 'logprobs' in c) c.logprobs = null;
+      if (caller.body.return_token_ids !== true) {
+        delete c.token_ids;
+        delete c.prompt_token_ids;
+      }
+    }
   }
 
   read(_api: Api, chunk: Json): ChunkTokens {
@@ -65,7 +75,7 @@ export class SglangAdapter implements EngineAdapter {
       ids,
       logprobs: values.length === ids.length ? values : ids.map(() => null),
       sampledSoFar: typeof usage?.completion_tokens === 'number' ? usage.completion_tokens : null,
-      promptTokenIds: null,
+      promptTokenIds: isIdList(choice?.prompt_token_ids) ? (choice.prompt_token_ids as number[]) : null,
     };
   }
 
@@ -77,7 +87,7 @@ export class SglangAdapter implements EngineAdapter {
     void calls;
     if (api === 'chat' || prefix.tokenIds === null || prefix.promptTokenIds === null || prefix.text === '') {
       return api === 'chat'
-        ? { path: '/v1/chat/completions', body: chatPrefillBody(original, prefix.text, prefix.tokens), context: 'text', answersAs: 'chat' }
+        ? { path: '/v1/chat/completions', body: sglangPrefill(original, prefix), context: 'text', answersAs: 'chat' }
         : { path: '/v1/completions', body: textPromptBody(original, prefix.text, prefix.tokens), context: 'text', answersAs: 'completions' };
     }
     const body = reducedBudget(original, prefix.tokens);
@@ -89,4 +99,11 @@ export class SglangAdapter implements EngineAdapter {
   abortRequest(requestId: string): { path: string; body: Json } {
     return { path: '/abort_request', body: { rid: requestId } };
   }
+}
+
+/** SGLang's chat request has `continue_final_message` but no `add_generation_prompt`. */
+function sglangPrefill(original: Json, prefix: ContinuationPrefix): Json {
+  const body = chatPrefillBody(original, prefix.text, prefix.tokens);
+  delete body.add_generation_prompt;
+  return body;
 }

@@ -19,6 +19,8 @@ interface OpenSpan {
   prefillTokens: number | undefined;
   /** Ids of tool-call deltas held back until the call is complete: a dead engine's half call is generated again, so its ids are dropped with it. */
   held: { ids: number[]; logprobs: Array<number | null>; forwarded: number };
+  /** Held ids dropped with their engine (sampled, not part of the answer). */
+  dropped: number;
 }
 
 /**
@@ -38,6 +40,10 @@ export class TokenLedger {
     const last = this.spans.at(-1);
     // An attempt that forwarded nothing leaves no span: it sampled nothing the answer holds.
     if (last && last.forwarded === 0 && last.ids.length === 0) this.spans.pop();
+    else if (last) {
+      last.dropped += last.held.ids.length;
+      last.held = { ids: [], logprobs: [], forwarded: 0 };
+    }
     this.spans.push({
       engine,
       context,
@@ -47,6 +53,7 @@ export class TokenLedger {
       forwarded: 0,
       prefillTokens: undefined,
       held: { ids: [], logprobs: [], forwarded: 0 },
+      dropped: 0,
     });
   }
 
@@ -85,19 +92,23 @@ export class TokenLedger {
     return out;
   }
 
-  /** The spans to record: one per attempt that contributed, in order. Empty when no engine reported ids. */
+  /**
+   * The spans to record: one per attempt that contributed, in order. A span of an engine that reported no
+   * ids has none, and still says which engine and weight version sampled it and how its context came
+   * (a text continuation's re-prefill is its cost).
+   */
   record(): TokenSpan[] {
-    const spans = this.spans.filter((s) => s.forwarded > 0 || s.ids.length > 0);
-    if (!spans.some((s) => s.ids.length > 0)) return [];
-    return spans.map((s) => ({
-      rolloutId: s.engine.id,
-      weightVersion: s.engine.weightVersion,
-      tokenIds: [...s.ids],
-      logprobs: [...s.logprobs],
-      sampled: s.sampled,
-      context: s.context,
-      ...(s.context === 'text' && s.prefillTokens !== undefined ? { prefillTokens: s.prefillTokens } : {}),
-    }));
+    return this.spans
+      .filter((s) => s.forwarded > 0 || s.ids.length > 0)
+      .map((s) => ({
+        rolloutId: s.engine.id,
+        weightVersion: s.engine.weightVersion,
+        tokenIds: [...s.ids],
+        logprobs: [...s.logprobs],
+        sampled: s.sampled,
+        context: s.context,
+        ...(s.context === 'text' && s.prefillTokens !== undefined ? { prefillTokens: s.prefillTokens } : {}),
+      }));
   }
 
   private current(): OpenSpan {
@@ -109,12 +120,12 @@ export class TokenLedger {
 
 /**
  * A span's ids are complete when there is one per token: the engine's count agrees when it gives one
- * (llama.cpp's stream omits ids at multi-byte characters; its count does not), else one per forwarded token.
- * The held-back part of a finished span is not counted (it was dropped with the call).
+ * (llama.cpp's stream omits ids at multi-byte characters; its count does not), else one per forwarded
+ * token. Held-back ids (a tool call in the making, or dropped with its engine) are accounted for, not
+ * part of the answer: a continuation regenerates that call.
  */
 function complete(s: OpenSpan): boolean {
-  if (s.ids.length === 0) return s.forwarded === 0;
-  const held = s.held.ids.length;
-  if (s.sampled !== null) return s.ids.length + held >= s.sampled && held === 0;
-  return s.ids.length >= s.forwarded && held === 0;
+  if (s.ids.length === 0 && s.forwarded > 0) return false;
+  if (s.sampled !== null) return s.ids.length + s.held.ids.length + s.dropped >= s.sampled;
+  return s.ids.length >= s.forwarded;
 }
