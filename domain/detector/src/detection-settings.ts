@@ -4,6 +4,10 @@ import type { DetectionSettings } from '@robustrl/contracts';
 export interface ResolvedDetectionSettings {
   trainerIdleWindowMs: number;
   rolloutSilentWindowMs: number;
+  /** Router evidence: no token for this long while requests are open at the engine. */
+  rolloutStallWindowMs: number;
+  /** Router evidence: failed requests in a row (no answer between) that condemn an engine. */
+  rolloutFailedRequestsThreshold: number;
   /** Liveness rule: no report from a machine's agent for this long before a heartbeat probe. */
   agentSilentWindowMs: number;
   probeTimeoutMs: number;
@@ -19,11 +23,15 @@ export interface ResolvedDetectionSettings {
  * minutes is "far below" without reacting to one long prompt. The liveness window is ours too: six
  * of the agent's default 10 s GPU reports missed, the same minute the paper gives a silent rollout.
  * The grace after a blind interval is also ours: 30 s lets every agent's first samples after the gap
- * (its producer reconnecting) arrive.
+ * (its producer reconnecting) arrive. The router's evidence (issue 17): 10 s without a token while
+ * requests are open is far past a decode step and a queue wait behind running requests (those progress);
+ * 3 failed requests in a row is NeMo-RL's count.
  */
 export const PAPER_DETECTION_DEFAULTS: ResolvedDetectionSettings = {
   trainerIdleWindowMs: 300_000,
   rolloutSilentWindowMs: 60_000,
+  rolloutStallWindowMs: 10_000,
+  rolloutFailedRequestsThreshold: 3,
   agentSilentWindowMs: 60_000,
   probeTimeoutMs: 10_000,
   resumeGraceMs: 30_000,
@@ -40,6 +48,8 @@ export function resolveDetectionSettings(
   return {
     trainerIdleWindowMs: ms(job?.trainerIdleWindowSeconds, defaults.trainerIdleWindowMs),
     rolloutSilentWindowMs: ms(job?.rolloutSilentWindowSeconds, defaults.rolloutSilentWindowMs),
+    rolloutStallWindowMs: ms(job?.rolloutStallWindowSeconds, defaults.rolloutStallWindowMs),
+    rolloutFailedRequestsThreshold: job?.rolloutFailedRequestsThreshold ?? defaults.rolloutFailedRequestsThreshold,
     agentSilentWindowMs: ms(job?.agentSilentWindowSeconds, defaults.agentSilentWindowMs),
     probeTimeoutMs: ms(job?.probeTimeoutSeconds, defaults.probeTimeoutMs),
     resumeGraceMs: ms(job?.resumeGraceSeconds, defaults.resumeGraceMs),

@@ -64,6 +64,7 @@ export function decideDetector(config: DetectorConfig) {
       case 'GpuActivitySampled':
       case 'RolePhaseChanged':
       case 'RolloutThroughputSampled':
+      case 'RolloutRequestsObserved':
       case 'AgentFaultSignalled': {
         // Rules judge the machine with this message folded in (an explicit signal confirms at once):
         // that machine only, whatever the size of the job.

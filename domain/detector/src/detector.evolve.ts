@@ -72,6 +72,7 @@ export function evolveDetector(config: DetectorConfig, state: DetectorState, eve
     case 'GpuActivitySampled':
     case 'RolePhaseChanged':
     case 'RolloutThroughputSampled':
+    case 'RolloutRequestsObserved':
     case 'HeartbeatAcked':
     case 'AgentFaultSignalled':
       observeMachine(config, state, event, at);
@@ -185,7 +186,7 @@ function observeMachine(config: DetectorConfig, state: DetectorState, message: M
     state.ruleStates[id] = freshRuleStates(config, machine, at);
     return;
   }
-  const isSample = message.type === 'GpuActivitySampled' || message.type === 'RolloutThroughputSampled';
+  const isSample = message.type === 'GpuActivitySampled' || message.type === 'RolloutThroughputSampled' || message.type === 'RolloutRequestsObserved';
   if (isSample && at < prior.watchedSince) return; // the machine's previous incarnation (see above)
   let machine = prior;
   let ruleStates = state.ruleStates[id];

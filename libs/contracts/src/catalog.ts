@@ -20,6 +20,7 @@ export const MessageCatalog = {
   GpuActivitySampled: telemetry.GpuActivitySampled,
   RolePhaseChanged: telemetry.RolePhaseChanged,
   RolloutThroughputSampled: telemetry.RolloutThroughputSampled,
+  RolloutRequestsObserved: telemetry.RolloutRequestsObserved,
   HeartbeatProbeRequested: telemetry.HeartbeatProbeRequested,
   HeartbeatAcked: telemetry.HeartbeatAcked,
   AgentFaultSignalled: telemetry.AgentFaultSignalled,

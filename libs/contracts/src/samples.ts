@@ -7,7 +7,7 @@ import type { MessageType } from './catalog';
  * justified them. The bus keeps samples for its retention; a restarted service reads the ones after
  * its last snapshot again from there.
  */
-export const SAMPLE_TYPES = ['GpuActivitySampled', 'RolloutThroughputSampled'] as const satisfies readonly MessageType[];
+export const SAMPLE_TYPES = ['GpuActivitySampled', 'RolloutThroughputSampled', 'RolloutRequestsObserved'] as const satisfies readonly MessageType[];
 
 const SAMPLES: ReadonlySet<string> = new Set(SAMPLE_TYPES);
 

@@ -4,7 +4,17 @@ import { ContinuationPolicy, createMessage, RobustrlMessage } from '@robustrl/co
 import { holdsServableWeights, machineOfInstance, PoolMachine, RolloutPoolState, servedVersion } from '@robustrl/rollout-manager-domain';
 import { HttpAuth, httpAuthFromEnv } from '@robustrl/service-kit';
 import { z } from 'zod';
-import { EnginePool, EngineSpec, HttpTrajectoryRecorder, OpenAiRouter, ThroughputMeter } from './router';
+import {
+  EngineKind,
+  EnginePool,
+  EngineSpec,
+  ENGINE_KINDS,
+  HttpTrajectoryRecorder,
+  isEngineKind,
+  OpenAiRouter,
+  RequestEvidence,
+  ThroughputMeter,
+} from './router';
 
 export interface RouterConfig {
   jobId: string;
@@ -29,6 +39,10 @@ export interface RouterConfig {
   /** The bearer token the request manager asks for (ROBUSTRL_REQUEST_MANAGER_TOKEN), if it asks for one. */
   requestManagerToken?: string;
   throughputSeconds: number;
+  /** How often each engine's request evidence (stalls, failures) goes to the detector; default 1 s. */
+  evidenceSeconds?: number;
+  /** The kind of every engine (the listed ones and those machines register): how to read and continue them. Default vllm. */
+  engineKind?: EngineKind;
 }
 
 const Engine = /^(?<id>[^=@,\s]+)(@(?<machine>[^=,\s]+))?=(?<url>https?:\/\/\S+)$/;
@@ -41,7 +55,10 @@ const Engine = /^(?<id>[^=@,\s]+)(@(?<machine>[^=,\s]+))?=(?<url>https?:\/\/\S+)
  * agent loops run elsewhere — and then ROBUSTRL_ROUTER_TOKENS or _TOKENS_FILE, the loops' API key),
  * ROBUSTRL_REQUEST_MANAGER_URL and ROBUSTRL_REQUEST_MANAGER_TOKEN,
  * ROBUSTRL_JOB_ID, ROBUSTRL_THROUGHPUT_SECONDS (default 10), ROBUSTRL_MAX_STALENESS (default 1; 0
- * for a synchronous job), ROBUSTRL_CONTINUATION_POLICY (keep, the default, or restart-from-prompt).
+ * for a synchronous job), ROBUSTRL_CONTINUATION_POLICY (keep, the default, or restart-from-prompt),
+ * ROBUSTRL_ROUTER_ENGINE_KIND (vllm, the default, sglang or llama.cpp: the engines' API beyond OpenAI's),
+ * ROBUSTRL_ROUTER_EVIDENCE_SECONDS (default 1: how often each engine's request stalls and failures are
+ * reported to the detector).
  */
 export function routerConfigFromEnv(env: NodeJS.ProcessEnv): RouterConfig | null {
   const list = env.ROBUSTRL_ROUTER_ENGINES?.trim() ?? '';
@@ -75,6 +92,13 @@ export function routerConfigFromEnv(env: NodeJS.ProcessEnv): RouterConfig | null
   const policy = ContinuationPolicy.safeParse(env.ROBUSTRL_CONTINUATION_POLICY?.trim() || 'keep');
   if (!policy.success) throw new Error(`ROBUSTRL_CONTINUATION_POLICY must be keep or restart-from-prompt, got '${env.ROBUSTRL_CONTINUATION_POLICY}'`);
   const host = env.ROBUSTRL_ROUTER_HOST?.trim() || env.ROBUSTRL_HTTP_HOST?.trim() || '127.0.0.1';
+  const engineKind = env.ROBUSTRL_ROUTER_ENGINE_KIND?.trim() || 'vllm';
+  if (!isEngineKind(engineKind)) throw new Error(`ROBUSTRL_ROUTER_ENGINE_KIND must be one of ${ENGINE_KINDS.join(', ')}, got '${engineKind}'`);
+  const evidence = z.coerce
+    .number()
+    .positive()
+    .safeParse(env.ROBUSTRL_ROUTER_EVIDENCE_SECONDS ?? '1');
+  if (!evidence.success) throw new Error(`ROBUSTRL_ROUTER_EVIDENCE_SECONDS must be a positive number, got '${env.ROBUSTRL_ROUTER_EVIDENCE_SECONDS}'`);
   const requestManagerToken = env.ROBUSTRL_REQUEST_MANAGER_TOKEN?.trim();
   return {
     jobId: env.ROBUSTRL_JOB_ID,
@@ -87,6 +111,8 @@ export function routerConfigFromEnv(env: NodeJS.ProcessEnv): RouterConfig | null
     continuationPolicy: policy.data,
     requestManagerUrl: env.ROBUSTRL_REQUEST_MANAGER_URL ?? null,
     throughputSeconds: seconds.data,
+    evidenceSeconds: evidence.data,
+    engineKind,
   };
 }
 
@@ -102,7 +128,7 @@ const MEMBERSHIP_INPUTS = new Set<RobustrlMessage['type']>([
 ]);
 
 /** What the router publishes: each engine's throughput, for the detector (the rollout manager's topic rights). */
-export const ROUTER_OUTPUT_TYPES = ['RolloutThroughputSampled'] as const;
+export const ROUTER_OUTPUT_TYPES = ['RolloutThroughputSampled', 'RolloutRequestsObserved'] as const;
 
 /**
  * The router inside the rollout manager: it serves the agent loops, publishes each engine's
@@ -119,7 +145,9 @@ export class RouterRuntime {
   readonly pool: EnginePool;
   readonly router: OpenAiRouter;
   private readonly meter = new ThroughputMeter(Date.now());
+  private readonly evidence = new RequestEvidence(Date.now());
   private timer?: NodeJS.Timeout;
+  private evidenceTimer?: NodeJS.Timeout;
 
   /** The operator's engines by machine: they come back when their machine serves again. */
   private readonly listed = new Map<string, EngineSpec[]>();
@@ -130,15 +158,18 @@ export class RouterRuntime {
     /** The rollout pool's state of a job, when the rollout manager has one. */
     private readonly poolOf: (jobId: string) => RolloutPoolState | undefined = () => undefined,
   ) {
-    for (const e of config.engines) {
+    const kind = config.engineKind ?? 'vllm';
+    const engines = config.engines.map((e) => ({ kind, ...e }));
+    for (const e of engines) {
       const machineId = e.machineId ?? e.id;
       this.listed.set(machineId, [...(this.listed.get(machineId) ?? []), e]);
     }
-    this.pool = new EnginePool(config.engines, { probeIntervalMs: 5_000 });
+    this.pool = new EnginePool(engines, { probeIntervalMs: 5_000 });
     this.router = new OpenAiRouter({
       pool: this.pool,
       bus,
       meter: this.meter,
+      evidence: this.evidence,
       source: 'rollout-manager/router',
       auth: config.auth ?? httpAuthFromEnv({}, config.host, 'ROBUSTRL_ROUTER'),
       ...(config.requestManagerUrl ? { recorder: new HttpTrajectoryRecorder(config.requestManagerUrl, { token: config.requestManagerToken }) } : {}),
@@ -158,6 +189,7 @@ export class RouterRuntime {
     this.pool.startProbing();
     const url = await this.router.listen(this.config.port, this.config.host);
     this.timer = setInterval(() => void this.publishThroughput(), this.config.throughputSeconds * 1000);
+    this.evidenceTimer = setInterval(() => void this.publishEvidence(), (this.config.evidenceSeconds ?? 1) * 1000);
     if (!this.config.requestManagerUrl) this.logger.warn('ROBUSTRL_REQUEST_MANAGER_URL is not set: trajectories are routed but not recorded');
     this.logger.log(`routing ${this.pool.snapshot().length} engine(s) for job ${this.config.jobId} at ${url}; more join as rollout machines register`);
     return url;
@@ -165,6 +197,7 @@ export class RouterRuntime {
 
   async stop(): Promise<void> {
     clearInterval(this.timer);
+    clearInterval(this.evidenceTimer);
     await this.router.close();
     await this.pool.stop();
   }
@@ -194,7 +227,9 @@ export class RouterRuntime {
   private reconcile(state: RolloutPoolState, machineId: string): void {
     const machine = state.machines[machineId];
     if (!machine) return;
-    const specs = this.listed.get(machineId) ?? (machine.inferenceUrl ? [{ id: machineId, machineId, baseUrl: machine.inferenceUrl }] : []);
+    const specs =
+      this.listed.get(machineId) ??
+      (machine.inferenceUrl ? [{ id: machineId, machineId, baseUrl: machine.inferenceUrl, kind: this.config.engineKind ?? 'vllm' }] : []);
     const present = this.pool.enginesOn(machineId);
     const why = whyNotRouting(machine, state.publishedVersion ?? null, this.config.maxStaleness);
     if (why !== null) {
@@ -256,6 +291,31 @@ export class RouterRuntime {
       ),
     );
     await this.bus.publish(messages as RobustrlMessage[]).catch((err) => this.logger.warn(`throughput not published: ${String(err)}`));
+  }
+
+  /** Each engine's request stalls and failures since the last report (the dead ones too: that is the evidence). */
+  private async publishEvidence(): Promise<void> {
+    const now = Date.now();
+    const at = new Date(now).toISOString();
+    const messages = this.evidence.take(now, this.pool.snapshot()).map((r) =>
+      createMessage(
+        'RolloutRequestsObserved',
+        {
+          machineId: r.machineId,
+          rolloutId: r.engineId,
+          observedAt: at,
+          windowSeconds: r.windowSeconds,
+          openRequests: r.openRequests,
+          idleForMs: r.idleForMs,
+          failedRequests: r.failedRequests,
+          succeededRequests: r.succeededRequests,
+          lastFailure: r.lastFailure,
+        },
+        { jobId: this.config.jobId, source: 'rollout-manager/router', occurredAt: at },
+      ),
+    );
+    if (messages.length === 0) return;
+    await this.bus.publish(messages as RobustrlMessage[]).catch((err) => this.logger.warn(`request evidence not published: ${String(err)}`));
   }
 }
 

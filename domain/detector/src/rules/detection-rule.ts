@@ -10,6 +10,7 @@ export const MACHINE_OBSERVATIONS = [
   'GpuActivitySampled',
   'RolePhaseChanged',
   'RolloutThroughputSampled',
+  'RolloutRequestsObserved',
   'HeartbeatAcked',
   'AgentFaultSignalled',
 ] as const;

@@ -13,6 +13,10 @@ export const DetectionSettings = z
     trainerIdleWindowSeconds: z.number().positive().optional(),
     /** Rollout rule: zero throughput for this long before a heartbeat probe (paper: 60 s). */
     rolloutSilentWindowSeconds: z.number().positive().optional(),
+    /** Router evidence: an engine that produced no token for this long while it had open requests is wedged (default 10 s). */
+    rolloutStallWindowSeconds: z.number().positive().optional(),
+    /** Router evidence: this many failed requests in a row, none answered in between, condemn an engine (default 3, NeMo-RL's count). */
+    rolloutFailedRequestsThreshold: z.int().positive().optional(),
     /** Liveness rule, every role and phase: no report from the machine's agent for this long before a heartbeat probe (default 60 s). */
     agentSilentWindowSeconds: z.number().positive().optional(),
     /** How long a probed agent has to answer before the fault is confirmed. */

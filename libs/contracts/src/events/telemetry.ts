@@ -42,6 +42,28 @@ export const RolloutThroughputSampled = event(
   }),
 );
 
+export const RolloutRequestsObserved = event(
+  'RolloutRequestsObserved',
+  Topics.telemetry,
+  "What the router saw of one engine's real requests over a window (issue 17): a wedged engine still answers /health and its agent still acks, but its requests stall or fail — evidence that finds it in seconds. Requests waiting on tools are not open at the engine, so they never count.",
+  z.object({
+    machineId: MachineId,
+    rolloutId: z.string().min(1),
+    observedAt: IsoTime,
+    windowSeconds: z.number().positive(),
+    /** Requests open at the engine now (sent, not yet answered). */
+    openRequests: z.int().nonnegative(),
+    /** How long the engine has produced no token while it had open requests (0 when none are open). */
+    idleForMs: z.int().nonnegative(),
+    /** Requests that failed on the engine in the window (connection refused or cut, idle upstream, 5xx, a broken stream). */
+    failedRequests: z.int().nonnegative(),
+    /** Requests the engine answered in the window. */
+    succeededRequests: z.int().nonnegative(),
+    /** Why the last failed one failed. */
+    lastFailure: z.string().max(500).nullable(),
+  }),
+);
+
 export const HeartbeatProbeRequested = event(
   'HeartbeatProbeRequested',
   Topics.heartbeat,

@@ -43,6 +43,8 @@ export async function attemptOn(
   before: readonly EngineView[] = [],
   /** Names the attempt on the engine (its request-id header; SGLang's `rid`). */
   requestId = `robustrl-${randomUUID()}`,
+  /** Called whenever the engine sends part of a streamed answer (the router's evidence of its progress). */
+  onProgress: () => void = () => undefined,
 ): Promise<AttemptOutcome> {
   const adapter = adapterFor(engine.kind);
   let plan: ContinuationPlan;
@@ -107,7 +109,7 @@ export async function attemptOn(
     relay(ctx.res, status, Buffer.from(JSON.stringify(parsed)), engine.id);
     return { kind: 'done', answer };
   }
-  return pipeStream(ctx, engine, upstream, splice, before, adapter, plan);
+  return pipeStream(ctx, engine, upstream, splice, before, adapter, plan, onProgress);
 }
 
 /** The engine's own endpoints a continuation may call first (llama.cpp's template and tokenizer). */
@@ -163,6 +165,7 @@ async function pipeStream(
   before: readonly EngineView[],
   adapter: EngineAdapter,
   plan: ContinuationPlan,
+  onProgress: () => void,
 ): Promise<AttemptOutcome> {
   const res = ctx.res;
   const decoder = new StringDecoder('utf8');
@@ -191,6 +194,7 @@ async function pipeStream(
   };
   try {
     for await (const piece of upstream) {
+      onProgress();
       buffer += decoder.write(piece as Buffer).replace(/\r\n/g, '\n');
       let end: number;
       while (!done && (end = buffer.indexOf('\n\n')) >= 0) {

@@ -4,6 +4,7 @@ import { EnginePool, EngineView } from './engine-pool';
 import { answerStored, AttemptFailure, AttemptOutcome, attemptOn, streamAnswer } from './engine-attempt';
 import { endStream, relay, sendError, streamError, writeEvent } from './openai-responses';
 import { ReassignmentEvents } from './reassignment-events';
+import { RequestEvidence } from './request-evidence';
 import { Answer, RequestContext } from './request-context';
 import { RouterLogger, RouterStats } from './router-reporting';
 import { Json, resumable, StreamSplice } from './stream-splice';
@@ -18,6 +19,8 @@ export interface FailoverOptions {
   events: ReassignmentEvents;
   liveness: ToolIterationLiveness;
   meter?: ThroughputMeter;
+  /** What each engine's real requests show (stalls, failures), for the detector. */
+  evidence?: RequestEvidence;
   noEngineDeadlineMs: number;
   upstreamIdleTimeoutMs: number;
   maxAttempts: number;
@@ -82,6 +85,8 @@ export class Failover {
       attempt += 1;
       const tokensBefore = splice.tokens;
       let outcome: AttemptOutcome;
+      const evidence = this.o.evidence;
+      if (ctx.stream) evidence?.opened(engine.id, Date.now());
       try {
         outcome = await attemptOn(
           ctx,
@@ -90,9 +95,15 @@ export class Failover {
           { agent: this.o.agent, idleTimeoutMs: this.o.upstreamIdleTimeoutMs },
           contributors,
           requestIdOf(ctx, attempt),
+          () => evidence?.progressed(engine.id, Date.now()),
         );
       } finally {
         lease.release();
+        if (ctx.stream) evidence?.closed(engine.id);
+      }
+      if (outcome.kind !== 'failed') evidence?.ended(engine.id, { ok: true });
+      else if (!ctx.abort.signal.aborted && (outcome.engineDown || (outcome.status ?? 0) >= 500 || outcome.status === undefined)) {
+        evidence?.ended(engine.id, { ok: false, reason: outcome.reason });
       }
       if (outcome.kind === 'relayed') return null;
       if (outcome.kind === 'done') {

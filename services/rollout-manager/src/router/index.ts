@@ -7,3 +7,4 @@ export * from './openai-router';
 export * from './http-trajectory-recorder';
 export * from './throughput-meter';
 export * from './engines';
+export * from './request-evidence';

@@ -8,6 +8,7 @@ import { readAll, send } from './http-transport';
 import { sendError } from './openai-responses';
 import { ReassignmentEvents } from './reassignment-events';
 import { replay } from './replay-response';
+import { RequestEvidence } from './request-evidence';
 import { RequestContext } from './request-context';
 import { RouterLogger, RouterStats, stderrRouterLogger } from './router-reporting';
 import { Api, Json } from './stream-splice';
@@ -65,6 +66,8 @@ export interface OpenAiRouterOptions {
   bus?: MessageBus;
   /** Counts what each engine generates, for the throughput the detector's rollout rule watches. */
   meter?: ThroughputMeter;
+  /** Collects each engine's request stalls and failures, for the detector's rollout-requests rule. */
+  evidence?: RequestEvidence;
   /**
    * Probe a trajectory's engine before its next turn when the trajectory comes back from a tool call
    * (paper §3: the rollout manager checks liveness after each tool iteration). A tool call can take
@@ -113,6 +116,7 @@ export class OpenAiRouter {
       events: this.events,
       liveness: new ToolIterationLiveness(this.pool, config.livenessCheckAfterTools !== false, this.log),
       meter: config.meter,
+      evidence: config.evidence,
       noEngineDeadlineMs: config.noEngineDeadlineMs ?? 30_000,
       upstreamIdleTimeoutMs: config.upstreamIdleTimeoutMs ?? 300_000,
       maxAttempts: config.maxAttempts ?? 16,

@@ -57,8 +57,8 @@ describe('vLLM (protocol.py: return_token_ids, return_tokens_as_token_ids, conti
   const vllm = new VllmAdapter();
 
   it('asks for token ids and log-probs, and strips what the caller did not ask for', () => {
-    expect(vllm.decorate('chat', chatRequest, 'r')).toMatchObject({ return_token_ids: true, logprobs: true });
-    expect(vllm.decorate('completions', { ...completionRequest, logprobs: 3 }, 'r')).toMatchObject({ return_token_ids: true, logprobs: 3 });
+    expect(vllm.decorate('chat', chatRequest)).toMatchObject({ return_token_ids: true, logprobs: true });
+    expect(vllm.decorate('completions', { ...completionRequest, logprobs: 3 })).toMatchObject({ return_token_ids: true, logprobs: 3 });
     const chunk: Json = {
       prompt_token_ids: [151644, 872],
       choices: [{ index: 0, delta: { content: 'Hello' }, token_ids: [9707], logprobs: { content: [{ token: 'Hello', logprob: -0.01 }] } }],
@@ -202,8 +202,8 @@ describe('llama.cpp (tools/server: logprobs.content[].id, timings_per_token, /ap
     });
 
   it('asks for log-probs (which carry ids) and per-token timings (its own count)', () => {
-    expect(llama.decorate('chat', chatRequest, 'r')).toMatchObject({ logprobs: true, top_logprobs: 0, timings_per_token: true });
-    expect(llama.decorate('completions', completionRequest, 'r')).toMatchObject({ logprobs: 1, timings_per_token: true });
+    expect(llama.decorate('chat', chatRequest)).toMatchObject({ logprobs: true, top_logprobs: 0, timings_per_token: true });
+    expect(llama.decorate('completions', completionRequest)).toMatchObject({ logprobs: 1, timings_per_token: true });
   });
 
   it('reads ids and log-probs from logprobs.content[] and its count from timings.predicted_n', () => {
