@@ -5,14 +5,17 @@ import { holdsServableWeights, machineOfInstance, PoolMachine, RolloutPoolState,
 import { HttpAuth, httpAuthFromEnv } from '@robustrl/service-kit';
 import { z } from 'zod';
 import {
+  ENGINE_KINDS,
   EngineKind,
   EnginePool,
   EngineSpec,
-  ENGINE_KINDS,
+  GatewayMirror,
   HttpTrajectoryRecorder,
   isEngineKind,
+  ModelGatewayClient,
   OpenAiRouter,
   RequestEvidence,
+  RouterLogger,
   ThroughputMeter,
 } from './router';
 
@@ -43,6 +46,8 @@ export interface RouterConfig {
   evidenceSeconds?: number;
   /** The kind of every engine (the listed ones and those machines register): how to read and continue them. Default vllm. */
   engineKind?: EngineKind;
+  /** An SGLang Model Gateway whose workers are kept equal to the engines this router routes to (ROBUSTRL_EXTERNAL_ROUTER_URL). */
+  externalRouter?: { url: string; apiKey?: string };
 }
 
 const Engine = /^(?<id>[^=@,\s]+)(@(?<machine>[^=,\s]+))?=(?<url>https?:\/\/\S+)$/;
@@ -58,7 +63,8 @@ const Engine = /^(?<id>[^=@,\s]+)(@(?<machine>[^=,\s]+))?=(?<url>https?:\/\/\S+)
  * for a synchronous job), ROBUSTRL_CONTINUATION_POLICY (keep, the default, or restart-from-prompt),
  * ROBUSTRL_ROUTER_ENGINE_KIND (vllm, the default, sglang or llama.cpp: the engines' API beyond OpenAI's),
  * ROBUSTRL_ROUTER_EVIDENCE_SECONDS (default 1: how often each engine's request stalls and failures are
- * reported to the detector).
+ * reported to the detector), ROBUSTRL_EXTERNAL_ROUTER_URL and _API_KEY (an SGLang Model Gateway the
+ * agent loops use instead: its workers follow the engines this router would route to).
  */
 export function routerConfigFromEnv(env: NodeJS.ProcessEnv): RouterConfig | null {
   const list = env.ROBUSTRL_ROUTER_ENGINES?.trim() ?? '';
@@ -113,6 +119,14 @@ export function routerConfigFromEnv(env: NodeJS.ProcessEnv): RouterConfig | null
     throughputSeconds: seconds.data,
     evidenceSeconds: evidence.data,
     engineKind,
+    ...(env.ROBUSTRL_EXTERNAL_ROUTER_URL?.trim()
+      ? {
+          externalRouter: {
+            url: env.ROBUSTRL_EXTERNAL_ROUTER_URL.trim(),
+            ...(env.ROBUSTRL_EXTERNAL_ROUTER_API_KEY ? { apiKey: env.ROBUSTRL_EXTERNAL_ROUTER_API_KEY } : {}),
+          },
+        }
+      : {}),
   };
 }
 
@@ -148,6 +162,9 @@ export class RouterRuntime {
   private readonly evidence = new RequestEvidence(Date.now());
   private timer?: NodeJS.Timeout;
   private evidenceTimer?: NodeJS.Timeout;
+  private mirrorTimer?: NodeJS.Timeout;
+  /** Keeps an external gateway's workers equal to the pool, when one is configured. */
+  private readonly mirror: GatewayMirror | null;
 
   /** The operator's engines by machine: they come back when their machine serves again. */
   private readonly listed = new Map<string, EngineSpec[]>();
@@ -165,21 +182,26 @@ export class RouterRuntime {
       this.listed.set(machineId, [...(this.listed.get(machineId) ?? []), e]);
     }
     this.pool = new EnginePool(engines, { probeIntervalMs: 5_000 });
+    const log: RouterLogger = {
+      info: (m, f) => this.logger.log(`${m} ${f ? JSON.stringify(f) : ''}`),
+      warn: (m, f) => this.logger.warn(`${m} ${f ? JSON.stringify(f) : ''}`),
+      error: (m, f) => this.logger.error(`${m} ${f ? JSON.stringify(f) : ''}`),
+    };
     this.router = new OpenAiRouter({
       pool: this.pool,
       bus,
       meter: this.meter,
       evidence: this.evidence,
+      defaultEngineKind: kind,
       source: 'rollout-manager/router',
       auth: config.auth ?? httpAuthFromEnv({}, config.host, 'ROBUSTRL_ROUTER'),
       ...(config.requestManagerUrl ? { recorder: new HttpTrajectoryRecorder(config.requestManagerUrl, { token: config.requestManagerToken }) } : {}),
       continuation: { policy: config.continuationPolicy, maxStaleness: config.maxStaleness },
-      logger: {
-        info: (m, f) => this.logger.log(`${m} ${f ? JSON.stringify(f) : ''}`),
-        warn: (m, f) => this.logger.warn(`${m} ${f ? JSON.stringify(f) : ''}`),
-        error: (m, f) => this.logger.error(`${m} ${f ? JSON.stringify(f) : ''}`),
-      },
+      logger: log,
     });
+    this.mirror = config.externalRouter
+      ? new GatewayMirror(new ModelGatewayClient(config.externalRouter.url, { apiKey: config.externalRouter.apiKey }), log)
+      : null;
   }
 
   async start(): Promise<string> {
@@ -190,6 +212,12 @@ export class RouterRuntime {
     const url = await this.router.listen(this.config.port, this.config.host);
     this.timer = setInterval(() => void this.publishThroughput(), this.config.throughputSeconds * 1000);
     this.evidenceTimer = setInterval(() => void this.publishEvidence(), (this.config.evidenceSeconds ?? 1) * 1000);
+    if (this.mirror) {
+      void this.mirror.sync(this.pool.snapshot());
+      // A gateway that was down, or restarted empty, catches up.
+      this.mirrorTimer = setInterval(() => void this.mirror?.sync(this.pool.snapshot()), 10_000);
+      this.logger.log(`keeping the workers of the gateway at ${this.config.externalRouter!.url} equal to this router's engines`);
+    }
     if (!this.config.requestManagerUrl) this.logger.warn('ROBUSTRL_REQUEST_MANAGER_URL is not set: trajectories are routed but not recorded');
     this.logger.log(`routing ${this.pool.snapshot().length} engine(s) for job ${this.config.jobId} at ${url}; more join as rollout machines register`);
     return url;
@@ -198,6 +226,7 @@ export class RouterRuntime {
   async stop(): Promise<void> {
     clearInterval(this.timer);
     clearInterval(this.evidenceTimer);
+    clearInterval(this.mirrorTimer);
     await this.router.close();
     await this.pool.stop();
   }
@@ -218,6 +247,7 @@ export class RouterRuntime {
       if (m.type !== 'TrajectoriesReassigned') continue;
       for (const a of m.data.assignments) this.pool.assign(a.trajectoryId, a.toRolloutId);
     }
+    void this.mirror?.sync(this.pool.snapshot());
   }
 
   /**

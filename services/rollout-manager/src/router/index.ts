@@ -8,3 +8,6 @@ export * from './http-trajectory-recorder';
 export * from './throughput-meter';
 export * from './engines';
 export * from './request-evidence';
+export * from './worker-membership';
+export * from './model-gateway-client';
+export * from './gateway-mirror';

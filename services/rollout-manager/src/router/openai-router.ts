@@ -7,6 +7,7 @@ import { Failover } from './failover';
 import { readAll, send } from './http-transport';
 import { sendError } from './openai-responses';
 import { ReassignmentEvents } from './reassignment-events';
+import { EngineKind } from './engines';
 import { replay } from './replay-response';
 import { RequestEvidence } from './request-evidence';
 import { RequestContext } from './request-context';
@@ -16,6 +17,7 @@ import { ThroughputMeter } from './throughput-meter';
 import { ToolIterationLiveness } from './tool-liveness';
 import { identityFromHeaders, RESTARTED_HEADER, ROLLOUT_HEADER, TRAJECTORY_HEADER, TrajectoryIdentity } from './trajectory-identity';
 import { TrajectoryRecorder } from './trajectory-recorder';
+import { handleMembership } from './worker-membership';
 import { ContinuationSettings, TrajectoryRecording } from './trajectory-recording';
 
 export type { RouterLogger, RouterStats } from './router-reporting';
@@ -28,6 +30,8 @@ export type { ContinuationSettings } from './trajectory-recording';
  *   POST /v1/chat/completions, POST /v1/completions   streaming (SSE) or not
  *   GET  /v1/models                                   from any living engine
  *   GET  /health                                      200 while an engine is alive, else 503
+ *   /workers, /add_worker, /remove_worker, /list_workers, /readiness: the membership API of SGLang's
+ *                                                     Model Gateway (worker-membership.ts)
  *
  * With `auth` holding tokens, every path but /health needs `Authorization: Bearer <token>` — what an
  * OpenAI client sends as its API key — and is answered 401 otherwise.
@@ -62,6 +66,8 @@ export interface OpenAiRouterOptions {
    * (trajectory-recording.ts): default `keep`, unbounded.
    */
   continuation?: ContinuationSettings;
+  /** The adapter of workers added through the membership API without a `runtime` (default vllm). */
+  defaultEngineKind?: EngineKind;
   /** Where failover events go (TrajectoriesReassigned, TrajectoryStatusChanged 'reassigned'). */
   bus?: MessageBus;
   /** Counts what each engine generates, for the throughput the detector's rollout rule watches. */
@@ -166,11 +172,14 @@ export class OpenAiRouter {
     try {
       const path = (req.url ?? '/').split('?')[0].replace(/\/+$/, '');
       if (req.method === 'GET' && path === '/health') return this.health(res);
+      // A gateway's probes, answered without a token like /health (orchestrators probe without one).
+      if (req.method === 'GET' && (path === '/liveness' || path === '/readiness')) return void (await handleMembership(req, res, path, this.pool, 'vllm'));
       if (this.config.auth) {
         const verdict = checkBearer(this.config.auth, req.headers.authorization);
         if (!verdict.ok) return this.unauthorized(res, verdict);
       }
       if (req.method === 'GET' && path === '/v1/models') return await this.models(res);
+      if (await handleMembership(req, res, path, this.pool, this.config.defaultEngineKind ?? 'vllm')) return;
       if (req.method === 'POST' && (path === '/v1/chat/completions' || path === '/v1/completions')) {
         return await this.generation(path === '/v1/chat/completions' ? 'chat' : 'completions', path, req, res);
       }
