@@ -235,8 +235,9 @@ export class FakeInferenceEngine {
   }
 
   private completionPlan(body: Record<string, unknown>): Plan {
-    const prompt = body.prompt;
-    if (typeof prompt !== 'string') throw new Error('the fake engine takes a string prompt');
+    // A token-id prompt (as vLLM takes, and the router's generate probe sends) stands for its ids' text.
+    const prompt = Array.isArray(body.prompt) && body.prompt.every((t) => Number.isInteger(t)) ? `ids:${body.prompt.join(',')}` : body.prompt;
+    if (typeof prompt !== 'string') throw new Error('the fake engine takes a string or token-id prompt');
     const n = this.options.tokensPerReply ?? 12;
     // The prompt may end with the first k tokens of the answer to the prompt without them: continue after them.
     for (let k = Math.min(n, Math.floor(prompt.length / TOKEN_LENGTH)); k > 0; k--) {

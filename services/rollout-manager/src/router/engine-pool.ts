@@ -1,5 +1,6 @@
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
+import { adapterFor } from './engines/adapters';
 import { EngineKind } from './engines/engine-adapter';
 
 /** A rollout engine (one vLLM / SGLang server) as the router sees it. */
@@ -56,7 +57,11 @@ export interface EngineLease {
   release(): void;
 }
 
-export type ProbeFn = (engine: EngineView, timeoutMs: number) => Promise<boolean>;
+/**
+ * Is the engine alive? `deep`: it is out of selection after a failure, and must prove it generates —
+ * not only that its HTTP thread answers /health, which a wedged engine still does — before it is back.
+ */
+export type ProbeFn = (engine: EngineView, timeoutMs: number, deep: boolean) => Promise<boolean>;
 
 export interface EnginePoolOptions {
   /** Period of the liveness probe of every engine; 0 disables the timer (probes still run after failures). */
@@ -212,7 +217,7 @@ export class EnginePool {
     if (running) return running;
     const e = this.engines.get(id);
     if (!e) return Promise.resolve(false);
-    const p = this.probeFn({ ...e }, this.probeTimeoutMs)
+    const p = this.probeFn({ ...e }, this.probeTimeoutMs, !e.alive)
       .catch(() => false)
       .then((ok) => {
         this.probing.delete(id);
@@ -271,26 +276,37 @@ export class EnginePool {
   }
 }
 
-/** GET /health (vLLM, SGLang); an engine without it (404) is asked GET /v1/models. 2xx within the timeout = alive. */
-export const httpProbe: ProbeFn = async (engine, timeoutMs) => {
-  const health = await httpGetStatus(`${engine.baseUrl}/health`, timeoutMs);
-  if (health === 404) return isOk(await httpGetStatus(`${engine.baseUrl}/v1/models`, timeoutMs));
-  return isOk(health);
+/**
+ * GET /health (vLLM, SGLang, llama.cpp); an engine without it (404) is asked GET /v1/models. 2xx within
+ * the timeout = alive. A deep probe (the engine failed a request) then runs its adapter's one-token
+ * generation (engines/), with at least GENERATE_PROBE_TIMEOUT_MS: a queue behind running requests is
+ * not death.
+ */
+export const httpProbe: ProbeFn = async (engine, timeoutMs, deep) => {
+  const health = await httpStatus(`${engine.baseUrl}/health`, 'GET', null, timeoutMs);
+  const alive = health === 404 ? isOk(await httpStatus(`${engine.baseUrl}/v1/models`, 'GET', null, timeoutMs)) : isOk(health);
+  if (!alive || !deep) return alive;
+  const probe = adapterFor(engine.kind).generateProbe;
+  return isOk(await httpStatus(`${engine.baseUrl}${probe.path}`, probe.method, probe.body, Math.max(timeoutMs, GENERATE_PROBE_TIMEOUT_MS)));
 };
+
+export const GENERATE_PROBE_TIMEOUT_MS = 10_000;
 
 const isOk = (status: number | null) => status !== null && status >= 200 && status < 300;
 
-function httpGetStatus(url: string, timeoutMs: number): Promise<number | null> {
+function httpStatus(url: string, method: 'GET' | 'POST', body: unknown, timeoutMs: number): Promise<number | null> {
   return new Promise((resolve) => {
     const request = url.startsWith('https:') ? httpsRequest : httpRequest;
+    const payload = body === null ? null : JSON.stringify(body);
+    const headers = payload === null ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) };
     // A fresh connection per probe (agent: false): a pooled keep-alive socket would prove nothing about the server now.
-    const req = request(url, { method: 'GET', agent: false, timeout: timeoutMs }, (res) => {
+    const req = request(url, { method, headers, agent: false, timeout: timeoutMs }, (res) => {
       res.resume();
       res.on('end', () => resolve(res.statusCode ?? null));
       res.on('error', () => resolve(null));
     });
     req.on('timeout', () => req.destroy(new Error('probe timed out')));
     req.on('error', () => resolve(null));
-    req.end();
+    req.end(payload ?? undefined);
   });
 }
