@@ -25,7 +25,7 @@
 import { DeciderRun } from '@robustrl/domain-kit';
 import { createMessage, DataOf, Draft, isOneOf, MessageOf, MessageType, RobustrlMessage } from '@robustrl/contracts';
 import { DETECTOR_INPUT_TYPES, DetectorDecider } from '@robustrl/detector-domain';
-import { EnginePool, OpenAiRouter, RequestEvidence, ThroughputMeter } from '@robustrl/rollout-manager';
+import { EnginePool, OpenAiRouter, RequestEvidence, requestsObserved, ThroughputMeter, throughputSampled } from '@robustrl/rollout-manager';
 import { median, parseIntegerOptions } from './bench-kit';
 import { LlamaEngine, startLlamaEngines } from './engines/llama-server';
 
@@ -111,20 +111,7 @@ async function oneRun(mode: 'evidence' | 'baseline', capMs: number): Promise<Run
       now,
       pool.snapshot().filter((e) => e.alive),
     )) {
-      const m = message(
-        'RolloutThroughputSampled',
-        {
-          machineId: s.machineId,
-          rolloutId: s.engineId,
-          sampledAt: new Date(now).toISOString(),
-          windowSeconds: s.windowSeconds,
-          tokensPerSecond: s.tokensPerSecond,
-          completedRequests: s.completedRequests,
-          inFlightRequests: s.inFlightRequests,
-          awaitingTools: s.awaitingTools,
-        },
-        now,
-      );
+      const m = message('RolloutThroughputSampled', throughputSampled(s, new Date(now).toISOString()), now);
       handle(feed(m, now), now);
     }
   });
@@ -132,21 +119,7 @@ async function oneRun(mode: 'evidence' | 'baseline', capMs: number): Promise<Run
     every(1_000, () => {
       const now = Date.now();
       for (const r of evidence.take(now, pool.snapshot())) {
-        const m = message(
-          'RolloutRequestsObserved',
-          {
-            machineId: r.machineId,
-            rolloutId: r.engineId,
-            observedAt: new Date(now).toISOString(),
-            windowSeconds: r.windowSeconds,
-            openRequests: r.openRequests,
-            idleForMs: r.idleForMs,
-            failedRequests: r.failedRequests,
-            succeededRequests: r.succeededRequests,
-            lastFailure: r.lastFailure,
-          },
-          now,
-        );
+        const m = message('RolloutRequestsObserved', requestsObserved(r, new Date(now).toISOString()), now);
         handle(feed(m, now), now);
       }
     });

@@ -43,9 +43,12 @@ cmd_ensure() {
     rm -rf "${DIR}/llama.cpp-${VERSION}"
     mv "${tmp}"/llama_cpp_python-*/vendor/llama.cpp "${DIR}/llama.cpp-${VERSION}"
     rm -rf "${tmp}"
+    # The compiler's warnings go to build.log; it is shown when the build fails.
     cmake -S "${DIR}/llama.cpp-${VERSION}" -B "${DIR}/llama.cpp-${VERSION}/build" -DCMAKE_BUILD_TYPE=Release \
-      -DGGML_NATIVE=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON >/dev/null
-    cmake --build "${DIR}/llama.cpp-${VERSION}/build" --target llama-server -j "$(nproc)" >/dev/null
+      -DGGML_NATIVE=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON >"${DIR}/build.log" 2>&1 ||
+      { tail -40 "${DIR}/build.log" >&2; die "configuring llama.cpp failed (${DIR}/build.log)"; }
+    cmake --build "${DIR}/llama.cpp-${VERSION}/build" --target llama-server -j "$(nproc)" >>"${DIR}/build.log" 2>&1 ||
+      { tail -40 "${DIR}/build.log" >&2; die "building llama-server failed (${DIR}/build.log)"; }
   fi
   if [[ ! -f "${MODEL}" ]]; then
     "${DIR}/venv/bin/python" "${SCRIPT_DIR}/llama/make-tiny-model.py" "${MODEL}" 0 384 >/dev/null

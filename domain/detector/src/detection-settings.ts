@@ -4,7 +4,7 @@ import type { DetectionSettings } from '@robustrl/contracts';
 export interface ResolvedDetectionSettings {
   trainerIdleWindowMs: number;
   rolloutSilentWindowMs: number;
-  /** Router evidence: no token for this long while requests are open at the engine. */
+  /** Router evidence: no token for this long while requests are open at the engine (keep it above the longest prefill a saturated engine may do). */
   rolloutStallWindowMs: number;
   /** Router evidence: failed requests in a row (no answer between) that condemn an engine. */
   rolloutFailedRequestsThreshold: number;

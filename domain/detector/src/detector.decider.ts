@@ -30,7 +30,12 @@ export function createDetectorDecider(options: Partial<DetectorConfig> = {}): De
     evolution: 'in-place',
     snapshotCodec: {
       encode: ({ index: _derived, ...state }) => JSON_STATE_CODEC.encode(state),
-      decode: (data) => rebuildIndex(config, JSON_STATE_CODEC.decode(data) as DetectorState),
+      decode: (data) => {
+        const state = JSON_STATE_CODEC.decode(data) as DetectorState;
+        // A snapshot taken before a setting existed (rolloutStallWindowMs came with issue 17) gets its default.
+        state.settings = { ...config.defaults, ...state.settings };
+        return rebuildIndex(config, state);
+      },
     },
   };
 }

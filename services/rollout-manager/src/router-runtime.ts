@@ -15,8 +15,10 @@ import {
   ModelGatewayClient,
   OpenAiRouter,
   RequestEvidence,
+  requestsObserved,
   RouterLogger,
   ThroughputMeter,
+  throughputSampled,
 } from './router';
 
 export interface RouterConfig {
@@ -305,20 +307,11 @@ export class RouterRuntime {
       this.pool.snapshot().filter((e) => e.alive),
     );
     const messages = samples.map((s) =>
-      createMessage(
-        'RolloutThroughputSampled',
-        {
-          machineId: s.machineId,
-          rolloutId: s.engineId,
-          sampledAt: new Date(now).toISOString(),
-          windowSeconds: s.windowSeconds,
-          tokensPerSecond: s.tokensPerSecond,
-          completedRequests: s.completedRequests,
-          inFlightRequests: s.inFlightRequests,
-          awaitingTools: s.awaitingTools,
-        },
-        { jobId: this.config.jobId, source: 'rollout-manager/router', occurredAt: new Date(now).toISOString() },
-      ),
+      createMessage('RolloutThroughputSampled', throughputSampled(s, new Date(now).toISOString()), {
+        jobId: this.config.jobId,
+        source: 'rollout-manager/router',
+        occurredAt: new Date(now).toISOString(),
+      }),
     );
     await this.bus.publish(messages as RobustrlMessage[]).catch((err) => this.logger.warn(`throughput not published: ${String(err)}`));
   }
@@ -327,23 +320,11 @@ export class RouterRuntime {
   private async publishEvidence(): Promise<void> {
     const now = Date.now();
     const at = new Date(now).toISOString();
-    const messages = this.evidence.take(now, this.pool.snapshot()).map((r) =>
-      createMessage(
-        'RolloutRequestsObserved',
-        {
-          machineId: r.machineId,
-          rolloutId: r.engineId,
-          observedAt: at,
-          windowSeconds: r.windowSeconds,
-          openRequests: r.openRequests,
-          idleForMs: r.idleForMs,
-          failedRequests: r.failedRequests,
-          succeededRequests: r.succeededRequests,
-          lastFailure: r.lastFailure,
-        },
-        { jobId: this.config.jobId, source: 'rollout-manager/router', occurredAt: at },
-      ),
-    );
+    const messages = this.evidence
+      .take(now, this.pool.snapshot())
+      .map((r) =>
+        createMessage('RolloutRequestsObserved', requestsObserved(r, at), { jobId: this.config.jobId, source: 'rollout-manager/router', occurredAt: at }),
+      );
     if (messages.length === 0) return;
     await this.bus.publish(messages as RobustrlMessage[]).catch((err) => this.logger.warn(`request evidence not published: ${String(err)}`));
   }

@@ -1,3 +1,4 @@
+import type { DataOf } from '@robustrl/contracts';
 import { EngineView } from './engine-pool';
 
 /** One engine's requests over a window, as the detector's `RolloutRequestsObserved` carries them. */
@@ -104,4 +105,19 @@ export class RequestEvidence {
     if (!e) this.engines.set(engineId, (e = { open: 0, busySince: null, lastTokenAt: null, failed: 0, succeeded: 0, lastFailure: null, reportedIdle: false }));
     return e;
   }
+}
+
+/** A report as the detector's `RolloutRequestsObserved` carries it. */
+export function requestsObserved(r: EngineRequestReport, observedAt: string): DataOf<'RolloutRequestsObserved'> {
+  return {
+    machineId: r.machineId,
+    rolloutId: r.engineId,
+    observedAt,
+    windowSeconds: r.windowSeconds,
+    openRequests: r.openRequests,
+    idleForMs: r.idleForMs,
+    failedRequests: r.failedRequests,
+    succeededRequests: r.succeededRequests,
+    lastFailure: r.lastFailure,
+  };
 }

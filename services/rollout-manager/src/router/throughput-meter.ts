@@ -1,3 +1,4 @@
+import type { DataOf } from '@robustrl/contracts';
 import type { EngineView } from './engine-pool';
 
 export interface EngineThroughput {
@@ -58,4 +59,18 @@ export class ThroughputMeter {
     this.windowStart = now;
     return samples;
   }
+}
+
+/** A window's throughput of one engine as the detector's `RolloutThroughputSampled` carries it. */
+export function throughputSampled(s: EngineThroughput, sampledAt: string): DataOf<'RolloutThroughputSampled'> {
+  return {
+    machineId: s.machineId,
+    rolloutId: s.engineId,
+    sampledAt,
+    windowSeconds: s.windowSeconds,
+    tokensPerSecond: s.tokensPerSecond,
+    completedRequests: s.completedRequests,
+    inFlightRequests: s.inFlightRequests,
+    awaitingTools: s.awaitingTools,
+  };
 }

@@ -108,6 +108,32 @@ export function chatPrefillBody(original: Json, partialText: string, spent: numb
   return body;
 }
 
+/** Fields only a chat request has: a completions request built from one drops them. */
+const CHAT_ONLY = [
+  'messages',
+  'tools',
+  'tool_choice',
+  'parallel_tool_calls',
+  'response_format',
+  'chat_template_kwargs',
+  'continue_final_message',
+  'add_generation_prompt',
+  'top_logprobs',
+];
+
+/**
+ * A completions request from a token prompt (`prompt` = the ids), with the caller's sampling fields and
+ * budget less what was spent, chat-only fields dropped (`max_completion_tokens` becomes `max_tokens`):
+ * how every engine that takes a token prompt generates or continues from exact ids.
+ */
+export function tokenPromptBody(original: Json, prompt: number[], spent: number, extra: Json): Json {
+  const body = reducedBudget(original, spent);
+  for (const key of CHAT_ONLY) delete body[key];
+  if (typeof body.max_completion_tokens === 'number') body.max_tokens = body.max_completion_tokens;
+  delete body.max_completion_tokens;
+  return { ...body, ...extra, prompt };
+}
+
 /** Completions from text: the prompt with the partial answer appended. */
 export function textPromptBody(original: Json, partialText: string, spent: number): Json {
   const body = reducedBudget(original, spent);

@@ -11,8 +11,8 @@ import {
   EngineCalls,
   isIdList,
   logprobValues,
-  reducedBudget,
   textPromptBody,
+  tokenPromptBody,
 } from './engine-adapter';
 
 /**
@@ -31,17 +31,6 @@ import {
  * - Abort: closing the connection cancels the task. Health: `/health` answers from the HTTP thread
  *   (a slot can be wedged while it says ok): the generate probe is a one-token completion.
  */
-const CHAT_ONLY = [
-  'messages',
-  'tools',
-  'tool_choice',
-  'parallel_tool_calls',
-  'response_format',
-  'chat_template_kwargs',
-  'continue_final_message',
-  'add_generation_prompt',
-];
-
 export class LlamaCppAdapter implements EngineAdapter {
   readonly kind = 'llama.cpp' as const;
   readonly generateProbe = { method: 'POST' as const, path: '/v1/completions', body: { prompt: 'a', max_tokens: 1, temperature: 0, cache_prompt: false } };
@@ -107,14 +96,12 @@ export class LlamaCppAdapter implements EngineAdapter {
 
   /** The completions request that generates the rest of `original` after the given ids. */
   private tokenPrompt(original: Json, promptIds: number[], sampled: number[], spent: number): ContinuationPlan {
-    const body = reducedBudget(original, spent);
-    for (const key of CHAT_ONLY) delete body[key];
-    if (typeof body.max_completion_tokens === 'number') body.max_tokens = body.max_completion_tokens;
-    delete body.max_completion_tokens;
-    delete body.top_logprobs;
-    body.prompt = [...promptIds, ...sampled];
-    body.logprobs = 1;
-    return { path: '/v1/completions', body, context: 'tokens', answersAs: 'completions' };
+    return {
+      path: '/v1/completions',
+      body: tokenPromptBody(original, [...promptIds, ...sampled], spent, { logprobs: 1 }),
+      context: 'tokens',
+      answersAs: 'completions',
+    };
   }
 
   abortRequest(): null {

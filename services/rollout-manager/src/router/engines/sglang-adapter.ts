@@ -11,8 +11,8 @@ import {
   EngineCalls,
   isIdList,
   logprobValues,
-  reducedBudget,
   textPromptBody,
+  tokenPromptBody,
 } from './engine-adapter';
 
 /**
@@ -28,18 +28,6 @@ import {
  * - Health: `/health_generate` runs a one-token generation through the scheduler (503 after 20 s without
  *   output) — the probe that tells a wedged scheduler from a living HTTP thread.
  */
-const CHAT_ONLY = [
-  'messages',
-  'tools',
-  'tool_choice',
-  'parallel_tool_calls',
-  'response_format',
-  'chat_template_kwargs',
-  'continue_final_message',
-  'add_generation_prompt',
-  'top_logprobs',
-];
-
 export class SglangAdapter implements EngineAdapter {
   readonly kind = 'sglang' as const;
   readonly generateProbe = { method: 'GET' as const, path: '/health_generate', body: null };
@@ -90,9 +78,7 @@ export class SglangAdapter implements EngineAdapter {
         ? { path: '/v1/chat/completions', body: sglangPrefill(original, prefix), context: 'text', answersAs: 'chat' }
         : { path: '/v1/completions', body: textPromptBody(original, prefix.text, prefix.tokens), context: 'text', answersAs: 'completions' };
     }
-    const body = reducedBudget(original, prefix.tokens);
-    for (const key of CHAT_ONLY) delete body[key];
-    body.prompt = [...prefix.promptTokenIds, ...prefix.tokenIds];
+    const body = tokenPromptBody(original, [...prefix.promptTokenIds, ...prefix.tokenIds], prefix.tokens, {});
     return { path: '/v1/completions', body, context: 'tokens', answersAs: 'completions' };
   }
 

@@ -11,7 +11,7 @@ import {
   EngineCalls,
   isIdList,
   logprobValues,
-  reducedBudget,
+  tokenPromptBody,
   textPromptBody,
 } from './engine-adapter';
 
@@ -29,18 +29,6 @@ import {
  * - Abort: a closed connection aborts the request. `X-Request-Id` names it. `/fault_tolerance/status`
  *   is the engine's own view of its health where the build has it.
  */
-const CHAT_ONLY = [
-  'messages',
-  'tools',
-  'tool_choice',
-  'parallel_tool_calls',
-  'response_format',
-  'chat_template_kwargs',
-  'continue_final_message',
-  'add_generation_prompt',
-  'top_logprobs',
-];
-
 export class VllmAdapter implements EngineAdapter {
   readonly kind = 'vllm' as const;
   readonly generateProbe = { method: 'POST' as const, path: '/v1/completions', body: { prompt: [0], max_tokens: 1, temperature: 0 } };
@@ -98,13 +86,12 @@ export class VllmAdapter implements EngineAdapter {
       promptIds = tokenized.status === 200 && isIdList(tokenized.body?.tokens) ? (tokenized.body.tokens as number[]) : null;
     }
     if (promptIds === null) return byText();
-    const body = reducedBudget(original, prefix.tokens);
-    for (const key of CHAT_ONLY) delete body[key];
-    if (typeof body.max_completion_tokens === 'number') body.max_tokens = body.max_completion_tokens;
-    delete body.max_completion_tokens;
-    body.prompt = [...promptIds, ...prefix.tokenIds];
-    body.logprobs = 0;
-    return { path: '/v1/completions', body, context: 'tokens', answersAs: 'completions' };
+    return {
+      path: '/v1/completions',
+      body: tokenPromptBody(original, [...promptIds, ...prefix.tokenIds], prefix.tokens, { logprobs: 0 }),
+      context: 'tokens',
+      answersAs: 'completions',
+    };
   }
 
   abortRequest(): null {
