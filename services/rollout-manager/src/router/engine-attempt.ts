@@ -109,7 +109,7 @@ export async function attemptOn(
     relay(ctx.res, status, Buffer.from(JSON.stringify(parsed)), engine.id);
     return { kind: 'done', answer };
   }
-  return pipeStream(ctx, engine, upstream, splice, before, adapter, plan, onProgress);
+  return pipeStream(ctx, engine, upstream, splice, before, adapter, plan, onProgress, () => abandon(engine, adapter, requestId, transport.agent));
 }
 
 /** The engine's own endpoints a continuation may call first (llama.cpp's template and tokenizer). */
@@ -132,6 +132,19 @@ function engineCalls(engine: EngineView, transport: { agent: Agent; idleTimeoutM
       return { status: res.statusCode ?? 500, body: parsed };
     },
   };
+}
+
+/**
+ * Best effort, off the request path: the engine's abort call for a request the router gave up on
+ * (SGLang's /abort_request). Closing the connection aborts on every engine too; this frees the
+ * engine's slot even where the close is not seen (a proxy in between holding the connection).
+ */
+function abandon(engine: EngineView, adapter: EngineAdapter, requestId: string, agent: Agent): void {
+  const call = adapter.abortRequest(requestId);
+  if (call === null) return;
+  send(`${engine.baseUrl}${call.path}`, 'POST', JSON.stringify(call.body), { agent, idleTimeoutMs: 5_000 })
+    .then((res) => res.resume())
+    .catch(() => undefined);
 }
 
 /** The engine as it served this answer: with the weight version it names in its answer, when it names one. */
@@ -166,6 +179,8 @@ async function pipeStream(
   adapter: EngineAdapter,
   plan: ContinuationPlan,
   onProgress: () => void,
+  /** The router gives up on the stream: tell the engine, where closing the connection is not how it learns. */
+  onAbandon: () => void,
 ): Promise<AttemptOutcome> {
   const res = ctx.res;
   const decoder = new StringDecoder('utf8');
@@ -207,6 +222,7 @@ async function pipeStream(
     if (!done && buffer.trim() !== '') handleEvent(buffer);
   } catch (err) {
     upstream.destroy();
+    onAbandon();
     if (err instanceof UpstreamError || err instanceof SyntaxError) return { kind: 'failed', reason: err.message, engineDown: false };
     return { kind: 'failed', reason: `stream cut: ${errorText(err)}`, engineDown: true };
   }

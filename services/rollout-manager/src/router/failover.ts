@@ -102,7 +102,8 @@ export class Failover {
         if (ctx.stream) evidence?.closed(engine.id);
       }
       if (outcome.kind !== 'failed') evidence?.ended(engine.id, { ok: true });
-      else if (!ctx.abort.signal.aborted && (outcome.engineDown || (outcome.status ?? 0) >= 500 || outcome.status === undefined)) {
+      // A 4xx (a refused continuation) is about the request; everything else is the engine's failure.
+      else if (!ctx.abort.signal.aborted && (outcome.engineDown || (outcome.status ?? 500) >= 500)) {
         evidence?.ended(engine.id, { ok: false, reason: outcome.reason });
       }
       if (outcome.kind === 'relayed') return null;
