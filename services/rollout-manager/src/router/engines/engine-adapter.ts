@@ -84,8 +84,6 @@ export interface EngineAdapter {
   abortRequest(requestId: string): { path: string; body: Json } | null;
   /** The header that names a request's id on this engine (so logs, aborts and traces line up). */
   readonly requestIdHeader: string;
-  /** The engine's fault-tolerance status endpoint, where it has one (vLLM). */
-  readonly faultToleranceStatusPath: string | null;
 }
 
 /** The caller's budget less what was generated already; min_tokens likewise. Shared by every adapter. */

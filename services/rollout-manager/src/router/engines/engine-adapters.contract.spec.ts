@@ -143,10 +143,9 @@ describe('vLLM (protocol.py: return_token_ids, return_tokens_as_token_ids, conti
     expect(plan.body.prompt).toEqual([40, 41, 16]);
   });
 
-  it('aborts by closing the connection (no abort endpoint), names requests with X-Request-Id, and has a fault-tolerance status path', () => {
+  it('aborts by closing the connection (no abort endpoint) and names requests with X-Request-Id', () => {
     expect(vllm.abortRequest()).toBeNull();
     expect(vllm.requestIdHeader).toBe('x-request-id');
-    expect(vllm.faultToleranceStatusPath).toBe('/fault_tolerance/status');
   });
 });
 

@@ -35,7 +35,6 @@ export class LlamaCppAdapter implements EngineAdapter {
   readonly kind = 'llama.cpp' as const;
   readonly generateProbe = { method: 'POST' as const, path: '/v1/completions', body: { prompt: 'a', max_tokens: 1, temperature: 0, cache_prompt: false } };
   readonly requestIdHeader = 'x-request-id';
-  readonly faultToleranceStatusPath = null;
 
   decorate(api: Api, body: Json): Json {
     const out: Json = { ...body, timings_per_token: true };

@@ -32,7 +32,6 @@ export class SglangAdapter implements EngineAdapter {
   readonly kind = 'sglang' as const;
   readonly generateProbe = { method: 'GET' as const, path: '/health_generate', body: null };
   readonly requestIdHeader = 'x-request-id';
-  readonly faultToleranceStatusPath = null;
 
   decorate(api: Api, body: Json, requestId: string): Json {
     const out: Json = { ...body, rid: body.rid ?? requestId };

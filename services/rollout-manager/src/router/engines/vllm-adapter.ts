@@ -26,14 +26,16 @@ import {
  * - Continuation from tokens: `/v1/completions` takes a token-id list as the prompt; the prompt's ids
  *   are the ones the engine reported (`prompt_token_ids`), or `/tokenize`'s for a completions prompt.
  * - Continuation from text: `continue_final_message` with `add_generation_prompt: false` (chat).
- * - Abort: a closed connection aborts the request. `X-Request-Id` names it. `/fault_tolerance/status`
- *   is the engine's own view of its health where the build has it.
+ * - Abort: a closed connection aborts the request. `X-Request-Id` names it.
+ * - Fault tolerance: vLLM's `/fault_tolerance/status` and `/apply` (retry, pause, scale_down) are not
+ *   used: their shapes changed across the PRs that introduced them and `scale_down` is unreleased. What a
+ *   released build does while faulted — answer 503 on every other path — is what the pool's probes and
+ *   the router's failover already act on.
  */
 export class VllmAdapter implements EngineAdapter {
   readonly kind = 'vllm' as const;
   readonly generateProbe = { method: 'POST' as const, path: '/v1/completions', body: { prompt: [0], max_tokens: 1, temperature: 0 } };
   readonly requestIdHeader = 'x-request-id';
-  readonly faultToleranceStatusPath = '/fault_tolerance/status';
 
   decorate(api: Api, body: Json): Json {
     const out: Json = { ...body, return_token_ids: true };
