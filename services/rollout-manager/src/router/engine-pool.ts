@@ -279,15 +279,18 @@ export class EnginePool {
 /**
  * GET /health (vLLM, SGLang, llama.cpp); an engine without it (404) is asked GET /v1/models. 2xx within
  * the timeout = alive. A deep probe (the engine failed a request) then runs its adapter's one-token
- * generation (engines/), with at least GENERATE_PROBE_TIMEOUT_MS: a queue behind running requests is
- * not death.
+ * generation (engines/), with at least GENERATE_PROBE_TIMEOUT_MS (a queue behind running requests is
+ * not death), and wants an answer below 500.
  */
 export const httpProbe: ProbeFn = async (engine, timeoutMs, deep) => {
   const health = await httpStatus(`${engine.baseUrl}/health`, 'GET', null, timeoutMs);
   const alive = health === 404 ? isOk(await httpStatus(`${engine.baseUrl}/v1/models`, 'GET', null, timeoutMs)) : isOk(health);
   if (!alive || !deep) return alive;
   const probe = adapterFor(engine.kind).generateProbe;
-  return isOk(await httpStatus(`${engine.baseUrl}${probe.path}`, probe.method, probe.body, Math.max(timeoutMs, GENERATE_PROBE_TIMEOUT_MS)));
+  const generated = await httpStatus(`${engine.baseUrl}${probe.path}`, probe.method, probe.body, Math.max(timeoutMs, GENERATE_PROBE_TIMEOUT_MS));
+  // A 4xx is the engine refusing the probe's request (no completions endpoint, a model name it wants):
+  // it answered, which a wedged engine does not. Only no answer or a 5xx keeps it out.
+  return generated !== null && generated < 500;
 };
 
 export const GENERATE_PROBE_TIMEOUT_MS = 10_000;
