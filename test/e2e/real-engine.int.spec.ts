@@ -93,7 +93,8 @@ describe('router on real llama.cpp engines: one killed and one hung mid-stream (
       }
     };
     hungTap.onTokens = (r) => {
-      if (hungAt === null && killedAt !== null && r.tokenEvents >= 4) {
+      // Well before the stream's last token, so there is something left to continue.
+      if (hungAt === null && killedAt !== null && r.tokenEvents >= 4 && r.tokenEvents <= MAX_TOKENS - 16) {
         hungAt = r;
         hung.hang();
       }

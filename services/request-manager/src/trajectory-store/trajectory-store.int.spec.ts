@@ -15,6 +15,22 @@ describe('TrajectoryStore on PostgreSQL', () => {
   });
   afterAll(() => db.drop());
 
+  it('keeps what a model sampled exactly: NUL characters (which JSONB cannot hold) and the token spans', async () => {
+    const trajectories = new TrajectoryStore(db.store, new RecordingBus());
+    const prompt = { messages: [{ role: 'user', content: 'echo \u0000 back' }] };
+    await trajectories.startTrajectory(trajectory('nul-0', { prompt }));
+    const spans = [
+      { rolloutId: 'e1', weightVersion: 3, tokenIds: [5, 0, 17], logprobs: [-0.5, -2.25, null], sampled: 3, context: 'prompt' as const },
+      { rolloutId: 'e2', weightVersion: 3, tokenIds: [9], logprobs: [-1], sampled: null, context: 'text' as const, prefillTokens: 40 },
+    ];
+    const content = { role: 'assistant', content: 'a\u0000b', $nul: ['not', 'an', 'encoding'] };
+    expect(await trajectories.appendTurns([turn('nul-0', 0, { content, spans })])).toEqual([{ turnId: 'nul-0/0', outcome: 'new' }]);
+    const stored = (await trajectories.trajectory('nul-0'))!;
+    expect(stored.prompt).toEqual(prompt);
+    expect(stored.turns[0]).toMatchObject({ content, spans });
+    expect((await trajectories.prefix('nul-0')).turns[0].content).toEqual(content);
+  });
+
   it('stores a redelivered append once and publishes it once, also when two writers race on the same turns', async () => {
     const bus = new RecordingBus();
     const trajectories = new TrajectoryStore(db.store, bus);

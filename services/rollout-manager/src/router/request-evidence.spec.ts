@@ -17,11 +17,13 @@ const engines = [engine('a'), engine('b')];
 describe('RequestEvidence: what the router reports of each engine’s real requests', () => {
   it('an engine with open streams and no token since is idle for as long; a token resets it', () => {
     const evidence = new RequestEvidence(0);
+    evidence.ended('a', { ok: true });
+    evidence.take(1_000, engines);
     evidence.opened('a', 1_000);
     evidence.opened('a', 1_500);
     evidence.progressed('a', 2_000);
     expect(evidence.take(5_000, engines)).toEqual([
-      { engineId: 'a', machineId: 'm-a', windowSeconds: 5, openRequests: 2, idleForMs: 3_000, failedRequests: 0, succeededRequests: 0, lastFailure: null },
+      { engineId: 'a', machineId: 'm-a', windowSeconds: 4, openRequests: 2, idleForMs: 3_000, failedRequests: 0, succeededRequests: 0, lastFailure: null },
     ]);
     evidence.progressed('a', 5_500);
     expect(evidence.take(6_000, engines)[0]).toMatchObject({ openRequests: 2, idleForMs: 500 });
@@ -40,6 +42,8 @@ describe('RequestEvidence: what the router reports of each engine’s real reque
   it('an engine whose trajectories wait on tools (nothing open) is not reported; one that was idle is reported once more to clear', () => {
     const evidence = new RequestEvidence(0);
     expect(evidence.take(1_000, engines)).toEqual([]);
+    evidence.ended('b', { ok: true });
+    evidence.take(1_000, engines);
     evidence.opened('b', 1_000);
     expect(evidence.take(3_000, engines)[0]).toMatchObject({ engineId: 'b', idleForMs: 2_000 });
     evidence.closed('b');
@@ -47,8 +51,26 @@ describe('RequestEvidence: what the router reports of each engine’s real reque
     expect(evidence.take(5_000, engines)).toEqual([]);
   });
 
+  it('an engine that never served since it joined is starting, not wedged: its refusals and silence are not reported', () => {
+    const evidence = new RequestEvidence(0);
+    evidence.ended('a', { ok: false, reason: 'connection failed: ECONNREFUSED' });
+    evidence.ended('a', { ok: false, reason: 'engine answered 503' });
+    evidence.opened('a', 0);
+    expect(evidence.take(20_000, engines)).toEqual([]);
+    evidence.progressed('a', 20_500);
+    evidence.closed('a');
+    evidence.ended('a', { ok: true });
+    evidence.ended('a', { ok: false, reason: 'stream cut: ECONNRESET' });
+    expect(evidence.take(21_000, engines)).toEqual([expect.objectContaining({ engineId: 'a', failedRequests: 1, succeededRequests: 1 })]);
+    // It left the pool (its machine was replaced) and came back: starting again.
+    evidence.take(22_000, [engines[1]]);
+    evidence.ended('a', { ok: false, reason: 'connection failed: ECONNREFUSED' });
+    expect(evidence.take(23_000, engines)).toEqual([]);
+  });
+
   it('counts failures with the last reason and answers per window', () => {
     const evidence = new RequestEvidence(0);
+    evidence.progressed('a', 0);
     evidence.ended('a', { ok: false, reason: 'connection failed: ECONNREFUSED' });
     evidence.ended('a', { ok: false, reason: 'no bytes for 2000 ms' });
     evidence.ended('b', { ok: true });

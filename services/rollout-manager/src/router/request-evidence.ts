@@ -14,6 +14,12 @@ export interface EngineRequestReport {
 }
 
 interface EngineRequests {
+  /**
+   * It answered or produced a token since it joined the pool. Until then its failures and silence are
+   * a start (an engine still loading refuses connections or answers 503), not a wedge: the machine's
+   * agent and the role rules watch a start.
+   */
+  served: boolean;
   open: number;
   /** When the engine last had no request open (its current busy period began). */
   busySince: number | null;
@@ -29,7 +35,8 @@ interface EngineRequests {
  * What the router sees of each engine's real requests (issue 17, "detection from real requests"): which
  * are open at it, when it last produced a token, which failed and why. A wedged engine answers /health
  * and its machine's agent acks heartbeats, but its requests stall; this is the evidence that finds it
- * in seconds. Only streamed requests count as open — a non-streamed one shows no tokens until it ends,
+ * in seconds. An engine is judged only once it served since it joined the pool: before, it is starting.
+ * Only streamed requests count as open — a non-streamed one shows no tokens until it ends,
  * and a long generation would look like a stall; all requests count when they fail or succeed. A
  * trajectory waiting on a tool has no request open, so tool waits are never idleness. Time is an input.
  */
@@ -50,7 +57,9 @@ export class RequestEvidence {
 
   /** The engine sent tokens (any request of it). */
   progressed(engineId: string, at: number): void {
-    this.entry(engineId).lastTokenAt = at;
+    const e = this.entry(engineId);
+    e.lastTokenAt = at;
+    e.served = true;
   }
 
   /** A streamed request's attempt on the engine ended. */
@@ -63,8 +72,10 @@ export class RequestEvidence {
   /** A request (streamed or not) ended on the engine: answered, or failed and why. */
   ended(engineId: string, outcome: { ok: true } | { ok: false; reason: string }): void {
     const e = this.entry(engineId);
-    if (outcome.ok) e.succeeded += 1;
-    else {
+    if (outcome.ok) {
+      e.succeeded += 1;
+      e.served = true;
+    } else if (e.served) {
       e.failed += 1;
       e.lastFailure = outcome.reason.slice(0, 500);
     }
@@ -78,9 +89,9 @@ export class RequestEvidence {
     for (const engine of engines) {
       const e = this.engines.get(engine.id);
       if (!e) continue;
-      const idleForMs = e.open > 0 && e.busySince !== null ? Math.max(0, now - Math.max(e.busySince, e.lastTokenAt ?? -Infinity)) : 0;
+      const idleForMs = e.served && e.open > 0 && e.busySince !== null ? Math.max(0, now - Math.max(e.busySince, e.lastTokenAt ?? -Infinity)) : 0;
       const idle = idleForMs > 0 && e.open > 0;
-      if (e.open === 0 && e.failed === 0 && e.succeeded === 0 && !e.reportedIdle) continue;
+      if ((e.open === 0 || !e.served) && e.failed === 0 && e.succeeded === 0 && !e.reportedIdle) continue;
       reports.push({
         engineId: engine.id,
         machineId: engine.machineId,
@@ -102,7 +113,11 @@ export class RequestEvidence {
 
   private entry(engineId: string): EngineRequests {
     let e = this.engines.get(engineId);
-    if (!e) this.engines.set(engineId, (e = { open: 0, busySince: null, lastTokenAt: null, failed: 0, succeeded: 0, lastFailure: null, reportedIdle: false }));
+    if (!e)
+      this.engines.set(
+        engineId,
+        (e = { served: false, open: 0, busySince: null, lastTokenAt: null, failed: 0, succeeded: 0, lastFailure: null, reportedIdle: false }),
+      );
     return e;
   }
 }

@@ -35,6 +35,8 @@ export class StreamSplice {
   private meta: { id: unknown; created: unknown; model: unknown } | null = null;
   private roleSent = false;
   private tokensBeforeAttempt = 0;
+  /** The chunk just accepted forwarded the held-back tool calls: their tokens join the answer. */
+  private toolCallsReleased = false;
   private pendingToolCalls = new Map<number, ToolCallAccumulator>();
 
   constructor(readonly api: Api) {}
@@ -80,8 +82,6 @@ export class StreamSplice {
     if (usage && typeof usage.prompt_tokens === 'number') this.ledger.prefilled(usage.prompt_tokens + this.tokensBeforeAttempt);
     return out;
   }
-
-  private toolCallsReleased = false;
 
   private acceptChunk(chunk: Json): Json[] {
     if (this.meta === null) this.meta = { id: chunk.id, created: chunk.created, model: chunk.model };
