@@ -56,7 +56,7 @@ export class StreamSplice {
   }
 
   /** A new engine takes over: its tool-call deltas start from scratch; its tokens are a new span. */
-  beginAttempt(engine: SpanEngine = { id: 'unknown', weightVersion: 0 }, context: SpanContext = this.started ? 'text' : 'prompt'): void {
+  beginAttempt(engine: SpanEngine, context: SpanContext): void {
     this.tokensBeforeAttempt = this.tokens;
     this.pendingToolCalls.clear();
     this.ledger.begin(engine, context);
@@ -66,17 +66,15 @@ export class StreamSplice {
    * One upstream chunk in, the chunks to forward out (zero, one or two). `sampled`: the token ids and
    * counts the engine reported in it (its adapter's reading), for the ledger.
    */
-  accept(chunk: Json, sampled?: ChunkTokens): Json[] {
+  accept(chunk: Json, sampled: ChunkTokens): Json[] {
     const tokensBefore = this.tokens;
     const primary = ((chunk.choices as Json[] | undefined) ?? []).find((c) => (c.index ?? 0) === 0);
     // Tokens of a tool call are held back with it (a dead engine's half call is generated again).
     const heldBack = this.api === 'chat' && (Array.isArray((primary?.delta as Json | undefined)?.tool_calls) || this.pendingToolCalls.size > 0);
     const out = this.acceptChunk(chunk);
-    if (sampled) {
-      this.ledger.add(sampled, this.tokens - tokensBefore, heldBack);
-      if (this.toolCallsReleased) this.ledger.releaseHeld();
-      if (sampled.sampledSoFar !== null) this.tokens = Math.max(this.tokens, this.tokensBeforeAttempt + sampled.sampledSoFar);
-    }
+    this.ledger.add(sampled, this.tokens - tokensBefore, heldBack);
+    if (this.toolCallsReleased) this.ledger.releaseHeld();
+    if (sampled.sampledSoFar !== null) this.tokens = Math.max(this.tokens, this.tokensBeforeAttempt + sampled.sampledSoFar);
     this.toolCallsReleased = false;
     const usage = chunk.usage as Json | undefined;
     if (usage && typeof usage.prompt_tokens === 'number') this.ledger.prefilled(usage.prompt_tokens + this.tokensBeforeAttempt);
