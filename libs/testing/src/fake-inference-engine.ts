@@ -119,6 +119,7 @@ export class FakeInferenceEngine {
   private port = 0;
   private killed = false;
   private frozen = false;
+  private held = 0;
   private sequence = 0;
   private open = 0;
 
@@ -167,6 +168,14 @@ export class FakeInferenceEngine {
     this.frozen = true;
   }
 
+  /**
+   * The next `n` generation requests wait in the engine's queue and are never answered, while the
+   * engine goes on serving the others: a request behind busy slots that outlasts its caller's patience.
+   */
+  holdNext(n: number): void {
+    this.held += n;
+  }
+
   /** Graceful: stop accepting, let open responses finish. */
   close(): Promise<void> {
     return new Promise((resolve) => {
@@ -205,6 +214,10 @@ export class FakeInferenceEngine {
       }
       const body = JSON.parse(await readBody(req)) as Record<string, unknown>;
       this.requests.push({ path, body });
+      if (this.held > 0) {
+        this.held -= 1;
+        return;
+      }
       if (this.options.failStatus) {
         return json(res, this.options.failStatus, { error: { message: `${this.id} is failing`, type: 'InternalServerError', code: this.options.failStatus } });
       }

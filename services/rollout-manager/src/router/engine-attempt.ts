@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Agent, IncomingMessage } from 'node:http';
 import { StringDecoder } from 'node:string_decoder';
 import { EngineView } from './engine-pool';
-import { errorText, readAll, send } from './http-transport';
+import { errorText, readAll, send, wentSilent } from './http-transport';
 import { endStream, relay, sendError, writeEvent } from './openai-responses';
 import { Answer, RequestContext, WEIGHT_VERSION_HEADER } from './request-context';
 import { adapterFor } from './engines/adapters';
@@ -24,6 +24,8 @@ export interface AttemptFailure {
   reason: string;
   /** The engine itself is gone (connection error, cut stream, idle): mark it dead. Else (5xx, bad stream) only skip it for this request. */
   engineDown: boolean;
+  /** It failed by sending nothing for the idle timeout (hung — or only queued: failover tells them apart). */
+  silent?: boolean;
   /** The engine's own error answer, relayed if every engine answers so. */
   status?: number;
   body?: Buffer;
@@ -68,7 +70,7 @@ export async function attemptOn(
       headers: { [adapter.requestIdHeader]: requestId },
     });
   } catch (err) {
-    return { kind: 'failed', reason: `connection failed: ${errorText(err)}`, engineDown: true };
+    return { kind: 'failed', reason: `connection failed: ${errorText(err)}`, engineDown: true, silent: wentSilent(err) };
   }
   const status = upstream.statusCode ?? 500;
   if (status >= 400) {
@@ -93,7 +95,12 @@ export async function attemptOn(
     try {
       raw = await readAll(upstream);
     } catch (err) {
-      return { kind: 'failed', reason: `connection lost before the answer was complete: ${errorText(err)}`, engineDown: true };
+      return {
+        kind: 'failed',
+        reason: `connection lost before the answer was complete: ${errorText(err)}`,
+        engineDown: true,
+        silent: wentSilent(err, upstream),
+      };
     }
     try {
       parsed = JSON.parse(raw.toString('utf8')) as Json;
@@ -224,6 +231,8 @@ async function pipeStream(
     upstream.destroy();
     onAbandon();
     if (err instanceof UpstreamError || err instanceof SyntaxError) return { kind: 'failed', reason: err.message, engineDown: false };
+    if (wentSilent(err, upstream))
+      return { kind: 'failed', reason: 'stream cut: the engine sent nothing for the idle timeout', engineDown: true, silent: true };
     return { kind: 'failed', reason: `stream cut: ${errorText(err)}`, engineDown: true };
   }
   if (!done) return { kind: 'failed', reason: 'stream ended before [DONE]', engineDown: true };

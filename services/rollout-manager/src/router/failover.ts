@@ -30,11 +30,14 @@ export interface FailoverOptions {
 /**
  * Failover (paper §5.2.2: a rollout that dies mid-trajectory loses nothing): serve a request on living
  * engines until it is answered. The pool picks the engine (the trajectory's own while it lives); a
- * connection error, a stream that ends before [DONE], an idle upstream or a 5xx takes the engine out
- * and the request goes on on another — resent if nothing reached the caller yet, else continued from
+ * connection error, a stream that ends before [DONE] or an idle upstream takes the engine out (unless
+ * it was only busy: `queuedOnBusyEngine`), a 5xx skips it for the request, and the request goes on on another — resent if nothing reached the caller yet, else continued from
  * the forwarded text (stream-splice.ts), so the caller sees one uninterrupted answer.
  */
 export class Failover {
+  /** When each engine last sent part of any streamed answer: tells a busy engine's queue from a hang. */
+  private readonly lastBytesAt = new Map<string, number>();
+
   constructor(private readonly o: FailoverOptions) {}
 
   /** Returns the answer, or null when the caller got an error (or an engine's own 4xx) instead. */
@@ -95,15 +98,21 @@ export class Failover {
           { agent: this.o.agent, idleTimeoutMs: this.o.upstreamIdleTimeoutMs },
           contributors,
           requestIdOf(ctx, attempt),
-          () => evidence?.progressed(engine.id, Date.now()),
+          () => {
+            const now = Date.now();
+            this.lastBytesAt.set(engine.id, now);
+            evidence?.progressed(engine.id, now);
+          },
         );
       } finally {
         lease.release();
         if (ctx.stream) evidence?.closed(engine.id);
       }
+      const busy = outcome.kind === 'failed' && queuedOnBusyEngine(outcome, this.lastBytesAt.get(engine.id), Date.now(), this.o.upstreamIdleTimeoutMs);
       if (outcome.kind !== 'failed') evidence?.ended(engine.id, { ok: true });
-      // A 4xx (a refused continuation) is about the request; everything else is the engine's failure.
-      else if (!ctx.abort.signal.aborted && (outcome.engineDown || (outcome.status ?? 500) >= 500)) {
+      // A 4xx (a refused continuation) is about the request, a wait in a busy engine's queue about its
+      // load; everything else is the engine's failure.
+      else if (!ctx.abort.signal.aborted && !busy && (outcome.engineDown || (outcome.status ?? 500) >= 500)) {
         evidence?.ended(engine.id, { ok: false, reason: outcome.reason });
       }
       if (outcome.kind === 'relayed') return null;
@@ -115,11 +124,11 @@ export class Failover {
       if (ctx.abort.signal.aborted) return null;
       if (splice.tokens > tokensBefore) contributors.push(engine);
       log.warn('engine failed during a request', { engine: engine.id, reason: outcome.reason, trajectoryId, forwardedTokens: splice.tokens });
-      if (outcome.engineDown) pool.markDead(engine.id, outcome.reason);
+      if (outcome.engineDown && !busy) pool.markDead(engine.id, outcome.reason);
       else {
         skipped.add(engine.id);
         lastErrorAnswer = outcome;
-        void pool.probe(engine.id);
+        if (!busy) void pool.probe(engine.id);
       }
       lastFailure = { engine, failure: outcome };
       if (splice.started && cannotResume)
@@ -167,6 +176,16 @@ export class Failover {
     else sendError(res, 502, 'BadGatewayError', failure.reason);
     return null;
   }
+}
+
+/**
+ * A request that got nothing for the idle timeout from an engine that meanwhile kept sending for its
+ * other streams waited in that engine's queue (or on a long prefill): the engine is busy, not hung. The
+ * request goes to another engine; the busy one stays in the pool and its failure is not held against it.
+ * (A hung engine's streams all fall silent: the first to time out finds no recent bytes.)
+ */
+export function queuedOnBusyEngine(failure: AttemptFailure, engineLastBytesAt: number | undefined, now: number, idleTimeoutMs: number): boolean {
+  return failure.silent === true && engineLastBytesAt !== undefined && now - engineLastBytesAt < idleTimeoutMs;
 }
 
 /**

@@ -26,11 +26,30 @@ export function send(
       signal: options.signal,
     });
     // The socket timeout covers the whole exchange: an engine that stops sending mid-stream is dead to this request.
-    req.on('timeout', () => req.destroy(new Error(`no bytes for ${options.idleTimeoutMs} ms`)));
+    req.on('timeout', () => {
+      silentRequests.add(req);
+      req.destroy(new UpstreamSilentError(options.idleTimeoutMs));
+    });
     req.on('response', resolve);
     req.on('error', reject);
     req.end(payload ?? undefined);
   });
+}
+
+/** The engine sent nothing for the idle timeout: the one failure a slow engine shares with a hung one. */
+export class UpstreamSilentError extends Error {
+  constructor(idleTimeoutMs: number) {
+    super(`no bytes for ${idleTimeoutMs} ms`);
+    this.name = 'UpstreamSilentError';
+  }
+}
+
+/** Requests given up on for their silence; a response that failed after its headers is looked up by its request (`res.req`, set by node:http and left out of its types). */
+const silentRequests = new WeakSet<object>();
+
+/** Whether this failure (of `send`, or of reading the response `res`) was the engine's silence, not an error. */
+export function wentSilent(err: unknown, res?: IncomingMessage): boolean {
+  return err instanceof UpstreamSilentError || (res !== undefined && silentRequests.has((res as IncomingMessage & { req: object }).req));
 }
 
 export function readAll(stream: IncomingMessage, limit = Number.POSITIVE_INFINITY): Promise<Buffer> {
