@@ -19,7 +19,10 @@ export interface FailoverOptions {
   events: ReassignmentEvents;
   liveness: ToolIterationLiveness;
   meter?: ThroughputMeter;
-  /** What each engine's real requests show (stalls, failures), for the detector. */
+  /**
+   * What each engine's real requests show (stalls, failures), for the detector. Without one, failover
+   * keeps its own: it reads when each engine last sent (`queuedOnBusyEngine`).
+   */
   evidence?: RequestEvidence;
   noEngineDeadlineMs: number;
   upstreamIdleTimeoutMs: number;
@@ -31,14 +34,17 @@ export interface FailoverOptions {
  * Failover (paper §5.2.2: a rollout that dies mid-trajectory loses nothing): serve a request on living
  * engines until it is answered. The pool picks the engine (the trajectory's own while it lives); a
  * connection error, a stream that ends before [DONE] or an idle upstream takes the engine out (unless
- * it was only busy: `queuedOnBusyEngine`), a 5xx skips it for the request, and the request goes on on another — resent if nothing reached the caller yet, else continued from
- * the forwarded text (stream-splice.ts), so the caller sees one uninterrupted answer.
+ * it was only busy: `queuedOnBusyEngine`), a 5xx skips it for the request, and the request goes on on
+ * another — resent if nothing reached the caller yet, else continued from the forwarded text
+ * (stream-splice.ts), so the caller sees one uninterrupted answer.
  */
 export class Failover {
-  /** When each engine last sent part of any streamed answer: tells a busy engine's queue from a hang. */
-  private readonly lastBytesAt = new Map<string, number>();
+  /** The engines' requests as seen here; when each last sent tells a busy engine's queue from a hang. */
+  private readonly evidence: RequestEvidence;
 
-  constructor(private readonly o: FailoverOptions) {}
+  constructor(private readonly o: FailoverOptions) {
+    this.evidence = o.evidence ?? new RequestEvidence(Date.now());
+  }
 
   /** Returns the answer, or null when the caller got an error (or an engine's own 4xx) instead. */
   async generate(ctx: RequestContext): Promise<Answer | null> {
@@ -88,8 +94,8 @@ export class Failover {
       attempt += 1;
       const tokensBefore = splice.tokens;
       let outcome: AttemptOutcome;
-      const evidence = this.o.evidence;
-      if (ctx.stream) evidence?.opened(engine.id, Date.now());
+      const evidence = this.evidence;
+      if (ctx.stream) evidence.opened(engine.id, Date.now());
       try {
         outcome = await attemptOn(
           ctx,
@@ -98,22 +104,18 @@ export class Failover {
           { agent: this.o.agent, idleTimeoutMs: this.o.upstreamIdleTimeoutMs },
           contributors,
           requestIdOf(ctx, attempt),
-          () => {
-            const now = Date.now();
-            this.lastBytesAt.set(engine.id, now);
-            evidence?.progressed(engine.id, now);
-          },
+          () => evidence.progressed(engine.id, Date.now()),
         );
       } finally {
         lease.release();
-        if (ctx.stream) evidence?.closed(engine.id);
+        if (ctx.stream) evidence.closed(engine.id);
       }
-      const busy = outcome.kind === 'failed' && queuedOnBusyEngine(outcome, this.lastBytesAt.get(engine.id), Date.now(), this.o.upstreamIdleTimeoutMs);
-      if (outcome.kind !== 'failed') evidence?.ended(engine.id, { ok: true });
+      const busy = outcome.kind === 'failed' && queuedOnBusyEngine(outcome, evidence.lastTokenAt(engine.id), Date.now(), this.o.upstreamIdleTimeoutMs);
+      if (outcome.kind !== 'failed') evidence.ended(engine.id, { ok: true });
       // A 4xx (a refused continuation) is about the request, a wait in a busy engine's queue about its
       // load; everything else is the engine's failure.
       else if (!ctx.abort.signal.aborted && !busy && (outcome.engineDown || (outcome.status ?? 500) >= 500)) {
-        evidence?.ended(engine.id, { ok: false, reason: outcome.reason });
+        evidence.ended(engine.id, { ok: false, reason: outcome.reason });
       }
       if (outcome.kind === 'relayed') return null;
       if (outcome.kind === 'done') {

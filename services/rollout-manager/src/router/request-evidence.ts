@@ -62,6 +62,11 @@ export class RequestEvidence {
     e.served = true;
   }
 
+  /** When the engine last sent tokens for any request (undefined: never seen to). */
+  lastTokenAt(engineId: string): number | undefined {
+    return this.engines.get(engineId)?.lastTokenAt ?? undefined;
+  }
+
   /** A streamed request's attempt on the engine ended. */
   closed(engineId: string): void {
     const e = this.entry(engineId);
