@@ -6,7 +6,7 @@
  *   (env BENCH_FAULTS, default 100; BENCH_FAULTS_PER_JOB, default 25; BENCH_GAP_MS, default 200;
  *   BENCH_TELEMETRY_MS, default 1000, 0 for jobs that do not report)
  *
- * Set-up (10–20 s; a whole run with the defaults takes about 2 minutes): a Kafka broker and a PostgreSQL server of the run's own on free ports
+ * Set-up (10–20 s; a whole run with the defaults takes about 3 minutes): a Kafka broker and a PostgreSQL server of the run's own on free ports
  * (deploy/local scripts, `chaos/private-infra.ts`; the jars of the shared broker are reused, found through
  * ROBUSTRL_LOCAL_DIR, else `<repo>/.local`), the built detector and controller each as its own process
  * (ROBUSTRL_ORCHESTRATOR=none: the controller decides commands and publishes them, nobody carries them
@@ -16,9 +16,10 @@
  *
  * Why the faults do not escalate into task restarts (domain/controller/src/escalation-rules.ts): every
  * fault is a `process-exited` signal on a rollout machine, which the controller answers with a
- * ReplaceMachine for that machine (rollout faults never restart the task and never count towards rule 2);
+ * RestartRolloutEngine for that machine (its engine restarts in place: a machine's first fault is within
+ * its restart budget; rollout faults never restart the task and never count towards rule 2);
  * rule 1 (a fault in the first iteration) is kept away by each job's TrainingStepCompleted, and each
- * fault hits a machine of its own, since a second fault on a machine whose replacement is still pending
+ * fault hits a machine of its own, since a second fault on a machine whose recovery is still pending
  * would be `covered-by-active-recovery` (report-only, no command). Each job proves the controller has
  * read its first step with a warm-up fault on its spare rollout (F + 1): a job whose warm-up got a
  * RestartTask is dropped for a new one, as that restart would cover all its later faults.
@@ -30,7 +31,11 @@
  * produced → a relay process (bare-relay.ts: kafkajs consumer → producer, as configured above) → a
  * second relay process → the bench's consumer, three topics: the recovery path's three broker crossings
  * and two processes with nothing decided, stored or relayed from an outbox (the floor of any design that
- * keeps the detector and the controller as processes on the bus) — then the same pause; (3) one fault: an AgentFaultSignalled published through a
+ * keeps the detector and the controller as processes on the bus) — then the same pause; (3) one trip
+ * through a single bare relay (two crossings, one process: the two round trips the goal counts) and (4)
+ * one through a single durable relay (the same, committing one row to the run's PostgreSQL before
+ * producing: the least a hop that may neither lose nor repeat an output does; the floor of a design with
+ * one deciding service on the path), each followed by the same pause; (5) one fault: an AgentFaultSignalled published through a
  * KafkaBus of its own (as an agent does), and the clock stops when the bench's own kafkajs consumer on
  * the control topic gets the controller's first command for it (matched by job and correlation id, or
  * the machine it names); the next fault waits for it, then the same pause. Faults go round-robin over
@@ -38,9 +43,10 @@
  * machine's clock): the detector's FaultConfirmed carries the time it began handling the signal, the
  * command the time the controller began handling the verdict.
  *
- * Reports p50/p99/max of all three and the ratio p99(fault → command) / (2 × p50(round trip)) — the path is two
+ * Reports p50/p99/max of each and the ratio p99(fault → command) / (2 × p50(round trip)) — the path is two
  * hops through the broker (signal → detector, verdict → controller) — against the issue's goal of ≤ 3;
- * the same ratio for the bare relay chain, and what robustrl adds over the chain (p50 difference, p99 ratio).
+ * the same ratio for the bare relay chain, and what robustrl adds over the chain (p50 difference, p99 ratio);
+ * the same ratio for the single bare and durable relays; the five slowest faults with their stages.
  * Progress on stderr, markdown on stdout; exits 1 if a fault got no command within 30 s. Ctrl-C (or
  * SIGTERM) stops the services, the clients and both servers and removes their folder; ROBUSTRL_BENCH_KEEP=1
  * keeps the folder (service logs in `<folder>/logs`) after a normal end.
@@ -95,6 +101,8 @@ function report(r: RecoveryLatencyResult): string {
   const totals = r.samples.map((s) => s.totalMs);
   const baseP50 = median(r.baselineMs);
   const ratio = totals.length ? percentile(totals, 99) / (2 * baseP50) : NaN;
+  const floorRatio = (xs: number[]) =>
+    xs.length ? `${ms(percentile(xs, 99))} / (2 × ${ms(baseP50)}) = ${(percentile(xs, 99) / (2 * baseP50)).toFixed(1)}x` : '—';
   const commands = new Map<string, number>();
   for (const s of r.samples) commands.set(s.command, (commands.get(s.command) ?? 0) + 1);
   return [
@@ -104,6 +112,8 @@ function report(r: RecoveryLatencyResult): string {
     '|---|---:|---:|---:|---:|',
     row('bare kafkajs produce → consume round trip (baseline)', r.baselineMs),
     row('bare relay chain: produce → relay process → relay process → consume (the path without robustrl)', r.chainMs),
+    row('bare relay: produce → one relay process → consume (two crossings)', r.relayMs),
+    row('durable relay: produce → one relay process committing a row to PostgreSQL → consume (two crossings)', r.durableRelayMs),
     row('**fault signal published → controller command consumed**', totals),
     row(
       '  signal published → detector handles it',
@@ -129,9 +139,22 @@ function report(r: RecoveryLatencyResult): string {
     `p99 / (2 × baseline p50) = ${ms(percentile(totals, 99))} / (2 × ${ms(baseP50)}) = **${ratio.toFixed(1)}x** — goal ≤ ${GOAL_RATIO}x: ${ratio <= GOAL_RATIO ? 'met' : 'NOT met'}`,
     `the bare relay chain alone: p99 / (2 × baseline p50) = ${ms(percentile(r.chainMs, 99))} / (2 × ${ms(baseP50)}) = ${(percentile(r.chainMs, 99) / (2 * baseP50)).toFixed(1)}x; ` +
       `robustrl over the chain: p50 ${ms(median(totals) - median(r.chainMs))} ms more (${(median(totals) / median(r.chainMs)).toFixed(1)}x), p99 ${(percentile(totals, 99) / percentile(r.chainMs, 99)).toFixed(1)}x`,
+    `one deciding hop's floor (two crossings, the goal's two round trips): bare relay p99 / (2 × baseline p50) = ${floorRatio(r.relayMs)}; ` +
+      `durable relay ${floorRatio(r.durableRelayMs)} — a design with one deciding service on the path meets the goal here only if this is ≤ ${GOAL_RATIO}x with room for its deciding`,
     `commands: ${[...commands].map(([type, n]) => `${type} × ${n}`).join(', ') || 'none'}${r.missed.length ? `; NO COMMAND within 30 s for ${r.missed.map((m) => `${m.jobId}/${m.machineId}`).join(', ')}` : ''}`,
+    `slowest faults (total: signal → detector, detector → controller, controller → command consumed; ms): ${slowest(r.samples)}`,
     '(indented rows: each stage on its own, from the envelopes’ occurredAt, ms resolution; their p50s and p99s need not add up to the total’s, and two rows may share a start)',
   ].join('\n');
+}
+
+/** The five slowest faults with their stages: where a tail comes from (one service's pickup, or the hop after it). */
+function slowest(samples: FaultSample[]): string {
+  const stage = (x: number | null) => (x === null ? '?' : x.toFixed(0));
+  return [...samples]
+    .sort((a, b) => b.totalMs - a.totalMs)
+    .slice(0, 5)
+    .map((s) => `${s.totalMs.toFixed(1)} (${stage(s.toDetectorMs)}, ${stage(s.detectorToControllerMs)}, ${stage(s.controllerToConsumedMs)})`)
+    .join('; ');
 }
 
 main().catch((err: unknown) => {

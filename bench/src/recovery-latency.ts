@@ -32,7 +32,7 @@ export interface RecoveryLatencyOptions {
 export interface FaultSample {
   jobId: string;
   machineId: string;
-  /** The controller's first command for it (ReplaceMachine for a rollout fault). */
+  /** The controller's first command for it (RestartRolloutEngine for a rollout's exited engine, see ROLLOUT_ANSWERS). */
   command: string;
   /** The bench's publish call → the command consumed by the bench (performance.now()). */
   totalMs: number;
@@ -53,6 +53,10 @@ export interface RecoveryLatencyResult {
   baselineMs: number[];
   /** Bare produce → relay process → relay process → consume (ms): the path's three crossings with nothing decided. */
   chainMs: number[];
+  /** Bare produce → one relay process → consume (ms): two crossings, one process, nothing decided (the goal's two round trips). */
+  relayMs: number[];
+  /** As `relayMs` with the relay committing a row to PostgreSQL before producing (the floor of one crash-safe deciding hop). */
+  durableRelayMs: number[];
   samples: FaultSample[];
   /** Faults whose command did not arrive within the timeout. */
   missed: Array<{ jobId: string; machineId: string }>;
@@ -61,7 +65,13 @@ export interface RecoveryLatencyResult {
 }
 
 /** The controller's commands (control topic): the first one for a fault ends its measurement. */
-const COMMAND_TYPES = new Set(['ReplaceMachine', 'RestartTrainerGroup', 'PromoteRolloutToTrainer', 'RestartTask']);
+const COMMAND_TYPES = new Set(['RestartRolloutEngine', 'ReplaceMachine', 'RestartTrainerGroup', 'PromoteRolloutToTrainer', 'RestartTask']);
+/**
+ * The controller's answers to a rollout's exited engine that leave the job running: the engine restarted
+ * in place while the machine has restarts left in its budget (issue 14; every fault here hits a machine
+ * once), else the machine replaced. A RestartTask instead means the controller had not read the job's step.
+ */
+const ROLLOUT_ANSWERS = new Set(['RestartRolloutEngine', 'ReplaceMachine']);
 /** A fault whose command has not come after this long is counted as missed. */
 const COMMAND_TIMEOUT_MS = 30_000;
 const BASELINE_WARMUP = 10;
@@ -93,7 +103,7 @@ export class RecoveryLatencyRun {
   private readonly kafka: { clients: Array<{ disconnect(): Promise<void> }> } = { clients: [] };
   private agentBus?: KafkaBus;
   private signalBus?: KafkaBus;
-  private bare?: { producer: Producer; key: string; roundTrip: BareRoute; chain: BareRoute };
+  private bare?: { producer: Producer; key: string; roundTrip: BareRoute; chain: BareRoute; relay: BareRoute; durableRelay: BareRoute };
   private readonly relays: ChildProcess[] = [];
   private pending: PendingFault | null = null;
   /** FaultConfirmed and RecoveryDecided by correlation id (the fault's story). */
@@ -160,24 +170,30 @@ export class RecoveryLatencyRun {
     progress(
       `${jobCount} job(s) of ${this.options.trainersPerJob} trainers and ${this.options.faultsPerJob + 1} rollouts ${reporting}, each past a warm-up fault`,
     );
-    for (let i = 0; i < BASELINE_WARMUP; i++) {
-      await this.roundTrip();
-      await this.chainTrip();
-    }
+    for (let i = 0; i < BASELINE_WARMUP; i++) for (const route of this.bareRoutes()) await this.trip(route);
   }
 
-  /** Interleaved: a bare round trip, a pause, a bare relay chain, a pause, a fault, a pause; `faults` times. */
+  /**
+   * Interleaved: a bare round trip, a pause, the bare relay chain, a pause, the single bare relay, a pause,
+   * the single durable relay, a pause, a fault, a pause; `faults` times.
+   */
   async measure(): Promise<RecoveryLatencyResult> {
     const { faults, progress } = this.options;
     const baselineMs: number[] = [];
     const chainMs: number[] = [];
+    const relayMs: number[] = [];
+    const durableRelayMs: number[] = [];
     const samples: FaultSample[] = [];
     const missed: RecoveryLatencyResult['missed'] = [];
     for (let i = 0; i < faults; i++) {
       this.assertOpen();
       baselineMs.push(await this.roundTrip());
       await this.pause();
-      chainMs.push(await this.chainTrip());
+      chainMs.push(await this.trip(this.bare!.chain));
+      await this.pause();
+      relayMs.push(await this.trip(this.bare!.relay));
+      await this.pause();
+      durableRelayMs.push(await this.trip(this.bare!.durableRelay));
       await this.pause();
       // Round-robin over the jobs: consecutive faults hit different jobs (partitions) and a job's rollouts one after the other.
       const job = this.jobs[i % this.jobs.length];
@@ -194,7 +210,7 @@ export class RecoveryLatencyRun {
     }
     for (const s of this.services) if (!s.running) throw new Error(`${s.name} exited during the run (log in ${this.infra?.dir}/logs)`);
     for (const r of this.relays) if (r.exitCode !== null || r.signalCode !== null) throw new Error('a bare relay process exited during the run');
-    return { baselineMs, chainMs, samples, missed, jobs: this.jobs.length, partitions: this.partitions };
+    return { baselineMs, chainMs, relayMs, durableRelayMs, samples, missed, jobs: this.jobs.length, partitions: this.partitions };
   }
 
   /** Stops whatever was started, in reverse order; safe to call twice and at any point of start(). */
@@ -225,7 +241,7 @@ export class RecoveryLatencyRun {
   /**
    * A job the controller has fully taken in: JobStarted, registrations, its first step completed (so
    * rule 1, a fault in the first iteration, does not apply), telemetry running; proven by a warm-up
-   * fault on its spare rollout that the controller answers with a rollout replacement. Those inputs
+   * fault on its spare rollout that the controller answers at the rollout's level (ROLLOUT_ANSWERS). Those inputs
    * travel on three topics, so the controller may decide the warm-up before it has read the step: a job
    * whose warm-up escalated is dropped (its task restart would cover every later fault) and a new one made.
    */
@@ -246,7 +262,7 @@ export class RecoveryLatencyRun {
       const warmup = job.rolloutIds[faultsPerJob];
       const sample = await this.fault(job, warmup);
       this.jobs.splice(this.jobs.indexOf(job), 1);
-      if (sample?.command === 'ReplaceMachine') return job;
+      if (sample && ROLLOUT_ANSWERS.has(sample.command)) return job;
       await job.stop();
       const what = sample ? `${sample.command} (the controller had not read the job's first step yet)` : 'no command';
       if (attempt >= 3) throw new Error(`job ${job.jobId}: the warm-up fault got ${what}, ${attempt} times`);
@@ -327,8 +343,10 @@ export class RecoveryLatencyRun {
    * Topics of their own with as many partitions as the control topic (replication as the bus creates
    * them), a producer configured as the bus's (idempotent, one request in flight, acks=all) and
    * consumers polling as the bus's subscriptions do; kafkajs only, nothing of robustrl on the way.
-   * Two routes: the round trip (one topic, produce → consume) and the relay chain (three topics, two
-   * bare-relay.ts processes between them: the recovery path's crossings and processes, nothing decided).
+   * Four routes: the round trip (one topic, produce → consume); the relay chain (three topics, two
+   * bare-relay.ts processes between them: the recovery path's crossings and processes, nothing decided);
+   * one bare relay (two topics, one process: the two crossings the goal allows for); one durable relay
+   * (the same, committing a row to the run's PostgreSQL before producing: one crash-safe hop, nothing decided).
    */
   private async startBaseline(brokers: string[]): Promise<void> {
     const kafka = new Kafka({ brokers, clientId: 'bench-recovery-bare', logLevel: logLevel.NOTHING });
@@ -336,12 +354,18 @@ export class RecoveryLatencyRun {
     await admin.connect();
     const roundTripTopic = `${this.topicPrefix}bench.bare`;
     const chainTopics = [0, 1, 2].map((i) => `${this.topicPrefix}bench.chain.${i}`);
+    const relayTopics = [0, 1].map((i) => `${this.topicPrefix}bench.relay.${i}`);
+    const durableTopics = [0, 1].map((i) => `${this.topicPrefix}bench.durable-relay.${i}`);
     try {
       const meta = await admin.fetchTopicMetadata({ topics: [this.topicPrefix + Topics.control] });
       this.partitions = meta.topics[0].partitions.length;
       await admin.createTopics({
         waitForLeaders: true,
-        topics: [roundTripTopic, ...chainTopics].map((topic) => ({ topic, numPartitions: this.partitions, replicationFactor: -1 })),
+        topics: [roundTripTopic, ...chainTopics, ...relayTopics, ...durableTopics].map((topic) => ({
+          topic,
+          numPartitions: this.partitions,
+          replicationFactor: -1,
+        })),
       });
     } finally {
       await admin.disconnect();
@@ -352,7 +376,11 @@ export class RecoveryLatencyRun {
     const roundTrip = await this.bareRoute(kafka, roundTripTopic, roundTripTopic);
     for (let hop = 0; hop < 2; hop++) await this.startRelay(brokers, chainTopics[hop], chainTopics[hop + 1]);
     const chain = await this.bareRoute(kafka, chainTopics[0], chainTopics[2]);
-    this.bare = { producer, key: `bench-bare-${randomUUID().slice(0, 8)}`, roundTrip, chain };
+    await this.startRelay(brokers, relayTopics[0], relayTopics[1]);
+    const relay = await this.bareRoute(kafka, relayTopics[0], relayTopics[1]);
+    await this.startRelay(brokers, durableTopics[0], durableTopics[1], this.infra!.databaseUrl);
+    const durableRelay = await this.bareRoute(kafka, durableTopics[0], durableTopics[1]);
+    this.bare = { producer, key: `bench-bare-${randomUUID().slice(0, 8)}`, roundTrip, chain, relay, durableRelay };
   }
 
   /** A consumer of `consumeFrom` that resolves the trips sent to `sendTo` as their records arrive. */
@@ -372,10 +400,13 @@ export class RecoveryLatencyRun {
     return { topic: sendTo, waiting };
   }
 
-  /** One bare-relay.ts process from → to (its stderr goes into the error if it fails); resolves once its consumer joined. */
-  private async startRelay(brokers: string[], from: string, to: string): Promise<void> {
+  /**
+   * One bare-relay.ts process from → to, durable when given a database (its stderr goes into the error if
+   * it fails); resolves once its consumer joined.
+   */
+  private async startRelay(brokers: string[], from: string, to: string, databaseUrl?: string): Promise<void> {
     const script = join(__dirname, 'bare-relay.js');
-    const child = spawn(process.execPath, [script, brokers.join(','), from, to], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [script, brokers.join(','), from, to, ...(databaseUrl ? [databaseUrl] : [])], { stdio: ['ignore', 'pipe', 'pipe'] });
     this.relays.push(child);
     let stderr = '';
     child.stderr!.on('data', (b: Buffer) => (stderr += b.toString()));
@@ -399,11 +430,12 @@ export class RecoveryLatencyRun {
     return this.trip(this.bare!.roundTrip);
   }
 
-  /** One record through both relay processes; ms from the send call to the last consumer's eachMessage. */
-  private chainTrip(): Promise<number> {
-    return this.trip(this.bare!.chain);
+  private bareRoutes(): BareRoute[] {
+    const { roundTrip, chain, relay, durableRelay } = this.bare!;
+    return [roundTrip, chain, relay, durableRelay];
   }
 
+  /** One record sent to a route's first topic; ms from the send call to the eachMessage of the consumer at its end. */
   private async trip(route: BareRoute): Promise<number> {
     const { producer, key } = this.bare!;
     const id = randomUUID();
