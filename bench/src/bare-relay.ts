@@ -20,8 +20,7 @@
 import { randomUUID } from 'node:crypto';
 import { Kafka, logLevel } from 'kafkajs';
 import { Client } from 'pg';
-
-const DURABLE_TABLE = 'bench_durable_relay';
+import { DURABLE_RELAY_TABLE as DURABLE_TABLE } from './bare-relay-table';
 
 async function main(): Promise<void> {
   const [brokers, from, to, databaseUrl] = process.argv.slice(2);

@@ -140,7 +140,7 @@ function report(r: RecoveryLatencyResult): string {
     `the bare relay chain alone: p99 / (2 × baseline p50) = ${ms(percentile(r.chainMs, 99))} / (2 × ${ms(baseP50)}) = ${(percentile(r.chainMs, 99) / (2 * baseP50)).toFixed(1)}x; ` +
       `robustrl over the chain: p50 ${ms(median(totals) - median(r.chainMs))} ms more (${(median(totals) / median(r.chainMs)).toFixed(1)}x), p99 ${(percentile(totals, 99) / percentile(r.chainMs, 99)).toFixed(1)}x`,
     `one deciding hop's floor (two crossings, the goal's two round trips): bare relay p99 / (2 × baseline p50) = ${floorRatio(r.relayMs)}; ` +
-      `durable relay ${floorRatio(r.durableRelayMs)} — a design with one deciding service on the path meets the goal here only if this is ≤ ${GOAL_RATIO}x with room for its deciding`,
+      `durable relay ${floorRatio(r.durableRelayMs)} (${r.durableRelayRows} rows committed) — a design with one deciding service on the path meets the goal here only if this is ≤ ${GOAL_RATIO}x with room for its deciding`,
     `commands: ${[...commands].map(([type, n]) => `${type} × ${n}`).join(', ') || 'none'}${r.missed.length ? `; NO COMMAND within 30 s for ${r.missed.map((m) => `${m.jobId}/${m.machineId}`).join(', ')}` : ''}`,
     `slowest faults (total: signal → detector, detector → controller, controller → command consumed; ms): ${slowest(r.samples)}`,
     '(indented rows: each stage on its own, from the envelopes’ occurredAt, ms resolution; their p50s and p99s need not add up to the total’s, and two rows may share a start)',

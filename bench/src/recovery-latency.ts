@@ -1,11 +1,13 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { Admin, Kafka, logLevel, Producer } from 'kafkajs';
+import { Client } from 'pg';
 import { BusLogger, KafkaBus } from '@robustrl/bus';
 import { createMessage, encodeMessage, Topics } from '@robustrl/contracts';
+import { DURABLE_RELAY_TABLE } from './bare-relay-table';
 import { freePorts, PrivateInfra, ServiceProcess } from './chaos/private-infra';
 import { SyntheticJob } from './chaos/synthetic-job';
 
@@ -57,6 +59,8 @@ export interface RecoveryLatencyResult {
   relayMs: number[];
   /** As `relayMs` with the relay committing a row to PostgreSQL before producing (the floor of one crash-safe deciding hop). */
   durableRelayMs: number[];
+  /** Rows the durable relay committed (one per record it relayed, warm-ups included): proof that it wrote. */
+  durableRelayRows: number;
   samples: FaultSample[];
   /** Faults whose command did not arrive within the timeout. */
   missed: Array<{ jobId: string; machineId: string }>;
@@ -71,10 +75,10 @@ const COMMAND_TYPES = new Set(['RestartRolloutEngine', 'ReplaceMachine', 'Restar
  * in place while the machine has restarts left in its budget (issue 14; every fault here hits a machine
  * once), else the machine replaced. A RestartTask instead means the controller had not read the job's step.
  */
-const ROLLOUT_ANSWERS = new Set(['RestartRolloutEngine', 'ReplaceMachine']);
+export const ROLLOUT_ANSWERS: ReadonlySet<string> = new Set(['RestartRolloutEngine', 'ReplaceMachine']);
 /** A fault whose command has not come after this long is counted as missed. */
 const COMMAND_TIMEOUT_MS = 30_000;
-const BASELINE_WARMUP = 10;
+export const BASELINE_WARMUP = 10;
 const quiet: BusLogger = { info: () => undefined, warn: () => undefined, error: () => undefined };
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -210,7 +214,19 @@ export class RecoveryLatencyRun {
     }
     for (const s of this.services) if (!s.running) throw new Error(`${s.name} exited during the run (log in ${this.infra?.dir}/logs)`);
     for (const r of this.relays) if (r.exitCode !== null || r.signalCode !== null) throw new Error('a bare relay process exited during the run');
-    return { baselineMs, chainMs, relayMs, durableRelayMs, samples, missed, jobs: this.jobs.length, partitions: this.partitions };
+    const durableRelayRows = await this.countDurableRelayRows();
+    return { baselineMs, chainMs, relayMs, durableRelayMs, durableRelayRows, samples, missed, jobs: this.jobs.length, partitions: this.partitions };
+  }
+
+  private async countDurableRelayRows(): Promise<number> {
+    const db = new Client({ connectionString: this.infra!.databaseUrl });
+    await db.connect();
+    try {
+      const { rows } = await db.query<{ n: string }>(`SELECT count(*) AS n FROM ${DURABLE_RELAY_TABLE}`);
+      return Number(rows[0].n);
+    } finally {
+      await db.end();
+    }
   }
 
   /** Stops whatever was started, in reverse order; safe to call twice and at any point of start(). */
@@ -405,7 +421,8 @@ export class RecoveryLatencyRun {
    * it fails); resolves once its consumer joined.
    */
   private async startRelay(brokers: string[], from: string, to: string, databaseUrl?: string): Promise<void> {
-    const script = join(__dirname, 'bare-relay.js');
+    // The built script, whether this runs built (bench/dist) or from its source (tests).
+    const script = resolve(__dirname, '..', 'dist', 'bare-relay.js');
     const child = spawn(process.execPath, [script, brokers.join(','), from, to, ...(databaseUrl ? [databaseUrl] : [])], { stdio: ['ignore', 'pipe', 'pipe'] });
     this.relays.push(child);
     let stderr = '';
