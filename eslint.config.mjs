@@ -5,7 +5,7 @@ import tseslint from 'typescript-eslint';
 import prettier from 'eslint-config-prettier';
 
 export default tseslint.config(
-  { ignores: ['**/node_modules/**', '**/dist/**', '**/build/**', 'docs/**', 'schemas/**', 'coverage/**', '.gpu/**'] },
+  { ignores: ['**/node_modules/**', '**/dist/**', '**/build/**', 'docs/**', 'schemas/**', 'coverage/**', '.gpu/**', '.local/**'] },
   { linterOptions: { reportUnusedDisableDirectives: 'error' } },
   js.configs.recommended,
   ...tseslint.configs.recommended,
