@@ -1,6 +1,6 @@
 import { DeadlineIndex } from './deadline-index';
 import { RankedValues } from './ranked-values';
-import { suspicionKey, type DetectorConfig, type DetectorState } from './detector.state';
+import { rulesFor, suspicionKey, type DetectorConfig, type DetectorState } from './detector.state';
 import { isGeneratingRollout, PeerView } from './rules';
 
 /**
@@ -68,8 +68,7 @@ export function reindexMachine(config: DetectorConfig, state: DetectorState, mac
   let everyTick = false;
   const ruleStates = state.ruleStates[machineId] ?? {};
   const ctx = { machine: m, settings: state.settings };
-  for (const rule of config.rules) {
-    if (!rule.appliesTo(m.role)) continue;
+  for (const rule of rulesFor(config, m)) {
     const open = state.suspicions[suspicionKey(machineId, rule.name)];
     if (open?.probe) due = Math.min(due, open.probe.sentAt + open.probe.timeoutMs);
     if (!rule.dueAt) {

@@ -594,7 +594,10 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
     if (this.stale || this.stopped) return; // consumption starts over from the last snapshot after the reload
     const stream = `${batch.topic}/${batch.partition}`;
     const from = this.applied.get(stream) ?? -1n;
-    const fresh = batch.deliveries.filter((d) => BigInt(d.offset) >= from);
+    // Offsets ascend within a batch: records are compared one by one only in a batch that straddles the
+    // boundary (the first after a reload), not on every record (a BigInt parsed per record is measurable at 100k/s).
+    const all = batch.deliveries;
+    const fresh = all.length > 0 && BigInt(all[0].offset) >= from ? all : all.filter((d) => BigInt(d.offset) >= from);
     if (fresh.length === 0) return;
     // Read is read: the input's age counts from here, not from when its batch is decided.
     if (this.gapMonitor) for (const d of fresh) this.noteInput(d.message);
@@ -615,13 +618,14 @@ export class DecidingConsumer<State, Event extends RobustrlMessage = RobustrlMes
     if (this.stale || this.stopped) return;
 
     const decidedBefore = this.decidedBefore.get(stream) ?? -1n;
+    // Only the first batches after a restart hold records the previous incarnation decided.
+    const replaysDecided = decidedBefore >= BigInt(fresh[0].offset);
     const now = this.clock();
     const write = emptyWrite();
     for (const delivery of fresh) {
       const message = delivery.message;
-      const offset = BigInt(delivery.offset);
       const sample = isSample(message.type);
-      if (offset <= decidedBefore) {
+      if (replaysDecided && BigInt(delivery.offset) <= decidedBefore) {
         // Decided by the previous incarnation: its facts and outputs came back from the inbox.
         if (sample) this.foldSample(message);
         continue;
