@@ -191,7 +191,7 @@ export class RecoveryLatencyRun {
     const missed: RecoveryLatencyResult['missed'] = [];
     for (let i = 0; i < faults; i++) {
       this.assertOpen();
-      baselineMs.push(await this.roundTrip());
+      baselineMs.push(await this.trip(this.bare!.roundTrip));
       await this.pause();
       chainMs.push(await this.trip(this.bare!.chain));
       await this.pause();
@@ -442,17 +442,15 @@ export class RecoveryLatencyRun {
     });
   }
 
-  /** One record (a fault signal's bytes) produced and consumed; ms from the send call to the consumer's eachMessage. */
-  private roundTrip(): Promise<number> {
-    return this.trip(this.bare!.roundTrip);
-  }
-
   private bareRoutes(): BareRoute[] {
     const { roundTrip, chain, relay, durableRelay } = this.bare!;
     return [roundTrip, chain, relay, durableRelay];
   }
 
-  /** One record sent to a route's first topic; ms from the send call to the eachMessage of the consumer at its end. */
+  /**
+   * One record (a fault signal's bytes) sent to a route's first topic; ms from the send call to the
+   * eachMessage of the consumer at its end.
+   */
   private async trip(route: BareRoute): Promise<number> {
     const { producer, key } = this.bare!;
     const id = randomUUID();
