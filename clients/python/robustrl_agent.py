@@ -220,16 +220,37 @@ class AgentClient:
 
     # -- weights (paper §5.2.1): versions travel through named shared-memory regions -------------
 
-    def publish_weights(self, version: int, step: int, shm_name: str, bucket_sizes: List[int]) -> Optional[Dict[str, Any]]:
-        """Trainer: version ``version`` lies in ``/dev/shm/<shm_name>``, buckets (layer groups) back to
-        back with these sizes. The agent maps it, checksums each bucket and publishes the manifest.
-        Returns ``{eventId, totalBytes, checksums}``. Keep the file until the version is retired."""
+    def publish_weights(
+        self,
+        version: int,
+        step: int,
+        shm_name: str,
+        bucket_sizes: List[int],
+        tensors: Optional[Sequence[Any]] = None,
+        shard: Optional[int] = None,
+        shards: Optional[int] = None,
+    ) -> Optional[Dict[str, Any]]:
+        """Trainer: version ``version`` (this rank's shard of it, with ``shard``/``shards``) lies in
+        ``/dev/shm/<shm_name>``, buckets (layer groups) back to back with these sizes. The agent maps
+        it, checksums each bucket and publishes the manifest. Returns ``{eventId, totalBytes, checksums}``.
+        Keep the file until the version is retired.
+
+        ``tensors``: the named tensors in those buckets — dicts ``{name, dtype, shape, bucket, offset}``
+        (``bucket`` counts in ``bucket_sizes``, ``offset`` in bytes into it) or entries with ``to_json()``
+        (``robustrl.named_weights.plan(...).tensors``); a rollout's engine reads them by name from the
+        parts of ``latest_weights()``. ``shard``/``shards``: which of the version's publishers this is
+        (one per trainer rank; the version is whole once every shard is); give both or neither."""
         if not isinstance(shm_name, str) or not shm_name or "/" in shm_name:
             raise ValueError("shm_name must be a file name in /dev/shm, got {!r}".format(shm_name))
         if not isinstance(bucket_sizes, (list, tuple)) or not bucket_sizes:
             raise ValueError("bucket_sizes must be a non-empty list of byte counts")
         sizes = [_count("bucket size", size) for size in bucket_sizes]
-        return self._post("/v1/weights/versions", {"version": _count("version", version), "step": _step(step), "shmName": shm_name, "bucketSizes": sizes})
+        body: Dict[str, Any] = {"version": _count("version", version), "step": _step(step), "shmName": shm_name, "bucketSizes": sizes}
+        if tensors is not None:
+            body["tensors"] = _tensors(tensors, sizes)
+        if shard is not None or shards is not None:
+            body["shard"] = _shard(shard, shards)
+        return self._post("/v1/weights/versions", body)
 
     def publish_device_weights(self, version: int, step: int, buckets: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
         """Trainer: version ``version`` lies in GPU memory, one CUDA IPC handle per bucket — the dicts
@@ -255,9 +276,11 @@ class AgentClient:
         return self._request("DELETE", "/v1/weights/targets/" + name, None)
 
     def latest_weights(self) -> Optional[Dict[str, Any]]:
-        """Rollout: the newest version this machine holds whole — ``{version, step, path, target,
-        memoryType, totalBytes, buckets}``: read it from ``path`` (/dev/shm), or it is already in the
-        buffers of pull target ``target``. None while no version is whole (HTTP 404)."""
+        """Rollout: the newest version this machine holds whole, every shard — ``{version, step, path,
+        target, memoryType, totalBytes, buckets, shards, parts}``. ``parts``, one per shard in shard
+        order, is what an engine loads named tensors from: ``{shard, path, shmName, target, bucketSizes,
+        bucketStarts, tensors}`` (``tensors`` None for opaque bytes). A version of one shard also has
+        its ``path`` (/dev/shm) or pull ``target`` at the top. None while no version is whole (HTTP 404)."""
         return self._get_or_none("/v1/weights/latest")
 
     def _get_or_none(self, path: str) -> Optional[Dict[str, Any]]:
@@ -386,6 +409,72 @@ def _ipc_buckets(buckets: Any) -> List[Dict[str, Any]]:
             "device": _count("bucket {} device".format(i), b.get("device", 0)),
         })
     return out
+
+
+# Element sizes of the dtypes a manifest may name (as robustrl.named_weights and the agent know them).
+TENSOR_DTYPE_BYTES = {
+    "float64": 8,
+    "float32": 4,
+    "float16": 2,
+    "bfloat16": 2,
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
+    "int64": 8,
+    "int32": 4,
+    "int16": 2,
+    "int8": 1,
+    "uint8": 1,
+    "bool": 1,
+}
+
+# The agent refuses longer tensor names (its event schema caps them).
+MAX_TENSOR_NAME_CHARS = 500
+
+
+def _tensors(tensors: Any, bucket_sizes: List[int]) -> List[Dict[str, Any]]:
+    """The manifest's tensors as the agent takes them: each inside a bucket that exists, names unique."""
+    if isinstance(tensors, (str, bytes, dict)) or not isinstance(tensors, (list, tuple)):
+        raise ValueError("tensors must be a list of {{name, dtype, shape, bucket, offset}} entries, got {!r}".format(type(tensors).__name__))
+    out: List[Dict[str, Any]] = []
+    names = set()
+    for i, entry in enumerate(tensors):
+        t = entry.to_json() if hasattr(entry, "to_json") else entry
+        if not isinstance(t, dict):
+            raise ValueError("tensor {}: expected a dict with name, dtype, shape, bucket and offset".format(i))
+        name = t.get("name")
+        if not isinstance(name, str) or not 0 < len(name) <= MAX_TENSOR_NAME_CHARS:
+            raise ValueError("tensor {}: name must be a string of 1 to {} characters, got {!r}".format(i, MAX_TENSOR_NAME_CHARS, name))
+        if name in names:
+            raise ValueError("tensor {!r} appears twice".format(name))
+        names.add(name)
+        dtype = t.get("dtype")
+        if dtype not in TENSOR_DTYPE_BYTES:
+            raise ValueError("tensor {!r}: unknown dtype {!r} (known: {})".format(name, dtype, ", ".join(sorted(TENSOR_DTYPE_BYTES))))
+        shape = t.get("shape")
+        if isinstance(shape, (str, bytes)) or not isinstance(shape, (list, tuple)):
+            raise ValueError("tensor {!r}: shape must be a list of sizes, got {!r}".format(name, shape))
+        dims = [_count("tensor {!r} dimension".format(name), d) for d in shape]
+        bucket = _count("tensor {!r} bucket".format(name), t.get("bucket"))
+        offset = _count("tensor {!r} offset".format(name), t.get("offset"))
+        if bucket >= len(bucket_sizes):
+            raise ValueError("tensor {!r}: bucket {} does not exist ({} buckets)".format(name, bucket, len(bucket_sizes)))
+        nbytes = TENSOR_DTYPE_BYTES[dtype]
+        for d in dims:
+            nbytes *= d
+        if offset + nbytes > bucket_sizes[bucket]:
+            raise ValueError("tensor {!r}: bytes {}..{} lie outside bucket {} of {} bytes".format(name, offset, offset + nbytes, bucket, bucket_sizes[bucket]))
+        out.append({"name": name, "dtype": dtype, "shape": dims, "bucket": bucket, "offset": offset})
+    return out
+
+
+def _shard(shard: Any, shards: Any) -> Dict[str, int]:
+    if shard is None or shards is None:
+        raise ValueError("give both shard (this publisher's index) and shards (how many), got shard={!r}, shards={!r}".format(shard, shards))
+    if not _is_integer(shards) or shards < 1:
+        raise ValueError("shards must be an integer >= 1, got {!r}".format(shards))
+    if not _is_integer(shard) or not 0 <= shard < shards:
+        raise ValueError("shard must be an integer in 0..{}, got {!r}".format(shards - 1, shard))
+    return {"index": shard, "count": shards}
 
 
 def _is_number(value: Any) -> bool:

@@ -240,6 +240,72 @@ class DeviceWeightsTest(AgentTestCase):
         self.assertEqual(self.agent.requests, [])
 
 
+class NamedWeightsTest(AgentTestCase):
+    """A trainer rank's shard of a version, with the named tensors in its buckets (README "Reconnect")."""
+
+    TENSORS = [
+        {"name": "model.embed_tokens.weight", "dtype": "bfloat16", "shape": [128, 64], "bucket": 0, "offset": 0},
+        {"name": "lm_head.weight", "dtype": "float32", "shape": [16, 64], "bucket": 1, "offset": 256},
+    ]
+
+    def test_publish_weights_without_a_manifest_sends_what_it_always_did(self) -> None:
+        self.client.publish_weights(3, 30, "w-v3", [1024, 512])
+        self.assertEqual(self.agent.last()["body"], {"version": 3, "step": 30, "shmName": "w-v3", "bucketSizes": [1024, 512]})
+
+    def test_publish_a_shard_with_its_named_tensors(self) -> None:
+        class Entry:
+            def to_json(self) -> Dict[str, Any]:
+                return {"name": "model.norm.weight", "dtype": "float16", "shape": [], "bucket": 1, "offset": 0}
+
+        self.client.publish_weights(3, 30, "w-v3-s1", [16384, 4352], tensors=self.TENSORS + [Entry()], shard=1, shards=2)
+        request = self.agent.last()
+        self.assertEqual((request["method"], request["path"]), ("POST", "/v1/weights/versions"))
+        self.assertEqual(
+            request["body"],
+            {
+                "version": 3,
+                "step": 30,
+                "shmName": "w-v3-s1",
+                "bucketSizes": [16384, 4352],
+                "tensors": self.TENSORS + [{"name": "model.norm.weight", "dtype": "float16", "shape": [], "bucket": 1, "offset": 0}],
+                "shard": {"index": 1, "count": 2},
+            },
+        )
+
+    def test_bad_manifests_raise_value_error_and_send_nothing(self) -> None:
+        c = self.client
+        sizes = [16384, 4352]
+
+        def rejected(pattern: str, **kwargs: Any) -> None:
+            with self.assertRaisesRegex(ValueError, pattern):
+                c.publish_weights(3, 30, "w", sizes, **kwargs)
+
+        rejected(r"give both shard .* and shards", shard=0)
+        rejected(r"give both shard .* and shards", shards=2)
+        rejected(r"shard must be an integer in 0\.\.1, got 2", shard=2, shards=2)
+        rejected(r"shards must be an integer >= 1, got 0", shard=0, shards=0)
+        rejected(r"shard must be an integer in 0\.\.1, got True", shard=True, shards=2)
+        rejected(r"tensors must be a list", tensors={"name": "x"})
+        rejected(r"tensor 0: expected a dict", tensors=["x"])
+        rejected(r"tensor 0: name must be a string of 1 to 500", tensors=[dict(self.TENSORS[0], name="")])
+        rejected(r"tensor 0: name must be a string of 1 to 500", tensors=[dict(self.TENSORS[0], name="x" * 501)])
+        rejected(r"tensor 'lm_head.weight' appears twice", tensors=[self.TENSORS[1], self.TENSORS[1]])
+        rejected(r"unknown dtype 'complex64'", tensors=[dict(self.TENSORS[0], dtype="complex64")])
+        rejected(r"shape must be a list of sizes", tensors=[dict(self.TENSORS[0], shape="128")])
+        rejected(r"dimension must be an integer >= 0, got -1", tensors=[dict(self.TENSORS[0], shape=[-1])])
+        rejected(r"bucket 2 does not exist \(2 buckets\)", tensors=[dict(self.TENSORS[0], bucket=2)])
+        rejected(r"offset must be an integer >= 0", tensors=[dict(self.TENSORS[0], offset=-256)])
+        rejected(r"bytes 512\.\.4608 lie outside bucket 1 of 4352 bytes", tensors=[dict(self.TENSORS[1], offset=512)])
+        self.assertEqual(self.agent.requests, [])
+
+    def test_latest_weights_hands_back_the_parts(self) -> None:
+        parts = [{"shard": 0, "path": "/dev/shm/a", "shmName": "a", "target": None, "bucketSizes": [256], "bucketStarts": [0], "tensors": []}]
+        self.agent.answers["/v1/weights/latest"] = (200, {"version": 3, "path": None, "shards": 2, "parts": parts}, 0.0)
+        self.assertEqual(self.client.latest_weights()["parts"], parts)  # type: ignore[index]
+        self.agent.answers["/v1/weights/latest"] = (404, {"error": "no version held whole yet"}, 0.0)
+        self.assertIsNone(self.client.latest_weights())
+
+
 class ConfigurationTest(unittest.TestCase):
     def test_url_from_environment_else_default(self) -> None:
         with mock.patch.dict(os.environ, {"ROBUSTRL_AGENT_URL": "http://10.0.0.5:9999/"}):

@@ -5,3 +5,5 @@ export * from './pull-scheduler';
 export * from './pull-failures';
 export * from './relay-set';
 export * from './retention';
+export * from './shard-publication';
+export * from './registry-snapshot';

@@ -7,12 +7,13 @@ import { InFlightPull, PullFailureReason, trainerCanServe, WeightRegistryDraft, 
  * pull." The rule, made precise:
  *
  *   a live version is ABANDONED when its trainer can no longer serve it (trainer group failed, or every
- *   source rank gone) and no living rollout holds it whole.
+ *   source rank of one of its published shards gone) and no living rollout holds it whole.
  *
  * Abandoning fails every in-flight pull of it with `source-version-abandoned` and retires it
  * (WeightVersionRetired: "no live rollout needs this version" — nobody can complete it), which tells
  * every agent to drop its partial copy. Partial copies are not pooled into a whole: they may come from
- * different sources at different moments and the paper clears them. Nothing of that version is assigned
+ * different sources at different moments and the paper clears them — a rollout holding some shards whole
+ * but not all holds a partial copy too. Nothing of that version is assigned
  * again until a WeightVersionPublished (the recovered trainer) starts it afresh.
  *
  * A version some living rollout already holds whole survives the trainer: it is as complete and
@@ -48,4 +49,12 @@ const sortedPulls = (state: WeightRegistryState, ids: Iterable<string> | undefin
   [...(ids ?? [])].map((id) => state.pulls[id]).sort((a, b) => a.pullId.localeCompare(b.pullId));
 
 const failed = (p: InFlightPull, reason: string) =>
-  draft('WeightPullFailed', { pullId: p.pullId, version: p.version, bucketIndex: p.bucketIndex, pullerId: p.pullerId, sourceId: p.sourceId, reason });
+  draft('WeightPullFailed', {
+    pullId: p.pullId,
+    version: p.version,
+    ...(p.shard !== undefined ? { shard: p.shard } : {}),
+    bucketIndex: p.bucketIndex,
+    pullerId: p.pullerId,
+    sourceId: p.sourceId,
+    reason,
+  });

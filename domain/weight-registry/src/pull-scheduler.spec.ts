@@ -21,7 +21,7 @@ const TRAINER_RANKS = ['trainer-0/dp0', 'trainer-0/dp1'];
  * blamed, or checksum), rollouts die and new ones register, new versions are published. After every
  * decision the invariants of paper §5.2.1/§5.2.2 are checked against the state.
  */
-function simulate(seed: number, window: number) {
+function simulate(seed: number, window: number, shards = 1) {
   const msg = timeline(`job-sim-${seed}`);
   const rnd = prng(seed);
   const pick = <T>(xs: T[]) => xs[Math.floor(rnd() * xs.length)];
@@ -41,10 +41,10 @@ function simulate(seed: number, window: number) {
     const out = D.decide(command, s);
     for (const d of out) {
       if (d.type === 'WeightPullAssigned') {
-        const { pullerId, sourceId, version: v, bucketIndex } = d.data;
+        const { pullerId, sourceId, version: v, bucketIndex, shard = 0 } = d.data;
         // Never fetch again what the puller holds; only assign from a source that has the bucket.
-        if (holdsBucket(s, pullerId, v, bucketIndex)) violations.push(`${d.data.pullId}: ${pullerId} already holds it`);
-        if (!isTrainerSource(s.versions[v], sourceId) && !holdsBucket(s, sourceId, v, bucketIndex))
+        if (holdsBucket(s, pullerId, v, bucketIndex, shard)) violations.push(`${d.data.pullId}: ${pullerId} already holds it`);
+        if (!isTrainerSource(s.versions[v], sourceId, shard) && !holdsBucket(s, sourceId, v, bucketIndex, shard))
           violations.push(`${d.data.pullId}: ${sourceId} does not hold it`);
         assignments.push(d);
       }
@@ -61,7 +61,7 @@ function simulate(seed: number, window: number) {
     const serving = new Set<string>();
     const perPuller = new Map<string, number>();
     for (const p of Object.values(state.pulls)) {
-      const key = `${p.sourceId}|${p.version}|${p.bucketIndex}`;
+      const key = `${p.sourceId}|${p.version}|${p.shard ?? 0}|${p.bucketIndex}`;
       // THE invariant: at any moment a source serves a given bucket to at most one puller (paper §5.2.1 ➁).
       if (serving.has(key)) violations.push(`two pulls of ${key} at once`);
       serving.add(key);
@@ -71,17 +71,22 @@ function simulate(seed: number, window: number) {
     for (const [puller, n] of perPuller) if (n > window) violations.push(`${puller} has ${n} pulls in flight (window ${window})`);
   };
 
+  // With shards, each trainer rank publishes its own shard (DESIGN "Weights are named and sharded").
   const publish = () => {
     version += 1;
-    send(
-      msg(++t, 'WeightVersionPublished', {
-        version,
-        step: version,
-        buckets: Array.from({ length: 6 }, (_, index) => ({ index, sizeBytes: 100, checksum: `v${version}b${index}` })),
-        totalBytes: 600,
-        sources: TRAINER_RANKS.map((instanceId) => ({ instanceId, address: `${instanceId}:7000` })),
-      }),
-    );
+    for (let shard = 0; shard < shards; shard++) {
+      const ranks = shards === 1 ? TRAINER_RANKS : [TRAINER_RANKS[shard % TRAINER_RANKS.length]];
+      send(
+        msg(++t, 'WeightVersionPublished', {
+          version,
+          step: version,
+          buckets: Array.from({ length: 6 }, (_, index) => ({ index, sizeBytes: 100, checksum: `v${version}s${shard}b${index}` })),
+          totalBytes: 600,
+          sources: ranks.map((instanceId) => ({ instanceId, address: `${instanceId}:7000` })),
+          ...(shards > 1 ? { shard: { index: shard, count: shards } } : {}),
+        }),
+      );
+    }
   };
   const register = () => {
     const machineId = `r-${nextRollout++}`;
@@ -167,13 +172,15 @@ function simulate(seed: number, window: number) {
 
 describe('pull scheduler: seeded randomized runs keep the invariants (paper §5.2.1, §5.2.2)', () => {
   it.each([
-    [1, 1],
-    [2, 1],
-    [3, 2],
-    [42, 1],
-    [7, 3],
-  ])('seed %i, window %i: no source serves one bucket to two pullers at once; all end whole; relays carry load', (seed, window) => {
-    const { state, assignments, violations, target } = simulate(seed, window);
+    [1, 1, 1],
+    [2, 1, 1],
+    [3, 2, 1],
+    [42, 1, 1],
+    [7, 3, 1],
+    [5, 1, 2],
+    [6, 2, 3],
+  ])('seed %i, window %i, %i shard(s): no source serves one bucket to two pullers at once; all end whole; relays carry load', (seed, window, shards) => {
+    const { state, assignments, violations, target } = simulate(seed, window, shards);
     expect(violations).toEqual([]);
     for (const r of liveRollouts(state)) {
       expect(holdsWhole(state, r, target)).toBe(true);

@@ -1,13 +1,15 @@
 import { draft } from '@robustrl/contracts';
-import { byId, holderKey, pendingKey, RegistryIndex, servingKey } from './weight-registry.index';
+import { byId, holderKey, pendingKey, RegistryIndex, servingKey, shardKey } from './weight-registry.index';
 import {
   attemptsOf,
   holdsBucket,
   isMachineDown,
+  publishedShards,
   pullIdFor,
-  trainerCanServe,
+  shardServed,
   WeightRegistryDraft,
   WeightRegistryState,
+  WeightShard,
   WeightVersion,
 } from './weight-registry.state';
 
@@ -17,15 +19,18 @@ export const DEFAULT_PULL_WINDOW = 1;
  * PullScheduler — greedy, recomputed on every change (paper §5.2.1 ➁ ➂), from the index:
  *
  *   target   = the newest live version; every living rollout not holding it whole is a puller.
- *   order    = each puller fetches the target's buckets in index order, at most `window` in flight
- *              (default 1: one bucket at a time). Strictly in order: if its next bucket has no free
- *              source it waits, it does not skip ahead.
- *   sources  = the version's trainer ranks (while the trainer serves it: not failed; once released only
- *              for a bucket no rollout holds) and
- *              every living rollout holding that bucket — whole or not, so a relay serves bucket k as
- *              soon as it has it (pipelining at bucket granularity).
- *   rule     = a source serving bucket (v, k) to one puller is not offered (v, k) to another: "at any
- *              given time, each weight is pulled by only one rollout" (paper §5.2.1 ➁).
+ *   order    = each puller walks the target's published shards in index order and each shard's buckets
+ *              in index order, at most `window` in flight (default 1: one bucket at a time). Strictly in
+ *              order within a shard: if its next bucket has no free source the puller goes on to the
+ *              next shard, it does not skip ahead in this one. Shards are independent: a shard is pulled
+ *              as soon as its publisher published it, whatever the others (DESIGN "Weights are named and
+ *              sharded": one publisher per trainer rank).
+ *   sources  = the shard's trainer ranks (while they serve it: not failed; once the version is released
+ *              only for a bucket no rollout holds) and
+ *              every living rollout holding that (shard, bucket) — whole or not, so a relay serves bucket
+ *              k as soon as it has it (pipelining at bucket granularity).
+ *   rule     = a source serving bucket (v, s, k) to one puller is not offered (v, s, k) to another: "at
+ *              any given time, each weight is pulled by only one rollout" (paper §5.2.1 ➁).
  *   choice   = the least busy candidate (fewest pulls it serves now, any bucket), rollouts before trainer
  *              ranks on a tie (the trainer has other work: relays exist to take load off it, paper
  *              Figure 18), then by id. Sources a puller's agent reported unreachable for this version
@@ -49,24 +54,29 @@ export function schedulePulls(state: WeightRegistryState, window: number, relays
 
   const out: WeightRegistryDraft[] = [];
   const taken = new Takes(ix);
+  const shards = publishedShards(v);
   for (const pullerId of pullers) {
-    for (const bucket of v.buckets) {
-      if (taken.inFlightFor(pullerId) >= window) break;
-      if (holdsBucket(state, pullerId, version, bucket.index) || taken.pending(version, bucket.index, pullerId)) continue;
-      const source = chooseSource(state, v, bucket.index, pullerId, relays, taken);
-      if (!source) break;
-      const attempt = attemptsOf(state, version, bucket.index, pullerId) + 1;
-      out.push(
-        draft('WeightPullAssigned', {
-          pullId: pullIdFor(version, bucket.index, pullerId, attempt),
-          version,
-          bucketIndex: bucket.index,
-          pullerId,
-          sourceId: source.id,
-          sourceAddress: source.address,
-        }),
-      );
-      taken.take(pullerId, source.id, bucket.index, version);
+    for (const shard of shards) {
+      for (const bucket of shard.buckets) {
+        if (taken.inFlightFor(pullerId) >= window) break;
+        if (holdsBucket(state, pullerId, version, bucket.index, shard.index) || taken.pending(version, shard.index, bucket.index, pullerId)) continue;
+        const source = chooseSource(state, v, shard, bucket.index, pullerId, relays, taken);
+        if (!source) break;
+        const attempt = attemptsOf(state, version, shard.index, bucket.index, pullerId) + 1;
+        out.push(
+          draft('WeightPullAssigned', {
+            pullId: pullIdFor(version, shard.index, bucket.index, pullerId, attempt),
+            version,
+            // Absent for shard 0: a version of one shard is assigned as it always was.
+            ...(shard.index !== 0 ? { shard: shard.index } : {}),
+            bucketIndex: bucket.index,
+            pullerId,
+            sourceId: source.id,
+            sourceAddress: source.address,
+          }),
+        );
+        taken.take(pullerId, source.id, version, shard.index, bucket.index);
+      }
     }
   }
   return out;
@@ -87,11 +97,11 @@ class Takes {
 
   constructor(private readonly ix: RegistryIndex) {}
 
-  take(pullerId: string, sourceId: string, bucketIndex: number, version: number): void {
+  take(pullerId: string, sourceId: string, version: number, shard: number, bucketIndex: number): void {
     this.busy.set(sourceId, (this.busy.get(sourceId) ?? 0) + 1);
-    this.serving.add(servingKey(sourceId, version, bucketIndex));
+    this.serving.add(servingKey(sourceId, version, shard, bucketIndex));
     this.perPuller.set(pullerId, (this.perPuller.get(pullerId) ?? 0) + 1);
-    this.fetching.add(pendingKey(version, bucketIndex, pullerId));
+    this.fetching.add(pendingKey(version, shard, bucketIndex, pullerId));
   }
   busyOf(sourceId: string): number {
     return (this.ix.busy.get(sourceId) ?? 0) + (this.busy.get(sourceId) ?? 0);
@@ -99,12 +109,12 @@ class Takes {
   taken(sourceId: string): boolean {
     return this.busy.has(sourceId);
   }
-  serves(sourceId: string, version: number, bucketIndex: number): boolean {
-    const key = servingKey(sourceId, version, bucketIndex);
+  serves(sourceId: string, version: number, shard: number, bucketIndex: number): boolean {
+    const key = servingKey(sourceId, version, shard, bucketIndex);
     return this.ix.serving.has(key) || this.serving.has(key);
   }
-  pending(version: number, bucketIndex: number, pullerId: string): boolean {
-    const key = pendingKey(version, bucketIndex, pullerId);
+  pending(version: number, shard: number, bucketIndex: number, pullerId: string): boolean {
+    const key = pendingKey(version, shard, bucketIndex, pullerId);
     return this.ix.pending.has(key) || this.fetching.has(key);
   }
   inFlightFor(pullerId: string): number {
@@ -128,7 +138,7 @@ class Takes {
 }
 
 /**
- * The source for bucket `index` of `v` (see the rules above): the least loaded candidate, rollouts
+ * The source for bucket `index` of `shard` of `v` (see the rules above): the least loaded candidate, rollouts
  * before trainer ranks, then by id, unreachable ones last. A reachable candidate serving nothing is the
  * best there is: the first idle reachable holder, else the first idle reachable trainer rank (the index
  * lists them in id order). Otherwise every candidate is compared, as the rule reads — in one pass: at
@@ -138,23 +148,25 @@ class Takes {
 function chooseSource(
   state: WeightRegistryState,
   v: WeightVersion,
+  shard: WeightShard,
   index: number,
   pullerId: string,
   relays: boolean,
   taken: Takes,
 ): { id: string; address: string } | undefined {
   const ix = state.index;
-  const key = holderKey(v.version, index);
+  const key = holderKey(v.version, shard.index, index);
+  const ranks = shardKey(v.version, shard.index);
   const holders = relays ? ix.holders.get(key) : undefined;
   // A released trainer (paper §5.2.1: async resumes training after the first relay) is asked only for a
-  // bucket no living rollout holds.
-  const trainers = trainerCanServe(state, v) && (!v.trainerReleased || !holders?.size) ? ix.sourceAddress.get(v.version) : undefined;
+  // bucket no living rollout holds. A shard's ranks serve that shard only.
+  const trainers = shardServed(state, shard) && (!v.trainerReleased || !holders?.size) ? ix.sourceAddress.get(ranks) : undefined;
   // liveRollouts (the holders) only lists machines with a weight server.
   const rolloutAt = (id: string) => ({ id, address: state.machines[id].weightsAddress ?? '' });
   const unreachable = taken.unreachableOf(v);
   const idleHolder = relays ? taken.firstIdle(ix.idleHolders.get(key), key, pullerId, unreachable) : undefined;
   if (idleHolder !== undefined) return rolloutAt(idleHolder);
-  const idleTrainer = trainers ? taken.firstIdle(ix.idleTrainers.get(v.version), `t${v.version}`, pullerId, unreachable) : undefined;
+  const idleTrainer = trainers ? taken.firstIdle(ix.idleTrainers.get(ranks), `t${ranks}`, pullerId, unreachable) : undefined;
   if (idleTrainer !== undefined) return { id: idleTrainer, address: trainers!.get(idleTrainer)! };
 
   let best: { id: string; rank: number; suspect: number; busy: number } | undefined;
@@ -162,8 +174,8 @@ function chooseSource(
     const c = { id, rank, suspect: unreachable.has(id) ? 1 : 0, busy: taken.busyOf(id) };
     if (!best || (c.suspect - best.suspect || c.busy - best.busy || c.rank - best.rank || byId(c.id, best.id)) < 0) best = c;
   };
-  for (const r of holders ?? []) if (r !== pullerId && !taken.serves(r, v.version, index)) consider(r, 0);
-  for (const [id] of trainers ?? []) if (id !== pullerId && !isMachineDown(state, id) && !taken.serves(id, v.version, index)) consider(id, 1);
+  for (const r of holders ?? []) if (r !== pullerId && !taken.serves(r, v.version, shard.index, index)) consider(r, 0);
+  for (const [id] of trainers ?? []) if (id !== pullerId && !isMachineDown(state, id) && !taken.serves(id, v.version, shard.index, index)) consider(id, 1);
   if (!best) return undefined;
   const chosen: { id: string; rank: number } = best;
   return chosen.rank === 0 ? rolloutAt(chosen.id) : { id: chosen.id, address: trainers!.get(chosen.id)! };

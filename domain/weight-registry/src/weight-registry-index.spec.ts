@@ -48,17 +48,31 @@ function randomJob(seed: number, options: Options, inputs = 400) {
       dpRank: null,
       ...(weights ? { weightsAddress: `${machineId}:9000` } : {}),
     });
-  const publish = () =>
-    msg(t, 'WeightVersionPublished', {
-      version: rnd() < 0.15 && version > 0 ? version : ++version,
+  // A version is published in 1 or 2 shards (one publisher each, sometimes the same trainer for both);
+  // a missing shard of the newest version usually comes next. Republications of a shard carry the same
+  // or other content, now and then another shard count (ignored while the version is live).
+  const layout = new Map<number, { count: number; published: Set<number> }>();
+  const publish = () => {
+    const newest = layout.get(version);
+    const missing = newest ? [...Array(newest.count).keys()].filter((i) => !newest.published.has(i)) : [];
+    const again = version > 0 && (missing.length > 0 ? rnd() < 0.7 : rnd() < 0.15);
+    if (!again) layout.set(++version, { count: rnd() < 0.4 ? 2 : 1, published: new Set() });
+    const { count, published } = layout.get(version)!;
+    const shard = again && missing.length > 0 && rnd() < 0.8 ? missing[0] : Math.floor(rnd() * count);
+    published.add(shard);
+    const shardCount = rnd() < 0.03 ? count + 1 : count;
+    return msg(t, 'WeightVersionPublished', {
+      version,
       step: version,
-      buckets: Array.from({ length: 1 + Math.floor(rnd() * 4) }, (_, index) => ({ index, sizeBytes: 10, checksum: `v${version}b${index}` })).slice(
+      buckets: Array.from({ length: 1 + Math.floor(rnd() * 4) }, (_, index) => ({ index, sizeBytes: 10, checksum: `v${version}s${shard}b${index}` })).slice(
         0,
         version % 3 === 0 ? 2 : 4,
       ),
       totalBytes: 40,
       sources: trainers.filter(() => rnd() < 0.8).map((instanceId) => ({ instanceId, address: `${instanceId}:7000` })),
+      ...(shardCount > 1 ? { shard: { index: shard, count: shardCount } } : {}),
     });
+  };
   const fault = (machineId: string, role: 'rollout' | 'trainer') =>
     msg(t, 'FaultConfirmed', {
       verdictId: `${machineId}/${t}`,
@@ -83,10 +97,19 @@ function randomJob(seed: number, options: Options, inputs = 400) {
     if (r < 0.5) {
       // A checksum failure found after completion, naming the pull that delivered a held bucket.
       const [holder, versions] = pick(Object.entries(expected.holdings)) ?? [];
-      const [v, buckets] = pick(Object.entries(versions ?? {})) ?? [];
+      const [v, shards] = pick(Object.entries(versions ?? {})) ?? [];
+      const [shard, buckets] = pick(Object.entries(shards ?? {})) ?? [];
       const [b, pullId] = pick(Object.entries(buckets ?? {})) ?? [];
       if (holder && pullId)
-        return msg(t, 'WeightPullFailed', { pullId, version: Number(v), bucketIndex: Number(b), pullerId: holder, sourceId: 'x', reason: 'checksum mismatch' });
+        return msg(t, 'WeightPullFailed', {
+          pullId,
+          version: Number(v),
+          ...(Number(shard) !== 0 ? { shard: Number(shard) } : {}),
+          bucketIndex: Number(b),
+          pullerId: holder,
+          sourceId: 'x',
+          reason: 'checksum mismatch',
+        });
     }
     if (r < 0.58) return publish();
     if (r < 0.66) return register(`rollout-${rollouts++}`, 'rollout', rnd() < 0.9);
@@ -164,16 +187,17 @@ const facts = ({ index: _derived, ...data }: WeightRegistryState): RegistryData 
 
 /** Equal facts, ignoring emptied holding records (the old registry kept `{}` where the new one deletes). */
 function sameFacts(a: RegistryData, b: RegistryData): boolean {
-  const pruned = (d: RegistryData) => ({
-    ...d,
-    holdings: Object.fromEntries(
-      Object.entries(d.holdings)
-        .map(([id, vs]) => [id, Object.fromEntries(Object.entries(vs).filter(([, bs]) => Object.keys(bs).length > 0))] as const)
-        .filter(([, vs]) => Object.keys(vs).length > 0),
-    ),
-    attempts: Object.fromEntries(Object.entries(d.attempts).filter(([, per]) => Object.keys(per).length > 0)),
-  });
+  const pruned = (d: RegistryData) => ({ ...d, holdings: withoutEmpty(d.holdings), attempts: withoutEmpty(d.attempts) });
   return JSON.stringify(sortKeys(pruned(a))) === JSON.stringify(sortKeys(pruned(b)));
+}
+
+/** Records that hold nothing (at any depth) left out. */
+function withoutEmpty(x: unknown): unknown {
+  if (!x || typeof x !== 'object') return x;
+  const kept = Object.entries(x)
+    .map(([k, v]) => [k, withoutEmpty(v)] as const)
+    .filter(([, v]) => !(v && typeof v === 'object' && Object.keys(v).length === 0));
+  return Object.fromEntries(kept);
 }
 
 function sortKeys(x: unknown): unknown {

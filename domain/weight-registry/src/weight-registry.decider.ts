@@ -2,6 +2,7 @@ import { Decider, JSON_STATE_CODEC } from '@robustrl/domain-kit';
 import { abandonments, stalePulls } from './pull-failures';
 import { DEFAULT_PULL_WINDOW, schedulePulls } from './pull-scheduler';
 import { RelaySet } from './relay-set';
+import { upgradeRegistryData } from './registry-snapshot';
 import { releases } from './releases';
 import { DEFAULT_RETAINED_VERSIONS, retirements } from './retention';
 import { evolveWeightRegistry } from './weight-registry.evolve';
@@ -108,7 +109,8 @@ export function createWeightRegistryDecider(
     evolution: 'in-place',
     snapshotCodec: {
       encode: ({ index: _derived, ...data }) => JSON_STATE_CODEC.encode(data),
-      decode: (data) => rebuildRegistryIndex(JSON_STATE_CODEC.decode(data) as RegistryData),
+      // A snapshot from before shards decodes as versions of one shard (registry-snapshot.ts).
+      decode: (data) => rebuildRegistryIndex(upgradeRegistryData(JSON_STATE_CODEC.decode(data) as RegistryData)),
     },
   };
 }

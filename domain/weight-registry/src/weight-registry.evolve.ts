@@ -1,7 +1,11 @@
 import { assertNever } from '@robustrl/domain-kit';
+import { dropCopies, foldPublication, foldTrainerFault } from './shard-publication';
 import { addPull, machineChanged, rebuildRegistryIndex, refreshInstance, removePull } from './weight-registry.index';
 import {
   attemptKey,
+  inFlight,
+  RegistryData,
+  shardOf,
   attemptsOf,
   blamesSource,
   isCorruption,
@@ -18,7 +22,7 @@ import {
  * Idempotent on redelivery: every case checks whether the fact is already reflected (pull no longer in
  * flight, relay already present, membership event older than the machine's current status) — the
  * registry also reads its own outputs back from the weights topic. Objects the state shares with a
- * message (a version's sources) are replaced, never written.
+ * message (a shard's sources) are replaced, never written.
  */
 export function evolveWeightRegistry(state: WeightRegistryState, fact: RegistryFact): WeightRegistryState {
   const at = fact.occurredAt ? Date.parse(fact.occurredAt) : Number.MAX_SAFE_INTEGER;
@@ -78,19 +82,7 @@ export function evolveWeightRegistry(state: WeightRegistryState, fact: RegistryF
 
     case 'FaultConfirmed': {
       const d = fact.data;
-      if (d.handledAs === 'trainer') {
-        // A trainer fault restarts the whole trainer group (paper §5.1.2): no rank serves any version
-        // published before the fault. A version published after it (the recovered trainer's) is unaffected,
-        // which also makes a redelivered old verdict harmless.
-        let changed = false;
-        for (const v of Object.values(state.versions)) {
-          if (v.trainerServing && v.publishedAt <= at) {
-            state.versions[v.version] = { ...v, trainerServing: false };
-            changed = true;
-          }
-        }
-        if (changed) rebuildRegistryIndex(state);
-      }
+      if (d.handledAs === 'trainer') adopt(state, foldTrainerFault(state, at));
       const m = state.machines[d.machineId];
       const machineGone = d.handledAs === 'rollout' || d.machineFaulty;
       if (m && machineGone && m.status !== 'down' && at >= m.since) {
@@ -100,51 +92,22 @@ export function evolveWeightRegistry(state: WeightRegistryState, fact: RegistryF
       return state;
     }
 
-    case 'WeightVersionPublished': {
-      const d = fact.data;
-      const existing = state.versions[d.version];
-      const publicationId = fact.eventId ?? `published/${d.version}/${at}`;
-      if (existing && existing.publicationId === publicationId) return state;
-      const buckets = [...d.buckets].sort((a, b) => a.index - b.index);
-      if (existing && existing.status === 'live') {
-        // A live version's content is immutable. The recovered trainer may republish it (same checksums)
-        // with its new addresses: refresh the sources, keep every copy. Different content under a live
-        // number is ignored (the trainer must publish a new number).
-        if (!sameContent(existing.buckets, buckets)) return state;
-        state.versions[d.version] = { ...existing, sources: d.sources, trainerServing: true, publishedAt: at, publicationId, unreachable: [] };
-        rebuildRegistryIndex(state);
-        return state;
-      }
-      // New, or republished after it was abandoned/retired: start from nothing (paper §5.2.2, "rollouts
-      // wait for the trainer to recover before re-initiating the weight pull").
-      state.versions[d.version] = {
-        version: d.version,
-        step: d.step,
-        buckets,
-        sources: d.sources,
-        status: 'live',
-        trainerServing: true,
-        trainerReleased: false,
-        releaseAnnounced: false,
-        publishedAt: at,
-        publicationId,
-        unreachable: [],
-      };
-      dropVersionCopies(state, d.version);
-      rebuildRegistryIndex(state);
+    case 'WeightVersionPublished':
+      // One trainer rank's shard: added, refreshed or replaced (shard-publication.ts).
+      adopt(state, foldPublication(state, fact.data, at, fact.eventId ?? `published/${fact.data.version}/${at}`));
       return state;
-    }
 
     case 'WeightPullAssigned': {
       const d = fact.data;
       if (state.pulls[d.pullId]) return state;
       const key = attemptKey(d.version, d.pullerId);
-      const attempt = attemptsOf(state, d.version, d.bucketIndex, d.pullerId) + 1;
-      // Only the next pull id of its (version, bucket, puller) applies: a redelivered older one does not.
-      if (d.pullId !== pullIdFor(d.version, d.bucketIndex, d.pullerId, attempt)) return state;
-      const pull = { pullId: d.pullId, version: d.version, bucketIndex: d.bucketIndex, pullerId: d.pullerId, sourceId: d.sourceId };
+      const shard = shardOf(d);
+      const attempt = attemptsOf(state, d.version, shard, d.bucketIndex, d.pullerId) + 1;
+      // Only the next pull id of its (version, shard, bucket, puller) applies: a redelivered older one does not.
+      if (d.pullId !== pullIdFor(d.version, shard, d.bucketIndex, d.pullerId, attempt)) return state;
+      const pull = inFlight(d);
       state.pulls[d.pullId] = pull;
-      (state.attempts[key] ??= {})[d.bucketIndex] = attempt;
+      ((state.attempts[key] ??= {})[shard] ??= {})[d.bucketIndex] = attempt;
       addPull(state, pull);
       return state;
     }
@@ -160,8 +123,9 @@ export function evolveWeightRegistry(state: WeightRegistryState, fact: RegistryF
       if (v && v.unreachable.includes(pull.sourceId)) {
         state.versions[v.version] = { ...v, unreachable: v.unreachable.filter((x) => x !== pull.sourceId) };
       }
+      // A shard replaced since (shard-publication.ts) took its in-flight pulls with it: this one is not here.
       if (!v || v.status !== 'live') return state;
-      ((state.holdings[pull.pullerId] ??= {})[pull.version] ??= {})[pull.bucketIndex] = pull.pullId;
+      (((state.holdings[pull.pullerId] ??= {})[pull.version] ??= {})[shardOf(pull)] ??= {})[pull.bucketIndex] = pull.pullId;
       refreshInstance(state, pull.pullerId);
       return state;
     }
@@ -181,8 +145,9 @@ export function evolveWeightRegistry(state: WeightRegistryState, fact: RegistryF
       }
       // A checksum failure found after completion (e.g. whole-version verification): forget exactly the
       // copy that pull delivered, so the bucket is pulled again; a redelivery finds a newer copy and stops.
-      if (isCorruption(d.reason) && state.holdings[d.pullerId]?.[d.version]?.[d.bucketIndex] === d.pullId) {
-        delete state.holdings[d.pullerId][d.version][d.bucketIndex];
+      const shard = shardOf(d);
+      if (isCorruption(d.reason) && state.holdings[d.pullerId]?.[d.version]?.[shard]?.[d.bucketIndex] === d.pullId) {
+        delete state.holdings[d.pullerId][d.version][shard][d.bucketIndex];
         refreshInstance(state, d.pullerId);
       }
       return state;
@@ -236,15 +201,14 @@ export function evolveWeightRegistry(state: WeightRegistryState, fact: RegistryF
       // keep counters for every version it ever ran.
       const prefix = `${v.version}/`;
       let highest = state.retiredAttempts[v.version] ?? 0;
-      for (const [key, perBucket] of Object.entries(state.attempts)) {
+      for (const [key, perShard] of Object.entries(state.attempts)) {
         if (!key.startsWith(prefix)) continue;
-        highest = Math.max(highest, ...Object.values(perBucket));
+        for (const perBucket of Object.values(perShard)) highest = Math.max(highest, ...Object.values(perBucket));
         delete state.attempts[key];
       }
       state.retiredAttempts[v.version] = highest;
       state.versions[v.version] = { ...v, status: 'retired' };
-      dropVersionCopies(state, v.version);
-      rebuildRegistryIndex(state);
+      adopt(state, dropCopies(state, v.version));
       return state;
     }
     default:
@@ -256,12 +220,15 @@ function setMachine(state: WeightRegistryState, machine: RegistryMachine): void 
   state.machines[machine.machineId] = machine;
 }
 
-/** Forgets every holding, pull and relay of one version (the decider has already failed the pulls); the caller rebuilds the index. */
-function dropVersionCopies(state: WeightRegistryState, version: number): void {
-  for (const versions of Object.values(state.holdings)) delete versions[version];
-  for (const [pullId, p] of Object.entries(state.pulls)) if (p.version === version) delete state.pulls[pullId];
-  for (const [key, r] of Object.entries(state.relays)) if (r.version === version) delete state.relays[key];
+/**
+ * Takes over the facts a fold of shard-publication.ts returned (records it replaced, never wrote) and
+ * rebuilds the index from them: publications, trainer faults and retirements are rare.
+ */
+function adopt(state: WeightRegistryState, next: RegistryData): void {
+  if (next === state) return;
+  state.versions = next.versions;
+  state.holdings = next.holdings;
+  state.pulls = next.pulls;
+  state.relays = next.relays;
+  rebuildRegistryIndex(state);
 }
-
-const sameContent = (a: readonly { index: number; checksum: string }[], b: readonly { index: number; checksum: string }[]) =>
-  a.length === b.length && a.every((x, i) => x.index === b[i].index && x.checksum === b[i].checksum);

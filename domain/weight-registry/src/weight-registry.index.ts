@@ -1,5 +1,6 @@
+import { add, byId, count, insertSorted, push, remove, removeSorted, sortedIndex } from './collections';
 import type { InFlightPull, RegistryData, WeightRegistryState } from './weight-registry.state';
-import { holdsBucket, isLiveRollout, isMachineDown, liveRollouts, machineOf, relayKey } from './weight-registry.state';
+import { holdsBucket, isLiveRollout, isMachineDown, liveRollouts, machineOf, publishedShards, relayKey, shardOf } from './weight-registry.state';
 
 /**
  * What the registry derives from its facts so that deciding on one message costs what the message
@@ -13,8 +14,8 @@ import { holdsBucket, isLiveRollout, isMachineDown, liveRollouts, machineOf, rel
  *    many hold each, whose newest each is (relay joins, the trainer's release, abandonment, retention);
  *  - `unjoined`, `staleRelays`: rollouts whose newest whole version has no relay yet, relays that no
  *    longer serve (RelaySet.joins / leaves);
- *  - `holders`, `idleHolders`, `idleTrainers`: who may serve a bucket, and of those who serves nothing
- *    now, in id order (the scheduler's least busy candidate, found without comparing every holder);
+ *  - `holders`, `idleHolders`, `idleTrainers`: who may serve a (shard, bucket), and of those who serves
+ *    nothing now, in id order (the scheduler's least busy candidate, found without comparing every holder);
  *  - pulls by puller, source machine and version, each source's load (`busy`), what is being served
  *    and fetched (`serving`, `pending`), and the pulls that must fail (`stalePulls`);
  *  - `incompleteBy`: live rollouts missing the newest version, by their pulls in flight (pullers with
@@ -35,18 +36,18 @@ export class RegistryIndex {
   readonly unjoined = new Set<string>();
   readonly relaysOf = new Map<string, Set<string>>();
   readonly staleRelays = new Set<string>();
-  /** `version/bucket` → live rollouts holding it; `heldKeys`: the keys each is listed under. */
+  /** `version/shard/bucket` → live rollouts holding it; `heldKeys`: the keys each is listed under. */
   readonly holders = new Map<string, Set<string>>();
   readonly heldKeys = new Map<string, string[]>();
-  /** `version/bucket` → holders serving nothing now, in the scheduler's id order. */
+  /** `version/shard/bucket` → holders serving nothing now, in the scheduler's id order. */
   readonly idleHolders = new Map<string, string[]>();
-  /** live version → its trainer sources (id → address, the first the manifest names). */
-  readonly sourceAddress = new Map<number, Map<string, string>>();
-  /** trainer source → the live versions naming it; `sourceMachines`: the machines they run on. */
-  readonly sourceVersions = new Map<string, number[]>();
+  /** `version/shard` of a live version → the shard's trainer sources (id → address, the first its publication names). */
+  readonly sourceAddress = new Map<string, Map<string, string>>();
+  /** trainer source → the `version/shard`s of live versions naming it; `sourceMachines`: the machines they run on. */
+  readonly sourceShards = new Map<string, string[]>();
   readonly sourceMachines = new Set<string>();
-  /** live version → its trainer sources on machines not down serving nothing now, in id order. */
-  readonly idleTrainers = new Map<number, string[]>();
+  /** `version/shard` → its trainer sources on machines not down serving nothing now, in id order. */
+  readonly idleTrainers = new Map<string, string[]>();
   readonly pullsOfPuller = new Map<string, Set<string>>();
   readonly pullsOfSourceMachine = new Map<string, Set<string>>();
   readonly pullsOfVersion = new Map<number, Set<string>>();
@@ -58,16 +59,11 @@ export class RegistryIndex {
   readonly incompleteBy = new Map<number, Set<string>>();
 }
 
-export const holderKey = (version: number, bucketIndex: number) => `${version}/${bucketIndex}`;
-export const servingKey = (sourceId: string, version: number, bucketIndex: number) => `${sourceId}|${version}|${bucketIndex}`;
-export const pendingKey = (version: number, bucketIndex: number, pullerId: string) => `${version}/${bucketIndex}/${pullerId}`;
-/**
- * The scheduler's tie-break between sources of equal load (as it always was: the locale's order). One
- * collator for every comparison: `localeCompare` is defined as comparing with a new default collator,
- * and looking one up per call was a visible part of keeping the idle lists sorted (issue 13).
- */
-const LOCALE_ORDER = new Intl.Collator();
-export const byId = (a: string, b: string) => LOCALE_ORDER.compare(a, b);
+/** One publisher's part of a live version: trainer sources are per shard (each rank serves its own). */
+export const shardKey = (version: number, shard: number) => `${version}/${shard}`;
+export const holderKey = (version: number, shard: number, bucketIndex: number) => `${version}/${shard}/${bucketIndex}`;
+export const servingKey = (sourceId: string, version: number, shard: number, bucketIndex: number) => `${sourceId}|${version}|${shard}|${bucketIndex}`;
+export const pendingKey = (version: number, shard: number, bucketIndex: number, pullerId: string) => `${version}/${shard}/${bucketIndex}/${pullerId}`;
 
 /** The index of `data`, from scratch; `data` becomes the state (the index is attached to it). */
 export function rebuildRegistryIndex(data: RegistryData): WeightRegistryState {
@@ -81,20 +77,23 @@ export function rebuildRegistryIndex(data: RegistryData): WeightRegistryState {
   ix.rollouts = liveRollouts(s);
   for (const r of ix.rollouts) ix.rolloutSet.add(r);
   for (const version of ix.live) {
-    const addresses = new Map<string, string>();
-    for (const src of s.versions[version].sources) {
-      if (addresses.has(src.instanceId)) continue;
-      addresses.set(src.instanceId, src.address);
-      push(ix.sourceVersions, src.instanceId, version);
-      ix.sourceMachines.add(machineOf(src.instanceId));
+    for (const shard of publishedShards(s.versions[version])) {
+      const key = shardKey(version, shard.index);
+      const addresses = new Map<string, string>();
+      for (const src of shard.sources) {
+        if (addresses.has(src.instanceId)) continue;
+        addresses.set(src.instanceId, src.address);
+        push(ix.sourceShards, src.instanceId, key);
+        ix.sourceMachines.add(machineOf(src.instanceId));
+      }
+      ix.sourceAddress.set(key, addresses);
     }
-    ix.sourceAddress.set(version, addresses);
   }
   for (const key of Object.keys(s.relays)) add(ix.relaysOf, s.relays[key].instanceId, key);
   for (const p of Object.values(s.pulls)) indexPull(s, p);
-  for (const version of ix.live) {
-    const idle = [...ix.sourceAddress.get(version)!.keys()].filter((id) => !isMachineDown(s, id) && !ix.busy.get(id)).sort(byId);
-    if (idle.length > 0) ix.idleTrainers.set(version, idle);
+  for (const [key, addresses] of ix.sourceAddress) {
+    const idle = [...addresses.keys()].filter((id) => !isMachineDown(s, id) && !ix.busy.get(id)).sort(byId);
+    if (idle.length > 0) ix.idleTrainers.set(key, idle);
   }
   const instances = new Set([...ix.rollouts, ...ix.relaysOf.keys(), ...ix.pullsOfPuller.keys(), ...ix.pullsOfSourceMachine.keys()]);
   // The idle holders of a bucket listed in any order, then sorted once: inserting each in its place kept
@@ -165,8 +164,8 @@ export function removePull(s: WeightRegistryState, p: InFlightPull): void {
   remove(ix.pullsOfSourceMachine, machineOf(p.sourceId), p.pullId);
   remove(ix.pullsOfVersion, p.version, p.pullId);
   const busy = count(ix.busy, p.sourceId, -1);
-  count(ix.serving, servingKey(p.sourceId, p.version, p.bucketIndex), -1);
-  count(ix.pending, pendingKey(p.version, p.bucketIndex, p.pullerId), -1);
+  count(ix.serving, servingKey(p.sourceId, p.version, shardOf(p), p.bucketIndex), -1);
+  count(ix.pending, pendingKey(p.version, shardOf(p), p.bucketIndex, p.pullerId), -1);
   ix.stalePulls.delete(p.pullId);
   if (busy === 0) setIdle(s, p.sourceId, true);
   movePuller(ix, p.pullerId);
@@ -191,8 +190,10 @@ function pullIsStale(s: WeightRegistryState, p: InFlightPull): boolean {
   if (!s.index.rolloutSet.has(p.pullerId)) return true;
   const v = s.versions[p.version];
   if (!v || v.status !== 'live') return true;
-  if (s.index.sourceAddress.get(p.version)?.has(p.sourceId)) return !(v.trainerServing && !isMachineDown(s, p.sourceId));
-  return !(s.index.rolloutSet.has(p.sourceId) && holdsBucket(s, p.sourceId, p.version, p.bucketIndex));
+  const shard = v.shards[shardOf(p)];
+  if (!shard) return true;
+  if (s.index.sourceAddress.get(shardKey(p.version, shard.index))?.has(p.sourceId)) return !(shard.trainerServing && !isMachineDown(s, p.sourceId));
+  return !(s.index.rolloutSet.has(p.sourceId) && holdsBucket(s, p.sourceId, p.version, p.bucketIndex, shard.index));
 }
 
 function indexPull(s: WeightRegistryState, p: InFlightPull): void {
@@ -201,8 +202,8 @@ function indexPull(s: WeightRegistryState, p: InFlightPull): void {
   add(ix.pullsOfSourceMachine, machineOf(p.sourceId), p.pullId);
   add(ix.pullsOfVersion, p.version, p.pullId);
   count(ix.busy, p.sourceId, 1);
-  count(ix.serving, servingKey(p.sourceId, p.version, p.bucketIndex), 1);
-  count(ix.pending, pendingKey(p.version, p.bucketIndex, p.pullerId), 1);
+  count(ix.serving, servingKey(p.sourceId, p.version, shardOf(p), p.bucketIndex), 1);
+  count(ix.pending, pendingKey(p.version, shardOf(p), p.bucketIndex, p.pullerId), 1);
   if (pullIsStale(s, p)) ix.stalePulls.add(p.pullId);
 }
 
@@ -218,19 +219,23 @@ function indexInstance(s: WeightRegistryState, id: string, listed?: ReadonlySet<
     const whole: number[] = [];
     const idle = !ix.busy.get(id);
     for (const version of ix.live) {
-      const buckets = held?.[version];
-      let all = true;
-      for (const b of s.versions[version].buckets) {
-        if (buckets?.[b.index] === undefined) {
-          all = false;
-          continue;
+      const v = s.versions[version];
+      // Whole: every bucket of every one of its `count` shards, so a shard still unpublished is missing.
+      let all = Object.keys(v.shards).length === v.count;
+      for (const shard of publishedShards(v)) {
+        const buckets = held?.[version]?.[shard.index];
+        for (const b of shard.buckets) {
+          if (buckets?.[b.index] === undefined) {
+            all = false;
+            continue;
+          }
+          const key = holderKey(version, shard.index, b.index);
+          keys.push(key);
+          if (listed?.has(key)) continue;
+          add(ix.holders, key, id);
+          if (idle && unsorted) push(ix.idleHolders, key, id);
+          else if (idle) insertSorted(ix.idleHolders, key, id);
         }
-        const key = holderKey(version, b.index);
-        keys.push(key);
-        if (listed?.has(key)) continue;
-        add(ix.holders, key, id);
-        if (idle && unsorted) push(ix.idleHolders, key, id);
-        else if (idle) insertSorted(ix.idleHolders, key, id);
       }
       if (all) {
         whole.push(version);
@@ -294,9 +299,9 @@ function setIdle(s: WeightRegistryState, sourceId: string, idle: boolean): void 
     else removeSorted(ix.idleHolders, key, sourceId);
   }
   if (isMachineDown(s, sourceId)) return;
-  for (const version of ix.sourceVersions.get(sourceId) ?? []) {
-    if (idle) insertSorted(ix.idleTrainers, version, sourceId);
-    else removeSorted(ix.idleTrainers, version, sourceId);
+  for (const key of ix.sourceShards.get(sourceId) ?? []) {
+    if (idle) insertSorted(ix.idleTrainers, key, sourceId);
+    else removeSorted(ix.idleTrainers, key, sourceId);
   }
 }
 
@@ -313,54 +318,4 @@ function movePuller(ix: RegistryIndex, pullerId: string): void {
 
 const codeUnitOrder = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
-function sortedIndex(list: readonly string[], id: string, order: (a: string, b: string) => number): number {
-  let lo = 0;
-  let hi = list.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >> 1;
-    if (order(list[mid], id) < 0) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
-
-function insertSorted<K>(lists: Map<K, string[]>, key: K, id: string): void {
-  let list = lists.get(key);
-  if (!list) lists.set(key, (list = []));
-  const at = sortedIndex(list, id, byId);
-  if (list[at] !== id) list.splice(at, 0, id);
-}
-
-function removeSorted<K>(lists: Map<K, string[]>, key: K, id: string): void {
-  const list = lists.get(key);
-  if (!list) return;
-  const at = sortedIndex(list, id, byId);
-  if (list[at] === id) list.splice(at, 1);
-  if (list.length === 0) lists.delete(key);
-}
-
-function add<K, V>(sets: Map<K, Set<V>>, key: K, value: V): void {
-  let set = sets.get(key);
-  if (!set) sets.set(key, (set = new Set()));
-  set.add(value);
-}
-
-function remove<K, V>(sets: Map<K, Set<V>>, key: K, value: V): void {
-  const set = sets.get(key);
-  if (!set) return;
-  set.delete(value);
-  if (set.size === 0) sets.delete(key);
-}
-
-function push<K, V>(lists: Map<K, V[]>, key: K, value: V): void {
-  const list = lists.get(key);
-  if (list) list.push(value);
-  else lists.set(key, [value]);
-}
-
-function count<K>(counts: Map<K, number>, key: K, by: number): number {
-  const n = (counts.get(key) ?? 0) + by;
-  if (n === 0) counts.delete(key);
-  else counts.set(key, n);
-  return n;
-}
+export { byId };

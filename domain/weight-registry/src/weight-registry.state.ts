@@ -3,12 +3,13 @@ import type { JobCommand } from '@robustrl/domain-kit';
 import { RegistryIndex, rebuildRegistryIndex } from './weight-registry.index';
 
 /**
- * The weight registry's view of one job (paper §5.2.1, §5.2.2): weight versions, who holds which
- * buckets of which version, the pulls in flight and the relay set.
+ * The weight registry's view of one job (paper §5.2.1, §5.2.2): weight versions and their shards, who
+ * holds which (shard, bucket) of which version, the pulls in flight and the relay set.
  *
  * Identity, kept simple on purpose: a rollout instance IS its machine (one weight-pulling agent per
- * rollout machine, instance id = machine id). Trainer sources are the ranks a WeightVersionPublished
- * names; a source id `<machineId>` or `<machineId>/<rank>` lives on machine `<machineId>`.
+ * rollout machine, instance id = machine id). Trainer sources are the ranks a shard's
+ * WeightVersionPublished names; a source id `<machineId>` or `<machineId>/<rank>` lives on machine
+ * `<machineId>`, and one machine may publish several shards (one per rank it runs).
  */
 export const WEIGHT_REGISTRY_INPUT_TYPES = [
   'JobStarted',
@@ -82,16 +83,37 @@ export interface WeightBucket {
   checksum: string;
 }
 
+export interface WeightSource {
+  instanceId: string;
+  address: string;
+}
+
+/**
+ * One publisher's part of a version (DESIGN "Weights are named and sharded"): a trainer rank lays its
+ * own tensors into its own buckets and serves them. Pulls, holdings and the one-puller-per-bucket rule
+ * are per (shard, bucket); a version of one shard is what every version was before shards.
+ */
+export interface WeightShard {
+  index: number;
+  /** Ordered by index: pullers fetch them in this order (paper §5.2.1 ➁, layer by layer). */
+  buckets: WeightBucket[];
+  /** Its publisher (a trainer rank's agent); relays are found through the holdings, not here. */
+  sources: WeightSource[];
+  /** False once the trainer group failed after this shard was published: its ranks no longer serve it. */
+  trainerServing: boolean;
+  publishedAt: number;
+  publicationId: string;
+}
+
 export interface WeightVersion {
   version: number;
   step: number;
-  /** Ordered by index: pullers fetch them in this order (paper §5.2.1 ➁, layer by layer). */
-  buckets: WeightBucket[];
-  sources: Array<{ instanceId: string; address: string }>;
+  /** How many shards make the version whole (the publications' `shard.count`). */
+  count: number;
+  /** The shards published so far, by index: a puller may pull one as soon as it is here. */
+  shards: Record<number, WeightShard>;
   /** `retired`: retention let it go, or it was abandoned after a trainer fault (paper §5.2.2). */
   status: 'live' | 'retired';
-  /** False once the trainer group failed after publishing it: its ranks no longer serve it. */
-  trainerServing: boolean;
   /**
    * The trainer no longer serves it: in async mode once the first relay holds it whole (paper §5.2.1,
    * the trainer resumes), otherwise once every living rollout holds it whole (the update stage is over;
@@ -101,8 +123,6 @@ export interface WeightVersion {
   trainerReleased: boolean;
   /** TrainerReleased was published for it (the decider announces the release exactly once). */
   releaseAnnounced: boolean;
-  publishedAt: number;
-  publicationId: string;
   /** Sources a puller's agent reported unreachable for this version; cleared by a pull they complete. */
   unreachable: string[];
 }
@@ -110,6 +130,8 @@ export interface WeightVersion {
 export interface InFlightPull {
   pullId: string;
   version: number;
+  /** Absent for shard 0, as on the wire (the pulls of a version of one shard read as they always did). */
+  shard?: number;
   bucketIndex: number;
   pullerId: string;
   sourceId: string;
@@ -121,19 +143,22 @@ export interface Relay {
   address: string;
 }
 
+/** What an instance holds of one version: shard → bucket index → the pull that delivered it. */
+export type ShardHoldings = Record<number, Record<number, string>>;
+
 /** The registry's facts: what snapshots hold and what the derived index is rebuilt from. */
 export interface RegistryData {
   mode: TrainingMode;
   machines: Record<string, RegistryMachine>;
   versions: Record<number, WeightVersion>;
-  /** instance → version → bucket index → the pull that delivered it (so a late checksum failure names it). */
-  holdings: Record<string, Record<number, Record<number, string>>>;
+  /** instance → version → shard → bucket index → the pull that delivered it (so a late checksum failure names it). */
+  holdings: Record<string, Record<number, ShardHoldings>>;
   pulls: Record<string, InFlightPull>;
   /**
-   * `version/puller` → bucket index → pulls assigned so far; the next pull id is derived from it
+   * `version/puller` → shard → bucket index → pulls assigned so far; the next pull id is derived from it
    * (deterministic). Nested so that recording an assignment copies one puller's counters, not the job's.
    */
-  attempts: Record<string, Record<number, number>>;
+  attempts: Record<string, Record<number, Record<number, number>>>;
   /**
    * version → the highest attempt it reached before it was retired. A retired version's counters are
    * dropped (a long job would keep and copy them forever); a republication of the same number continues
@@ -169,13 +194,33 @@ export const initialRegistryData = (): RegistryData => ({
 export const machineOf = (instanceId: string) => instanceId.split('/')[0];
 export const relayKey = (instanceId: string, version: number) => `${instanceId}@${version}`;
 export const attemptKey = (version: number, pullerId: string) => `${version}/${pullerId}`;
-/** Pulls of this (version, bucket, puller) assigned so far. */
-export const attemptsOf = (state: Pick<RegistryData, 'attempts' | 'retiredAttempts'>, version: number, bucketIndex: number, pullerId: string): number =>
-  Math.max(state.attempts[attemptKey(version, pullerId)]?.[bucketIndex] ?? 0, state.retiredAttempts[version] ?? 0);
-/** Pull ids come from state alone, so a redelivered input that re-runs decide names the same pull. */
-export const pullIdFor = (version: number, bucketIndex: number, pullerId: string, attempt: number) => `w${version}/b${bucketIndex}/${pullerId}#${attempt}`;
+/** A pull's shard (absent: 0, as on the wire). */
+export const shardOf = (p: { shard?: number }) => p.shard ?? 0;
+/** Pulls of this (version, shard, bucket, puller) assigned so far. */
+export const attemptsOf = (
+  state: Pick<RegistryData, 'attempts' | 'retiredAttempts'>,
+  version: number,
+  shard: number,
+  bucketIndex: number,
+  pullerId: string,
+): number => Math.max(state.attempts[attemptKey(version, pullerId)]?.[shard]?.[bucketIndex] ?? 0, state.retiredAttempts[version] ?? 0);
+/** The pull as the state keeps it: its shard only when not 0, as on the wire. */
+export const inFlight = (d: Omit<InFlightPull, 'shard'> & { shard?: number }): InFlightPull => ({
+  pullId: d.pullId,
+  version: d.version,
+  ...(shardOf(d) !== 0 ? { shard: shardOf(d) } : {}),
+  bucketIndex: d.bucketIndex,
+  pullerId: d.pullerId,
+  sourceId: d.sourceId,
+});
+/**
+ * Pull ids come from state alone (their cause: version, shard, bucket, puller, attempt), so a redelivered
+ * input that re-runs decide names the same pull. Shard 0 keeps the form ids had before shards.
+ */
+export const pullIdFor = (version: number, shard: number, bucketIndex: number, pullerId: string, attempt: number) =>
+  shard === 0 ? `w${version}/b${bucketIndex}/${pullerId}#${attempt}` : `w${version}/s${shard}/b${bucketIndex}/${pullerId}#${attempt}`;
 
-/** A rollout that takes part in weight transfer: alive and with a weight server (see weightsAddress). */
+/** A live rollout that takes part in weight transfer: alive and with a weight server (see weightsAddress). */
 const isWeightRollout = (m: RegistryMachine | undefined): m is RegistryMachine =>
   m !== undefined && m.role === 'rollout' && m.status === 'alive' && m.weightsAddress !== null;
 export const isLiveRollout = (s: RegistryData, instanceId: string) => isWeightRollout(s.machines[instanceId]);
@@ -194,11 +239,22 @@ export const liveVersions = (s: RegistryData) =>
 /** The version pullers go for: the newest live one. */
 export const targetVersion = (s: RegistryData): number | undefined => liveVersions(s).at(-1);
 
-export const holdsBucket = (s: RegistryData, instanceId: string, version: number, bucketIndex: number) =>
-  s.holdings[instanceId]?.[version]?.[bucketIndex] !== undefined;
+/** The shards of `v` published so far, in index order (pullers walk them in this order). */
+export const publishedShards = (v: WeightVersion): WeightShard[] => Object.values(v.shards).sort((a, b) => a.index - b.index);
+
+export const holdsBucket = (s: RegistryData, instanceId: string, version: number, bucketIndex: number, shard = 0) =>
+  s.holdings[instanceId]?.[version]?.[shard]?.[bucketIndex] !== undefined;
+/** Every bucket of one published shard. */
+export const holdsShard = (s: RegistryData, instanceId: string, version: number, shard: WeightShard) => {
+  const held = s.holdings[instanceId]?.[version]?.[shard.index];
+  return held !== undefined && shard.buckets.every((b) => held[b.index] !== undefined);
+};
+/** Whole: every bucket of every one of the version's `count` shards (a shard not yet published is missing). */
 export const holdsWhole = (s: RegistryData, instanceId: string, version: number) => {
   const v = s.versions[version];
-  return v !== undefined && v.status === 'live' && v.buckets.every((b) => holdsBucket(s, instanceId, version, b.index));
+  if (v === undefined || v.status !== 'live') return false;
+  for (let shard = 0; shard < v.count; shard++) if (!v.shards[shard] || !holdsShard(s, instanceId, version, v.shards[shard])) return false;
+  return true;
 };
 /** The newest live version an instance holds whole: what it serves inference with, and relays. */
 export const newestWhole = (s: RegistryData, instanceId: string): number | undefined =>
@@ -206,9 +262,16 @@ export const newestWhole = (s: RegistryData, instanceId: string): number | undef
     .filter((v) => holdsWhole(s, instanceId, v))
     .at(-1);
 
-export const isTrainerSource = (v: WeightVersion, instanceId: string) => v.sources.some((x) => x.instanceId === instanceId);
-/** Whether the version's own trainer ranks are still there to serve it (released or not). */
-export const trainerCanServe = (s: RegistryData, v: WeightVersion) => v.trainerServing && v.sources.some((src) => !isMachineDown(s, src.instanceId));
+/** Whether `instanceId` publishes `v` (one of its shards, or the given one). */
+export const isTrainerSource = (v: WeightVersion, instanceId: string, shard?: number) =>
+  (shard === undefined ? publishedShards(v) : v.shards[shard] ? [v.shards[shard]] : []).some((sh) => sh.sources.some((x) => x.instanceId === instanceId));
+/** Whether a shard's own trainer ranks are still there to serve it (released or not). */
+export const shardServed = (s: RegistryData, shard: WeightShard) => shard.trainerServing && shard.sources.some((src) => !isMachineDown(s, src.instanceId));
+/**
+ * Whether the version's own trainer ranks can still complete it: every published shard still served
+ * (a shard not yet published is still to come; a trainer fault stops every rank, paper §5.1.2).
+ */
+export const trainerCanServe = (s: RegistryData, v: WeightVersion) => publishedShards(v).every((shard) => shardServed(s, shard));
 
 /**
  * Async mode (paper §5.2.1): the trainer resumes training as soon as the first relay holds the version

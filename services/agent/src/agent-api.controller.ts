@@ -15,7 +15,7 @@ import {
   ServiceUnavailableException,
 } from '@nestjs/common';
 import { z } from 'zod';
-import { CompletedBatchQuery, FaultSignal, RolePhase } from '@robustrl/contracts';
+import { CompletedBatchQuery, FaultSignal, manifestProblems, RolePhase, WeightShardRef, WeightTensor } from '@robustrl/contracts';
 import { AgentRuntime, KeptBatchUnavailableError } from './agent-runtime';
 import { WeightTransferUnavailableError } from './weights/weight-plane';
 
@@ -52,18 +52,46 @@ const Bodies = {
     perGpu: z.array(z.number().min(0).max(1)).optional(),
   }),
   error: z.object({ signal: FaultSignal.exclude(['process-exited']), detail: z.string().max(4000) }),
-  /** A version in /dev/shm (shmName + bucketSizes), or in device memory (buckets as CUDA IPC handles). */
+  /**
+   * A trainer rank's shard of a version in /dev/shm (shmName + bucketSizes), or in device memory (buckets
+   * as CUDA IPC handles); optionally the named tensors in its buckets and which shard of how many it is
+   * (README "Reconnect": what a manifest holds). Without `shard`: the only one.
+   */
   publishWeights: z.union([
-    z.object({
-      version: z.int().nonnegative(),
-      step: Step,
-      shmName: z.string().regex(/^[A-Za-z0-9._-]+$/, 'a file name in the shared-memory directory (/dev/shm)'),
-      bucketSizes: z.array(z.int().nonnegative()).min(1),
-    }),
-    z.object({ version: z.int().nonnegative(), step: Step, buckets: z.array(IpcBucket).min(1) }),
+    z
+      .object({
+        version: z.int().nonnegative(),
+        step: Step,
+        shmName: z.string().regex(/^[A-Za-z0-9._-]+$/, 'a file name in the shared-memory directory (/dev/shm)'),
+        bucketSizes: z.array(z.int().nonnegative()).min(1),
+        tensors: z.array(WeightTensor).optional(),
+        shard: WeightShardRef.optional(),
+      })
+      .superRefine((b, ctx) => manifestIssues(b.bucketSizes, b, ctx)),
+    z
+      .object({
+        version: z.int().nonnegative(),
+        step: Step,
+        buckets: z.array(IpcBucket).min(1),
+        tensors: z.array(WeightTensor).optional(),
+        shard: WeightShardRef.optional(),
+      })
+      .superRefine((b, ctx) =>
+        manifestIssues(
+          b.buckets.map((x) => x.sizeBytes),
+          b,
+          ctx,
+        ),
+      ),
   ]),
   weightTarget: z.object({ buckets: z.array(IpcBucket).min(1) }),
 };
+
+/** Every tensor inside a bucket that exists, names unique, the shard inside its count: else a 400 naming each. */
+function manifestIssues(sizes: number[], b: { tensors?: WeightTensor[]; shard?: WeightShardRef }, ctx: z.RefinementCtx): void {
+  const buckets = sizes.map((sizeBytes, index) => ({ index, sizeBytes }));
+  for (const p of manifestProblems({ buckets, tensors: b.tensors, shard: b.shard })) ctx.addIssue({ code: 'custom', path: p.path, message: p.message });
+}
 
 /** Weight transfer needs the native UCX module: without it the weight endpoints answer 503 with why. */
 async function weightCall<T>(call: () => T | Promise<T>): Promise<T> {
@@ -205,8 +233,9 @@ export class AgentApiController {
   }
 
   /**
-   * Trainer: version `version` is in /dev/shm/<shmName>, buckets back to back, or in device memory, one
-   * CUDA IPC handle per bucket (`buckets`); publish its manifest.
+   * Trainer: a rank's shard of version `version` is in /dev/shm/<shmName>, buckets back to back, or in
+   * device memory, one CUDA IPC handle per bucket (`buckets`); publish its manifest (with its named
+   * `tensors` and which `shard` it is, when given).
    */
   @Post('weights/versions')
   @HttpCode(202)
@@ -230,7 +259,11 @@ export class AgentApiController {
     return { removed: name };
   }
 
-  /** Rollout: the newest version held whole, and the /dev/shm file to load it from. */
+  /**
+   * Rollout: the newest version held whole — every shard — and where to load it from: `parts`, one per
+   * shard in shard order (its region, bucket layout and named tensors); a version of one shard also keeps
+   * its `path` (or `target`) at the top.
+   */
   @Get('weights/latest')
   async latestWeights() {
     const latest = await weightCall(() => this.agent.weights.latest());

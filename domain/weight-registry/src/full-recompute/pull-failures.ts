@@ -9,6 +9,7 @@ import {
   liveRollouts,
   liveVersions,
   PullFailureReason,
+  shardOf,
   trainerCanServe,
   WeightRegistryDraft,
   WeightRegistryState,
@@ -64,8 +65,10 @@ export function stalePulls(state: WeightRegistryState): WeightRegistryDraft[] {
 function sourceStillServes(state: WeightRegistryState, pull: InFlightPull): boolean {
   const v = state.versions[pull.version];
   if (!v || v.status !== 'live') return false;
-  if (isTrainerSource(v, pull.sourceId)) return v.trainerServing && !isMachineDown(state, pull.sourceId);
-  return isLiveRollout(state, pull.sourceId) && holdsBucket(state, pull.sourceId, pull.version, pull.bucketIndex);
+  const shard = v.shards[shardOf(pull)];
+  if (!shard) return false;
+  if (isTrainerSource(v, pull.sourceId, shard.index)) return shard.trainerServing && !isMachineDown(state, pull.sourceId);
+  return isLiveRollout(state, pull.sourceId) && holdsBucket(state, pull.sourceId, pull.version, pull.bucketIndex, shard.index);
 }
 
 const pullsOf = (state: WeightRegistryState, keep: (p: InFlightPull) => boolean) =>
@@ -74,4 +77,12 @@ const pullsOf = (state: WeightRegistryState, keep: (p: InFlightPull) => boolean)
     .sort((a, b) => a.pullId.localeCompare(b.pullId));
 
 const failed = (p: InFlightPull, reason: string) =>
-  draft('WeightPullFailed', { pullId: p.pullId, version: p.version, bucketIndex: p.bucketIndex, pullerId: p.pullerId, sourceId: p.sourceId, reason });
+  draft('WeightPullFailed', {
+    pullId: p.pullId,
+    version: p.version,
+    ...(p.shard !== undefined ? { shard: p.shard } : {}),
+    bucketIndex: p.bucketIndex,
+    pullerId: p.pullerId,
+    sourceId: p.sourceId,
+    reason,
+  });

@@ -5,15 +5,18 @@ import {
   holdsWhole,
   isMachineDown,
   liveRollouts,
+  publishedShards,
   pullIdFor,
+  shardOf,
+  shardServed,
   targetVersion,
-  trainerCanServe,
   WeightRegistryDraft,
   WeightRegistryState,
+  WeightShard,
   WeightVersion,
 } from './weight-registry.state';
 
-const pendingKey = (version: number, bucketIndex: number, pullerId: string) => `${version}/${bucketIndex}/${pullerId}`;
+const pendingKey = (version: number, shard: number, bucketIndex: number, pullerId: string) => `${version}/${shard}/${bucketIndex}/${pullerId}`;
 
 export const DEFAULT_PULL_WINDOW = 1;
 
@@ -50,38 +53,43 @@ export function schedulePulls(state: WeightRegistryState, window: number, relays
   const serving = new Set<string>();
   const inFlightFor = new Map<string, number>();
   const pending = new Set<string>();
-  const take = (pullerId: string, sourceId: string, bucketIndex: number, pullVersion: number) => {
+  const take = (pullerId: string, sourceId: string, pullVersion: number, shard: number, bucketIndex: number) => {
     busy.set(sourceId, (busy.get(sourceId) ?? 0) + 1);
-    serving.add(servingKey(sourceId, pullVersion, bucketIndex));
+    serving.add(servingKey(sourceId, pullVersion, shard, bucketIndex));
     inFlightFor.set(pullerId, (inFlightFor.get(pullerId) ?? 0) + 1);
-    pending.add(pendingKey(pullVersion, bucketIndex, pullerId));
+    pending.add(pendingKey(pullVersion, shard, bucketIndex, pullerId));
   };
-  for (const p of Object.values(state.pulls)) take(p.pullerId, p.sourceId, p.bucketIndex, p.version);
+  for (const p of Object.values(state.pulls)) take(p.pullerId, p.sourceId, p.version, shardOf(p), p.bucketIndex);
 
   const rollouts = liveRollouts(state);
   for (const pullerId of rollouts) {
     if (holdsWhole(state, pullerId, version)) continue;
-    for (const bucket of v.buckets) {
-      if ((inFlightFor.get(pullerId) ?? 0) >= window) break;
-      if (holdsBucket(state, pullerId, version, bucket.index) || pending.has(pendingKey(version, bucket.index, pullerId))) continue;
-      const candidates = sourcesOf(state, v, bucket.index, relays ? rollouts : []).filter(
-        (c) => c.id !== pullerId && !serving.has(servingKey(c.id, version, bucket.index)),
-      );
-      if (candidates.length === 0) break;
-      candidates.sort((a, b) => a.suspect - b.suspect || (busy.get(a.id) ?? 0) - (busy.get(b.id) ?? 0) || a.rank - b.rank || a.id.localeCompare(b.id));
-      const { id: sourceId, address: sourceAddress } = candidates[0];
-      const attempt = attemptsOf(state, version, bucket.index, pullerId) + 1;
-      out.push(
-        draft('WeightPullAssigned', {
-          pullId: pullIdFor(version, bucket.index, pullerId, attempt),
-          version,
-          bucketIndex: bucket.index,
-          pullerId,
-          sourceId,
-          sourceAddress,
-        }),
-      );
-      take(pullerId, sourceId, bucket.index, version);
+    // Each published shard in turn, each in bucket order; a shard whose next bucket has no free source
+    // waits, the next shard does not.
+    for (const shard of publishedShards(v)) {
+      for (const bucket of shard.buckets) {
+        if ((inFlightFor.get(pullerId) ?? 0) >= window) break;
+        if (holdsBucket(state, pullerId, version, bucket.index, shard.index) || pending.has(pendingKey(version, shard.index, bucket.index, pullerId))) continue;
+        const candidates = sourcesOf(state, v, shard, bucket.index, relays ? rollouts : []).filter(
+          (c) => c.id !== pullerId && !serving.has(servingKey(c.id, version, shard.index, bucket.index)),
+        );
+        if (candidates.length === 0) break;
+        candidates.sort((a, b) => a.suspect - b.suspect || (busy.get(a.id) ?? 0) - (busy.get(b.id) ?? 0) || a.rank - b.rank || a.id.localeCompare(b.id));
+        const { id: sourceId, address: sourceAddress } = candidates[0];
+        const attempt = attemptsOf(state, version, shard.index, bucket.index, pullerId) + 1;
+        out.push(
+          draft('WeightPullAssigned', {
+            pullId: pullIdFor(version, shard.index, bucket.index, pullerId, attempt),
+            version,
+            ...(shard.index !== 0 ? { shard: shard.index } : {}),
+            bucketIndex: bucket.index,
+            pullerId,
+            sourceId,
+            sourceAddress,
+          }),
+        );
+        take(pullerId, sourceId, version, shard.index, bucket.index);
+      }
     }
   }
   return out;
@@ -93,21 +101,22 @@ export function schedulePulls(state: WeightRegistryState, window: number, relays
  * transient failure of the only source does not stall the version; a dead one is confirmed by the
  * detector soon enough and then drops out).
  */
-function sourcesOf(state: WeightRegistryState, v: WeightVersion, index: number, rollouts: string[]) {
+function sourcesOf(state: WeightRegistryState, v: WeightVersion, shard: WeightShard, index: number, rollouts: string[]) {
   const suspect = (id: string) => (v.unreachable.includes(id) ? 1 : 0);
   const out: Array<{ id: string; address: string; rank: number; suspect: number }> = [];
   for (const r of rollouts) {
     // liveRollouts only lists machines with a weight server.
-    if (holdsBucket(state, r, v.version, index)) out.push({ id: r, address: state.machines[r].weightsAddress ?? '', rank: 0, suspect: suspect(r) });
+    if (holdsBucket(state, r, v.version, index, shard.index))
+      out.push({ id: r, address: state.machines[r].weightsAddress ?? '', rank: 0, suspect: suspect(r) });
   }
   // A released trainer (paper §5.2.1: async resumes training after the first relay) is asked only for a
-  // bucket no living rollout holds.
-  if (trainerCanServe(state, v) && (!v.trainerReleased || out.length === 0)) {
-    for (const s of v.sources) {
+  // bucket no living rollout holds. A shard's ranks serve that shard only.
+  if (shardServed(state, shard) && (!v.trainerReleased || out.length === 0)) {
+    for (const s of shard.sources) {
       if (!isMachineDown(state, s.instanceId)) out.push({ id: s.instanceId, address: s.address, rank: 1, suspect: suspect(s.instanceId) });
     }
   }
   return out;
 }
 
-const servingKey = (sourceId: string, version: number, bucketIndex: number) => `${sourceId}|${version}|${bucketIndex}`;
+const servingKey = (sourceId: string, version: number, shard: number, bucketIndex: number) => `${sourceId}|${version}|${shard}|${bucketIndex}`;

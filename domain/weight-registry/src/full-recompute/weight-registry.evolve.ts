@@ -1,6 +1,10 @@
 import { assertNever } from '@robustrl/domain-kit';
+import { dropCopies, foldPublication, foldTrainerFault } from '../shard-publication';
 import {
   attemptKey,
+  inFlight,
+  shardOf,
+  ShardHoldings,
   attemptsOf,
   blamesSource,
   holdsWhole,
@@ -11,7 +15,6 @@ import {
   RegistryMachine,
   relayKey,
   WeightRegistryState,
-  WeightVersion,
 } from './weight-registry.state';
 
 /**
@@ -68,21 +71,7 @@ export function evolveWeightRegistry(state: WeightRegistryState, fact: RegistryF
 
     case 'FaultConfirmed': {
       const d = fact.data;
-      let next = state;
-      if (d.handledAs === 'trainer') {
-        // A trainer fault restarts the whole trainer group (paper §5.1.2): no rank serves any version
-        // published before the fault. A version published after it (the recovered trainer's) is unaffected,
-        // which also makes a redelivered old verdict harmless.
-        const versions = { ...state.versions };
-        let changed = false;
-        for (const v of Object.values(versions)) {
-          if (v.trainerServing && v.publishedAt <= at) {
-            versions[v.version] = { ...v, trainerServing: false };
-            changed = true;
-          }
-        }
-        if (changed) next = { ...next, versions };
-      }
+      let next = d.handledAs === 'trainer' ? foldTrainerFault(state, at) : state;
       const m = next.machines[d.machineId];
       const machineGone = d.handledAs === 'rollout' || d.machineFaulty;
       if (m && machineGone && m.status !== 'down' && at >= m.since) {
@@ -91,49 +80,22 @@ export function evolveWeightRegistry(state: WeightRegistryState, fact: RegistryF
       return next;
     }
 
-    case 'WeightVersionPublished': {
-      const d = fact.data;
-      const existing = state.versions[d.version];
-      const publicationId = fact.eventId ?? `published/${d.version}/${at}`;
-      if (existing && existing.publicationId === publicationId) return state;
-      const buckets = [...d.buckets].sort((a, b) => a.index - b.index);
-      if (existing && existing.status === 'live') {
-        // A live version's content is immutable. The recovered trainer may republish it (same checksums)
-        // with its new addresses: refresh the sources, keep every copy. Different content under a live
-        // number is ignored (the trainer must publish a new number).
-        if (!sameContent(existing.buckets, buckets)) return state;
-        const refreshed: WeightVersion = { ...existing, sources: d.sources, trainerServing: true, publishedAt: at, publicationId, unreachable: [] };
-        return { ...state, versions: { ...state.versions, [d.version]: refreshed } };
-      }
-      // New, or republished after it was abandoned/retired: start from nothing (paper §5.2.2, "rollouts
-      // wait for the trainer to recover before re-initiating the weight pull").
-      const fresh: WeightVersion = {
-        version: d.version,
-        step: d.step,
-        buckets,
-        sources: d.sources,
-        status: 'live',
-        trainerServing: true,
-        trainerReleased: false,
-        releaseAnnounced: false,
-        publishedAt: at,
-        publicationId,
-        unreachable: [],
-      };
-      return dropVersionCopies({ ...state, versions: { ...state.versions, [d.version]: fresh } }, d.version);
-    }
+    case 'WeightVersionPublished':
+      return foldPublication(state, fact.data, at, fact.eventId ?? `published/${fact.data.version}/${at}`);
 
     case 'WeightPullAssigned': {
       const d = fact.data;
       if (state.pulls[d.pullId]) return state;
       const key = attemptKey(d.version, d.pullerId);
-      const attempt = attemptsOf(state, d.version, d.bucketIndex, d.pullerId) + 1;
-      // Only the next pull id of its (version, bucket, puller) applies: a redelivered older one does not.
-      if (d.pullId !== pullIdFor(d.version, d.bucketIndex, d.pullerId, attempt)) return state;
+      const shard = shardOf(d);
+      const attempt = attemptsOf(state, d.version, shard, d.bucketIndex, d.pullerId) + 1;
+      // Only the next pull id of its (version, shard, bucket, puller) applies: a redelivered older one does not.
+      if (d.pullId !== pullIdFor(d.version, shard, d.bucketIndex, d.pullerId, attempt)) return state;
+      const mine = state.attempts[key] ?? {};
       return {
         ...state,
-        pulls: { ...state.pulls, [d.pullId]: { pullId: d.pullId, version: d.version, bucketIndex: d.bucketIndex, pullerId: d.pullerId, sourceId: d.sourceId } },
-        attempts: { ...state.attempts, [key]: { ...state.attempts[key], [d.bucketIndex]: attempt } },
+        pulls: { ...state.pulls, [d.pullId]: inFlight(d) },
+        attempts: { ...state.attempts, [key]: { ...mine, [shard]: { ...mine[shard], [d.bucketIndex]: attempt } } },
       };
     }
 
@@ -149,9 +111,14 @@ export function evolveWeightRegistry(state: WeightRegistryState, fact: RegistryF
       }
       if (!v || v.status !== 'live') return next;
       const mine = next.holdings[pull.pullerId] ?? {};
+      const shards = mine[pull.version] ?? {};
+      const shard = shardOf(pull);
       return {
         ...next,
-        holdings: { ...next.holdings, [pull.pullerId]: { ...mine, [pull.version]: { ...(mine[pull.version] ?? {}), [pull.bucketIndex]: pull.pullId } } },
+        holdings: {
+          ...next.holdings,
+          [pull.pullerId]: { ...mine, [pull.version]: { ...shards, [shard]: { ...(shards[shard] ?? {}), [pull.bucketIndex]: pull.pullId } } },
+        },
       };
     }
 
@@ -169,11 +136,12 @@ export function evolveWeightRegistry(state: WeightRegistryState, fact: RegistryF
       }
       // A checksum failure found after completion (e.g. whole-version verification): forget exactly the
       // copy that pull delivered, so the bucket is pulled again; a redelivery finds a newer copy and stops.
-      if (isCorruption(d.reason) && state.holdings[d.pullerId]?.[d.version]?.[d.bucketIndex] === d.pullId) {
+      const shard = shardOf(d);
+      if (isCorruption(d.reason) && state.holdings[d.pullerId]?.[d.version]?.[shard]?.[d.bucketIndex] === d.pullId) {
         const mine = state.holdings[d.pullerId];
-        const buckets = { ...mine[d.version] };
+        const buckets = { ...mine[d.version][shard] };
         delete buckets[d.bucketIndex];
-        return { ...state, holdings: { ...state.holdings, [d.pullerId]: { ...mine, [d.version]: buckets } } };
+        return { ...state, holdings: { ...state.holdings, [d.pullerId]: { ...mine, [d.version]: { ...mine[d.version], [shard]: buckets } } } };
       }
       return state;
     }
@@ -186,7 +154,7 @@ export function evolveWeightRegistry(state: WeightRegistryState, fact: RegistryF
       // A rollout swaps to the newer version once it holds it whole: its older copies are gone.
       const mine = next.holdings[d.instanceId];
       if (mine) {
-        const kept: Record<number, Record<number, string>> = {};
+        const kept: Record<number, ShardHoldings> = {};
         for (const [version, buckets] of Object.entries(mine)) if (Number(version) >= d.version) kept[Number(version)] = buckets;
         next = { ...next, holdings: { ...next.holdings, [d.instanceId]: kept } };
       }
@@ -220,10 +188,11 @@ export function evolveWeightRegistry(state: WeightRegistryState, fact: RegistryF
       // keep (and copy on every assignment) counters for every version it ever ran.
       const prefix = `${v.version}/`;
       let highest = state.retiredAttempts[v.version] ?? 0;
-      for (const [key, perBucket] of Object.entries(state.attempts)) if (key.startsWith(prefix)) highest = Math.max(highest, ...Object.values(perBucket));
+      for (const [key, perShard] of Object.entries(state.attempts))
+        if (key.startsWith(prefix)) for (const perBucket of Object.values(perShard)) highest = Math.max(highest, ...Object.values(perBucket));
       const attempts = Object.fromEntries(Object.entries(state.attempts).filter(([key]) => !key.startsWith(prefix)));
       const retiredAttempts = { ...state.retiredAttempts, [v.version]: highest };
-      return dropVersionCopies({ ...state, attempts, retiredAttempts, versions: { ...state.versions, [v.version]: { ...v, status: 'retired' } } }, v.version);
+      return dropCopies({ ...state, attempts, retiredAttempts, versions: { ...state.versions, [v.version]: { ...v, status: 'retired' } } }, v.version);
     }
     default:
       return assertNever(fact, 'weight registry fact');
@@ -246,19 +215,3 @@ function withoutPull(state: WeightRegistryState, pullId: string): WeightRegistry
   delete pulls[pullId];
   return { ...state, pulls };
 }
-
-/** Forgets every holding, pull and relay of one version (the decider has already failed the pulls). */
-function dropVersionCopies(state: WeightRegistryState, version: number): WeightRegistryState {
-  const holdings: WeightRegistryState['holdings'] = {};
-  for (const [instanceId, versions] of Object.entries(state.holdings)) {
-    const rest = { ...versions };
-    delete rest[version];
-    holdings[instanceId] = rest;
-  }
-  const pulls = Object.fromEntries(Object.entries(state.pulls).filter(([, p]) => p.version !== version));
-  const relays = Object.fromEntries(Object.entries(state.relays).filter(([, r]) => r.version !== version));
-  return { ...state, holdings, pulls, relays };
-}
-
-const sameContent = (a: readonly { index: number; checksum: string }[], b: readonly { index: number; checksum: string }[]) =>
-  a.length === b.length && a.every((x, i) => x.index === b[i].index && x.checksum === b[i].checksum);

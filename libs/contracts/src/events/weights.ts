@@ -6,33 +6,125 @@ import { Step } from './common';
 const InstanceId = z.string().min(1);
 const Version = z.int().nonnegative();
 
+/** Element sizes of the dtypes a manifest may name (PyTorch's names without `torch.`; robustrl/named_weights.py). */
+export const TENSOR_DTYPE_BYTES = {
+  float64: 8,
+  float32: 4,
+  float16: 2,
+  bfloat16: 2,
+  float8_e4m3fn: 1,
+  float8_e5m2: 1,
+  int64: 8,
+  int32: 4,
+  int16: 2,
+  int8: 1,
+  uint8: 1,
+  bool: 1,
+} as const;
+export const TensorDtype = z.enum(Object.keys(TENSOR_DTYPE_BYTES) as [keyof typeof TENSOR_DTYPE_BYTES, ...(keyof typeof TENSOR_DTYPE_BYTES)[]]);
+export type TensorDtype = z.infer<typeof TensorDtype>;
+
+/**
+ * One named tensor of a publication (README "Reconnect": what a manifest holds): where it lies in the
+ * publisher's own buckets, so an engine reads it as a view of the bytes the agent put in memory.
+ */
+export const WeightTensor = z.object({
+  name: z.string().min(1).max(500),
+  dtype: TensorDtype,
+  shape: z.array(z.int().nonnegative()),
+  /** Index into THIS publication's buckets (each publisher lays out its own). */
+  bucket: z.int().nonnegative(),
+  /** Bytes into that bucket. */
+  offset: z.int().nonnegative(),
+});
+export type WeightTensor = z.infer<typeof WeightTensor>;
+
+/** Bytes a tensor takes: its elements times its dtype's size (a 0-d tensor is one element). */
+export const tensorBytes = (t: Pick<WeightTensor, 'dtype' | 'shape'>): number => t.shape.reduce((n, d) => n * d, 1) * TENSOR_DTYPE_BYTES[t.dtype];
+
+/** Which of a version's `count` publishers this is (DESIGN "Weights are named and sharded"; one per trainer rank). */
+export const WeightShardRef = z.object({ index: z.int().nonnegative(), count: z.int().min(1) });
+export type WeightShardRef = z.infer<typeof WeightShardRef>;
+
+/** Absent `shard` is the single publisher every producer before shards was: shard 0 of 1. */
+export const SINGLE_SHARD: WeightShardRef = { index: 0, count: 1 };
+
+/**
+ * Why a manifest cannot be trusted, or nothing: every tensor inside a bucket that exists, names unique
+ * within the publication, the shard inside its count. Shared by the contract and the agent's API (which
+ * answers 400 with these before it maps anything).
+ */
+export function manifestProblems(m: {
+  buckets: ReadonlyArray<{ index: number; sizeBytes: number }>;
+  tensors?: ReadonlyArray<WeightTensor>;
+  shard?: WeightShardRef;
+}): Array<{ path: (string | number)[]; message: string }> {
+  const problems: Array<{ path: (string | number)[]; message: string }> = [];
+  if (m.shard && m.shard.index >= m.shard.count)
+    problems.push({ path: ['shard', 'index'], message: `shard ${m.shard.index} of ${m.shard.count}: the index must be below the count` });
+  const sizeOf = new Map(m.buckets.map((b) => [b.index, b.sizeBytes]));
+  const names = new Set<string>();
+  (m.tensors ?? []).forEach((t, i) => {
+    const size = sizeOf.get(t.bucket);
+    if (size === undefined)
+      problems.push({ path: ['tensors', i, 'bucket'], message: `tensor ${t.name}: bucket ${t.bucket} does not exist (${m.buckets.length} buckets)` });
+    else if (t.offset + tensorBytes(t) > size)
+      problems.push({
+        path: ['tensors', i, 'offset'],
+        message: `tensor ${t.name}: bytes ${t.offset}..${t.offset + tensorBytes(t)} lie outside bucket ${t.bucket} of ${size} bytes`,
+      });
+    if (names.has(t.name)) problems.push({ path: ['tensors', i, 'name'], message: `tensor ${t.name} appears twice in the publication` });
+    names.add(t.name);
+  });
+  return problems;
+}
+
 export const WeightVersionPublished = event(
   'WeightVersionPublished',
   Topics.weights,
-  'The trainer published a weight version as a manifest of ordered buckets (paper §5.2.1).',
-  z.object({
-    version: Version,
-    step: Step,
-    buckets: z.array(z.object({ index: z.int().nonnegative(), sizeBytes: z.int().nonnegative(), checksum: z.string().min(1) })),
-    totalBytes: z.int().nonnegative(),
-    /**
-     * Trainer ranks serving it: `address` is the rank agent's UCX weight server (`host:port`). Where
-     * the version lies in its memory (the region's address and remote key) is not here: a weight server
-     * tells it only to a puller the registry assigned (README "Reconnect").
-     */
-    sources: z.array(z.object({ instanceId: InstanceId, address: z.string().min(1) })),
-  }),
+  'A trainer rank published its shard of a weight version: ordered buckets and, optionally, the named tensors in them (paper §5.2.1).',
+  z
+    .object({
+      version: Version,
+      step: Step,
+      buckets: z.array(z.object({ index: z.int().nonnegative(), sizeBytes: z.int().nonnegative(), checksum: z.string().min(1) })),
+      totalBytes: z.int().nonnegative(),
+      /**
+       * Trainer ranks serving it: `address` is the rank agent's UCX weight server (`host:port`). Where
+       * the version lies in its memory (the region's address and remote key) is not here: a weight server
+       * tells it only to a puller the registry assigned (README "Reconnect").
+       */
+      sources: z.array(z.object({ instanceId: InstanceId, address: z.string().min(1) })),
+      /** The named tensors in this publication's buckets; absent: opaque bytes (the engine knows the layout). */
+      tensors: z.array(WeightTensor).optional(),
+      /**
+       * Which shard of the version this publication is: a version is whole once every one of `count`
+       * shards is (each publisher lays out and serves its own buckets). Absent: the only one (SINGLE_SHARD).
+       */
+      shard: WeightShardRef.optional(),
+    })
+    .superRefine((m, ctx) => {
+      for (const p of manifestProblems(m)) ctx.addIssue({ code: 'custom', path: p.path, message: p.message });
+    }),
 );
 
 /** Where weight bytes lie: host memory, or device memory (CUDA). */
 const MemoryKind = z.enum(['host', 'cuda', 'cuda-managed']);
 
-const Pull = { pullId: z.string().min(1), version: Version, bucketIndex: z.int().nonnegative(), pullerId: InstanceId, sourceId: InstanceId };
+/** `shard`: which publication's buckets `bucketIndex` counts in; absent means 0 (a version of one shard). */
+const Pull = {
+  pullId: z.string().min(1),
+  version: Version,
+  shard: z.int().nonnegative().optional(),
+  bucketIndex: z.int().nonnegative(),
+  pullerId: InstanceId,
+  sourceId: InstanceId,
+};
 
 export const WeightPullAssigned = event(
   'WeightPullAssigned',
   Topics.weights,
-  'A puller is to fetch one bucket from one source; a source serves a bucket to one puller at a time.',
+  'A puller is to fetch one bucket of one shard from one source; a source serves a bucket to one puller at a time.',
   z.object({
     ...Pull,
     sourceAddress: z.string().min(1).describe("the source's UCX weight server, host:port"),

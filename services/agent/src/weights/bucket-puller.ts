@@ -22,6 +22,8 @@ export interface PullLimits {
 
 export interface BucketPull {
   version: number;
+  /** Which publication's buckets `bucketIndex` counts in (0 for a version of one shard). */
+  shard: number;
   bucketIndex: number;
   checksum: string;
   sourceAddress: string;
@@ -59,7 +61,7 @@ export async function pullBucket(links: SourceLinks, into: BucketPlace, pull: Bu
   const { offset, sizeBytes, region } = into;
   let transfer: PullTransfer;
   try {
-    const { ep, remote, memoryType } = await links.regionOf(pull.sourceAddress, pull.version, pull.bucketIndex, limits.catalogWaitMs, {
+    const { ep, remote, memoryType } = await links.regionOf(pull.sourceAddress, pull.version, pull.shard, pull.bucketIndex, limits.catalogWaitMs, {
       pullId: pull.pullId,
       pullerId: pull.pullerId,
       token: pull.token,

@@ -1,8 +1,9 @@
 import { Logger } from '@nestjs/common';
 import { EndpointClosedError, Endpoint, MemoryType, RemoteKey, RemoteRegion, UcxWorker } from '@robustrl/ucx';
-import { Catalog, CATALOG_MAX_BYTES, CATALOG_REQUEST_TAG, CATALOG_TAG, CatalogEntry, CatalogRequest, Hello, HELLO_TAG } from './weight-server';
+import { describeShard } from './held-copies';
+import { Catalog, CATALOG_MAX_BYTES, CATALOG_REQUEST_TAG, CATALOG_TAG, CatalogEntry, CatalogRequest, Hello, HELLO_TAG, offerKey } from './weight-server';
 
-/** Where a source holds one bucket of a version, usable for GETs: the endpoint, and the bucket's span with its key unpacked on it. */
+/** Where a source holds one bucket of a version's shard, usable for GETs: the endpoint, and the bucket's span with its key unpacked on it. */
 export interface SourceRegion {
   ep: Endpoint;
   remote: RemoteRegion;
@@ -28,10 +29,10 @@ export class SourceLinks {
   private readonly logger = new Logger('source-links');
   private readonly endpoints = new Map<string, Promise<Endpoint>>();
   private readonly catalogs = new Map<string, Catalog>();
-  /** Per source address: the nonce of its hello on our connection, the versions asked for, the refusals. */
+  /** Per source address: the nonce of its hello on our connection, the shards (`offerKey`) asked for, the refusals. */
   private readonly hellos = new Map<string, string>();
-  private readonly requested = new Map<string, Set<number>>();
-  private readonly refusals = new Map<string, Map<number, string>>();
+  private readonly requested = new Map<string, Set<string>>();
+  private readonly refusals = new Map<string, Map<string, string>>();
   private readonly waiters = new Set<() => void>();
   private readonly rkeys = new WeakMap<Endpoint, Map<string, RemoteKey>>();
   private closed = false;
@@ -80,30 +81,32 @@ export class SourceLinks {
   }
 
   /**
-   * Where bucket `bucketIndex` of `version` lies on the source at `address`, asked of the source for the
-   * assigned pull `pull` (with its grant's token, identity on) and taken from the catalog entry it
-   * grants, waiting up to `waitMs` for its hello and its answer. Once granted on a connection, a
-   * version's entry serves every later pull from that source on it.
+   * Where bucket `bucketIndex` of shard `shard` of `version` lies on the source at `address`, asked of
+   * the source for the assigned pull `pull` (with its grant's token, identity on) and taken from the
+   * catalog entry it grants, waiting up to `waitMs` for its hello and its answer. Once granted on a
+   * connection, a shard's entry serves every later pull of it from that source on it.
    */
-  async regionOf(address: string, version: number, bucketIndex: number, waitMs: number, pull: PullCredentials): Promise<SourceRegion> {
+  async regionOf(address: string, version: number, shard: number, bucketIndex: number, waitMs: number, pull: PullCredentials): Promise<SourceRegion> {
     const ep = await this.endpointTo(address);
     const deadline = Date.now() + waitMs;
+    const key = offerKey(version, shard);
+    const what = describeShard(version, shard);
     let d: CatalogEntry | undefined;
     for (;;) {
-      d = this.catalogs.get(address)?.entries.find((e) => e.version === version);
+      d = this.catalogs.get(address)?.entries.find((e) => e.version === version && (e.shard ?? 0) === shard);
       if (d) break;
-      const refused = this.refusals.get(address)?.get(version);
-      if (refused) throw new SourceNotServingError(`${address} refused its region of version ${version}: ${refused}`);
-      this.ask(ep, address, version, pull);
+      const refused = this.refusals.get(address)?.get(key);
+      if (refused) throw new SourceNotServingError(`${address} refused its region of ${what}: ${refused}`);
+      this.ask(ep, address, version, shard, pull);
       if (this.closed) throw new EndpointClosedError('agent is shutting down');
       if (ep.state !== 'open') throw new EndpointClosedError(`link to ${address} ${ep.state}`);
       const left = deadline - Date.now();
-      if (left <= 0) throw new SourceNotServingError(`${address} does not serve version ${version} (no catalog entry within ${waitMs} ms)`);
+      if (left <= 0) throw new SourceNotServingError(`${address} does not serve ${what} (no catalog entry within ${waitMs} ms)`);
       await this.nextCatalog(Math.min(left, 250));
     }
     const bucket = d.buckets.find((b) => b.index === bucketIndex);
     const packed = bucket ? d.rkeys[bucket.rkey] : undefined;
-    if (!bucket || packed === undefined) throw new SourceNotServingError(`${address} serves version ${version} without its bucket ${bucketIndex}`);
+    if (!bucket || packed === undefined) throw new SourceNotServingError(`${address} serves ${what} without its bucket ${bucketIndex}`);
     // One unpacked key per packed key and endpoint: a /dev/shm version's buckets share one.
     let keys = this.rkeys.get(ep);
     if (!keys) this.rkeys.set(ep, (keys = new Map()));
@@ -124,17 +127,25 @@ export class SourceLinks {
     });
   }
 
-  /** Asks the source for a version's region once per connection, as soon as its hello (the nonce) is there. */
-  private ask(ep: Endpoint, address: string, version: number, pull: PullCredentials): void {
+  /** Asks the source for a shard's region once per connection, as soon as its hello (the nonce) is there. */
+  private ask(ep: Endpoint, address: string, version: number, shard: number, pull: PullCredentials): void {
     const nonce = this.hellos.get(address);
     if (!nonce) return;
     let asked = this.requested.get(address);
     if (!asked) this.requested.set(address, (asked = new Set()));
-    if (asked.has(version)) return;
-    asked.add(version);
-    const request: CatalogRequest = { nonce, pullId: pull.pullId, pullerId: pull.pullerId, version, ...(pull.token ? { token: pull.token } : {}) };
+    const key = offerKey(version, shard);
+    if (asked.has(key)) return;
+    asked.add(key);
+    const request: CatalogRequest = {
+      nonce,
+      pullId: pull.pullId,
+      pullerId: pull.pullerId,
+      version,
+      ...(shard !== 0 ? { shard } : {}),
+      ...(pull.token ? { token: pull.token } : {}),
+    };
     ep.sendTag(CATALOG_REQUEST_TAG, Buffer.from(JSON.stringify(request)), { timeoutMs: 10_000 }).catch((err: unknown) => {
-      asked.delete(version);
+      asked.delete(key);
       this.logger.warn(`catalog request to ${address} not delivered: ${err instanceof Error ? err.message : String(err)}`);
     });
   }
@@ -165,7 +176,7 @@ export class SourceLinks {
           if (catalog.refused) {
             let refused = this.refusals.get(catalog.from);
             if (!refused) this.refusals.set(catalog.from, (refused = new Map()));
-            refused.set(catalog.refused.version, catalog.refused.reason);
+            refused.set(offerKey(catalog.refused.version, catalog.refused.shard), catalog.refused.reason);
           } else this.catalogs.set(catalog.from, catalog);
         }
         for (const w of [...this.waiters]) w();

@@ -10,12 +10,14 @@ const CATALOG_MAX_BYTES = 1 << 20;
 const REQUEST_MAX_BYTES = 4 * 1024;
 
 /**
- * Where a server holds one version: for each bucket, its address, length and memory, and which of the
- * entry's packed keys reaches it. A version from `/dev/shm` is one region (every bucket names the same
- * key, at its offset in the layout); a version in device memory is one region per bucket (CUDA IPC).
+ * Where a server holds one shard of a version: for each bucket, its address, length and memory, and
+ * which of the entry's packed keys reaches it. A shard from `/dev/shm` is one region (every bucket names
+ * the same key, at its offset in the layout); a shard in device memory is one region per bucket (CUDA IPC).
  */
 export interface CatalogEntry {
   version: number;
+  /** Absent for shard 0 (a version of one shard reads as it always did). */
+  shard?: number;
   /** The packed remote keys of the version's regions (base64), once each. */
   rkeys: string[];
   buckets: CatalogBucket[];
@@ -40,29 +42,36 @@ export interface Catalog {
   from: string;
   entries: CatalogEntry[];
   /** A request the server turned down, and why (the puller fails that pull at once, naming it). */
-  refused?: { version: number; reason: string };
+  refused?: { version: number; shard?: number; reason: string };
 }
 /** Sent on each accepted connection: the nonce its requests must carry, so an answer goes back on that connection only. */
 export interface Hello {
   from: string;
   nonce: string;
 }
-/** What a puller asks for: the region of one version, for one pull the registry assigned (with identity on, its grant's token). */
+/**
+ * What a puller asks for: the region of one shard of a version (absent: shard 0), for one pull the
+ * registry assigned (with identity on, its grant's token).
+ */
 export interface CatalogRequest {
   nonce: string;
   pullId: string;
   pullerId: string;
   version: number;
+  shard?: number;
   token?: string;
 }
 
 /**
- * Who may have a version's region: a pull the registry assigned to this source, for that puller and
- * version (weight-plane.ts keeps the assignments the weights topic carried). Null when granted, else why not.
+ * Who may have a shard's region: a pull the registry assigned to this source, for that puller, version
+ * and shard (serving-grants.ts keeps the assignments the weights topic carried). Null when granted, else why not.
  */
 export type CatalogGrants = (request: Omit<CatalogRequest, 'nonce'>) => Promise<string | null>;
 
-export function catalogEntry(version: number, places: readonly BucketPlace[]): CatalogEntry {
+/** A served shard: the catalog's key for it. */
+export const offerKey = (version: number, shard = 0) => `${version}/${shard}`;
+
+export function catalogEntry(version: number, shard: number, places: readonly BucketPlace[]): CatalogEntry {
   const rkeys: string[] = [];
   const keyOf = new Map<MemoryRegion, number>();
   const buckets = places.map((p) => {
@@ -79,7 +88,7 @@ export function catalogEntry(version: number, places: readonly BucketPlace[]): C
       memoryType: p.region.memoryType,
     };
   });
-  return { version, rkeys, buckets };
+  return { version, ...(shard !== 0 ? { shard } : {}), rkeys, buckets };
 }
 
 /**
@@ -87,17 +96,18 @@ export function catalogEntry(version: number, places: readonly BucketPlace[]): C
  * the server's CPU does nothing per transfer.
  *
  * A region's address and remote key are a capability to read this machine's memory, so they go only
- * to pullers the registry assigned (issue 15): a connection gets a hello with a nonce of its own; a
- * request carrying that nonce and naming an assigned pull (id, puller, version) is answered, on that
- * connection only, with that version's entry — once this machine serves it (a relay serves from its
+ * to pullers the registry assigned: a connection gets a hello with a nonce of its own; a request
+ * carrying that nonce and naming an assigned pull (id, puller, version, shard) is answered, on that
+ * connection only, with that shard's entry — once this machine serves it (a relay serves from its
  * first pulled bucket on: the registry only assigns buckets the source holds). The entries a connection
  * was granted are sent again whenever they change. Nothing is sent to a connection that asks for nothing.
+ * A machine serves every shard it holds (its trainer ranks' publications, a relay's pulled shards).
  */
 export class WeightServer {
   private readonly logger = new Logger('weight-server');
-  /** Open connections by their hello's nonce, and the versions each was granted. */
-  private readonly connections = new Map<string, { ep: Endpoint; granted: Set<number> }>();
-  private readonly offered = new Map<number, CatalogEntry>();
+  /** Open connections by their hello's nonce, and the shards (`offerKey`) each was granted. */
+  private readonly connections = new Map<string, { ep: Endpoint; granted: Set<string> }>();
+  private readonly offered = new Map<string, CatalogEntry>();
   private listener?: Listener;
   private closed = false;
   advertisedAddress = '';
@@ -114,22 +124,22 @@ export class WeightServer {
     return this.advertisedAddress;
   }
 
-  /** Serve `version` from where its buckets lie (replacing an earlier offer of it) and tell the pullers granted it. */
-  offer(version: number, places: readonly BucketPlace[]): CatalogEntry {
-    const entry = catalogEntry(version, places);
-    this.offered.set(version, entry);
+  /** Serve a shard of `version` from where its buckets lie (replacing an earlier offer of it) and tell the pullers granted it. */
+  offer(version: number, shard: number, places: readonly BucketPlace[]): CatalogEntry {
+    const entry = catalogEntry(version, shard, places);
+    this.offered.set(offerKey(version, shard), entry);
     this.broadcast();
     return entry;
   }
 
   /**
-   * Stop serving versions. Pullers may hold the old remote key and be mid-GET, so with `disconnect`
+   * Stop serving shards. Pullers may hold the old remote key and be mid-GET, so with `disconnect`
    * every endpoint is closed first (their GETs fail at once, they report the source lost); the caller
    * unmaps the memory only after that (never while a remote GET could still read it).
    */
-  async withdraw(versions: number[], opts: { disconnect: boolean }): Promise<void> {
+  async withdraw(shards: ReadonlyArray<{ version: number; shard: number }>, opts: { disconnect: boolean }): Promise<void> {
     let changed = false;
-    for (const v of versions) changed = this.offered.delete(v) || changed;
+    for (const s of shards) changed = this.offered.delete(offerKey(s.version, s.shard)) || changed;
     if (!changed) return;
     if (opts.disconnect) {
       const eps = [...this.connections.values()].map((c) => c.ep);
@@ -165,6 +175,7 @@ export class WeightServer {
           typeof request.pullId !== 'string' ||
           typeof request.pullerId !== 'string' ||
           !Number.isInteger(request.version) ||
+          (request.shard !== undefined && !(Number.isInteger(request.shard) && request.shard >= 0)) ||
           (request.token !== undefined && typeof request.token !== 'string')
         )
           throw new Error('malformed catalog request');
@@ -185,9 +196,10 @@ export class WeightServer {
     const refusal = await this.grants(asked);
     if (refusal !== null) {
       this.logger.warn(`catalog refused to ${request.pullerId} for pull ${request.pullId}: ${refusal}`);
-      return this.send(nonce, CATALOG_TAG, { from: this.advertisedAddress, entries: [], refused: { version: request.version, reason: refusal } });
+      const shard = request.shard ? { shard: request.shard } : {};
+      return this.send(nonce, CATALOG_TAG, { from: this.advertisedAddress, entries: [], refused: { version: request.version, ...shard, reason: refusal } });
     }
-    connection.granted.add(request.version);
+    connection.granted.add(offerKey(request.version, request.shard));
     this.sendGranted(nonce);
   }
 
@@ -198,7 +210,7 @@ export class WeightServer {
   private sendGranted(nonce: string): void {
     const c = this.connections.get(nonce);
     if (!c) return;
-    const entries = [...this.offered.values()].filter((e) => c.granted.has(e.version));
+    const entries = [...this.offered.values()].filter((e) => c.granted.has(offerKey(e.version, e.shard)));
     this.send(nonce, CATALOG_TAG, { from: this.advertisedAddress, entries });
   }
 
