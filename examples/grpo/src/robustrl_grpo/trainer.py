@@ -1,0 +1,129 @@
+"""One trainer rank of the GRPO job (``torchrun`` starts one per process; ranks meet over gloo).
+
+Per step ``s``: take step ``s``'s batch, compute group-relative advantages over the whole batch, train
+on this rank's share (DDP averages the gradients), save a distributed checkpoint, and publish weight
+version ``s`` (each rank its shard of named tensors). A rank that starts where complete checkpoints
+exist resumes from the newest: model *and* optimizer state, checked by digest in the ledger, and
+publishes that version again (the engines may never have received it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from datetime import timedelta
+from typing import Dict, List, Optional, Protocol
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+from . import checkpoint
+from .config import JobConfig
+from .engine import EngineSampler
+from .grpo import Sample, group_advantages, grpo_loss, pack, token_logprobs
+from .kept_batches import KeptBatches
+from .ledger import Ledger
+from .model import load_model, load_tokenizer
+from .publish import EnginePublisher, ShardWriter
+from .rollouts import greedy_pass_rate, sample_batch
+
+__all__ = ["BatchSource", "EngineBatches", "train_step", "batch_digest", "run_trainer"]
+
+MAX_GRAD_NORM = 1.0
+
+
+class BatchSource(Protocol):
+    def batch(self, step: int) -> List[Sample]: ...
+
+
+class EngineBatches:
+    """The local job's batches: rank 0 samples the step from the engine (holding version ``s-1``) and
+    sends every rank the same samples."""
+
+    def __init__(self, cfg: JobConfig, sampler: EngineSampler, tokenizer, rank: int) -> None:
+        self.cfg, self.sampler, self.tokenizer, self.rank = cfg, sampler, tokenizer, rank
+
+    def batch(self, step: int) -> List[Sample]:
+        box: List[Optional[List[Sample]]] = [sample_batch(self.cfg, step, self.sampler, self.tokenizer) if self.rank == 0 else None]
+        dist.broadcast_object_list(box, src=0)
+        assert box[0] is not None
+        return box[0]
+
+
+def batch_digest(samples: List[Sample]) -> str:
+    h = hashlib.sha256()
+    for s in sorted(samples, key=lambda s: s.id):
+        h.update(json.dumps([s.id, list(s.prompt_ids), list(s.response_ids), s.reward]).encode())
+    return h.hexdigest()
+
+
+def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples: List[Sample], rank: int, world: int, pad_id: int, clip_eps: float) -> Dict[str, float]:
+    """One optimizer step on this rank's share of ``samples`` (every rank is given the whole batch)."""
+    rewards = torch.tensor([s.reward for s in samples], dtype=torch.float32)
+    advantages = group_advantages(rewards, [s.group for s in samples])
+    mine = [i for i in range(len(samples)) if i % world == rank]
+    token_total = float(sum(sum(s.loss_mask) if s.loss_mask is not None else len(s.response_ids) for s in samples))
+    batch = pack([samples[i] for i in mine], pad_id, advantages[mine])
+    logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
+    loss = grpo_loss(token_logprobs(logits, batch.input_ids), batch, clip_eps, token_total)
+    optimizer.zero_grad(set_to_none=True)
+    # DDP averages gradients over ranks; each rank's loss is its tokens' share of the batch's token
+    # mean, so scaling by the world size makes the averaged gradient the whole batch's.
+    (loss * world).backward()
+    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
+    optimizer.step()
+    return {"loss": float(loss.item()), "gradNorm": float(grad_norm), "reward": float(rewards.mean()), "samples": float(len(mine))}
+
+
+def run_trainer(cfg: JobConfig) -> None:
+    rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    if not cfg.state_dir or not cfg.model_dir or not cfg.engine_url:
+        raise SystemExit("trainer: --state-dir, --model-dir and --engine-url are required")
+    dist.init_process_group("gloo", timeout=timedelta(seconds=600))
+    torch.manual_seed(cfg.seed)
+    ledger = Ledger(cfg.state_dir)
+    tokenizer = load_tokenizer(cfg.model_dir)
+    model = load_model(cfg.model_dir)
+    model.train()
+    ddp = DistributedDataParallel(model)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
+
+    start = checkpoint.latest_complete(cfg.state_dir) or 0
+    if start:
+        checkpoint.load(cfg.state_dir, start, model, optimizer)
+        ledger.append("resumed", rank=rank, step=start, digest=checkpoint.state_digest(model, optimizer))
+    sampler = EngineSampler(cfg.engine_url)
+    publisher = EnginePublisher(ShardWriter(model, rank, world, cfg.bucket_bytes, cfg.state_dir), cfg.engine_url)
+    loaded = publisher.publish(start, start)
+    if rank == 0:
+        ledger.append("published", version=start, step=start, shards=world, load=loaded)
+        if start == 0:
+            ledger.append("eval", step=0, version=0, passRate=greedy_pass_rate(cfg, sampler, tokenizer))
+    batches: BatchSource = (
+        EngineBatches(cfg, sampler, tokenizer, rank)
+        if cfg.batches == "engine"
+        else KeptBatches(cfg, cfg.job_id, cfg.request_manager_url, os.environ.get("ROBUSTRL_GRPO_TOKEN") or None)
+    )
+
+    for step in range(start + 1, cfg.steps + 1):
+        began = time.monotonic()
+        samples = batches.batch(step)
+        stats = train_step(ddp, optimizer, samples, rank, world, tokenizer.pad_token_id, cfg.clip_eps)
+        ledger.append("trained", rank=rank, step=step, batch=batch_digest(samples), sampleIds=sorted(s.id for s in samples), **stats)
+        checkpoint.save(cfg.state_dir, step, model, optimizer)
+        if rank == 0:
+            ledger.append("checkpoint", step=step, digest=checkpoint.state_digest(model, optimizer))
+        loaded = publisher.publish(step, step)
+        if rank == 0:
+            ledger.append("published", version=step, step=step, shards=world, load=loaded)
+            line = f"step {step}/{cfg.steps}: reward {stats['reward']:.3f}, loss {stats['loss']:+.4f}"
+            if step % cfg.eval_every == 0 or step == cfg.steps:
+                rate = greedy_pass_rate(cfg, sampler, tokenizer)
+                ledger.append("eval", step=step, version=step, passRate=rate)
+                line += f", greedy pass rate {rate:.2f}"
+            print(f"{line} ({time.monotonic() - began:.1f} s)", flush=True)
+    dist.barrier()
+    dist.destroy_process_group()
