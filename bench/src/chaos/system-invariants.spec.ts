@@ -45,6 +45,8 @@ function trajectory(step: number, k: number, version = Math.max(0, step - 2)): T
     minWeightVersion: version,
     maxWeightVersion: version,
     weightVersions: [version],
+    reward: null,
+    metadata: null,
     createdAt: '2026-11-23T00:00:00.000Z',
     updatedAt: '2026-11-23T00:00:00.000Z',
     completedAt: '2026-11-23T00:00:00.000Z',

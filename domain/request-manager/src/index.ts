@@ -1,1 +1,2 @@
 export * from './staleness-policy';
+export * from './training-sample';

@@ -83,6 +83,12 @@ describe('trajectories HTTP API', () => {
     expect((await call('POST', '/trajectories/nope/turns', t)).status).toBe(404);
     expect((await call('POST', '/trajectories/nope/status', { status: 'aborted' })).status).toBe(404);
     expect((await call('POST', '/trajectories/h1/status', { status: 'in-flight' })).status).toBe(409);
+    const outcomeOnAbort = await call('POST', '/trajectories/h2/status', { status: 'aborted', outcome: { reward: 1 } });
+    expect(outcomeOnAbort.status).toBe(400);
+    expect(JSON.stringify(outcomeOnAbort.body)).toMatch(/outcome.*only a completed trajectory has an outcome/);
+    const badReward = await call('POST', '/trajectories/h2/status', { status: 'completed', outcome: { reward: 'high', metadata: [1] } });
+    expect(badReward.status).toBe(400);
+    expect(badReward.body.issues.map((i: any) => i.path)).toEqual(['outcome.reward', 'outcome.metadata']);
     const { trajectoryId: _u, ...late } = turn('h1', 2);
     expect((await call('POST', '/trajectories/h1/turns', late)).body).toMatchObject({ results: [{ turnId: 'h1/2', outcome: 'closed' }] });
   });

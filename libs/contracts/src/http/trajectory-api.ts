@@ -59,6 +59,12 @@ export const TokenSpan = z
     context: SpanContext,
     /** With context `text`: the tokens the engine prefilled again to continue (its prompt's size, when it says). */
     prefillTokens: Count.optional(),
+    /**
+     * The ids the engine conditioned the turn on (its tokenisation of the prompt, or the token prompt it
+     * was given), on a turn's first span when the engine reports them: with the sampled ids, what a
+     * policy-gradient trainer needs without tokenising anything again (README "Tokens in, tokens out").
+     */
+    promptTokenIds: z.array(Count).max(1_000_000).optional(),
   })
   .refine((s) => s.logprobs.length === s.tokenIds.length, { message: 'logprobs must have one entry per token id' });
 export type TokenSpan = z.infer<typeof TokenSpan>;
@@ -92,13 +98,27 @@ export const Continuation = z.object({
 });
 export type Continuation = z.infer<typeof Continuation>;
 
-export const StatusChange = z.object({
-  status: TrajectoryStatus,
-  /** New owner, e.g. the living rollout a reassigned trajectory continues on. */
-  rolloutId: Id.nullable().optional(),
-  /** For `reassigned` (or back to `in-flight`): keep the generated turns or restart from the prompt. */
-  continuation: Continuation.optional(),
+/** A JSON object of at most 64 KiB: what a job says about a trajectory (task id, verifier's verdict...). */
+const Metadata = z.record(z.string(), JsonValue).refine((m) => JSON.stringify(m).length <= 65_536, { message: 'at most 64 KiB of JSON' });
+
+/** What the environment scored a completed trajectory (its verifier), and what the job keeps with it. */
+export const TrajectoryOutcome = z.object({
+  reward: z.number().refine(Number.isFinite, { message: 'a finite number' }),
+  metadata: Metadata.optional(),
 });
+export type TrajectoryOutcome = z.infer<typeof TrajectoryOutcome>;
+
+export const StatusChange = z
+  .object({
+    status: TrajectoryStatus,
+    /** New owner, e.g. the living rollout a reassigned trajectory continues on. */
+    rolloutId: Id.nullable().optional(),
+    /** For `reassigned` (or back to `in-flight`): keep the generated turns or restart from the prompt. */
+    continuation: Continuation.optional(),
+    /** With `completed`: the trajectory's reward and metadata, stored with it and handed to the trainer. */
+    outcome: TrajectoryOutcome.optional(),
+  })
+  .refine((c) => c.outcome === undefined || c.status === 'completed', { message: 'only a completed trajectory has an outcome', path: ['outcome'] });
 export type StatusChange = z.infer<typeof StatusChange>;
 
 // ---- Request bodies as sent: one item alone, or the batch form (`{ trajectories }` / `{ turns }`). ----
@@ -170,6 +190,9 @@ export const TrajectorySummary = z.object({
   maxWeightVersion: Count.nullable(),
   /** Every weight version a turn of this attempt was tagged with, ascending. */
   weightVersions: z.array(Count),
+  /** The outcome it completed with (null: none given, or not completed). */
+  reward: z.number().nullable(),
+  metadata: JsonValue.nullable(),
   createdAt: Timestamp,
   updatedAt: Timestamp,
   completedAt: Timestamp.nullable(),
@@ -238,9 +261,37 @@ export type BatchProgress = z.infer<typeof BatchProgress>;
 export const BatchProgressResponse = BatchProgress.extend({ jobId: Id, batchId: Id });
 export type BatchProgressResponse = z.infer<typeof BatchProgressResponse>;
 
+/**
+ * One trajectory as a policy-gradient trainer takes it (README "Tokens in, tokens out"): the prompt's
+ * ids, then every token after it — sampled by the policy (`lossMask` 1, with its log-prob and the weight
+ * version that sampled it) or given by the environment between turns (tool results, 0, nulls).
+ */
+export const TrainingSample = z.object({
+  promptTokenIds: z.array(Count),
+  responseTokenIds: z.array(Count),
+  logprobs: z.array(z.number().nullable()),
+  lossMask: z.array(z.union([z.literal(0), z.literal(1)])),
+  /** The weight version that sampled each response token (null for the environment's tokens). */
+  versions: z.array(Count.nullable()),
+  reward: z.number().nullable(),
+  metadata: JsonValue.nullable(),
+  /**
+   * False when a continuation re-tokenised text (context `text`): the ids are still what was sampled,
+   * but the log-probs after the failover were conditioned on another tokenisation of the prefix.
+   */
+  exact: z.boolean(),
+});
+export type TrainingSample = z.infer<typeof TrainingSample>;
+
+/** A completed trajectory's sample, or why none can be built from what was stored. */
+export const BatchSample = z.object({ trajectoryId: Id, sample: TrainingSample.nullable(), reason: z.string().nullable() });
+export type BatchSample = z.infer<typeof BatchSample>;
+
 export const CompletedBatch = z.object({
   /** The completed trajectories within the staleness bound, with their turns, by prompt and sample. */
   trajectories: z.array(TrajectoryWithTurns),
+  /** The same trajectories (same order) as training samples: prompt and response ids, log-probs, loss mask, reward. */
+  samples: z.array(BatchSample),
   /** Completed but beyond the bound (not returned with turns). */
   stale: z.array(z.object({ trajectoryId: Id, staleness: Count })),
 });

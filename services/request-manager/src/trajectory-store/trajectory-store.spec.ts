@@ -164,6 +164,44 @@ describe('TrajectoryStore (PGlite)', () => {
     expect(await trajectories.batchProgress('job-1', 'batch-0')).toEqual({ 'in-flight': 1, completed: 2, reassigned: 0, aborted: 0, total: 3 });
   });
 
+  it('keeps the outcome a trajectory completed with and hands the trainer its training sample', async () => {
+    await trajectories.startTrajectories([trajectory('scored', { promptId: 'p1' }), trajectory('text-only', { promptId: 'p2' })]);
+    const spans = [
+      { rolloutId: 'r0', weightVersion: 4, tokenIds: [7, 8, 2], logprobs: [-0.5, -0.25, 0], sampled: 3, context: 'prompt' as const, promptTokenIds: [1, 2, 3] },
+    ];
+    await trajectories.appendTurns([
+      turn('scored', 0, { weightVersion: 4, kind: 'model-output', tokens: 3, spans }),
+      turn('text-only', 0, { weightVersion: 4, kind: 'model-output' }),
+    ]);
+    await trajectories.setStatus('scored', { status: 'completed', outcome: { reward: 1, metadata: { problem: '3+4', answer: '7\u0000' } } });
+    // A repeated completion changes nothing: the first outcome stays.
+    expect((await trajectories.setStatus('scored', { status: 'completed', outcome: { reward: 0 } })).changed).toBe(false);
+    await trajectories.setStatus('text-only', { status: 'completed' });
+
+    const batch = await trajectories.completedOfBatch('job-1', 'batch-0', { currentWeightVersion: 4, acceptance: { maxStaleness: 1 } });
+    expect(batch.trajectories.map((t) => [t.trajectoryId, t.reward, t.metadata])).toEqual([
+      ['scored', 1, { problem: '3+4', answer: '7\u0000' }],
+      ['text-only', null, null],
+    ]);
+    expect(batch.samples).toEqual([
+      {
+        trajectoryId: 'scored',
+        reason: null,
+        sample: {
+          promptTokenIds: [1, 2, 3],
+          responseTokenIds: [7, 8, 2],
+          logprobs: [-0.5, -0.25, 0],
+          lossMask: [1, 1, 1],
+          versions: [4, 4, 4],
+          reward: 1,
+          metadata: { problem: '3+4', answer: '7\u0000' },
+          exact: true,
+        },
+      },
+      { trajectoryId: 'text-only', sample: null, reason: expect.stringMatching(/no token ids/) },
+    ]);
+  });
+
   it('prunes completed and aborted trajectories outside the retention window, never in-flight ones', async () => {
     for (let step = 0; step < 4; step++) {
       await trajectories.startTrajectories([

@@ -18,17 +18,16 @@ import {
   StatusChange,
   StatusResult,
   StoredTurn,
-  TokenSpan,
   TrajectoryPrefix,
   TrajectoryStatus,
   TrajectorySummary,
   TrajectoryWithTurns,
   TurnInput,
-  TurnKind,
 } from '@robustrl/contracts';
 import { EventStore } from '@robustrl/store';
-import { decodeNul, encodeNul } from './jsonb-nul';
-import { AcceptanceBound, decideContinuation, isAcceptable, staleness } from '@robustrl/request-manager-domain';
+import { encodeNul } from './jsonb-nul';
+import { AcceptanceBound, decideContinuation, isAcceptable, staleness, trainingSample } from '@robustrl/request-manager-domain';
+import { toStoredTurn, toSummary, TRAJECTORY_COLUMNS, TrajectoryRow, trajectoryRef, TURN_COLUMNS, TurnRow } from './trajectory-rows';
 
 /** Durable append outcomes (the store's answers are the HTTP contract's shapes: libs/contracts http/trajectory-api.ts). */
 export const DURABLE_OUTCOMES: ReadonlySet<AppendOutcome> = new Set(['new', 'duplicate']);
@@ -63,44 +62,6 @@ const TRANSITIONS: Record<TrajectoryStatus, readonly TrajectoryStatus[]> = {
   completed: [],
   aborted: [],
 };
-
-interface TrajectoryRow {
-  trajectory_id: string;
-  job_id: string;
-  batch_id: string;
-  step: number;
-  prompt_id: string;
-  sample_index: number;
-  prompt: unknown;
-  owner_rollout_id: string | null;
-  status: TrajectoryStatus;
-  attempt: number;
-  last_turn_index: number;
-  min_weight_version: number | null;
-  max_weight_version: number | null;
-  weight_versions: number[] | string;
-  created_at: Date | string;
-  updated_at: Date | string;
-  completed_at: Date | string | null;
-}
-
-interface TurnRow {
-  trajectory_id: string;
-  turn_id: string;
-  turn_index: number;
-  kind: TurnKind;
-  content: unknown;
-  rollout_id: string | null;
-  weight_version: number;
-  tokens: number;
-  spans: TokenSpan[] | null;
-  created_at: Date | string;
-}
-
-const TRAJECTORY_COLUMNS = `t.trajectory_id, t.job_id, t.batch_id, t.step, t.prompt_id, t.sample_index, t.prompt, t.owner_rollout_id,
-  t.status, t.attempt, t.last_turn_index, t.min_weight_version, t.max_weight_version, t.weight_versions, t.created_at, t.updated_at,
-  t.completed_at`;
-const TURN_COLUMNS = `u.trajectory_id, u.turn_id, u.turn_index, u.kind, u.content, u.rollout_id, u.weight_version, u.tokens, u.spans, u.created_at`;
 
 /**
  * One statement appends a whole batch of turns and keeps each trajectory's summary current:
@@ -359,6 +320,9 @@ export class TrajectoryStore {
       const restart = continuation?.action === 'restart-from-prompt';
       const owner = change.rolloutId === undefined ? current.ownerRolloutId : change.rolloutId;
       const changed = previous !== change.status || owner !== current.ownerRolloutId || restart;
+      // The outcome comes with the completion itself (one call): a repeated completion changes nothing,
+      // so the first outcome given is the one kept.
+      const outcome = previous !== change.status ? (change.outcome ?? null) : null;
       if (!changed) return { result: { trajectory: current, previous, changed: false, continuation }, events: [] };
       // Wrapped in a CTE so both drivers return plain rows (TypeORM returns [rows, count] for a bare UPDATE).
       const rows: TrajectoryRow[] = await m.query(
@@ -369,11 +333,21 @@ export class TrajectoryStore {
                 last_turn_index = CASE WHEN $4 THEN -1 ELSE t.last_turn_index END,
                 min_weight_version = CASE WHEN $4 THEN NULL ELSE t.min_weight_version END,
                 max_weight_version = CASE WHEN $4 THEN NULL ELSE t.max_weight_version END,
-                weight_versions = CASE WHEN $4 THEN '{}' ELSE t.weight_versions END
+                weight_versions = CASE WHEN $4 THEN '{}' ELSE t.weight_versions END,
+                reward = CASE WHEN $5 THEN $6::double precision ELSE t.reward END,
+                metadata = CASE WHEN $5 THEN $7::jsonb ELSE t.metadata END
           WHERE t.trajectory_id = $1
       RETURNING t.*)
          SELECT ${TRAJECTORY_COLUMNS} FROM t`,
-        [trajectoryId, change.status, owner, restart],
+        [
+          trajectoryId,
+          change.status,
+          owner,
+          restart,
+          outcome !== null,
+          outcome?.reward ?? null,
+          outcome?.metadata === undefined ? null : JSON.stringify(encodeNul(outcome.metadata)),
+        ],
       );
       const trajectory = toSummary(rows[0]);
       const events: RobustrlMessage[] = [];
@@ -430,7 +404,9 @@ export class TrajectoryStore {
         m,
         accepted.map((t) => t.trajectoryId),
       );
-      return { trajectories: accepted.map((t) => ({ ...t, turns: turns.get(t.trajectoryId) ?? [] })), stale };
+      const trajectories = accepted.map((t) => ({ ...t, turns: turns.get(t.trajectoryId) ?? [] }));
+      const samples = trajectories.map((t) => ({ trajectoryId: t.trajectoryId, ...trainingSample(t) }));
+      return { trajectories, samples, stale };
     });
   }
 
@@ -500,17 +476,7 @@ export class TrajectoryStore {
     for (const r of rows) {
       let list = byTrajectory.get(r.trajectory_id);
       if (!list) byTrajectory.set(r.trajectory_id, (list = []));
-      list.push({
-        turnId: r.turn_id,
-        turnIndex: r.turn_index,
-        kind: r.kind,
-        content: decodeNul(r.content),
-        rolloutId: r.rollout_id,
-        weightVersion: r.weight_version,
-        tokens: r.tokens,
-        spans: r.spans,
-        createdAt: iso(r.created_at),
-      });
+      list.push(toStoredTurn(r));
     }
     return byTrajectory;
   }
@@ -557,42 +523,4 @@ function classify(r: AppendRow, turn: TurnInput): AppendOutcome {
   if (r.index_taken) return 'index-taken';
   // Not visible before the statement, yet not inserted: a concurrent append of the same turn id committed first.
   return 'duplicate';
-}
-
-function iso(v: Date | string): string {
-  return new Date(v).toISOString();
-}
-
-function toSummary(r: TrajectoryRow): TrajectorySummary {
-  return {
-    trajectoryId: r.trajectory_id,
-    jobId: r.job_id,
-    batchId: r.batch_id,
-    step: r.step,
-    promptId: r.prompt_id,
-    sampleIndex: r.sample_index,
-    prompt: decodeNul(r.prompt),
-    ownerRolloutId: r.owner_rollout_id,
-    status: r.status,
-    attempt: r.attempt,
-    lastTurnIndex: r.last_turn_index,
-    minWeightVersion: r.min_weight_version,
-    maxWeightVersion: r.max_weight_version,
-    weightVersions: parseIntArray(r.weight_versions),
-    createdAt: iso(r.created_at),
-    updatedAt: iso(r.updated_at),
-    completedAt: r.completed_at === null ? null : iso(r.completed_at),
-  };
-}
-
-/** node-pg parses INTEGER[] to number[]; PGlite may hand back the text form '{1,2}'. */
-function parseIntArray(v: number[] | string): number[] {
-  if (Array.isArray(v)) return v.map(Number);
-  const inner = v.replace(/^\{|\}$/g, '');
-  return inner === '' ? [] : inner.split(',').map(Number);
-}
-
-/** What every trajectory event names the trajectory by. */
-function trajectoryRef(t: Pick<TrajectorySummary, 'trajectoryId' | 'batchId' | 'step' | 'promptId' | 'sampleIndex'>) {
-  return { trajectoryId: t.trajectoryId, batchId: t.batchId, step: t.step, promptId: t.promptId, sampleIndex: t.sampleIndex };
 }

@@ -6,8 +6,9 @@ import { errorText, readAll, send, wentSilent } from './http-transport';
 import { endStream, relay, sendError, writeEvent } from './openai-responses';
 import { Answer, RequestContext, WEIGHT_VERSION_HEADER } from './request-context';
 import { adapterFor } from './engines/adapters';
-import { ContinuationPlan, EngineAdapter, EngineCalls } from './engines/engine-adapter';
+import { ContinuationPlan, EngineAdapter, EngineCalls, isIdList } from './engines/engine-adapter';
 import { completionChunkAsChat } from './engines/completion-as-chat';
+import type { VersionSpan } from './engines/vllm-generate';
 import { Api, Json, StreamSplice } from './stream-splice';
 import { ROLLOUT_HEADER } from './trajectory-identity';
 
@@ -52,7 +53,7 @@ export async function attemptOn(
   let plan: ContinuationPlan;
   try {
     const calls = engineCalls(engine, transport, ctx.abort.signal);
-    if (!ctx.stream) plan = { path: ctx.path, body: ctx.body, context: 'tokens', answersAs: ctx.api };
+    if (!ctx.stream) plan = adapter.unary?.(ctx.api, ctx.body) ?? { path: ctx.path, body: ctx.body, context: 'tokens', answersAs: ctx.api };
     else if (splice.started) plan = await adapter.continuation(ctx.api, ctx.body, splice.continuationPrefix(), calls);
     else plan = await adapter.generation(ctx.api, ctx.body, calls);
   } catch (err) {
@@ -60,17 +61,25 @@ export async function attemptOn(
   }
   splice.beginAttempt({ id: engine.id, weightVersion: engine.weightVersion }, splice.started ? plan.context : 'prompt');
   if (plan.promptTokenIds) splice.ledger.promptTokenIds ??= plan.promptTokenIds;
-  const body = adapter.decorate(plan.answersAs, plan.body, requestId);
+  // A caller's token prompt is the prompt's ids, whatever the engine reports (tokens in, tokens out).
+  if (ctx.api === 'completions' && isIdList(ctx.body.prompt)) splice.ledger.promptTokenIds ??= ctx.body.prompt as number[];
   let upstream: IncomingMessage;
-  try {
-    upstream = await send(`${engine.baseUrl}${plan.path}`, 'POST', JSON.stringify(body), {
-      agent: transport.agent,
-      idleTimeoutMs: transport.idleTimeoutMs,
-      signal: ctx.abort.signal,
-      headers: { [adapter.requestIdHeader]: requestId },
-    });
-  } catch (err) {
-    return { kind: 'failed', reason: `connection failed: ${errorText(err)}`, engineDown: true, silent: wentSilent(err) };
+  for (;;) {
+    const body = adapter.decorate(plan.answersAs, plan.body, requestId);
+    try {
+      upstream = await send(`${engine.baseUrl}${plan.path}`, 'POST', JSON.stringify(body), {
+        agent: transport.agent,
+        idleTimeoutMs: transport.idleTimeoutMs,
+        signal: ctx.abort.signal,
+        headers: { [adapter.requestIdHeader]: requestId },
+      });
+    } catch (err) {
+      return { kind: 'failed', reason: `connection failed: ${errorText(err)}`, engineDown: true, silent: wentSilent(err) };
+    }
+    // An engine without the plan's endpoint (vLLM's generate needs --enable-scale-out) takes the fallback.
+    if (!plan.fallback || (upstream.statusCode !== 403 && upstream.statusCode !== 404)) break;
+    upstream.resume();
+    plan = plan.fallback;
   }
   const status = upstream.statusCode ?? 500;
   if (status >= 400) {
@@ -107,11 +116,12 @@ export async function attemptOn(
     } catch {
       return { kind: 'failed', reason: 'the engine answered with invalid JSON', engineDown: false, status: 502, body: raw };
     }
+    if (plan.translate) parsed = plan.translate(parsed);
     const sampled = adapter.read(ctx.api, parsed);
     adapter.strip(parsed, ctx);
     const answered = answerOf(ctx.api, parsed);
     splice.ledger.add(sampled, answered.tokens);
-    const answer: Answer = { ...answered, engines: [...before, servedBy(engine, upstream)], spans: splice.ledger.record() };
+    const answer: Answer = { ...answered, engines: [...before, servedBy(engine, upstream, splice.ledger.versions())], spans: splice.ledger.record() };
     if (!(await answerStored(ctx, answer))) return { kind: 'relayed' };
     relay(ctx.res, status, Buffer.from(JSON.stringify(parsed)), engine.id);
     return { kind: 'done', answer };
@@ -155,9 +165,15 @@ function abandon(engine: EngineView, adapter: EngineAdapter, requestId: string, 
 }
 
 /** The engine as it served this answer: with the weight version it names in its answer, when it names one. */
-function servedBy(engine: EngineView, upstream: IncomingMessage): EngineView {
+/**
+ * The engine with the weight version it served the answer with: the oldest version that sampled a token
+ * of this attempt where the engine says per token (vLLM's generate), else the version its header says,
+ * else the pool's view.
+ */
+function servedBy(engine: EngineView, upstream: IncomingMessage, versions: VersionSpan[] | null): EngineView {
   const said = upstream.headers[WEIGHT_VERSION_HEADER];
-  const version = typeof said === 'string' && /^\d+$/.test(said.trim()) ? Number(said) : null;
+  const header = typeof said === 'string' && /^\d+$/.test(said.trim()) ? Number(said) : null;
+  const version = versions && versions.length > 0 ? Math.min(...versions.map((v) => v.version)) : header;
   return version === null || version === engine.weightVersion ? engine : { ...engine, weightVersion: version };
 }
 
@@ -204,8 +220,9 @@ async function pipeStream(
       done = true;
       return;
     }
-    const chunk = JSON.parse(data) as Json;
-    if (chunk.error) throw new UpstreamError(`the engine reported an error mid-stream: ${JSON.stringify(chunk.error)}`);
+    const native = JSON.parse(data) as Json;
+    if (native.error) throw new UpstreamError(`the engine reported an error mid-stream: ${JSON.stringify(native.error)}`);
+    const chunk = plan.translate ? plan.translate(native) : native;
     const sampled = adapter.read(plan.answersAs, chunk);
     adapter.strip(chunk, ctx);
     const out = splice.accept(plan.answersAs === ctx.api ? chunk : completionChunkAsChat(chunk), sampled);
@@ -237,7 +254,7 @@ async function pipeStream(
   }
   if (!done) return { kind: 'failed', reason: 'stream ended before [DONE]', engineDown: true };
   if (!res.headersSent) res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', [ROLLOUT_HEADER]: engine.id });
-  const answer: Answer = { ...streamAnswer(ctx.api, splice), engines: [...before, servedBy(engine, upstream)] };
+  const answer: Answer = { ...streamAnswer(ctx.api, splice), engines: [...before, servedBy(engine, upstream, splice.ledger.versions())] };
   if (!(await answerStored(ctx, answer))) return { kind: 'relayed' };
   endStream(res);
   return { kind: 'done', answer };

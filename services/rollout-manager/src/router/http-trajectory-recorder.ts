@@ -9,7 +9,7 @@ import { ContinuationRequest, RecordedTurn, StoredPrefix, TrajectoryRecorder, Tr
  */
 const PrefixRead = z.object({
   trajectory: TrajectorySummary.pick({ attempt: true }),
-  turns: z.array(StoredTurn.pick({ turnIndex: true, kind: true, content: true, weightVersion: true })),
+  turns: z.array(StoredTurn.pick({ turnIndex: true, kind: true, content: true, weightVersion: true, spans: true })),
 });
 const StatusRead = StatusResult.pick({ continuation: true });
 

@@ -8,6 +8,7 @@ import { readAll, send } from './http-transport';
 import { sendError } from './openai-responses';
 import { ReassignmentEvents } from './reassignment-events';
 import { EngineKind } from './engines';
+import { isIdList } from './engines/engine-adapter';
 import { replay } from './replay-response';
 import { RequestEvidence } from './request-evidence';
 import { RequestContext } from './request-context';
@@ -261,8 +262,8 @@ export class OpenAiRouter {
       return;
     }
     const identityOf = ctx.identity;
-    if (api === 'completions' && typeof body.prompt !== 'string') {
-      return sendError(res, 400, 'BadRequestError', 'a recorded completions request needs a single string prompt');
+    if (api === 'completions' && typeof body.prompt !== 'string' && !(isIdList(body.prompt) && body.prompt.length > 0)) {
+      return sendError(res, 400, 'BadRequestError', 'a recorded completions request needs one prompt: a string or a list of token ids');
     }
     if (typeof body.n === 'number' && body.n > 1)
       return sendError(res, 400, 'BadRequestError', 'a recorded request is one sample: n must be 1 (use x-robustrl-sample per sample)');

@@ -1,3 +1,4 @@
+import { isIdList } from './engines/engine-adapter';
 import type { SpanContext } from '@robustrl/contracts';
 import type { ChunkTokens, ContinuationPrefix } from './engines/engine-adapter';
 import { SpanEngine, TokenLedger } from './engines/token-ledger';
@@ -208,7 +209,7 @@ function hasPayload(delta: Json): boolean {
 export function resumable(api: Api, body: Json): string | null {
   if (typeof body.n === 'number' && body.n > 1) return 'n > 1';
   if (api === 'completions') {
-    if (typeof body.prompt !== 'string') return 'the prompt is not a single string';
+    if (typeof body.prompt !== 'string' && !isIdList(body.prompt)) return 'the prompt is neither a single string nor a list of token ids';
     if (body.echo === true) return 'echo';
     if (typeof body.best_of === 'number' && body.best_of > 1) return 'best_of > 1';
   }

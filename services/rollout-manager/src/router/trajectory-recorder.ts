@@ -35,7 +35,8 @@ export type { TurnKind } from '@robustrl/contracts';
 export type TrajectoryStart = NewTrajectory;
 export type RecordedTurn = TurnInput;
 /** What the router reads back of a stored turn. */
-export type PrefixTurn = Pick<StoredTurn, 'turnIndex' | 'kind' | 'content' | 'weightVersion'>;
+/** `spans` when stored: a token prompt is matched against what the engines sampled. */
+export type PrefixTurn = Pick<StoredTurn, 'turnIndex' | 'kind' | 'content' | 'weightVersion'> & Partial<Pick<StoredTurn, 'spans'>>;
 /** A trajectory's current attempt as stored (attempt 0 and no turns for one not stored yet). */
 export interface StoredPrefix {
   attempt: number;

@@ -7,6 +7,8 @@ import { Api, Json } from './stream-splice';
 import { TrajectoryIdentity } from './trajectory-identity';
 import { PrefixTurn, RecordedTurn, TrajectoryRecorder } from './trajectory-recorder';
 import { isOutputKind, planTurns, splitChatConversation, splitCompletionPrompt, TurnDraft, turnIdOf, TurnPlan } from './turn-plan';
+import { splitTokenPrompt } from './token-prompt';
+import { isIdList } from './engines/engine-adapter';
 
 /** What to do with a recorded request, given what the store holds of its trajectory. */
 export type RecordingPlan =
@@ -45,6 +47,8 @@ export interface ContinuationSettings {
 export class TrajectoryRecording {
   /** Completions: each trajectory's first prompt, so later prompts split into segments unambiguously. */
   private readonly completionBases = new Map<string, string>();
+  /** The same for token-id prompts. */
+  private readonly tokenBases = new Map<string, number[]>();
   private readonly locks = new Map<string, Promise<void>>();
 
   constructor(
@@ -92,6 +96,14 @@ export class TrajectoryRecording {
       const split = splitChatConversation(body.messages as Parameters<typeof splitChatConversation>[0]);
       prompt = split.prompt;
       plan = planTurns(split.turns, stored.turns);
+    } else if (isIdList(body.prompt)) {
+      const split = splitTokenPrompt(body.prompt, stored.turns, this.tokenBases.get(identity.trajectoryId));
+      if ('conflict' in split) plan = { kind: 'conflict', message: split.conflict };
+      else {
+        prompt = split.base;
+        this.tokenBases.set(identity.trajectoryId, split.base);
+        plan = planTurns(split.turns, stored.turns);
+      }
     } else {
       const split = splitCompletionPrompt(body.prompt as string, stored.turns, this.completionBases.get(identity.trajectoryId));
       if ('conflict' in split) plan = { kind: 'conflict', message: split.conflict };

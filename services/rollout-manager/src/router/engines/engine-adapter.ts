@@ -1,4 +1,5 @@
 import type { Api, Json } from '../stream-splice';
+import type { VersionSpan } from './vllm-generate';
 
 /**
  * The port between the router and one kind of inference engine (issue 17). The router speaks the
@@ -36,6 +37,11 @@ export interface ChunkTokens {
   sampledSoFar: number | null;
   /** The prompt's token ids as the engine tokenised it, when it reports them (vLLM's return_token_ids). */
   promptTokenIds: number[] | null;
+  /**
+   * Which weight version sampled which of the attempt's output tokens, when the engine says (vLLM's
+   * generate endpoint, on its last chunk): the turn is tagged with these rather than the pool's view.
+   */
+  versions?: VersionSpan[] | null;
 }
 
 /** What was generated before a continuation, by whichever engines. */
@@ -53,6 +59,10 @@ export interface ContinuationPrefix {
 export interface ContinuationPlan {
   path: string;
   body: Json;
+  /** Turns the engine's own answer shape (a chunk, or a whole answer) into `answersAs`'s, when they differ. */
+  translate?: (chunk: Json) => Json;
+  /** What to send instead when this engine does not serve the plan's path (answers 403 or 404). */
+  fallback?: ContinuationPlan;
   context: 'tokens' | 'text';
   /** The API the engine answers in: `completions` when a chat request is continued from a token prompt. */
   answersAs: Api;
@@ -77,6 +87,8 @@ export interface EngineAdapter {
    * own endpoint for that API would lose ids (llama.cpp's chat stream) and another keeps them.
    */
   generation(api: Api, original: Json, calls: EngineCalls): Promise<ContinuationPlan>;
+  /** How a request that is not streamed is sent, when not as the caller sent it (null or absent: as sent). */
+  unary?(api: Api, original: Json): ContinuationPlan | null;
   continuation(api: Api, original: Json, prefix: ContinuationPrefix, calls: EngineCalls): Promise<ContinuationPlan>;
   /** A one-token generation: proves the engine generates, not only that its HTTP thread answers /health. */
   readonly generateProbe: { method: 'GET' | 'POST'; path: string; body: Json | null };
@@ -134,6 +146,8 @@ export function tokenPromptBody(original: Json, prompt: number[], spent: number,
 
 /** Completions from text: the prompt with the partial answer appended. */
 export function textPromptBody(original: Json, partialText: string, spent: number): Json {
+  // A token prompt has no text to append to: it continues from ids or not at all.
+  if (typeof original.prompt !== 'string') throw new Error('a token-id prompt is continued from token ids only, and the engine did not report them all');
   const body = reducedBudget(original, spent);
   body.prompt = (original.prompt as string) + partialText;
   return body;

