@@ -30,6 +30,11 @@ export interface AgentConfig {
    * engine joins the router once the machine holds weights (issue 14).
    */
   inferenceUrl: string | undefined;
+  /**
+   * Who loads a pulled version into the engine: `vllm` — this agent, through the engine's own routes and
+   * robustrl's worker extension (engine-weights/); `off` — the framework itself (from /v1/weights/latest).
+   */
+  engineWeights: 'off' | 'vllm';
   /** The request manager, where a restarted trainer's kept batch is fetched from. */
   requestManagerUrl: string | undefined;
   /** Its bearer token (ROBUSTRL_REQUEST_MANAGER_TOKEN), when its API asks for one. */
@@ -92,6 +97,9 @@ const Env = z.object({
   ROBUSTRL_REQUEST_MANAGER_TOKEN: z.string().trim().min(1).optional(),
   ROBUSTRL_RENDEZVOUS_PORT: z.coerce.number().int().min(1).max(65535).default(29500),
   ROBUSTRL_INFERENCE_URL: z.url({ protocol: /^https?$/, error: "the engine's base URL, http(s)://host:port" }).optional(),
+  ROBUSTRL_ENGINE_WEIGHTS: z
+    .enum(['off', 'vllm'], { error: "'off' (the framework loads versions) or 'vllm' (the agent loads them into its vLLM engine)" })
+    .default('off'),
 });
 
 const MiB = 1 << 20;
@@ -120,6 +128,7 @@ export function agentConfigFromEnv(env: NodeJS.ProcessEnv): AgentConfig {
     gpus: e.ROBUSTRL_GPUS,
     dpRank: e.ROBUSTRL_DP_RANK ?? null,
     inferenceUrl: e.ROBUSTRL_INFERENCE_URL,
+    engineWeights: e.ROBUSTRL_ENGINE_WEIGHTS,
     requestManagerUrl: e.ROBUSTRL_REQUEST_MANAGER_URL,
     requestManagerToken: e.ROBUSTRL_REQUEST_MANAGER_TOKEN,
     rendezvousPort: e.ROBUSTRL_RENDEZVOUS_PORT,

@@ -9,6 +9,8 @@ import { EmulatedGpuActivitySource, GpuActivitySource, selectGpuActivitySource }
 import { RoleExit, RoleProcess } from './role-process';
 import { RestartContext, restartContextOf, restartEnv } from './trainer-group';
 import { WeightPlane } from './weights/weight-plane';
+import { EngineWeightSync } from './engine-weights/engine-weight-sync';
+import { VllmEngineClient } from './engine-weights/vllm-engine-client';
 
 /**
  * Everything an agent publishes: its machine's registration and role, samples, phases and faults,
@@ -64,6 +66,8 @@ export class AgentRuntime {
   readonly weights: WeightPlane;
   /** The last group restart this machine carried out: what the restarted trainer asks for (GET /v1/restart). */
   restart: RestartContext | null = null;
+  /** With ROBUSTRL_ENGINE_WEIGHTS=vllm: keeps the rollout engine on the newest version held whole. */
+  private engineWeights?: EngineWeightSync;
 
   constructor(
     private readonly bus: MessageBus,
@@ -115,6 +119,11 @@ export class AgentRuntime {
     // Without UCX the machine registers without a weight server: the registry leaves it out of weight
     // transfer, and the weight endpoints of the API answer 503 with the reason.
     await this.weights.start();
+    if (this.config.engineWeights === 'vllm') {
+      if (!this.config.inferenceUrl) throw new Error('ROBUSTRL_ENGINE_WEIGHTS=vllm needs ROBUSTRL_INFERENCE_URL: the engine the agent loads versions into');
+      this.engineWeights = new EngineWeightSync(new VllmEngineClient(this.config.inferenceUrl), () => this.heldForEngine(), this.config.machineId);
+      this.engineWeights.start();
+    }
     await this.register();
     const command = this.config.roleCommands[this.role];
     if (command) {
@@ -152,9 +161,17 @@ export class AgentRuntime {
   async stop(): Promise<void> {
     this.closing = true;
     clearInterval(this.sampler);
+    this.engineWeights?.stop();
     await this.subscription?.close();
     await this.roleProcess.stop();
     await this.weights.stop();
+  }
+
+  /** What the engine should serve: the newest version held whole, while this machine serves rollouts. */
+  private heldForEngine() {
+    if (this.role === 'trainer' || !this.weights.available) return null;
+    const latest = this.weights.latest();
+    return latest === null ? null : { version: latest.version, parts: latest.parts };
   }
 
   status() {
@@ -167,6 +184,7 @@ export class AgentRuntime {
       roleProcess: { pid: this.roleProcess.pid, running: this.roleProcess.running, restarts: this.roleProcess.restarts },
       gpuActivitySource: { kind: this.gpuSource.kind, reason: this.gpuSourceReason },
       weights: { available: this.weights.available, address: this.weights.address },
+      ...(this.engineWeights ? { engineWeights: { loaded: this.engineWeights.lastLoad } } : {}),
     };
   }
 

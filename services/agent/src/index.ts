@@ -5,3 +5,4 @@ export * from './role-process';
 export * from './gpu-activity';
 export * from './process-tree';
 export * from './weights/weight-plane';
+export * from './agent-api.controller';

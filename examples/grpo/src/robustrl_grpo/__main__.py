@@ -49,7 +49,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         from .trainer import run_trainer
 
         run_trainer(cfg)
-        return 0
+        # Everything the rank did is durable (checkpoints, the ledger's fsync'd lines): leave without the
+        # interpreter's teardown, where torch's process-group destructors can deadlock on the GIL.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
     if args.command == "agent-loops":
         import logging
 

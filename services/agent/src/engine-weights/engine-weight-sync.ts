@@ -1,0 +1,89 @@
+import { Logger } from '@nestjs/common';
+import { nextEngineWeightAction } from './engine-weight-action';
+import { EnginePart, VllmEngineClient } from './vllm-engine-client';
+
+/** The newest version this machine holds whole, as the weight plane's `latest()` describes it. */
+export interface HeldVersion {
+  version: number;
+  parts: Array<{ path: string | null; target: string | null; bucketStarts: number[]; tensors: unknown[] | null }>;
+}
+
+/**
+ * Keeps a rollout machine's vLLM engine on the newest version its agent holds (paper §5.2.1 ➃: the
+ * rollout loads a version once it is whole): every tick it asks the engine which version it serves and
+ * loads the held one when it is newer, or when the engine restarted and serves its starting model again.
+ * One load at a time; a failed one is tried again on a later tick (a failure inside vLLM's reload ends
+ * the engine, whose exit the agent reports as a fault like any other).
+ */
+export class EngineWeightSync {
+  private readonly logger: Logger;
+  private timer?: NodeJS.Timeout;
+  private busy = false;
+  private failures = 0;
+  private skipTicks = 0;
+  /** The version the engine was last loaded with by this agent, and how long it took. */
+  lastLoad: { version: number; seconds: number } | null = null;
+
+  constructor(
+    private readonly engine: VllmEngineClient,
+    private readonly held: () => HeldVersion | null,
+    machineId: string,
+    private readonly tickMs = 500,
+  ) {
+    this.logger = new Logger(`engine-weights/${machineId}`);
+  }
+
+  start(): void {
+    this.timer ??= setInterval(() => void this.tick(), this.tickMs);
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+  }
+
+  /** One look at the engine; exposed for tests. */
+  async tick(): Promise<void> {
+    if (this.busy) return;
+    if (this.skipTicks > 0) {
+      this.skipTicks -= 1;
+      return;
+    }
+    this.busy = true;
+    try {
+      const latest = this.held();
+      const action = nextEngineWeightAction(await this.engine.weightVersion(), latest?.version ?? null);
+      if (action.kind === 'stamp-base') {
+        await this.engine.stamp(0);
+        this.logger.log('engine serves the model it started from: stamped as version 0');
+      } else if (action.kind === 'load' && latest) {
+        const parts = hostParts(latest);
+        if (parts === null) {
+          this.logger.warn(`version ${latest.version} lies in device buffers: the engine loads it from its registered targets, not through this agent`);
+          return;
+        }
+        const loaded = await this.engine.load(latest.version, parts);
+        this.lastLoad = { version: latest.version, seconds: loaded.seconds };
+        this.failures = 0;
+        this.logger.log(`engine loaded version ${latest.version} in place (${loaded.seconds.toFixed(3)} s)`);
+      }
+    } catch (err) {
+      this.failures += 1;
+      // Back off: 1, 2, 4 … up to 32 ticks between tries while the engine keeps refusing.
+      this.skipTicks = Math.min(2 ** (this.failures - 1), 32);
+      this.logger.warn(`loading weights into the engine failed (try ${this.failures}): ${err instanceof Error ? err.message : String(err)}`);
+    } finally {
+      this.busy = false;
+    }
+  }
+}
+
+/** The parts as files the engine reads, or null when any lies in device memory. */
+function hostParts(held: HeldVersion): EnginePart[] | null {
+  const parts: EnginePart[] = [];
+  for (const p of held.parts) {
+    if (p.path === null) return null;
+    parts.push({ path: p.path, tensors: p.tensors ?? [], bucketStarts: p.bucketStarts });
+  }
+  return parts;
+}

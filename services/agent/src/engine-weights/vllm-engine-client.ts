@@ -1,0 +1,84 @@
+/**
+ * The agent's side of vLLM's in-place weight load (clients/python/robustrl/vllm_extension.py states the
+ * sequence and why each step is there): pause with requests kept, the robustrl worker extension reads
+ * the pulled regions by their manifests, the engine stamps the version it now serves on every token,
+ * the prefix cache computed by the old weights goes, generation resumes. Engine routes need
+ * `VLLM_SERVER_DEV_MODE=1` and the extension (`--worker-extension-cls`).
+ */
+export interface EnginePart {
+  path: string;
+  tensors: unknown[];
+  bucketStarts: number[];
+}
+
+export class EngineCallError extends Error {
+  constructor(
+    readonly call: string,
+    readonly status: number | null,
+    detail: string,
+  ) {
+    super(`${call} ${status === null ? 'failed' : `answered ${status}`}: ${detail}`);
+    this.name = 'EngineCallError';
+  }
+}
+
+export class VllmEngineClient {
+  constructor(
+    private readonly baseUrl: string,
+    private readonly timeoutMs = 120_000,
+  ) {}
+
+  /** The version the engine serves (`default`: never stamped), or null when it does not answer. */
+  async weightVersion(): Promise<string | null> {
+    try {
+      const res = await fetch(`${this.baseUrl}/weight_info`, { signal: AbortSignal.timeout(5_000) });
+      if (res.status !== 200) return null;
+      const body = (await res.json()) as { weight_version?: unknown };
+      return typeof body.weight_version === 'string' ? body.weight_version : null;
+    } catch {
+      return null;
+    }
+  }
+
+  async stamp(version: number): Promise<void> {
+    await this.post('/update_weight_version', { new_version: String(version) });
+  }
+
+  /** Loads a whole version from its parts; generation resumes whatever happened in between. */
+  async load(version: number, parts: EnginePart[]): Promise<{ seconds: number; workers: unknown }> {
+    const started = performance.now();
+    await this.post('/pause?mode=keep', null);
+    let workers: unknown;
+    try {
+      const answer = (await this.post('/collective_rpc', {
+        method: 'robustrl_load_weights',
+        kwargs: { parts, version },
+        timeout: this.timeoutMs / 1000,
+      })) as { results?: unknown } | null;
+      workers = answer?.results ?? answer;
+      await this.stamp(version);
+      const reset = (await this.post('/reset_prefix_cache?reset_running_requests=true', null)) as { success?: boolean } | null;
+      if (reset?.success === false) throw new EngineCallError('/reset_prefix_cache', 200, 'the engine kept KV blocks computed by the old weights');
+    } finally {
+      await this.post('/resume', null);
+    }
+    return { seconds: (performance.now() - started) / 1000, workers };
+  }
+
+  private async post(path: string, body: unknown): Promise<unknown> {
+    let res: Response;
+    try {
+      res = await fetch(`${this.baseUrl}${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: body === null ? undefined : JSON.stringify(body),
+        signal: AbortSignal.timeout(this.timeoutMs),
+      });
+    } catch (err) {
+      throw new EngineCallError(path, null, err instanceof Error ? err.message : String(err));
+    }
+    const text = await res.text();
+    if (res.status >= 400) throw new EngineCallError(path, res.status, text.slice(0, 2000));
+    return text === '' ? null : (JSON.parse(text) as unknown);
+  }
+}
