@@ -24,3 +24,10 @@ def test_bad_values_name_the_setting() -> None:
         JobConfig(group_size=1)
     with pytest.raises(ValueError, match="clip_eps"):
         JobConfig(clip_eps=1.5)
+
+
+def test_where_batches_come_from_and_versions_go_is_checked() -> None:
+    with pytest.raises(ValueError, match="batches must be 'engine' or 'robustrl'"):
+        JobConfig(batches="disk")
+    with pytest.raises(ValueError, match="publish must be 'engine' or 'agent'"):
+        JobConfig(publish="email")

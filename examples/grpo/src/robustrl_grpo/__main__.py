@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import traceback
 from pathlib import Path
 from typing import List, Optional
 
@@ -48,12 +49,18 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.command == "trainer":
         from .trainer import run_trainer
 
-        run_trainer(cfg)
+        code = 0
+        try:
+            run_trainer(cfg)
+        except BaseException:  # noqa: BLE001 - reported, and the exit code says it failed
+            traceback.print_exc()
+            code = 1
         # Everything the rank did is durable (checkpoints, the ledger's fsync'd lines): leave without the
-        # interpreter's teardown, where torch's process-group destructors can deadlock on the GIL.
+        # interpreter's teardown, where torch's process-group destructors can deadlock on the GIL — a
+        # rank that failed must exit (its supervisor acts on that), not hang.
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(0)
+        os._exit(code)
     if args.command == "agent-loops":
         import logging
 

@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional
 
 from .config import JobConfig
 from .engine import MODEL_NAME
-from .http import HttpError, request_json, retrying
+from .http_json import HttpError, request_json, retrying
 from .ledger import Ledger
 from .rollouts import sample_seed
 from .task import Problem, problems_for_step, reward

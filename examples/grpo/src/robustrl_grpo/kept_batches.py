@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional
 
 from .config import JobConfig
 from .grpo import Sample
-from .http import HttpError, request_json, retrying
+from .http_json import HttpError, request_json, retrying
 
 __all__ = ["KeptBatches", "samples_of"]
 

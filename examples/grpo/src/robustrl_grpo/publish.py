@@ -7,8 +7,9 @@ buckets. Where the parts go is the publisher's business:
 
 - ``EnginePublisher`` (the local job, no control plane): rank 0 gathers the parts and loads the whole
   version into the engine in place (``robustrl.vllm_loader``);
-- under robustrl each rank hands its part to its own machine's agent, which serves it to the rollouts'
-  agents; they load it into their engines the same way.
+- ``AgentPublisher`` (under robustrl): each rank hands its part to its own machine's agent, which
+  serves it to the rollouts' agents; they pull every shard and load the version into their engines the
+  same way (the agent's ``ROBUSTRL_ENGINE_WEIGHTS=vllm``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import torch.distributed as dist
 from robustrl.named_weights import dtype_name, plan, shard_assignment, strip_wrapper_prefixes, write_region
 from robustrl.vllm_loader import EngineWeightLoader
 
-__all__ = ["ShardWriter", "EnginePublisher", "region_name"]
+__all__ = ["ShardWriter", "EnginePublisher", "AgentPublisher", "region_name"]
 
 
 def region_name(job_key: str, version: int, shard: int) -> str:
@@ -105,3 +106,24 @@ class EnginePublisher:
         dist.barrier()
         self.writer.remove_older_than(version)
         return result
+
+
+class AgentPublisher:
+    """Under robustrl: this rank's shard goes to its machine's agent (``POST /v1/weights/versions`` with
+    the manifest and ``shard``). The agent serves the region from memory, so a version's files stay until
+    it can no longer be asked for: the newest ``keep`` versions are kept (the staleness bound plus one)."""
+
+    def __init__(self, writer: ShardWriter, agent: Any, keep: int = 2) -> None:
+        self.writer = writer
+        self.agent = agent
+        self.keep = max(1, keep)
+
+    def publish(self, version: int, step: int) -> Dict[str, Any]:
+        part = self.writer.write(version)
+        answer = self.agent.publish_weights(
+            version, step, part["shmName"], part["bucketSizes"], tensors=part["tensors"], shard=self.writer.rank, shards=self.writer.world
+        )
+        if answer is None:
+            raise RuntimeError(f"the agent did not take version {version} (shard {self.writer.rank}); see the robustrl_agent log")
+        self.writer.remove_older_than(version - self.keep + 1)
+        return {"version": version, "shard": self.writer.rank, "totalBytes": answer.get("totalBytes")}

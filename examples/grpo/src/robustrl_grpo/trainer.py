@@ -18,6 +18,7 @@ from typing import Dict, List, Optional, Protocol
 
 import torch
 import torch.distributed as dist
+from robustrl_agent import AgentClient
 from torch.nn.parallel import DistributedDataParallel
 
 from . import checkpoint
@@ -27,7 +28,7 @@ from .grpo import Sample, group_advantages, grpo_loss, pack, token_logprobs
 from .kept_batches import KeptBatches
 from .ledger import Ledger
 from .model import load_model, load_tokenizer
-from .publish import EnginePublisher, ShardWriter
+from .publish import AgentPublisher, EnginePublisher, ShardWriter
 from .rollouts import greedy_pass_rate, sample_batch
 
 __all__ = ["BatchSource", "EngineBatches", "train_step", "batch_digest", "run_trainer"]
@@ -80,8 +81,10 @@ def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
 
 def run_trainer(cfg: JobConfig) -> None:
     rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
-    if not cfg.state_dir or not cfg.model_dir or not cfg.engine_url:
-        raise SystemExit("trainer: --state-dir, --model-dir and --engine-url are required")
+    if not cfg.state_dir or not cfg.model_dir:
+        raise SystemExit("trainer: --state-dir and --model-dir are required")
+    if (cfg.batches == "engine" or cfg.publish == "engine") and not cfg.engine_url:
+        raise SystemExit("trainer: --engine-url is required to sample from or load into the engine itself (--batches engine / --publish engine)")
     dist.init_process_group("gloo", timeout=timedelta(seconds=600))
     torch.manual_seed(cfg.seed)
     ledger = Ledger(cfg.state_dir)
@@ -95,12 +98,19 @@ def run_trainer(cfg: JobConfig) -> None:
     if start:
         checkpoint.load(cfg.state_dir, start, model, optimizer)
         ledger.append("resumed", rank=rank, step=start, digest=checkpoint.state_digest(model, optimizer))
-    sampler = EngineSampler(cfg.engine_url)
-    publisher = EnginePublisher(ShardWriter(model, rank, world, cfg.bucket_bytes, cfg.state_dir), cfg.engine_url)
+    # Evaluations ask an engine directly, or through robustrl's router (unrecorded: no trajectory headers).
+    eval_url = cfg.engine_url or cfg.router_url
+    sampler = EngineSampler(eval_url)
+    writer = ShardWriter(model, rank, world, cfg.bucket_bytes, cfg.state_dir)
+    publisher = (
+        EnginePublisher(writer, cfg.engine_url)
+        if cfg.publish == "engine"
+        else AgentPublisher(writer, AgentClient(raise_on_error=True), keep=cfg.max_staleness + 1)
+    )
     loaded = publisher.publish(start, start)
     if rank == 0:
         ledger.append("published", version=start, step=start, shards=world, load=loaded)
-        if start == 0:
+        if start == 0 and eval_url:
             ledger.append("eval", step=0, version=0, passRate=greedy_pass_rate(cfg, sampler, tokenizer))
     batches: BatchSource = (
         EngineBatches(cfg, sampler, tokenizer, rank)
@@ -120,7 +130,7 @@ def run_trainer(cfg: JobConfig) -> None:
         if rank == 0:
             ledger.append("published", version=step, step=step, shards=world, load=loaded)
             line = f"step {step}/{cfg.steps}: reward {stats['reward']:.3f}, loss {stats['loss']:+.4f}"
-            if step % cfg.eval_every == 0 or step == cfg.steps:
+            if eval_url and (step % cfg.eval_every == 0 or step == cfg.steps):
                 rate = greedy_pass_rate(cfg, sampler, tokenizer)
                 ledger.append("eval", step=step, version=step, passRate=rate)
                 line += f", greedy pass rate {rate:.2f}"
