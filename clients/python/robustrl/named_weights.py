@@ -24,6 +24,8 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
+from robustrl_agent import TENSOR_DTYPE_BYTES
+
 __all__ = [
     "ALIGNMENT",
     "DTYPE_BYTES",
@@ -38,21 +40,9 @@ __all__ = [
 
 ALIGNMENT = 256
 
-# Element sizes of the dtypes a manifest may name (torch's names without the "torch." prefix).
-DTYPE_BYTES: Dict[str, int] = {
-    "float64": 8,
-    "float32": 4,
-    "float16": 2,
-    "bfloat16": 2,
-    "float8_e4m3fn": 1,
-    "float8_e5m2": 1,
-    "int64": 8,
-    "int32": 4,
-    "int16": 2,
-    "int8": 1,
-    "uint8": 1,
-    "bool": 1,
-}
+# Element sizes of the dtypes a manifest may name (torch's names without the "torch." prefix): one
+# table for the package, kept by the agent client, which validates manifests before sending them.
+DTYPE_BYTES: Dict[str, int] = TENSOR_DTYPE_BYTES
 
 
 def _align(value: int) -> int:

@@ -39,7 +39,9 @@ def _rank(rank: int, world: int, port: int, state_dir: str, out: str) -> None:
             loss.backward()
             optimizer.step()
         saved = checkpoint.state_digest(model, optimizer)
-        checkpoint.save(state_dir, 3, model, optimizer)
+        for old in (1, 2):  # older checkpoints: only the newest two are kept below
+            checkpoint.save(state_dir, old, model, optimizer, keep=2)
+        checkpoint.save(state_dir, 3, model, optimizer, keep=2)
         # A different model and a fresh optimizer, loaded from the checkpoint.
         other = _model(1)
         other_optimizer = torch.optim.AdamW(other.parameters(), lr=1e-2)
@@ -70,6 +72,7 @@ def test_two_ranks_save_and_load_model_and_optimizer_state(tmp_path: Path) -> No
     # DDP keeps the ranks identical: both digests agree.
     assert results[0]["saved"] == results[1]["saved"]
     assert checkpoint.latest_complete(str(state)) == 3
+    assert sorted(p.name for p in (state / "checkpoints").iterdir()) == ["step-000002", "step-000003"]
 
 
 def test_a_checkpoint_without_its_metadata_is_not_complete(tmp_path: Path) -> None:

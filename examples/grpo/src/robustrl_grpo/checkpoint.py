@@ -36,14 +36,19 @@ def latest_complete(state_dir: str) -> Optional[int]:
     return max(steps) if steps else None
 
 
-def save(state_dir: str, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> Path:
-    """Called by every rank."""
+def save(state_dir: str, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer, keep: int = 3) -> Path:
+    """Called by every rank. Rank 0 then removes complete checkpoints older than the newest ``keep``
+    (a restart resumes from the newest; the rest is disk)."""
     path = checkpoint_dir(state_dir, step)
     if dist.get_rank() == 0 and path.exists() and not is_complete(path):
         shutil.rmtree(path)  # what a rank killed mid-save left
     dist.barrier()
     model_state, optim_state = get_state_dict(model, optimizer)
     dcp.save({"model": model_state, "optim": optim_state}, checkpoint_id=str(path))
+    if dist.get_rank() == 0:
+        complete = sorted(int(p.name.split("-", 1)[1]) for p in path.parent.glob("step-*") if p.name.split("-", 1)[1].isdigit() and is_complete(p))
+        for old in complete[:-keep] if keep > 0 else []:
+            shutil.rmtree(checkpoint_dir(state_dir, old), ignore_errors=True)
     return path
 
 
