@@ -164,7 +164,6 @@ function abandon(engine: EngineView, adapter: EngineAdapter, requestId: string, 
     .catch(() => undefined);
 }
 
-/** The engine as it served this answer: with the weight version it names in its answer, when it names one. */
 /**
  * The engine with the weight version it served the answer with: the oldest version that sampled a token
  * of this attempt where the engine says per token (vLLM's generate), else the version its header says,

@@ -140,6 +140,22 @@ describe('OpenAiRouter', () => {
     ]);
   });
 
+  it("records a token-id prompt, falling back to /v1/completions on an engine without vLLM's generate endpoint", async () => {
+    await start();
+    // The fake engines answer 404 on /inference/v1/generate, as a vLLM started without --enable-scale-out answers 403.
+    const body = { model: 'fake-model', prompt: [11, 12, 13], max_tokens: 8 };
+    const res = await post(url, '/v1/completions', body, identity('t1'));
+    expect(res.status).toBe(200);
+    const answer = (await res.json()) as { choices: Array<{ text: string }> };
+    const turns = recorder.trajectory(trajectoryIdOf('job-1', 't1', 0)).turns;
+    expect(turns).toMatchObject([{ turnIndex: 0, kind: 'model-output', content: answer.choices[0].text }]);
+    expect(turns[0].spans?.[0]?.promptTokenIds).toEqual([11, 12, 13]);
+    // A prompt that is neither text nor ids is refused, naming what a recorded request needs.
+    const refused = await post(url, '/v1/completions', { model: 'fake-model', prompt: [[1], [2]] }, identity('t2'));
+    expect(refused.status).toBe(400);
+    expect(await refused.text()).toMatch(/a string or a list of token ids/);
+  });
+
   it('keeps a trajectory on one engine across turns (sticky) and spreads new trajectories', async () => {
     await start({ toolRounds: 2 });
     const served: string[] = [];
