@@ -33,6 +33,7 @@ __all__ = [
     "Layout",
     "plan",
     "shard_assignment",
+    "dtype_name",
     "write_region",
     "read_tensors",
     "strip_wrapper_prefixes",

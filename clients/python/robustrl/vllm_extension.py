@@ -143,17 +143,3 @@ class WorkerExtension:
             os._exit(70)
         total = sum(view.numel() * view.element_size() for _, view in tensors)
         return {"version": version, "repacked": repacked, "tensors": len(tensors), "bytes": total, "seconds": round(time.monotonic() - started, 4)}
-
-    def robustrl_weight_digest(self) -> Dict[str, str]:
-        """sha256 of every parameter's bytes as the engine holds them (its own names): lets a test check
-        that what the engine serves is what the trainer published."""
-        import hashlib
-
-        import torch
-
-        model = self.model_runner.model  # type: ignore[attr-defined]
-        digests: Dict[str, str] = {}
-        for name, param in model.named_parameters():
-            data = param.detach().to("cpu").contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
-            digests[name] = hashlib.sha256(data).hexdigest()
-        return digests

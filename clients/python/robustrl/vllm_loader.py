@@ -64,12 +64,6 @@ class EngineWeightLoader:
         answer = self._request("GET", "/weight_info", None)
         return answer.get("weight_version") if isinstance(answer, dict) else None
 
-    def digests(self) -> Dict[str, str]:
-        """The engine's parameter digests (its worker 0's, by the engine's own names)."""
-        answer = self._post("/collective_rpc", {"method": "robustrl_weight_digest", "timeout": self.timeout})
-        results = answer.get("results", answer) if isinstance(answer, dict) else answer
-        return results[0] if isinstance(results, list) else results
-
     def _post(self, path: str, body: Optional[Dict[str, Any]]) -> Any:
         return self._request("POST", path, body)
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import List, Sequence
+from typing import List
 
-__all__ = ["Problem", "problems_for_step", "eval_problems", "reward", "answer_text", "all_problems"]
+__all__ = ["Problem", "problems_for_step", "eval_problems", "reward", "all_problems"]
 
 
 @dataclass(frozen=True)
@@ -57,17 +57,6 @@ def eval_problems(max_operand: int, count: int, seed: int = 0) -> List[Problem]:
     return rng.sample(pool, min(count, len(pool)))
 
 
-def answer_text(generated: str, eos_text: str = "") -> str:
-    """What the model answered: the text before the end-of-text marker, if it wrote one."""
-    if eos_text and eos_text in generated:
-        return generated.split(eos_text, 1)[0]
-    return generated
-
-
 def reward(problem: Problem, generated: str, finished_with_eos: bool) -> float:
     """1.0 for exactly the sum followed by end of text; 0.0 otherwise (a run-on answer fails)."""
     return 1.0 if finished_with_eos and generated.strip() == problem.answer else 0.0
-
-
-def pass_rate(rewards: Sequence[float]) -> float:
-    return sum(rewards) / len(rewards) if rewards else 0.0
