@@ -9,7 +9,7 @@ describe('robustrl kafka grant', () => {
       grantOf('gpu-7', { role: 'agent' })
         .acls.filter((a) => a.resource === 'group')
         .map((a) => a.name),
-    ).toEqual(['robustrl-agent-gpu-7', 'robustrl-agent-gpu-7-weights-']);
+    ).toEqual(['robustrl-agent-gpu-7', 'robustrl-agent-gpu-7-weights-', 'robustrl-agent-gpu-7-roster-']);
     const named = grantOf('agent-gpu-7', { role: 'agent', machine: 'gpu-7' });
     expect(named.acls.map((a) => aclLine(named.principal, a))).toContain('User:agent-gpu-7 ALLOW READ group robustrl-agent-gpu-7-weights-*');
   });
@@ -36,6 +36,7 @@ describe('robustrl kafka grant', () => {
     expect(grants[6].acls.filter((a) => a.resource === 'group').map((a) => a.name)).toEqual([
       'prod.robustrl-agent-gpu-1',
       'prod.robustrl-agent-gpu-1-weights-',
+      'prod.robustrl-agent-gpu-1-roster-',
     ]);
   });
 });

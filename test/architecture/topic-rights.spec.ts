@@ -36,7 +36,8 @@ const CODE: Record<ServiceRole | 'agent', { reads: readonly string[]; emits: rea
   },
   'weight-registry': { reads: WEIGHT_REGISTRY_INPUTS, emits: WEIGHT_REGISTRY_OUTPUT_TYPES },
   // Its command loop (control, heartbeat probes) and its weight plane (manifests and assignments).
-  agent: { reads: ['robustrl.control', 'robustrl.heartbeat', 'robustrl.weights'], emits: AGENT_OUTPUT_TYPES },
+  // Commands and probes, weights, and the membership a trainer's first launch forms its group from (first-launch.ts).
+  agent: { reads: ['robustrl.control', 'robustrl.heartbeat', 'robustrl.weights', 'robustrl.membership'], emits: AGENT_OUTPUT_TYPES },
 };
 
 describe('topic rights match what each client reads and emits', () => {

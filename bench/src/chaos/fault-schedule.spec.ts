@@ -10,7 +10,7 @@ describe('the chaos fault schedule', () => {
     for (const seed of [1, 2, 3, 99]) {
       const schedule = faultSchedule({ seed, faults: 20, gapSeconds: { min: 2, max: 5 }, downSeconds: { min: 1, max: 3 } });
       expect(schedule).toHaveLength(20);
-      expect(new Set(schedule.map((f) => f.kind))).toEqual(new Set(FAULT_KINDS));
+      expect(new Set(schedule.map((f) => f.kind))).toEqual(new Set(FAULT_KINDS.filter((k) => DEFAULT_FAULT_WEIGHTS[k] > 0)));
       for (const f of schedule) {
         expect(f.afterSeconds).toBeGreaterThanOrEqual(2);
         expect(f.afterSeconds).toBeLessThanOrEqual(5);
@@ -40,5 +40,15 @@ describe('the chaos fault schedule', () => {
     expect(pickOf(['a', 'b', 'c'], 0)).toBe('a');
     expect(pickOf(['a', 'b', 'c'], 0.999)).toBe('c');
     expect(pickOf([], 0.5)).toBeUndefined();
+  });
+});
+
+describe('fault kinds a job must support', () => {
+  it('weigh 0 in the default mix and are drawn once a job gives them weight', () => {
+    expect(faultSchedule({ seed: 3, faults: 40 }).some((f) => f.kind === 'kill-engine-during-load' || f.kind === 'kill-trainer-during-checkpoint')).toBe(false);
+    const kinds = new Set(
+      faultSchedule({ seed: 3, faults: 12, weights: { 'kill-engine-during-load': 2, 'kill-trainer-during-checkpoint': 2 } }).map((f) => f.kind),
+    );
+    expect(kinds.has('kill-engine-during-load') && kinds.has('kill-trainer-during-checkpoint')).toBe(true);
   });
 });

@@ -22,10 +22,18 @@ export const FAULT_KINDS = [
   'restart-broker',
   /** PostgreSQL stopped and started again. */
   'restart-postgres',
+  /** kill -9 of a rollout's engine while its agent loads a new version into it (jobs whose agents load engines). */
+  'kill-engine-during-load',
+  /** kill -9 of a trainer rank the moment it starts writing a checkpoint (jobs with distributed checkpoints). */
+  'kill-trainer-during-checkpoint',
 ] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
-/** The campaign's default mix: role and machine faults most often, infrastructure faults a few times each. */
+/**
+ * The campaign's default mix: role and machine faults most often, infrastructure faults a few times
+ * each. The kinds a job must support (a load into its engines, a checkpoint write to interrupt) weigh
+ * 0 here; the job that has them gives them weight (chaos-job.ts).
+ */
 export const DEFAULT_FAULT_WEIGHTS: Record<FaultKind, number> = {
   'kill-trainer-process': 3,
   'kill-engine-process': 3,
@@ -35,6 +43,8 @@ export const DEFAULT_FAULT_WEIGHTS: Record<FaultKind, number> = {
   'kill-controller-mid-recovery': 2,
   'restart-broker': 1,
   'restart-postgres': 1,
+  'kill-engine-during-load': 0,
+  'kill-trainer-during-checkpoint': 0,
 };
 
 export const CONTROL_PLANE_SERVICES = ['detector', 'controller', 'request-manager', 'rollout-manager', 'weight-registry'] as const;

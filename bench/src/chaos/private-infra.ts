@@ -39,17 +39,19 @@ export class PrivateInfra {
     private readonly kafkaPort: number,
     private readonly kafkaControllerPort: number,
     private readonly pgPort: number,
+    /** The address the broker listens on and advertises: a bridge's, when machines are network namespaces. */
+    private readonly kafkaHost: string,
   ) {
     this.dir = mkdtempSync(join(tmpdir(), 'robustrl-chaos-'));
   }
 
-  static async create(): Promise<PrivateInfra> {
+  static async create(options: { kafkaHost?: string } = {}): Promise<PrivateInfra> {
     const [kafka, kafkaController, pg] = await freePorts(3);
-    return new PrivateInfra(kafka, kafkaController, pg);
+    return new PrivateInfra(kafka, kafkaController, pg, options.kafkaHost ?? '127.0.0.1');
   }
 
   get brokers(): string[] {
-    return [`127.0.0.1:${this.kafkaPort}`];
+    return [`${this.kafkaHost}:${this.kafkaPort}`];
   }
 
   get databaseUrl(): string {
@@ -64,8 +66,8 @@ export class PrivateInfra {
   startPostgres = () => void this.script(POSTGRES_SH, 'start');
   stopPostgres = () => void this.script(POSTGRES_SH, 'stop');
 
-  /** Stop both servers (whatever state they are in) and remove their data. */
-  destroy(): void {
+  /** Stop both servers, whatever state they are in; their data stays (a kept run is read afterwards). */
+  stop(): void {
     for (const stop of [this.stopKafka, this.stopPostgres]) {
       try {
         stop();
@@ -73,6 +75,11 @@ export class PrivateInfra {
         // already stopped
       }
     }
+  }
+
+  /** Stop both servers and remove their data. */
+  destroy(): void {
+    this.stop();
     rmSync(this.dir, { recursive: true, force: true });
   }
 
@@ -82,6 +89,7 @@ export class PrivateInfra {
     const env: NodeJS.ProcessEnv = {
       ...process.env,
       ROBUSTRL_LOCAL_DIR: this.dir,
+      KAFKA_HOST: this.kafkaHost,
       KAFKA_PORT: String(this.kafkaPort),
       KAFKA_CONTROLLER_PORT: String(this.kafkaControllerPort),
       PGPORT_LOCAL: String(this.pgPort),

@@ -1,15 +1,25 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { closeSync, createWriteStream, existsSync, mkdirSync, openSync, readFileSync, WriteStream, writeFileSync } from 'node:fs';
-import { request, Server } from 'node:http';
+import { closeSync, createWriteStream, mkdirSync, openSync, WriteStream, writeFileSync } from 'node:fs';
+import { Server } from 'node:http';
 import { join, resolve } from 'node:path';
 import { descendantsOf, signalAll } from '@robustrl/agent';
 import { BusLogger, KafkaBus, Subscription } from '@robustrl/bus';
 import { createMessage, MessageOf, MessageType, RobustrlMessage, Topics, TrajectoryWithTurns } from '@robustrl/contracts';
 import { LocalProcessSupervisor, MachineSpec, serveOrchestrator } from '@robustrl/orchestrator';
+import { NetnsHosts } from '../hosts/netns-hosts';
+import { ChaosJob, ChaosJobContext, machinesOf } from './chaos-job';
 import { CONTROL_PLANE_SERVICES, ControlPlaneService, FaultKind, faultSchedule, pickOf, ScheduledFault } from './fault-schedule';
 import { freePorts, PrivateInfra, ServiceProcess } from './private-infra';
-import { CampaignFacts, Check, checkInvariants, JobShape, LedgerRecord, RoleRestart, StoredBatch } from './system-invariants';
+import { ReferenceJob } from './reference-job';
+import { Check, RoleRestart, StoredBatch } from './system-invariants';
+import { getJson, InjectedFault, SystemScorecard } from './system-scorecard';
+import { killEngineDuringLoad, killTrainerAtCheckpoint } from './timed-faults';
+import { observedEttr } from './observed-ettr';
+import { ObservedSampler } from './observed-sampler';
+
+export { formatSystemScorecard } from './system-scorecard';
+export type { InjectedFault, SystemScorecard } from './system-scorecard';
 
 /**
  * The whole-system chaos campaign (issue 14; `npm run chaos`, a short version in
@@ -17,9 +27,12 @@ import { CampaignFacts, Check, checkInvariants, JobShape, LedgerRecord, RoleRest
  * and a PostgreSQL server of the run's own, the detector, controller (its orchestrator over HTTP),
  * request manager, rollout manager (the router in front of the engines) and weight registry as their
  * own processes, and one agent process per machine started by a machine host (the local process
- * supervisor served over HTTP, the controller's orchestrator). The agents run the reference job of
- * clients/python: two trainer ranks and four rollout engines, semi-synchronous, tens of steps, its
- * agent loops generating every step's trajectories through the router.
+ * supervisor served over HTTP, the controller's orchestrator). The agents run a job (chaos-job.ts):
+ * the reference stand-in of clients/python (the fast variant: two trainer ranks, four engines that
+ * answer hash words) or the real GRPO job of examples/grpo (`--job grpo`: PyTorch training on two gloo
+ * ranks, vLLM engines loading every version the agents move). With `hosts: 'netns'` every machine is a
+ * network namespace of its own (../hosts/netns-hosts.ts): its agent, role processes and engine bind its
+ * own address, and rendezvous, weight pulls and router traffic cross interfaces.
  *
  * A seeded schedule (fault-schedule.ts) injects faults one after the other, each once the system
  * settled from the last (every service ready, no recovery open, every machine up, the job moved on) and
@@ -37,6 +50,12 @@ export interface SystemChaosOptions {
   /** Keep the run's folder (servers' data, every process's log) instead of removing it. */
   keep: boolean;
   progress: (line: string) => void;
+  /** The job under the campaign (default: the reference stand-in). */
+  job?: ChaosJob;
+  /** `netns`: every machine a network namespace of its own (root only); `shared`: one host, one loopback. */
+  hosts?: 'shared' | 'netns';
+  /** The controller's recovery policy: role-based (default) or task-restart for every fault (paper §7's baseline). */
+  policy?: 'role-based' | 'task-restart';
 }
 
 export const DEFAULT_SYSTEM_CHAOS: Omit<SystemChaosOptions, 'progress' | 'seed'> = {
@@ -45,9 +64,6 @@ export const DEFAULT_SYSTEM_CHAOS: Omit<SystemChaosOptions, 'progress' | 'seed'>
   deadlineSeconds: 1800,
   keep: false,
 };
-
-/** The reference job's shape: small enough for one machine, every path of a real job walked. */
-const JOB = { batchSize: 8, toolRounds: 2, maxStaleness: 1, trainSeconds: 1, tokensPerReply: 8, tokenSeconds: 0.01, toolSeconds: 0.05, concurrency: 4 };
 
 const DETECTION = {
   trainerIdleWindowSeconds: 15,
@@ -58,38 +74,12 @@ const DETECTION = {
 };
 
 const REPO_ROOT = resolve(__dirname, '..', '..', '..');
-const REFERENCE = join(REPO_ROOT, 'clients', 'python', 'robustrl_reference.py');
 const AGENT_MAIN = join(REPO_ROOT, 'services', 'agent', 'dist', 'main.js');
-
-export interface InjectedFault {
-  index: number;
-  kind: FaultKind;
-  target: string;
-  /** Seconds since the job started. */
-  atSeconds: number;
-  note?: string;
-}
-
-export interface SystemScorecard {
-  seed: number;
-  jobId: string;
-  planned: number;
-  injected: InjectedFault[];
-  jobSeconds: number;
-  stepsCommitted: number;
-  recoveries: Record<string, number>;
-  decisionsByRule: Record<string, number>;
-  ettr: number | null;
-  downtime: string;
-  checks: Check[];
-  ok: boolean;
-  runDir: string;
-}
 
 const quiet: BusLogger = { info: () => undefined, warn: () => undefined, error: () => undefined };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** What the campaign watches on the bus (every type of the job's control story, none of the telemetry). */
+/** What the campaign watches on the bus: every type of the job's control story, and of the telemetry the GPU activity. */
 const OBSERVED: MessageType[] = [
   'JobStarted',
   'MachineRegistered',
@@ -114,17 +104,24 @@ const OBSERVED: MessageType[] = [
   'TrajectoryRestartedFromPrompt',
   'TrajectoriesReassigned',
   'WeightVersionPublished',
+  'GpuActivitySampled',
 ];
 
 export async function runSystemChaos(options: SystemChaosOptions): Promise<SystemScorecard> {
   const { progress } = options;
-  const schedule = faultSchedule({ seed: options.seed, faults: options.faults, weights: options.weights });
-  const infra = await PrivateInfra.create();
-  const run = new CampaignRun(infra, options, schedule);
+  const job = options.job ?? new ReferenceJob();
+  job.prepare();
+  const schedule = faultSchedule({ seed: options.seed, faults: options.faults, weights: { ...job.faultWeights, ...options.weights } });
+  const hosts = options.hosts === 'netns' ? NetnsHosts.create() : null;
+  const infra = await PrivateInfra.create({ kafkaHost: hosts?.gateway });
+  const run = new CampaignRun(infra, { ...options, job }, schedule, hosts);
   const cleanUp = async () => {
     await run.teardown();
-    if (options.keep) progress(`kept ${infra.dir} (logs in ${join(infra.dir, 'logs')})`);
-    else infra.destroy();
+    hosts?.destroy();
+    if (options.keep) {
+      infra.stop();
+      progress(`kept ${infra.dir} (logs in ${join(infra.dir, 'logs')})`);
+    } else infra.destroy();
   };
   // Ctrl-C (or a CI timeout's SIGTERM) must not leave a broker, a database and a dozen processes behind.
   const interrupted = (signal: NodeJS.Signals) => {
@@ -152,6 +149,8 @@ class CampaignRun {
   private bus?: KafkaBus;
   private observer?: Subscription;
   private agentLoops?: ChildProcess;
+  /** Samples the processes each second for the ETTR observed apart from the control plane. */
+  private observer_?: ObservedSampler;
   private agentLoopsExit: number | null | undefined = undefined;
   private readonly events: RobustrlMessage[] = [];
   private readonly eventIds = new Set<string>();
@@ -163,13 +162,19 @@ class CampaignRun {
   private readonly notes: string[] = [];
   private jobStartedAt = 0;
   private enginePorts: number[] = [];
+  private readonly enginePortOf = new Map<string, number>();
   private ports!: { http: Record<ControlPlaneService, number>; router: number; rendezvous: number };
+  private readonly job: ChaosJob;
+  /** Lines of the machines' logs, to those waiting for one (a fault timed to what an agent does). */
+  private readonly lineWatchers = new Set<(machineId: string, line: string) => void>();
 
   constructor(
     private readonly infra: PrivateInfra,
-    private readonly options: SystemChaosOptions,
+    private readonly options: SystemChaosOptions & { job: ChaosJob },
     private readonly schedule: ScheduledFault[],
+    private readonly hosts: NetnsHosts | null,
   ) {
+    this.job = options.job;
     this.jobId = `chaos-s${options.seed}-${randomUUID().slice(0, 6)}`;
     this.logDir = join(infra.dir, 'logs');
     this.stateDir = join(infra.dir, 'job');
@@ -185,11 +190,50 @@ class CampaignRun {
     return `http://127.0.0.1:${this.ports.http[service]}`;
   }
 
+  /** Where machines reach the control plane: the bridge's address when they are namespaces. */
+  private get reachable(): string {
+    return this.hosts?.gateway ?? '127.0.0.1';
+  }
+
+  /** What the job is told about this run (chaos-job.ts). */
+  private get ctx(): ChaosJobContext {
+    return {
+      jobId: this.jobId,
+      seed: this.options.seed,
+      steps: this.options.steps,
+      stateDir: this.stateDir,
+      logDir: this.logDir,
+      requestManagerUrl: `http://${this.reachable}:${this.ports.http['request-manager']}`,
+      routerUrl: `http://${this.reachable}:${this.ports.router}`,
+      engineUrl: (machineId) => `http://${this.hostAddress(machineId)}:${this.enginePort(machineId)}`,
+      hostAddress: (machineId) => this.hostAddress(machineId),
+      netns: this.hosts !== null,
+    };
+  }
+
+  private hostAddress(machineId: string): string {
+    return this.hosts ? this.hosts.add(machineId).address : '127.0.0.1';
+  }
+
+  /** Every machine may become a rollout (a faulty trainer's refill is one): each gets an engine port of its own. */
+  private enginePort(machineId: string): number {
+    let port = this.enginePortOf.get(machineId);
+    if (port === undefined) {
+      port = this.enginePorts.shift();
+      if (port === undefined) throw new Error('out of engine ports');
+      this.enginePortOf.set(machineId, port);
+    }
+    return port;
+  }
+
   async execute(): Promise<SystemScorecard> {
     const deadline = Date.now() + this.options.deadlineSeconds * 1000;
     await this.bringUp();
     await this.startJob();
-    this.progress(`job ${this.jobId}: ${this.options.steps} steps, 2 trainer ranks, 4 rollouts; waiting for step 1 (faults start after the first iteration)`);
+    this.progress(
+      `${this.job.name} job ${this.jobId}: ${this.options.steps} steps, ${this.job.trainers} trainer ranks, ${this.job.rollouts} rollouts` +
+        `${this.hosts ? ' on network-namespace hosts' : ''}; waiting for step 1 (faults start after the first iteration)`,
+    );
     await this.until('step 1 committed', () => this.committed() >= 1, Math.max(0, deadline - Date.now()));
 
     let lastCommitted = this.committed();
@@ -202,7 +246,7 @@ class CampaignRun {
         this.notes.push(`the job finished before fault ${fault.index + 1} of ${this.schedule.length}: run more steps (--steps)`);
         break;
       }
-      const settled = await this.settle(lastCommitted, Math.min(240_000, Math.max(0, deadline - Date.now())));
+      const settled = await this.settle(lastCommitted, Math.min(240_000 + this.job.restartSeconds * 1000, Math.max(0, deadline - Date.now())));
       if (!settled.ok) this.progress(`  (not settled after ${Math.round(settled.ms / 1000)} s: ${settled.why}; injecting anyway)`);
       await sleep(fault.afterSeconds * 1000);
       lastCommitted = this.committed();
@@ -216,7 +260,7 @@ class CampaignRun {
     ).catch(() => false);
     const jobSeconds = Math.round((Date.now() - this.jobStartedAt) / 1000);
     // Recoveries still open (a fault late in the run) are given their time to complete.
-    await this.until('every recovery completed', () => this.openRecoveries().length === 0, 120_000).catch(() => undefined);
+    await this.until('every recovery completed', () => this.openRecoveries().length === 0, 120_000 + this.job.restartSeconds * 1000).catch(() => undefined);
     await sleep(3_000);
     return this.scorecard(finished !== false, jobSeconds);
   }
@@ -251,34 +295,49 @@ class CampaignRun {
     this.supervisor = new LocalProcessSupervisor({
       stopGraceMs: 2_000,
       output: (machineId, line) => this.machineLine(machineId, line),
-      launch: (m) => ({ command: process.execPath, args: [AGENT_MAIN], env: this.agentEnv(m, common) }),
+      launch: (m) => {
+        const env = this.agentEnv(m, common);
+        return this.hosts
+          ? { ...this.hosts.wrap(this.hosts.add(m.machineId).name, process.execPath, [AGENT_MAIN]), env }
+          : { command: process.execPath, args: [AGENT_MAIN], env };
+      },
     });
     const served = await serveOrchestrator(this.supervisor, { port: 0, host: '127.0.0.1' });
     this.orchestratorServer = served.server;
 
     const own: Record<ControlPlaneService, NodeJS.ProcessEnv> = {
       detector: {},
-      controller: { ROBUSTRL_ORCHESTRATOR: 'http', ROBUSTRL_ORCHESTRATOR_URL: served.url, ROBUSTRL_COMMAND_TIMEOUT_SECONDS: '30' },
+      controller: {
+        ROBUSTRL_ORCHESTRATOR: 'http',
+        ROBUSTRL_ORCHESTRATOR_URL: served.url,
+        // A vLLM engine restarted in place takes tens of seconds on two loaded cores.
+        ROBUSTRL_COMMAND_TIMEOUT_SECONDS: String(Math.max(30, this.job.restartSeconds)),
+        ROBUSTRL_RECOVERY_POLICY: this.options.policy ?? 'role-based',
+      },
       'request-manager': { ROBUSTRL_TRAJECTORY_RETENTION_STEPS: '1000000' },
       'rollout-manager': {
         ROBUSTRL_ROUTER: 'on',
-        ROBUSTRL_ROUTER_HOST: '127.0.0.1',
+        ROBUSTRL_ROUTER_HOST: this.hosts ? '0.0.0.0' : '127.0.0.1',
+        ...(this.hosts ? { ROBUSTRL_ROUTER_AUTH: 'none' } : {}),
         ROBUSTRL_ROUTER_PORT: String(this.ports.router),
         ROBUSTRL_JOB_ID: this.jobId,
         ROBUSTRL_REQUEST_MANAGER_URL: this.url('request-manager'),
-        ROBUSTRL_MAX_STALENESS: String(JOB.maxStaleness),
+        ROBUSTRL_MAX_STALENESS: '1',
       },
       'weight-registry': {},
     };
+    // On namespace hosts the services answer on the bridge too (machines call the request manager). The
+    // bridge is the run's own, reachable from its namespaces only: its APIs ask for no token there.
+    const bind = this.hosts ? { ROBUSTRL_HTTP_HOST: '0.0.0.0', ROBUSTRL_HTTP_AUTH: 'none' } : {};
     for (const name of CONTROL_PLANE_SERVICES)
-      this.services.set(name, new ServiceProcess(name, this.ports.http[name], { ...common, ...own[name] }, this.logDir));
+      this.services.set(name, new ServiceProcess(name, this.ports.http[name], { ...common, ...bind, ...own[name] }, this.logDir));
     for (const s of this.services.values()) s.start();
     await this.until('every service ready', async () => (await this.readiness()).every((c) => c === 200), 120_000);
     p('detector, controller, request manager, rollout manager (router), weight registry: ready');
 
     this.observer = await this.bus.subscribe({
       groupId: `system-chaos-observer-${randomUUID()}`,
-      topics: [Topics.membership, Topics.verdicts, Topics.control, Topics.replies, Topics.training, Topics.trajectories, Topics.weights],
+      topics: [Topics.membership, Topics.verdicts, Topics.control, Topics.replies, Topics.training, Topics.trajectories, Topics.weights, Topics.telemetry],
       types: OBSERVED,
       fromBeginning: true,
       handler: async ({ message }) => {
@@ -293,8 +352,13 @@ class CampaignRun {
   private agentEnv(m: MachineSpec & { jobId: string }, common: NodeJS.ProcessEnv): Record<string, string> {
     const shm = join(this.infra.dir, 'shm', m.machineId);
     mkdirSync(shm, { recursive: true });
-    const env: Record<string, string> = {
-      ...(common as Record<string, string>),
+    const host = this.hostAddress(m.machineId);
+    // A machine on a host of its own does not reach the control plane's PostgreSQL (nor does one on a
+    // cluster): its agent keeps what it stores in process, as the chart's agents do.
+    const { DATABASE_URL, ...reachable } = common as Record<string, string>;
+    return {
+      // Empty, not absent: the supervisor starts agents with this process's environment underneath.
+      ...(this.hosts ? { ...reachable, DATABASE_URL: '' } : { ...reachable, DATABASE_URL }),
       ROBUSTRL_JOB_ID: m.jobId,
       ROBUSTRL_MACHINE_ID: m.machineId,
       ROBUSTRL_ROLE: m.role,
@@ -302,44 +366,26 @@ class CampaignRun {
       ROBUSTRL_HARDWARE_CLASS: m.hardwareClass,
       ROBUSTRL_GPUS: '1',
       ROBUSTRL_AGENT_PORT: '0',
-      ROBUSTRL_TRAINER_COMMAND: `${python()} ${REFERENCE} trainer`,
-      ROBUSTRL_ROLLOUT_COMMAND: `${python()} ${REFERENCE} engine`,
-      ROBUSTRL_GPU_SOURCE: 'emulated',
       ROBUSTRL_GPU_SAMPLE_SECONDS: '1',
       ROBUSTRL_STOP_GRACE_SECONDS: '1',
       ROBUSTRL_WEIGHTS_PORT: '0',
       ROBUSTRL_WEIGHTS_SHM_DIR: shm,
-      ROBUSTRL_REQUEST_MANAGER_URL: this.url('request-manager'),
+      ROBUSTRL_REQUEST_MANAGER_URL: this.ctx.requestManagerUrl,
       ROBUSTRL_RENDEZVOUS_PORT: String(this.ports.rendezvous),
+      // The machine's own address: the trainer group meets at rank 0's, weights are served from it.
+      ROBUSTRL_ADVERTISE_HOST: host,
+      // Every launch, first or restart, takes its rank, world size and rendezvous from the agent.
+      ROBUSTRL_TRAINER_WORLD_SIZE: String(this.job.trainers),
+      ROBUSTRL_INFERENCE_URL: this.ctx.engineUrl(m.machineId),
+      // Between namespaces UCX goes over TCP, across the veth pairs (no shared-memory shortcut).
+      ...(this.hosts ? { UCX_TLS: 'tcp' } : {}),
       PYTHONUNBUFFERED: '1',
-      ...this.referenceEnv(),
-    };
-    // Every machine may become a rollout (a faulty trainer's refill is one): each gets an engine port of its own.
-    const port = this.enginePorts.shift();
-    if (port !== undefined) env.ROBUSTRL_INFERENCE_URL = `http://127.0.0.1:${port}`;
-    if (m.role === 'trainer') {
-      const rank = m.machineId === 'trainer-0' ? 0 : 1;
-      Object.assign(env, { RANK: String(rank), WORLD_SIZE: '2', MASTER_ADDR: '127.0.0.1', MASTER_PORT: String(this.ports.rendezvous) });
-    }
-    return env;
-  }
-
-  private referenceEnv(): Record<string, string> {
-    return {
-      ROBUSTRL_REF_STEPS: String(this.options.steps),
-      ROBUSTRL_REF_BATCH_SIZE: String(JOB.batchSize),
-      ROBUSTRL_REF_TOOL_ROUNDS: String(JOB.toolRounds),
-      ROBUSTRL_REF_TOKENS_PER_REPLY: String(JOB.tokensPerReply),
-      ROBUSTRL_REF_TOKEN_SECONDS: String(JOB.tokenSeconds),
-      ROBUSTRL_REF_TOOL_SECONDS: String(JOB.toolSeconds),
-      ROBUSTRL_REF_TRAIN_SECONDS: String(JOB.trainSeconds),
-      ROBUSTRL_REF_MAX_STALENESS: String(JOB.maxStaleness),
-      ROBUSTRL_REF_CONCURRENCY: String(JOB.concurrency),
-      ROBUSTRL_REF_STATE_DIR: this.stateDir,
+      ...this.job.agentEnv(m, this.ctx),
     };
   }
 
   private machineLine(machineId: string, line: string): void {
+    for (const watcher of this.lineWatchers) watcher(machineId, line);
     let log = this.machineLogs.get(machineId);
     if (!log) this.machineLogs.set(machineId, (log = createWriteStream(join(this.logDir, `machine-${machineId}.log`), { flags: 'a' })));
     log.write(`${new Date().toISOString()} ${line}\n`);
@@ -350,34 +396,28 @@ class CampaignRun {
   }
 
   private async startJob(): Promise<void> {
-    const machines: MachineSpec[] = [
-      ...['trainer-0', 'trainer-1'].map((machineId) => ({ machineId, role: 'trainer' as const, zone: 'az-1', hardwareClass: 'cpu-chaos' })),
-      ...[0, 1, 2, 3].map((i) => ({ machineId: `rollout-${i}`, role: 'rollout' as const, zone: 'az-1', hardwareClass: 'cpu-chaos' })),
-    ];
+    const machines = machinesOf(this.job);
     await this.bus!.publish(
       createMessage(
         'JobStarted',
-        { mode: 'semi-sync', resumedFromStep: null, trainerMachines: 2, rolloutMachines: 4, detection: DETECTION },
+        { mode: 'semi-sync', resumedFromStep: null, trainerMachines: this.job.trainers, rolloutMachines: this.job.rollouts, detection: DETECTION },
         { jobId: this.jobId, source: 'system-chaos', occurredAt: new Date().toISOString() },
       ),
     );
     this.jobStartedAt = Date.now();
     await this.supervisor!.launchJob(this.jobId, machines);
     const log = openSync(join(this.logDir, 'agent-loops.log'), 'a');
-    const loops = spawn(python(), [REFERENCE, 'agent-loops'], {
-      env: {
-        ...process.env,
-        ...this.referenceEnv(),
-        ROBUSTRL_JOB_ID: this.jobId,
-        ROBUSTRL_REF_ROUTER_URL: `http://127.0.0.1:${this.ports.router}`,
-        ROBUSTRL_REQUEST_MANAGER_URL: this.url('request-manager'),
-        PYTHONUNBUFFERED: '1',
-      },
-      stdio: ['ignore', log, log],
-    });
+    const loops = this.job.loops(this.ctx);
+    const child = spawn(loops.command, loops.args, { env: { ...process.env, ...loops.env, PYTHONUNBUFFERED: '1' }, stdio: ['ignore', log, log] });
     closeSync(log);
-    loops.once('exit', (code) => (this.agentLoopsExit = code));
-    this.agentLoops = loops;
+    child.once('exit', (code) => (this.agentLoopsExit = code));
+    this.agentLoops = child;
+    this.observer_ = new ObservedSampler(this.stateDir, () =>
+      this.supervisor!.machines()
+        .filter((m) => m.jobId === this.jobId && m.status === 'running')
+        .map((m) => ({ machineId: m.machineId, agentPid: this.supervisor!.pidOf(m.machineId), engineUrl: this.ctx.engineUrl(m.machineId) })),
+    );
+    this.observer_.start();
   }
 
   // ── faults ──────────────────────────────────────────────────────────────────────────────────
@@ -449,6 +489,20 @@ class CampaignRun {
         await sleep(down);
         this.infra.startPostgres();
         return;
+      case 'kill-engine-during-load': {
+        const hit = await killEngineDuringLoad(pickOf(this.machinesWithRoleProcess('rollout'), fault.pick), {
+          watch: (watcher) => {
+            this.lineWatchers.add(watcher);
+            return () => this.lineWatchers.delete(watcher);
+          },
+          kill: (machineId) => this.killRoleProcess(machineId),
+        });
+        return record(hit.target, hit.note);
+      }
+      case 'kill-trainer-during-checkpoint': {
+        const hit = await killTrainerAtCheckpoint(this.stateDir, fault.pick < 0.5 ? 0 : 1);
+        return record(hit.target, hit.note);
+      }
     }
   }
 
@@ -490,7 +544,7 @@ class CampaignRun {
     return [...open];
   }
 
-  /** Settled: every service ready, no recovery open, six machines up, and a step committed since the last fault. */
+  /** Settled: every service ready, no recovery open, every machine up, and a step committed since the last fault. */
   private async settle(committedBefore: number, timeoutMs: number): Promise<{ ok: boolean; ms: number; why: string }> {
     const started = Date.now();
     let why = '';
@@ -500,11 +554,12 @@ class CampaignRun {
         const codes = await this.readiness();
         const open = this.openRecoveries();
         const up = this.supervisor!.machines().filter((m) => m.jobId === this.jobId && m.status === 'running').length;
+        const all = this.job.trainers + this.job.rollouts;
         const moved = this.committed() > committedBefore || this.committed() >= this.options.steps;
         why = [
           codes.every((c) => c === 200) ? '' : `services ${CONTROL_PLANE_SERVICES.filter((_, i) => codes[i] !== 200).join(', ')} not ready`,
           open.length ? `recoveries open: ${open.join(', ')}` : '',
-          up === 6 ? '' : `${up} of 6 machines up`,
+          up === all ? '' : `${up} of ${all} machines up`,
           moved ? '' : 'no step committed since the last fault',
         ]
           .filter(Boolean)
@@ -519,37 +574,44 @@ class CampaignRun {
   // ── the end ─────────────────────────────────────────────────────────────────────────────────
 
   private async scorecard(finished: boolean, jobSeconds: number): Promise<SystemScorecard> {
-    const job: JobShape = { steps: this.options.steps, batchSize: JOB.batchSize, toolRounds: JOB.toolRounds, maxStaleness: JOB.maxStaleness };
-    const facts: CampaignFacts = {
-      job,
-      ledger: readLedger(this.stateDir),
-      batches: await this.batches(),
-      events: [...this.events],
-      roleRestarts: [...this.roleRestarts],
-      // When each version became visible on the bus (this run's observer read it), not when the trainer
-      // produced it: during a broker outage a trainer publishes versions nobody can see, let alone pull.
-      published: this.events
-        .filter((m): m is MessageOf<'WeightVersionPublished'> => m.type === 'WeightVersionPublished')
-        .map((m) => ({ version: m.data.version, at: this.visibleAt.get(m.eventId) ?? Date.parse(m.occurredAt) })),
-    };
+    const batches = await this.batches();
+    // When each version became visible on the bus (this run's observer read it), not when the trainer
+    // produced it: during a broker outage a trainer publishes versions nobody can see, let alone pull.
+    const published = this.events
+      .filter((m): m is MessageOf<'WeightVersionPublished'> => m.type === 'WeightVersionPublished')
+      .map((m) => ({ version: m.data.version, at: this.visibleAt.get(m.eventId) ?? Date.parse(m.occurredAt) }));
     // What the checks read, kept with the logs: a violation is explained from these files.
     writeFileSync(join(this.infra.dir, 'events.jsonl'), this.events.map((m) => JSON.stringify(m)).join('\n') + '\n');
-    writeFileSync(join(this.infra.dir, 'batches.json'), JSON.stringify(facts.batches, null, 1));
+    writeFileSync(join(this.infra.dir, 'batches.json'), JSON.stringify(batches, null, 1));
     writeFileSync(join(this.infra.dir, 'faults.json'), JSON.stringify(this.injected, null, 1));
+    const ettr = await getJson<{ ettr: number; summary: string }>(`${this.url('controller')}/v1/jobs/${encodeURIComponent(this.jobId)}/ettr`).catch(
+      (err: unknown) => ({ ettr: null, summary: `ETTR not read: ${String(err)}` }),
+    );
+    await this.observer_?.stop();
+    const observed = this.observer_ ? observedEttr(this.observer_.samples, this.job) : null;
+    const jobChecks = await this.job.checks(this.ctx, {
+      events: [...this.events],
+      batches,
+      roleRestarts: [...this.roleRestarts],
+      published,
+      jobSeconds,
+      reportedEttr: ettr.ettr,
+      observedEttr: observed,
+    });
     const checks: Check[] = [
       {
         what: 'the job finished',
         ok: finished && this.agentLoopsExit === 0,
         detail: finished
           ? `in ${jobSeconds} s, agent loops exited ${this.agentLoopsExit}`
-          : `not within the deadline (${this.committed()} of ${job.steps} steps committed)`,
+          : `not within the deadline (${this.committed()} of ${this.options.steps} steps committed)`,
       },
       {
         what: `${this.schedule.length} faults injected`,
         ok: this.injected.filter((f) => f.target !== 'none').length === this.schedule.length,
         detail: `${this.injected.filter((f) => f.target !== 'none').length} injected${this.notes.length ? `; ${this.notes.join('; ')}` : ''}`,
       },
-      ...checkInvariants(facts),
+      ...jobChecks,
     ];
     const recoveries: Record<string, number> = {};
     const decisionsByRule: Record<string, number> = {};
@@ -564,18 +626,22 @@ class CampaignRun {
         decisionsByRule[key] = (decisionsByRule[key] ?? 0) + 1;
       }
     }
-    const ettr = await getJson<{ ettr: number; summary: string }>(`${this.url('controller')}/v1/jobs/${encodeURIComponent(this.jobId)}/ettr`).catch(
-      (err: unknown) => ({ ettr: null, summary: `ETTR not read: ${String(err)}` }),
-    );
     return {
       seed: this.options.seed,
+      job: this.job.name,
+      hosts: this.hosts ? 'netns' : 'shared',
+      policy: this.options.policy ?? 'role-based',
       jobId: this.jobId,
+      jobSummary: this.job.summary(this.ctx),
       planned: this.schedule.length,
       injected: [...this.injected],
       jobSeconds,
       stepsCommitted: this.committed(),
       recoveries,
       decisionsByRule,
+      retrainedSteps: this.job.retrainedSteps(this.ctx),
+      regeneratedTrajectories: this.events.filter((m) => m.type === 'TrajectoryRestartedFromPrompt').length,
+      evaluations: this.job.evaluations(this.ctx),
       ettr: ettr.ettr,
       downtime: ettr.summary,
       checks,
@@ -589,15 +655,16 @@ class CampaignRun {
     const base = `${this.url('request-manager')}/v1/jobs/${encodeURIComponent(this.jobId)}/batches`;
     for (let step = 1; step <= this.options.steps; step++) {
       const progress = await getJson<{ total: number }>(`${base}/step-${step}`).catch(() => null);
-      const completed = await getJson<{ trajectories: TrajectoryWithTurns[] }>(
+      const completed = await getJson<{ trajectories: TrajectoryWithTurns[]; samples?: StoredBatch['samples'] }>(
         `${base}/step-${step}/completed?currentWeightVersion=${step - 1}&maxStaleness=1000000`,
       ).catch(() => null);
-      if (progress && completed) out.push({ step, total: progress.total, completed: completed.trajectories });
+      if (progress && completed) out.push({ step, total: progress.total, completed: completed.trajectories, samples: completed.samples });
     }
     return out;
   }
 
   async teardown(): Promise<void> {
+    await this.observer_?.stop();
     this.agentLoops?.kill('SIGKILL');
     await this.supervisor?.close().catch(() => undefined);
     await new Promise<void>((done) => (this.orchestratorServer ? this.orchestratorServer.close(() => done()) : done()));
@@ -610,10 +677,7 @@ class CampaignRun {
   // ── helpers ─────────────────────────────────────────────────────────────────────────────────
 
   private committed(): number {
-    const steps = readLedger(this.stateDir)
-      .filter((r) => r.kind === 'checkpoint')
-      .map((r) => r.step ?? 0);
-    return Math.max(0, ...steps);
+    return this.job.committed(this.ctx);
   }
 
   private readiness(): Promise<number[]> {
@@ -629,76 +693,4 @@ class CampaignRun {
       await sleep(everyMs);
     }
   }
-}
-
-function python(): string {
-  return process.env.PYTHON ?? 'python3';
-}
-
-function readLedger(stateDir: string): LedgerRecord[] {
-  const path = join(stateDir, 'ledger.jsonl');
-  if (!existsSync(path)) return [];
-  return readFileSync(path, 'utf8')
-    .split('\n')
-    .filter((l) => l.trim())
-    .flatMap((l) => {
-      try {
-        return [JSON.parse(l) as LedgerRecord];
-      } catch {
-        return []; // a line cut by a kill -9 mid-write
-      }
-    });
-}
-
-function getJson<T>(url: string): Promise<T> {
-  return new Promise((done, fail) => {
-    const req = request(url, { method: 'GET', timeout: 10_000 }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString();
-        if ((res.statusCode ?? 0) >= 300) return fail(new Error(`GET ${url}: ${res.statusCode} ${text.slice(0, 200)}`));
-        try {
-          done(JSON.parse(text) as T);
-        } catch (err) {
-          fail(err as Error);
-        }
-      });
-    });
-    req.on('timeout', () => req.destroy(new Error(`GET ${url}: no answer within 10 s`)));
-    req.on('error', fail);
-    req.end();
-  });
-}
-
-/** The scorecard as markdown. */
-export function formatSystemScorecard(card: SystemScorecard): string {
-  const lines = [
-    `## seed ${card.seed}: ${card.ok ? 'PASS' : 'FAIL'}`,
-    '',
-    `job ${card.jobId}: ${card.stepsCommitted} steps committed in ${card.jobSeconds} s; ETTR ${card.ettr === null ? 'n/a' : card.ettr.toFixed(3)}`,
-    '',
-    `downtime: ${card.downtime}`,
-    '',
-    `faults injected (${card.injected.length} of ${card.planned}):`,
-    '',
-    '| # | at (s) | fault | target | note |',
-    '|---|---|---|---|---|',
-    ...card.injected.map((f) => `| ${f.index + 1} | ${f.atSeconds} | ${f.kind} | ${f.target} | ${f.note ?? ''} |`),
-    '',
-    'decisions (action (rule): count): ' +
-      Object.entries(card.decisionsByRule)
-        .map(([k, n]) => `${k}: ${n}`)
-        .join(', '),
-    '',
-    'recoveries completed: ' +
-      Object.entries(card.recoveries)
-        .map(([k, n]) => `${k} ${n}`)
-        .join(', '),
-    '',
-    '| invariant | result | detail |',
-    '|---|---|---|',
-    ...card.checks.map((c) => `| ${c.what} | ${c.ok ? 'ok' : '**FAIL**'} | ${c.detail.replace(/\|/g, '\\|')} |`),
-  ];
-  return lines.join('\n');
 }

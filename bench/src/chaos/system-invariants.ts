@@ -1,4 +1,4 @@
-import type { MessageOf, RobustrlMessage, TrajectoryWithTurns } from '@robustrl/contracts';
+import type { BatchSample, MessageOf, RobustrlMessage, TrajectoryWithTurns } from '@robustrl/contracts';
 
 /**
  * The invariants of the whole-system chaos campaign (issue 14), checked after the run on what it left:
@@ -34,6 +34,8 @@ export interface StoredBatch {
   total: number;
   /** The completed ones, with the turns of their current attempt. */
   completed: TrajectoryWithTurns[];
+  /** The same as training samples (tokens in, tokens out), when the request manager built them. */
+  samples?: BatchSample[];
 }
 
 /** An agent saying it restarted its role process for a recovery (from its log). */
@@ -75,7 +77,7 @@ export function checkInvariants(facts: CampaignFacts): Check[] {
   ];
 }
 
-const fail = (what: string, problems: string[], okDetail: string): Check => ({
+export const fail = (what: string, problems: string[], okDetail: string): Check => ({
   what,
   ok: problems.length === 0,
   detail: problems.length === 0 ? okDetail : `${problems.length} problem(s): ${problems.slice(0, 6).join('; ')}${problems.length > 6 ? '; …' : ''}`,
@@ -234,7 +236,7 @@ function restartCommands(events: RobustrlMessage[]): Map<string, Set<string>> {
  * role process for a recovery more often than that recovery asked it to (a replayed or re-decided
  * command carried out twice would show here).
  */
-export function noDuplicateRestartPerFault({ events, roleRestarts }: CampaignFacts): Check {
+export function noDuplicateRestartPerFault({ events, roleRestarts }: Pick<CampaignFacts, 'events' | 'roleRestarts'>): Check {
   const what = 'no duplicate restart for one fault';
   const problems: string[] = [];
   const recoveriesOf = new Map<string, Set<string>>();
@@ -259,7 +261,7 @@ export function noDuplicateRestartPerFault({ events, roleRestarts }: CampaignFac
  * on the bus; a recovery completed `recovered`, or `escalated` with the task restart decided under a
  * named escalation rule; a fault covered by an active recovery is covered by one that completed so.
  */
-export function everyFaultEndedInRecoveryOrEscalation({ events }: CampaignFacts): Check {
+export function everyFaultEndedInRecoveryOrEscalation({ events }: Pick<CampaignFacts, 'events'>): Check {
   const what = 'every confirmed fault ended in a completed recovery or an escalation with its rule';
   const problems: string[] = [];
   const decisions = events.filter((m): m is Decided => m.type === 'RecoveryDecided');

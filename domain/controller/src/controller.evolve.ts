@@ -35,6 +35,7 @@ export function evolveController(state: ControllerState, fact: ControllerFact, a
         inFlightRequests: prior?.inFlightRequests ?? 0,
         incarnation: d.incarnation ?? null,
         agentAddress: d.agentAddress,
+        hostAddress: d.hostAddress ?? null,
       };
       lifeSign(state, d.machineId, at);
       return state;

@@ -76,6 +76,8 @@ export interface RosterMachine {
   incarnation: string | null;
   /** Its agent's API (MachineRegistered.agentAddress): where a re-formed trainer group meets (rank 0's host). */
   agentAddress?: string | null;
+  /** Where other machines reach it (MachineRegistered.hostAddress): preferred over the agent address's host. */
+  hostAddress?: string | null;
 }
 
 export type CommandType = 'RestartTrainerGroup' | 'PromoteRolloutToTrainer' | 'ReplaceMachine' | 'RestartRolloutEngine' | 'RestartTask';

@@ -49,10 +49,12 @@ describe('topic ACLs by role', () => {
       'prod.robustrl.control',
       'prod.robustrl.heartbeat',
       'prod.robustrl.weights',
+      'prod.robustrl.membership',
     ]);
     expect(agent.filter((a) => a.resource === 'group')).toEqual([
       { resource: 'group', pattern: 'literal', name: 'prod.robustrl-agent-gpu-7', operation: 'read' },
       { resource: 'group', pattern: 'prefixed', name: 'prod.robustrl-agent-gpu-7-weights-', operation: 'read' },
+      { resource: 'group', pattern: 'prefixed', name: 'prod.robustrl-agent-gpu-7-roster-', operation: 'read' },
     ]);
     expect(agent.some((a) => a.operation === 'create')).toBe(false);
     expect(() => aclsFor('agent')).toThrow(/name its machine/);

@@ -20,7 +20,7 @@ export interface AgentConfig {
   roleCommands: Partial<Record<Role, string>>;
   gpuSampleSeconds: number;
   dcgmUrl: string | undefined;
-  preferredGpuSource: 'dcgm' | 'nvml' | 'nvidia-smi' | 'emulated' | undefined;
+  preferredGpuSource: 'dcgm' | 'nvml' | 'nvidia-smi' | 'emulated' | 'process-cpu' | undefined;
   /** SIGTERM → SIGKILL grace when stopping the role process. */
   stopGraceMs: number;
   /** Tolerance when judging a command without an incarnation by its time against the agent's start. */
@@ -39,8 +39,19 @@ export interface AgentConfig {
   requestManagerUrl: string | undefined;
   /** Its bearer token (ROBUSTRL_REQUEST_MANAGER_TOKEN), when its API asks for one. */
   requestManagerToken: string | undefined;
-  /** The port a re-formed trainer group meets on at rank 0's host (torch's MASTER_PORT), the same on every agent. */
+  /** The port a trainer group meets on at rank 0's host (torch's MASTER_PORT), the same on every agent. */
   rendezvousPort: number;
+  /**
+   * This machine's address as other machines reach it (ROBUSTRL_ADVERTISE_HOST: the pod IP, the host's
+   * interface): registered, so a trainer group whose rank 0 is this machine meets here.
+   */
+  hostAddress: string;
+  /**
+   * With it, a trainer's first launch waits for this many trainer machines to register and starts with
+   * its rank, the world size and rank 0's host (first-launch-group.ts); without it, the first launch
+   * is given only what the agent's own environment holds.
+   */
+  trainerWorldSize: number | null;
   /** This machine's own key (ROBUSTRL_MACHINE_KEY), with identity on: the weight plane opens its pull grants with it. */
   machineKey: Buffer | undefined;
   /** The UCX weight server and pull limits (paper §5.2.1). */
@@ -73,15 +84,18 @@ const Env = z.object({
   ROBUSTRL_HYBRID_COMMAND: z.string().min(1).optional(),
   ROBUSTRL_GPU_SAMPLE_SECONDS: z.coerce.number().positive().default(10),
   ROBUSTRL_DCGM_URL: z.url().optional(),
-  ROBUSTRL_GPU_SOURCE: z.enum(['dcgm', 'nvml', 'nvidia-smi', 'emulated']).optional(),
+  ROBUSTRL_GPU_SOURCE: z.enum(['dcgm', 'nvml', 'nvidia-smi', 'emulated', 'process-cpu']).optional(),
   ROBUSTRL_STOP_GRACE_SECONDS: z.coerce.number().nonnegative().default(10),
   // A command that names no incarnation and is older than the agent's start by more than this is a replay.
   ROBUSTRL_COMMAND_CLOCK_SKEW_SECONDS: z.coerce.number().nonnegative().default(5),
+  // What other machines reach this one at: the trainer group's rendezvous (rank 0's), and by default the weight server's address.
+  ROBUSTRL_ADVERTISE_HOST: z.string().min(1).default('127.0.0.1'),
+  ROBUSTRL_TRAINER_WORLD_SIZE: z.coerce.number().int().positive().optional(),
   // Unset: the advertised address, so the weight server listens on that interface only.
   ROBUSTRL_WEIGHTS_BIND_HOST: z.ipv4({ error: 'an IPv4 address to bind (UCX listens on IPv4)' }).optional(),
   ROBUSTRL_WEIGHTS_PORT: z.coerce.number().int().min(0).max(65535).default(13337),
   // What other machines dial: the pod IP / host name on a cluster (the bind address may be 0.0.0.0).
-  ROBUSTRL_WEIGHTS_ADVERTISE_HOST: z.string().min(1).default('127.0.0.1'),
+  ROBUSTRL_WEIGHTS_ADVERTISE_HOST: z.string().min(1).optional(),
   ROBUSTRL_WEIGHTS_SHM_DIR: z.string().min(1).default('/dev/shm'),
   ROBUSTRL_WEIGHTS_CHUNK_MIB: z.coerce.number().positive().default(8),
   ROBUSTRL_WEIGHTS_MAX_MIB_PER_SECOND: z.coerce.number().nonnegative().default(0),
@@ -132,6 +146,8 @@ export function agentConfigFromEnv(env: NodeJS.ProcessEnv): AgentConfig {
     requestManagerUrl: e.ROBUSTRL_REQUEST_MANAGER_URL,
     requestManagerToken: e.ROBUSTRL_REQUEST_MANAGER_TOKEN,
     rendezvousPort: e.ROBUSTRL_RENDEZVOUS_PORT,
+    hostAddress: e.ROBUSTRL_ADVERTISE_HOST,
+    trainerWorldSize: e.ROBUSTRL_TRAINER_WORLD_SIZE ?? null,
     apiPort: e.ROBUSTRL_AGENT_PORT,
     apiToken: tokensFromEnv(env)[0],
     roleCommands,
@@ -144,7 +160,7 @@ export function agentConfigFromEnv(env: NodeJS.ProcessEnv): AgentConfig {
     weights: {
       bindHost: e.ROBUSTRL_WEIGHTS_BIND_HOST ?? null,
       port: e.ROBUSTRL_WEIGHTS_PORT,
-      advertiseHost: e.ROBUSTRL_WEIGHTS_ADVERTISE_HOST,
+      advertiseHost: e.ROBUSTRL_WEIGHTS_ADVERTISE_HOST ?? e.ROBUSTRL_ADVERTISE_HOST,
       shmDir: e.ROBUSTRL_WEIGHTS_SHM_DIR,
       chunkBytes: Math.round(e.ROBUSTRL_WEIGHTS_CHUNK_MIB * MiB),
       maxBytesPerSecond: Math.round(e.ROBUSTRL_WEIGHTS_MAX_MIB_PER_SECOND * MiB),

@@ -7,7 +7,8 @@ import { tracer } from '@robustrl/telemetry';
 import { AgentConfig } from './agent-config';
 import { EmulatedGpuActivitySource, GpuActivitySource, selectGpuActivitySource } from './gpu-activity';
 import { RoleExit, RoleProcess } from './role-process';
-import { RestartContext, restartContextOf, restartEnv } from './trainer-group';
+import { awaitFirstLaunchGroup } from './first-launch';
+import { groupEnv, RestartContext, restartContextOf, restartEnv } from './trainer-group';
 import { WeightPlane } from './weights/weight-plane';
 import { EngineWeightSync } from './engine-weights/engine-weight-sync';
 import { VllmEngineClient } from './engine-weights/vllm-engine-client';
@@ -102,7 +103,7 @@ export class AgentRuntime {
 
   async start(apiUrl: string): Promise<void> {
     this.apiUrl = apiUrl;
-    const selection = await selectGpuActivitySource({ dcgmUrl: this.config.dcgmUrl, preferred: this.config.preferredGpuSource });
+    const selection = await selectGpuActivitySource({ dcgmUrl: this.config.dcgmUrl, preferred: this.config.preferredGpuSource, gpus: this.config.gpus });
     this.gpuSource = selection.source;
     this.gpuSourceReason = selection.reason;
     this.logger.log(`GPU activity source: ${selection.reason}`);
@@ -121,18 +122,49 @@ export class AgentRuntime {
     await this.weights.start();
     if (this.config.engineWeights === 'vllm') {
       if (!this.config.inferenceUrl) throw new Error('ROBUSTRL_ENGINE_WEIGHTS=vllm needs ROBUSTRL_INFERENCE_URL: the engine the agent loads versions into');
-      this.engineWeights = new EngineWeightSync(new VllmEngineClient(this.config.inferenceUrl), () => this.heldForEngine(), this.config.machineId);
+      this.engineWeights = new EngineWeightSync(
+        new VllmEngineClient(this.config.inferenceUrl),
+        () => this.heldForEngine(),
+        this.config.machineId,
+        500,
+        (phase, version) => {
+          // The engine's phase, reported for it; only a change is an event.
+          if (this.role === 'rollout' && this.phase !== phase) void this.reportPhase(phase, version);
+        },
+      );
       this.engineWeights.start();
     }
     await this.register();
     const command = this.config.roleCommands[this.role];
-    if (command) {
+    if (!command) {
+      this.logger.log('no role command configured: the framework is started by someone else; process exits cannot be observed');
+    } else if (this.role === 'trainer' && this.config.trainerWorldSize !== null) {
+      // In the background: the agent answers probes and commands while its group gathers.
+      void this.firstLaunchInGroup(command, this.config.trainerWorldSize).catch((err: unknown) =>
+        this.logger.error(`trainer first launch failed: ${err instanceof Error ? err.message : String(err)}`),
+      );
+    } else {
       const pid = await this.roleProcess.start(command, this.roleEnv(apiUrl, {}));
       this.logger.log(`${this.role} process started (pid ${pid})`);
-    } else {
-      this.logger.log('no role command configured: the framework is started by someone else; process exits cannot be observed');
     }
     this.sampler = setInterval(() => void this.sampleGpu(), this.config.gpuSampleSeconds * 1000);
+  }
+
+  /**
+   * A trainer's first launch with its group from the job's membership (first-launch-group.ts): rank,
+   * world size and rank 0's host, as a restart gets them from the controller. A restart command that
+   * arrives first wins: the controller's group is the newer word.
+   */
+  private async firstLaunchInGroup(command: string, worldSize: number): Promise<void> {
+    const group = await awaitFirstLaunchGroup(
+      this.bus,
+      { jobId: this.config.jobId, machineId: this.config.machineId, worldSize, rendezvousPort: this.config.rendezvousPort, startedAt: this.startedAt },
+      () => this.closing || this.restart !== null,
+      (line) => this.logger.log(line),
+    );
+    if (!group || this.closing || this.restart !== null || this.roleProcess.running) return;
+    const pid = await this.roleProcess.start(command, this.roleEnv(this.apiUrl, groupEnv(group)));
+    this.logger.log(`trainer process started (pid ${pid}) as rank ${group.rank} of ${group.worldSize} meeting at ${group.masterAddr}:${group.masterPort}`);
   }
 
   private apiUrl = '';
@@ -149,6 +181,7 @@ export class AgentRuntime {
         hardwareClass: this.config.hardwareClass,
         gpus: this.config.gpus,
         agentAddress: this.apiUrl,
+        hostAddress: this.config.hostAddress,
         dpRank: this.config.dpRank,
         ...(weightsAddress ? { weightsAddress } : {}),
         ...(this.config.inferenceUrl ? { inferenceUrl: this.config.inferenceUrl } : {}),
@@ -367,6 +400,8 @@ export class AgentRuntime {
     if (!command) throw new Error(`no command configured for the rollout role on ${this.config.machineId} (ROBUSTRL_ROLLOUT_COMMAND)`);
     await this.weights.dropPulled(`the rollout engine restarts in place (${m.data.recoveryId})`);
     const pid = await this.roleProcess.restart(command, this.roleEnv(this.apiUrl, {}));
+    // Until it answers again (a managed engine's phase is the agent's to report; a framework reports its own).
+    if (this.engineWeights) await this.reportPhase('initializing', this.step);
     this.logger.log(`rollout engine restarted in place (pid ${pid}) for ${m.data.recoveryId}: restart ${m.data.attempt} of ${m.data.budget} in the window`);
   }
 

@@ -1,13 +1,14 @@
 import type { MessageOf } from '@robustrl/contracts';
 
 /**
- * What a restarted trainer process is told about the group it re-forms with (issue 14): on main a
- * re-formed group was given neither its members nor where to meet, so a multi-rank trainer could not
- * rendezvous again. Pure: from the controller's RestartTrainerGroup command and this machine's id.
+ * What a restarted trainer process is told about the group it re-forms with. Pure: from the
+ * controller's RestartTrainerGroup command and this machine's id.
  *
  * Ranks are the order of the command's `machines` (the controller keeps the survivors' order and puts
- * a warm standby where the faulty machine was dropped, at the end). Rank 0's host is the rendezvous
+ * a warm standby where the faulty machine was dropped, at the end). Rank 0's reachable host
+ * (MachineRegistered.hostAddress; for older agents the host of its agent address) is the rendezvous
  * (torch's MASTER_ADDR); the port is the job's, the same on every agent (`ROBUSTRL_RENDEZVOUS_PORT`).
+ * A first launch gets the same variables from first-launch-group.ts.
  */
 export interface TrainerGroup {
   rank: number;
@@ -34,7 +35,9 @@ export function restartContextOf(command: MessageOf<'RestartTrainerGroup'>['data
   const rank = command.machines.indexOf(machineId);
   if (rank < 0) throw new RangeError(`${machineId} is not a member of the group ${command.machines.join(', ')}`);
   const addressOf = (id: string) => command.agentAddresses?.[id] ?? null;
-  const master = addressOf(command.machines[0]);
+  const rank0 = command.machines[0];
+  const agentOfRank0 = addressOf(rank0);
+  const master = command.hostAddresses?.[rank0] ?? (agentOfRank0 === null ? null : hostOf(agentOfRank0));
   return {
     recoveryId: command.recoveryId,
     commandId: command.commandId,
@@ -46,7 +49,7 @@ export function restartContextOf(command: MessageOf<'RestartTrainerGroup'>['data
       rank,
       worldSize: command.machines.length,
       members: command.machines.map((id, i) => ({ machineId: id, rank: i, agentAddress: addressOf(id) })),
-      masterAddr: master === null ? null : hostOf(master),
+      masterAddr: master,
       masterPort: rendezvousPort,
     },
   };
@@ -62,12 +65,18 @@ export function hostOf(address: string): string {
 
 /** The environment the restarted trainer process starts with: torch's rendezvous variables and ours. */
 export function restartEnv(context: RestartContext): Record<string, string> {
-  const g = context.group;
   return {
     ROBUSTRL_RESUME_FROM_CHECKPOINT_STEP: context.checkpointStep === null ? '' : String(context.checkpointStep),
     ROBUSTRL_RETRY_STEP: String(context.step),
     ROBUSTRL_KEEP_BATCH: String(context.keepBatch),
     ROBUSTRL_BATCH_ID: context.batchId ?? '',
+    ...groupEnv(context.group),
+  };
+}
+
+/** torch's rendezvous variables (and robustrl's names for them) for a member of `g`: every launch sets them. */
+export function groupEnv(g: TrainerGroup): Record<string, string> {
+  return {
     ROBUSTRL_RANK: String(g.rank),
     ROBUSTRL_WORLD_SIZE: String(g.worldSize),
     ROBUSTRL_GROUP: g.members.map((m) => m.machineId).join(','),

@@ -30,19 +30,27 @@ function addressedTo(state: ControllerState, machines: readonly string[]): { inc
 }
 
 /**
- * What a re-formed trainer group needs beyond its members (issue 14): each member's agent address, so
- * every rank finds rank 0's host to meet at, and the batch the retried step keeps.
+ * What a re-formed trainer group needs beyond its members: each member's reachable host (and agent
+ * address, for agents that register no host), so every rank finds rank 0's to meet at, and the batch
+ * the retried step keeps.
  */
 function groupContext(
   state: ControllerState,
   machines: readonly string[],
   batchId: string | null,
-): { agentAddresses?: Record<string, string>; batchId?: string } {
-  const known = machines.flatMap((id) => {
-    const address = state.machines[id]?.agentAddress;
-    return address ? [[id, address] as const] : [];
-  });
-  return { ...(known.length > 0 ? { agentAddresses: Object.fromEntries(known) } : {}), ...(batchId ? { batchId } : {}) };
+): { agentAddresses?: Record<string, string>; hostAddresses?: Record<string, string>; batchId?: string } {
+  const known = (field: 'agentAddress' | 'hostAddress') =>
+    machines.flatMap((id) => {
+      const address = state.machines[id]?.[field];
+      return address ? [[id, address] as const] : [];
+    });
+  const agents = known('agentAddress');
+  const hosts = known('hostAddress');
+  return {
+    ...(agents.length > 0 ? { agentAddresses: Object.fromEntries(agents) } : {}),
+    ...(hosts.length > 0 ? { hostAddresses: Object.fromEntries(hosts) } : {}),
+    ...(batchId ? { batchId } : {}),
+  };
 }
 
 /** Restart the trainer group in place: reload the per-step checkpoint and retry the step on its batch (paper §5.1.2). */

@@ -1,4 +1,4 @@
-"""``python -m robustrl_grpo <command>``: make-model, engine, trainer, local, agent-loops (examples/grpo/README.md)."""
+"""``python -m robustrl_grpo <command>``: make-model, engine, trainer, local, agent-loops, verify-versions (examples/grpo/README.md)."""
 
 from __future__ import annotations
 
@@ -29,6 +29,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         JobConfig.add_arguments(sub)
         if name == "local":
             sub.add_argument("--ranks", type=int, default=2)
+    verify = commands.add_parser("verify-versions", help="recompute the log-probs of robustrl's training samples under the versions they are tagged with")
+    verify.add_argument("samples", help="a JSON file: a list of training samples (the kept batch's 'sample' objects, each with its trajectoryId)")
+    verify.add_argument("--tolerance", type=float, default=None)
+    JobConfig.add_arguments(verify)
     engine_args = commands.choices["engine"]
     JobConfig.add_arguments(engine_args)
     args = parser.parse_args(argv)
@@ -61,6 +65,19 @@ def main(argv: Optional[List[str]] = None) -> int:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
+    if args.command == "verify-versions":
+        import json
+
+        from .verify import DEFAULT_TOLERANCE, verify_versions
+
+        if not cfg.model_dir or not cfg.state_dir:
+            parser.error("verify-versions: --model-dir and --state-dir are required")
+        with open(args.samples) as handle:
+            samples = json.load(handle)
+        tolerance = DEFAULT_TOLERANCE if args.tolerance is None else args.tolerance
+        report = verify_versions(cfg.model_dir, cfg.state_dir, samples, tolerance)
+        print(json.dumps({"tolerance": tolerance, **report.as_dict()}))
+        return 0 if not report.mismatched and not report.missing_versions else 3
     if args.command == "agent-loops":
         import logging
 

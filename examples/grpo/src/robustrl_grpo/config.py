@@ -26,6 +26,8 @@ class JobConfig:
     eval_prompts: int = 100
     eval_every: int = 5
     bucket_bytes: int = 256 * 1024
+    # Complete checkpoints kept (0: every one; a campaign recomputes any version's log-probs from them).
+    keep_checkpoints: int = 3
     state_dir: str = ""
     model_dir: str = ""
     engine_url: str = ""
@@ -52,6 +54,8 @@ class JobConfig:
             raise ValueError(f"batches must be 'engine' or 'robustrl', got {self.batches!r}")
         if self.publish not in ("engine", "agent"):
             raise ValueError(f"publish must be 'engine' or 'agent', got {self.publish!r}")
+        if self.keep_checkpoints < 0:
+            raise ValueError(f"keep_checkpoints must be >= 0 (0 keeps every one), got {self.keep_checkpoints}")
         if self.max_staleness < 0:
             raise ValueError(f"max_staleness must be >= 0, got {self.max_staleness}")
         if self.lr <= 0 or self.temperature <= 0:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -64,7 +65,10 @@ def engine_env(base: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
 
 
 class EngineError(RuntimeError):
-    pass
+    def __init__(self, message: str, retryable: bool = False) -> None:
+        super().__init__(message)
+        # 5xx or no answer: the engine (or the router's engines) may answer later.
+        self.retryable = retryable
 
 
 @dataclass(frozen=True)
@@ -79,12 +83,17 @@ class Completion:
 
 
 class EngineSampler:
-    """Completions from one engine (or a router in front of several), many at a time."""
+    """Completions from one engine (or a router in front of several), many at a time.
 
-    def __init__(self, url: str, timeout: float = 120.0, concurrency: int = 32) -> None:
+    ``retry_seconds``: for this long, an answer of 5xx or none at all is asked again (backing off up to
+    5 s) — through robustrl's router, where "no engine yet" or "engines restarting" is a wait, not an
+    error. 0 (an engine asked directly): the first failure is raised."""
+
+    def __init__(self, url: str, timeout: float = 120.0, concurrency: int = 32, retry_seconds: float = 0.0) -> None:
         self.url = url.rstrip("/")
         self.timeout = timeout
         self.concurrency = concurrency
+        self.retry_seconds = retry_seconds
         self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
     def complete(self, prompt_ids: Sequence[int], max_tokens: int, temperature: float, seed: Optional[int]) -> Completion:
@@ -119,11 +128,23 @@ class EngineSampler:
             return list(pool.map(lambda r: self.complete(**r), requests))
 
     def _post(self, path: str, body: Mapping[str, Any]) -> Dict[str, Any]:
+        deadline = time.monotonic() + self.retry_seconds
+        pause = 0.5
+        while True:
+            try:
+                return self._post_once(path, body)
+            except EngineError as err:
+                if not err.retryable or time.monotonic() + pause > deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(pause * 2, 5.0)
+
+    def _post_once(self, path: str, body: Mapping[str, Any]) -> Dict[str, Any]:
         request = urllib.request.Request(self.url + path, json.dumps(body).encode(), {"content-type": "application/json"})
         try:
             with self._opener.open(request, timeout=self.timeout) as response:
                 return json.loads(response.read())
         except urllib.error.HTTPError as err:
-            raise EngineError(f"POST {path}: HTTP {err.code}: {err.read()[:500].decode('utf-8', 'replace')}") from err
+            raise EngineError(f"POST {path}: HTTP {err.code}: {err.read()[:500].decode('utf-8', 'replace')}", retryable=err.code >= 500) from err
         except (urllib.error.URLError, OSError) as err:
-            raise EngineError(f"POST {path}: {getattr(err, 'reason', err)}") from err
+            raise EngineError(f"POST {path}: {getattr(err, 'reason', err)}", retryable=True) from err

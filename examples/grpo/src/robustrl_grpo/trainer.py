@@ -29,6 +29,7 @@ from .kept_batches import KeptBatches
 from .ledger import Ledger
 from .model import load_model, load_tokenizer
 from .publish import AgentPublisher, EnginePublisher, ShardWriter
+from .reports import reports_for
 from .rollouts import greedy_pass_rate, sample_batch
 
 __all__ = ["BatchSource", "EngineBatches", "train_step", "batch_digest", "run_trainer"]
@@ -95,13 +96,22 @@ def run_trainer(cfg: JobConfig) -> None:
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
 
     start = checkpoint.latest_complete(cfg.state_dir) or 0
+    reports = reports_for(os.environ)
+    reports.phase("initializing", start)
     if start:
         checkpoint.load(cfg.state_dir, start, model, optimizer)
-        ledger.append("resumed", rank=rank, step=start, digest=checkpoint.state_digest(model, optimizer))
+        digest = checkpoint.state_digest(model, optimizer)
+        # The checkpoint is the step's commit and its ledger line follows it: a rank 0 killed between
+        # the two left a committed step the ledger does not show, written now (marked recovered).
+        if rank == 0 and not any(r.get("step") == start for r in ledger.records("checkpoint")):
+            ledger.append("checkpoint", step=start, digest=digest, recovered=True)
+        ledger.append("resumed", rank=rank, step=start, digest=digest)
     # Evaluations ask an engine directly, or through robustrl's router (unrecorded: no trajectory headers).
     eval_url = cfg.engine_url or cfg.router_url
-    sampler = EngineSampler(eval_url)
-    writer = ShardWriter(model, rank, world, cfg.bucket_bytes, cfg.state_dir)
+    # Through the router, "no engine yet" (503) is waited out; an engine asked directly fails at once.
+    sampler = EngineSampler(eval_url, retry_seconds=0.0 if cfg.engine_url else 24 * 3600.0)
+    # Where this machine's agent serves weight regions from (it names them relative to that folder).
+    writer = ShardWriter(model, rank, world, cfg.bucket_bytes, cfg.state_dir, os.environ.get("ROBUSTRL_WEIGHTS_SHM_DIR") or "/dev/shm")
     publisher = (
         EnginePublisher(writer, cfg.engine_url)
         if cfg.publish == "engine"
@@ -120,12 +130,19 @@ def run_trainer(cfg: JobConfig) -> None:
 
     for step in range(start + 1, cfg.steps + 1):
         began = time.monotonic()
+        reports.phase("idle", step)  # waiting for the step's batch
         samples = batches.batch(step)
-        stats = train_step(ddp, optimizer, samples, rank, world, tokenizer.pad_token_id, cfg.clip_eps)
+        with reports.training_step(step, f"step-{step}"):
+            stats = train_step(ddp, optimizer, samples, rank, world, tokenizer.pad_token_id, cfg.clip_eps)
         ledger.append("trained", rank=rank, step=step, batch=batch_digest(samples), sampleIds=sorted(s.id for s in samples), **stats)
-        checkpoint.save(cfg.state_dir, step, model, optimizer)
+        reports.phase("checkpoint", step)
+        saving = time.monotonic()
+        path = checkpoint.save(cfg.state_dir, step, model, optimizer, keep=cfg.keep_checkpoints)
         if rank == 0:
             ledger.append("checkpoint", step=step, digest=checkpoint.state_digest(model, optimizer))
+            # Rank 0 returns from a DCP save after every rank wrote its part: the checkpoint is whole.
+            reports.checkpoint_saved(step, path.resolve().as_uri(), int((time.monotonic() - saving) * 1000))
+        reports.phase("weight-update", step)
         loaded = publisher.publish(step, step)
         if rank == 0:
             ledger.append("published", version=step, step=step, shards=world, load=loaded)
@@ -135,6 +152,7 @@ def run_trainer(cfg: JobConfig) -> None:
                 ledger.append("eval", step=step, version=step, passRate=rate)
                 line += f", greedy pass rate {rate:.2f}"
             print(f"{line} ({time.monotonic() - began:.1f} s)", flush=True)
+    reports.phase("idle", cfg.steps)
     dist.barrier()
     # DDP's reducer holds the gloo group; released with the interpreter, its destructor joined a gloo
     # thread that waited for the GIL the finalizer held (a rank hung at exit, seen in about one run in

@@ -67,8 +67,9 @@ export const TOPIC_RIGHTS: Readonly<Record<ClientRole, TopicRights>> = {
     write: [Topics.weights, DEAD_LETTER_TOPIC],
   },
   agent: {
-    // Commands and probes for its machine, weight manifests and pull assignments.
-    read: [Topics.control, Topics.heartbeat, Topics.weights],
+    // Commands and probes for its machine, weight manifests and pull assignments, and the job's
+    // membership (a trainer's first launch learns its group from it).
+    read: [Topics.control, Topics.heartbeat, Topics.weights, Topics.membership],
     // Registrations, samples, phases, faults, steps and checkpoints, weight publications and pull
     // outcomes, command answers.
     write: [Topics.membership, Topics.telemetry, Topics.heartbeat, Topics.training, Topics.weights, Topics.replies, DEAD_LETTER_TOPIC],
@@ -93,6 +94,7 @@ function groupsOf(role: ClientRole, machineId: string | undefined): Array<Pick<A
       return [
         { pattern: 'literal', name: `robustrl-agent-${machineId}` },
         { pattern: 'prefixed', name: `robustrl-agent-${machineId}-weights-` },
+        { pattern: 'prefixed', name: `robustrl-agent-${machineId}-roster-` },
       ];
     case 'operator':
       return [{ pattern: 'prefixed', name: 'robustrl-tail-' }];

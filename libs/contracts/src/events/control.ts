@@ -74,6 +74,8 @@ export const RestartTrainerGroup = command(
      * order: rank 0's host is where the group meets again (issue 14: a re-formed group was not told).
      */
     agentAddresses: z.record(MachineId, z.string().min(1)).optional(),
+    /** Per member, the address other machines reach it at (MachineRegistered.hostAddress): rank 0's is where the group meets. */
+    hostAddresses: z.record(MachineId, z.string().min(1)).optional(),
     /** The batch the retried step began on, which it keeps (absent when the step had not started). */
     batchId: z.string().min(1).optional(),
   }),

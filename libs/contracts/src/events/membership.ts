@@ -69,6 +69,12 @@ export const MachineRegistered = event(
      */
     weightsAddress: z.string().min(1).optional(),
     /**
+     * The machine's address as other machines reach it (the pod IP, the host's interface): where a
+     * trainer group whose rank 0 is this machine meets (torch's MASTER_ADDR). Absent from older agents,
+     * whose group meets at their agent address's host.
+     */
+    hostAddress: z.string().min(1).optional(),
+    /**
      * This agent process's registration epoch (unique per start). Commands name the incarnation they
      * were issued for, so a restarted agent never carries out what was meant for its predecessor.
      */

@@ -14,7 +14,7 @@ export const GpuActivitySampled = event(
     /** Mean DCGM_FI_PROF_PIPE_TENSOR_ACTIVE over the machine's GPUs, 0..1. */
     tensorActive: z.number().min(0).max(1),
     perGpu: z.array(z.number().min(0).max(1)).optional(),
-    source: z.enum(['dcgm', 'nvml', 'nvidia-smi', 'emulated']),
+    source: z.enum(['dcgm', 'nvml', 'nvidia-smi', 'emulated', 'process-cpu']),
   }),
 );
 

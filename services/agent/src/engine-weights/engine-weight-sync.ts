@@ -14,7 +14,12 @@ export interface HeldVersion {
  * loads the held one when it is newer, or when the engine restarted and serves its starting model again.
  * One load at a time; a failed one is tried again on a later tick (a failure inside vLLM's reload ends
  * the engine, whose exit the agent reports as a fault like any other).
+ *
+ * An engine that is not robustrl's client reports no phase of its own, so the agent reports it for the
+ * engine (`phase`): `weight-update` while a version loads, `rollout` once the engine answers with a
+ * version — what phase-aware detection and the ETTR projection count its time by (paper §4, §7).
  */
+export type EnginePhase = 'weight-update' | 'rollout';
 export class EngineWeightSync {
   private readonly logger: Logger;
   private timer?: NodeJS.Timeout;
@@ -29,6 +34,7 @@ export class EngineWeightSync {
     private readonly held: () => HeldVersion | null,
     machineId: string,
     private readonly tickMs = 500,
+    private readonly phase: (phase: EnginePhase, version: number) => void = () => undefined,
   ) {
     this.logger = new Logger(`engine-weights/${machineId}`);
   }
@@ -52,20 +58,27 @@ export class EngineWeightSync {
     this.busy = true;
     try {
       const latest = this.held();
-      const action = nextEngineWeightAction(await this.engine.weightVersion(), latest?.version ?? null);
+      const serving = await this.engine.weightVersion();
+      const action = nextEngineWeightAction(serving, latest?.version ?? null);
       if (action.kind === 'stamp-base') {
         await this.engine.stamp(0);
         this.logger.log('engine serves the model it started from: stamped as version 0');
+        this.phase('rollout', 0);
+      } else if (action.kind === 'wait' && serving !== null && /^\d+$/.test(serving)) {
+        this.phase('rollout', Number(serving));
       } else if (action.kind === 'load' && latest) {
         const parts = hostParts(latest);
         if (parts === null) {
           this.logger.warn(`version ${latest.version} lies in device buffers: the engine loads it from its registered targets, not through this agent`);
           return;
         }
+        this.logger.log(`engine loads version ${latest.version}`);
+        this.phase('weight-update', latest.version);
         const loaded = await this.engine.load(latest.version, parts);
         this.lastLoad = { version: latest.version, seconds: loaded.seconds };
         this.failures = 0;
         this.logger.log(`engine loaded version ${latest.version} in place (${loaded.seconds.toFixed(3)} s)`);
+        this.phase('rollout', latest.version);
       }
     } catch (err) {
       this.failures += 1;

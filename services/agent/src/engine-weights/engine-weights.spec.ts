@@ -60,6 +60,7 @@ describe('EngineWeightSync against vLLM-shaped routes', () => {
   let vllm: FakeVllm;
   let sync: EngineWeightSync;
   let held: HeldVersion | null;
+  let phases: string[];
   const version = (v: number): HeldVersion => ({
     version: v,
     parts: [
@@ -72,7 +73,14 @@ describe('EngineWeightSync against vLLM-shaped routes', () => {
     vllm = new FakeVllm();
     const url = await vllm.start();
     held = null;
-    sync = new EngineWeightSync(new VllmEngineClient(url), () => held, 'rollout-0', 10_000);
+    phases = [];
+    sync = new EngineWeightSync(
+      new VllmEngineClient(url),
+      () => held,
+      'rollout-0',
+      10_000,
+      (phase, v) => phases.push(`${phase}@${v}`),
+    );
   });
   afterEach(() => new Promise<void>((r) => vllm.server.close(() => r())));
 
@@ -99,6 +107,8 @@ describe('EngineWeightSync against vLLM-shaped routes', () => {
     vllm.calls = [];
     await sync.tick();
     expect(vllm.calls).toEqual([]);
+    // The engine reports no phase of its own: the agent reports it for the engine.
+    expect(phases).toEqual(['rollout@0', 'weight-update@3', 'rollout@3', 'rollout@3']);
   });
 
   it('a failed load resumes the engine without stamping the version, and is tried again later', async () => {

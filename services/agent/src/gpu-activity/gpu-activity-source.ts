@@ -9,8 +9,9 @@
  *   GPUs have it (Hopper+), else utilization.gpu.
  * - `nvidia-smi`: utilization.gpu, a coarser fallback (see nvidia-smi-source.ts).
  * - `emulated`: values pushed by the framework, a test or the simulator.
+ * - `process-cpu`: no GPU: the role processes' CPU time stands in (process-cpu-source.ts); only when asked for.
  */
-export const GPU_ACTIVITY_SOURCE_KINDS = ['dcgm', 'nvml', 'nvidia-smi', 'emulated'] as const;
+export const GPU_ACTIVITY_SOURCE_KINDS = ['dcgm', 'nvml', 'nvidia-smi', 'emulated', 'process-cpu'] as const;
 export type GpuActivitySourceKind = (typeof GPU_ACTIVITY_SOURCE_KINDS)[number];
 
 export interface GpuActivityReading {

@@ -3,6 +3,7 @@ import { EmulatedGpuActivitySource, EmulatedSourceOptions } from './emulated-sou
 import { describeCause, GpuActivityReading, GpuActivitySource, GpuActivitySourceKind } from './gpu-activity-source';
 import { NvidiaSmiSource } from './nvidia-smi-source';
 import { NvmlSource, NvmlSourceOptions } from './nvml-source';
+import { ProcessCpuSource } from './process-cpu-source';
 
 export interface SelectGpuActivitySourceOptions {
   /** dcgm-exporter metrics URL; without it dcgm is not tried (there is no safe default host to guess). */
@@ -17,6 +18,8 @@ export interface SelectGpuActivitySourceOptions {
   emulated?: EmulatedSourceOptions;
   /** For the NVML source (tests replace its reader). */
   nvml?: NvmlSourceOptions;
+  /** The machine's GPUs, for the process-cpu source (one busy core stands for one busy GPU). */
+  gpus?: number;
 }
 
 export interface GpuActivitySourceSelection {
@@ -40,6 +43,7 @@ type Attempt = { source: GpuActivitySource; description: string } | { rejected: 
  * failed samples.
  */
 export async function selectGpuActivitySource(options: SelectGpuActivitySourceOptions = {}): Promise<GpuActivitySourceSelection> {
+  // process-cpu is in no default order: a stand-in is taken only when asked for.
   const order = options.preferred ? [options.preferred, ...DEFAULT_ORDER.filter((kind) => kind !== options.preferred)] : DEFAULT_ORDER;
   const passedOver: GpuActivitySourceSelection['passedOver'] = [];
   for (const kind of order) {
@@ -92,6 +96,11 @@ async function tryKind(kind: GpuActivitySourceKind, options: SelectGpuActivitySo
         return { rejected: describeCause(err) };
       }
     }
+    case 'process-cpu':
+      return {
+        source: new ProcessCpuSource({ gpus: options.gpus ?? 1 }),
+        description: `a stand-in for GPUs: the role processes' CPU time per wall second, one busy core per GPU (${options.gpus ?? 1})`,
+      };
     case 'emulated':
       return {
         source: new EmulatedGpuActivitySource(options.emulated),
