@@ -1,3 +1,5 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import type { MachineSpec } from '@robustrl/orchestrator';
 import type { RobustrlMessage } from '@robustrl/contracts';
 import type { FaultKind } from './fault-schedule';
@@ -81,4 +83,20 @@ export function machinesOf(job: Pick<ChaosJob, 'trainers' | 'rollouts'>): Machin
     ...Array.from({ length: job.trainers }, (_, i) => ({ machineId: `trainer-${i}`, role: 'trainer' as const, zone: 'az-1', hardwareClass: 'cpu-chaos' })),
     ...Array.from({ length: job.rollouts }, (_, i) => ({ machineId: `rollout-${i}`, role: 'rollout' as const, zone: 'az-1', hardwareClass: 'cpu-chaos' })),
   ];
+}
+
+/** The job's own record (`<state dir>/ledger.jsonl`), one object per line; a line torn by a kill -9 mid-write is skipped. */
+export function readJobLedger<T>(stateDir: string): T[] {
+  const path = join(stateDir, 'ledger.jsonl');
+  if (!existsSync(path)) return [];
+  return readFileSync(path, 'utf8')
+    .split('\n')
+    .filter((l) => l.trim())
+    .flatMap((l) => {
+      try {
+        return [JSON.parse(l) as T];
+      } catch {
+        return [];
+      }
+    });
 }

@@ -60,6 +60,13 @@ describe('the GRPO campaign invariants', () => {
     expect(broken.detail).toMatch(/step 2: trained 1 trajectory\(ies\) not recorded for it/);
     const twice = [...goodLedger(), { kind: 'checkpoint', at: 3, step: 2, digest }];
     expect(stepsTrainedOnRecordedTrajectories(shape, twice, batches()).detail).toMatch(/step 2 committed twice/);
+    const leftOut = goodLedger();
+    leftOut[3] = { ...trained(2, 0, ['c']), staleIds: ['d'] };
+    leftOut[4] = trained(2, 1, ['c']);
+    expect(stepsTrainedOnRecordedTrajectories(shape, leftOut, batches())).toMatchObject({
+      ok: true,
+      detail: expect.stringContaining('1 left out as beyond the staleness bound'),
+    });
     const ranksDiffer = goodLedger();
     ranksDiffer[1] = trained(1, 1, ['a', 'b'], 'other');
     expect(stepsTrainedOnRecordedTrajectories(shape, ranksDiffer, batches()).detail).toMatch(/ranks trained on different batches/);
@@ -81,8 +88,11 @@ describe('the GRPO campaign invariants', () => {
   });
 
   it('staleness: no trained token older than the bound', () => {
-    expect(samplesWithinStaleness(shape, batches()).ok).toBe(true);
-    expect(samplesWithinStaleness(shape, [batch(3, ['e'], [0])]).detail).toMatch(/a token of version 0, 2 behind/);
+    expect(samplesWithinStaleness(shape, batches(), goodLedger()).ok).toBe(true);
+    const trainedStale = [trained(3, 0, ['e'])];
+    expect(samplesWithinStaleness(shape, [batch(3, ['e'], [0])], trainedStale).detail).toMatch(/a token of version 0, 2 behind/);
+    // Left out by the trainer's fetch: not trained, not a violation.
+    expect(samplesWithinStaleness(shape, [batch(3, ['e'], [0])], [trained(3, 0, [])]).ok).toBe(true);
   });
 
   it('version tags: within the tolerance, and enough tokens that tell versions apart', () => {

@@ -16,6 +16,8 @@ export interface GrpoRecord {
   step?: number;
   rank?: number;
   sampleIds?: string[];
+  /** Completed samples of the step the trainer's fetch left out as beyond the staleness bound. */
+  staleIds?: string[];
   batch?: string;
   digest?: { params: string; optimizer: string };
   recovered?: boolean;
@@ -44,8 +46,8 @@ export interface GrpoBatch {
  * Every step committed exactly once and in order, each trained on exactly the trajectories recorded
  * for it: rank 0's checkpoint lines are 1..steps ascending; before each, every rank trained that step
  * on the same batch (digest), and rank 0's samples are the batch's completed trajectories in the
- * request manager — all of them, no other. A step trained again after a fault before its commit is a
- * retry, counted.
+ * request manager — all of them but those its fetch left out as beyond the staleness bound (counted),
+ * no other. A step trained again after a fault before its commit is a retry, counted.
  */
 export function stepsTrainedOnRecordedTrajectories(shape: GrpoShape, ledger: GrpoRecord[], batches: GrpoBatch[]): Check {
   const what = 'every step committed once, in order, trained on exactly the trajectories recorded for it';
@@ -57,6 +59,7 @@ export function stepsTrainedOnRecordedTrajectories(shape: GrpoShape, ledger: Grp
   });
   for (let s = 1; s <= shape.steps; s++) if (!commits.includes(s)) problems.push(`step ${s} never committed`);
   let retries = 0;
+  let excluded = 0;
   ledger.forEach((r, i) => {
     if (r.kind !== 'checkpoint' || r.recovered) return;
     const before = ledger.slice(0, i);
@@ -64,11 +67,14 @@ export function stepsTrainedOnRecordedTrajectories(shape: GrpoShape, ledger: Grp
     const mine = Array.from({ length: shape.ranks }, (_, rank) => lastTrained(rank));
     if (mine.some((t) => !t)) return void problems.push(`step ${r.step} committed without every rank training it`);
     if (new Set(mine.map((t) => t!.batch)).size > 1) problems.push(`step ${r.step}: ranks trained on different batches`);
-    const ids = [...(mine[0]!.sampleIds ?? [])].sort();
+    const stale = mine[0]!.staleIds ?? [];
+    excluded += stale.length;
+    const ids = [...(mine[0]!.sampleIds ?? []), ...stale].sort();
     const batch = batches.find((b) => b.step === r.step);
     if (!batch) return void problems.push(`batch step-${r.step} not read from the request manager`);
     const recorded = batch.completed.map((t) => t.trajectoryId).sort();
-    if (ids.length !== shape.batchSize) problems.push(`step ${r.step} trained on ${ids.length} samples, the job's batch is ${shape.batchSize}`);
+    if (ids.length !== shape.batchSize)
+      problems.push(`step ${r.step} trained on ${ids.length - stale.length} samples and left out ${stale.length}, the job's batch is ${shape.batchSize}`);
     if (ids.join() !== recorded.join()) {
       const extra = ids.filter((id) => !recorded.includes(id));
       const missing = recorded.filter((id) => !ids.includes(id));
@@ -79,7 +85,7 @@ export function stepsTrainedOnRecordedTrajectories(shape: GrpoShape, ledger: Grp
   return fail(
     what,
     problems,
-    `${commits.length} steps committed in order on ${shape.batchSize} recorded samples each; ${Math.max(0, retries)} rank-step(s) trained again after a fault`,
+    `${commits.length} steps committed in order on the ${shape.batchSize} recorded samples each (${excluded} left out as beyond the staleness bound when trained); ${Math.max(0, retries)} rank-step(s) trained again after a fault`,
   );
 }
 
@@ -127,16 +133,20 @@ export function restartsResumeTheCheckpoint(ledger: GrpoRecord[]): Check {
 }
 
 /**
- * No sample was trained beyond the staleness bound: every generated token of step s's samples was
- * produced by version s-1-maxStaleness or newer (the versions the engines reported).
+ * No sample was trained beyond the staleness bound: every generated token of the samples each step
+ * trained on (rank 0's last training of it, from the ledger) was produced by version
+ * s-1-maxStaleness or newer (the versions the engines reported).
  */
-export function samplesWithinStaleness(shape: GrpoShape, batches: GrpoBatch[]): Check {
+export function samplesWithinStaleness(shape: GrpoShape, batches: GrpoBatch[], ledger: GrpoRecord[]): Check {
   const what = `every trained token was generated within the staleness bound (${shape.maxStaleness})`;
   const problems: string[] = [];
   let worst = 0;
   let untagged = 0;
+  const trainedIds = new Map<number, Set<string>>();
+  for (const r of ledger) if (r.kind === 'trained' && r.rank === 0 && r.step !== undefined) trainedIds.set(r.step, new Set(r.sampleIds ?? []));
   for (const b of batches)
     for (const t of b.completed) {
+      if (!trainedIds.get(b.step)?.has(t.trajectoryId)) continue;
       const versions = (t.sample?.versions ?? []).filter((_, i) => t.sample!.lossMask[i] === 1);
       for (const v of versions) {
         if (v === null) {

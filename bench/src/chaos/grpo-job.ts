@@ -1,9 +1,9 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { MachineSpec } from '@robustrl/orchestrator';
 import { SeededRandom } from '@robustrl/sim';
-import { ChaosJob, ChaosJobContext, ObservedRun, ProcessSpec } from './chaos-job';
+import { ChaosJob, ChaosJobContext, ObservedRun, ProcessSpec, readJobLedger } from './chaos-job';
 import {
   activityMeasuredNotPushed,
   ettrAgrees,
@@ -115,7 +115,7 @@ export class GrpoJob implements ChaosJob {
       stepsTrainedOnRecordedTrajectories(shape, ledger, batches),
       samplesNeitherLostNorDuplicated(shape, ledger, batches),
       restartsResumeTheCheckpoint(ledger),
-      samplesWithinStaleness(shape, batches),
+      samplesWithinStaleness(shape, batches, ledger),
       versionTagsHold(this.verifyVersions(ctx, batches)),
       activityMeasuredNotPushed(run.events, trainerIds),
       passRateHolds(ledger, this.options.baselinePassRate, this.options.passRateTolerance),
@@ -190,18 +190,7 @@ export class GrpoJob implements ChaosJob {
 }
 
 export function readGrpoLedger(stateDir: string): GrpoRecord[] {
-  const path = join(stateDir, 'ledger.jsonl');
-  if (!existsSync(path)) return [];
-  return readFileSync(path, 'utf8')
-    .split('\n')
-    .filter((l) => l.trim())
-    .flatMap((l) => {
-      try {
-        return [JSON.parse(l) as GrpoRecord];
-      } catch {
-        return []; // a torn last line of a process killed mid-write
-      }
-    });
+  return readJobLedger<GrpoRecord>(stateDir);
 }
 
 /** Each step's completed trajectories with their training samples, as the request manager gave them. */

@@ -1,7 +1,7 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { MachineSpec } from '@robustrl/orchestrator';
-import { ChaosJob, ChaosJobContext, ObservedRun, ProcessSpec } from './chaos-job';
+import { ChaosJob, ChaosJobContext, ObservedRun, ProcessSpec, readJobLedger } from './chaos-job';
 import { checkInvariants, JobShape, LedgerRecord } from './system-invariants';
 
 /**
@@ -90,16 +90,5 @@ export class ReferenceJob implements ChaosJob {
 }
 
 export function readLedger(stateDir: string): LedgerRecord[] {
-  const path = join(stateDir, 'ledger.jsonl');
-  if (!existsSync(path)) return [];
-  return readFileSync(path, 'utf8')
-    .split('\n')
-    .filter((l) => l.trim())
-    .flatMap((l) => {
-      try {
-        return [JSON.parse(l) as LedgerRecord];
-      } catch {
-        return []; // a line cut by a kill -9 mid-write
-      }
-    });
+  return readJobLedger<LedgerRecord>(stateDir);
 }

@@ -5,6 +5,10 @@ the router, possibly across engine faults), then takes the completed batch withi
 each trajectory as a training sample — prompt and response ids, the sampling engine's log-probs, the
 loss mask, the reward and the job's metadata — exactly what was generated, nothing re-tokenised. A
 restarted trainer takes the same batch again (the paper's "keep the batch", §5.1).
+
+A sample the router served within its bound (its version at most ``max_staleness`` behind the newest
+then) can be further behind by the time its step trains: the request manager leaves it out, and the
+step trains on the rest (semi-synchronous RL's rule, paper §2); ``excluded`` names what was left out.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ class KeptBatches:
         self.cfg, self.job_id = cfg, job_id
         self.store = request_manager_url.rstrip("/")
         self.auth = {"authorization": f"Bearer {token}"} if token else {}
+        self._excluded: Dict[int, List[str]] = {}
 
     @property
     def expected(self) -> int:
@@ -71,7 +76,15 @@ class KeptBatches:
                 raise HttpError(status, f"request manager refused batch step-{step}: {status} {batch}")
             return batch
 
-        samples = samples_of(retrying(f"fetch batch step-{step}", fetch))
-        if len(samples) < self.expected:
-            raise RuntimeError(f"batch step-{step}: {len(samples)} of {self.expected} samples are within the staleness bound ({self.cfg.max_staleness})")
+        batch = retrying(f"fetch batch step-{step}", fetch)
+        samples = samples_of(batch)
+        self._excluded[step] = sorted(str(s["trajectoryId"]) for s in batch.get("stale", []))
+        if not samples:
+            raise RuntimeError(f"batch step-{step}: none of its {self.expected} samples is within the staleness bound ({self.cfg.max_staleness})")
+        if len(samples) + len(self._excluded[step]) < self.expected:
+            raise RuntimeError(f"batch step-{step}: {len(samples)} samples and {len(self._excluded[step])} stale ones of {self.expected}")
         return samples
+
+    def excluded(self, step: int) -> List[str]:
+        """Completed samples of ``step`` left out as beyond the staleness bound when it was fetched."""
+        return self._excluded.get(step, [])

@@ -40,6 +40,8 @@ MAX_GRAD_NORM = 1.0
 class BatchSource(Protocol):
     def batch(self, step: int) -> List[Sample]: ...
 
+    def excluded(self, step: int) -> List[str]: ...
+
 
 class EngineBatches:
     """The local job's batches: rank 0 samples the step from the engine (holding version ``s-1``) and
@@ -47,6 +49,9 @@ class EngineBatches:
 
     def __init__(self, cfg: JobConfig, sampler: EngineSampler, tokenizer, rank: int) -> None:
         self.cfg, self.sampler, self.tokenizer, self.rank = cfg, sampler, tokenizer, rank
+
+    def excluded(self, step: int) -> List[str]:
+        return []  # sampled from the engine holding version s-1: never stale
 
     def batch(self, step: int) -> List[Sample]:
         box: List[Optional[List[Sample]]] = [sample_batch(self.cfg, step, self.sampler, self.tokenizer) if self.rank == 0 else None]
@@ -134,7 +139,9 @@ def run_trainer(cfg: JobConfig) -> None:
         samples = batches.batch(step)
         with reports.training_step(step, f"step-{step}"):
             stats = train_step(ddp, optimizer, samples, rank, world, tokenizer.pad_token_id, cfg.clip_eps)
-        ledger.append("trained", rank=rank, step=step, batch=batch_digest(samples), sampleIds=sorted(s.id for s in samples), **stats)
+        ledger.append(
+            "trained", rank=rank, step=step, batch=batch_digest(samples), sampleIds=sorted(s.id for s in samples), staleIds=batches.excluded(step), **stats
+        )
         reports.phase("checkpoint", step)
         saving = time.monotonic()
         path = checkpoint.save(cfg.state_dir, step, model, optimizer, keep=cfg.keep_checkpoints)

