@@ -20,6 +20,13 @@ import { DEFAULT_SYSTEM_CHAOS, formatSystemScorecard, runSystemChaos, SystemScor
 import { formatSideBySide } from './chaos/system-scorecard';
 import { NetnsHosts } from './hosts/netns-hosts';
 
+function passRate(raw: string | undefined): number | null {
+  if (raw === undefined || raw === '') return null;
+  const rate = Number(raw);
+  if (!(rate >= 0 && rate <= 1)) throw new Error(`--baseline-pass-rate must be a number in 0..1, got '${raw}'`);
+  return rate;
+}
+
 /** The GRPO job's steps: the pass rate rises clearly within them (docs/benchmarks.md). */
 const GRPO_STEPS = 40;
 
@@ -34,6 +41,7 @@ const USAGE = `usage: node bench/dist/chaos-system.js [options]
   --mix k=w,...     fault weights (CHAOS_MIX), kinds: ${FAULT_KINDS.join(', ')}
   --keep            keep each run's folder: servers' data and every process's log (CHAOS_KEEP=1)
   --baseline        grpo: first a fault-free run of the same seed, whose last pass rate the faulted run is held to (CHAOS_BASELINE=1)
+  --baseline-pass-rate R  grpo: the last pass rate of a fault-free run made before (same seed and steps), instead of --baseline (CHAOS_BASELINE_PASS_RATE)
   --compare         then the same schedule with task restarts for every fault; prints the runs side by side (CHAOS_COMPARE=1)
   --chart DIR       grpo: write DIR/grpo-pass-rate-seed<N>.svg, pass rate against step of every run of the seed (CHAOS_CHART)`;
 
@@ -49,7 +57,7 @@ function parse(argv: string[], env: NodeJS.ProcessEnv) {
       flags.set(a.slice(2), '1');
       continue;
     }
-    const m = /^--(seeds|faults|steps|deadline|mix|job|hosts|policy|chart)(?:=(.*))?$/.exec(a);
+    const m = /^--(seeds|faults|steps|deadline|mix|job|hosts|policy|chart|baseline-pass-rate)(?:=(.*))?$/.exec(a);
     if (!m) throw new Error(`unknown argument '${a}'\n${USAGE}`);
     const value = m[2] ?? argv[++i];
     if (value === undefined) throw new Error(`--${m[1]} needs a value`);
@@ -84,6 +92,7 @@ function parse(argv: string[], env: NodeJS.ProcessEnv) {
     baseline: flags.has('baseline') || env.CHAOS_BASELINE === '1',
     compare: flags.has('compare') || env.CHAOS_COMPARE === '1',
     chart: flags.get('chart') ?? env.CHAOS_CHART ?? null,
+    baselinePassRate: passRate(flags.get('baseline-pass-rate') ?? env.CHAOS_BASELINE_PASS_RATE),
   };
 }
 
@@ -109,7 +118,7 @@ async function main(): Promise<void> {
     const runs = [];
     const baseline = o.baseline ? await run('fault-free', 0, o.policy, null) : null;
     if (baseline) runs.push(baseline);
-    const lastRate = baseline?.card.evaluations.at(-1)?.[1] ?? null;
+    const lastRate = baseline?.card.evaluations.at(-1)?.[1] ?? o.baselinePassRate;
     runs.push(await run(o.policy === 'task-restart' ? 'task restarts' : 'role-based recovery', o.faults, o.policy, lastRate));
     if (o.compare) runs.push(await run('task restarts', o.faults, 'task-restart', lastRate));
     if (runs.length > 1) process.stdout.write(`### seed ${seed} side by side\n\n${formatSideBySide(runs)}\n\n`);

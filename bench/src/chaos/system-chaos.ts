@@ -150,7 +150,7 @@ class CampaignRun {
   private observer?: Subscription;
   private agentLoops?: ChildProcess;
   /** Samples the processes each second for the ETTR observed apart from the control plane. */
-  private observer_?: ObservedSampler;
+  private processSampler?: ObservedSampler;
   private agentLoopsExit: number | null | undefined = undefined;
   private readonly events: RobustrlMessage[] = [];
   private readonly eventIds = new Set<string>();
@@ -412,12 +412,12 @@ class CampaignRun {
     closeSync(log);
     child.once('exit', (code) => (this.agentLoopsExit = code));
     this.agentLoops = child;
-    this.observer_ = new ObservedSampler(this.stateDir, () =>
+    this.processSampler = new ObservedSampler(this.stateDir, () =>
       this.supervisor!.machines()
         .filter((m) => m.jobId === this.jobId && m.status === 'running')
         .map((m) => ({ machineId: m.machineId, agentPid: this.supervisor!.pidOf(m.machineId), engineUrl: this.ctx.engineUrl(m.machineId) })),
     );
-    this.observer_.start();
+    this.processSampler.start();
   }
 
   // ── faults ──────────────────────────────────────────────────────────────────────────────────
@@ -587,8 +587,8 @@ class CampaignRun {
     const ettr = await getJson<{ ettr: number; summary: string }>(`${this.url('controller')}/v1/jobs/${encodeURIComponent(this.jobId)}/ettr`).catch(
       (err: unknown) => ({ ettr: null, summary: `ETTR not read: ${String(err)}` }),
     );
-    await this.observer_?.stop();
-    const observed = this.observer_ ? observedEttr(this.observer_.samples, this.job) : null;
+    await this.processSampler?.stop();
+    const observed = this.processSampler ? observedEttr(this.processSampler.samples, this.job) : null;
     const jobChecks = await this.job.checks(this.ctx, {
       events: [...this.events],
       batches,
@@ -664,7 +664,7 @@ class CampaignRun {
   }
 
   async teardown(): Promise<void> {
-    await this.observer_?.stop();
+    await this.processSampler?.stop();
     this.agentLoops?.kill('SIGKILL');
     await this.supervisor?.close().catch(() => undefined);
     await new Promise<void>((done) => (this.orchestratorServer ? this.orchestratorServer.close(() => done()) : done()));

@@ -48,7 +48,7 @@ export interface AgentConfig {
   hostAddress: string;
   /**
    * With it, a trainer's first launch waits for this many trainer machines to register and starts with
-   * its rank, the world size and rank 0's host (first-launch-group.ts); without it, the first launch
+   * its rank, the world size and rank 0's host (first-launch.ts); without it, the first launch
    * is given only what the agent's own environment holds.
    */
   trainerWorldSize: number | null;

@@ -151,7 +151,7 @@ export class AgentRuntime {
   }
 
   /**
-   * A trainer's first launch with its group from the job's membership (first-launch-group.ts): rank,
+   * A trainer's first launch with its group from the job's membership (first-launch.ts): rank,
    * world size and rank 0's host, as a restart gets them from the controller. A restart command that
    * arrives first wins: the controller's group is the newer word.
    */

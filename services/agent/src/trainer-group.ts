@@ -8,7 +8,7 @@ import type { MessageOf } from '@robustrl/contracts';
  * a warm standby where the faulty machine was dropped, at the end). Rank 0's reachable host
  * (MachineRegistered.hostAddress; for older agents the host of its agent address) is the rendezvous
  * (torch's MASTER_ADDR); the port is the job's, the same on every agent (`ROBUSTRL_RENDEZVOUS_PORT`).
- * A first launch gets the same variables from first-launch-group.ts.
+ * A first launch gets the same variables from first-launch.ts.
  */
 export interface TrainerGroup {
   rank: number;
