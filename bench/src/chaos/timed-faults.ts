@@ -18,6 +18,7 @@ export interface MachineLines {
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const LOAD_WAIT_MS = 300_000;
 
 /**
  * kill -9 of a rollout's engine the moment its agent says it loads a version into it (the agent's
@@ -26,7 +27,8 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 export async function killEngineDuringLoad(wanted: string | undefined, machines: MachineLines): Promise<Hit> {
   if (!wanted) return { target: 'none', note: 'no rollout with a running engine' };
   const seen = await new Promise<{ machineId: string; line: string } | null>((done) => {
-    const timer = setTimeout(() => finish(null), 120_000);
+    // A replacement or restarted engine starts in minutes on two loaded cores before it loads anything.
+    const timer = setTimeout(() => finish(null), LOAD_WAIT_MS);
     const watcher = (machineId: string, line: string) => {
       if (machineId !== wanted || !/engine loads version \d+/.test(line)) return;
       machines.kill(machineId);
@@ -39,7 +41,7 @@ export async function killEngineDuringLoad(wanted: string | undefined, machines:
     };
     const unwatch = machines.watch(watcher);
   });
-  if (!seen) return { target: wanted, note: 'no load began within 120 s: nothing killed' };
+  if (!seen) return { target: 'none', note: `no load began on ${wanted} within ${LOAD_WAIT_MS / 1000} s: nothing killed` };
   return { target: wanted, note: `killed as it began: ${/engine loads version \d+/.exec(seen.line)?.[0]}` };
 }
 
