@@ -4,11 +4,11 @@ A training sample from robustrl carries, per generated token, the log-prob the e
 weight version the engine says produced it. Here each tagged token's log-prob is computed again with
 that version's weights — version 0 is the base model, version ``s`` the checkpoint of step ``s`` (the
 job keeps every one with ``keep_checkpoints=0``) — and compared. vLLM on CPU and transformers, both in
-float32, agreed to within 2e-6 on this model (a campaign measured it); a token tagged with the wrong version differs by far more
-(one optimizer step moves many of these log-probs by 1e-2 to 1e-1). Not every token tells versions
-apart — one the model is sure of has a log-prob near 0 under both — so the report counts the tokens that
-do: those whose log-prob under the *neighbouring* version differs from the tagged one's by more than
-twice the tolerance, where a wrong tag could not have passed.
+float32, agreed to within 2e-6 on this model (measured by the campaigns); a token tagged with the wrong
+version differs by far more (one optimizer step moves many of these log-probs by 1e-2 to 1e-1). Not
+every token tells versions apart — one the model is sure of has a log-prob near 0 under both — so the
+report counts the tokens that do: those whose log-prob under the *neighbouring* version differs from the
+tagged one's by more than twice the tolerance, where a wrong tag could not have passed.
 """
 
 from __future__ import annotations
