@@ -21,7 +21,7 @@ const ACTIONS = RecoveryAction.options;
 
 /** The machine as the reference keeps it (the incremental projection's bookkeeping left out). */
 function facts(m: MachineView) {
-  const { accountedTo: _a, countsAs: _c, countsGpus: _g, countsGenerating: _r, ...rest } = m;
+  const { accountedTo: _a, countsAs: _c, countsGpus: _g, countsGenerating: _r, countsSide: _s, countsServing: _v, ...rest } = m;
   return rest;
 }
 
@@ -93,6 +93,7 @@ function randomJob(seed: number, events: number) {
         keepBatch: true,
       });
     }
+    if (r < 0.715) return msg('RestartRolloutEngine', { ...recoveryCommand(), machineId: someMachine(), attempt: 1, budget: 3 });
     if (r < 0.73) return msg('PromoteRolloutToTrainer', { ...recoveryCommand(), rolloutMachineId: someMachine(), replacesMachineId: someMachine() });
     if (r < 0.77)
       return msg('ReplaceMachine', {

@@ -57,8 +57,11 @@ export interface MachineView {
   countsAs: { category: DowntimeCategory; outageId: string | null } | null;
   /** its GPUs, */
   countsGpus: number;
-  /** and whether it generates rollout work a task restart would lose. */
+  /** whether it generates rollout work a task restart would lose, */
   countsGenerating: boolean;
+  /** the side it belongs to (null: not counted), and whether it serves there (see `EttrIndex.serving`). */
+  countsSide: 'trainer' | 'rollout' | null;
+  countsServing: boolean;
 }
 
 export interface Outage {
@@ -135,12 +138,23 @@ export interface EttrView {
  * since the previous one for the job as a whole from the GPU totals here, and touches only the machines
  * it changes. Machines are objects of `machines` (a structured clone keeps them shared).
  */
+/**
+ * An idle machine is not effective when the other side cannot give it work: a task restart is open, or
+ * no machine of the other side serves — waiting on a dead role when an outage of that side is open,
+ * startup when none is (the other side has not come up yet). While one machine of the other side
+ * serves, an idle machine is the pipeline at work (fewer engines make batches more slowly; the
+ * machines that are down are charged themselves).
+ */
+export type IdleWait = { category: 'waiting-on-dead-role' | 'startup'; outageId: string | null } | null;
+
 export interface EttrIndex {
   /** Outages not closed yet, in the order they opened (the order an idle machine's blocker is searched in). */
   open: Map<string, Outage>;
-  /** The open outage an idle trainer (or hybrid) / rollout machine waits on, if any. */
-  blockingTrainer: Outage | undefined;
-  blockingRollout: Outage | undefined;
+  /** What an idle machine of each side (trainer: trainer or hybrid) counts as now: effective (null), or the wait it is in. */
+  waits: Record<'trainer' | 'rollout', IdleWait>;
+  /** Machines of each side, and those serving: not held by an outage and past initialising. */
+  members: Record<'trainer' | 'rollout', number>;
+  serving: Record<'trainer' | 'rollout', number>;
   /** Outage id → the machines it holds. */
   held: Map<string, Set<MachineView>>;
   /** Idle machines no outage holds: how they count depends on the blocking outage of their role. */

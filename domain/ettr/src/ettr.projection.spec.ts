@@ -150,6 +150,108 @@ describe('ETTR projection', () => {
       });
   });
 
+  const rolloutFault = (s: number, machineId: string) =>
+    at(s, 'FaultConfirmed', {
+      verdictId: `${machineId}/engine-exited/1`,
+      machineId,
+      role: 'rollout',
+      rule: 'explicit-signal',
+      evidence: {},
+      handledAs: 'rollout',
+      machineFaulty: false,
+      detectionLatencyMs: 0,
+    });
+
+  /** The controller restarts the engine in place; the agent reports the new engine initialising. */
+  const restartEngine = (s: number, machineId: string) => [
+    at(s, 'RestartRolloutEngine', {
+      recoveryId: `${machineId}/engine-exited/1/recovery`,
+      commandId: `${machineId}/engine-exited/1/recovery/1`,
+      machineId,
+      attempt: 1,
+      budget: 3,
+    }),
+    phase(s + 5, machineId, 'rollout', 'initializing'),
+  ];
+
+  it('an engine restarted in place is down until the new engine works: restart, then re-initialisation', () => {
+    spec()
+      .given([
+        ...workingJob(),
+        rolloutFault(100, 'r1'),
+        decided(100, 'r1/engine-exited/1', 'r1', 'restart-rollout-engine', 'rollout-fault'),
+        ...restartEngine(100, 'r1'),
+        phase(130, 'r1', 'rollout', 'rollout'),
+        tick(300),
+      ])
+      .then((view) => {
+        const rows = downtimeLedger(view);
+        expect(gpuSeconds(rows, 'restart')).toBe(8 * 5);
+        expect(gpuSeconds(rows, 'reinitialization')).toBe(8 * 25);
+        expect(ettrOf(view)).toBeCloseTo(1 - (8 * 30) / (32 * 300), 6);
+        expect(Object.values(view.outages).map((o) => o.closedAt)).toEqual([T0 + 130_000]);
+      });
+  });
+
+  it('an idle trainer is the pipeline at work while one rollout machine serves: only the machine that is down is charged', () => {
+    spec()
+      .given([
+        ...workingJob(),
+        phase(0, 't0', 'trainer', 'idle'),
+        rolloutFault(100, 'r1'),
+        decided(100, 'r1/engine-exited/1', 'r1', 'restart-rollout-engine', 'rollout-fault'),
+        ...restartEngine(100, 'r1'),
+        phase(200, 'r1', 'rollout', 'rollout'),
+        tick(300),
+      ])
+      .then((view) => {
+        const rows = downtimeLedger(view);
+        expect(gpuSeconds(rows, 'waiting-on-dead-role')).toBe(0);
+        expect(rows.every((r) => r.machineId === 'r1')).toBe(true);
+        expect(ettrOf(view)).toBeCloseTo(1 - (8 * 100) / (32 * 300), 6);
+      });
+  });
+
+  it('an idle trainer waits on a dead role once no rollout machine serves, from the moment the last one went', () => {
+    spec()
+      .given([
+        ...workingJob(),
+        phase(0, 't0', 'trainer', 'idle'),
+        ...['r1', 'r2', 'r3'].flatMap((r, i) => [
+          rolloutFault(100 + 10 * i, r),
+          decided(100 + 10 * i, `${r}/engine-exited/1`, r, 'restart-rollout-engine', 'rollout-fault'),
+          ...restartEngine(100 + 10 * i, r),
+        ]),
+        phase(200, 'r2', 'rollout', 'rollout'),
+        ...['r1', 'r3'].map((r) => phase(250, r, 'rollout', 'rollout')),
+        tick(300),
+      ])
+      .then((view) => {
+        const rows = downtimeLedger(view).filter((r) => r.category === 'waiting-on-dead-role');
+        // [120, 200): r3 was the last to go and r2 the first back; charged to the first open outage.
+        expect(rows).toEqual([expect.objectContaining({ machineId: 't0', outageId: 'r1/engine-exited/1', gpuHours: expect.closeTo((8 * 80) / 3600, 3) })]);
+      });
+  });
+
+  it('an idle trainer counts as startup while the rollout machines have not come up yet', () => {
+    spec()
+      .given([
+        started(),
+        registered(0, 't0', 'trainer'),
+        ...['r1', 'r2'].map((r) => registered(0, r, 'rollout')),
+        phase(10, 't0', 'trainer', 'idle'),
+        phase(40, 'r1', 'rollout', 'initializing'),
+        phase(60, 'r1', 'rollout', 'rollout'),
+        phase(90, 'r2', 'rollout', 'rollout'),
+        tick(100),
+      ])
+      .then((view) => {
+        const startup = downtimeLedger(view).filter((r) => r.category === 'startup');
+        const byMachine = Object.fromEntries(startup.map((r) => [r.machineId, Math.round(r.gpuHours * 3600)]));
+        expect(byMachine).toEqual({ t0: 8 * 60, r1: 8 * 60, r2: 8 * 90 });
+      });
+  });
+
   it('a task restart loses the rollout work of the batch in progress, not what an earlier step consumed', () => {
     const verdict = 't0/explicit-signal/1';
     spec()

@@ -26,6 +26,7 @@ export const ETTR_INPUT_TYPES = [
   'FaultConfirmed',
   'RecoveryDecided',
   'RestartTrainerGroup',
+  'RestartRolloutEngine',
   'PromoteRolloutToTrainer',
   'ReplaceMachine',
   'RestartTask',
@@ -208,6 +209,15 @@ function apply(view: EttrView, event: EttrInput, at: number): void {
       }
       return;
     }
+    case 'RestartRolloutEngine': {
+      const o = outageOf(view, event.data.recoveryId);
+      const m = view.machines[event.data.machineId];
+      if (!o || !m || o.closedAt !== null) return;
+      // The engine restarts in place on its machine: the new engine's first working phase ends the outage.
+      if (!m.heldBy) hold(view, m, o);
+      if (m.heldBy === o.outageId) orderRestart(view, m, o);
+      return;
+    }
     case 'PromoteRolloutToTrainer': {
       const o = outageOf(view, event.data.recoveryId);
       const m = view.machines[event.data.rolloutMachineId];
@@ -278,6 +288,8 @@ function newMachine(machineId: string, role: MachineView['role'], gpus: number):
     countsAs: null,
     countsGpus: 0,
     countsGenerating: false,
+    countsSide: null,
+    countsServing: false,
   };
 }
 

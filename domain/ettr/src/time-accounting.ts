@@ -1,4 +1,4 @@
-import type { DowntimeCategory, EttrIndex, EttrView, LedgerEntry, MachineView, Outage } from './ettr-view';
+import type { DowntimeCategory, EttrIndex, EttrView, IdleWait, LedgerEntry, MachineView, Outage } from './ettr-view';
 
 /** Phases in which a rollout machine generates work a task restart would throw away. */
 const GENERATING = new Set(['rollout', 'awaiting-tools']);
@@ -9,7 +9,8 @@ const GENERATING = new Set(['rollout', 'awaiting-tools']);
  * adds those from the index's totals. A machine's own share (its ledger rows, `effectiveSince`,
  * `atRisk`) is written when it is about to change (`settle`: from `accountedTo` to the clock, as it
  * counted) and its new way of counting is taken then (`recount`). An idle machine counts by the
- * outage its role waits on, so when that outage changes the idle machines of the role are recounted.
+ * wait of its side (`IdleWait`: the other side's open outages and serving machines), so when that wait
+ * changes the idle machines of the side are recounted.
  * The result is the same as accounting every machine on every event (`full-recompute/`, held to it
  * by `ettr-incremental.spec.ts`): GPU-milliseconds are whole numbers, so the sums do not depend on
  * how the time is split.
@@ -18,8 +19,9 @@ const GENERATING = new Set(['rollout', 'awaiting-tools']);
 export function emptyIndex(): EttrIndex {
   return {
     open: new Map(),
-    blockingTrainer: undefined,
-    blockingRollout: undefined,
+    waits: { trainer: null, rollout: null },
+    members: { trainer: 0, rollout: 0 },
+    serving: { trainer: 0, rollout: 0 },
     held: new Map(),
     idle: new Set(),
     trainers: new Set(),
@@ -36,33 +38,40 @@ function classify(index: EttrIndex, m: MachineView): { category: DowntimeCategor
     return { category: 'restart', outageId: m.heldBy };
   }
   if (m.phase === null || m.phase === 'initializing') return { category: 'startup', outageId: null };
-  if (m.phase === 'idle') {
-    const outage = blockingOf(index, m);
-    if (outage) return { category: 'waiting-on-dead-role', outageId: outage.outageId };
-  }
+  if (m.phase === 'idle') return index.waits[sideOf(m)];
   return null;
 }
 
-/** The open outage of the other role (or a task restart) that an idle machine of `m`'s role waits on. */
-const blockingOf = (index: EttrIndex, m: MachineView) => (m.role === 'rollout' ? index.blockingRollout : index.blockingTrainer);
+type Side = 'trainer' | 'rollout';
+const SIDES: readonly Side[] = ['trainer', 'rollout'];
+const sideOf = (m: MachineView): Side => (m.role === 'rollout' ? 'rollout' : 'trainer');
+/** Serving: its GPUs can do its side's work (not held by an outage, past initialising). */
+const serves = (m: MachineView) => m.heldBy === null && m.phase !== null && m.phase !== 'initializing';
 
-function firstBlocking(index: EttrIndex, mine: 'trainer' | 'rollout'): Outage | undefined {
-  for (const o of index.open.values()) if (o.taskRestart || o.handledAs !== mine) return o;
-  return undefined;
+/** What an idle machine of side `mine` counts as (see `IdleWait`). */
+function waitOf(index: EttrIndex, mine: Side): IdleWait {
+  const other: Side = mine === 'rollout' ? 'trainer' : 'rollout';
+  const noneServes = index.serving[other] === 0;
+  for (const o of index.open.values())
+    if (o.taskRestart || (noneServes && o.handledAs !== mine)) return { category: 'waiting-on-dead-role', outageId: o.outageId };
+  return noneServes && index.members[other] > 0 ? { category: 'startup', outageId: null } : null;
 }
 
-/** Call after an outage opened, closed or became a task restart: idle machines whose blocker changed are recounted. */
+const sameWait = (a: IdleWait, b: IdleWait) => a === b || (a !== null && b !== null && a.category === b.category && a.outageId === b.outageId);
+
+/** Call after an outage opened, closed or became a task restart (or a side's serving machines changed): idle machines whose wait changed are recounted. */
 export function outagesChanged(view: EttrView): void {
   const index = view.index;
   for (const o of index.open.values()) if (o.closedAt !== null) index.open.delete(o.outageId);
-  const trainer = firstBlocking(index, 'trainer');
-  const rollout = firstBlocking(index, 'rollout');
-  const trainerChanged = trainer !== index.blockingTrainer;
-  const rolloutChanged = rollout !== index.blockingRollout;
-  index.blockingTrainer = trainer;
-  index.blockingRollout = rollout;
-  if (!trainerChanged && !rolloutChanged) return;
-  for (const m of [...index.idle]) if (m.role === 'rollout' ? rolloutChanged : trainerChanged) recount(view, m);
+  const changed = new Set<Side>();
+  for (const side of SIDES) {
+    const wait = waitOf(index, side);
+    if (sameWait(wait, index.waits[side])) continue;
+    index.waits[side] = wait;
+    changed.add(side);
+  }
+  if (changed.size === 0) return;
+  for (const m of [...index.idle]) if (changed.has(sideOf(m))) recount(view, m);
 }
 
 export function openOutage(view: EttrView, o: Outage): void {
@@ -108,6 +117,24 @@ export function recount(view: EttrView, m: MachineView): void {
   else index.idle.delete(m);
   if (m.role !== 'rollout') index.trainers.add(m);
   else index.trainers.delete(m);
+  const side = sideOf(m);
+  const serving = serves(m);
+  if (side === m.countsSide && serving === m.countsServing) return;
+  uncountSide(index, m);
+  m.countsSide = side;
+  m.countsServing = serving;
+  index.members[side] += 1;
+  if (serving) index.serving[side] += 1;
+  // The other side's idle machines may wait on this one's side now (or no longer).
+  outagesChanged(view);
+}
+
+function uncountSide(index: EttrIndex, m: MachineView): void {
+  if (m.countsSide === null) return;
+  index.members[m.countsSide] -= 1;
+  if (m.countsServing) index.serving[m.countsSide] -= 1;
+  m.countsSide = null;
+  m.countsServing = false;
 }
 
 /** A machine starts counting (as it is) from now. */
@@ -129,6 +156,8 @@ export function removeMachine(view: EttrView, m: MachineView): void {
   index.trainers.delete(m);
   if (m.heldBy) index.held.get(m.heldBy)?.delete(m);
   delete view.machines[m.machineId];
+  uncountSide(index, m);
+  outagesChanged(view);
 }
 
 /** Sets who holds `m` (settle it first); the caller recounts it. */

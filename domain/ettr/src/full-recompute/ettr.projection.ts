@@ -19,6 +19,7 @@ export const ETTR_INPUT_TYPES = [
   'FaultConfirmed',
   'RecoveryDecided',
   'RestartTrainerGroup',
+  'RestartRolloutEngine',
   'PromoteRolloutToTrainer',
   'ReplaceMachine',
   'RestartTask',
@@ -185,6 +186,15 @@ function apply(view: EttrView, event: EttrInput, at: number): void {
         if (!m.heldBy) hold(m, o);
         if (m.heldBy === o.outageId) orderRestart(m, o);
       }
+      return;
+    }
+    case 'RestartRolloutEngine': {
+      const o = outageOf(view, event.data.recoveryId);
+      const m = view.machines[event.data.machineId];
+      if (!o || !m || o.closedAt !== null) return;
+      // The engine restarts in place on its machine: the new engine's first working phase ends the outage.
+      if (!m.heldBy) hold(m, o);
+      if (m.heldBy === o.outageId) orderRestart(m, o);
       return;
     }
     case 'PromoteRolloutToTrainer': {

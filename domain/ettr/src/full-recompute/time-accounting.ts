@@ -2,9 +2,11 @@
  * The ETTR projection as it was before its accounting went incremental (issue 13): every event
  * accounted every machine, and looked for the outage an idle machine waits on among every outage the
  * job ever had. Kept, out of the build, as the reference the incremental projection is held to
- * (`ettr-incremental.spec.ts`): these files are the previous implementation, unchanged.
+ * (`ettr-incremental.spec.ts`): these files are the previous implementation, changed since only where
+ * the definition changed (an idle machine waits only when no machine of the other side serves; see
+ * `IdleWait` in ../ettr-view.ts), so that both keep computing the same thing.
  */
-import type { DowntimeCategory, EttrView, MachineView, Outage } from './ettr-view';
+import type { DowntimeCategory, EttrView, MachineView } from './ettr-view';
 
 /** Phases in which a rollout machine generates work a task restart would throw away. */
 const GENERATING = new Set(['rollout', 'awaiting-tools']);
@@ -17,7 +19,7 @@ const GENERATING = new Set(['rollout', 'awaiting-tools']);
 export function classify(
   view: EttrView,
   m: MachineView,
-  blocking: (m: MachineView) => Outage | undefined = (machine) => blockingOutage(view, machine),
+  blocking: (m: MachineView) => Wait = (machine) => blockingOutage(view, machine),
 ): { category: DowntimeCategory; outageId: string | null } | null {
   if (m.heldBy) {
     // Verdict → restart ordered → the new process reports `initializing` → it reports work: restart, then re-initialisation.
@@ -25,18 +27,26 @@ export function classify(
     return { category: 'restart', outageId: m.heldBy };
   }
   if (m.phase === null || m.phase === 'initializing') return { category: 'startup', outageId: null };
-  if (m.phase === 'idle') {
-    const outage = blocking(m);
-    if (outage) return { category: 'waiting-on-dead-role', outageId: outage.outageId };
-  }
+  if (m.phase === 'idle') return blocking(m);
   return null;
 }
 
-/** An open outage of the other role (or a task restart) that an idle machine is waiting on. */
-function blockingOutage(view: EttrView, m: MachineView): Outage | undefined {
+type Wait = { category: 'waiting-on-dead-role' | 'startup'; outageId: string | null } | null;
+
+/** What an idle machine counts as: waiting on an open outage of the other side (or a task restart) while none of that side serves, startup while none serves and none is down. */
+function blockingOutage(view: EttrView, m: MachineView): Wait {
   const mine = m.role === 'rollout' ? 'rollout' : 'trainer';
-  for (const o of Object.values(view.outages)) if (o.closedAt === null && (o.taskRestart || o.handledAs !== mine)) return o;
-  return undefined;
+  let members = 0;
+  let serving = 0;
+  for (const x of Object.values(view.machines)) {
+    if ((x.role === 'rollout' ? 'rollout' : 'trainer') === mine) continue;
+    members += 1;
+    if (x.heldBy === null && x.phase !== null && x.phase !== 'initializing') serving += 1;
+  }
+  const noneServes = serving === 0;
+  for (const o of Object.values(view.outages))
+    if (o.closedAt === null && (o.taskRestart || (noneServes && o.handledAs !== mine))) return { category: 'waiting-on-dead-role', outageId: o.outageId };
+  return noneServes && members > 0 ? { category: 'startup', outageId: null } : null;
 }
 
 function ledgerAdd(view: EttrView, category: DowntimeCategory, outageId: string | null, m: MachineView, gpuMs: number): void {
@@ -90,7 +100,7 @@ export function advance(view: EttrView, to: number): void {
   let effective = 0;
   let total = 0;
   // The outage a machine waits on depends only on its role: looked up at most twice per advance.
-  const blockingByRole = new Map<string, Outage | undefined>();
+  const blockingByRole = new Map<string, Wait>();
   const blocking = (m: MachineView) => {
     const mine = m.role === 'rollout' ? 'rollout' : 'trainer';
     if (!blockingByRole.has(mine)) blockingByRole.set(mine, blockingOutage(view, m));

@@ -17,9 +17,18 @@ export interface HeldVersion {
  *
  * An engine that is not robustrl's client reports no phase of its own, so the agent reports it for the
  * engine (`phase`): `weight-update` while a version loads, `rollout` once the engine answers with a
- * version — what phase-aware detection and the ETTR projection count its time by (paper §4, §7).
+ * version, `idle` once it has run no request for `idleAfterMs` (its metrics say so; an engine without
+ * them stays `rollout`) — what phase-aware detection and the ETTR projection count its time by (paper
+ * §4, §7: an engine with nothing to do while the trainer is down waits on a dead role).
  */
-export type EnginePhase = 'weight-update' | 'rollout';
+export type EnginePhase = 'weight-update' | 'rollout' | 'idle';
+
+export interface EngineIdleSettings {
+  /** How long an engine runs no request before it counts as idle (a loop's gap between two requests is not idleness). */
+  idleAfterMs: number;
+  now: () => number;
+}
+const DEFAULT_IDLE: EngineIdleSettings = { idleAfterMs: 3_000, now: () => Date.now() };
 export class EngineWeightSync {
   private readonly logger: Logger;
   private timer?: NodeJS.Timeout;
@@ -28,6 +37,8 @@ export class EngineWeightSync {
   private skipTicks = 0;
   /** The version the engine was last loaded with by this agent, and how long it took. */
   lastLoad: { version: number; seconds: number } | null = null;
+  /** When the engine last had a request (null: not seen serving yet). */
+  private busyAt: number | null = null;
 
   constructor(
     private readonly engine: VllmEngineClient,
@@ -35,6 +46,7 @@ export class EngineWeightSync {
     machineId: string,
     private readonly tickMs = 500,
     private readonly phase: (phase: EnginePhase, version: number) => void = () => undefined,
+    private readonly idle: EngineIdleSettings = DEFAULT_IDLE,
   ) {
     this.logger = new Logger(`engine-weights/${machineId}`);
   }
@@ -63,9 +75,10 @@ export class EngineWeightSync {
       if (action.kind === 'stamp-base') {
         await this.engine.stamp(0);
         this.logger.log('engine serves the model it started from: stamped as version 0');
+        this.busyAt = this.idle.now();
         this.phase('rollout', 0);
       } else if (action.kind === 'wait' && serving !== null && /^\d+$/.test(serving)) {
-        this.phase('rollout', Number(serving));
+        this.phase(await this.servingPhase(), Number(serving));
       } else if (action.kind === 'load' && latest) {
         const parts = hostParts(latest);
         if (parts === null) {
@@ -78,6 +91,7 @@ export class EngineWeightSync {
         this.lastLoad = { version: latest.version, seconds: loaded.seconds };
         this.failures = 0;
         this.logger.log(`engine loaded version ${latest.version} in place (${loaded.seconds.toFixed(3)} s)`);
+        this.busyAt = this.idle.now();
         this.phase('rollout', latest.version);
       }
     } catch (err) {
@@ -88,6 +102,14 @@ export class EngineWeightSync {
     } finally {
       this.busy = false;
     }
+  }
+
+  /** `rollout` while it has requests (or had within `idleAfterMs`, or cannot say), `idle` after. */
+  private async servingPhase(): Promise<EnginePhase> {
+    const inFlight = await this.engine.requestsInFlight();
+    const now = this.idle.now();
+    if (inFlight === null || inFlight > 0 || this.busyAt === null) this.busyAt = now;
+    return inFlight !== null && now - this.busyAt >= this.idle.idleAfterMs ? 'idle' : 'rollout';
   }
 }
 

@@ -2,7 +2,7 @@ import { createServer, IncomingMessage, Server, ServerResponse } from 'node:http
 import { AddressInfo } from 'node:net';
 import { nextEngineWeightAction } from './engine-weight-action';
 import { EngineWeightSync, HeldVersion } from './engine-weight-sync';
-import { VllmEngineClient } from './vllm-engine-client';
+import { requestsInMetrics, VllmEngineClient } from './vllm-engine-client';
 
 describe('nextEngineWeightAction: keeping the engine on the newest version held whole', () => {
   it.each([
@@ -27,11 +27,16 @@ class FakeVllm {
   version = 'default';
   failLoads = 0;
   bodies: unknown[] = [];
+  /** Requests running and waiting, as its metrics export them (null: no metrics route). */
+  running: number | null = null;
+
+  url = '';
 
   async start(): Promise<string> {
     this.server = createServer((req, res) => void this.handle(req, res));
     await new Promise<void>((r) => this.server.listen(0, '127.0.0.1', r));
-    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    return this.url;
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -41,6 +46,13 @@ class FakeVllm {
     const path = req.url ?? '';
     const reply = (status: number, value: unknown): void => void res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(value));
     if (req.method === 'GET' && path === '/weight_info') return reply(200, { weight_version: this.version });
+    if (req.method === 'GET' && path === '/metrics') {
+      if (this.running === null) return reply(404, { detail: 'Not Found' });
+      const labels = '{engine="0",model_name="grpo-model"}';
+      return void res
+        .writeHead(200, { 'content-type': 'text/plain' })
+        .end(`# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running${labels} ${this.running}.0\nvllm:num_requests_waiting${labels} 0.0\n`);
+    }
     this.calls.push(path);
     if (path === '/collective_rpc') {
       this.bodies.push(body);
@@ -134,6 +146,66 @@ describe('EngineWeightSync against vLLM-shaped routes', () => {
     await sync.tick();
     expect(vllm.version).toBe('7');
     expect(vllm.calls.filter((c) => c === '/collective_rpc')).toHaveLength(2);
+  });
+
+  it('reports the engine idle once it has run no request for idleAfterMs, and serving again at its next request', async () => {
+    let now = 0;
+    sync = new EngineWeightSync(
+      new VllmEngineClient(vllm.url),
+      () => held,
+      'rollout-0',
+      10_000,
+      (phase, v) => phases.push(`${phase}@${v}`),
+      {
+        idleAfterMs: 3_000,
+        now: () => now,
+      },
+    );
+    vllm.version = '2';
+    vllm.running = 0;
+    await sync.tick(); // first seen: serving until it proves idle
+    now = 2_000;
+    await sync.tick();
+    now = 3_000;
+    await sync.tick();
+    vllm.running = 4;
+    now = 3_500;
+    await sync.tick();
+    vllm.running = 0;
+    now = 6_000;
+    await sync.tick(); // a gap between two requests is not idleness
+    now = 6_500;
+    await sync.tick();
+    expect(phases).toEqual(['rollout@2', 'rollout@2', 'idle@2', 'rollout@2', 'rollout@2', 'idle@2']);
+  });
+
+  it('an engine that exports no request metrics stays serving', async () => {
+    let now = 0;
+    sync = new EngineWeightSync(
+      new VllmEngineClient(vllm.url),
+      () => held,
+      'rollout-0',
+      10_000,
+      (phase) => phases.push(phase),
+      { idleAfterMs: 1, now: () => now },
+    );
+    vllm.version = '1';
+    await sync.tick();
+    now = 60_000;
+    await sync.tick();
+    expect(phases).toEqual(['rollout', 'rollout']);
+  });
+
+  it('reads the running and waiting requests from a Prometheus exposition', () => {
+    const text = [
+      '# HELP vllm:num_requests_running Number of requests in model execution batches.',
+      'vllm:num_requests_running{engine="0",model_name="m"} 3.0',
+      'vllm:num_requests_running{engine="1",model_name="m"} 1.0',
+      'vllm:num_requests_waiting{engine="0",model_name="m"} 2.0',
+      'vllm:num_requests_waiting_by_reason{engine="0",reason="capacity"} 9.0',
+    ].join('\n');
+    expect(requestsInMetrics(text)).toBe(6);
+    expect(requestsInMetrics('process_cpu_seconds_total 1.0\n')).toBeNull();
   });
 
   it('waits while the engine does not answer', async () => {

@@ -40,6 +40,21 @@ export class VllmEngineClient {
     }
   }
 
+  /**
+   * Requests the engine is running or has queued, from its Prometheus metrics
+   * (`vllm:num_requests_running`, `vllm:num_requests_waiting`, summed over its engines); null when the
+   * engine does not answer or exports neither.
+   */
+  async requestsInFlight(): Promise<number | null> {
+    try {
+      const res = await fetch(`${this.baseUrl}/metrics`, { signal: AbortSignal.timeout(5_000) });
+      if (res.status !== 200) return null;
+      return requestsInMetrics(await res.text());
+    } catch {
+      return null;
+    }
+  }
+
   async stamp(version: number): Promise<void> {
     await this.post('/update_weight_version', { new_version: String(version) });
   }
@@ -81,4 +96,21 @@ export class VllmEngineClient {
     if (res.status >= 400) throw new EngineCallError(path, res.status, text.slice(0, 2000));
     return text === '' ? null : (JSON.parse(text) as unknown);
   }
+}
+
+const REQUEST_GAUGE = /^vllm:num_requests_(?:running|waiting)(?:\{[^}]*\})?\s+(\S+)/;
+
+/** The running and waiting requests in a Prometheus text exposition of vLLM's metrics (null: neither gauge). */
+export function requestsInMetrics(text: string): number | null {
+  let found = false;
+  let total = 0;
+  for (const line of text.split('\n')) {
+    const m = REQUEST_GAUGE.exec(line);
+    if (!m) continue;
+    const value = Number(m[1]);
+    if (!Number.isFinite(value)) continue;
+    found = true;
+    total += value;
+  }
+  return found ? total : null;
 }
