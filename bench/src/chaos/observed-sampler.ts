@@ -13,8 +13,8 @@ export interface ObservedMachine {
 
 /**
  * Takes an `ObservedSample` every second (observed-ettr.ts) from the processes themselves: which
- * trainer ranks are alive and loaded (a pid that wrote a rank's ledger line or a publication, found
- * below a running machine's agent), which engines answer `GET /health`, and when the job's ledger last
+ * trainer ranks are alive and loaded (a pid below a running machine's agent that wrote its `ready`
+ * line: state loaded and published, about to work), which engines answer `GET /health`, and when the job's ledger last
  * recorded a completed sample. Reads the ledger incrementally.
  */
 export class ObservedSampler {
@@ -79,7 +79,7 @@ export class ObservedSampler {
       if (!line.trim()) continue;
       try {
         const r = JSON.parse(line) as { kind?: string; pid?: number; rank?: number; at?: number };
-        if (r.pid && (r.rank !== undefined || r.kind === 'published')) this.readyPids.add(r.pid);
+        if (r.pid && r.kind === 'ready') this.readyPids.add(r.pid);
         if (r.kind === 'completed' && r.at) this.lastCompletedAt = Math.max(this.lastCompletedAt, r.at * (r.at < 1e12 ? 1000 : 1));
       } catch {
         // a torn line

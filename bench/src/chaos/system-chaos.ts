@@ -15,7 +15,7 @@ import { ReferenceJob } from './reference-job';
 import { Check, RoleRestart, StoredBatch } from './system-invariants';
 import { getJson, InjectedFault, SystemScorecard } from './system-scorecard';
 import { killEngineDuringLoad, killTrainerAtCheckpoint } from './timed-faults';
-import { observedEttr } from './observed-ettr';
+import { ObservedEttr, observedEttr } from './observed-ettr';
 import { ObservedSampler } from './observed-sampler';
 
 export { formatSystemScorecard } from './system-scorecard';
@@ -79,9 +79,14 @@ const AGENT_MAIN = join(REPO_ROOT, 'services', 'agent', 'dist', 'main.js');
 const quiet: BusLogger = { info: () => undefined, warn: () => undefined, error: () => undefined };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** What the campaign watches on the bus: every type of the job's control story, and of the telemetry the GPU activity. */
+/**
+ * What the campaign watches on the bus: every type of the job's control story, of the telemetry the GPU
+ * activity, and every input of the ETTR projection (events.jsonl replays the reported ETTR).
+ */
 const OBSERVED: MessageType[] = [
   'JobStarted',
+  'RolePhaseChanged',
+  'TrainingStepStarted',
   'MachineRegistered',
   'MachineRoleChanged',
   'MachineDeregistered',
@@ -106,6 +111,13 @@ const OBSERVED: MessageType[] = [
   'WeightVersionPublished',
   'GpuActivitySampled',
 ];
+
+/** The ETTR the controller reports and the one observed from the processes, read together. */
+interface EttrAtEnd {
+  ettr: number | null;
+  summary: string;
+  observed: ObservedEttr | null;
+}
 
 export async function runSystemChaos(options: SystemChaosOptions): Promise<SystemScorecard> {
   const { progress } = options;
@@ -259,10 +271,13 @@ class CampaignRun {
       Math.max(0, deadline - Date.now()),
     ).catch(() => false);
     const jobSeconds = Math.round((Date.now() - this.jobStartedAt) / 1000);
+    // The control plane's ETTR and the processes' over the same window, read as the job ends: after it,
+    // its machines count differently in each (idle in the control plane's view, gone in the processes').
+    const ettr = await this.ettrAtEnd();
     // Recoveries still open (a fault late in the run) are given their time to complete.
     await this.until('every recovery completed', () => this.openRecoveries().length === 0, 120_000 + this.job.restartSeconds * 1000).catch(() => undefined);
     await sleep(3_000);
-    return this.scorecard(finished !== false, jobSeconds);
+    return this.scorecard(finished !== false, jobSeconds, ettr);
   }
 
   // ── bring-up ────────────────────────────────────────────────────────────────────────────────
@@ -573,7 +588,16 @@ class CampaignRun {
 
   // ── the end ─────────────────────────────────────────────────────────────────────────────────
 
-  private async scorecard(finished: boolean, jobSeconds: number): Promise<SystemScorecard> {
+  private async ettrAtEnd(): Promise<EttrAtEnd> {
+    const reported = await getJson<{ ettr: number; summary: string }>(`${this.url('controller')}/v1/jobs/${encodeURIComponent(this.jobId)}/ettr`).catch(
+      (err: unknown) => ({ ettr: null, summary: `ETTR not read: ${String(err)}` }),
+    );
+    await this.processSampler?.stop();
+    return { ...reported, observed: this.processSampler ? observedEttr(this.processSampler.samples, this.job) : null };
+  }
+
+  private async scorecard(finished: boolean, jobSeconds: number, ettr: EttrAtEnd): Promise<SystemScorecard> {
+    const observed = ettr.observed;
     const batches = await this.batches();
     // When each version became visible on the bus (this run's observer read it), not when the trainer
     // produced it: during a broker outage a trainer publishes versions nobody can see, let alone pull.
@@ -584,11 +608,7 @@ class CampaignRun {
     writeFileSync(join(this.infra.dir, 'events.jsonl'), this.events.map((m) => JSON.stringify(m)).join('\n') + '\n');
     writeFileSync(join(this.infra.dir, 'batches.json'), JSON.stringify(batches, null, 1));
     writeFileSync(join(this.infra.dir, 'faults.json'), JSON.stringify(this.injected, null, 1));
-    const ettr = await getJson<{ ettr: number; summary: string }>(`${this.url('controller')}/v1/jobs/${encodeURIComponent(this.jobId)}/ettr`).catch(
-      (err: unknown) => ({ ettr: null, summary: `ETTR not read: ${String(err)}` }),
-    );
-    await this.processSampler?.stop();
-    const observed = this.processSampler ? observedEttr(this.processSampler.samples, this.job) : null;
+    if (this.processSampler) writeFileSync(join(this.infra.dir, 'observed.jsonl'), this.processSampler.samples.map((x) => JSON.stringify(x)).join('\n') + '\n');
     const jobChecks = await this.job.checks(this.ctx, {
       events: [...this.events],
       batches,
@@ -643,6 +663,7 @@ class CampaignRun {
       regeneratedTrajectories: this.events.filter((m) => m.type === 'TrajectoryRestartedFromPrompt').length,
       evaluations: this.job.evaluations(this.ctx),
       ettr: ettr.ettr,
+      observedEttr: observed?.ettr ?? null,
       downtime: ettr.summary,
       checks,
       ok: checks.every((c) => c.ok),

@@ -33,6 +33,8 @@ export interface SystemScorecard {
   /** [step, greedy pass rate] of the job's evaluations (the GRPO job's; none for the stand-in). */
   evaluations: Array<[number, number]>;
   ettr: number | null;
+  /** The ETTR observed from the processes (observed-ettr.ts), where the job is observed (the GRPO job). */
+  observedEttr: number | null;
   downtime: string;
   checks: Check[];
   ok: boolean;
@@ -65,11 +67,11 @@ export function getJson<T>(url: string): Promise<T> {
 export function formatSideBySide(cards: Array<{ label: string; card: SystemScorecard }>): string {
   const last = (c: SystemScorecard) => (c.evaluations.length ? c.evaluations[c.evaluations.length - 1][1].toFixed(2) : 'n/a');
   return [
-    '| run | faults | ETTR | wall time (s) | steps committed | steps trained again | trajectories regenerated | last pass rate | invariants |',
-    '|---|---|---|---|---|---|---|---|---|',
+    '| run | faults | ETTR (control plane) | ETTR (observed) | wall time (s) | steps committed | steps trained again | trajectories regenerated | last pass rate | invariants |',
+    '|---|---|---|---|---|---|---|---|---|---|',
     ...cards.map(
       ({ label, card: c }) =>
-        `| ${label} | ${c.injected.length} | ${c.ettr === null ? 'n/a' : c.ettr.toFixed(3)} | ${c.jobSeconds} | ${c.stepsCommitted} | ${c.retrainedSteps} | ${c.regeneratedTrajectories} | ${last(c)} | ${
+        `| ${label} | ${c.injected.length} | ${c.ettr === null ? 'n/a' : c.ettr.toFixed(3)} | ${c.observedEttr === null ? 'n/a' : c.observedEttr.toFixed(3)} | ${c.jobSeconds} | ${c.stepsCommitted} | ${c.retrainedSteps} | ${c.regeneratedTrajectories} | ${last(c)} | ${
           c.ok
             ? 'all held'
             : c.checks

@@ -400,6 +400,7 @@ export class AgentRuntime {
     if (!command) throw new Error(`no command configured for the rollout role on ${this.config.machineId} (ROBUSTRL_ROLLOUT_COMMAND)`);
     await this.weights.dropPulled(`the rollout engine restarts in place (${m.data.recoveryId})`);
     const pid = await this.roleProcess.restart(command, this.roleEnv(this.apiUrl, {}));
+    this.engineWeights?.engineRestarted();
     // Until it answers again (a managed engine's phase is the agent's to report; a framework reports its own).
     if (this.engineWeights) await this.reportPhase('initializing', this.step);
     this.logger.log(`rollout engine restarted in place (pid ${pid}) for ${m.data.recoveryId}: restart ${m.data.attempt} of ${m.data.budget} in the window`);

@@ -123,6 +123,11 @@ def run_trainer(cfg: JobConfig) -> None:
         else AgentPublisher(writer, AgentClient(raise_on_error=True), keep=cfg.max_staleness + 1)
     )
     loaded = publisher.publish(start, start)
+    # From here the rank does the job's work (the step-0 evaluation, then steps): its state is loaded and
+    # published. The line is what a reader of the ledger alone (the campaign's observed ETTR) takes as
+    # the rank being up.
+    reports.phase("idle", start)
+    ledger.append("ready", rank=rank, step=start)
     if rank == 0:
         ledger.append("published", version=start, step=start, shards=world, load=loaded)
         if start == 0 and eval_url:

@@ -10,7 +10,9 @@ export function nextEngineWeightAction(engineVersion: string | null, heldVersion
   // Not answering (starting, restarting, gone): nothing to do until it does.
   if (engineVersion === null) return { kind: 'wait' };
   const serving = /^\d+$/.test(engineVersion) ? Number(engineVersion) : null;
-  if (heldVersion !== null && (serving === null || heldVersion > serving)) return { kind: 'load', version: heldVersion };
+  // Stamped first, whatever is held: until then its tokens carry no version of robustrl's and the router
+  // tags them with the version the machine holds — which a restarted engine has not loaded yet.
   if (serving === null) return { kind: 'stamp-base' };
+  if (heldVersion !== null && heldVersion > serving) return { kind: 'load', version: heldVersion };
   return { kind: 'wait' };
 }

@@ -55,6 +55,13 @@ export class EngineWeightSync {
     this.timer ??= setInterval(() => void this.tick(), this.tickMs);
   }
 
+  /** The engine was restarted: a back-off earned by the old one does not delay stamping the new one. */
+  engineRestarted(): void {
+    this.failures = 0;
+    this.skipTicks = 0;
+    this.busyAt = null;
+  }
+
   stop(): void {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
@@ -70,14 +77,19 @@ export class EngineWeightSync {
     this.busy = true;
     try {
       const latest = this.held();
-      const serving = await this.engine.weightVersion();
-      const action = nextEngineWeightAction(serving, latest?.version ?? null);
+      let serving = await this.engine.weightVersion();
+      let action = nextEngineWeightAction(serving, latest?.version ?? null);
       if (action.kind === 'stamp-base') {
         await this.engine.stamp(0);
         this.logger.log('engine serves the model it started from: stamped as version 0');
         this.busyAt = this.idle.now();
         this.phase('rollout', 0);
-      } else if (action.kind === 'wait' && serving !== null && /^\d+$/.test(serving)) {
+        // A newer version held is loaded in the same look.
+        serving = '0';
+        action = nextEngineWeightAction(serving, latest?.version ?? null);
+        if (action.kind !== 'load') return;
+      }
+      if (action.kind === 'wait' && serving !== null && /^\d+$/.test(serving)) {
         this.phase(await this.servingPhase(), Number(serving));
       } else if (action.kind === 'load' && latest) {
         const parts = hostParts(latest);

@@ -9,7 +9,8 @@ describe('nextEngineWeightAction: keeping the engine on the newest version held 
     [null, null, { kind: 'wait' }],
     [null, 4, { kind: 'wait' }],
     ['default', null, { kind: 'stamp-base' }],
-    ['default', 4, { kind: 'load', version: 4 }],
+    // Stamped before anything is loaded: its tokens until the load are the starting model's (version 0).
+    ['default', 4, { kind: 'stamp-base' }],
     ['3', 4, { kind: 'load', version: 4 }],
     ['4', 4, { kind: 'wait' }],
     // A newer version than held (loaded by someone else): nothing to undo.
@@ -143,9 +144,12 @@ describe('EngineWeightSync against vLLM-shaped routes', () => {
     await sync.tick();
     expect(vllm.version).toBe('7');
     vllm.version = 'default';
+    vllm.calls = [];
     await sync.tick();
     expect(vllm.version).toBe('7');
-    expect(vllm.calls.filter((c) => c === '/collective_rpc')).toHaveLength(2);
+    // Stamped as the model it started from before the load, in the same look.
+    expect(vllm.calls.slice(0, 2)).toEqual(['/update_weight_version', '/pause?mode=keep']);
+    expect(phases.slice(-3)).toEqual(['rollout@0', 'weight-update@7', 'rollout@7']);
   });
 
   it('reports the engine idle once it has run no request for idleAfterMs, and serving again at its next request', async () => {
