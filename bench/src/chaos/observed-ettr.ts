@@ -2,7 +2,7 @@
  * ETTR as the campaign observes it, independently of the control plane: not from robustrl's events or
  * its ETTR projection (domain/ettr), but from what the job's processes do — each second, whether each
  * machine's engine answers its own health check, whether each trainer rank's process is alive and has
- * loaded its state (its own ledger line), and when the job last completed a sample (its ledger) — the
+ * loaded its state (its `ready` ledger line), and when the job last completed a sample (its ledger) — the
  * paper's definition (§7) applied to that: a GPU counts as effective while its role serves and does not
  * wait on a role that is down.
  *

@@ -265,15 +265,17 @@ class CampaignRun {
       await this.inject(fault);
     }
     this.progress(`${this.injected.length} faults injected; waiting for the job to finish`);
-    const finished = await this.until(
-      'the job finished',
-      () => this.committed() >= this.options.steps && this.agentLoopsExit !== undefined,
-      Math.max(0, deadline - Date.now()),
-    ).catch(() => false);
-    const jobSeconds = Math.round((Date.now() - this.jobStartedAt) / 1000);
-    // The control plane's ETTR and the processes' over the same window, read as the job ends: after it,
-    // its machines count differently in each (idle in the control plane's view, gone in the processes').
+    const trained = await this.until('every step committed', () => this.committed() >= this.options.steps, Math.max(0, deadline - Date.now())).catch(
+      () => false,
+    );
+    // The control plane's ETTR and the processes' over the same window, read as the last step commits:
+    // after it the job's machines count differently in each (idle in the control plane's view, gone in
+    // the processes' once the trainer exits).
     const ettr = await this.ettrAtEnd();
+    const finished =
+      trained !== false &&
+      (await this.until('the job finished', () => this.agentLoopsExit !== undefined, Math.max(0, deadline - Date.now())).catch(() => false));
+    const jobSeconds = Math.round((Date.now() - this.jobStartedAt) / 1000);
     // Recoveries still open (a fault late in the run) are given their time to complete.
     await this.until('every recovery completed', () => this.openRecoveries().length === 0, 120_000 + this.job.restartSeconds * 1000).catch(() => undefined);
     await sleep(3_000);
@@ -505,7 +507,9 @@ class CampaignRun {
         this.infra.startPostgres();
         return;
       case 'kill-engine-during-load': {
-        const hit = await killEngineDuringLoad(pickOf(this.machinesWithRoleProcess('rollout'), fault.pick), {
+        // An engine that serves loads each new version; one still starting may load none for minutes.
+        const serving = this.servingEngines();
+        const hit = await killEngineDuringLoad(pickOf(serving.length ? serving : this.machinesWithRoleProcess('rollout'), fault.pick), {
           watch: (watcher) => {
             this.lineWatchers.add(watcher);
             return () => this.lineWatchers.delete(watcher);
@@ -540,6 +544,19 @@ class CampaignRun {
       .filter((m) => m.jobId === this.jobId && m.status === 'running' && roles.get(m.machineId) === role)
       .map((m) => m.machineId)
       .sort();
+  }
+
+  /** Rollout machines with a role process whose engine serves: a working phase reported since it (re)started. */
+  private servingEngines(): string[] {
+    const phase = new Map<string, string | null>();
+    for (const m of this.events) {
+      if (m.type === 'MachineRegistered' || m.type === 'RestartRolloutEngine') phase.set(m.data.machineId, null);
+      if (m.type === 'RolePhaseChanged') phase.set(m.data.machineId, (m as MessageOf<'RolePhaseChanged'>).data.phase);
+    }
+    return this.machinesWithRoleProcess('rollout').filter((id) => {
+      const p = phase.get(id);
+      return p !== undefined && p !== null && p !== 'initializing';
+    });
   }
 
   private machinesWithRoleProcess(role: 'trainer' | 'rollout'): string[] {
@@ -589,9 +606,20 @@ class CampaignRun {
   // ── the end ─────────────────────────────────────────────────────────────────────────────────
 
   private async ettrAtEnd(): Promise<EttrAtEnd> {
-    const reported = await getJson<{ ettr: number; summary: string }>(`${this.url('controller')}/v1/jobs/${encodeURIComponent(this.jobId)}/ettr`).catch(
-      (err: unknown) => ({ ettr: null, summary: `ETTR not read: ${String(err)}` }),
-    );
+    // A controller killed late in the run may still be rebuilding its views from the topics: asked again.
+    const url = `${this.url('controller')}/v1/jobs/${encodeURIComponent(this.jobId)}/ettr`;
+    const until = Date.now() + 120_000;
+    let reported: { ettr: number | null; summary: string } = { ettr: null, summary: 'ETTR not read' };
+    for (;;) {
+      try {
+        reported = await getJson<{ ettr: number; summary: string }>(url);
+        break;
+      } catch (err) {
+        reported = { ettr: null, summary: `ETTR not read: ${String(err)}` };
+        if (Date.now() > until) break;
+        await sleep(2_000);
+      }
+    }
     await this.processSampler?.stop();
     return { ...reported, observed: this.processSampler ? observedEttr(this.processSampler.samples, this.job) : null };
   }
