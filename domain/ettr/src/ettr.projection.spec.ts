@@ -318,6 +318,51 @@ describe('ETTR projection', () => {
       });
   });
 
+  it('a replacement lost before it ever worked leaves its slot to the next one: no machine is charged after that one works', () => {
+    const replace = (s: number, verdict: string, machineId: string) => [
+      at(s, 'FaultConfirmed', {
+        verdictId: verdict,
+        machineId,
+        role: 'rollout',
+        rule: 'agent-silent',
+        evidence: {},
+        handledAs: 'rollout',
+        machineFaulty: true,
+        detectionLatencyMs: 0,
+      }),
+      decided(s, verdict, machineId, 'replace-rollout', 'rollout-fault'),
+      at(s, 'ReplaceMachine', {
+        recoveryId: `${verdict}/recovery`,
+        commandId: `${verdict}/recovery/1`,
+        machineId,
+        role: 'rollout',
+        zone: 'z',
+        hardwareClass: 'h20',
+      }),
+      at(s + 1, 'MachineDeregistered', { machineId, reason: 'replaced' }),
+    ];
+    spec()
+      .given([
+        ...workingJob(),
+        ...replace(100, 'r2/agent-silent/1', 'r2'),
+        registered(120, 'r9', 'rollout'),
+        // r9 dies while its engine still starts: its own verdict finds it down already.
+        ...replace(150, 'r9/agent-silent/2', 'r9'),
+        registered(170, 'r10', 'rollout'),
+        phase(200, 'r10', 'rollout', 'rollout'),
+        tick(300),
+      ])
+      .then((view) => {
+        expect(Object.values(view.outages).map((o) => [o.outageId, o.closedAt])).toEqual([
+          ['r2/agent-silent/1', T0 + 170_000],
+          ['r9/agent-silent/2', T0 + 200_000],
+        ]);
+        expect(Object.keys(view.machines).sort()).toEqual(['r1', 'r10', 'r3', 't0']);
+        // r2's slot is down from 100 until r10 works at 200; nothing is charged after.
+        expect(ettrOf(view)).toBeCloseTo(1 - (8 * 100) / (32 * 300), 6);
+      });
+  });
+
   it('a verdict covered by an active recovery adds no downtime of its own', () => {
     spec()
       .given([

@@ -333,13 +333,20 @@ function takeOverSlot(view: EttrView, m: MachineView): void {
     if (i < 0) continue;
     const [replaced] = o.awaitingReplacement.splice(i, 1);
     const old = view.machines[replaced.machineId];
-    if (old && old.heldBy === o.outageId && old.machineId !== m.machineId) {
+    if (old && old.heldBy !== null && old.machineId !== m.machineId) {
+      // It may be down for an earlier outage still (a replacement lost before it ever worked): it leaves
+      // that outage, which is over once it holds and awaits nothing.
+      const holder = view.outages[old.heldBy];
       if (old.ghost) removeMachine(view, old);
       else {
         // Isolated but still registered: its own accounting resumes.
         settle(view, old);
         setHeldBy(view, old, null);
         recount(view, old);
+      }
+      if (holder && holder !== o && holder.closedAt === null && holder.awaitingReplacement.length === 0 && heldBy(view, holder.outageId).size === 0) {
+        holder.closedAt = view.clock ?? 0;
+        outagesChanged(view);
       }
     }
     hold(view, m, o);

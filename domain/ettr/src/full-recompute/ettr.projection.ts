@@ -287,9 +287,15 @@ function takeOverSlot(view: EttrView, m: MachineView): void {
     if (i < 0) continue;
     const [replaced] = o.awaitingReplacement.splice(i, 1);
     const old = view.machines[replaced.machineId];
-    if (old && old.heldBy === o.outageId && old.machineId !== m.machineId) {
+    if (old && old.heldBy !== null && old.machineId !== m.machineId) {
+      // It may be down for an earlier outage still (a replacement lost before it ever worked): it leaves
+      // that outage, which is over once it holds and awaits nothing.
+      const holder = view.outages[old.heldBy];
       if (old.ghost) delete view.machines[old.machineId];
       else old.heldBy = null; // isolated but still registered: its own accounting resumes
+      if (holder && holder !== o && holder.closedAt === null && holder.awaitingReplacement.length === 0) {
+        if (!Object.values(view.machines).some((x) => x.heldBy === holder.outageId)) holder.closedAt = view.clock ?? 0;
+      }
     }
     hold(m, o);
     // Its registration is the new process reporting in: it initialises from here.
