@@ -92,11 +92,10 @@ export class GrpoJob implements ChaosJob {
       ROBUSTRL_ROLLOUT_COMMAND: `exec ${this.python} -m robustrl_grpo engine --host ${host} --port ${port}`,
       ROBUSTRL_ENGINE_WEIGHTS: 'vllm',
       ROBUSTRL_GPU_SOURCE: 'process-cpu',
-      // Two cores for everything: one thread per process, and no engine pinned to a core (vLLM binds
-      // each engine's threads to the same first core by default: a replacement engine starting beside a
-      // busy one took six minutes to load its model).
+      // Two cores for everything: one thread per process. (vLLM binds each engine's threads to the first
+      // core: a replacement starting beside a busy engine took six minutes to load its model once; left
+      // unbound they were slower still — docs/benchmarks.md, "The real job under faults".)
       OMP_NUM_THREADS: '1',
-      VLLM_CPU_OMP_THREADS_BIND: 'nobind',
       ...(ctx.netns ? { GLOO_SOCKET_IFNAME: 'eth0', VLLM_HOST_IP: host } : {}),
     };
   }
