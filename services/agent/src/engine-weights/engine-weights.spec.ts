@@ -96,6 +96,16 @@ describe('EngineWeightSync against vLLM-shaped routes', () => {
     );
   });
   afterEach(() => new Promise<void>((r) => vllm.server.close(() => r())));
+  /** The sync with its idle threshold and a clock of the test's. */
+  const withClock = (idleAfterMs: number, now: () => number) =>
+    new EngineWeightSync(
+      new VllmEngineClient(vllm.url),
+      () => held,
+      'rollout-0',
+      10_000,
+      (phase, v) => phases.push(`${phase}@${v}`),
+      { idleAfterMs, now },
+    );
 
   it('stamps a fresh engine as version 0, then loads a whole version in the documented order', async () => {
     await sync.tick();
@@ -154,17 +164,7 @@ describe('EngineWeightSync against vLLM-shaped routes', () => {
 
   it('reports the engine idle once it has run no request for idleAfterMs, and serving again at its next request', async () => {
     let now = 0;
-    sync = new EngineWeightSync(
-      new VllmEngineClient(vllm.url),
-      () => held,
-      'rollout-0',
-      10_000,
-      (phase, v) => phases.push(`${phase}@${v}`),
-      {
-        idleAfterMs: 3_000,
-        now: () => now,
-      },
-    );
+    sync = withClock(3_000, () => now);
     vllm.version = '2';
     vllm.running = 0;
     await sync.tick(); // first seen: serving until it proves idle
@@ -185,19 +185,12 @@ describe('EngineWeightSync against vLLM-shaped routes', () => {
 
   it('an engine that exports no request metrics stays serving', async () => {
     let now = 0;
-    sync = new EngineWeightSync(
-      new VllmEngineClient(vllm.url),
-      () => held,
-      'rollout-0',
-      10_000,
-      (phase) => phases.push(phase),
-      { idleAfterMs: 1, now: () => now },
-    );
+    sync = withClock(1, () => now);
     vllm.version = '1';
     await sync.tick();
     now = 60_000;
     await sync.tick();
-    expect(phases).toEqual(['rollout', 'rollout']);
+    expect(phases).toEqual(['rollout@1', 'rollout@1']);
   });
 
   it('reads the running and waiting requests from a Prometheus exposition', () => {
