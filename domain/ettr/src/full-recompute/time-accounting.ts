@@ -104,7 +104,7 @@ export function advance(view: EttrView, to: number): void {
   const blocking = (m: MachineView) => {
     const mine = m.role === 'rollout' ? 'rollout' : 'trainer';
     if (!blockingByRole.has(mine)) blockingByRole.set(mine, blockingOutage(view, m));
-    return blockingByRole.get(mine);
+    return blockingByRole.get(mine) ?? null;
   };
   for (const m of Object.values(view.machines)) {
     const gpuMs = m.gpus * dt;
