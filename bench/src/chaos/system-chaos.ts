@@ -608,18 +608,12 @@ class CampaignRun {
   private async ettrAtEnd(): Promise<EttrAtEnd> {
     // A controller killed late in the run may still be rebuilding its views from the topics: asked again.
     const url = `${this.url('controller')}/v1/jobs/${encodeURIComponent(this.jobId)}/ettr`;
-    const until = Date.now() + 120_000;
-    let reported: { ettr: number | null; summary: string } = { ettr: null, summary: 'ETTR not read' };
-    for (;;) {
-      try {
-        reported = await getJson<{ ettr: number; summary: string }>(url);
-        break;
-      } catch (err) {
-        reported = { ettr: null, summary: `ETTR not read: ${String(err)}` };
-        if (Date.now() > until) break;
-        await sleep(2_000);
-      }
-    }
+    const reported = await this.until(
+      'the controller to report the ETTR',
+      () => getJson<{ ettr: number; summary: string }>(url).catch(() => undefined),
+      120_000,
+      2_000,
+    ).catch((err: unknown): { ettr: number | null; summary: string } => ({ ettr: null, summary: `ETTR not read: ${String(err)}` }));
     await this.processSampler?.stop();
     return { ...reported, observed: this.processSampler ? observedEttr(this.processSampler.samples, this.job) : null };
   }
