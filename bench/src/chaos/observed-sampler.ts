@@ -15,7 +15,9 @@ export interface ObservedMachine {
  * Takes an `ObservedSample` every second (observed-ettr.ts) from the processes themselves: which
  * trainer ranks are alive and loaded (a pid below a running machine's agent that wrote its `ready`
  * line: state loaded and published, about to work), which engines answer `GET /health`, and when the job's ledger last
- * recorded a completed sample. Reads the ledger incrementally.
+ * recorded a completed sample. An engine whose check times out still counts as up while it answered
+ * within `recentMs` (busy, not dead); past that it is down, so a wedged engine is not counted for long.
+ * Reads the ledger incrementally.
  */
 export class ObservedSampler {
   readonly samples: ObservedSample[] = [];
@@ -23,6 +25,8 @@ export class ObservedSampler {
   private offset = 0;
   private readonly readyPids = new Set<number>();
   private lastCompletedAt = 0;
+  /** Engine URL → when it last answered its health check. */
+  private readonly answeredAt = new Map<string, number>();
   private busy = false;
 
   constructor(
@@ -53,8 +57,13 @@ export class ObservedSampler {
         if (m.agentPid === undefined) continue;
         trainersUp += descendantsOf(m.agentPid).filter((pid) => this.readyPids.has(pid)).length;
       }
-      const engines = await Promise.all(machines.map((m) => healthy(`${m.engineUrl}/health`)));
-      this.samples.push({ at, trainersUp, enginesUp: engines.filter(Boolean).length, samplesFlowing: at - this.lastCompletedAt < this.recentMs });
+      const answers = await Promise.all(machines.map((m) => health(`${m.engineUrl}/health`)));
+      let enginesUp = 0;
+      machines.forEach((m, i) => {
+        if (answers[i] === 'up') this.answeredAt.set(m.engineUrl, at);
+        if (answers[i] === 'up' || (answers[i] === 'slow' && at - (this.answeredAt.get(m.engineUrl) ?? -Infinity) <= this.recentMs)) enginesUp += 1;
+      });
+      this.samples.push({ at, trainersUp, enginesUp, samplesFlowing: at - this.lastCompletedAt < this.recentMs });
     } finally {
       this.busy = false;
     }
@@ -88,14 +97,23 @@ export class ObservedSampler {
   }
 }
 
-function healthy(url: string): Promise<boolean> {
+/**
+ * `slow`: the check timed out, the engine's socket open. On shared cores an engine's `/health` can wait
+ * behind a training step for seconds while it generates; a refused connection or an error answer is
+ * `down` at once.
+ */
+function health(url: string): Promise<'up' | 'slow' | 'down'> {
   return new Promise((done) => {
+    let timedOut = false;
     const req = request(url, { method: 'GET', timeout: 800 }, (res) => {
       res.resume();
-      done(res.statusCode === 200);
+      done(res.statusCode === 200 ? 'up' : 'down');
     });
-    req.on('timeout', () => req.destroy());
-    req.on('error', () => done(false));
+    req.on('timeout', () => {
+      timedOut = true;
+      req.destroy();
+    });
+    req.on('error', () => done(timedOut ? 'slow' : 'down'));
     req.end();
   });
 }

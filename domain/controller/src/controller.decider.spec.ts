@@ -185,6 +185,18 @@ describe('escalation to a whole-task restart: exactly the three rules of paper Â
     expect(decidedOf(emitted)).toEqual([['restart-task', 'escalate-first-iteration']]);
   });
 
+  it('rule 1 is not reopened by a JobStarted read after the steps it precedes (another topic, replayed)', () => {
+    const [started, ...rest] = jobAtStep3();
+    const { emitted } = play([...rest, started], [fault(400, 'trainer-1')]);
+    expect(decidedOf(emitted)).toEqual([['restart-trainer-group', 'trainer-fault']]);
+    // The same history in order, then a resume later than every step: that one starts a first iteration.
+    const resumed = play(
+      [started, ...rest, msg(350, 'JobStarted', { mode: 'semi-sync', resumedFromStep: 2, trainerMachines: 2, rolloutMachines: 3 })],
+      [fault(400, 'trainer-1')],
+    );
+    expect(decidedOf(resumed.emitted)).toEqual([['restart-task', 'escalate-first-iteration']]);
+  });
+
   it('rule 2: a second trainer fault in the same step restarts the task', () => {
     const { emitted } = play(jobAtStep3(), [
       fault(400, 'trainer-1'),

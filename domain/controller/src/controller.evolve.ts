@@ -1,6 +1,6 @@
 import type { Draft } from '@robustrl/contracts';
 import { assertNever } from '@robustrl/domain-kit';
-import { batchOfStep, ControllerFact, ControllerState, IssuedCommand, ownerOf, Recovery, trainerGroup, unknownMachine } from './controller.state';
+import { batchOfStep, ControllerFact, ControllerState, IssuedCommand, overtaken, ownerOf, Recovery, trainerGroup, unknownMachine } from './controller.state';
 
 /**
  * Folds one fact into the controller state at `at` — in place (the decider's evolution is `in-place`):
@@ -16,6 +16,8 @@ export function evolveController(state: ControllerState, fact: ControllerFact, a
   switch (fact.type) {
     case 'JobStarted':
       state.mode = fact.data.mode;
+      // Read after a step it precedes (another topic, replayed): the job is past its first iteration.
+      if (overtaken(state, at)) return state;
       state.firstIteration = true;
       state.step = fact.data.resumedFromStep === null ? 0 : fact.data.resumedFromStep + 1;
       state.lastCheckpointStep = fact.data.resumedFromStep ?? state.lastCheckpointStep;
@@ -61,6 +63,7 @@ export function evolveController(state: ControllerState, fact: ControllerFact, a
       return state;
     case 'TrainingStepCompleted':
       state.firstIteration = false;
+      state.lastStepCompletedAt = Math.max(state.lastStepCompletedAt ?? at, at);
       state.step = Math.max(state.step, fact.data.step + 1);
       return state;
     case 'CheckpointSaved':

@@ -5,6 +5,7 @@ import {
   ControllerFact,
   ControllerState,
   IssuedCommand,
+  overtaken,
   ownerOf,
   Recovery,
   RosterMachine,
@@ -20,6 +21,8 @@ import {
 export function evolveController(state: ControllerState, fact: ControllerFact, at: number): ControllerState {
   switch (fact.type) {
     case 'JobStarted':
+      // Read after a step it precedes (another topic, replayed): the job is past its first iteration.
+      if (overtaken(state, at)) return { ...state, mode: fact.data.mode };
       return {
         ...state,
         mode: fact.data.mode,
@@ -63,7 +66,12 @@ export function evolveController(state: ControllerState, fact: ControllerFact, a
     case 'TrainingStepStarted':
       return { ...state, step: fact.data.step, stepBatch: { step: fact.data.step, batchId: fact.data.batchId } };
     case 'TrainingStepCompleted':
-      return { ...state, firstIteration: false, step: Math.max(state.step, fact.data.step + 1) };
+      return {
+        ...state,
+        firstIteration: false,
+        step: Math.max(state.step, fact.data.step + 1),
+        lastStepCompletedAt: Math.max(state.lastStepCompletedAt ?? at, at),
+      };
     case 'CheckpointSaved':
       return { ...state, lastCheckpointStep: Math.max(state.lastCheckpointStep ?? -1, fact.data.step) };
     case 'RolePhaseChanged':

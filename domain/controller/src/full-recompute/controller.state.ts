@@ -135,6 +135,8 @@ export interface ControllerState {
   mode: TrainingMode | null;
   /** True from JobStarted (fresh or resumed) until its first step completes: paper §5.1.2 rule 1. */
   firstIteration: boolean;
+  /** When the latest step completed (its event's time): a JobStarted older than it was read late. */
+  lastStepCompletedAt?: number;
   step: number;
   lastCheckpointStep: number | null;
   /** The batch the trainer began its latest step on (TrainingStepStarted): what a restart keeps. */
@@ -200,3 +202,10 @@ export const unknownMachine = (machineId: string, role: Role): RosterMachine => 
 export function batchOfStep(state: Pick<ControllerState, 'stepBatch'>, step: number): string | null {
   return state.stepBatch && state.stepBatch.step === step ? state.stepBatch.batchId : null;
 }
+
+/**
+ * Whether a JobStarted of time `at` precedes a step completion already folded: the two travel on
+ * different topics, and a consumer replaying both may read the start last. It starts no first iteration.
+ */
+export const overtaken = (state: { lastStepCompletedAt?: number }, at: number): boolean =>
+  state.lastStepCompletedAt !== undefined && at < state.lastStepCompletedAt;

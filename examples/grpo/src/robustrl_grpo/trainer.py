@@ -160,6 +160,9 @@ def run_trainer(cfg: JobConfig) -> None:
             ledger.append("published", version=step, step=step, shards=world, load=loaded)
             line = f"step {step}/{cfg.steps}: reward {stats['reward']:.3f}, loss {stats['loss']:+.4f}"
             if eval_url and (step % cfg.eval_every == 0 or step == cfg.steps):
+                # The engines generate the evaluation: meanwhile the rank waits on the rollout side, which
+                # ETTR counts as waiting on a dead role when no engine serves (paper §7), not as work.
+                reports.phase("idle", step)
                 rate = greedy_pass_rate(cfg, sampler, tokenizer)
                 ledger.append("eval", step=step, version=step, passRate=rate)
                 line += f", greedy pass rate {rate:.2f}"

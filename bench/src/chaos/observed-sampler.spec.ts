@@ -1,0 +1,54 @@
+import { createServer, Server } from 'node:http';
+import { AddressInfo } from 'node:net';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ObservedSampler } from './observed-sampler';
+
+/** An engine stand-in whose `/health` answers 200 or, once wedged, never answers. */
+async function engine(): Promise<{ url: string; wedge(): void; close(): Promise<void>; server: Server }> {
+  let wedged = false;
+  const server = createServer((_req, res) => {
+    if (!wedged) res.end('ok');
+  });
+  await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    server,
+    wedge: () => (wedged = true),
+    close: () => new Promise<void>((done) => (server.closeAllConnections(), server.close(() => done()))),
+  };
+}
+
+async function closedPort(): Promise<string> {
+  const e = await engine();
+  await e.close();
+  return e.url;
+}
+
+describe('the process sampler', () => {
+  it('counts a slow engine as up while it answered recently, a refused one as down at once, a wedged one down after the window', async () => {
+    const busy = await engine();
+    const dead = await closedPort();
+    const sampler = new ObservedSampler(
+      mkdtempSync(join(tmpdir(), 'sampler-')),
+      () => [
+        { machineId: 'rollout-0', agentPid: undefined, engineUrl: busy.url },
+        { machineId: 'rollout-1', agentPid: undefined, engineUrl: dead },
+      ],
+      1_500,
+    );
+    try {
+      await sampler.stop(); // one sample, taken now
+      busy.wedge();
+      await sampler.stop(); // times out: answered within the window
+      await new Promise((done) => setTimeout(done, 1_600));
+      await sampler.stop(); // times out, its last answer too old
+      expect(sampler.samples.map((s) => s.enginesUp)).toEqual([1, 1, 0]);
+      expect(sampler.samples.every((s) => s.trainersUp === 0 && !s.samplesFlowing)).toBe(true);
+    } finally {
+      await busy.close();
+    }
+  });
+});
