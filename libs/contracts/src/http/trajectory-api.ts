@@ -8,8 +8,18 @@ import { ContinuationPolicy, RestartFromPromptReason, TrajectoryStatus, TurnKind
  * What the store answers is typed by the response schemas below (the controller's return types) and
  * parsed by the readers that act on it (the router reads prefixes).
  */
-const Id = z.string().min(1).max(500);
-const Count = z.int().nonnegative();
+/** The longest id the store keeps (trajectory, turn, job, batch, prompt, rollout ids). */
+export const MAX_ID_LENGTH = 500;
+/** A TEXT column's value: PostgreSQL's TEXT cannot hold NUL (the statement fails, and a batch's neighbours with it). */
+const Id = z
+  .string()
+  .min(1)
+  .max(MAX_ID_LENGTH)
+  .refine((s) => !s.includes('\u0000'), { message: 'must not contain the NUL character' });
+/** The largest value of an INTEGER column (PostgreSQL's is 32-bit signed). */
+export const MAX_STORED_INT = 2_147_483_647;
+/** A count, index or version as its INTEGER column holds it. */
+const Count = z.int().nonnegative().max(MAX_STORED_INT);
 
 /** JSON content: anything JSON.stringify keeps (undefined would vanish and violate NOT NULL). */
 const JsonValue = z.custom<unknown>((v) => v !== undefined, { message: 'required (any JSON value)' });
@@ -136,8 +146,8 @@ export type TurnBatch = z.infer<typeof TurnBatch>;
 
 /** `GET /v1/jobs/:jobId/batches/:batchId/completed?…`: query strings, hence the coercion. */
 export const CompletedBatchQuery = z.object({
-  currentWeightVersion: z.coerce.number().int().nonnegative(),
-  maxStaleness: z.coerce.number().int().nonnegative(),
+  currentWeightVersion: z.coerce.number().int().nonnegative().max(MAX_STORED_INT),
+  maxStaleness: z.coerce.number().int().nonnegative().max(MAX_STORED_INT),
 });
 export type CompletedBatchQuery = z.infer<typeof CompletedBatchQuery>;
 

@@ -1,6 +1,14 @@
 import { z } from 'zod';
 import { ContinuationDecision, NewTrajectory, StatusChange, StatusResult, StoredTurn, TrajectorySummary, TurnBatch, TurnBody } from '@robustrl/contracts';
-import { ContinuationRequest, RecordedTurn, StoredPrefix, TrajectoryRecorder, TrajectoryStart, TurnConflictError } from './trajectory-recorder';
+import {
+  ContinuationRequest,
+  RecordedTurn,
+  RecordRefusedError,
+  StoredPrefix,
+  TrajectoryRecorder,
+  TrajectoryStart,
+  TurnConflictError,
+} from './trajectory-recorder';
 
 /**
  * What the router reads of `GET /v1/trajectories/:id/prefix` (the contract's TrajectoryPrefix): the
@@ -70,6 +78,9 @@ export class HttpTrajectoryRecorder implements TrajectoryRecorder {
     const text = await res.text();
     // 409: the store refused turns that contradict what it holds — the router must not paper over that.
     if (res.status === 409) throw new TurnConflictError(`request manager refused ${method} ${path}: ${text}`);
+    // 400, 413, 422: what the caller sent cannot be stored (a 401 or 403 is this router's own configuration).
+    if (res.status === 400 || res.status === 413 || res.status === 422)
+      throw new RecordRefusedError(`request manager refused ${method} ${path} (${res.status}): ${text.slice(0, 500)}`);
     if (!res.ok) throw new Error(`request manager answered ${res.status} to ${method} ${path}: ${text.slice(0, 500)}`);
     return text ? JSON.parse(text) : null;
   }

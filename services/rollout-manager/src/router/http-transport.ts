@@ -9,7 +9,29 @@ export function send(
   url: string,
   method: 'GET' | 'POST',
   payload: string | null,
-  options: { agent: Agent; idleTimeoutMs: number; signal?: AbortSignal; headers?: Record<string, string> },
+  options: { agent: Agent | false; idleTimeoutMs: number; signal?: AbortSignal; headers?: Record<string, string> },
+): Promise<IncomingMessage> {
+  return sendOnce(url, method, payload, options).catch((err: unknown) => {
+    // A pooled keep-alive socket the engine closed as it went idle (uvicorn closes them after 5 s) fails
+    // the next request on it before any answer: the engine never saw it. Sent again on a new connection,
+    // once — counted against the engine, such a race read as an engine failing its requests.
+    if (!(err instanceof StaleSocketError) || options.signal?.aborted) throw err instanceof StaleSocketError ? err.original : err;
+    return sendOnce(url, method, payload, { ...options, agent: false });
+  });
+}
+
+/** A request that failed on a reused keep-alive socket before any response (node's `req.reusedSocket`). */
+class StaleSocketError extends Error {
+  constructor(readonly original: unknown) {
+    super('stale keep-alive socket');
+  }
+}
+
+function sendOnce(
+  url: string,
+  method: 'GET' | 'POST',
+  payload: string | null,
+  options: { agent: Agent | false; idleTimeoutMs: number; signal?: AbortSignal; headers?: Record<string, string> },
 ): Promise<IncomingMessage> {
   return new Promise((resolve, reject) => {
     const https = url.startsWith('https:');
@@ -31,7 +53,10 @@ export function send(
       req.destroy(new UpstreamSilentError(options.idleTimeoutMs));
     });
     req.on('response', resolve);
-    req.on('error', reject);
+    req.on('error', (err: NodeJS.ErrnoException) => {
+      const stale = req.reusedSocket && (err.code === 'ECONNRESET' || err.code === 'EPIPE') && !silentRequests.has(req);
+      reject(stale ? new StaleSocketError(err) : err);
+    });
     req.end(payload ?? undefined);
   });
 }

@@ -8,7 +8,7 @@ import { agentLoop, chat, expectedConversation, post, streamChat, streamCompleti
 import { EnginePool } from './engine-pool';
 import { ContinuationSettings, OpenAiRouter, RouterLogger } from './openai-router';
 import { trajectoryIdOf } from './trajectory-identity';
-import { ContinuationRequest, InMemoryTrajectoryRecorder, RecordedTurn } from './trajectory-recorder';
+import { ContinuationRequest, InMemoryTrajectoryRecorder, RecordedTurn, RecordRefusedError } from './trajectory-recorder';
 import { turnKey } from './turn-plan';
 
 /** The router against three fake engines over real HTTP on 127.0.0.1, the recorder in memory, the bus in process. */
@@ -264,6 +264,17 @@ describe('OpenAiRouter', () => {
     const partial = await post(url, '/v1/chat/completions', { messages: prompt('h') }, { 'x-robustrl-job': 'job-1' });
     expect(partial.status).toBe(400);
     expect(((await partial.json()) as { error: { message: string } }).error.message).toMatch(/x-robustrl-prompt, x-robustrl-sample/);
+    // Identity values the store could not hold are the caller's mistake: 400 naming the header, nothing stored.
+    for (const [bad, named] of [
+      [{ 'x-robustrl-prompt': 'p'.repeat(501) }, /x-robustrl-prompt is longer than 500/],
+      [{ 'x-robustrl-sample': String(2 ** 31) }, /x-robustrl-sample must be an integer from 0 to 2147483647/],
+      [{ 'x-robustrl-step': '99999999999999999999' }, /x-robustrl-step must be an integer/],
+      [{ 'x-robustrl-prompt': '\u00e9'.repeat(100) }, /the trajectory id .* is longer than 500/],
+    ] as const) {
+      const refused = await post(url, '/v1/chat/completions', { messages: prompt('h') }, { ...identity('h2'), ...bad });
+      expect(refused.status).toBe(400);
+      expect(((await refused.json()) as { error: { message: string } }).error.message).toMatch(named);
+    }
     const anonymous = await chat(url, { messages: prompt('h') }, {});
     expect(anonymous.message).toEqual(first.message);
     expect(recorder.trajectoryIds()).toEqual([trajectoryIdOf('job-1', 'h1', 0)]);
@@ -529,6 +540,25 @@ describe('OpenAiRouter: a recorded answer is stored before the caller has it, ta
     expect(refused.status).toBe(503);
     expect(refused.headers.get('retry-after')).toBe('2');
     expect(await refused.text()).toMatch(/could not be read.*ask again/);
+    expect(generated).toBe(0);
+  });
+
+  it("a store that refuses what the caller sent (400): the caller gets a 400 with the store's reason, not a 503 to retry", async () => {
+    let generated = 0;
+    class StrictStore extends InMemoryTrajectoryRecorder {
+      override async start(): Promise<never> {
+        throw new RecordRefusedError('request manager refused POST /v1/trajectories (400): trajectories.0.prompt: at most 64 KiB');
+      }
+    }
+    const url = await startWith(new StrictStore());
+    engine.on('request', () => (generated += 1));
+    const refused = await post(url, '/v1/chat/completions', body, headers);
+    expect(refused.status).toBe(400);
+    expect(refused.headers.get('retry-after')).toBeNull();
+    expect(((await refused.json()) as { error: { type: string; message: string } }).error).toMatchObject({
+      type: 'BadRequestError',
+      message: expect.stringMatching(/refused POST \/v1\/trajectories \(400\)/),
+    });
     expect(generated).toBe(0);
   });
 

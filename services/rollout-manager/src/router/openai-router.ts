@@ -278,6 +278,7 @@ export class OpenAiRouter {
       ctx.res.setHeader('retry-after', '2');
       return sendError(ctx.res, 503, 'ServiceUnavailableError', `trajectory ${identity.trajectoryId}: ${plan.message}; ask again`);
     }
+    if (plan.kind === 'refused') return sendError(ctx.res, 400, 'BadRequestError', `trajectory ${identity.trajectoryId}: ${plan.message}`);
     if (plan.kind === 'conflict') return sendError(ctx.res, 409, 'ConflictError', `trajectory ${identity.trajectoryId}: ${plan.message}`);
     if (plan.kind === 'restarted') {
       ctx.res.setHeader(RESTARTED_HEADER, plan.reason);

@@ -1,4 +1,5 @@
 import { IncomingHttpHeaders } from 'node:http';
+import { MAX_ID_LENGTH, MAX_STORED_INT } from '@robustrl/contracts';
 
 /**
  * Identity headers: which trajectory an OpenAI request belongs to.
@@ -67,20 +68,39 @@ export function identityFromHeaders(headers: IncomingHttpHeaders): IdentityResul
     return { ok: false, message: `trajectory identity is incomplete: missing ${missing.join(', ')}` };
   }
   if ((job as string).length > 200) return { ok: false, message: `${IDENTITY_HEADERS.job} is longer than 200 characters` };
-  if (!/^\d+$/.test(sample as string)) return { ok: false, message: `${IDENTITY_HEADERS.sample} must be a non-negative integer, got '${sample}'` };
+  const batchText = header(IDENTITY_HEADERS.batch);
   const stepText = header(IDENTITY_HEADERS.step);
-  if (stepText !== undefined && !/^\d+$/.test(stepText))
-    return { ok: false, message: `${IDENTITY_HEADERS.step} must be a non-negative integer, got '${stepText}'` };
+  // Bounded as the store's columns are (trajectory-api.ts): a value it cannot hold is the caller's 400 here,
+  // not a refused write to be asked again.
+  for (const [name, value] of [
+    [IDENTITY_HEADERS.prompt, prompt],
+    [IDENTITY_HEADERS.batch, batchText],
+  ] as const) {
+    if (value !== undefined && value.length > MAX_ID_LENGTH) return { ok: false, message: `${name} is longer than ${MAX_ID_LENGTH} characters` };
+  }
+  for (const [name, value] of [
+    [IDENTITY_HEADERS.sample, sample],
+    [IDENTITY_HEADERS.step, stepText],
+  ] as const) {
+    if (value !== undefined && (!/^\d+$/.test(value) || Number(value) > MAX_STORED_INT))
+      return { ok: false, message: `${name} must be an integer from 0 to ${MAX_STORED_INT}, got '${value.slice(0, 40)}'` };
+  }
   const step = stepText === undefined ? 0 : Number(stepText);
   const sampleIndex = Number(sample);
+  const trajectoryId = trajectoryIdOf(job as string, prompt as string, sampleIndex);
+  if (trajectoryId.length > MAX_ID_LENGTH)
+    return {
+      ok: false,
+      message: `the trajectory id (${IDENTITY_HEADERS.job}/${IDENTITY_HEADERS.prompt}/${IDENTITY_HEADERS.sample}, URI-encoded) is longer than ${MAX_ID_LENGTH} characters`,
+    };
   return {
     ok: true,
     identity: {
-      trajectoryId: trajectoryIdOf(job as string, prompt as string, sampleIndex),
+      trajectoryId,
       jobId: job as string,
       promptId: prompt as string,
       sampleIndex,
-      batchId: header(IDENTITY_HEADERS.batch) ?? `step-${step}`,
+      batchId: batchText ?? `step-${step}`,
       step,
     },
   };

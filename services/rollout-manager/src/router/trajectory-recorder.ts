@@ -55,6 +55,14 @@ export interface TrajectoryRecorder {
   continueWith(trajectoryId: string, request: ContinuationRequest): Promise<ContinuationDecision>;
 }
 
+/** The store refused the request itself (a 4xx other than 404 and 409): the caller's input, which asking again cannot fix. */
+export class RecordRefusedError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'RecordRefusedError';
+  }
+}
+
 /** A turn that contradicts what is stored: same index, different content (or a gap in the indices). */
 export class TurnConflictError extends Error {
   constructor(message: string) {

@@ -5,7 +5,7 @@ import { Answer } from './request-context';
 import { RouterLogger, RouterStats } from './router-reporting';
 import { Api, Json } from './stream-splice';
 import { TrajectoryIdentity } from './trajectory-identity';
-import { PrefixTurn, RecordedTurn, TrajectoryRecorder } from './trajectory-recorder';
+import { PrefixTurn, RecordedTurn, RecordRefusedError, TrajectoryRecorder } from './trajectory-recorder';
 import { isOutputKind, planTurns, splitChatConversation, splitCompletionPrompt, TurnDraft, turnIdOf, TurnPlan } from './turn-plan';
 import { splitTokenPrompt } from './token-prompt';
 import { isIdList } from './engines/engine-adapter';
@@ -18,6 +18,8 @@ export type RecordingPlan =
    * a batch that could never complete (found by the whole-system chaos campaign, a PostgreSQL restart).
    */
   | { kind: 'store-unavailable'; message: string }
+  /** The store refused what the caller sent (RecordRefusedError): a 400, not a 503 to retry. */
+  | { kind: 'refused'; message: string }
   /** The request contradicts the stored turns: refuse it, so the training data never mixes two histories. */
   | { kind: 'conflict'; message: string }
   /** A retry whose answer is stored: give that back, generate nothing. */
@@ -88,6 +90,7 @@ export class TrajectoryRecording {
       stored = await this.recorder.prefix(identity.trajectoryId);
     } catch (err) {
       this.failed('prefix', identity, err);
+      if (err instanceof RecordRefusedError) return { kind: 'refused', message: err.message };
       return { kind: 'store-unavailable', message: `the trajectory store could not be read: ${String(err)}` };
     }
     let prompt: unknown;
@@ -141,6 +144,7 @@ export class TrajectoryRecording {
       }
     } catch (err) {
       this.failed('append', identity, err);
+      if (err instanceof RecordRefusedError) return { kind: 'refused', message: err.message };
       return { kind: 'store-unavailable', message: `the trajectory's start and inputs could not be stored: ${String(err)}` };
     }
     return { kind: 'generate', outputIndex: plan.outputIndex, attempt };
