@@ -39,6 +39,8 @@ export class EngineWeightSync {
   lastLoad: { version: number; seconds: number } | null = null;
   /** When the engine last had a request (null: not seen serving yet). */
   private busyAt: number | null = null;
+  /** The engine's finished-request counter at the last look (null: unknown). */
+  private finished: number | null = null;
 
   constructor(
     private readonly engine: VllmEngineClient,
@@ -60,6 +62,7 @@ export class EngineWeightSync {
     this.failures = 0;
     this.skipTicks = 0;
     this.busyAt = null;
+    this.finished = null;
   }
 
   stop(): void {
@@ -116,12 +119,14 @@ export class EngineWeightSync {
     }
   }
 
-  /** `rollout` while it has requests (or had within `idleAfterMs`, or cannot say), `idle` after. */
+  /** `rollout` while it has requests or finished one since the last look (or did within `idleAfterMs`, or cannot say), `idle` after. */
   private async servingPhase(): Promise<EnginePhase> {
-    const inFlight = await this.engine.requestsInFlight();
+    const activity = await this.engine.activity();
     const now = this.idle.now();
-    if (inFlight === null || inFlight > 0 || this.busyAt === null) this.busyAt = now;
-    return inFlight !== null && now - this.busyAt >= this.idle.idleAfterMs ? 'idle' : 'rollout';
+    const finishedMore = activity?.finished != null && this.finished !== null && activity.finished > this.finished;
+    this.finished = activity?.finished ?? null;
+    if (activity === null || activity.inFlight > 0 || finishedMore || this.busyAt === null) this.busyAt = now;
+    return activity !== null && now - this.busyAt >= this.idle.idleAfterMs ? 'idle' : 'rollout';
   }
 }
 

@@ -2,7 +2,7 @@ import { createServer, IncomingMessage, Server, ServerResponse } from 'node:http
 import { AddressInfo } from 'node:net';
 import { nextEngineWeightAction } from './engine-weight-action';
 import { EngineWeightSync, HeldVersion } from './engine-weight-sync';
-import { requestsInMetrics, VllmEngineClient } from './vllm-engine-client';
+import { activityInMetrics, VllmEngineClient } from './vllm-engine-client';
 
 describe('nextEngineWeightAction: keeping the engine on the newest version held whole', () => {
   it.each([
@@ -30,6 +30,8 @@ class FakeVllm {
   bodies: unknown[] = [];
   /** Requests running and waiting, as its metrics export them (null: no metrics route). */
   running: number | null = null;
+  /** Requests finished so far (its `vllm:request_success_total`, split over two finish reasons). */
+  finished = 0;
 
   url = '';
 
@@ -52,7 +54,11 @@ class FakeVllm {
       const labels = '{engine="0",model_name="grpo-model"}';
       return void res
         .writeHead(200, { 'content-type': 'text/plain' })
-        .end(`# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running${labels} ${this.running}.0\nvllm:num_requests_waiting${labels} 0.0\n`);
+        .end(
+          `# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running${labels} ${this.running}.0\nvllm:num_requests_waiting${labels} 0.0\n` +
+            `vllm:request_success_total{engine="0",finished_reason="stop",model_name="grpo-model"} ${this.finished - 1}.0\n` +
+            `vllm:request_success_total{engine="0",finished_reason="length",model_name="grpo-model"} 1.0\n`,
+        );
     }
     this.calls.push(path);
     if (path === '/collective_rpc') {
@@ -183,6 +189,23 @@ describe('EngineWeightSync against vLLM-shaped routes', () => {
     expect(phases).toEqual(['rollout@2', 'rollout@2', 'idle@2', 'rollout@2', 'rollout@2', 'idle@2']);
   });
 
+  it('counts requests finished between two looks as work: short answers the gauges never catch keep it serving', async () => {
+    let now = 0;
+    sync = withClock(3_000, () => now);
+    vllm.version = '2';
+    vllm.running = 0;
+    vllm.finished = 10;
+    await sync.tick();
+    for (const t of [1_000, 2_000, 3_000, 4_000]) {
+      now = t;
+      vllm.finished += 5; // five answers of a few dozen ms each since the last look, none running at it
+      await sync.tick();
+    }
+    now = 7_500; // then nothing for 3.5 s
+    await sync.tick();
+    expect(phases).toEqual(['rollout@2', 'rollout@2', 'rollout@2', 'rollout@2', 'rollout@2', 'idle@2']);
+  });
+
   it('an engine that exports no request metrics stays serving', async () => {
     let now = 0;
     sync = withClock(1, () => now);
@@ -193,16 +216,20 @@ describe('EngineWeightSync against vLLM-shaped routes', () => {
     expect(phases).toEqual(['rollout@1', 'rollout@1']);
   });
 
-  it('reads the running and waiting requests from a Prometheus exposition', () => {
+  it('reads the running and waiting requests and the finished ones from a Prometheus exposition', () => {
     const text = [
       '# HELP vllm:num_requests_running Number of requests in model execution batches.',
       'vllm:num_requests_running{engine="0",model_name="m"} 3.0',
       'vllm:num_requests_running{engine="1",model_name="m"} 1.0',
       'vllm:num_requests_waiting{engine="0",model_name="m"} 2.0',
       'vllm:num_requests_waiting_by_reason{engine="0",reason="capacity"} 9.0',
+      'vllm:request_success_total{engine="0",finished_reason="stop",model_name="m"} 40.0',
+      'vllm:request_success_total{engine="0",finished_reason="length",model_name="m"} 2.0',
+      'vllm:request_success_created{engine="0",finished_reason="stop",model_name="m"} 1.79e+09',
     ].join('\n');
-    expect(requestsInMetrics(text)).toBe(6);
-    expect(requestsInMetrics('process_cpu_seconds_total 1.0\n')).toBeNull();
+    expect(activityInMetrics(text)).toEqual({ inFlight: 6, finished: 42 });
+    expect(activityInMetrics('vllm:num_requests_running{engine="0"} 0.0\n')).toEqual({ inFlight: 0, finished: null });
+    expect(activityInMetrics('process_cpu_seconds_total 1.0\n')).toBeNull();
   });
 
   it('waits while the engine does not answer', async () => {

@@ -41,15 +41,15 @@ export class VllmEngineClient {
   }
 
   /**
-   * Requests the engine is running or has queued, from its Prometheus metrics
-   * (`vllm:num_requests_running`, `vllm:num_requests_waiting`, summed over its engines); null when the
-   * engine does not answer or exports neither.
+   * Requests the engine is running or has queued, and has finished so far, from its Prometheus metrics
+   * (`vllm:num_requests_running`, `vllm:num_requests_waiting`, `vllm:request_success_total`, summed over
+   * its engines); null when the engine does not answer or exports no request gauge.
    */
-  async requestsInFlight(): Promise<number | null> {
+  async activity(): Promise<EngineActivity | null> {
     try {
       const res = await fetch(`${this.baseUrl}/metrics`, { signal: AbortSignal.timeout(5_000) });
       if (res.status !== 200) return null;
-      return requestsInMetrics(await res.text());
+      return activityInMetrics(await res.text());
     } catch {
       return null;
     }
@@ -98,19 +98,35 @@ export class VllmEngineClient {
   }
 }
 
-const REQUEST_GAUGE = /^vllm:num_requests_(?:running|waiting)(?:\{[^}]*\})?\s+(\S+)/;
+/**
+ * What an engine's metrics say about its work: the requests running or waiting now (gauges), and the
+ * requests it has finished so far (a counter). A gauge read every half second misses requests that take
+ * a few dozen milliseconds (a short answer of a small model), so an engine answering them one after the
+ * other read as idle; the counter moving between two looks shows the work the gauges missed.
+ */
+export interface EngineActivity {
+  inFlight: number;
+  /** Requests finished since the engine started (null: not exported). */
+  finished: number | null;
+}
 
-/** The running and waiting requests in a Prometheus text exposition of vLLM's metrics (null: neither gauge). */
-export function requestsInMetrics(text: string): number | null {
+const REQUEST_GAUGE = /^vllm:num_requests_(?:running|waiting)(?:\{[^}]*\})?\s+(\S+)/;
+const FINISHED_COUNTER = /^vllm:request_success_total(?:\{[^}]*\})?\s+(\S+)/;
+
+/** An engine's activity in a Prometheus text exposition of vLLM's metrics (null: no request gauge). */
+export function activityInMetrics(text: string): EngineActivity | null {
   let found = false;
-  let total = 0;
+  let inFlight = 0;
+  let finished: number | null = null;
   for (const line of text.split('\n')) {
-    const m = REQUEST_GAUGE.exec(line);
-    if (!m) continue;
-    const value = Number(m[1]);
+    const gauge = REQUEST_GAUGE.exec(line);
+    const counter = gauge ? null : FINISHED_COUNTER.exec(line);
+    const value = Number((gauge ?? counter)?.[1]);
     if (!Number.isFinite(value)) continue;
-    found = true;
-    total += value;
+    if (gauge) {
+      found = true;
+      inFlight += value;
+    } else finished = (finished ?? 0) + value;
   }
-  return found ? total : null;
+  return found ? { inFlight, finished } : null;
 }

@@ -195,6 +195,12 @@ describe('vLLM (protocol.py: return_token_ids, return_tokens_as_token_ids, conti
         { version: 8, start: 2, end: 3 },
       ],
     });
+    // An engine never stamped says `default`: the model it started from, robustrl's version 0 (not the
+    // version its machine holds, which it has not loaded yet); a version that is none of robustrl's says nothing.
+    const unstamped = (version: unknown) =>
+      vllm.read('completions', { choices: [{ index: 0, token_ids: [4], weight_versions: [{ version, start: 0, end: 1 }], logprobs: null }] }).versions;
+    expect(unstamped('default')).toEqual([{ version: 0, start: 0, end: 1 }]);
+    expect(unstamped('v7-canary')).toBeNull();
     // A request generate cannot express goes to /v1/completions as sent.
     expect(vllm.unary('completions', { ...request, n: 2 })).toBeNull();
     expect(vllm.unary('completions', { ...request, echo: true })).toBeNull();

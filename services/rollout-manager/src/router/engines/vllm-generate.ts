@@ -100,15 +100,30 @@ export interface VersionSpan {
 }
 
 /**
- * The engine's `weight_versions` of a choice as numbers, or null when it gave none or a version that is
- * not one of robustrl's (vLLM's `default`: the engine was never stamped): the pool's view stands then.
+ * vLLM's version of an engine never stamped. An engine serves the model it started from until its agent
+ * stamps and loads a version (engine-weight-action.ts), and robustrl calls that model version 0: tagged
+ * with the version its machine holds instead, the first answers of a fresh or restarted engine carried a
+ * version it had not loaded yet.
+ */
+const UNSTAMPED = 'default';
+
+/**
+ * The engine's `weight_versions` of a choice as numbers (`default`: 0), or null when it gave none or a
+ * version that is not one of robustrl's: the pool's view stands then.
  */
 export function versionSpansOf(choice: Json | null): VersionSpan[] | null {
   const spans = choice?.weight_versions;
   if (!Array.isArray(spans) || spans.length === 0) return null;
   const out: VersionSpan[] = [];
   for (const s of spans as Json[]) {
-    const version = typeof s.version === 'string' && /^\d+$/.test(s.version) ? Number(s.version) : typeof s.version === 'number' ? s.version : NaN;
+    const version =
+      s.version === UNSTAMPED
+        ? 0
+        : typeof s.version === 'string' && /^\d+$/.test(s.version)
+          ? Number(s.version)
+          : typeof s.version === 'number'
+            ? s.version
+            : NaN;
     if (!Number.isInteger(version) || version < 0 || !Number.isInteger(s.start) || !Number.isInteger(s.end)) return null;
     out.push({ version, start: s.start as number, end: s.end as number });
   }
