@@ -129,6 +129,13 @@ export interface EttrView {
   /** Step boundaries: rollout work before the last TrainingStepStarted is consumed when that step completes. */
   stepStartedAt: number | null;
   steps: number;
+  /**
+   * Machines the job started with (JobStarted: trainers + rollouts), and how many of them registered: the
+   * job holds a machine from its start, so one that registers late was starting up all along — charged
+   * `startup` back to the job's start. Replacements take a slot instead and start from their registration.
+   */
+  declaredMachines: number;
+  arrivedMachines: number;
   /** Derived from the machines and outages above, so that an event costs what it changes (see `EttrIndex`). */
   index: EttrIndex;
 }

@@ -412,3 +412,27 @@ describe('ETTR projection', () => {
     expect(() => createEttrProjection({ windowMs: 90_000, sampleMs: 60_000 })).toThrow(/multiple of the sample period/);
   });
 });
+
+describe('ETTR: the job holds its machines from its start', () => {
+  it('charges a machine of the job that registers late as starting up since the job began; a replacement counts from its registration', () => {
+    const p = createEttrProjection();
+    let v = p.initialView();
+    for (const e of [
+      at(0, 'JobStarted', { mode: 'semi-sync', resumedFromStep: null, trainerMachines: 1, rolloutMachines: 1 }),
+      registered(10, 't0', 'trainer', 1),
+      phase(10, 't0', 'trainer', 'training'),
+      registered(30, 'r1', 'rollout', 1),
+      phase(30, 'r1', 'rollout', 'rollout'),
+      // Not one of the two the job started with: counted from here.
+      registered(50, 'r2', 'rollout', 1),
+      phase(50, 'r2', 'rollout', 'rollout'),
+      tick(60),
+    ])
+      v = p.evolve(v, e);
+    // t0 from 0 (10 s starting), r1 from 0 (30 s starting), r2 from 50: 60 + 60 + 10 GPU-s.
+    expect(Math.round(v.totalGpuMs / 1000)).toBe(130);
+    expect(Math.round(v.effectiveGpuMs / 1000)).toBe(50 + 30 + 10);
+    expect(gpuSeconds(downtimeLedger(v), 'startup')).toBe(40);
+    expect(ettrOf(v)).toBeCloseTo(90 / 130);
+  });
+});

@@ -4,6 +4,7 @@ import { DEFAULT_ETTR_SETTINGS, EttrSettings, EttrView, MachineView, Outage } fr
 import {
   addMachine,
   advance,
+  chargeUnaccounted,
   emptyIndex,
   heldBy,
   openOutage,
@@ -84,6 +85,8 @@ export function emptyView(settings: EttrSettings = DEFAULT_ETTR_SETTINGS): EttrV
     stages: [],
     stepStartedAt: null,
     steps: 0,
+    declaredMachines: 0,
+    arrivedMachines: 0,
     index: emptyIndex(),
   };
 }
@@ -95,6 +98,7 @@ function apply(view: EttrView, event: EttrInput, at: number): void {
         view.startedAt = at;
         view.clock = at;
         view.jobId = event.jobId;
+        view.declaredMachines = event.data.trainerMachines + event.data.rolloutMachines;
       }
       view.mode = event.data.mode;
       return;
@@ -111,7 +115,7 @@ function apply(view: EttrView, event: EttrInput, at: number): void {
       }
       const m = newMachine(d.machineId, d.role, d.gpus);
       addMachine(view, m);
-      takeOverSlot(view, m);
+      if (!takeOverSlot(view, m)) arrived(view, m, at);
       return;
     }
     case 'MachineRoleChanged': {
@@ -327,7 +331,7 @@ function startTaskRestart(view: EttrView, o: Outage): void {
 }
 
 /** A new machine of the role an outage waits a replacement for takes over the replaced machine's slot. */
-function takeOverSlot(view: EttrView, m: MachineView): void {
+function takeOverSlot(view: EttrView, m: MachineView): boolean {
   for (const o of view.index.open.values()) {
     const i = o.awaitingReplacement.findIndex((r) => r.role === m.role || (r.role !== 'rollout' && m.role !== 'rollout'));
     if (i < 0) continue;
@@ -355,8 +359,16 @@ function takeOverSlot(view: EttrView, m: MachineView): void {
     m.reportedSinceRestart = true;
     m.phase = 'initializing';
     recount(view, m);
-    return;
+    return true;
   }
+  return false;
+}
+
+/** A machine of the job's start registered (not a replacement): it was starting up since the job began. */
+function arrived(view: EttrView, m: MachineView, at: number): void {
+  if (view.arrivedMachines >= view.declaredMachines || view.startedAt === null) return;
+  view.arrivedMachines += 1;
+  chargeUnaccounted(view, m, view.startedAt, at, 'startup');
 }
 
 /** A held machine reported work after its restart: it is back. The outage ends when none is held. */

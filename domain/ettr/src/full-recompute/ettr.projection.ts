@@ -7,7 +7,7 @@
 import type { MessageOf } from '@robustrl/contracts';
 import type { Projection } from '@robustrl/domain-kit';
 import { DEFAULT_ETTR_SETTINGS, EttrSettings, EttrView, MachineView, Outage } from './ettr-view';
-import { advance, reclassify } from './time-accounting';
+import { advance, chargeUnaccounted, reclassify } from './time-accounting';
 
 /** The messages the ETTR projection folds; everything else is ignored. */
 export const ETTR_INPUT_TYPES = [
@@ -75,6 +75,8 @@ export function emptyView(settings: EttrSettings = DEFAULT_ETTR_SETTINGS): EttrV
     stages: [],
     stepStartedAt: null,
     steps: 0,
+    declaredMachines: 0,
+    arrivedMachines: 0,
   };
 }
 
@@ -85,6 +87,7 @@ function apply(view: EttrView, event: EttrInput, at: number): void {
         view.startedAt = at;
         view.clock = at;
         view.jobId = event.jobId;
+        view.declaredMachines = event.data.trainerMachines + event.data.rolloutMachines;
       }
       view.mode = event.data.mode;
       return;
@@ -99,7 +102,7 @@ function apply(view: EttrView, event: EttrInput, at: number): void {
       }
       const m = newMachine(d.machineId, d.role, d.gpus);
       view.machines[d.machineId] = m;
-      takeOverSlot(view, m);
+      if (!takeOverSlot(view, m)) arrived(view, m, at);
       return;
     }
     case 'MachineRoleChanged': {
@@ -280,7 +283,7 @@ function startTaskRestart(view: EttrView, o: Outage): void {
 }
 
 /** A new machine of the role an outage waits a replacement for takes over the replaced machine's slot. */
-function takeOverSlot(view: EttrView, m: MachineView): void {
+function takeOverSlot(view: EttrView, m: MachineView): boolean {
   for (const o of Object.values(view.outages)) {
     if (o.closedAt !== null) continue;
     const i = o.awaitingReplacement.findIndex((r) => r.role === m.role || (r.role !== 'rollout' && m.role !== 'rollout'));
@@ -302,8 +305,16 @@ function takeOverSlot(view: EttrView, m: MachineView): void {
     m.restartOrdered = true;
     m.reportedSinceRestart = true;
     m.phase = 'initializing';
-    return;
+    return true;
   }
+  return false;
+}
+
+/** A machine of the job's start registered (not a replacement): it was starting up since the job began. */
+function arrived(view: EttrView, m: MachineView, at: number): void {
+  if (view.arrivedMachines >= view.declaredMachines || view.startedAt === null) return;
+  view.arrivedMachines += 1;
+  chargeUnaccounted(view, m, view.startedAt, at, 'startup');
 }
 
 /** A held machine reported work after its restart: it is back. The outage ends when none is held. */

@@ -151,3 +151,19 @@ export function reclassify(view: EttrView, m: MachineView, from: number, to: num
     b.effectiveGpuMs = Math.max(0, b.effectiveGpuMs - m.gpus * ms);
   });
 }
+
+/**
+ * Adds GPU time of one machine over [from, to) that nothing accounted (it was not known yet) to the
+ * total and the ledger under `category`: a machine of the job that registered after its start.
+ */
+export function chargeUnaccounted(view: EttrView, m: MachineView, from: number, to: number, category: DowntimeCategory): void {
+  const start = Math.max(from, view.startedAt ?? from);
+  if (to > view.clock!) to = view.clock!;
+  if (to <= start) return;
+  const gpuMs = m.gpus * (to - start);
+  view.totalGpuMs += gpuMs;
+  ledgerAdd(view, category, null, m, gpuMs);
+  overBuckets(view, start, to, (b, ms) => {
+    b.totalGpuMs += m.gpus * ms;
+  });
+}
