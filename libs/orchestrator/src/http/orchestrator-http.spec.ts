@@ -1,4 +1,5 @@
 import { Server } from 'node:http';
+import { httpAuthFromEnv } from '@robustrl/service-kit';
 import { rejectionOf } from '@robustrl/testing/rejection';
 import { LocalProcessSupervisor } from '../local/local-process-supervisor';
 import { MachineSpec, Orchestrator, OrchestratorError } from '../orchestrator';
@@ -120,5 +121,51 @@ describe('HttpOrchestrator errors', () => {
     expect(() => HttpOrchestrator.fromEnv({})).toThrow(/ROBUSTRL_ORCHESTRATOR=http needs ROBUSTRL_ORCHESTRATOR_URL/);
     expect(() => HttpOrchestrator.fromEnv({ ROBUSTRL_ORCHESTRATOR_URL: 'host:8080' })).toThrow(/got 'host:8080'/);
     expect(HttpOrchestrator.fromEnv({ ROBUSTRL_ORCHESTRATOR_URL: 'http://machines:8080/' }).kind).toBe('http');
+  });
+});
+
+/** Behind a token: these calls take machines out and restart the task. */
+describe('the machine host behind a bearer token', () => {
+  const TOKENS = ['machine-host-token-0001', 'machine-host-token-0002'];
+  let supervisor: LocalProcessSupervisor;
+  let server: Server;
+  let url: string;
+
+  beforeEach(async () => {
+    supervisor = new LocalProcessSupervisor({ launch: () => SLEEPER, output: () => undefined, stopGraceMs: 500 });
+    await supervisor.launchJob('job-t', [machine('t0', 'trainer'), machine('r0')]);
+    // Served on every interface, as a site's launcher would: the tokens are required.
+    ({ server, url } = await serveOrchestrator(supervisor, {
+      host: '0.0.0.0',
+      auth: httpAuthFromEnv({ ROBUSTRL_ORCHESTRATOR_TOKENS: TOKENS.join(',') }, '0.0.0.0', 'ROBUSTRL_ORCHESTRATOR'),
+    }));
+    url = url.replace('0.0.0.0', '127.0.0.1');
+  });
+  afterEach(async () => {
+    await new Promise((r) => server.close(r));
+    await supervisor.close();
+  });
+
+  it('refuses a call without a token or with a wrong one (401, final, nothing done); serves either token of a rotation', async () => {
+    const raw = await fetch(`${url}/v1/jobs/job-t/restart`, { method: 'POST', body: '{"operationId":"no-token"}' });
+    expect(raw.status).toBe(401);
+    expect(raw.headers.get('www-authenticate')).toMatch(/^Bearer/);
+    for (const client of [
+      HttpOrchestrator.fromEnv({ ROBUSTRL_ORCHESTRATOR_URL: url }),
+      HttpOrchestrator.fromEnv({ ROBUSTRL_ORCHESTRATOR_URL: url, ROBUSTRL_ORCHESTRATOR_TOKENS: 'not-the-host-token-000' }),
+    ]) {
+      const refused = await rejection(client.restartTask({ operationId: 'op-x', jobId: 'job-t' }));
+      expect(refused.retriable).toBe(false);
+      expect(refused.message).toMatch(/refused POST \/v1\/jobs\/job-t\/restart: .*ROBUSTRL_ORCHESTRATOR_TOKENS/);
+    }
+    expect(supervisor.machines().find((m) => m.machineId === 't0')?.restarts).toBe(0);
+    for (const token of TOKENS) {
+      const client = HttpOrchestrator.fromEnv({ ROBUSTRL_ORCHESTRATOR_URL: url, ROBUSTRL_ORCHESTRATOR_TOKENS: token });
+      expect((await client.listMachines('job-t')).map((m) => m.machineId).sort()).toEqual(['r0', 't0']);
+    }
+  });
+
+  it('will not serve on an address other machines reach without tokens', async () => {
+    await expect(serveOrchestrator(supervisor, { host: '0.0.0.0' })).rejects.toThrow(/without a token: set ROBUSTRL_ORCHESTRATOR_TOKENS/);
   });
 });

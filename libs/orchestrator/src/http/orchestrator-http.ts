@@ -1,6 +1,7 @@
 import { createServer, IncomingMessage, Server, ServerResponse } from 'node:http';
 import { AddressInfo } from 'node:net';
 import { Role } from '@robustrl/contracts';
+import { checkBearer, HttpAuth, httpAuthFromEnv, tokensFromEnv, unauthorizedResponse } from '@robustrl/service-kit';
 import { z } from 'zod';
 import { MachineSpec, Orchestrator, OrchestratorError } from '../orchestrator';
 
@@ -26,6 +27,12 @@ import { MachineSpec, Orchestrator, OrchestratorError } from '../orchestrator';
  * Errors: `{ error, retriable }` — 503 for a retriable OrchestratorError (the caller tries again), 409
  * for a final one, 400 for a request that does not parse. A network failure or an answer that is
  * not this API is retriable on the client side: the machine host may be restarting.
+ *
+ * Who may call it: these calls take machines out, add them and restart the task, so a machine host
+ * reachable from other machines asks for a bearer token (`ROBUSTRL_ORCHESTRATOR_TOKENS` / `_FILE` on
+ * both sides: the host accepts any of them, several during a rotation; the caller sends the first).
+ * Bound to loopback without tokens it stays open; bound elsewhere without tokens it refuses to start
+ * (service-kit's http-auth.ts rule). A 401 is final: the caller's token is wrong, asking again will not help.
  */
 const MachineSpecBody = z.object({ machineId: z.string().min(1), role: Role, zone: z.string().min(1), hardwareClass: z.string().min(1) });
 const Bodies = {
@@ -42,10 +49,27 @@ const Bodies = {
   restartTask: z.object({ operationId: z.string().min(1) }),
 };
 const ErrorBody = z.object({ error: z.string(), retriable: z.boolean() });
+/** The settings of the machine host's tokens, on both sides: `ROBUSTRL_ORCHESTRATOR_TOKENS` / `_FILE` / `_AUTH`. */
+export const TOKEN_SETTING = 'ROBUSTRL_ORCHESTRATOR';
 
-/** Serves `orchestrator` on host:port (0: any free port); resolves with the server and its base URL. */
-export async function serveOrchestrator(orchestrator: Orchestrator, options: { port?: number; host?: string } = {}): Promise<{ server: Server; url: string }> {
-  const server = createServer((req, res) => void handle(orchestrator, req, res));
+/**
+ * Serves `orchestrator` on host:port (0: any free port); resolves with the server and its base URL.
+ * `auth`: who may call (default: open on loopback, else refused: see the module doc).
+ */
+export async function serveOrchestrator(
+  orchestrator: Orchestrator,
+  options: { port?: number; host?: string; auth?: HttpAuth } = {},
+): Promise<{ server: Server; url: string }> {
+  const auth = options.auth ?? httpAuthFromEnv({}, options.host ?? '127.0.0.1', TOKEN_SETTING);
+  const server = createServer((req, res) => {
+    const verdict = checkBearer(auth, req.headers.authorization);
+    if (!verdict.ok) {
+      req.resume();
+      const refused = unauthorizedResponse(verdict);
+      return void res.writeHead(401, refused.headers).end(refused.body);
+    }
+    void handle(orchestrator, req, res);
+  });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.port ?? 0, options.host ?? '127.0.0.1', () => resolve());
@@ -110,7 +134,7 @@ export class HttpOrchestrator implements Orchestrator {
   constructor(
     private readonly baseUrl: string,
     /** Per call; requestMachine waits for the machine to run, so it gets `machineTimeoutMs`. */
-    private readonly options: { timeoutMs?: number; machineTimeoutMs?: number } = {},
+    private readonly options: { timeoutMs?: number; machineTimeoutMs?: number; token?: string } = {},
   ) {}
 
   static fromEnv(env: NodeJS.ProcessEnv): HttpOrchestrator {
@@ -118,7 +142,8 @@ export class HttpOrchestrator implements Orchestrator {
     if (!url || !/^https?:\/\/[^/\s]+/.test(url)) {
       throw new Error(`ROBUSTRL_ORCHESTRATOR=http needs ROBUSTRL_ORCHESTRATOR_URL, the machine host's base URL (http://host:port), got '${url ?? ''}'`);
     }
-    return new HttpOrchestrator(url.replace(/\/+$/, ''));
+    const [token] = tokensFromEnv(env, TOKEN_SETTING);
+    return new HttpOrchestrator(url.replace(/\/+$/, ''), { token });
   }
 
   async listMachines(jobId: string): Promise<MachineSpec[]> {
@@ -172,7 +197,10 @@ export class HttpOrchestrator implements Orchestrator {
     try {
       res = await fetch(`${this.baseUrl}${path}`, {
         method,
-        headers: body === undefined ? {} : { 'content-type': 'application/json' },
+        headers: {
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+          ...(this.options.token ? { authorization: `Bearer ${this.options.token}` } : {}),
+        },
         body: body === undefined ? undefined : JSON.stringify(body),
         signal: AbortSignal.timeout(timeoutMs),
       });
@@ -187,6 +215,13 @@ export class HttpOrchestrator implements Orchestrator {
       throw new OrchestratorError(`machine host answered ${res.status} to ${method} ${path} with a body that is not JSON: ${text.slice(0, 200)}`, true);
     }
     if (res.ok) return parsed;
+    if (res.status === 401) {
+      throw new OrchestratorError(
+        `machine host at ${this.baseUrl} refused ${method} ${path}: ${this.options.token ? 'its token is not one the host accepts' : 'it asks for a token'} ` +
+          `(set ${TOKEN_SETTING}_TOKENS or ${TOKEN_SETTING}_TOKENS_FILE to one of the host's)`,
+        false,
+      );
+    }
     const error = ErrorBody.safeParse(parsed);
     const message = error.success ? error.data.error : text.slice(0, 300);
     // A final answer only when the host says so; anything else (a proxy's 502, a host mid-restart) may pass.
