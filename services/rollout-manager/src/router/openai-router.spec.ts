@@ -124,7 +124,15 @@ describe('OpenAiRouter', () => {
 
     const answer = await chat(url, body, { ...identity('p-auth'), authorization: `Bearer ${key}` });
     expect(answer.finishReason).toBe('stop');
-    expect((await fetch(`${url}/health`)).status).toBe(200);
+    // The probe tells liveness only; which engines, where and at which version needs the key.
+    const probe = await fetch(`${url}/health`);
+    expect(probe.status).toBe(200);
+    expect(await probe.json()).toEqual({ alive: engines.length });
+    expect((await fetch(`${url}/v1/engines`)).status).toBe(401);
+    const listed = (await (await fetch(`${url}/v1/engines`, { headers: { authorization: `Bearer ${key}` } })).json()) as {
+      engines: Array<{ baseUrl: string }>;
+    };
+    expect(listed.engines.map((e) => e.baseUrl).sort()).toEqual(engines.map((e) => e.url).sort());
   });
 
   it('answers completions, streaming and not, exactly as an engine does', async () => {
