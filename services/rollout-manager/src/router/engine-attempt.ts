@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Agent, IncomingMessage } from 'node:http';
 import { StringDecoder } from 'node:string_decoder';
 import { EngineView } from './engine-pool';
-import { errorText, readAll, send, wentSilent } from './http-transport';
+import { BodyTooLargeError, errorText, readAll, send, wentSilent } from './http-transport';
 import { endStream, relay, sendError, writeEvent } from './openai-responses';
 import { Answer, RequestContext, WEIGHT_VERSION_HEADER } from './request-context';
 import { adapterFor } from './engines/adapters';
@@ -34,6 +34,13 @@ export interface AttemptFailure {
 
 export type AttemptOutcome = { kind: 'done'; answer: Answer } | { kind: 'relayed' } | AttemptFailure;
 
+/** How the router reaches engines: its keep-alive pool, the idle timeout, and the most an answer may weigh. */
+export interface EngineTransport {
+  agent: Agent;
+  idleTimeoutMs: number;
+  maxAnswerBytes: number;
+}
+
 /** An engine that reports an error in its stream is unfit for the request, not dead. */
 class UpstreamError extends Error {}
 
@@ -41,7 +48,7 @@ export async function attemptOn(
   ctx: RequestContext,
   engine: EngineView,
   splice: StreamSplice,
-  transport: { agent: Agent; idleTimeoutMs: number },
+  transport: EngineTransport,
   /** Engines that generated earlier parts of the answer (a stream continued here). */
   before: readonly EngineView[] = [],
   /** Names the attempt on the engine (its request-id header; SGLang's `rid`). */
@@ -85,8 +92,9 @@ export async function attemptOn(
   if (status >= 400) {
     let errorBody: Buffer;
     try {
-      errorBody = await readAll(upstream);
+      errorBody = await readAll(upstream, transport.maxAnswerBytes);
     } catch (err) {
+      if (err instanceof BodyTooLargeError) return { kind: 'failed', reason: `engine answered ${status} with ${err.message}`, engineDown: false, status: 502 };
       return { kind: 'failed', reason: `connection failed: ${errorText(err)}`, engineDown: true };
     }
     if (status >= 500) return { kind: 'failed', reason: `engine answered ${status}`, engineDown: false, status, body: errorBody };
@@ -102,8 +110,10 @@ export async function attemptOn(
     let raw: Buffer;
     let parsed: Json;
     try {
-      raw = await readAll(upstream);
+      raw = await readAll(upstream, transport.maxAnswerBytes);
     } catch (err) {
+      // Not buffered whole: an engine answering without end is unfit for the request, the caller gets a 502 from another.
+      if (err instanceof BodyTooLargeError) return { kind: 'failed', reason: `the engine's answer: ${err.message}`, engineDown: false, status: 502 };
       return {
         kind: 'failed',
         reason: `connection lost before the answer was complete: ${errorText(err)}`,
@@ -130,7 +140,7 @@ export async function attemptOn(
 }
 
 /** The engine's own endpoints a continuation may call first (llama.cpp's template and tokenizer). */
-function engineCalls(engine: EngineView, transport: { agent: Agent; idleTimeoutMs: number }, signal: AbortSignal): EngineCalls {
+function engineCalls(engine: EngineView, transport: EngineTransport, signal: AbortSignal): EngineCalls {
   return {
     async postJson(path, body) {
       const res = await send(`${engine.baseUrl}${path}`, 'POST', JSON.stringify(body), {
@@ -138,7 +148,7 @@ function engineCalls(engine: EngineView, transport: { agent: Agent; idleTimeoutM
         idleTimeoutMs: Math.min(transport.idleTimeoutMs, 30_000),
         signal,
       });
-      const raw = await readAll(res);
+      const raw = await readAll(res, transport.maxAnswerBytes);
       let parsed: Json | null = null;
       try {
         const value: unknown = JSON.parse(raw.toString('utf8'));

@@ -8,6 +8,7 @@ import { RequestEvidence } from './request-evidence';
 import { Answer, RequestContext } from './request-context';
 import { RouterLogger, RouterStats } from './router-reporting';
 import { Json, resumable, StreamSplice } from './stream-splice';
+import { DEFAULT_ENGINE_ANSWER_BYTES } from './http-transport';
 import { ThroughputMeter } from './throughput-meter';
 import { ToolIterationLiveness } from './tool-liveness';
 
@@ -26,6 +27,8 @@ export interface FailoverOptions {
   evidence?: RequestEvidence;
   noEngineDeadlineMs: number;
   upstreamIdleTimeoutMs: number;
+  /** The most an engine's whole (non-streamed) answer may weigh. */
+  maxAnswerBytes?: number;
   maxAttempts: number;
   backoff: { initialMs: number; maxMs: number };
 }
@@ -101,7 +104,7 @@ export class Failover {
           ctx,
           engine,
           splice,
-          { agent: this.o.agent, idleTimeoutMs: this.o.upstreamIdleTimeoutMs },
+          { agent: this.o.agent, idleTimeoutMs: this.o.upstreamIdleTimeoutMs, maxAnswerBytes: this.o.maxAnswerBytes ?? DEFAULT_ENGINE_ANSWER_BYTES },
           contributors,
           requestIdOf(ctx, attempt),
           () => evidence.progressed(engine.id, Date.now()),

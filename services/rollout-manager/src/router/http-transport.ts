@@ -77,6 +77,17 @@ export function wentSilent(err: unknown, res?: IncomingMessage): boolean {
   return err instanceof UpstreamSilentError || (res !== undefined && silentRequests.has((res as IncomingMessage & { req: object }).req));
 }
 
+/** A body past the reader's limit: from an engine, a misbehaving engine (never buffered whole). */
+export class BodyTooLargeError extends Error {
+  constructor(readonly limit: number) {
+    super(`the body exceeds ${limit} bytes`);
+    this.name = 'BodyTooLargeError';
+  }
+}
+
+/** What an engine's whole answer (or error) may weigh before the router stops reading it. */
+export const DEFAULT_ENGINE_ANSWER_BYTES = 64 * 1024 * 1024;
+
 export function readAll(stream: IncomingMessage, limit = Number.POSITIVE_INFINITY): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
@@ -84,8 +95,9 @@ export function readAll(stream: IncomingMessage, limit = Number.POSITIVE_INFINIT
     stream.on('data', (c: Buffer) => {
       size += c.length;
       if (size > limit) {
+        // Rejected first: destroying the stream emits its own 'aborted' and 'close' at once.
+        reject(new BodyTooLargeError(limit));
         stream.destroy();
-        reject(new Error(`the body exceeds ${limit} bytes`));
         return;
       }
       chunks.push(c);

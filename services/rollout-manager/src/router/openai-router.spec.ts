@@ -583,3 +583,61 @@ describe('OpenAiRouter: a recorded answer is stored before the caller has it, ta
     expect(router.stats.recordingErrors).toBe(1);
   });
 });
+
+describe('OpenAiRouter: an engine answer past the size limit', () => {
+  const servers: Server[] = [];
+  let router: OpenAiRouter;
+  let pool: EnginePool;
+  let bus: InProcessBus;
+  const quiet: RouterLogger = { info: () => undefined, warn: () => undefined, error: () => undefined };
+
+  /** An engine answering chat with `content` (its size is the point). */
+  const engineAnswering = async (content: string) => {
+    const server = createServer((req, res) => {
+      req.resume();
+      req.on('end', () =>
+        res
+          .writeHead(200, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ id: 'x', object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }] })),
+      );
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    servers.push(server);
+    return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  };
+
+  afterEach(async () => {
+    await router.close();
+    await pool.stop();
+    await bus.close();
+    await Promise.all(servers.splice(0).map((s) => new Promise((r) => s.close(r))));
+  });
+
+  it('is not read whole: the request is answered by another engine, the big one skipped for it, not declared dead', async () => {
+    const warned: Array<Record<string, unknown>> = [];
+    const log: RouterLogger = { ...quiet, warn: (_m, fields) => void warned.push(fields ?? {}) };
+    pool = new EnginePool(
+      [
+        { id: 'e-big', baseUrl: await engineAnswering('x'.repeat(50_000)), weightVersion: 1 },
+        { id: 'e-small', baseUrl: await engineAnswering('fine'), weightVersion: 1 },
+      ],
+      { probeIntervalMs: 0, probeTimeoutMs: 300 },
+    );
+    bus = new InProcessBus();
+    router = new OpenAiRouter({
+      pool,
+      recorder: new InMemoryTrajectoryRecorder(),
+      bus,
+      noEngineDeadlineMs: 1_000,
+      logger: log,
+      maxEngineAnswerBytes: 10_000,
+    });
+    const url = await router.listen(0, '127.0.0.1');
+    const headers = { 'x-robustrl-job': 'job-s', 'x-robustrl-prompt': 'p', 'x-robustrl-sample': '0' };
+    pool.assign(trajectoryIdOf('job-s', 'p', 0), 'e-big');
+    const answer = await chat(url, { model: 'm', messages: [{ role: 'user', content: 'hi' }] }, headers);
+    expect(answer.message.content).toBe('fine');
+    expect(router.stats.failovers).toBe(1);
+    expect(warned).toContainEqual(expect.objectContaining({ engine: 'e-big', reason: "the engine's answer: the body exceeds 10000 bytes" }));
+  });
+});

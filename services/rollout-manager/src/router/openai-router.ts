@@ -4,7 +4,7 @@ import { MessageBus } from '@robustrl/bus';
 import { BearerRefusal, checkBearer, HttpAuth, unauthorizedResponse } from '@robustrl/service-kit';
 import { EnginePool } from './engine-pool';
 import { Failover } from './failover';
-import { readAll, send } from './http-transport';
+import { DEFAULT_ENGINE_ANSWER_BYTES, readAll, send } from './http-transport';
 import { sendError } from './openai-responses';
 import { ReassignmentEvents } from './reassignment-events';
 import { EngineKind } from './engines';
@@ -93,6 +93,8 @@ export interface OpenAiRouterOptions {
   backoff?: { initialMs: number; maxMs: number };
   /** An engine silent this long during a request is taken as dead. */
   upstreamIdleTimeoutMs?: number;
+  /** The most an engine's whole answer may weigh before the router stops reading it (64 MiB). */
+  maxEngineAnswerBytes?: number;
   /** Engines tried per request before giving up (bounds a storm of engines that accept and die). */
   maxAttempts?: number;
   maxBodyBytes?: number;
@@ -128,6 +130,7 @@ export class OpenAiRouter {
       evidence: config.evidence,
       noEngineDeadlineMs: config.noEngineDeadlineMs ?? 30_000,
       upstreamIdleTimeoutMs: config.upstreamIdleTimeoutMs ?? 300_000,
+      maxAnswerBytes: config.maxEngineAnswerBytes,
       maxAttempts: config.maxAttempts ?? 16,
       backoff: config.backoff ?? { initialMs: 50, maxMs: 1_000 },
     });
@@ -221,7 +224,7 @@ export class OpenAiRouter {
       tried.add(lease.engine.id);
       try {
         const upstream = await send(`${lease.engine.baseUrl}/v1/models`, 'GET', null, { agent: this.agent, idleTimeoutMs: 10_000 });
-        const body = await readAll(upstream);
+        const body = await readAll(upstream, this.config.maxEngineAnswerBytes ?? DEFAULT_ENGINE_ANSWER_BYTES);
         if ((upstream.statusCode ?? 500) >= 500) continue;
         res.writeHead(upstream.statusCode ?? 200, { 'content-type': 'application/json', [ROLLOUT_HEADER]: lease.engine.id }).end(body);
         return;
