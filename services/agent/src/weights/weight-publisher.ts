@@ -1,8 +1,9 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { manifestProblems, SINGLE_SHARD, WeightShardRef, WeightTensor } from '@robustrl/contracts';
-import { fullChecksum, regionReader, sampledChecksum } from './bucket-checksum';
+import { regionReader, sampledChecksum } from './bucket-checksum';
 import { bucketLayout } from './bucket-layout';
+import { fileChecksums } from './file-checksums';
 import { describeShard, HeldCopy, ShardManifest } from './held-copies';
 import { IpcBucket, mapIpcBuckets } from './ipc-buckets';
 import { Emit, PlaneContext } from './plane-context';
@@ -24,8 +25,8 @@ type Published = { eventId: string; totalBytes: number; checksums: string[] };
 
 /**
  * The trainer side of the weight plane (paper §5.2.1 ➀): a rank's framework writes its shard of version
- * `v` into memory and hands it over; the agent maps it (zero copy), checksums each bucket, serves it and
- * publishes the manifest. Several ranks on one machine publish several shards through the same agent:
+ * `v` into memory and hands it over; the agent maps it (zero copy), checksums each bucket (on a worker
+ * thread for a file, by samples for device memory), serves it and publishes the manifest. Several ranks on one machine publish several shards through the same agent:
  * each is a copy of its own, served side by side.
  */
 export class WeightPublisher {
@@ -50,7 +51,14 @@ export class WeightPublisher {
     // NIC refuses a PUT into it (README "Reconnect", "Who may read what").
     const region = worker.mapFile(path, totalBytes, { access: 'remote-read' });
     const places = buckets.map((b) => ({ index: b.index, region, offset: b.offset, sizeBytes: b.sizeBytes }));
-    const checksums = places.map((p) => fullChecksum(regionReader(p.region, p.offset), p.sizeBytes));
+    let checksums: string[];
+    try {
+      // Off the agent's thread (file-checksums.ts): a large version must not silence the agent.
+      checksums = await fileChecksums(path, places);
+    } catch (err) {
+      region.unmap();
+      throw err;
+    }
     return this.serveAndAnnounce(req, { path, target: null, buckets, places, ownRegions: [region], totalBytes, memoryType: 'host' }, checksums, server);
   }
 
