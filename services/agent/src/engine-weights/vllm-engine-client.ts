@@ -28,10 +28,15 @@ export class VllmEngineClient {
     private readonly timeoutMs = 120_000,
   ) {}
 
-  /** The version the engine serves (`default`: never stamped), or null when it does not answer. */
+  /**
+   * The version the engine serves (`default`: never stamped), or null when it does not answer. Asked
+   * with a short timeout: a starting engine accepts connections before it answers, and a look that waits
+   * delays the next — the one that stamps it. Its answers until then are tagged version 0 and, once
+   * the job is past the staleness bound, thrown away.
+   */
   async weightVersion(): Promise<string | null> {
     try {
-      const res = await fetch(`${this.baseUrl}/weight_info`, { signal: AbortSignal.timeout(5_000) });
+      const res = await fetch(`${this.baseUrl}/weight_info`, { signal: AbortSignal.timeout(1_000) });
       if (res.status !== 200) return null;
       const body = (await res.json()) as { weight_version?: unknown };
       return typeof body.weight_version === 'string' ? body.weight_version : null;
