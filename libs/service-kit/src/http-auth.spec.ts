@@ -1,7 +1,7 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { checkBearer, httpAuthFromEnv, isLoopback } from './http-auth';
+import { checkBearer, httpAuthFromEnv, isLoopback, reloadTokens } from './http-auth';
 import { runService, RunningService } from './run-service';
 import { serviceConfigFromEnv } from './service-config';
 
@@ -91,5 +91,53 @@ describe('a service behind bearer tokens (a real HTTP listener)', () => {
     expect((await get('/no/such/path', TOKEN)).status).toBe(404);
     expect((await get('/healthz')).status).toBe(200);
     expect([200, 503]).toContain((await get('/readyz')).status);
+  });
+});
+
+describe('tokens rotated on a running service, without a restart', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'tokens-'));
+  const file = join(dir, 'tokens');
+  let service: RunningService;
+  let url: string;
+
+  beforeAll(async () => {
+    writeFileSync(file, `${TOKEN}\n`);
+    service = await runService(serviceConfigFromEnv('rotation-spec', 0, { ROBUSTRL_HTTP_TOKENS_FILE: file }), [], { logLevels: ['error'] });
+    url = await service.app.getUrl();
+  });
+  afterAll(() => service.stop());
+
+  const status = async (token: string) => (await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${token}` } })).status;
+
+  it('takes the new token alongside the old, then drops the old, on SIGHUP; a broken file keeps the tokens in force', async () => {
+    expect([await status(TOKEN), await status(ROTATED)]).toEqual([200, 401]);
+    writeFileSync(file, `${TOKEN}\n${ROTATED}\n`);
+    process.emit('SIGHUP', 'SIGHUP');
+    expect([await status(TOKEN), await status(ROTATED)]).toEqual([200, 200]);
+    writeFileSync(file, `# the old one is gone\n${ROTATED}\n`);
+    process.emit('SIGHUP', 'SIGHUP');
+    expect([await status(TOKEN), await status(ROTATED)]).toEqual([401, 200]);
+    writeFileSync(file, 'short\n');
+    process.emit('SIGHUP', 'SIGHUP');
+    expect(await status(ROTATED)).toBe(200);
+  });
+
+  it('reads the file again when it changes, without a signal', async () => {
+    // A file of its own: node keeps one poller per file, at the interval of the first to watch it.
+    const own = join(dir, 'own-tokens');
+    writeFileSync(own, `${TOKEN}\n`);
+    const auth = httpAuthFromEnv({ ROBUSTRL_HTTP_TOKENS_FILE: own }, '0.0.0.0');
+    const lines: string[] = [];
+    const stop = reloadTokens(auth, { ROBUSTRL_HTTP_TOKENS_FILE: own }, 'ROBUSTRL_HTTP', { intervalMs: 20, log: (l) => lines.push(l) });
+    try {
+      await new Promise((r) => setTimeout(r, 200)); // the watcher's first look, the one a change is seen against
+      writeFileSync(own, `${ROTATED}\n`);
+      for (let i = 0; i < 200 && !checkBearer(auth, `Bearer ${ROTATED}`).ok; i++) await new Promise((r) => setTimeout(r, 20));
+      expect(checkBearer(auth, `Bearer ${ROTATED}`).ok).toBe(true);
+      expect(checkBearer(auth, `Bearer ${TOKEN}`).ok).toBe(false);
+      expect(lines).toContain('ROBUSTRL_HTTP_TOKENS: 1 token(s) in force');
+    } finally {
+      stop();
+    }
   });
 });

@@ -1,5 +1,5 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { readFileSync, unwatchFile, watchFile } from 'node:fs';
 import { isIP } from 'node:net';
 
 /**
@@ -77,6 +77,40 @@ export function unauthorizedResponse(refusal: Pick<BearerRefusal, 'reason' | 'er
   return {
     headers: { 'content-type': 'application/json', 'www-authenticate': `Bearer realm="robustrl"${refusal.error ? `, error="${refusal.error}"` : ''}` },
     body: JSON.stringify({ statusCode: 401, error: 'Unauthorized', message: refusal.reason }),
+  };
+}
+
+/**
+ * Keeps a bearer auth's tokens in step with its settings while the process runs: `<prefix>_TOKENS_FILE`
+ * is read again when it changes (polled: a mounted Kubernetes secret is swapped, not written) and on
+ * SIGHUP. A rotation writes old and new token, moves the callers, then drops the old one — no restart.
+ * A file that cannot be read, or holds no valid token, keeps the tokens in force (said in `log`): a
+ * half-written secret must not lock every caller out. Returns what stops watching.
+ */
+export function reloadTokens(
+  auth: HttpAuth,
+  env: NodeJS.ProcessEnv,
+  prefix = 'ROBUSTRL_HTTP',
+  options: { intervalMs?: number; log?: (message: string) => void } = {},
+): () => void {
+  if (auth.kind !== 'bearer') return () => undefined;
+  const log = options.log ?? (() => undefined);
+  const reload = () => {
+    try {
+      const tokens = tokensFromEnv(env, prefix);
+      if (tokens.length === 0) return log(`${prefix}_TOKENS: no token left in the settings; the tokens in force stay`);
+      auth.digests = tokens.map(digestOf);
+      log(`${prefix}_TOKENS: ${tokens.length} token(s) in force`);
+    } catch (err) {
+      log(`${prefix}_TOKENS: ${(err as Error).message}; the tokens in force stay`);
+    }
+  };
+  const file = env[`${prefix}_TOKENS_FILE`]?.trim();
+  if (file) watchFile(file, { interval: options.intervalMs ?? 5_000, persistent: false }, reload);
+  process.on('SIGHUP', reload);
+  return () => {
+    if (file) unwatchFile(file, reload);
+    process.off('SIGHUP', reload);
   };
 }
 

@@ -7,7 +7,7 @@ import { setupTelemetry } from '@robustrl/telemetry';
 import { CoreModule } from './core.module';
 import { HealthController } from './health.controller';
 import { MetricsController } from './metrics.controller';
-import { checkBearer, httpAuthFromEnv, PUBLIC_PATHS, unauthorizedResponse } from './http-auth';
+import { checkBearer, httpAuthFromEnv, PUBLIC_PATHS, reloadTokens, unauthorizedResponse } from './http-auth';
 import { DEFAULT_HTTP_HOST, ServiceConfig } from './service-config';
 
 /**
@@ -36,9 +36,12 @@ export async function runService(
   const app = await NestFactory.create<NestExpressApplication>(ProcessModule, { logger: options.logLevels ?? ['log', 'warn', 'error'] });
   app.useBodyParser('json', { limit: options.jsonBodyLimit ?? '1mb' });
   app.enableShutdownHooks(['SIGINT', 'SIGTERM']);
+  let stopReload: () => void = () => undefined;
   if (config.httpPort !== null) {
     const host = config.httpHost ?? DEFAULT_HTTP_HOST;
     const auth = config.httpAuth ?? httpAuthFromEnv({}, host);
+    // Tokens rotate without a restart: the file is read again when it changes, and on SIGHUP.
+    stopReload = reloadTokens(auth, config.httpAuthSettings ?? {}, 'ROBUSTRL_HTTP', { log: (m) => logger.log(m) });
     if (auth.kind === 'bearer') {
       // Before every route, unknown ones included: an unauthenticated caller learns nothing, not even which paths exist.
       app.use((req: IncomingMessage, res: ServerResponse, next: () => void) => {
@@ -58,6 +61,7 @@ export async function runService(
   return {
     app,
     stop: async () => {
+      stopReload();
       await app.close();
       await telemetry.shutdown();
     },

@@ -21,6 +21,8 @@ export interface ServiceConfig {
    * `httpHost` with no settings (open on loopback, refused elsewhere).
    */
   httpAuth?: HttpAuth;
+  /** The settings `httpAuth` came from, read again when its tokens rotate (http-auth.ts `reloadTokens`). */
+  httpAuthSettings?: NodeJS.ProcessEnv;
   /**
    * Who the process is on the bus: it signs what it publishes and drops what is not signed by whom it
    * speaks for (ROBUSTRL_IDENTITY_SECRET; README "Who speaks on the bus"). Absent: unsigned.
@@ -55,6 +57,6 @@ export function serviceConfigFromEnv(serviceName: string, defaultPort: number | 
     httpHost,
     identity: busIdentityFromEnv(env, { service: serviceName }),
     // No listener, nothing to guard: the embedded main runs without HTTP and without credentials.
-    ...(httpPort === null ? {} : { httpAuth: httpAuthFromEnv(env, httpHost) }),
+    ...(httpPort === null ? {} : { httpAuth: httpAuthFromEnv(env, httpHost), httpAuthSettings: env }),
   };
 }

@@ -2,7 +2,7 @@ import { Logger } from '@nestjs/common';
 import { MessageBus } from '@robustrl/bus';
 import { ContinuationPolicy, createMessage, RobustrlMessage } from '@robustrl/contracts';
 import { holdsServableWeights, machineOfInstance, PoolMachine, RolloutPoolState, servedVersion } from '@robustrl/rollout-manager-domain';
-import { HttpAuth, httpAuthFromEnv } from '@robustrl/service-kit';
+import { HttpAuth, httpAuthFromEnv, reloadTokens } from '@robustrl/service-kit';
 import { z } from 'zod';
 import {
   ENGINE_KINDS,
@@ -30,6 +30,8 @@ export interface RouterConfig {
    * Unset: open on loopback, refused anywhere else (http-auth.ts).
    */
   auth?: HttpAuth;
+  /** The settings `auth` came from, read again when its tokens rotate (a changed file, SIGHUP). */
+  authSettings?: NodeJS.ProcessEnv;
   /** Engines listed by the operator; more join as rollout machines register theirs (`inferenceUrl`). */
   engines: EngineSpec[];
   /** How many weight versions behind the newest published one an engine may be and still serve (the job's bound). */
@@ -113,6 +115,7 @@ export function routerConfigFromEnv(env: NodeJS.ProcessEnv): RouterConfig | null
     port: port.data,
     host,
     auth: httpAuthFromEnv(env, host, 'ROBUSTRL_ROUTER'),
+    authSettings: env,
     ...(requestManagerToken ? { requestManagerToken } : {}),
     engines,
     maxStaleness: staleness.data,
@@ -163,6 +166,8 @@ export class RouterRuntime {
   private readonly meter = new ThroughputMeter(Date.now());
   private readonly evidence = new RequestEvidence(Date.now());
   private timer?: NodeJS.Timeout;
+  private readonly auth: HttpAuth;
+  private stopReload: () => void = () => undefined;
   private evidenceTimer?: NodeJS.Timeout;
   private mirrorTimer?: NodeJS.Timeout;
   /** Keeps an external gateway's workers equal to the pool, when one is configured. */
@@ -189,6 +194,7 @@ export class RouterRuntime {
       warn: (m, f) => this.logger.warn(`${m} ${f ? JSON.stringify(f) : ''}`),
       error: (m, f) => this.logger.error(`${m} ${f ? JSON.stringify(f) : ''}`),
     };
+    this.auth = config.auth ?? httpAuthFromEnv({}, config.host, 'ROBUSTRL_ROUTER');
     this.router = new OpenAiRouter({
       pool: this.pool,
       bus,
@@ -196,7 +202,7 @@ export class RouterRuntime {
       evidence: this.evidence,
       defaultEngineKind: kind,
       source: 'rollout-manager/router',
-      auth: config.auth ?? httpAuthFromEnv({}, config.host, 'ROBUSTRL_ROUTER'),
+      auth: this.auth,
       ...(config.requestManagerUrl ? { recorder: new HttpTrajectoryRecorder(config.requestManagerUrl, { token: config.requestManagerToken }) } : {}),
       continuation: { policy: config.continuationPolicy, maxStaleness: config.maxStaleness },
       logger: log,
@@ -212,6 +218,7 @@ export class RouterRuntime {
     if (state) for (const machineId of Object.keys(state.machines)) this.reconcile(state, machineId);
     this.pool.startProbing();
     const url = await this.router.listen(this.config.port, this.config.host);
+    this.stopReload = reloadTokens(this.auth, this.config.authSettings ?? {}, 'ROBUSTRL_ROUTER', { log: (m) => this.logger.log(m) });
     this.timer = setInterval(() => void this.publishThroughput(), this.config.throughputSeconds * 1000);
     this.evidenceTimer = setInterval(() => void this.publishEvidence(), (this.config.evidenceSeconds ?? 1) * 1000);
     if (this.mirror) {
@@ -226,6 +233,7 @@ export class RouterRuntime {
   }
 
   async stop(): Promise<void> {
+    this.stopReload();
     clearInterval(this.timer);
     clearInterval(this.evidenceTimer);
     clearInterval(this.mirrorTimer);
