@@ -30,14 +30,12 @@ export type { ContinuationSettings } from './trajectory-recording';
  *
  *   POST /v1/chat/completions, POST /v1/completions   streaming (SSE) or not
  *   GET  /v1/models                                   from any living engine
- *   GET  /health                                      200 while an engine is alive, else 503: `{alive}`, liveness only
- *   GET  /v1/engines                                  every engine: id, machine, URL, version, liveness
+ *   GET  /health                                      200 while an engine is alive, else 503
  *   /workers, /add_worker, /remove_worker, /list_workers, /readiness: the membership API of SGLang's
  *                                                     Model Gateway (worker-membership.ts)
  *
- * With `auth` holding tokens, every path but the probes (/health, /liveness, /readiness, which tell
- * nothing but liveness) needs `Authorization: Bearer <token>` — what an OpenAI client sends as its API
- * key — and is answered 401 otherwise.
+ * With `auth` holding tokens, every path but /health needs `Authorization: Bearer <token>` — what an
+ * OpenAI client sends as its API key — and is answered 401 otherwise.
  *
  * Identity headers (see trajectory-identity.ts): x-robustrl-job, x-robustrl-prompt, x-robustrl-sample
  * (all three to record; none: proxied, not recorded; some: 400), optional x-robustrl-batch,
@@ -185,7 +183,6 @@ export class OpenAiRouter {
         if (!verdict.ok) return this.unauthorized(res, verdict);
       }
       if (req.method === 'GET' && path === '/v1/models') return await this.models(res);
-      if (req.method === 'GET' && path === '/v1/engines') return this.engines(res);
       if (await handleMembership(req, res, path, this.pool, this.config.defaultEngineKind ?? 'vllm')) return;
       if (req.method === 'POST' && (path === '/v1/chat/completions' || path === '/v1/completions')) {
         return await this.generation(path === '/v1/chat/completions' ? 'chat' : 'completions', path, req, res);
@@ -204,15 +201,10 @@ export class OpenAiRouter {
     res.writeHead(401, { ...unauthorizedResponse(refusal).headers, 'content-length': Buffer.byteLength(body) }).end(body);
   }
 
-  /** Probed without a token: how many engines live, not which (their addresses and machines are the job's). */
   private health(res: ServerResponse): void {
-    const alive = this.pool.snapshot().filter((e) => e.alive).length;
-    res.writeHead(alive > 0 ? 200 : 503, { 'content-type': 'application/json' }).end(JSON.stringify({ alive }));
-  }
-
-  private engines(res: ServerResponse): void {
     const engines = this.pool.snapshot();
-    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ alive: engines.filter((e) => e.alive).length, engines }));
+    const body = JSON.stringify({ alive: engines.filter((e) => e.alive).length, engines });
+    res.writeHead(engines.some((e) => e.alive) ? 200 : 503, { 'content-type': 'application/json' }).end(body);
   }
 
   /** Any living engine's model list: a plain pass-through, no failover beyond trying the next engine. */
