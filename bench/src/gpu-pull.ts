@@ -236,11 +236,14 @@ async function main(): Promise<void> {
     const dst = await rolloutFw.buckets(count, bytes, 5000);
     await rollout.call('registerTarget', { name: 'slot-a', buckets: dst.buckets });
     const perRound: number[] = [];
+    const publishSeconds: number[] = [];
     const getSeconds: number[] = [];
     const verifySeconds: number[] = [];
     let transfer: DataOf<'WeightPullCompleted'>['transfer'];
     for (let version = 1; version <= rounds; version++) {
+      const publishing = process.hrtime.bigint();
       await trainer.call('publishDevice', { version, step: version, buckets: src.buckets });
+      publishSeconds.push(Number(process.hrtime.bigint() - publishing) / 1e9);
       await until('manifest', () => seen.find((m) => m.type === 'WeightVersionPublished' && (m.data as { version: number }).version === version), 30_000);
       const started = process.hrtime.bigint();
       for (let b = 0; b < count; b++)
@@ -310,6 +313,11 @@ async function main(): Promise<void> {
       const copy = await rolloutFw.call({ op: 'copyBench', bytes, iterations: 20 });
       const copyGbps = Number(copy.gbPerSecond);
       console.log(`BENCH device copy (${copy.via as string}, ${bytes / MiB} MiB): ${copyGbps.toFixed(1)} GB/s`);
+      // The trainer agent copies each bucket into its own memory before serving it (native/ucx/README.md "GPU").
+      console.log(
+        `BENCH publish (the agent's device copy of ${count} × ${bytes / MiB} MiB and their sampled checksums, median of ${publishSeconds.length}): ` +
+          `${(median(publishSeconds) * 1000).toFixed(1)} ms, ${((count * bytes) / median(publishSeconds) / 1e9).toFixed(1)} GB/s`,
+      );
       const perf = await perftest(bytes, 20, arg('perftest-memory', 'cuda'));
       if ('why' in perf) result('bench-ucx-perftest', 'SKIP', perf.why);
       else console.log(`BENCH ucx_perftest ucp_get -m ${arg('perftest-memory', 'cuda')} (${bytes / MiB} MiB): ${perf.gbPerSecond.toFixed(1)} GB/s`);

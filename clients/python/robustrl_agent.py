@@ -255,9 +255,10 @@ class AgentClient:
     def publish_device_weights(self, version: int, step: int, buckets: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
         """Trainer: version ``version`` lies in GPU memory, one CUDA IPC handle per bucket — the dicts
         ``robustrl_weights.export_buckets`` makes (``sizeBytes``, ``handle``, ``offset``, ``device``).
-        The agent opens and serves them in place (pullers GET them device to device) and publishes the
-        manifest with sampled checksums. Keep the tensors alive and unchanged until the version is
-        retired. Returns ``{eventId, totalBytes, checksums}``."""
+        The agent copies them device to device into its own memory (pullers GET that copy over
+        cuda_ipc / RDMA; UCX cannot serve memory the agent imported), serves the copy and publishes the
+        manifest with sampled checksums. Keep the tensors unchanged until this returns; after that they
+        are yours again. Returns ``{eventId, totalBytes, checksums}``."""
         return self._post("/v1/weights/versions", {"version": _count("version", version), "step": _step(step), "buckets": _ipc_buckets(buckets)})
 
     def register_weight_target(self, name: str, buckets: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:

@@ -15,7 +15,7 @@ Trainer (verl / slime style: after the optimizer step, gather this rank's weight
     agent = AgentClient()
     buckets = rw.pack_buckets(model.state_dict().values(), bucket_bytes=512 << 20)  # flat uint8 tensors
     agent.publish_device_weights(version, step, rw.export_buckets(buckets))
-    # keep `buckets` alive and unchanged until the version is retired
+    # the agent holds a device copy now: `buckets` may be reused or freed
 
 Rollout (inference engine side: two receive buffers, for double buffering)::
 
@@ -29,8 +29,9 @@ Rollout (inference engine side: two receive buffers, for double buffering)::
 
 Rules that matter:
 
-- The process that exports a handle must keep the tensor alive (and not write it while a version is
-  being served) until the agent lets it go: a retired version, or ``remove_weight_target``.
+- A trainer's published buckets are copied by the agent (device to device, into its own memory) before
+  ``publish_device_weights`` returns: keep them unchanged until then. A rollout's pull targets are
+  written in place: keep them alive until ``remove_weight_target``.
 - Device numbers are as the *agent* sees them (``CUDA_VISIBLE_DEVICES`` applies to both processes;
   give the agent the same view, or pass ``device=`` explicitly).
 - PyTorch's expandable segments (``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True``) export a
@@ -49,6 +50,21 @@ __all__ = ["export_tensor", "export_buckets", "layout_of", "pack_buckets", "empt
 IPC_HANDLE_BYTES = 64
 
 
+# PyTorch's caching allocator (2.x) prefixes the handle with its format's version and the kind of
+# allocation: 'c' for a cudaMalloc block (then the 64-byte cudaIpcMemHandle_t), 'e' for an expandable
+# segment (a different kind of handle, which cuIpcOpenMemHandle cannot open).
+_TORCH_HANDLE_PREFIX = 2
+_TORCH_CUDA_MALLOC = ord("c")
+
+
+def _ipc_handle_of(handle: Any) -> Any:
+    """The cudaIpcMemHandle_t in what ``_share_cuda_`` returned: as is (older PyTorch), or without the
+    allocator's two-byte prefix for a cudaMalloc block; anything else is returned unchanged (refused)."""
+    if isinstance(handle, (bytes, bytearray)) and len(handle) == _TORCH_HANDLE_PREFIX + IPC_HANDLE_BYTES and handle[1] == _TORCH_CUDA_MALLOC:
+        return bytes(handle[_TORCH_HANDLE_PREFIX:])
+    return handle
+
+
 def export_tensor(tensor: Any, device: Optional[int] = None) -> Dict[str, Any]:
     """One bucket: a contiguous CUDA tensor as a CUDA IPC handle of the allocation that holds it, and
     where the tensor starts in that allocation (PyTorch's caching allocator packs many tensors into one
@@ -60,6 +76,7 @@ def export_tensor(tensor: Any, device: Optional[int] = None) -> Dict[str, Any]:
     storage = tensor.untyped_storage()
     shared = storage._share_cuda_()
     storage_device, handle, _storage_bytes, storage_offset_bytes = shared[0], shared[1], shared[2], shared[3]
+    handle = _ipc_handle_of(handle)
     if not isinstance(handle, (bytes, bytearray)) or len(handle) != IPC_HANDLE_BYTES:
         raise ValueError(
             "export_tensor: PyTorch exported a {}-byte handle, not a {}-byte cudaIpcMemHandle_t; this happens with "

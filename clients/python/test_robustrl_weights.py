@@ -60,6 +60,15 @@ class ExportTest(unittest.TestCase):
         self.assertEqual(rw.export_tensor(t), {"sizeBytes": 2000, "handle": base64.b64encode(handle).decode(), "offset": 4096 + 200, "device": 3})
         self.assertEqual(rw.export_tensor(t, device=0)["device"], 0)
 
+    def test_pytorch_2_handles_lose_the_allocators_prefix(self) -> None:
+        # PyTorch 2.x (measured with 2.11 on an H200): version byte 2, 'c' for a cudaMalloc block, then
+        # the 64-byte cudaIpcMemHandle_t.
+        handle = bytes(range(100, 164))
+        t = FakeTensor(numel=8, element_size=4, storage=FakeStorage(bytes([2, ord("c")]) + handle, 0))
+        self.assertEqual(rw.export_tensor(t)["handle"], base64.b64encode(handle).decode())
+        with self.assertRaisesRegex(ValueError, "66-byte handle.*expandable segments"):
+            rw.export_tensor(FakeTensor(8, 4, FakeStorage(bytes([2, ord("e")]) + handle, 0)))
+
     def test_refuses_what_the_agent_could_not_use(self) -> None:
         storage = FakeStorage(bytes(64), 0)
         with self.assertRaisesRegex(ValueError, "CUDA device"):

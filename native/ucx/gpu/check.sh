@@ -69,16 +69,17 @@ echo "$info" | node -e '
 # ── the module's CUDA tests ─────────────────────────────────────────────────────────────────────────
 node --test --test-concurrency=1 --test-reporter=tap native/ucx/gpu/cuda.test.mjs > "$W/module.tap" 2>&1
 module_status=$?
-grep -E '^# (GET|[0-9]+ GETs)' "$W/module.tap" | sed 's/^# /  /' >&2
+# node --test escapes a diagnostic's own '#' (console.log('# GET ...') arrives as '# \# GET ...').
+grep -E '^# (\\# )?(GET|[0-9]+ GETs)' "$W/module.tap" | sed -E 's/^# (\\# )?/  /' >&2
 node -e '
   const tap = require("fs").readFileSync(process.argv[1], "utf8").split("\n");
   let failed = 0;
   for (const l of tap) {
-    const m = /^(not ok|ok) \d+ - (.*?)(?: # SKIP (.*))?$/.exec(l);
+    const m = /^(not ok|ok) \d+ - (.*?)( # SKIP(?: (.*))?)?$/.exec(l);
     if (!m) continue;
-    const outcome = m[3] !== undefined ? "SKIP" : m[1] === "ok" ? "PASS" : "FAIL";
+    const outcome = m[1] !== "ok" ? "FAIL" : m[3] !== undefined ? "SKIP" : "PASS";
     if (outcome === "FAIL") failed = 1;
-    console.log(`RESULT module: ${m[2]} ${outcome}${m[3] ? " " + m[3] : ""}`);
+    console.log(`RESULT module: ${m[2]} ${outcome}${m[4] ? " " + m[4] : ""}`);
   }
   process.exit(failed);' "$W/module.tap" || failed=1
 if [ "$module_status" != 0 ]; then

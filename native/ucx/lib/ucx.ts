@@ -71,7 +71,7 @@ interface NativeWorker {
   mapAlloc(length: number, access?: RegionAccess): NativeMapping;
   mapFile(path: string, length: number, create: boolean, access?: RegionAccess): NativeMapping;
   mapDevice(address: bigint, length: number, memoryType: 'cuda', access?: RegionAccess): NativeMapping;
-  mapIpc(handle: Uint8Array, offset: number, length: number, device: number, access?: RegionAccess): NativeMapping;
+  mapIpc(handle: Uint8Array, offset: number, length: number, device: number, access?: RegionAccess, copy?: boolean): NativeMapping;
   cudaSupported(): boolean;
   recvTag(tag: bigint, mask: bigint, buffer: Buffer, timeoutMs: number): Promise<{ data: Buffer; length: number; senderTag: bigint }>;
   close(): void;
@@ -735,9 +735,16 @@ export class UcxWorker {
    * Errors: UcxUnavailableError (no CUDA driver: code CUDA_UNAVAILABLE; or a UCX without CUDA),
    * CudaError (the driver refused the handle: freed by its exporter, opened in its own process, ...),
    * RangeError (the range is outside the exported allocation).
+   *
+   * `copy: true` registers a device-to-device copy of the range in an allocation of this process's own
+   * instead (the handle is closed before this returns; unmap frees the copy): what a region that peers
+   * GET from needs on a GPU, since UCX's cuda_ipc cannot export memory this process imported and falls
+   * back to software emulation over tcp (README "GPU"). Costs the range's size in device memory.
    */
-  mapIpc(spec: IpcRegionSpec, opts: RegionOptions = {}): MemoryRegion {
-    const region = wrapSync(() => new MemoryRegion(this.native.mapIpc(spec.handle, spec.offset ?? 0, spec.length, spec.device, opts.access), Buffer.alloc(0)));
+  mapIpc(spec: IpcRegionSpec, opts: RegionOptions & { copy?: boolean } = {}): MemoryRegion {
+    const region = wrapSync(
+      () => new MemoryRegion(this.native.mapIpc(spec.handle, spec.offset ?? 0, spec.length, spec.device, opts.access, opts.copy === true), Buffer.alloc(0)),
+    );
     if (region.memoryType !== 'host' && !this.cudaContext) {
       region.unmap();
       this.requireCudaContext('mapIpc');

@@ -216,6 +216,26 @@ void ReleaseIpc(CUdeviceptr base) {
   handleOfBase.erase(k);
 }
 
+CUdeviceptr CopyToOwn(Napi::Env env, int device, CUdeviceptr src, size_t length) {
+  const Driver& d = LoadDriver();
+  UseDevice(env, device);
+  CUdeviceptr own = 0;
+  CUresult r = d.cuMemAlloc(&own, length);
+  if (r != CUDA_SUCCESS) Throw(env, "cuMemAlloc(" + std::to_string(length) + " bytes on device " + std::to_string(device) + ") for a copy of an imported range", r);
+  r = d.cuMemcpyDtoD(own, src, length);
+  if (r == CUDA_SUCCESS) r = d.cuCtxSynchronize();
+  if (r != CUDA_SUCCESS) {
+    d.cuMemFree(own);
+    Throw(env, "cuMemcpyDtoD(" + std::to_string(length) + " bytes) of an imported range", r);
+  }
+  return own;
+}
+
+void FreeDevice(CUdeviceptr address) {
+  const Driver& d = LoadDriver();
+  if (d.loaded && address) d.cuMemFree(address);
+}
+
 MemoryKind KindOf(CUdeviceptr address) {
   const Driver& d = LoadDriver();
   if (!d.loaded) return MemoryKind::UNKNOWN;

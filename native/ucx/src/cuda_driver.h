@@ -80,6 +80,11 @@ bool HasCurrentContext();
 CUdeviceptr OpenIpc(Napi::Env env, const uint8_t* handle, int device, size_t* allocationBytes);
 void ReleaseIpc(CUdeviceptr base);
 
+// A new allocation of `length` bytes on `device` holding a copy of [src, src + length) (device to device,
+// synchronous). Throws, allocating nothing, when the driver refuses. FreeDevice releases it (never throws).
+CUdeviceptr CopyToOwn(Napi::Env env, int device, CUdeviceptr src, size_t length);
+void FreeDevice(CUdeviceptr address);
+
 MemoryKind KindOf(CUdeviceptr address);
 
 }  // namespace robustrl::cuda

@@ -18,6 +18,7 @@ class Mapping : public Napi::ObjectWrap<Mapping> {
     FILE_MMAP,  // mapFile(): our MAP_SHARED mmap of a file; buf_ is an external ArrayBuffer over it
     DEVICE,     // mapDevice(): device memory (CUDA); no host view, buf_ empty
     CUDA_IPC,   // mapIpc(): another process's device memory, opened from its CUDA IPC handle; closed on unmap
+    CUDA_COPY,  // mapIpc(copy): our own device allocation holding a copy of the imported range; freed on unmap
   };
 
   // What peers may do with the region's rkey: read and write (UCX's default), or only read (GET) — the
@@ -29,10 +30,10 @@ class Mapping : public Napi::ObjectWrap<Mapping> {
   Napi::Value SetupAlloc(Worker* w, size_t length);
   Napi::Value SetupFile(Worker* w, const std::string& path, size_t length, bool create);
   Napi::Value SetupDevice(Worker* w, uint64_t address, size_t length, ucs_memory_type_t type);
-  Napi::Value SetupIpc(Worker* w, const uint8_t* handle, uint64_t offset, size_t length, int device);
+  Napi::Value SetupIpc(Worker* w, const uint8_t* handle, uint64_t offset, size_t length, int device, bool copy);
   bool Usable() const { return memh_ != nullptr && !unmapRequested_; }
   bool CheckAlive() {  // detached ArrayBuffer = memory may be gone
-    if (kind_ == DEVICE || kind_ == CUDA_IPC) return true;  // no JS object owns device memory; the caller (or the IPC handle) keeps it
+    if (kind_ == DEVICE || kind_ == CUDA_IPC || kind_ == CUDA_COPY) return true;  // no JS object owns device memory; the caller (or the IPC handle) keeps it
     uint8_t* p; size_t l; bool det;
     Napi::Value v = buf_.Value();
     if (!BufferSpan(v, &p, &l, &det)) return false;
@@ -70,6 +71,7 @@ class Mapping : public Napi::ObjectWrap<Mapping> {
   ucs_memory_type_t memType_ = UCS_MEMORY_TYPE_HOST;
   bool remoteReadOnly_ = false;
   uint64_t ipcBase_ = 0;  // CUDA_IPC: the opened allocation, released (cuda::ReleaseIpc) on unmap
+  uint64_t ownDevice_ = 0;  // CUDA_COPY: our allocation, freed (cuda::FreeDevice) on unmap
   // The ucp_mem_map protection fields for remoteReadOnly_ (none: UCX's default, every access).
   void ApplyAccess(ucp_mem_map_params_t* mp) const {
     if (!remoteReadOnly_) return;

@@ -440,7 +440,7 @@ Napi::Value Worker::MapDevice(const Napi::CallbackInfo& info) {
   return obj;
 }
 
-// mapIpc(handle, offset, length, device, access): device memory another process exported as a CUDA IPC
+// mapIpc(handle, offset, length, device, access, copy): device memory another process exported as a CUDA IPC
 // handle (a framework's tensors), opened in `device`'s primary context and registered for RMA; the handle
 // is closed when the region is unmapped (Mapping::DoUnmap). The memory type is what the driver says the
 // opened pointer is.
@@ -456,9 +456,10 @@ Napi::Value Worker::MapIpc(const Napi::CallbackInfo& info) {
   if (!info[3].IsNumber() || info[3].As<Napi::Number>().DoubleValue() < 0) throw Napi::TypeError::New(env, "mapIpc: device must be a CUDA device ordinal");
   int device = static_cast<int>(info[3].As<Napi::Number>().DoubleValue());
   bool readOnly = RemoteReadOnly(env, info, 4, "mapIpc");
+  bool copy = info.Length() > 5 && info[5].ToBoolean().Value();
   Napi::Object obj = ctors()->mapping.New({});
   Mapping::Unwrap(obj)->SetRemoteReadOnly(readOnly);
-  Mapping::Unwrap(obj)->SetupIpc(this, handle, offset, len, device);
+  Mapping::Unwrap(obj)->SetupIpc(this, handle, offset, len, device, copy);
   return obj;
 }
 

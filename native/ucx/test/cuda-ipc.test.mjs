@@ -158,6 +158,44 @@ test('a peer GETs from imported memory and PUTs into it, byte-exact; the GET can
   }
 });
 
+test('mapIpc with copy: a peer GETs a copy of our own; the handle is closed at once, the exporter may change its bytes, unmap frees the copy', async (t) => {
+  if (!built.path) return t.skip(built.why);
+  const fill = pattern(512 * KiB, 5);
+  const e = await exporter.call({ op: 'alloc', bytes: fill.length, fill: fill.toString('base64'), at: 8 * KiB });
+  const ours = () =>
+    readFileSync('/proc/self/maps', 'utf8')
+      .split('\n')
+      .filter((l) => l.includes(`/dev/shm/robustrl-fakecuda-${process.pid}-`)).length;
+  const source = new ucx.UcxWorker({ cudaDevice: 0 });
+  const puller = new ucx.UcxWorker();
+  try {
+    const [openedBefore, oursBefore] = [openedHere(), ours()];
+    const region = source.mapIpc(
+      { handle: Buffer.from(e.handle, 'base64'), offset: e.offset, length: fill.length, device: 0 },
+      { access: 'remote-read', copy: true },
+    );
+    assert.equal(ours(), oursBefore + 1, 'an allocation of our own holds the copy');
+    assert.equal(openedHere() - ours(), openedBefore - oursBefore, 'the imported handle is closed already');
+    assert.notEqual(region.address, BigInt(e.address) + BigInt(e.offset));
+    assert.equal(region.access, 'remote-read');
+    // The exporter overwrites its buffer: the copy keeps the version as it was when mapped.
+    await exporter.call({ op: 'write', address: e.address, offset: e.offset, bytes: Buffer.alloc(4 * KiB, 0xee).toString('base64') });
+    const listener = source.listen({ host: '127.0.0.1', port: 0 }, () => {});
+    const ep = await puller.connect('127.0.0.1', listener.port, { timeoutMs: 10_000 });
+    const into = Buffer.alloc(fill.length);
+    await ep.get(puller.map(into), 0, ep.remoteRegion(region.descriptor()), 0, fill.length, { timeoutMs: 10_000 });
+    assert.ok(into.equals(fill), 'byte-exact, as it was when copied');
+    await ep.close({ force: true });
+    listener.close();
+    region.unmap();
+    assert.equal(ours(), oursBefore, 'unmap freed the copy');
+    assert.equal(source.stats().mappings, 0);
+  } finally {
+    puller.close();
+    source.close();
+  }
+});
+
 test('isEmulatedProtocol tells a software emulation from a direct protocol', () => {
   assert.equal(ucx.isEmulatedProtocol('flags:0xc4 get() from cuda/GPU0 to host memory length 1048576 software emulation tcp/lo 0.1 MB/s'), true);
   assert.equal(ucx.isEmulatedProtocol('get() from cuda/GPU0 to cuda/GPU0 length 268435456 zero-copy cuda_ipc/cuda 900 GB/s'), false);

@@ -92,6 +92,7 @@ describeDevice('weight plane with device buckets from CUDA IPC handles (stand-in
     return buf;
   });
   let pullSeq = 0;
+  let rolloutAddresses: string[] = [];
   let trainerAddresses: string[] = [];
 
   async function assign(version: number, bucketIndex: number, pullerId: string, source: { id: string; plane: WeightPlane }) {
@@ -141,6 +142,7 @@ describeDevice('weight plane with device buckets from CUDA IPC handles (stand-in
 
   it('a rollout pulls every bucket into the device target its framework registered, byte-exact; how it travelled is reported', async () => {
     const { buckets, addresses } = await rolloutFramework.buckets(SIZES.map((n) => Buffer.alloc(n, 0xee)));
+    rolloutAddresses = addresses;
     expect(rollout.registerTarget({ name: 'slot-a', buckets })).toMatchObject({ name: 'slot-a', buckets: SIZES.length });
     for (const b of SIZES.keys()) {
       const outcome = await assign(1, b, 'rollout-0', { id: 'trainer-0', plane: trainer });
@@ -155,12 +157,15 @@ describeDevice('weight plane with device buckets from CUDA IPC handles (stand-in
     }
   });
 
-  it('another rollout relays from that target; a bucket whose bytes changed since the manifest fails its checksum', async () => {
+  it('another rollout relays from that target; the trainer may reuse its buffers once published; a bucket whose bytes changed since the manifest fails its checksum', async () => {
     for (const b of SIZES.keys()) expect((await assign(1, b, 'rollout-1', { id: 'rollout-0', plane: rollout })).type).toBe('WeightPullCompleted');
     expect(relayPuller.latest()).toMatchObject({ version: 1, target: null, path: expect.stringContaining(shm) });
-    // The trainer's framework reuses bucket 2's buffer too early (its first MiB rewritten): pulled again, it no longer matches.
+    // The trainer's framework reuses bucket 2's buffer once publishDevice returned: the agent serves its own copy.
     await trainerFramework.call({ op: 'write', address: trainerAddresses[2], offset: 0, bytes: Buffer.alloc(1 << 20, 0x5a).toString('base64') });
-    const outcome = await assign(1, 2, 'rollout-1', { id: 'trainer-0', plane: trainer });
+    expect((await assign(1, 2, 'rollout-1', { id: 'trainer-0', plane: trainer })).type).toBe('WeightPullCompleted');
+    // The rollout's framework writes into its target while the agent still serves it: pulled from there, it no longer matches.
+    await rolloutFramework.call({ op: 'write', address: rolloutAddresses[2], offset: 0, bytes: Buffer.alloc(1 << 20, 0x5a).toString('base64') });
+    const outcome = await assign(1, 2, 'rollout-1', { id: 'rollout-0', plane: rollout });
     expect(outcome.type).toBe('WeightPullFailed');
     expect((outcome.data as { reason: string }).reason).toMatch(/^checksum mismatch on bucket 2: expected sampled-sha256:/);
   });

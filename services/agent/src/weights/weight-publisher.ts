@@ -64,16 +64,17 @@ export class WeightPublisher {
 
   /**
    * The shard lies in device memory, each bucket handed over as a CUDA IPC handle (per rank, per bucket:
-   * python/robustrl_weights). Opens and registers each bucket, checksums it by samples (bucket-checksum.ts:
-   * a full checksum would copy the version to the host), serves it and publishes the manifest. The
-   * framework keeps the buffers alive and unchanged until the version is retired.
+   * python/robustrl_weights). Copies each bucket device to device into the agent's own memory and
+   * registers the copy (peers cannot GET over cuda_ipc from memory the agent imported: native/ucx/README.md "GPU"),
+   * checksums it by samples (bucket-checksum.ts: a full checksum would copy the version to the host),
+   * serves it and publishes the manifest. The framework may reuse its buffers once this returns.
    */
   async publishDevice(req: Publication & { buckets: IpcBucket[] }): Promise<Published> {
     const { worker, server } = this.ctx.ready();
     const { buckets, totalBytes } = bucketLayout(req.buckets.map((b) => b.sizeBytes));
     if (totalBytes === 0) throw new RangeError('a version needs at least one non-empty bucket');
     checkManifest(req, buckets);
-    const regions = mapIpcBuckets(worker, req.buckets, 'remote-read');
+    const regions = mapIpcBuckets(worker, req.buckets, 'remote-read', { copy: true });
     const places = buckets.map((b, i) => ({ index: b.index, region: regions[i], offset: 0, sizeBytes: b.sizeBytes }));
     let checksums: string[];
     try {
