@@ -106,6 +106,22 @@ const coveredByActiveRecovery: FaultPolicy = ({ state, verdict, decided }) => {
     : null;
 };
 
+/**
+ * A rollout verdict about a machine the controller made a trainer (warm standby, paper §5.1.3): its engine
+ * stopped because the promotion stopped it, and its rollout rules no longer apply. While the recovery
+ * that lent it is open, coveredByActiveRecovery records it; after, this does.
+ */
+const verdictForFormerRole: FaultPolicy = ({ state, verdict, decided }) => {
+  const m = state.machines[verdict.machineId];
+  if (verdict.handledAs !== 'rollout' || m?.role !== 'trainer') return null;
+  return [
+    decided('report-only', 'verdict-for-former-role', {
+      ...verdict.evidence,
+      detail: `${m.machineId} is a trainer now; ${verdict.evidence.detail ?? verdict.rule}`,
+    }),
+  ];
+};
+
 /** The baseline policy: every fault restarts the whole task. */
 const taskRestartPolicy: FaultPolicy = ({ settings, recovery, decided }) =>
   settings.policy === 'task-restart' ? [decided('restart-task', 'task-restart-policy'), restartTask(recovery.recoveryId, 1, 'task-restart-policy')] : null;
@@ -155,6 +171,7 @@ const trainerFault: FaultPolicy = ({ state, recovery, decided }) => [
 
 export const FAULT_POLICIES: readonly FaultPolicy[] = [
   coveredByActiveRecovery,
+  verdictForFormerRole,
   taskRestartPolicy,
   escalation,
   rolloutProcessFault,
@@ -209,14 +226,22 @@ function faultyTrainerMachine(
   ];
 }
 
-/** An unfinished recovery that already covers this fault: the same machine, or the trainer group it is restarting. */
+/**
+ * An unfinished recovery that already covers this fault: the same machine, the trainer group it is
+ * restarting, or a machine it brings into that group (a rollout lent as warm standby goes quiet as a
+ * rollout the moment it is promoted: replacing it would take a rank from the group being restarted).
+ */
 function coveringRecovery(state: ControllerState, machineId: string, handledAs: 'trainer' | 'rollout'): Recovery | undefined {
   for (const id of state.index.open) {
     const r = state.recoveries[id];
-    if (r.action !== 'report-only' && (r.action === 'restart-task' || r.machineId === machineId || (handledAs === 'trainer' && r.handledAs === 'trainer')))
-      return r;
+    if (r.action !== 'report-only' && covers(r, machineId, handledAs)) return r;
   }
   return undefined;
+}
+
+function covers(r: Recovery, machineId: string, handledAs: 'trainer' | 'rollout'): boolean {
+  if (r.action === 'restart-task' || r.machineId === machineId) return true;
+  return r.handledAs === 'trainer' && (handledAs === 'trainer' || r.trainerGroup.includes(machineId));
 }
 
 // ── command outcomes ─────────────────────────────────────────────────────────────────────────

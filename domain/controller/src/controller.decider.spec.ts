@@ -346,6 +346,40 @@ describe('faulty trainer machine → a rollout as warm standby (semi-sync/async)
     );
   });
 
+  it("the standby's rollout going quiet as it is lent is not a rollout fault: recorded, never replaced, during the recovery and after", () => {
+    const lent = msg(406, 'MachineRoleChanged', { machineId: 'rollout-0', from: 'rollout', to: 'trainer', reason: 'warm standby for trainer-1' });
+    const during = play(jobAtStep3(), [
+      fault(400, 'trainer-1', { machineFaulty: true }),
+      // Its engine stopped for the promotion: the rollout rules see a silent rollout, its probe unanswered.
+      rolloutMachineLost(405, 'rollout-0'),
+      lent,
+      succeeded(407, 'trainer-1/v400/recovery/1', 'rollout-0'),
+      rolloutMachineLost(408, 'rollout-0'),
+    ]);
+    expect(decidedOf(during.emitted)).toEqual([
+      ['warm-standby-from-rollout', 'trainer-machine-faulty'],
+      ['report-only', 'covered-by-active-recovery'],
+      ['report-only', 'covered-by-active-recovery'],
+    ]);
+    expect(during.emitted.filter((d) => d.type === 'ReplaceMachine').map((d) => (d as Draft<'ReplaceMachine'>).data.machineId)).toEqual(['trainer-1']);
+    expect(during.emitted.at(-1)).toMatchObject({ type: 'RecoveryDecided' });
+    // The recovery done (the group restarted, both ranks reported in), a late rollout verdict about it.
+    const after = play(jobAtStep3(), [
+      fault(400, 'trainer-1', { machineFaulty: true }),
+      lent,
+      succeeded(407, 'trainer-1/v400/recovery/1', 'rollout-0'),
+      succeeded(409, 'trainer-1/v400/recovery/2', null, 'rollout-9'),
+      succeeded(410, 'trainer-1/v400/recovery/3', 'trainer-0'),
+      succeeded(410, 'trainer-1/v400/recovery/3', 'rollout-0'),
+      phase(411, 'trainer-0'),
+      phase(412, 'rollout-0'),
+      rolloutMachineLost(420, 'rollout-0'),
+    ]);
+    expect(types(after.emitted)).toContain('RecoveryCompleted');
+    expect(decidedOf(after.emitted).at(-1)).toEqual(['report-only', 'verdict-for-former-role']);
+    expect(after.emitted.at(-1)).toMatchObject({ type: 'RecoveryDecided', data: { evidence: { detail: 'rollout-0 is a trainer now; probe unanswered' } } });
+  });
+
   it('a restart that fails on one machine makes that machine faulty: warm standby, not a second blind restart', () => {
     const { emitted } = play(jobAtStep3(), [fault(400, 'trainer-1'), failed(430, 'trainer-1/v400/recovery/1', 'trainer-1')]);
     expect(decidedOf(emitted)).toEqual([

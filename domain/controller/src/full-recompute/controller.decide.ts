@@ -89,6 +89,22 @@ const coveredByActiveRecovery: FaultPolicy = ({ state, verdict, decided }) => {
     : null;
 };
 
+/**
+ * A rollout verdict about a machine the controller made a trainer (warm standby, paper §5.1.3): its engine
+ * stopped because the promotion stopped it, and its rollout rules no longer apply. While the recovery
+ * that lent it is open, coveredByActiveRecovery records it; after, this does.
+ */
+const verdictForFormerRole: FaultPolicy = ({ state, verdict, decided }) => {
+  const m = state.machines[verdict.machineId];
+  if (verdict.handledAs !== 'rollout' || m?.role !== 'trainer') return null;
+  return [
+    decided('report-only', 'verdict-for-former-role', {
+      ...verdict.evidence,
+      detail: `${m.machineId} is a trainer now; ${verdict.evidence.detail ?? verdict.rule}`,
+    }),
+  ];
+};
+
 /** The baseline policy: every fault restarts the whole task. */
 const taskRestartPolicy: FaultPolicy = ({ settings, recovery, decided }) =>
   settings.policy === 'task-restart' ? [decided('restart-task', 'task-restart-policy'), restartTask(recovery.recoveryId, 1, 'task-restart-policy')] : null;
@@ -138,6 +154,7 @@ const trainerFault: FaultPolicy = ({ state, recovery, decided }) => [
 
 export const FAULT_POLICIES: readonly FaultPolicy[] = [
   coveredByActiveRecovery,
+  verdictForFormerRole,
   taskRestartPolicy,
   escalation,
   rolloutProcessFault,
@@ -198,7 +215,9 @@ function coveringRecovery(state: ControllerState, machineId: string, handledAs: 
     (r) =>
       !r.done &&
       r.action !== 'report-only' &&
-      (r.action === 'restart-task' || r.machineId === machineId || (handledAs === 'trainer' && r.handledAs === 'trainer')),
+      (r.action === 'restart-task' ||
+        r.machineId === machineId ||
+        (r.handledAs === 'trainer' && (handledAs === 'trainer' || r.trainerGroup.includes(machineId)))),
   );
 }
 

@@ -33,6 +33,11 @@ export const DecisionRule = z.enum([
   'report-only-rule',
   /** The fault hit a machine an active recovery already covers (e.g. trainer ranks hanging on a dead peer). */
   'covered-by-active-recovery',
+  /**
+   * A rollout verdict about a machine that is a trainer by now (lent as warm standby): its rollout went
+   * quiet because the controller stopped it. The trainer rules judge the machine from here on.
+   */
+  'verdict-for-former-role',
   /** The job runs the whole-task-restart policy (the ByteRobust-style baseline the simulator compares against). */
   'task-restart-policy',
 ]);
