@@ -119,6 +119,8 @@ describe('reconnect: weight pulls with relays across agent processes (real Kafka
       }),
     });
     process.env.ROBUSTRL_COMMAND_TIMEOUT_SECONDS = '30';
+    // A publication from a machine the roster does not say is a trainer waits this long, then is refused.
+    process.env.ROBUSTRL_WEIGHT_PUBLICATION_GRACE_SECONDS = '3';
     // The weight registry seals its grants with the secret it reads at start.
     process.env.ROBUSTRL_IDENTITY_SECRET = secret;
     service = await runService(
@@ -171,6 +173,7 @@ describe('reconnect: weight pulls with relays across agent processes (real Kafka
     // goes with it; here they share the host's /dev/shm).
     for (const name of readdirSync('/dev/shm')) if (name.includes(`-${jobId}-`)) rmSync(join('/dev/shm', name), { force: true });
     delete process.env.ROBUSTRL_COMMAND_TIMEOUT_SECONDS;
+    delete process.env.ROBUSTRL_WEIGHT_PUBLICATION_GRACE_SECONDS;
     delete process.env.ROBUSTRL_IDENTITY_SECRET;
   });
 
@@ -288,6 +291,25 @@ describe('reconnect: weight pulls with relays across agent processes (real Kafka
     await waitFor('WeightVersionPublished', 'version 3 republished', (m) => m.data.version === 3 && Date.parse(m.occurredAt) > killedAt);
     await allHold(3, rollouts);
     expect(all('RestartTask')).toEqual([]);
+  });
+
+  it("a rollout machine's agent publishing a higher version than the trainer's is refused: no rollout pulls it", async () => {
+    // What one compromised rollout machine can do: its agent signs a manifest of its own as itself.
+    const name = `e2e-${jobId}-rogue-v99`;
+    writeFileSync(join('/dev/shm', name), randomBytes(BUCKETS.reduce((a, b) => a + b, 0)));
+    const rogue = liveRollouts()[0];
+    const res = await fetch(`${agentUrl(rogue)}/v1/weights/versions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ version: 99, step: 99, shmName: name, bucketSizes: BUCKETS }),
+    });
+    expect(res.status).toBeLessThan(300);
+    await waitFor('WeightVersionPublished', 'the rogue manifest on the bus', (m) => m.data.version === 99);
+    const refused = await waitFor('WeightPublicationRefused', 'version 99 refused', (m) => m.data.version === 99, 30_000);
+    expect(refused.data).toMatchObject({ publishers: [rogue], reason: expect.stringContaining(`${rogue} is a rollout, not one of the job's trainers`) });
+    expect(all('WeightPullAssigned', (m) => m.data.version === 99)).toEqual([]);
+    // The others never pulled it (the rogue holds what it published itself).
+    for (const m of liveRollouts().filter((x) => x !== rogue)) expect((await heldBy(m))?.version).not.toBe(99);
   });
 
   it('the membership story is in `robustrl tail`', () => {

@@ -27,6 +27,14 @@ describe('the ETTR observed from the processes', () => {
     expect(observedEttr([s(0, 1, 2, true), s(10, 2, 2)], shape).ettr).toBeCloseTo(0.5);
   });
 
+  it('while a rank is down, an engine counts only if it generates itself: an idle one waits on the dead trainer', () => {
+    // Two engines up, samples completing, but only one of them generating: one GPU effective.
+    const one = { ...s(0, 1, 2, true), enginesGenerating: 1 };
+    expect(observedEttr([one, s(10, 2, 2)], shape).ettr).toBeCloseTo(0.25);
+    // With the group whole every serving engine counts, generating or not.
+    expect(observedEttr([{ ...s(0, 2, 2), enginesGenerating: 0 }, s(10, 2, 2)], shape).ettr).toBe(1);
+  });
+
   it('is 1 before anything was observed', () => {
     expect(observedEttr([], shape).ettr).toBe(1);
   });

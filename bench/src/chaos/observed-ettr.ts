@@ -9,8 +9,10 @@
  * - a trainer machine is effective while its rank is up, every rank of the group is up, and an engine
  *   serves (a group training its last batch while every engine is down counts as waiting: the seconds
  *   that undercounts are few);
- * - a rollout machine is effective while its engine serves and the trainer group is whole, or samples
- *   still complete (the loops run ahead by the staleness bound);
+ * - a rollout machine is effective while its engine serves and the trainer group is whole, or while the
+ *   group is not but that engine itself still generates (the loops run ahead by the staleness bound): an
+ *   engine idle because the trainer is down waits on a dead role, whatever its neighbour does. Where the
+ *   engines' own counters were not read (`enginesGenerating` absent), samples completing stand for it;
  * - anything else — starting, restarting, dead, replaced, waiting on the other role — is lost.
  *
  * Pure: samples in, the ratio out. `system-chaos.ts` takes the samples; the check compares the ratio
@@ -25,6 +27,11 @@ export interface ObservedSample {
   enginesUp: number;
   /** Whether the job completed a sample within the last `recentMs`. */
   samplesFlowing: boolean;
+  /**
+   * Of the engines up, those that generated within the last `recentMs` by their own counters (vLLM's
+   * running requests and finished-request count); absent where no engine exports them (a stand-in).
+   */
+  enginesGenerating?: number;
 }
 
 export interface ObservedEttr {
@@ -45,7 +52,8 @@ export function observedEttr(samples: readonly ObservedSample[], shape: { traine
     if (dt <= 0) continue;
     const groupWhole = s.trainersUp >= shape.trainers;
     const trainersEffective = groupWhole && s.enginesUp > 0 ? shape.trainers : 0;
-    const enginesEffective = groupWhole || s.samplesFlowing ? Math.min(s.enginesUp, shape.rollouts) : 0;
+    const working = s.enginesGenerating ?? (s.samplesFlowing ? s.enginesUp : 0);
+    const enginesEffective = Math.min(groupWhole ? s.enginesUp : working, shape.rollouts);
     total += gpus * dt;
     effective += (trainersEffective + enginesEffective) * dt;
   }

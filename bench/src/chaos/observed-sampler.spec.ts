@@ -51,4 +51,47 @@ describe('the process sampler', () => {
       await busy.close();
     }
   });
+
+  it("tells the engines that generate from those that only serve, by each engine's own counters", async () => {
+    // vLLM's metrics as /metrics exposes them: requests running and waiting, and finished so far.
+    const metrics = { running: 0, finished: 7 };
+    const working = createServer((req, res) =>
+      res.end(
+        req.url === '/metrics'
+          ? `# HELP x\nvllm:num_requests_running{model_name="m"} ${metrics.running}\nvllm:num_requests_waiting{model_name="m"} 0\nvllm:request_success_total{finished_reason="stop",model_name="m"} ${metrics.finished}\n`
+          : 'ok',
+      ),
+    );
+    await new Promise<void>((done) => working.listen(0, '127.0.0.1', done));
+    const url = `http://127.0.0.1:${(working.address() as AddressInfo).port}`;
+    const idle = await engine();
+    const sampler = new ObservedSampler(
+      mkdtempSync(join(tmpdir(), 'sampler-')),
+      () => [
+        { machineId: 'rollout-0', agentPid: undefined, engineUrl: url },
+        { machineId: 'rollout-1', agentPid: undefined, engineUrl: idle.url },
+      ],
+      1_500,
+    );
+    try {
+      await sampler.stop(); // first look: nothing running, the count only read
+      metrics.running = 2;
+      await sampler.stop(); // running requests
+      metrics.running = 0;
+      metrics.finished = 9;
+      await sampler.stop(); // none running, but two finished since
+      await new Promise((done) => setTimeout(done, 1_600));
+      await sampler.stop(); // nothing for longer than the window
+      // rollout-1 exports no counters: it is up, and never counted as generating.
+      expect(sampler.samples.map((s) => [s.enginesUp, s.enginesGenerating])).toEqual([
+        [2, 0],
+        [2, 1],
+        [2, 1],
+        [2, 0],
+      ]);
+    } finally {
+      await idle.close();
+      await new Promise<void>((done) => (working.closeAllConnections(), working.close(() => done())));
+    }
+  });
 });

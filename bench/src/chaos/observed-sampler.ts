@@ -14,10 +14,12 @@ export interface ObservedMachine {
 /**
  * Takes an `ObservedSample` every second (observed-ettr.ts) from the processes themselves: which
  * trainer ranks are alive and loaded (a pid below a running machine's agent that wrote its `ready`
- * line: state loaded and published, about to work), which engines answer `GET /health`, and when the job's ledger last
- * recorded a completed sample. An engine whose check times out still counts as up while it answered
- * within `recentMs` (busy, not dead); past that it is down, so a wedged engine is not counted for long.
- * Reads the ledger incrementally.
+ * line: state loaded and published, about to work), which engines answer `GET /health`, which of them
+ * generated within `recentMs` by their own Prometheus counters (`GET /metrics`: requests running or
+ * waiting, or more finished than at the last look), and when the job's ledger last recorded a completed
+ * sample. An engine whose check times out still counts as up while it answered within `recentMs` (busy,
+ * not dead); past that it is down, so a wedged engine is not counted for long. Reads the ledger
+ * incrementally.
  */
 export class ObservedSampler {
   readonly samples: ObservedSample[] = [];
@@ -27,6 +29,10 @@ export class ObservedSampler {
   private lastCompletedAt = 0;
   /** Engine URL → when it last answered its health check. */
   private readonly answeredAt = new Map<string, number>();
+  /** Engine URL → when its counters last showed work, and its finished-request count then. */
+  private readonly worked = new Map<string, { at: number; finished: number | null }>();
+  /** Whether any engine ever exported its counters (a stand-in engine exports none). */
+  private countersSeen = false;
   private busy = false;
 
   constructor(
@@ -57,16 +63,36 @@ export class ObservedSampler {
         if (m.agentPid === undefined) continue;
         trainersUp += descendantsOf(m.agentPid).filter((pid) => this.readyPids.has(pid)).length;
       }
-      const answers = await Promise.all(machines.map((m) => health(`${m.engineUrl}/health`)));
+      const [answers, counters] = await Promise.all([
+        Promise.all(machines.map((m) => health(`${m.engineUrl}/health`))),
+        Promise.all(machines.map((m) => engineCounters(`${m.engineUrl}/metrics`))),
+      ]);
       let enginesUp = 0;
+      let enginesGenerating = 0;
       machines.forEach((m, i) => {
         if (answers[i] === 'up') this.answeredAt.set(m.engineUrl, at);
-        if (answers[i] === 'up' || (answers[i] === 'slow' && at - (this.answeredAt.get(m.engineUrl) ?? -Infinity) <= this.recentMs)) enginesUp += 1;
+        const up = answers[i] === 'up' || (answers[i] === 'slow' && at - (this.answeredAt.get(m.engineUrl) ?? -Infinity) <= this.recentMs);
+        if (!up) return;
+        enginesUp += 1;
+        if (this.generated(m.engineUrl, counters[i], at)) enginesGenerating += 1;
       });
-      this.samples.push({ at, trainersUp, enginesUp, samplesFlowing: at - this.lastCompletedAt < this.recentMs });
+      const samplesFlowing = at - this.lastCompletedAt < this.recentMs;
+      this.samples.push({ at, trainersUp, enginesUp, samplesFlowing, ...(this.countersSeen ? { enginesGenerating } : {}) });
     } finally {
       this.busy = false;
     }
+  }
+
+  /** Whether the engine did work within `recentMs`: requests in it now, or more finished than at its last look. */
+  private generated(url: string, now: EngineCounters | null, at: number): boolean {
+    const last = this.worked.get(url);
+    if (now) {
+      this.countersSeen = true;
+      const finishedMore = now.finished !== null && last?.finished != null && now.finished > last.finished;
+      const working = now.inFlight > 0 || finishedMore;
+      this.worked.set(url, { at: working ? at : (last?.at ?? -Infinity), finished: now.finished });
+    }
+    return at - (this.worked.get(url)?.at ?? -Infinity) <= this.recentMs;
   }
 
   private readLedger(): void {
@@ -95,6 +121,48 @@ export class ObservedSampler {
       }
     }
   }
+}
+
+interface EngineCounters {
+  inFlight: number;
+  finished: number | null;
+}
+
+const IN_FLIGHT = /^vllm:num_requests_(?:running|waiting)(?:\{[^}]*\})?\s+(\S+)/;
+const FINISHED = /^vllm:request_success_total(?:\{[^}]*\})?\s+(\S+)/;
+
+/** An engine's requests in flight and finished so far from its Prometheus metrics; null: none exported, or no answer within 800 ms. */
+function engineCounters(url: string): Promise<EngineCounters | null> {
+  return new Promise((done) => {
+    const req = request(url, { method: 'GET', timeout: 800 }, (res) => {
+      if (res.statusCode !== 200) {
+        res.resume();
+        return done(null);
+      }
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => {
+        let gauges = false;
+        let inFlight = 0;
+        let finished: number | null = null;
+        for (const line of Buffer.concat(chunks).toString('utf8').split('\n')) {
+          const g = IN_FLIGHT.exec(line);
+          const f = g ? null : FINISHED.exec(line);
+          const value = Number((g ?? f)?.[1]);
+          if (!Number.isFinite(value)) continue;
+          if (g) {
+            gauges = true;
+            inFlight += value;
+          } else finished = (finished ?? 0) + value;
+        }
+        done(gauges ? { inFlight, finished } : null);
+      });
+      res.on('error', () => done(null));
+    });
+    req.on('timeout', () => req.destroy());
+    req.on('error', () => done(null));
+    req.end();
+  });
 }
 
 /**

@@ -6,4 +6,5 @@ export * from './pull-failures';
 export * from './relay-set';
 export * from './retention';
 export * from './shard-publication';
+export * from './publication-authority';
 export * from './registry-snapshot';

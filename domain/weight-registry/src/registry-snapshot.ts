@@ -13,7 +13,8 @@ interface UnshardedVersion extends Omit<WeightVersion, 'count' | 'shards'> {
  * The facts of a snapshot in today's shape (README "Snapshots and restart": a restarted registry reads
  * its last snapshot). A snapshot written before versions were sharded holds every version as one
  * publisher's, holdings and attempt counters per bucket: that is shard 0 of a version of one shard.
- * Idempotent: a snapshot already in today's shape comes back as it was.
+ * A snapshot from before publication authority holds no pending publications. Idempotent: a snapshot
+ * already in today's shape comes back as it was.
  */
 export function upgradeRegistryData(data: RegistryData): RegistryData {
   const versions: RegistryData['versions'] = {};
@@ -33,7 +34,8 @@ export function upgradeRegistryData(data: RegistryData): RegistryData {
   }
   const attempts: RegistryData['attempts'] = {};
   for (const [key, counters] of Object.entries(data.attempts)) attempts[key] = perShard<number>(counters, 'number');
-  return { ...data, versions, holdings, attempts };
+  // Before publication authority nothing was held back.
+  return { ...data, versions, holdings, attempts, pendingPublications: data.pendingPublications ?? {} };
 }
 
 /** `record` as shard → bucket → leaf: already so, or (leaves directly under it) shard 0's. */

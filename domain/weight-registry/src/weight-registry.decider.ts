@@ -1,4 +1,5 @@
 import { Decider, JSON_STATE_CODEC } from '@robustrl/domain-kit';
+import { PUBLICATION_GRACE_MS, publicationRefusals } from './publication-authority';
 import { abandonments, stalePulls } from './pull-failures';
 import { DEFAULT_PULL_WINDOW, schedulePulls } from './pull-scheduler';
 import { RelaySet } from './relay-set';
@@ -28,6 +29,8 @@ export interface WeightRegistryOptions {
    * uses — every rollout pulls every bucket from the trainer — kept for comparison (bench:weights).
    */
   relays?: boolean;
+  /** How long a publication whose publisher the roster does not say is a trainer waits before it is refused (publication-authority.ts). */
+  publicationGraceMs?: number;
 }
 
 /**
@@ -35,8 +38,9 @@ export interface WeightRegistryOptions {
  * Decider: the shell feeds it membership, verdicts and weight events, publishes the drafts it returns
  * and folds them back before the next decision.
  *
- * decide = reconcile the state (the observed message is in: the registry evolves in place), each step
- * folding its drafts before the next sees the state:
+ * decide = refuse the publications held past their grace (publication-authority.ts), then reconcile the
+ * state (the observed message is in: the registry evolves in place), each step folding its drafts before
+ * the next sees the state:
  *   1. RelaySet.joins     — rollouts that now hold a version whole join the relay set
  *   2. RelaySet.leaves    — relays that died, were lent, swapped version or lost a bucket leave it
  *   3. releases           — the trainer no longer has to serve a version: TrainerReleased (once)
@@ -63,6 +67,7 @@ export function createWeightRegistryDecider(
   const keep = options.retainVersions ?? DEFAULT_RETAINED_VERSIONS;
   const window = options.pullWindow ?? DEFAULT_PULL_WINDOW;
   const relays = options.relays ?? true;
+  const graceMs = options.publicationGraceMs ?? PUBLICATION_GRACE_MS;
   if (keep < 1 || window < 1) throw new Error('retainVersions and pullWindow must be at least 1');
 
   const steps: Array<(s: WeightRegistryState) => WeightRegistryDraft[]> = [
@@ -88,7 +93,13 @@ export function createWeightRegistryDecider(
     return out;
   }
 
-  function decide(_command: WeightRegistryCommand, state: WeightRegistryState): WeightRegistryDraft[] {
+  function decide(command: WeightRegistryCommand, state: WeightRegistryState): WeightRegistryDraft[] {
+    // Held publications past their grace (publication-authority.ts): refusing one changes nothing the steps read.
+    const refused = Object.keys(state.pendingPublications).length > 0 ? publicationRefusals(state, command.now, graceMs) : [];
+    return [...refused, ...reconcile(state)];
+  }
+
+  function reconcile(state: WeightRegistryState): WeightRegistryDraft[] {
     const joins = RelaySet.joins(state);
     if (
       joinsMayLeadFurther(state, joins) ||

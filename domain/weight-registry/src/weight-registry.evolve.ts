@@ -1,5 +1,6 @@
 import { assertNever } from '@robustrl/domain-kit';
-import { dropCopies, foldPublication, foldTrainerFault } from './shard-publication';
+import { adoptPendingPublications, dropPendingPublication, foldAuthorizedPublication } from './publication-authority';
+import { dropCopies, foldTrainerFault } from './shard-publication';
 import { addPull, machineChanged, rebuildRegistryIndex, refreshInstance, removePull } from './weight-registry.index';
 import {
   attemptKey,
@@ -47,6 +48,7 @@ export function evolveWeightRegistry(state: WeightRegistryState, fact: RegistryF
       });
       delete state.holdings[d.machineId];
       machineChanged(state, d.machineId);
+      adoptHeld(state);
       return state;
     }
 
@@ -67,6 +69,7 @@ export function evolveWeightRegistry(state: WeightRegistryState, fact: RegistryF
       setMachine(state, { ...m, role: d.to, status: 'alive', reason, since: at });
       delete state.holdings[d.machineId];
       machineChanged(state, d.machineId);
+      adoptHeld(state);
       return state;
     }
 
@@ -77,6 +80,7 @@ export function evolveWeightRegistry(state: WeightRegistryState, fact: RegistryF
       setMachine(state, { ...m, role: 'trainer', reason, since: at });
       delete state.holdings[m.machineId];
       machineChanged(state, m.machineId);
+      adoptHeld(state);
       return state;
     }
 
@@ -93,8 +97,13 @@ export function evolveWeightRegistry(state: WeightRegistryState, fact: RegistryF
     }
 
     case 'WeightVersionPublished':
-      // One trainer rank's shard: added, refreshed or replaced (shard-publication.ts).
-      adopt(state, foldPublication(state, fact.data, at, fact.eventId ?? `published/${fact.data.version}/${at}`));
+      // One trainer rank's shard: added, refreshed or replaced (shard-publication.ts), once the roster
+      // says its publisher is a trainer; held until then (publication-authority.ts).
+      adopt(state, foldAuthorizedPublication(state, fact.data, at, fact.eventId ?? `published/${fact.data.version}/${at}`));
+      return state;
+
+    case 'WeightPublicationRefused':
+      adopt(state, dropPendingPublication(state, fact.data.publicationId));
       return state;
 
     case 'WeightPullAssigned': {
@@ -216,6 +225,11 @@ export function evolveWeightRegistry(state: WeightRegistryState, fact: RegistryF
   }
 }
 
+/** A roster change may make held publications' publishers trainers (publication-authority.ts). */
+function adoptHeld(state: WeightRegistryState): void {
+  if (Object.keys(state.pendingPublications).length > 0) adopt(state, adoptPendingPublications(state));
+}
+
 function setMachine(state: WeightRegistryState, machine: RegistryMachine): void {
   state.machines[machine.machineId] = machine;
 }
@@ -226,6 +240,9 @@ function setMachine(state: WeightRegistryState, machine: RegistryMachine): void 
  */
 function adopt(state: WeightRegistryState, next: RegistryData): void {
   if (next === state) return;
+  state.pendingPublications = next.pendingPublications;
+  // Held publications are not indexed: holding or refusing one changes nothing the index derives.
+  if (next.versions === state.versions && next.holdings === state.holdings && next.pulls === state.pulls && next.relays === state.relays) return;
   state.versions = next.versions;
   state.holdings = next.holdings;
   state.pulls = next.pulls;

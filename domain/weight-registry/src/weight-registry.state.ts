@@ -1,4 +1,4 @@
-import { Draft, MessageOf, Role, TrainingMode } from '@robustrl/contracts';
+import { DataOf, Draft, MessageOf, Role, TrainingMode } from '@robustrl/contracts';
 import type { JobCommand } from '@robustrl/domain-kit';
 import { RegistryIndex, rebuildRegistryIndex } from './weight-registry.index';
 
@@ -28,6 +28,7 @@ export const WEIGHT_REGISTRY_INPUT_TYPES = [
   'RelayLeft',
   'WeightVersionRetired',
   'TrainerReleased',
+  'WeightPublicationRefused',
 ] as const;
 export const WEIGHT_REGISTRY_OUTPUT_TYPES = [
   'WeightPullAssigned',
@@ -36,6 +37,7 @@ export const WEIGHT_REGISTRY_OUTPUT_TYPES = [
   'RelayLeft',
   'WeightVersionRetired',
   'TrainerReleased',
+  'WeightPublicationRefused',
 ] as const;
 
 export type WeightRegistryInputType = (typeof WEIGHT_REGISTRY_INPUT_TYPES)[number];
@@ -143,6 +145,14 @@ export interface Relay {
   address: string;
 }
 
+/** A publication held until the roster says its publishers are trainers (publication-authority.ts). */
+export interface PendingPublication {
+  publicationId: string;
+  data: DataOf<'WeightVersionPublished'>;
+  /** When it was published (its event's time): the grace counts from here. */
+  at: number;
+}
+
 /** What an instance holds of one version: shard → bucket index → the pull that delivered it. */
 export type ShardHoldings = Record<number, Record<number, string>>;
 
@@ -167,6 +177,8 @@ export interface RegistryData {
   retiredAttempts: Record<number, number>;
   /** `instance@version` → relay. */
   relays: Record<string, Relay>;
+  /** Publications whose publishers the roster does not (yet) say are trainers, by event id. */
+  pendingPublications: Record<string, PendingPublication>;
 }
 
 /**
@@ -189,6 +201,7 @@ export const initialRegistryData = (): RegistryData => ({
   attempts: {},
   retiredAttempts: {},
   relays: {},
+  pendingPublications: {},
 });
 
 export const machineOf = (instanceId: string) => instanceId.split('/')[0];

@@ -209,7 +209,7 @@ describe('weight registry: a version in shards from several publishers', () => {
   });
 
   it('a publication with another shard count under a live version is ignored (another layout of a version that exists)', () => {
-    const run = new Run([...cluster(), publishShard(1, 1, 0)]);
+    const run = new Run([...cluster(), register('trainer-2', 0, 'trainer'), publishShard(1, 1, 0)]);
     const before = structuredClone({ ...run.state, index: undefined });
     expect(run.send(publishShard(2, 1, 2, { count: 3 }))).toEqual([]);
     expect({ ...run.state, index: undefined }).toEqual(before);

@@ -53,6 +53,7 @@ export const MessageCatalog = {
   RelayLeft: weights.RelayLeft,
   WeightVersionRetired: weights.WeightVersionRetired,
   TrainerReleased: weights.TrainerReleased,
+  WeightPublicationRefused: weights.WeightPublicationRefused,
   TrainingStepStarted: training.TrainingStepStarted,
   TrainingStepCompleted: training.TrainingStepCompleted,
   CheckpointSaved: training.CheckpointSaved,

@@ -14,7 +14,9 @@ import {
 
 /**
  * ROBUSTRL_WEIGHT_RELAYS=off: every rollout pulls from the trainer (the baseline, for comparison);
- * ROBUSTRL_WEIGHT_RETAIN_VERSIONS: how many newest versions are kept (K, default 2).
+ * ROBUSTRL_WEIGHT_RETAIN_VERSIONS: how many newest versions are kept (K, default 2);
+ * ROBUSTRL_WEIGHT_PUBLICATION_GRACE_SECONDS: how long a publication waits for the roster to say its
+ * publisher is a trainer before it is refused (default 30).
  */
 export function weightRegistryOptionsFromEnv(env: NodeJS.ProcessEnv): WeightRegistryOptions {
   const relays = env.ROBUSTRL_WEIGHT_RELAYS ?? 'on';
@@ -24,7 +26,12 @@ export function weightRegistryOptionsFromEnv(env: NodeJS.ProcessEnv): WeightRegi
   if (retainVersions !== undefined && !(Number.isInteger(retainVersions) && retainVersions >= 1)) {
     throw new Error(`ROBUSTRL_WEIGHT_RETAIN_VERSIONS must be a whole number ≥ 1, got ${JSON.stringify(retain)}`);
   }
-  return { relays: relays === 'on', retainVersions };
+  const grace = env.ROBUSTRL_WEIGHT_PUBLICATION_GRACE_SECONDS;
+  const graceSeconds = grace === undefined || grace === '' ? undefined : Number(grace);
+  if (graceSeconds !== undefined && !(Number.isFinite(graceSeconds) && graceSeconds > 0)) {
+    throw new Error(`ROBUSTRL_WEIGHT_PUBLICATION_GRACE_SECONDS must be a number of seconds > 0, got ${JSON.stringify(grace)}`);
+  }
+  return { relays: relays === 'on', retainVersions, ...(graceSeconds !== undefined ? { publicationGraceMs: Math.round(graceSeconds * 1000) } : {}) };
 }
 
 /**
@@ -45,7 +52,8 @@ export class WeightRegistryModule implements OnApplicationBootstrap, OnModuleDes
       topics: WEIGHT_REGISTRY_INPUTS,
       inputTypes: WEIGHT_REGISTRY_INPUT_TYPES,
       decider: createWeightRegistryDecider(weightRegistryOptionsFromEnv(process.env)),
-      tickIntervalMs: null,
+      // Time passing refuses a publication held past its grace though nothing else arrives (publication-authority.ts).
+      tickIntervalMs: 5_000,
       clock: clock ?? undefined,
       completeDraft: pullGrantsFromEnv(process.env),
     });

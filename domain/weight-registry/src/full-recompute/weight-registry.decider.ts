@@ -1,4 +1,5 @@
 import { Decider } from '@robustrl/domain-kit';
+import { PUBLICATION_GRACE_MS, publicationRefusals } from '../publication-authority';
 import { abandonments, stalePulls } from './pull-failures';
 import { DEFAULT_PULL_WINDOW, schedulePulls } from './pull-scheduler';
 import { RelaySet } from './relay-set';
@@ -24,6 +25,8 @@ export interface WeightRegistryOptions {
    * uses — every rollout pulls every bucket from the trainer — kept for comparison (bench:weights).
    */
   relays?: boolean;
+  /** How long a publication whose publisher the roster does not say is a trainer waits before it is refused (publication-authority.ts). */
+  publicationGraceMs?: number;
 }
 
 /**
@@ -50,6 +53,7 @@ export function createWeightRegistryDecider(
   const keep = options.retainVersions ?? DEFAULT_RETAINED_VERSIONS;
   const window = options.pullWindow ?? DEFAULT_PULL_WINDOW;
   const relays = options.relays ?? true;
+  const graceMs = options.publicationGraceMs ?? PUBLICATION_GRACE_MS;
   if (keep < 1 || window < 1) throw new Error('retainVersions and pullWindow must be at least 1');
 
   const steps: Array<(s: WeightRegistryState) => WeightRegistryDraft[]> = [
@@ -65,6 +69,10 @@ export function createWeightRegistryDecider(
   function decide(command: WeightRegistryCommand, state: WeightRegistryState): WeightRegistryDraft[] {
     let current = command.kind === 'observe' ? evolveWeightRegistry(state, command.message as RegistryFact) : state;
     const out: WeightRegistryDraft[] = [];
+    for (const d of publicationRefusals(current, command.now, graceMs)) {
+      out.push(d);
+      current = evolveWeightRegistry(current, d as RegistryFact);
+    }
     for (const step of steps) {
       for (const d of step(current)) {
         out.push(d);

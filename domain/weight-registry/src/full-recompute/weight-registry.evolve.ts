@@ -1,5 +1,6 @@
 import { assertNever } from '@robustrl/domain-kit';
-import { dropCopies, foldPublication, foldTrainerFault } from '../shard-publication';
+import { adoptPendingPublications, dropPendingPublication, foldAuthorizedPublication } from '../publication-authority';
+import { dropCopies, foldTrainerFault } from '../shard-publication';
 import {
   attemptKey,
   inFlight,
@@ -33,17 +34,19 @@ export function evolveWeightRegistry(state: WeightRegistryState, fact: RegistryF
       const m = state.machines[d.machineId];
       if (m && ((m.status === 'alive' && m.role === d.role) || at < m.since)) return state;
       // A (re)joining machine starts with no weights: a replaced rollout pulls the latest (paper §5.2.1 ➂).
-      return withoutHoldings(
-        withMachine(state, {
-          machineId: d.machineId,
-          role: d.role,
-          status: 'alive',
-          address: d.agentAddress,
-          weightsAddress: d.weightsAddress ?? null,
-          reason: 'registered',
-          since: at,
-        }),
-        d.machineId,
+      return adoptPendingPublications(
+        withoutHoldings(
+          withMachine(state, {
+            machineId: d.machineId,
+            role: d.role,
+            status: 'alive',
+            address: d.agentAddress,
+            weightsAddress: d.weightsAddress ?? null,
+            reason: 'registered',
+            since: at,
+          }),
+          d.machineId,
+        ),
       );
     }
 
@@ -59,14 +62,14 @@ export function evolveWeightRegistry(state: WeightRegistryState, fact: RegistryF
       if (!m || at < m.since || (m.role === d.to && m.status === 'alive')) return state;
       // Lent to the trainer or back to serving: either way its rollout weights are gone.
       const reason = d.to === 'rollout' ? `became rollout: ${d.reason}` : `became ${d.to}: ${d.reason}`;
-      return withoutHoldings(withMachine(state, { ...m, role: d.to, status: 'alive', reason, since: at }), d.machineId);
+      return adoptPendingPublications(withoutHoldings(withMachine(state, { ...m, role: d.to, status: 'alive', reason, since: at }), d.machineId));
     }
 
     case 'PromoteRolloutToTrainer': {
       const m = state.machines[fact.data.rolloutMachineId];
       if (!m || m.role !== 'rollout' || m.status !== 'alive' || at < m.since) return state;
       const reason = `lent to the trainer as warm standby for ${fact.data.replacesMachineId}`;
-      return withoutHoldings(withMachine(state, { ...m, role: 'trainer', reason, since: at }), m.machineId);
+      return adoptPendingPublications(withoutHoldings(withMachine(state, { ...m, role: 'trainer', reason, since: at }), m.machineId));
     }
 
     case 'FaultConfirmed': {
@@ -81,7 +84,10 @@ export function evolveWeightRegistry(state: WeightRegistryState, fact: RegistryF
     }
 
     case 'WeightVersionPublished':
-      return foldPublication(state, fact.data, at, fact.eventId ?? `published/${fact.data.version}/${at}`);
+      return foldAuthorizedPublication(state, fact.data, at, fact.eventId ?? `published/${fact.data.version}/${at}`);
+
+    case 'WeightPublicationRefused':
+      return dropPendingPublication(state, fact.data.publicationId);
 
     case 'WeightPullAssigned': {
       const d = fact.data;

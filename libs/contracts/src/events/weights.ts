@@ -186,6 +186,25 @@ export const WeightVersionRetired = event(
   'No live rollout needs this version any longer.',
   z.object({ version: Version }),
 );
+/**
+ * A publication the registry did not make live: its publisher was not one of the job's trainers by the
+ * roster (a rollout, a machine that left, or none of the job's) within the grace the registry gives the
+ * roster to catch up (README "Security": authority follows the roster). Nobody is assigned a pull of it.
+ */
+export const WeightPublicationRefused = event(
+  'WeightPublicationRefused',
+  Topics.weights,
+  "The weight registry refused a publication: its publisher is not one of the job's trainers.",
+  z.object({
+    /** The refused record's event id. */
+    publicationId: z.string().min(1),
+    version: Version,
+    shard: WeightShardRef.optional(),
+    /** The machines its sources live on. */
+    publishers: z.array(z.string().min(1)).min(1),
+    reason: z.string().min(1),
+  }),
+);
 export const TrainerReleased = event(
   'TrainerReleased',
   Topics.weights,

@@ -1,0 +1,112 @@
+import { DeciderRun } from '@robustrl/domain-kit';
+import { Draft } from '@robustrl/contracts';
+import { at, published, timeline } from '@robustrl/testing/job-timeline';
+import { PUBLICATION_GRACE_MS } from './publication-authority';
+import { WeightRegistryDecider } from './weight-registry.decider';
+import { WeightRegistryInput } from './weight-registry.state';
+
+/**
+ * Authority follows the roster (README "Security"): a weight version goes live only when the registry's
+ * roster says its publisher is one of the job's trainers. A publication read before the roster caught up
+ * (another topic) waits for it; one whose publisher is not a trainer once the grace ran out is refused.
+ */
+const msg = timeline('job-authority');
+const register = (machineId: string, role: 'rollout' | 'trainer', s = 0) =>
+  msg(s, 'MachineRegistered', {
+    machineId,
+    role,
+    zone: 'az-1',
+    hardwareClass: 'h100x8',
+    gpus: 8,
+    agentAddress: `http://${machineId}:8090`,
+    dpRank: 0,
+    weightsAddress: `${machineId}:9000`,
+  });
+const publish = (s: number, version: number, publisher: string) =>
+  msg(s, 'WeightVersionPublished', {
+    version,
+    step: version,
+    buckets: [{ index: 0, sizeBytes: 1_000, checksum: `v${version}-${publisher}` }],
+    totalBytes: 1_000,
+    sources: [{ instanceId: publisher, address: `${publisher}:7000` }],
+  });
+const grace = PUBLICATION_GRACE_MS / 1000;
+
+function run(given: WeightRegistryInput[]) {
+  const r = DeciderRun.for(WeightRegistryDecider, published('job-authority')).given();
+  for (const m of given) r.send({ kind: 'observe', message: m, now: Date.parse(m.occurredAt) });
+  return r;
+}
+const send = (r: ReturnType<typeof run>, m: WeightRegistryInput): Draft[] => r.send({ kind: 'observe', message: m, now: Date.parse(m.occurredAt) });
+const pullsOf = (ds: Draft[]) => ds.filter((d) => d.type === 'WeightPullAssigned').map((d) => (d.data as { version: number; sourceId: string }).version);
+
+describe('weight registry: only the roster’s trainers publish versions', () => {
+  it("a rollout machine's higher version is held, never pulled, and refused with its reason once the grace ran out", () => {
+    const r = run([register('trainer-0', 'trainer'), register('r-0', 'rollout'), register('r-1', 'rollout'), publish(1, 1, 'trainer-0')]);
+    expect(Object.keys(r.state.pulls)).toHaveLength(1);
+    const rogue = publish(2, 9, 'r-1');
+    expect(send(r, rogue)).toEqual([]);
+    expect(r.state.versions[9]).toBeUndefined();
+    expect(Object.keys(r.state.pendingPublications)).toEqual([rogue.eventId]);
+    expect(r.tick(at(2 + grace - 1))).toEqual([]);
+    expect(r.tick(at(2 + grace))).toEqual([
+      {
+        type: 'WeightPublicationRefused',
+        data: {
+          publicationId: rogue.eventId,
+          version: 9,
+          publishers: ['r-1'],
+          reason: "not published by one of the job's trainers: r-1 is a rollout, not one of the job's trainers",
+        },
+      },
+    ]);
+    expect(r.state.pendingPublications).toEqual({});
+    // The trainer's version goes on being pulled; nothing was ever assigned of version 9.
+    const p = Object.values(r.state.pulls)[0];
+    const next = send(r, msg(2 + grace + 1, 'WeightPullCompleted', { ...p, bytes: 1_000, durationMs: 5 }));
+    expect(pullsOf(r.emitted.map((e) => e.output))).not.toContain(9);
+    expect(pullsOf(next)).toEqual([1]);
+    // Redelivered, it is held again and refused again: never live.
+    send(r, rogue);
+    expect(r.state.versions[9]).toBeUndefined();
+  });
+
+  it("a trainer's publication read before its registration (another topic) goes live when the registration arrives", () => {
+    const r = run([register('r-0', 'rollout')]);
+    expect(send(r, publish(1, 1, 'trainer-0'))).toEqual([]);
+    expect(pullsOf(send(r, register('trainer-0', 'trainer', 0)))).toEqual([1]);
+    expect(r.state.versions[1]?.status).toBe('live');
+    expect(r.state.pendingPublications).toEqual({});
+  });
+
+  it("a warm standby's publication read before its promotion goes live with the promotion", () => {
+    const r = run([register('trainer-0', 'trainer'), register('r-0', 'rollout'), register('r-1', 'rollout')]);
+    expect(send(r, publish(5, 3, 'r-1/rank1'))).toEqual([]);
+    const lent = msg(4, 'PromoteRolloutToTrainer', {
+      recoveryId: 'x/recovery',
+      commandId: 'x/recovery/1',
+      rolloutMachineId: 'r-1',
+      replacesMachineId: 'trainer-0',
+    });
+    expect(pullsOf(send(r, lent))).toEqual([3]);
+    expect(r.state.versions[3]?.shards[0]?.sources).toEqual([{ instanceId: 'r-1/rank1', address: 'r-1/rank1:7000' }]);
+  });
+
+  it('a machine that left the job, or one it never had, is refused; the record of a version it published before, redelivered, is not held', () => {
+    const first = publish(1, 1, 'trainer-0');
+    const r = run([register('trainer-0', 'trainer'), register('r-0', 'rollout'), first]);
+    send(r, msg(2, 'MachineDeregistered', { machineId: 'trainer-0', reason: 'isolated' }));
+    // The live version's record again (redelivered): it stays as it was, nothing held.
+    expect(send(r, first)).toEqual([]);
+    expect(r.state.pendingPublications).toEqual({});
+    send(r, publish(3, 2, 'trainer-0'));
+    send(r, publish(3, 4, 'stranger'));
+    const refused = r.tick(at(3 + grace)).map((d) => (d.data as { reason: string }).reason);
+    expect(refused).toEqual([
+      "not published by one of the job's trainers: trainer-0 is no longer in the job (left the job: isolated)",
+      "not published by one of the job's trainers: stranger is not a machine of this job",
+    ]);
+    expect(r.state.versions[1]?.shards[0]?.publicationId).toBe(first.eventId);
+    expect(r.state.versions[2]).toBeUndefined();
+  });
+});
