@@ -391,6 +391,34 @@ describe('faulty trainer machine → a rollout as warm standby (semi-sync/async)
     });
   });
 
+  it('a machine lost while the group restarts in place fails that restart at once: warm standby now, not at the timeout', () => {
+    // trainer-1's machine dies: its peer's rank exits first, and the group restarts in place on both machines.
+    const { emitted } = play(jobAtStep3(), [
+      fault(400, 'trainer-0'),
+      succeeded(401, 'trainer-0/v400/recovery/1', 'trainer-0'),
+      fault(404, 'trainer-1', { rule: 'agent-silent', machineFaulty: true, evidence: { detail: 'no report from the agent' } }),
+    ]);
+    expect(decidedOf(emitted)).toEqual([
+      ['restart-trainer-group', 'trainer-fault'],
+      ['report-only', 'covered-by-active-recovery'],
+      ['warm-standby-from-rollout', 'trainer-machine-faulty'],
+    ]);
+    expect(emitted.find((d) => d.type === 'RecoveryCommandFailed')).toMatchObject({
+      data: {
+        commandId: 'trainer-0/v400/recovery/1',
+        machineId: 'trainer-1',
+        durationMs: 4000,
+        error: 'trainer-1 confirmed faulty (agent-silent) while the restart waited on it',
+      },
+    });
+    expect(emitted.find((d) => d.type === 'PromoteRolloutToTrainer')).toMatchObject({
+      data: { recoveryId: 'trainer-0/v400/recovery', replacesMachineId: 'trainer-1' },
+    });
+    // Not faulty (a rank hanging on its peer): covered, and the restart goes on waiting.
+    const hanging = play(jobAtStep3(), [fault(400, 'trainer-0'), fault(404, 'trainer-1', { rule: 'trainer-idle' })]);
+    expect(types(hanging.emitted)).not.toContain('RecoveryCommandFailed');
+  });
+
   it('sync mode has no standby to borrow: a new machine is requested, then the group restarts with it', () => {
     const { emitted } = play(jobAtStep3('sync'), [
       fault(400, 'trainer-1', { role: 'hybrid', machineFaulty: true }),

@@ -81,12 +81,35 @@ interface FaultCase {
 /** A fault policy: the decision it makes, or null when it does not apply. Tried in order; the first that applies decides. */
 type FaultPolicy = (c: FaultCase) => ControllerDraft[] | null;
 
-/** A fault on a machine an unfinished recovery already covers (a rank hanging on its dead peer) is recorded, not acted on. */
-const coveredByActiveRecovery: FaultPolicy = ({ state, verdict, decided }) => {
+/**
+ * A fault on a machine an unfinished recovery already covers (a rank hanging on its dead peer) is recorded,
+ * not acted on. Except that when the machine is faulty and that recovery's trainer restart still waits on
+ * it, the restart has failed there (paper Fig. 7): its agent will never answer, and waiting for the
+ * command's timeout keeps the whole group down for nothing. It fails now, as a timeout would make it.
+ */
+const coveredByActiveRecovery: FaultPolicy = ({ state, verdict, decided, now }) => {
   const covering = coveringRecovery(state, verdict.machineId, verdict.handledAs);
-  return covering
-    ? [decided('report-only', 'covered-by-active-recovery', { ...verdict.evidence, detail: `covered by ${covering.recoveryId} (${covering.action})` })]
-    : null;
+  if (!covering) return null;
+  const covered = decided('report-only', 'covered-by-active-recovery', {
+    ...verdict.evidence,
+    detail: `covered by ${covering.recoveryId} (${covering.action})`,
+  });
+  // A trainer verdict only: a rollout lent as standby goes quiet as a rollout by design (verdictForFormerRole).
+  const stalled =
+    verdict.machineFaulty && verdict.handledAs === 'trainer'
+      ? Object.values(covering.commands).find((c) => c.type === 'RestartTrainerGroup' && c.status === 'pending' && c.awaiting.includes(verdict.machineId))
+      : undefined;
+  if (!stalled) return [covered];
+  const failure = {
+    recoveryId: covering.recoveryId,
+    commandId: stalled.commandId,
+    machineId: verdict.machineId,
+    executor: 'controller',
+    durationMs: Math.max(0, Math.round(now - stalled.issuedAt)),
+    error: `${verdict.machineId} confirmed faulty (${verdict.rule}) while the restart waited on it`,
+  };
+  const failed = draft('RecoveryCommandFailed', failure);
+  return [covered, failed, ...commandFailed(evolveController(state, failed, now), failure, now)];
 };
 
 /**
