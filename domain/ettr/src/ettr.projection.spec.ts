@@ -363,6 +363,42 @@ describe('ETTR projection', () => {
       });
   });
 
+  it('a replacement asked for twice (the first request failed) is one slot: the next machine to register is not taken for it', () => {
+    const verdict = 'r2/rollout-silent/1';
+    const replaceAgain = (s: number, seq: number) =>
+      at(s, 'ReplaceMachine', { recoveryId: `${verdict}/recovery`, commandId: `${verdict}/recovery/${seq}`, machineId: 'r2', role: 'rollout', zone: 'z', hardwareClass: 'h20' });
+    spec()
+      .given([
+        ...workingJob(),
+        at(100, 'FaultConfirmed', {
+          verdictId: verdict,
+          machineId: 'r2',
+          role: 'rollout',
+          rule: 'rollout-silent',
+          evidence: {},
+          handledAs: 'rollout',
+          machineFaulty: true,
+          detectionLatencyMs: 0,
+        }),
+        decided(100, verdict, 'r2', 'replace-rollout', 'rollout-fault'),
+        replaceAgain(100, 1),
+        replaceAgain(106, 2),
+        at(107, 'MachineDeregistered', { machineId: 'r2', reason: 'replaced' }),
+        registered(130, 'r9', 'rollout'),
+        phase(150, 'r9', 'rollout', 'rollout'),
+        // Later a machine for another reason (a pool grown, a refill): it counts on its own.
+        registered(200, 'r10', 'rollout'),
+        phase(200, 'r10', 'rollout', 'rollout'),
+        tick(300),
+      ])
+      .then((view) => {
+        expect(Object.values(view.outages).map((o) => [o.outageId, o.closedAt, o.awaitingReplacement])).toEqual([[verdict, T0 + 150_000, []]]);
+        expect(view.machines.r10.heldBy).toBeNull();
+        // r2's slot down from 100 to 150; r10 effective from 200 (4 machines until 200, 5 after).
+        expect(ettrOf(view)).toBeCloseTo(1 - (8 * 50) / (32 * 300 + 8 * 100), 6);
+      });
+  });
+
   it('a verdict covered by an active recovery adds no downtime of its own', () => {
     spec()
       .given([

@@ -234,7 +234,10 @@ function apply(view: EttrView, event: EttrInput, at: number): void {
     case 'ReplaceMachine': {
       const o = outageOf(view, event.data.recoveryId);
       if (!o) return;
-      o.awaitingReplacement.push({ machineId: event.data.machineId, role: event.data.role });
+      // A replacement asked for again (the first request failed) is still one machine to replace: a second
+      // slot would be taken by the next unrelated machine to register, leaving the outage it belongs to open.
+      if (!o.awaitingReplacement.some((r) => r.machineId === event.data.machineId))
+        o.awaitingReplacement.push({ machineId: event.data.machineId, role: event.data.role });
       const m = view.machines[event.data.machineId];
       if (m && !m.heldBy) hold(view, m, o);
       return;
