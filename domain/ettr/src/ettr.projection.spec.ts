@@ -366,7 +366,14 @@ describe('ETTR projection', () => {
   it('a replacement asked for twice (the first request failed) is one slot: the next machine to register is not taken for it', () => {
     const verdict = 'r2/rollout-silent/1';
     const replaceAgain = (s: number, seq: number) =>
-      at(s, 'ReplaceMachine', { recoveryId: `${verdict}/recovery`, commandId: `${verdict}/recovery/${seq}`, machineId: 'r2', role: 'rollout', zone: 'z', hardwareClass: 'h20' });
+      at(s, 'ReplaceMachine', {
+        recoveryId: `${verdict}/recovery`,
+        commandId: `${verdict}/recovery/${seq}`,
+        machineId: 'r2',
+        role: 'rollout',
+        zone: 'z',
+        hardwareClass: 'h20',
+      });
     spec()
       .given([
         ...workingJob(),
