@@ -72,8 +72,13 @@ describe('the reference engine behind the router', () => {
 
   it('runs multi-turn tool-calling trajectories through an engine killed with kill -9: all complete, every turn from the version held', async () => {
     const trajectories = Array.from({ length: 6 }, (_, i) => `p${i}`);
-    setTimeout(() => engines[0].kill('SIGKILL'), 60);
+    // Killed while it answers (each answer takes ~160 ms): the kill waits for a request in it, not for a
+    // fixed time, which on a loaded machine could come before any request or between two.
+    const killed = eventually('a request in engine-0', () => ((pool.get('engine-0')?.inFlight ?? 0) > 0 ? true : undefined), 20_000).then(() =>
+      engines[0].kill('SIGKILL'),
+    );
     const conversations = await Promise.all(trajectories.map((p) => agentLoop(router.url, p)));
+    await killed;
     for (const [i, conversation] of conversations.entries()) {
       const assistant = conversation.filter((m) => m.role === 'assistant');
       expect(assistant).toHaveLength(TOOL_ROUNDS + 1);
@@ -83,7 +88,7 @@ describe('the reference engine behind the router', () => {
       expect(turns.filter((t) => t.kind !== 'tool-result').map((t) => t.weightVersion)).toEqual([VERSION, VERSION, VERSION]);
     }
     expect(pool.get('engine-0')?.alive).toBe(false);
-    // Killed mid-answer (each answer takes ~160 ms, the kill comes at 60 ms): its trajectories failed over.
+    // Killed mid-answer: its trajectories failed over.
     expect(router.stats.failovers).toBeGreaterThan(0);
     expect(router.stats.recordingErrors).toBe(0);
   }, 60_000);

@@ -99,24 +99,19 @@ interface FaultCase {
 type FaultPolicy = (c: FaultCase) => ControllerDraft[] | null;
 
 /**
- * A fault on a machine an unfinished recovery already covers (a rank hanging on its dead peer) is recorded,
- * not acted on. Except that when the machine is faulty and that recovery's trainer restart still waits on
- * it, the restart has failed there (paper Fig. 7): its agent will never answer, and waiting for the
- * command's timeout keeps the whole group down for nothing. It fails now, as a timeout would make it.
+ * A trainer machine confirmed faulty while an open recovery's trainer restart still waits on it: that
+ * restart has failed there (paper Fig. 7) — its agent will never answer, and waiting for the command's
+ * timeout keeps the whole group down for nothing. It fails now, as a timeout would make it fail, and the
+ * verdict itself is covered by that recovery. Only a trainer verdict: a rollout lent as standby goes quiet
+ * as a rollout by design (verdictForFormerRole).
  */
-const coveredByActiveRecovery: FaultPolicy = ({ state, verdict, decided, now }) => {
+const restartWaitsOnFaultyMachine: FaultPolicy = ({ state, verdict, decided, now }) => {
+  if (!verdict.machineFaulty || verdict.handledAs !== 'trainer') return null;
   const covering = coveringRecovery(state, verdict.machineId, verdict.handledAs);
-  if (!covering) return null;
-  const covered = decided('report-only', 'covered-by-active-recovery', {
-    ...verdict.evidence,
-    detail: `covered by ${covering.recoveryId} (${covering.action})`,
-  });
-  // A trainer verdict only: a rollout lent as standby goes quiet as a rollout by design (verdictForFormerRole).
-  const stalled =
-    verdict.machineFaulty && verdict.handledAs === 'trainer'
-      ? Object.values(covering.commands).find((c) => c.type === 'RestartTrainerGroup' && c.status === 'pending' && c.awaiting.includes(verdict.machineId))
-      : undefined;
-  if (!stalled) return [covered];
+  const stalled = covering
+    ? Object.values(covering.commands).find((c) => c.type === 'RestartTrainerGroup' && c.status === 'pending' && c.awaiting.includes(verdict.machineId))
+    : undefined;
+  if (!covering || !stalled) return null;
   const failure = {
     recoveryId: covering.recoveryId,
     commandId: stalled.commandId,
@@ -126,7 +121,19 @@ const coveredByActiveRecovery: FaultPolicy = ({ state, verdict, decided, now }) 
     error: `${verdict.machineId} confirmed faulty (${verdict.rule}) while the restart waited on it`,
   };
   const failed = draft('RecoveryCommandFailed', failure);
-  return [covered, failed, ...commandFailed(withOutcome(state, covering, failed, now), failure, now)];
+  return [
+    decided('report-only', 'covered-by-active-recovery', { ...verdict.evidence, detail: `covered by ${covering.recoveryId} (${covering.action})` }),
+    failed,
+    ...commandFailed(withOutcome(state, covering, failed, now), failure, now),
+  ];
+};
+
+/** A fault on a machine an unfinished recovery already covers (a rank hanging on its dead peer) is recorded, not acted on. */
+const coveredByActiveRecovery: FaultPolicy = ({ state, verdict, decided }) => {
+  const covering = coveringRecovery(state, verdict.machineId, verdict.handledAs);
+  return covering
+    ? [decided('report-only', 'covered-by-active-recovery', { ...verdict.evidence, detail: `covered by ${covering.recoveryId} (${covering.action})` })]
+    : null;
 };
 
 /**
@@ -193,6 +200,7 @@ const trainerFault: FaultPolicy = ({ state, recovery, decided }) => [
 ];
 
 export const FAULT_POLICIES: readonly FaultPolicy[] = [
+  restartWaitsOnFaultyMachine,
   coveredByActiveRecovery,
   verdictForFormerRole,
   taskRestartPolicy,
