@@ -82,12 +82,15 @@ describe('the process sampler', () => {
       await sampler.stop(); // none running, but two finished since
       await new Promise((done) => setTimeout(done, 1_600));
       await sampler.stop(); // nothing for longer than the window
+      metrics.finished = 1;
+      await sampler.stop(); // restarted: its count starts again, and one finished since
       // rollout-1 exports no counters: it is up, and never counted as generating.
       expect(sampler.samples.map((s) => [s.enginesUp, s.enginesGenerating])).toEqual([
         [2, 0],
         [2, 1],
         [2, 1],
         [2, 0],
+        [2, 1],
       ]);
     } finally {
       await idle.close();

@@ -88,7 +88,9 @@ export class ObservedSampler {
     const last = this.worked.get(url);
     if (now) {
       this.countersSeen = true;
-      const finishedMore = now.finished !== null && last?.finished != null && now.finished > last.finished;
+      const before = last?.finished ?? null;
+      // A restarted engine counts from 0 again: fewer than before, but some, is work since the restart.
+      const finishedMore = now.finished !== null && before !== null && (now.finished > before || (now.finished < before && now.finished > 0));
       const working = now.inFlight > 0 || finishedMore;
       this.worked.set(url, { at: working ? at : (last?.at ?? -Infinity), finished: now.finished });
     }
