@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -27,13 +28,21 @@ def test_the_job_trains_checkpoints_publishes_and_resumes_where_it_stopped(model
     assert [r["version"] for r in ledger.records("published")] == [0, 1, 2, 3]
     assert all(r["load"]["workers"][0]["tensors"] > 0 for r in ledger.records("published"))
 
+    # Rank 0 killed between step 3's save and its ledger line: the line is missing, the checkpoint whole.
+    saved_at_3 = next(r["digest"] for r in ledger.records("checkpoint") if r["step"] == 3)
+    kept = [r for r in ledger.records() if not (r["kind"] == "checkpoint" and r["step"] == 3)]
+    ledger.path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+
     # A second run over the same state continues from step 3's checkpoint: model and optimizer state
-    # equal what was saved, by digest, on both ranks.
+    # equal what was saved, by digest, on both ranks; the missing line is written (marked recovered)
+    # before either rank's "resumed" line, so a reader in order finds what each rank resumed.
     run_local(JobConfig(**{**cfg.__dict__, "steps": 5}), ranks=2, log=lambda _: None)
-    resumed = Ledger(cfg.state_dir).records("resumed")
-    saved = {r["step"]: r["digest"] for r in Ledger(cfg.state_dir).records("checkpoint")}
-    assert sorted(r["rank"] for r in resumed) == [0, 1]
-    assert all(r["step"] == 3 and r["digest"] == saved[3] for r in resumed)
+    records = Ledger(cfg.state_dir).records()
+    resumed = [i for i, r in enumerate(records) if r["kind"] == "resumed"]
+    recovered = [i for i, r in enumerate(records) if r["kind"] == "checkpoint" and r["step"] == 3]
+    assert sorted(records[i]["rank"] for i in resumed) == [0, 1]
+    assert len(recovered) == 1 and records[recovered[0]].get("recovered") is True and recovered[0] < min(resumed)
+    assert all(records[i]["step"] == 3 and records[i]["digest"] == saved_at_3 for i in resumed + recovered)
     steps = sorted({r["step"] for r in Ledger(cfg.state_dir).records("trained")})
     assert steps == [1, 2, 3, 4, 5]
     assert [r["version"] for r in Ledger(cfg.state_dir).records("published")] == [0, 1, 2, 3, 3, 4, 5]

@@ -110,6 +110,9 @@ def run_trainer(cfg: JobConfig) -> None:
         # the two left a committed step the ledger does not show, written now (marked recovered).
         if rank == 0 and not any(r.get("step") == start for r in ledger.records("checkpoint")):
             ledger.append("checkpoint", step=start, digest=digest, recovered=True)
+        # Every rank's "resumed" line follows that checkpoint line: a reader of the ledger in order (the
+        # campaign's resume invariant) then finds the digest a rank resumed before the rank's line.
+        dist.barrier()
         ledger.append("resumed", rank=rank, step=start, digest=digest)
     # Evaluations ask an engine directly, or through robustrl's router (unrecorded: no trajectory headers).
     eval_url = cfg.engine_url or cfg.router_url
