@@ -496,8 +496,8 @@ class AgentLoops:
         self.stop = threading.Event()
 
     def served_version(self) -> Optional[int]:
-        status, health, _ = http_json("GET", self.s.router_url + "/health", timeout=5)
-        versions = [e.get("weightVersion", 0) for e in (health or {}).get("engines", []) if e.get("alive")]
+        status, listed, _ = http_json("GET", self.s.router_url + "/v1/engines", timeout=5)
+        versions = [e.get("weightVersion", 0) for e in (listed or {}).get("engines", []) if e.get("alive")]
         return max(versions) if versions else None
 
     def run(self) -> None:

@@ -218,7 +218,7 @@ class AgentLoopsTest(ReferenceTestCase):
         seen: List[Tuple[str, int]] = []
 
         def router_answer(method: str, path: str, body: Any) -> Tuple[int, Any, Dict[str, str]]:
-            if path == "/health":
+            if path == "/v1/engines":
                 return 200, {"engines": [{"alive": True, "weightVersion": 5}]}, {}
             prompt = body["messages"][1]["content"].split(" ")[1]
             headers = {"x-robustrl-trajectory": "job/{}/0".format(prompt)}

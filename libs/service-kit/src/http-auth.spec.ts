@@ -1,12 +1,13 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { checkBearer, httpAuthFromEnv, isLoopback, reloadTokens } from './http-auth';
+import { BearerRefusal, checkBearer, httpAuthFromEnv, isLoopback, reloadTokens, scopeOfServiceRequest, TOKEN_SCOPES, unauthorizedResponse } from './http-auth';
 import { runService, RunningService } from './run-service';
 import { serviceConfigFromEnv } from './service-config';
 
 const TOKEN = 'operator-token-0123456789';
 const ROTATED = 'rotated-token-9876543210';
+const SCRAPE = 'prometheus-scrape-0123456789';
 
 describe('httpAuthFromEnv', () => {
   it('stays open on loopback without tokens and refuses to listen anywhere else without them, naming the settings', () => {
@@ -24,16 +25,17 @@ describe('httpAuthFromEnv', () => {
     writeFileSync(file, `# rotated on 2026-11-24\n${ROTATED}\n\n`);
     const auth = httpAuthFromEnv({ ROBUSTRL_HTTP_TOKENS: TOKEN, ROBUSTRL_HTTP_TOKENS_FILE: file }, '127.0.0.1');
     expect(auth.kind).toBe('bearer');
-    expect(checkBearer(auth, `Bearer ${TOKEN}`)).toEqual({ ok: true });
-    expect(checkBearer(auth, `bearer ${ROTATED}`)).toEqual({ ok: true });
-    expect(checkBearer(auth, undefined)).toEqual({ ok: false, reason: expect.stringMatching(/missing bearer token/) });
+    expect(checkBearer(auth, `Bearer ${TOKEN}`)).toEqual({ ok: true, scope: 'caller' });
+    expect(checkBearer(auth, `bearer ${ROTATED}`)).toEqual({ ok: true, scope: 'caller' });
+    expect(checkBearer(auth, undefined)).toEqual({ ok: false, status: 401, reason: expect.stringMatching(/missing bearer token/) });
     expect(checkBearer(auth, `Basic ${Buffer.from(`x:${TOKEN}`).toString('base64')}`)).toEqual({
       ok: false,
+      status: 401,
       reason: expect.stringMatching(/not a bearer token/),
       error: 'invalid_request',
     });
-    expect(checkBearer(auth, `Bearer ${TOKEN}x`)).toEqual({ ok: false, reason: 'invalid bearer token', error: 'invalid_token' });
-    expect(checkBearer(auth, `Bearer ${TOKEN.slice(0, -1)}`)).toEqual({ ok: false, reason: 'invalid bearer token', error: 'invalid_token' });
+    expect(checkBearer(auth, `Bearer ${TOKEN}x`)).toEqual({ ok: false, status: 401, reason: 'invalid bearer token', error: 'invalid_token' });
+    expect(checkBearer(auth, `Bearer ${TOKEN.slice(0, -1)}`)).toEqual({ ok: false, status: 401, reason: 'invalid bearer token', error: 'invalid_token' });
   });
 
   it('refuses weak, malformed, missing or contradictory settings with the setting named', () => {
@@ -61,12 +63,68 @@ describe('httpAuthFromEnv', () => {
   });
 });
 
+describe('token scopes', () => {
+  const ADMIN = 'admin-token-0123456789';
+  const READ = 'read-token-0123456789';
+  const METRICS = 'metrics-token-0123456789';
+  const auth = httpAuthFromEnv(
+    { ROBUSTRL_ROUTER_TOKENS: TOKEN, ROBUSTRL_ROUTER_ADMIN_TOKENS: ADMIN, ROBUSTRL_ROUTER_READ_TOKENS: READ, ROBUSTRL_ROUTER_METRICS_TOKENS: METRICS },
+    '0.0.0.0',
+    'ROBUSTRL_ROUTER',
+  );
+  const allowed = (token: string) => TOKEN_SCOPES.filter((need) => checkBearer(auth, `Bearer ${token}`, need).ok);
+
+  it('each scope includes those below it and nothing above', () => {
+    expect(allowed(ADMIN)).toEqual(['metrics', 'read', 'caller', 'admin']);
+    expect(allowed(TOKEN)).toEqual(['metrics', 'read', 'caller']);
+    expect(allowed(READ)).toEqual(['metrics', 'read']);
+    expect(allowed(METRICS)).toEqual(['metrics']);
+  });
+
+  it('a valid token below the scope is a 403 naming the scope needed; an unknown one stays a 401', () => {
+    const refusal = checkBearer(auth, `Bearer ${TOKEN}`, 'admin');
+    expect(refusal).toEqual({
+      ok: false,
+      status: 403,
+      reason: "this token's scope is caller; the request needs admin",
+      error: 'insufficient_scope',
+      scope: 'admin',
+    });
+    const answer = unauthorizedResponse(refusal as BearerRefusal);
+    expect(answer.status).toBe(403);
+    expect(answer.headers['www-authenticate']).toBe('Bearer realm="robustrl", error="insufficient_scope", scope="admin"');
+    expect(checkBearer(auth, `Bearer ${ADMIN}x`, 'metrics')).toMatchObject({ ok: false, status: 401, error: 'invalid_token' });
+  });
+
+  it('a token given in two scopes is refused, naming both settings; admin tokens alone make a bearer listener', () => {
+    expect(() => httpAuthFromEnv({ ROBUSTRL_HTTP_TOKENS: TOKEN, ROBUSTRL_HTTP_READ_TOKENS: TOKEN }, '0.0.0.0')).toThrow(
+      /ROBUSTRL_HTTP_TOKENS: a token is also given as ROBUSTRL_HTTP_READ_TOKENS/,
+    );
+    const adminOnly = httpAuthFromEnv({ ROBUSTRL_HTTP_ADMIN_TOKENS: ADMIN }, '0.0.0.0');
+    expect(adminOnly.kind).toBe('bearer');
+    expect(checkBearer(adminOnly, `Bearer ${ADMIN}`).ok).toBe(true);
+    expect(() => httpAuthFromEnv({ ROBUSTRL_HTTP_AUTH: 'none', ROBUSTRL_HTTP_METRICS_TOKENS: METRICS }, '0.0.0.0')).toThrow(/contradicts/);
+  });
+
+  it("a service's routes: /metrics needs metrics, other reads read, anything else caller", () => {
+    expect(scopeOfServiceRequest('GET', '/metrics')).toBe('metrics');
+    expect(scopeOfServiceRequest('GET', '/v1/jobs/j/ettr')).toBe('read');
+    expect(scopeOfServiceRequest('HEAD', '/v1/trajectories/t')).toBe('read');
+    expect(scopeOfServiceRequest('POST', '/v1/trajectories')).toBe('caller');
+    expect(scopeOfServiceRequest('DELETE', '/v1/weights/targets/x')).toBe('caller');
+  });
+});
+
 describe('a service behind bearer tokens (a real HTTP listener)', () => {
   let service: RunningService;
   let url: string;
 
   beforeAll(async () => {
-    service = await runService(serviceConfigFromEnv('auth-spec', 0, { ROBUSTRL_HTTP_TOKENS: `${TOKEN},${ROTATED}` }), [], { logLevels: ['error'] });
+    service = await runService(
+      serviceConfigFromEnv('auth-spec', 0, { ROBUSTRL_HTTP_TOKENS: `${TOKEN},${ROTATED}`, ROBUSTRL_HTTP_METRICS_TOKENS: SCRAPE }),
+      [],
+      { logLevels: ['error'] },
+    );
     url = await service.app.getUrl();
   });
   afterAll(() => service.stop());
@@ -91,6 +149,20 @@ describe('a service behind bearer tokens (a real HTTP listener)', () => {
     expect((await get('/no/such/path', TOKEN)).status).toBe(404);
     expect((await get('/healthz')).status).toBe(200);
     expect([200, 503]).toContain((await get('/readyz')).status);
+  });
+
+  it('a metrics token scrapes /metrics and nothing else: any other read or write is a 403 naming the scope', async () => {
+    expect((await get('/metrics', SCRAPE)).status).toBe(200);
+    const read = await get('/v1/jobs', SCRAPE);
+    expect(read.status).toBe(403);
+    expect(read.headers.get('www-authenticate')).toBe('Bearer realm="robustrl", error="insufficient_scope", scope="read"');
+    expect(await read.json()).toMatchObject({ statusCode: 403, error: 'Forbidden', message: "this token's scope is metrics; the request needs read" });
+    const write = await fetch(`${url}/v1/trajectories`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${SCRAPE}`, 'content-type': 'application/json' },
+      body: '{}',
+    });
+    expect(write.status).toBe(403);
   });
 });
 

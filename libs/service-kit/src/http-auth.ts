@@ -3,13 +3,32 @@ import { readFileSync, unwatchFile, watchFile } from 'node:fs';
 import { isIP } from 'node:net';
 
 /**
- * Who may call a service's HTTP API: holders of one of its bearer tokens, or anyone (`open`).
+ * What a token lets its holder do. Each scope includes the ones below it:
+ *
+ *   admin    everything, and what changes who serves (the router's engine membership)
+ *   caller   the service's own work: generation at the router, trajectory writes at the request
+ *            manager, the agent's API for its framework (`<prefix>_TOKENS`, the tokens every
+ *            service had before scopes)
+ *   read     GET of what the service holds (engines, trajectories, ETTR)
+ *   metrics  GET /metrics only: a Prometheus scrape token can read counters, nothing else
+ */
+export type TokenScope = 'admin' | 'caller' | 'read' | 'metrics';
+
+/** Lowest first: a token of scope i may do what any scope j ≤ i may. */
+export const TOKEN_SCOPES: readonly TokenScope[] = ['metrics', 'read', 'caller', 'admin'];
+
+/** The settings each scope's tokens come from: `<prefix>_<suffix>` and `<prefix>_<suffix>_FILE`. */
+export const SCOPE_SETTINGS: Readonly<Record<TokenScope, string>> = { admin: 'ADMIN_TOKENS', caller: 'TOKENS', read: 'READ_TOKENS', metrics: 'METRICS_TOKENS' };
+
+/**
+ * Who may call a service's HTTP API: holders of one of its bearer tokens, each token of one scope, or
+ * anyone (`open`).
  *
  * Tokens are kept as SHA-256 digests and compared in constant time, so neither the process's memory
- * dumps nor response timing give a token away. Several tokens may be valid at once: a rotation adds
- * the new one, moves the callers, then drops the old one.
+ * dumps nor response timing give a token away. Several tokens may be valid at once in a scope: a
+ * rotation adds the new one, moves the callers, then drops the old one.
  */
-export type HttpAuth = { kind: 'bearer'; digests: readonly Buffer[] } | { kind: 'open'; why: 'loopback' | 'disabled' };
+export type HttpAuth = { kind: 'bearer'; digests: Record<TokenScope, readonly Buffer[]> } | { kind: 'open'; why: 'loopback' | 'disabled' };
 
 /** Paths served without a token: Kubernetes probes and load balancers cannot carry one, and they tell nothing. */
 export const PUBLIC_PATHS: ReadonlySet<string> = new Set(['/healthz', '/readyz']);
@@ -18,25 +37,27 @@ export const PUBLIC_PATHS: ReadonlySet<string> = new Set(['/healthz', '/readyz']
 export const MIN_TOKEN_LENGTH = 16;
 
 /**
- * The auth of an HTTP listener from its settings, `<prefix>_TOKENS` (comma separated),
- * `<prefix>_TOKENS_FILE` (one per line, `#` comments; a mounted Kubernetes secret) and `<prefix>_AUTH`
- * (`token`, the default, or `none`).
+ * The auth of an HTTP listener from its settings: per scope `<prefix>_TOKENS`, `<prefix>_ADMIN_TOKENS`,
+ * `<prefix>_READ_TOKENS`, `<prefix>_METRICS_TOKENS` (comma separated) and each with `_FILE` (one per
+ * line, `#` comments; a mounted Kubernetes secret), and `<prefix>_AUTH` (`token`, the default, or `none`).
  *
  * The rule: a listener reachable from other machines needs tokens. Bound to loopback without tokens it
  * stays open, as today (a developer's machine, the agent's API for its own framework); bound anywhere
  * else without tokens it refuses to start, naming the settings, unless `<prefix>_AUTH=none` says the
  * operator put something else in front (a mesh with mTLS, a network policy). Tokens given are always
- * enforced, whatever the address.
+ * enforced, whatever the address. A token given in two scopes is refused: its holder's rights must be
+ * read in one place.
  */
 export function httpAuthFromEnv(env: NodeJS.ProcessEnv, bindHost: string, prefix = 'ROBUSTRL_HTTP'): HttpAuth {
   const mode = env[`${prefix}_AUTH`]?.trim().toLowerCase() || 'token';
   if (mode !== 'token' && mode !== 'none') throw new Error(`${prefix}_AUTH must be token or none, got '${env[`${prefix}_AUTH`]}'`);
-  const tokens = tokensFromEnv(env, prefix);
+  const scoped = scopedTokensFromEnv(env, prefix);
+  const given = TOKEN_SCOPES.some((scope) => scoped[scope].length > 0);
   if (mode === 'none') {
-    if (tokens.length > 0) throw new Error(`${prefix}_AUTH=none contradicts the tokens given in ${prefix}_TOKENS/${prefix}_TOKENS_FILE: drop one`);
+    if (given) throw new Error(`${prefix}_AUTH=none contradicts the tokens given in ${prefix}_*TOKENS/${prefix}_*TOKENS_FILE: drop one`);
     return { kind: 'open', why: 'disabled' };
   }
-  if (tokens.length > 0) return { kind: 'bearer', digests: tokens.map(digestOf) };
+  if (given) return { kind: 'bearer', digests: digestsOf(scoped) };
   if (isLoopback(bindHost)) return { kind: 'open', why: 'loopback' };
   throw new Error(
     `the HTTP API would listen on ${bindHost}, reachable from other machines, without a token: set ${prefix}_TOKENS or ` +
@@ -45,47 +66,77 @@ export function httpAuthFromEnv(env: NodeJS.ProcessEnv, bindHost: string, prefix
 }
 
 /**
- * The tokens `<prefix>_TOKENS` and `<prefix>_TOKENS_FILE` give, checked, in order. For a process that
- * must hand one on (the agent gives its role process the first, as ROBUSTRL_AGENT_TOKEN).
+ * The caller-scope tokens `<prefix>_TOKENS` and `<prefix>_TOKENS_FILE` give, checked, in order. For a
+ * process that must hand one on (the agent gives its role process the first, as ROBUSTRL_AGENT_TOKEN).
  */
 export function tokensFromEnv(env: NodeJS.ProcessEnv, prefix = 'ROBUSTRL_HTTP'): string[] {
-  return [...tokensFromList(env[`${prefix}_TOKENS`], `${prefix}_TOKENS`), ...tokensFromFile(env[`${prefix}_TOKENS_FILE`], `${prefix}_TOKENS_FILE`)];
+  return tokensOfScope(env, prefix, 'caller');
 }
 
 /**
- * Why a request may not pass (it goes back in the 401), and RFC 6750's error code: none when it carried
- * no credentials (§3.1: then the challenge names no error), `invalid_request` for a malformed header,
- * `invalid_token` for a token that is not valid.
+ * Why a request may not pass, and RFC 6750's error code: none when it carried no credentials (§3.1:
+ * then the challenge names no error), `invalid_request` for a malformed header, `invalid_token` for a
+ * token that is not valid (all 401), `insufficient_scope` for a valid token whose scope is below what
+ * the request needs (403, the scope it needs named).
  */
-export type BearerRefusal = { ok: false; reason: string; error?: 'invalid_request' | 'invalid_token' };
+export type BearerRefusal = {
+  ok: false;
+  status: 401 | 403;
+  reason: string;
+  error?: 'invalid_request' | 'invalid_token' | 'insufficient_scope';
+  scope?: TokenScope;
+};
 
-/** Whether a request with this `Authorization` header may pass; the refusal when not. */
-export function checkBearer(auth: HttpAuth, authorization: string | undefined): { ok: true } | BearerRefusal {
+/**
+ * Whether a request with this `Authorization` header may do what needs scope `need` (default
+ * `caller`); the refusal when not.
+ */
+export function checkBearer(auth: HttpAuth, authorization: string | undefined, need: TokenScope = 'caller'): { ok: true; scope?: TokenScope } | BearerRefusal {
   if (auth.kind === 'open') return { ok: true };
-  if (!authorization) return { ok: false, reason: 'missing bearer token (Authorization: Bearer <token>)' };
+  if (!authorization) return { ok: false, status: 401, reason: 'missing bearer token (Authorization: Bearer <token>)' };
   const match = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(authorization);
-  if (!match) return { ok: false, reason: 'the Authorization header is not a bearer token', error: 'invalid_request' };
+  if (!match) return { ok: false, status: 401, reason: 'the Authorization header is not a bearer token', error: 'invalid_request' };
   const presented = digestOf(match[1]);
-  // Every digest is compared, so the time taken does not tell which (or whether any) came close.
-  let valid = false;
-  for (const digest of auth.digests) valid = timingSafeEqual(presented, digest) || valid;
-  return valid ? { ok: true } : { ok: false, reason: 'invalid bearer token', error: 'invalid_token' };
+  // Every digest of every scope is compared, so the time taken does not tell which (or whether any) came close.
+  let held: TokenScope | null = null;
+  for (const scope of TOKEN_SCOPES) for (const digest of auth.digests[scope]) if (timingSafeEqual(presented, digest)) held = scope;
+  if (held === null) return { ok: false, status: 401, reason: 'invalid bearer token', error: 'invalid_token' };
+  if (TOKEN_SCOPES.indexOf(held) < TOKEN_SCOPES.indexOf(need))
+    return { ok: false, status: 403, reason: `this token's scope is ${held}; the request needs ${need}`, error: 'insufficient_scope', scope: need };
+  return { ok: true, scope: held };
 }
 
-/** Headers and body of the answer to a refused request (RFC 6750 §3). */
-export function unauthorizedResponse(refusal: Pick<BearerRefusal, 'reason' | 'error'>): { headers: Record<string, string>; body: string } {
+/** Headers and body of the answer to a refused request (RFC 6750 §3): 401 or 403 as `refusal.status` says. */
+export function unauthorizedResponse(refusal: Pick<BearerRefusal, 'reason' | 'error' | 'scope'> & { status?: 401 | 403 }): {
+  status: 401 | 403;
+  headers: Record<string, string>;
+  body: string;
+} {
+  const status = refusal.status ?? 401;
+  const challenge = `Bearer realm="robustrl"${refusal.error ? `, error="${refusal.error}"` : ''}${refusal.scope ? `, scope="${refusal.scope}"` : ''}`;
   return {
-    headers: { 'content-type': 'application/json', 'www-authenticate': `Bearer realm="robustrl"${refusal.error ? `, error="${refusal.error}"` : ''}` },
-    body: JSON.stringify({ statusCode: 401, error: 'Unauthorized', message: refusal.reason }),
+    status,
+    headers: { 'content-type': 'application/json', 'www-authenticate': challenge },
+    body: JSON.stringify({ statusCode: status, error: status === 403 ? 'Forbidden' : 'Unauthorized', message: refusal.reason }),
   };
 }
 
 /**
- * Keeps a bearer auth's tokens in step with its settings while the process runs: `<prefix>_TOKENS_FILE`
- * is read again when it changes (polled: a mounted Kubernetes secret is swapped, not written) and on
- * SIGHUP. A rotation writes old and new token, moves the callers, then drops the old one — no restart.
- * A file that cannot be read, or holds no valid token, keeps the tokens in force (said in `log`): a
- * half-written secret must not lock every caller out. Returns what stops watching.
+ * The scope a request to a service's own API needs (the NestJS services; the router and the HTTP
+ * orchestrator name theirs per route): `/metrics` needs `metrics`, any other GET or HEAD `read`, and
+ * everything that changes something `caller`.
+ */
+export function scopeOfServiceRequest(method: string | undefined, path: string): TokenScope {
+  if (path === '/metrics') return 'metrics';
+  return method === 'GET' || method === 'HEAD' ? 'read' : 'caller';
+}
+
+/**
+ * Keeps a bearer auth's tokens in step with its settings while the process runs: every scope's
+ * `_FILE` is read again when it changes (polled: a mounted Kubernetes secret is swapped, not written)
+ * and on SIGHUP. A rotation writes old and new token, moves the callers, then drops the old one — no
+ * restart. Settings that cannot be read, or hold no valid token in any scope, keep the tokens in force
+ * (said in `log`): a half-written secret must not lock every caller out. Returns what stops watching.
  */
 export function reloadTokens(
   auth: HttpAuth,
@@ -97,19 +148,20 @@ export function reloadTokens(
   const log = options.log ?? (() => undefined);
   const reload = () => {
     try {
-      const tokens = tokensFromEnv(env, prefix);
-      if (tokens.length === 0) return log(`${prefix}_TOKENS: no token left in the settings; the tokens in force stay`);
-      auth.digests = tokens.map(digestOf);
-      log(`${prefix}_TOKENS: ${tokens.length} token(s) in force`);
+      const scoped = scopedTokensFromEnv(env, prefix);
+      const count = TOKEN_SCOPES.reduce((n, scope) => n + scoped[scope].length, 0);
+      if (count === 0) return log(`${prefix}_TOKENS: no token left in the settings; the tokens in force stay`);
+      auth.digests = digestsOf(scoped);
+      log(`${prefix}_TOKENS: ${count} token(s) in force`);
     } catch (err) {
       log(`${prefix}_TOKENS: ${(err as Error).message}; the tokens in force stay`);
     }
   };
-  const file = env[`${prefix}_TOKENS_FILE`]?.trim();
-  if (file) watchFile(file, { interval: options.intervalMs ?? 5_000, persistent: false }, reload);
+  const files = TOKEN_SCOPES.map((scope) => env[`${prefix}_${SCOPE_SETTINGS[scope]}_FILE`]?.trim()).filter((f): f is string => !!f);
+  for (const file of files) watchFile(file, { interval: options.intervalMs ?? 5_000, persistent: false }, reload);
   process.on('SIGHUP', reload);
   return () => {
-    if (file) unwatchFile(file, reload);
+    for (const file of files) unwatchFile(file, reload);
     process.off('SIGHUP', reload);
   };
 }
@@ -126,6 +178,29 @@ export function isLoopback(host: string): boolean {
 
 function digestOf(token: string): Buffer {
   return createHash('sha256').update(token, 'utf8').digest();
+}
+
+function tokensOfScope(env: NodeJS.ProcessEnv, prefix: string, scope: TokenScope): string[] {
+  const setting = `${prefix}_${SCOPE_SETTINGS[scope]}`;
+  return [...tokensFromList(env[setting], setting), ...tokensFromFile(env[`${setting}_FILE`], `${setting}_FILE`)];
+}
+
+function scopedTokensFromEnv(env: NodeJS.ProcessEnv, prefix: string): Record<TokenScope, string[]> {
+  const scoped = { admin: [], caller: [], read: [], metrics: [] } as Record<TokenScope, string[]>;
+  const seen = new Map<string, TokenScope>();
+  for (const scope of TOKEN_SCOPES)
+    for (const token of tokensOfScope(env, prefix, scope)) {
+      const other = seen.get(token);
+      if (other && other !== scope)
+        throw new Error(`${prefix}_${SCOPE_SETTINGS[scope]}: a token is also given as ${prefix}_${SCOPE_SETTINGS[other]}; a token has one scope`);
+      seen.set(token, scope);
+      scoped[scope].push(token);
+    }
+  return scoped;
+}
+
+function digestsOf(scoped: Record<TokenScope, string[]>): Record<TokenScope, Buffer[]> {
+  return { admin: scoped.admin.map(digestOf), caller: scoped.caller.map(digestOf), read: scoped.read.map(digestOf), metrics: scoped.metrics.map(digestOf) };
 }
 
 function tokensFromList(value: string | undefined, setting: string): string[] {

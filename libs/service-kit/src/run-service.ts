@@ -7,7 +7,7 @@ import { setupTelemetry } from '@robustrl/telemetry';
 import { CoreModule } from './core.module';
 import { HealthController } from './health.controller';
 import { MetricsController } from './metrics.controller';
-import { checkBearer, httpAuthFromEnv, PUBLIC_PATHS, reloadTokens, unauthorizedResponse } from './http-auth';
+import { checkBearer, httpAuthFromEnv, PUBLIC_PATHS, reloadTokens, scopeOfServiceRequest, unauthorizedResponse } from './http-auth';
 import { DEFAULT_HTTP_HOST, ServiceConfig } from './service-config';
 
 /**
@@ -45,11 +45,12 @@ export async function runService(
     if (auth.kind === 'bearer') {
       // Before every route, unknown ones included: an unauthenticated caller learns nothing, not even which paths exist.
       app.use((req: IncomingMessage, res: ServerResponse, next: () => void) => {
-        if (PUBLIC_PATHS.has((req.url ?? '/').split('?')[0])) return next();
-        const verdict = checkBearer(auth, req.headers.authorization);
+        const path = (req.url ?? '/').split('?')[0];
+        if (PUBLIC_PATHS.has(path)) return next();
+        const verdict = checkBearer(auth, req.headers.authorization, scopeOfServiceRequest(req.method, path));
         if (verdict.ok) return next();
         const refusal = unauthorizedResponse(verdict);
-        res.writeHead(401, refusal.headers).end(refusal.body);
+        res.writeHead(refusal.status, refusal.headers).end(refusal.body);
       });
     }
     await app.listen(config.httpPort, host);

@@ -48,10 +48,11 @@ class AgentLoops:
         self.stopped = threading.Event()
 
     def served_version(self) -> Optional[int]:
-        status, health, _ = request_json("GET", self.router + "/health", timeout=5)
-        if status >= 500:
-            raise HttpError(status, f"router /health answered {status}")
-        versions = [e.get("weightVersion", 0) for e in (health or {}).get("engines", []) if e.get("alive")]
+        # The engine list is the job's (addresses, machines): behind the token, not on the open probe.
+        status, listed, _ = request_json("GET", self.router + "/v1/engines", headers=self.auth, timeout=5)
+        if status >= 400:
+            raise HttpError(status, f"router /v1/engines answered {status}")
+        versions = [e.get("weightVersion", 0) for e in (listed or {}).get("engines", []) if e.get("alive")]
         return max(versions) if versions else None
 
     def run(self, first_step: int = 1) -> None:

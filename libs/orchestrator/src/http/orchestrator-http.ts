@@ -66,7 +66,7 @@ export async function serveOrchestrator(
     if (!verdict.ok) {
       req.resume();
       const refused = unauthorizedResponse(verdict);
-      return void res.writeHead(401, refused.headers).end(refused.body);
+      return void res.writeHead(refused.status, refused.headers).end(refused.body);
     }
     void handle(orchestrator, req, res);
   });

@@ -124,7 +124,57 @@ describe('OpenAiRouter', () => {
 
     const answer = await chat(url, body, { ...identity('p-auth'), authorization: `Bearer ${key}` });
     expect(answer.finishReason).toBe('stop');
-    expect((await fetch(`${url}/health`)).status).toBe(200);
+    // The probe tells liveness only; which engines, where and at which version needs the key.
+    const probe = await fetch(`${url}/health`);
+    expect(probe.status).toBe(200);
+    expect(await probe.json()).toEqual({ alive: engines.length });
+    expect((await fetch(`${url}/v1/engines`)).status).toBe(401);
+    const listed = (await (await fetch(`${url}/v1/engines`, { headers: { authorization: `Bearer ${key}` } })).json()) as {
+      engines: Array<{ baseUrl: string }>;
+    };
+    expect(listed.engines.map((e) => e.baseUrl).sort()).toEqual(engines.map((e) => e.url).sort());
+  });
+
+  it('scoped keys: the generation key lists engines but cannot add or remove one (403); an admin key can; a read key cannot generate', async () => {
+    const [generation, admin, read] = ['loop-api-key-0123456789', 'operator-admin-0123456789', 'dashboard-read-0123456789'];
+    await start({
+      auth: httpAuthFromEnv(
+        { ROBUSTRL_ROUTER_TOKENS: generation, ROBUSTRL_ROUTER_ADMIN_TOKENS: admin, ROBUSTRL_ROUTER_READ_TOKENS: read },
+        '0.0.0.0',
+        'ROBUSTRL_ROUTER',
+      ),
+    });
+    const as = (token: string, extra: Record<string, string> = {}) => ({ authorization: `Bearer ${token}`, ...extra });
+    const rogue = { url: 'http://10.9.9.9:8000', labels: { machine_id: 'trainer-0' } };
+    const before = (await (await fetch(`${url}/workers`, { headers: as(generation) })).json()) as { total: number };
+    expect(before.total).toBe(engines.length);
+
+    const attempts = [
+      fetch(`${url}/workers`, { method: 'POST', headers: as(generation, { 'content-type': 'application/json' }), body: JSON.stringify(rogue) }),
+      fetch(`${url}/add_worker?url=${encodeURIComponent(rogue.url)}`, { method: 'POST', headers: as(generation) }),
+      fetch(`${url}/workers/${encodeURIComponent(engines[0].url)}`, { method: 'DELETE', headers: as(generation) }),
+      fetch(`${url}/remove_worker?url=${encodeURIComponent(engines[0].url)}`, { method: 'POST', headers: as(generation) }),
+      fetch(`${url}/workers`, { method: 'POST', headers: as(read, { 'content-type': 'application/json' }), body: JSON.stringify(rogue) }),
+    ];
+    for (const refused of await Promise.all(attempts)) {
+      expect(refused.status).toBe(403);
+      expect(refused.headers.get('www-authenticate')).toBe('Bearer realm="robustrl", error="insufficient_scope", scope="admin"');
+      expect(await refused.json()).toMatchObject({ error: { code: 'insufficient_scope' } });
+    }
+    const listed = (await (await fetch(`${url}/v1/engines`, { headers: as(read) })).json()) as { engines: Array<{ baseUrl: string; machineId: string }> };
+    expect(listed.engines.map((e) => e.baseUrl).sort()).toEqual(engines.map((e) => e.url).sort());
+
+    // A read key generates nothing; the generation key does.
+    const body = { model: 'm', messages: prompt('p-scope') };
+    expect((await post(url, '/v1/chat/completions', body, { ...identity('p-scope'), ...as(read) })).status).toBe(403);
+    expect(engines.reduce((n, e) => n + e.requests.length, 0)).toBe(0);
+    expect((await chat(url, body, { ...identity('p-scope'), ...as(generation) })).finishReason).toBe('stop');
+
+    // The operator's admin key changes membership.
+    const added = await fetch(`${url}/workers`, { method: 'POST', headers: as(admin, { 'content-type': 'application/json' }), body: JSON.stringify(rogue) });
+    expect(added.status).toBe(202);
+    const after = (await (await fetch(`${url}/workers`, { headers: as(read) })).json()) as { total: number };
+    expect(after.total).toBe(engines.length + 1);
   });
 
   it('answers completions, streaming and not, exactly as an engine does', async () => {

@@ -18,7 +18,7 @@ import { ThroughputMeter } from './throughput-meter';
 import { ToolIterationLiveness } from './tool-liveness';
 import { identityFromHeaders, RESTARTED_HEADER, ROLLOUT_HEADER, TRAJECTORY_HEADER, TrajectoryIdentity } from './trajectory-identity';
 import { TrajectoryRecorder } from './trajectory-recorder';
-import { handleMembership } from './worker-membership';
+import { handleMembership, membershipScope } from './worker-membership';
 import { ContinuationSettings, TrajectoryRecording } from './trajectory-recording';
 
 export type { RouterLogger, RouterStats } from './router-reporting';
@@ -30,12 +30,16 @@ export type { ContinuationSettings } from './trajectory-recording';
  *
  *   POST /v1/chat/completions, POST /v1/completions   streaming (SSE) or not
  *   GET  /v1/models                                   from any living engine
- *   GET  /health                                      200 while an engine is alive, else 503
+ *   GET  /health                                      200 while an engine is alive, else 503: `{alive}`, liveness only
+ *   GET  /v1/engines                                  every engine: id, machine, URL, version, liveness
  *   /workers, /add_worker, /remove_worker, /list_workers, /readiness: the membership API of SGLang's
  *                                                     Model Gateway (worker-membership.ts)
  *
- * With `auth` holding tokens, every path but /health needs `Authorization: Bearer <token>` — what an
- * OpenAI client sends as its API key — and is answered 401 otherwise.
+ * With `auth` holding tokens, every path but the probes (/health, /liveness, /readiness, which tell
+ * nothing but liveness) needs `Authorization: Bearer <token>` — what an OpenAI client sends as its API
+ * key — and is answered 401 otherwise. Scopes (service-kit's http-auth.ts): generation needs a caller
+ * token (`ROBUSTRL_ROUTER_TOKENS`), a GET a read token or above, adding or removing an engine an admin
+ * token (`ROBUSTRL_ROUTER_ADMIN_TOKENS`); a valid token below the scope is answered 403.
  *
  * Identity headers (see trajectory-identity.ts): x-robustrl-job, x-robustrl-prompt, x-robustrl-sample
  * (all three to record; none: proxied, not recorded; some: 400), optional x-robustrl-batch,
@@ -179,10 +183,12 @@ export class OpenAiRouter {
       // A gateway's probes, answered without a token like /health (orchestrators probe without one).
       if (req.method === 'GET' && (path === '/liveness' || path === '/readiness')) return void (await handleMembership(req, res, path, this.pool, 'vllm'));
       if (this.config.auth) {
-        const verdict = checkBearer(this.config.auth, req.headers.authorization);
+        const need = membershipScope(req.method ?? 'GET', path) ?? (req.method === 'GET' ? 'read' : 'caller');
+        const verdict = checkBearer(this.config.auth, req.headers.authorization, need);
         if (!verdict.ok) return this.unauthorized(res, verdict);
       }
       if (req.method === 'GET' && path === '/v1/models') return await this.models(res);
+      if (req.method === 'GET' && path === '/v1/engines') return this.engines(res);
       if (await handleMembership(req, res, path, this.pool, this.config.defaultEngineKind ?? 'vllm')) return;
       if (req.method === 'POST' && (path === '/v1/chat/completions' || path === '/v1/completions')) {
         return await this.generation(path === '/v1/chat/completions' ? 'chat' : 'completions', path, req, res);
@@ -197,14 +203,21 @@ export class OpenAiRouter {
 
   /** OpenAI's shape for a bad API key, with RFC 6750's challenge. */
   private unauthorized(res: ServerResponse, refusal: BearerRefusal): void {
-    const body = JSON.stringify({ error: { message: refusal.reason, type: 'invalid_request_error', param: null, code: 'invalid_api_key' } });
-    res.writeHead(401, { ...unauthorizedResponse(refusal).headers, 'content-length': Buffer.byteLength(body) }).end(body);
+    const code = refusal.status === 403 ? 'insufficient_scope' : 'invalid_api_key';
+    const body = JSON.stringify({ error: { message: refusal.reason, type: 'invalid_request_error', param: null, code } });
+    const answer = unauthorizedResponse(refusal);
+    res.writeHead(answer.status, { ...answer.headers, 'content-length': Buffer.byteLength(body) }).end(body);
   }
 
+  /** Probed without a token: how many engines live, not which (their addresses and machines are the job's). */
   private health(res: ServerResponse): void {
+    const alive = this.pool.snapshot().filter((e) => e.alive).length;
+    res.writeHead(alive > 0 ? 200 : 503, { 'content-type': 'application/json' }).end(JSON.stringify({ alive }));
+  }
+
+  private engines(res: ServerResponse): void {
     const engines = this.pool.snapshot();
-    const body = JSON.stringify({ alive: engines.filter((e) => e.alive).length, engines });
-    res.writeHead(engines.some((e) => e.alive) ? 200 : 503, { 'content-type': 'application/json' }).end(body);
+    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ alive: engines.filter((e) => e.alive).length, engines }));
   }
 
   /** Any living engine's model list: a plain pass-through, no failover beyond trying the next engine. */

@@ -1,4 +1,5 @@
 import { IncomingMessage, ServerResponse } from 'node:http';
+import type { TokenScope } from '@robustrl/service-kit';
 import { EnginePool, EngineView } from './engine-pool';
 import { EngineKind, isEngineKind } from './engines';
 import { readAll } from './http-transport';
@@ -35,6 +36,19 @@ export interface WorkerInfo {
   connection_mode: 'http';
   runtime_type: EngineKind;
   metadata: { machine_id: string; weight_version: string };
+}
+
+/**
+ * The token scope a membership request needs, null when the request is not one: changing who serves
+ * is an operator's act (`admin`); the generation key an agent loop holds may list engines, never add
+ * or remove one (an engine added is live at once, outside the staleness bound, and names the machine
+ * the detector blames).
+ */
+export function membershipScope(method: string, path: string): TokenScope | null {
+  if (method === 'POST' && (path === '/workers' || path === '/add_worker' || path === '/remove_worker')) return 'admin';
+  if (method === 'DELETE' && path.startsWith('/workers/')) return 'admin';
+  if (method === 'GET' && (path === '/workers' || path.startsWith('/workers/') || path === '/list_workers')) return 'read';
+  return null;
 }
 
 export async function handleMembership(req: IncomingMessage, res: ServerResponse, path: string, pool: EnginePool, defaultKind: EngineKind): Promise<boolean> {
