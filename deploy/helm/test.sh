@@ -69,6 +69,8 @@ refused "a short command secret" "controllerCommandSecret must have at least 32"
 refused "no token" "httpTokens must list at least one" "${base[@]}" --set 'secrets.httpTokens=null'
 refused "agents without a job" "agent.jobId is required" "${base[@]}" --set agent.jobId=
 refused "a machine key without the controller's public key" "go together" "${base[@]}" --set agent.controllerPublicKey=
+refused "agents without their keys (every record would be dead-lettered)" "are required with agent.enabled" "${base[@]}" --set agent.machineKeyHostPath= --set agent.controllerPublicKey=
+refused "the chart's defaults with a job named (agents without keys)" "are required with agent.enabled" --set agent.jobId=job-1 --set kafka.bundled=true --set postgresql.bundled=true --set secrets.identitySecret=chart-test-identity-secret-0123456789abcdef --set 'secrets.httpTokens={chart-test-operator-token-0123}' --set secrets.postgresPassword=chart-test-postgres-pw
 refused "an unknown role (values.schema.json)" "agent.role" "${base[@]}" --set agent.role=bogus
 secured=(-f "${DIR}/test/values-secured.yaml")
 refused "a Kafka login without TLS" "a login is never sent in the clear" "${secured[@]}" --set kafka.tls.enabled=false

@@ -78,6 +78,9 @@ checks the types): what would otherwise surface as a pod failing at start.
 {{- if ne (empty .Values.agent.machineKeyHostPath) (empty .Values.agent.controllerPublicKey) -}}
 {{- fail "agent.machineKeyHostPath and agent.controllerPublicKey go together: the agent signs with the one and checks commands with the other" -}}
 {{- end -}}
+{{- if and .Values.agent.enabled (not .Values.agent.machineKeyHostPath) -}}
+{{- fail "agent.machineKeyHostPath and agent.controllerPublicKey are required with agent.enabled: the services check every record's signature, so an agent without its key would have every record dead-lettered as unsigned. On each GPU node write `robustrl identity machine-key <node name>` to that path; set agent.controllerPublicKey to `robustrl identity controller-public-key` (README: Deploying with Helm)" -}}
+{{- end -}}
 {{- with .Values.kafka.sasl -}}
 {{- if .mechanism -}}
 {{- if not $.Values.kafka.tls.enabled -}}
