@@ -73,6 +73,7 @@ export function schedulePulls(state: WeightRegistryState, window: number, relays
             pullerId,
             sourceId: source.id,
             sourceAddress: source.address,
+            ...(shard.digest ? { publication: shard.digest } : {}),
           }),
         );
         taken.take(pullerId, source.id, version, shard.index, bucket.index);

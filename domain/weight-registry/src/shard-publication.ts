@@ -1,4 +1,4 @@
-import { DataOf, SINGLE_SHARD } from '@robustrl/contracts';
+import { DataOf, publicationDigest, SINGLE_SHARD } from '@robustrl/contracts';
 import { RegistryData, shardOf, WeightShard, WeightVersion } from './weight-registry.state';
 
 /**
@@ -29,6 +29,7 @@ export function foldPublication(data: RegistryData, d: DataOf<'WeightVersionPubl
     trainerServing: true,
     publishedAt: at,
     publicationId,
+    digest: publicationDigest(d),
   };
   const existing = data.versions[d.version];
   // Redelivered: this very publication is what the shard holds (live or retired since).

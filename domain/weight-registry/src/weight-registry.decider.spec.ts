@@ -1,5 +1,5 @@
 import { DeciderRun, DeciderSpecification } from '@robustrl/domain-kit';
-import { Draft, draft } from '@robustrl/contracts';
+import { DataOf, Draft, draft, publicationDigest } from '@robustrl/contracts';
 import { timeline } from '@robustrl/testing/job-timeline';
 import { createWeightRegistryDecider, WeightRegistryDecider } from './weight-registry.decider';
 import { trainerReleased, WeightRegistryEvent, WeightRegistryInput, WeightRegistryState } from './weight-registry.state';
@@ -53,7 +53,10 @@ const trainerFault = (s: number, machineId = 'trainer-0') =>
     detectionLatencyMs: 300_000,
     evidence: {},
   });
-const assigned = (version: number, bucketIndex: number, pullerId: string, sourceId: string, attempt = 1) =>
+/** The digest of what publish(…, version, opts) publishes: every assignment of it names this one. */
+const digestOf = (version: number, opts: { buckets?: number; salt?: string } = {}) =>
+  publicationDigest({ version, buckets: (publish(0, version, opts).data as DataOf<'WeightVersionPublished'>).buckets });
+const assigned = (version: number, bucketIndex: number, pullerId: string, sourceId: string, attempt = 1, content: { buckets?: number; salt?: string } = {}) =>
   draft('WeightPullAssigned', {
     pullId: `w${version}/b${bucketIndex}/${pullerId}#${attempt}`,
     version,
@@ -62,6 +65,7 @@ const assigned = (version: number, bucketIndex: number, pullerId: string, source
     sourceId,
     // Trainer ranks serve from the manifest's address, rollouts from their registered weight server.
     sourceAddress: sourceId.startsWith('trainer') ? `${sourceId}:7000` : `${sourceId}:9000`,
+    publication: digestOf(version, content),
   });
 
 /** Drives the decider as the shell does: decide, then fold the input and the drafts; checks redelivery. */

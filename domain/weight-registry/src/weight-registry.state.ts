@@ -105,6 +105,8 @@ export interface WeightShard {
   trainerServing: boolean;
   publishedAt: number;
   publicationId: string;
+  /** Its content's publicationDigest, named in every assignment of it; absent in snapshots from before. */
+  digest?: string;
 }
 
 export interface WeightVersion {

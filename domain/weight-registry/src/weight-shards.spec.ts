@@ -1,5 +1,5 @@
 import { codecOf, DeciderRun, DeciderSpecification } from '@robustrl/domain-kit';
-import { Draft, draft } from '@robustrl/contracts';
+import { DataOf, Draft, draft, publicationDigest } from '@robustrl/contracts';
 import { timeline } from '@robustrl/testing/job-timeline';
 import { WeightRegistryDecider } from './weight-registry.decider';
 import { holdsBucket, holdsWhole, RegistryData, WeightRegistryEvent, WeightRegistryInput, WeightRegistryState } from './weight-registry.state';
@@ -56,7 +56,18 @@ const trainerFault = (s: number) =>
     detectionLatencyMs: 300_000,
     evidence: {},
   });
-const assigned = (version: number, shard: number, bucketIndex: number, pullerId: string, sourceId: string, attempt = 1) =>
+/** The digest of what publishShard(…, version, shard, opts) publishes: every assignment of it names this one. */
+const digestOf = (version: number, shard: number, opts: { count?: number; salt?: string; buckets?: number } = {}) =>
+  publicationDigest(publishShard(0, version, shard, opts).data as DataOf<'WeightVersionPublished'>);
+const assigned = (
+  version: number,
+  shard: number,
+  bucketIndex: number,
+  pullerId: string,
+  sourceId: string,
+  attempt = 1,
+  content: { count?: number; salt?: string; buckets?: number } = {},
+) =>
   draft('WeightPullAssigned', {
     pullId: `w${version}/s${shard}/b${bucketIndex}/${pullerId}#${attempt}`,
     version,
@@ -65,6 +76,7 @@ const assigned = (version: number, shard: number, bucketIndex: number, pullerId:
     pullerId,
     sourceId,
     sourceAddress: sourceId.startsWith('trainer') ? `${sourceId}:7000` : `${sourceId}:9000`,
+    publication: digestOf(version, shard, content),
   });
 
 /** Drives the decider as the shell does; every input and output read back again decides nothing. */
@@ -124,6 +136,7 @@ describe('weight registry: a version in shards from several publishers', () => {
             pullerId: 'r-0',
             sourceId: 'trainer-0',
             sourceAddress: 'trainer-0:7000',
+            publication: digestOf(1, 0),
           }),
         ],
         eq,
@@ -205,7 +218,7 @@ describe('weight registry: a version in shards from several publishers', () => {
     expect(out).toEqual([draft('WeightPullFailed', { ...r1, reason: 'source-version-abandoned' }), draft('WeightVersionRetired', { version: 1 })]);
     expect(run.state.holdings['r-0']?.[1]).toBeUndefined();
     // The recovered ranks publish again: pulls start over, shard by shard.
-    expect(run.send(publishShard(400, 1, 1, { buckets: 3 }))).toEqual([assigned(1, 1, 0, 'r-0', 'trainer-1', 2)]);
+    expect(run.send(publishShard(400, 1, 1, { buckets: 3 }))).toEqual([assigned(1, 1, 0, 'r-0', 'trainer-1', 2, { buckets: 3 })]);
   });
 
   it('a publication with another shard count under a live version is ignored (another layout of a version that exists)', () => {
@@ -234,7 +247,9 @@ describe('weight registry: snapshots from before shards', () => {
     // The same facts as a registry before shards wrote them.
     const v = now.versions[1];
     const { shards, count: _count, ...rest } = v;
-    const { index: _index, ...shard } = shards[0];
+    // Nor the digest of its content (snapshots before it name none: their assignments carry none).
+    const { index: _index, digest: _digest, ...shard } = shards[0];
+    delete run.state.versions[1].shards[0].digest;
     const old = {
       ...now,
       versions: { 1: { ...rest, ...shard } },

@@ -21,3 +21,4 @@ export * from './identity/identity-config';
 export * from './kafka/topic-acls';
 export * from './kafka/grant-acls';
 export * from './identity/pull-grants';
+export * from './identity/publication-vouchers';

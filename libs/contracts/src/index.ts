@@ -11,6 +11,7 @@ export * from './draft';
 export { DetectionSettings } from './events/membership';
 export { ContinuationPolicy, RestartFromPromptReason, TurnKind, TrajectoryStatus } from './events/trajectories';
 export { InputGapReason } from './events/verdicts';
+export { publicationDigest, PublicationContent } from './events/publication-digest';
 export { manifestProblems, SINGLE_SHARD, TENSOR_DTYPE_BYTES, TensorDtype, tensorBytes, WeightShardRef, WeightTensor } from './events/weights';
 export * from './http/trajectory-api';
 export * from './samples';

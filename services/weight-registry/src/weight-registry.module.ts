@@ -1,5 +1,5 @@
 import { Inject, Module, OnApplicationBootstrap, OnModuleDestroy, Optional } from '@nestjs/common';
-import { identitySecretFromEnv, MessageBus, PullGrantSealer } from '@robustrl/bus';
+import { identitySecretFromEnv, MessageBus, PublicationVoucher, PullGrantSealer } from '@robustrl/bus';
 import { DataOf, Draft, Topics } from '@robustrl/contracts';
 import { CLOCK, DecidingConsumer, EVENT_STORE, MESSAGE_BUS } from '@robustrl/service-kit';
 import { EventStore } from '@robustrl/store';
@@ -70,15 +70,19 @@ export class WeightRegistryModule implements OnApplicationBootstrap, OnModuleDes
 
 /**
  * With identity on, every assignment carries its pull's grant, sealed for the puller and the source
- * (libs/bus/src/identity/pull-grants.ts): a weight server hands its region only against it.
+ * (libs/bus/src/identity/pull-grants.ts): a weight server hands its region only against it; and the
+ * registry's tag over the digest of the publication it accepted (publication-vouchers.ts): the puller
+ * lays its copy out from that manifest and no other.
  */
 export function pullGrantsFromEnv(env: NodeJS.ProcessEnv): ((draft: Draft) => Draft) | undefined {
   const secret = identitySecretFromEnv(env);
   if (secret === undefined) return undefined;
   const sealer = new PullGrantSealer(secret);
+  const voucher = new PublicationVoucher(secret);
   return (draft) => {
     if (draft.type !== 'WeightPullAssigned') return draft;
     const d = draft.data as DataOf<'WeightPullAssigned'>;
-    return { ...draft, data: { ...d, grant: sealer.seal(d) } } as Draft;
+    const grant = { ...sealer.seal(d), ...(d.publication ? { publicationTag: voucher.vouch({ ...d, publication: d.publication }) } : {}) };
+    return { ...draft, data: { ...d, grant } } as Draft;
   };
 }

@@ -86,6 +86,7 @@ export function schedulePulls(state: WeightRegistryState, window: number, relays
             pullerId,
             sourceId,
             sourceAddress,
+            ...(shard.digest ? { publication: shard.digest } : {}),
           }),
         );
         take(pullerId, sourceId, version, shard.index, bucket.index);

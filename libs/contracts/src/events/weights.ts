@@ -129,11 +129,21 @@ export const WeightPullAssigned = event(
     ...Pull,
     sourceAddress: z.string().min(1).describe("the source's UCX weight server, host:port"),
     /**
+     * The digest (publicationDigest) of the shard's publication the registry accepted — a trainer's, by
+     * the roster: the puller lays its copy out from the manifest with this digest and verifies the bucket
+     * against that manifest's checksum, not against whichever manifest of the version it read last, so a
+     * manifest from anyone else under the same version number changes nothing it pulls or loads. Absent
+     * from registries before it: the puller falls back to its newest manifest.
+     */
+    publication: z.string().min(1).optional(),
+    /**
      * With identity on (README "Who speaks on the bus"): the pull's token sealed for the puller and for
      * the source (libs/bus/src/identity/pull-grants.ts). The puller presents it; the source serves its
-     * region only against it.
+     * region only against it. `publicationTag`: the registry's tag over this pull and `publication`, under
+     * the puller's key (libs/bus/src/identity/publication-vouchers.ts), so the puller knows the digest is
+     * the registry's and not another agent's.
      */
-    grant: z.object({ forPuller: z.base64url().min(1), forSource: z.base64url().min(1) }).optional(),
+    grant: z.object({ forPuller: z.base64url().min(1), forSource: z.base64url().min(1), publicationTag: z.base64url().min(1).optional() }).optional(),
   }),
 );
 export const WeightPullCompleted = event(

@@ -1,20 +1,30 @@
-import { PullGrantOpener } from '@robustrl/bus';
-import { MessageOf } from '@robustrl/contracts';
+import { PullGrantOpener, VoucherCheck } from '@robustrl/bus';
+import { MessageOf, publicationDigest } from '@robustrl/contracts';
 import { pullBucket } from './bucket-puller';
-import { copyKey, describeShard, HeldCopy, isComplete, ShardManifest } from './held-copies';
-import { Emit, PlaneContext } from './plane-context';
+import { copyKey, describeShard, HeldCopy, isComplete, ShardManifest, shardRefOf } from './held-copies';
 import { PullStaging } from './pull-staging';
+import { Emit, PlaneContext } from './plane-context';
 import { SourceLinks } from './source-links';
+
+/** Publications kept per (version, shard): the trainer's and a few others (a restarted rank, a rogue's). */
+const MANIFESTS_KEPT = 4;
 
 /**
  * The rollout side of the weight plane (paper §5.2.1 ➁): each WeightPullAssigned addressed here GETs
  * one bucket of one shard into that shard's region, verifies it against the shard's manifest and
  * reports; the registry reads the reason of a failure (a checksum → pull again; anything else blames
  * the source → go elsewhere). A version is whole here once every one of its shards is.
+ *
+ * Which publication of a (version, shard) counts is the registry's to say, not the last manifest read:
+ * the registry makes a version live only from the job's trainers and names the digest of the accepted
+ * publication (contracts' publicationDigest) in each assignment — with identity on, under a tag only it
+ * and this machine can make. The kept manifest with that digest lays out the copy, names its tensors and
+ * gives the checksum; a copy laid out from another publication is dropped first (a rank that published
+ * the version again with other content).
  */
 export class PullExecutor {
-  /** The newest publication of each (version, shard) the weights topic carried. */
-  readonly manifests = new Map<string, ShardManifest>();
+  /** The publications of each (version, shard) the weights topic carried, with their digests, oldest first. */
+  private readonly manifests = new Map<string, { manifest: ShardManifest; digest: string }[]>();
 
   constructor(
     private readonly ctx: PlaneContext,
@@ -23,14 +33,26 @@ export class PullExecutor {
     private readonly emit: Emit,
     /** With identity on: opens the pull grants sealed for this machine. */
     private readonly grants: PullGrantOpener | undefined,
+    /** With identity on: checks the registry's tag over an assignment's publication digest. */
+    private readonly vouchers?: VoucherCheck,
   ) {}
 
-  manifest(version: number, shard: number): ShardManifest | undefined {
-    return this.manifests.get(copyKey(version, shard));
+  /** Keeps a publication of (version, shard); past MANIFESTS_KEPT the oldest go. */
+  remember(manifest: ShardManifest): void {
+    const key = copyKey(manifest.version, shardRefOf(manifest).index);
+    const digest = publicationDigest(manifest);
+    const kept = (this.manifests.get(key) ?? []).filter((k) => k.digest !== digest);
+    this.manifests.set(key, [...kept, { manifest, digest }].slice(-MANIFESTS_KEPT));
+  }
+
+  /** The publication of (version, shard) with `digest`, or the newest when the assignment names none (a registry from before). */
+  manifest(version: number, shard: number, digest?: string): ShardManifest | undefined {
+    const kept = this.manifests.get(copyKey(version, shard)) ?? [];
+    return (digest === undefined ? kept.at(-1) : kept.find((k) => k.digest === digest))?.manifest;
   }
 
   forgetVersion(version: number): void {
-    for (const [key, m] of this.manifests) if (m.version === version) this.manifests.delete(key);
+    for (const [key, kept] of this.manifests) if (kept[0]?.manifest.version === version) this.manifests.delete(key);
   }
 
   async execute(a: MessageOf<'WeightPullAssigned'>): Promise<void> {
@@ -41,22 +63,28 @@ export class PullExecutor {
     const pull = { pullId, version, ...(shard !== 0 ? { shard } : {}), bucketIndex, pullerId, sourceId };
     const what = describeShard(version, shard);
     const fail = (reason: string) => this.emit('WeightPullFailed', { ...pull, reason }, a);
-    const manifest = this.manifest(version, shard);
-    if (!manifest) return void (await fail(`no manifest of ${what} seen by ${pullerId}`));
-    const spec = manifest.buckets.find((b) => b.index === bucketIndex);
-    if (!spec) return void (await fail(`${what} has no bucket ${bucketIndex}`));
-    let copy: HeldCopy;
-    try {
-      copy = this.staging.stagingFor(manifest);
-    } catch (err) {
-      // E.g. /dev/shm full: say so, or the registry would wait on this pull forever.
-      return void (await fail(`no staging region for ${what} on ${pullerId}: ${err instanceof Error ? err.message : String(err)}`));
-    }
+    // With identity on, before anything is staged: the registry's grant, and its word on which publication counts.
     let token: string | undefined;
     if (this.grants) {
       const opened = d.grant ? this.grants.open('puller', d, d.grant.forPuller) : null;
       if (!opened) return void (await fail(`pull ${pullId} carries no grant ${pullerId} can open: not from the weight registry, or not for this machine`));
       token = opened.toString('base64url');
+    }
+    if (this.vouchers && !(d.publication && d.grant?.publicationTag && this.vouchers.holds({ ...d, publication: d.publication }, d.grant.publicationTag)))
+      return void (await fail(
+        `pull ${pullId} names no publication the weight registry vouched for to ${pullerId}: not from the registry, or not for this machine`,
+      ));
+    const manifest = this.manifest(version, shard, d.publication);
+    if (!manifest) return void (await fail(`no manifest of ${what} seen by ${pullerId}${d.publication ? ` with the registry's digest ${d.publication}` : ''}`));
+    const spec = manifest.buckets.find((b) => b.index === bucketIndex);
+    if (!spec) return void (await fail(`${what} has no bucket ${bucketIndex}`));
+    let copy: HeldCopy;
+    try {
+      await this.staging.dropIfSuperseded(manifest);
+      copy = this.staging.stagingFor(manifest);
+    } catch (err) {
+      // E.g. /dev/shm full: say so, or the registry would wait on this pull forever.
+      return void (await fail(`no staging region for ${what} on ${pullerId}: ${err instanceof Error ? err.message : String(err)}`));
     }
     const into = copy.places[bucketIndex];
     if (!into) return void (await fail(`${what} has no bucket ${bucketIndex} in its layout`));

@@ -1,5 +1,6 @@
 import { readdirSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
+import { publicationDigest } from '@robustrl/contracts';
 import { MemoryType } from '@robustrl/ucx';
 import { BucketSpan, bucketLayout } from './bucket-layout';
 import { describeShard, HeldCopy, isComplete, shardRefOf, ShardManifest } from './held-copies';
@@ -100,14 +101,14 @@ export class PullStaging {
   }
 
   /**
-   * A shard's publication changed under a copy pulled from the one before (a restarted trainer rank
-   * published other content for the same shard; the registry dropped every copy of it too): the copy
-   * goes, and the shard is pulled again into a fresh region.
+   * The registry's assignment names another publication of a shard than the copy here was pulled from
+   * (a restarted trainer rank published other content for the same shard; the registry dropped every
+   * copy of it too): the copy goes, and the shard is pulled again into a fresh region.
    */
   async dropIfSuperseded(manifest: ShardManifest): Promise<void> {
     const { index: shard } = shardRefOf(manifest);
     const copy = this.ctx.copies.get(manifest.version, shard);
-    if (!copy || copy.kind !== 'pulled' || sameBuckets(copy.manifest, manifest)) return;
+    if (!copy || copy.kind !== 'pulled' || sameContent(copy.manifest, manifest)) return;
     this.ctx.copies.delete(copy);
     await this.ctx.server()?.withdraw([copy], { disconnect: false });
     this.ctx.logger.log(`${describeShard(copy.version, shard)} was published again with other content: dropping the copy pulled from the one before`);
@@ -206,6 +207,5 @@ export class PullStaging {
   }
 }
 
-const sameBuckets = (a: ShardManifest, b: ShardManifest) =>
-  a.buckets.length === b.buckets.length &&
-  a.buckets.every((x, i) => x.index === b.buckets[i].index && x.sizeBytes === b.buckets[i].sizeBytes && x.checksum === b.buckets[i].checksum);
+/** Two publications of the same content (contracts' publicationDigest: buckets and named tensors); usually the very same manifest. */
+const sameContent = (a: ShardManifest, b: ShardManifest) => a === b || publicationDigest(a) === publicationDigest(b);

@@ -1,8 +1,8 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { InProcessBus, machineKeyOf, sealPullGrant } from '@robustrl/bus';
-import { createMessage, DataOf, MessageOf, RobustrlMessage, Topics } from '@robustrl/contracts';
+import { InProcessBus, machineKeyOf, PublicationVoucher, sealPullGrant } from '@robustrl/bus';
+import { createMessage, DataOf, MessageOf, publicationDigest, RobustrlMessage, Topics } from '@robustrl/contracts';
 import { UcxWorker, ucxInfo } from '@robustrl/ucx';
 import { eventually } from '@robustrl/testing/eventually';
 import { bufferReader, fullChecksum } from './bucket-checksum';
@@ -226,9 +226,30 @@ describeUcx('weight plane with identity on: a region only against the pull grant
     SIZES.reduce((a, b) => a + b, 0),
     7,
   );
-  const assignment = (pullId: string, pullerId: string, grant: 'sealed' | 'none' | 'other-secret') => {
-    const data: DataOf<'WeightPullAssigned'> = { pullId, version: 1, bucketIndex: 0, pullerId, sourceId: 'trainer-0', sourceAddress: trainer.address! };
-    if (grant !== 'none') data.grant = sealPullGrant(grant === 'sealed' ? SECRET : 'another-deployments-secret-0123456789abcdef', data);
+  const OTHER_SECRET = 'another-deployments-secret-0123456789abcdef';
+  let trainerManifest: DataOf<'WeightVersionPublished'>;
+  /** As the registry assigns (the trainer's publication named and vouched for), or as another agent could forge one. */
+  const assignment = (
+    pullId: string,
+    pullerId: string,
+    grant: 'sealed' | 'none' | 'other-secret',
+    opts: { bucketIndex?: number; publication?: string; vouchedWith?: string } = {},
+  ) => {
+    const data: DataOf<'WeightPullAssigned'> = {
+      pullId,
+      version: 1,
+      bucketIndex: opts.bucketIndex ?? 0,
+      pullerId,
+      sourceId: 'trainer-0',
+      sourceAddress: trainer.address!,
+      publication: opts.publication ?? publicationDigest(trainerManifest),
+    };
+    const secret = grant === 'sealed' ? SECRET : OTHER_SECRET;
+    if (grant !== 'none')
+      data.grant = {
+        ...sealPullGrant(secret, data),
+        publicationTag: new PublicationVoucher(opts.vouchedWith ?? secret).vouch({ ...data, publication: data.publication! }),
+      };
     return createMessage('WeightPullAssigned', data, { jobId: JOB, source: 'weight-registry', occurredAt: new Date().toISOString() }) as RobustrlMessage;
   };
   const outcomeOf = (pullId: string) =>
@@ -244,7 +265,7 @@ describeUcx('weight plane with identity on: a region only against the pull grant
     await rollout.start();
     writeFileSync(join(shm, 'trainer-v1'), weights);
     await trainer.publish({ version: 1, step: 1, shmName: 'trainer-v1', bucketSizes: SIZES });
-    await eventually('manifest', () => seen.find((m) => m.type === 'WeightVersionPublished'));
+    trainerManifest = (await eventually('manifest', () => seen.find((m) => m.type === 'WeightVersionPublished'))).data as DataOf<'WeightVersionPublished'>;
   });
   afterAll(async () => {
     await trainer.stop();
@@ -263,6 +284,24 @@ describeUcx('weight plane with identity on: a region only against the pull grant
     expect(((await outcomeOf('g-none')).data as { reason: string }).reason).toMatch(/carries no grant rollout-0 can open/);
     await bus.publish(assignment('g-forged', 'rollout-0', 'other-secret'));
     expect(((await outcomeOf('g-forged')).data as { reason: string }).reason).toMatch(/carries no grant rollout-0 can open/);
+  });
+
+  it("a manifest another agent published under the trainer's version changes nothing a rollout pulls; a publication the registry did not vouch for is not pulled", async () => {
+    // Other checksums under version 1 (any agent may write the weights topic): read last, it was what the
+    // rollout verified against, and every honest pull failed its checksum.
+    const rogue = {
+      ...trainerManifest,
+      buckets: trainerManifest.buckets.map((b) => ({ ...b, checksum: `${b.checksum.slice(0, -1)}${b.checksum.endsWith('0') ? '1' : '0'}` })),
+    };
+    await bus.publish(
+      createMessage('WeightVersionPublished', rogue, { jobId: JOB, source: 'agent/rollout-9', occurredAt: new Date().toISOString() }) as RobustrlMessage,
+    );
+    await eventually('the rogue manifest read', () => (seen.filter((m) => m.type === 'WeightVersionPublished').length === 2 ? true : undefined));
+    await bus.publish(assignment('g-4', 'rollout-0', 'sealed', { bucketIndex: 1 }));
+    expect(await outcomeOf('g-4')).toMatchObject({ type: 'WeightPullCompleted', data: { bucketIndex: 1, bytes: SIZES[1] } });
+    // The rogue's digest named, but not vouched for by this deployment's registry: not pulled.
+    await bus.publish(assignment('g-5', 'rollout-0', 'sealed', { bucketIndex: 2, publication: publicationDigest(rogue), vouchedWith: OTHER_SECRET }));
+    expect(((await outcomeOf('g-5')).data as { reason: string }).reason).toMatch(/names no publication the weight registry vouched for to rollout-0/);
   });
 
   it('a peer that read a genuine assignment off the topic, naming it without the token, is refused; a forged assignment naming it is ignored', async () => {

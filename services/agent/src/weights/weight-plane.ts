@@ -1,7 +1,7 @@
 import { lookup } from 'node:dns/promises';
 import { isIPv4 } from 'node:net';
 import { Logger } from '@nestjs/common';
-import { Delivery, MessageBus, PullGrantOpener, Subscription } from '@robustrl/bus';
+import { Delivery, MessageBus, PullGrantOpener, Subscription, VoucherCheck } from '@robustrl/bus';
 import { Topics } from '@robustrl/contracts';
 import { cuda, isAvailable, MemoryType, ucxInfo, UcxWorker } from '@robustrl/ucx';
 import { HeldCopies, HeldCopy, isComplete } from './held-copies';
@@ -66,7 +66,8 @@ export class WeightPlane {
     };
     this.staging = new PullStaging(ctx);
     this.publisher = new WeightPublisher(ctx, emit, this.released);
-    this.puller = new PullExecutor(ctx, this.staging, () => this.links!, emit, grants);
+    const vouchers = config.machineKey ? new VoucherCheck(config.machineKey) : undefined;
+    this.puller = new PullExecutor(ctx, this.staging, () => this.links!, emit, grants, vouchers);
     this.serving = new ServingGrants(config.machineId, this.logger, grants, config.limits.catalogWaitMs, () => this.stopping);
   }
 
@@ -215,12 +216,10 @@ export class WeightPlane {
     if (m.jobId !== this.config.jobId || this.stopping) return;
     switch (m.type) {
       case 'WeightVersionPublished': {
-        const shard = m.data.shard?.index ?? 0;
-        this.puller.manifests.set(`${m.data.version}/${shard}`, m.data);
-        // In turn with the pulls: a copy pulled from an earlier publication of other content goes first.
-        this.queue = this.queue
-          .then(() => this.staging.dropIfSuperseded(m.data))
-          .catch((err) => this.logger.error(`manifest ${m.data.version}: ${String(err)}`));
+        // Kept, not acted on: anyone on the topic can publish a manifest. Which one counts is the one whose
+        // bucket has the checksum the registry's assignment names (pull-executor.ts); a copy pulled from
+        // another publication is dropped then, in turn with the pulls.
+        this.puller.remember(m.data);
         return;
       }
       case 'TrainerReleased':
