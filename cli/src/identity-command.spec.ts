@@ -1,4 +1,12 @@
-import { ControlPlaneVerifier, controllerKeyPairOf, machineKeyFromText, MachineSigner, publicKeyFromText, publicKeyText } from '@robustrl/bus';
+import {
+  ControlPlaneVerifier,
+  controllerKeyPairOf,
+  controlPlaneRecordKeyPairOf,
+  machineKeyFromText,
+  MachineSigner,
+  publicKeyFromText,
+  publicKeyText,
+} from '@robustrl/bus';
 import { createMessage, encodeMessage, topicOf } from '@robustrl/contracts';
 import { identityKeyOf, IdentityUsageError } from './identity-command';
 
@@ -32,6 +40,11 @@ describe('robustrl identity', () => {
     expect(identityKeyOf('controller-public-key', secret, undefined, commandSecret)).toBe(publicKeyText(controllerKeyPairOf(commandSecret).publicKey));
     expect(identityKeyOf('controller-public-key', undefined, undefined, commandSecret)).not.toBe(printed);
     expect(() => identityKeyOf('controller-public-key', secret, undefined, 'short')).toThrow(IdentityUsageError);
+
+    // The control plane's record key: from the identity secret alone, another key than the controller's.
+    const controlPlane = identityKeyOf('control-plane-public-key', secret, undefined, commandSecret);
+    expect(controlPlane).toBe(publicKeyText(controlPlaneRecordKeyPairOf(secret).publicKey));
+    expect(controlPlane).not.toBe(printed);
   });
 
   it('says what is missing', () => {

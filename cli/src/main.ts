@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
 import { busIdentityFromEnv, CLIENT_ROLES, grantAcls, KafkaBus, KafkaBusOptions, kafkaSecurityFromEnv, untilAvailable } from '@robustrl/bus';
 import { formatMessageLine } from '@robustrl/contracts';
-import { identityKeyOf, IdentityUsageError } from './identity-command';
+import { IdentityKey, identityKeyOf, IdentityUsageError } from './identity-command';
 import { aclLine, Grant, grantOf, KafkaGrantArgs, KafkaGrantUsageError, standardGrants } from './kafka-grant';
 import { JobStartArgs, jobStartedOf, JobStartUsageError } from './job-start';
 import { runSimulateCommand, SimulateArgs, UsageError } from './simulate-command';
@@ -134,7 +134,7 @@ const secretSetting = (name: string): string | undefined => {
   const file = process.env[`${name}_FILE`]?.trim();
   return file ? readFileSync(file, 'utf8').trim() : process.env[name]?.trim() || undefined;
 };
-const printKey = (what: 'machine-key' | 'controller-public-key', machineId?: string) => {
+const printKey = (what: IdentityKey, machineId?: string) => {
   try {
     const secret = secretSetting('ROBUSTRL_IDENTITY_SECRET');
     const commandSecret = what === 'controller-public-key' ? secretSetting('ROBUSTRL_CONTROLLER_COMMAND_SECRET') : undefined;
@@ -155,6 +155,10 @@ identity
     "the public key agents check the controller's commands with (their ROBUSTRL_CONTROLLER_PUBLIC_KEY); from ROBUSTRL_CONTROLLER_COMMAND_SECRET where set",
   )
   .action(() => printKey('controller-public-key'));
+identity
+  .command('control-plane-public-key')
+  .description('the public key agents check a retirement, a release or a probe with (their ROBUSTRL_CONTROL_PLANE_PUBLIC_KEY)')
+  .action(() => printKey('control-plane-public-key'));
 
 const kafka = program.command('kafka').description('the broker side of a secured deployment (README "Kafka: TLS, logins and ACLs")');
 const waitSeconds = (v: string) => {

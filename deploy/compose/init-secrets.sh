@@ -8,6 +8,7 @@
 #   secrets/http-tokens            both tokens, one per line: what the services accept
 #   secrets/controller-command-secret  the controller's own: seeds the key its commands are signed with
 #   secrets/controller-public-key  what agents check commands with (from the command secret)
+#   secrets/control-plane-public-key  what agents check a retirement, a release or a probe with
 #   secrets/machines/<machine>     each demo machine's key (robustrl identity machine-key <machine>)
 #   secrets/kafka/ca.crt           the CA clients verify the broker with (secrets/kafka-ca.key signs; kept off every container)
 #   secrets/kafka/broker.p12       the broker's TLS key and certificate (DNS name kafka), broker.password its password
@@ -47,6 +48,10 @@ missing "${S}/controller-command-secret" && random >"${S}/controller-command-sec
 if missing "${S}/controller-public-key" || [[ " ${made[*]} " == *" controller-command-secret "* ]]; then
   ROBUSTRL_CONTROLLER_COMMAND_SECRET="$(tr -d '\n' <"${S}/controller-command-secret")" robustrl identity controller-public-key >"${S}/controller-public-key"
   made+=(controller-public-key)
+fi
+if missing "${S}/control-plane-public-key" || [[ " ${made[*]} " == *" identity-secret "* ]]; then
+  robustrl identity control-plane-public-key >"${S}/control-plane-public-key"
+  made+=(control-plane-public-key)
 fi
 for m in "${DEMO_MACHINES[@]}"; do
   if missing "${S}/machines/${m}" || [[ " ${made[*]} " == *" identity-secret "* ]]; then

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import {
   busIdentityFromEnv,
   controllerKeyPairOf,
+  controlPlaneRecordKeyPairOf,
   fromDeadLetterRecord,
   KafkaBus,
   machineKeyOf,
@@ -69,6 +70,7 @@ describe('who speaks on the bus, end to end (real Kafka, PostgreSQL, agent proce
       env: (m) => ({
         ROBUSTRL_MACHINE_KEY: machineKeyText(machineKeyOf(secret, m.machineId)),
         ROBUSTRL_CONTROLLER_PUBLIC_KEY: publicKeyText(controllerKeyPairOf(commandSecret).publicKey),
+        ROBUSTRL_CONTROL_PLANE_PUBLIC_KEY: publicKeyText(controlPlaneRecordKeyPairOf(secret).publicKey),
         E2E_STEP_SECONDS: '1',
       }),
     });
@@ -157,6 +159,28 @@ describe('who speaks on the bus, end to end (real Kafka, PostgreSQL, agent proce
     await new Promise((r) => setTimeout(r, 2_000));
     expect(all('AgentFaultSignalled', (m) => m.data.detail === 'forged')).toEqual([]);
     expect(all('FaultConfirmed', (m) => m.data.machineId === 'rollout-b')).toEqual([]);
+  });
+
+  it("rollout-a's key cannot retire a version or release the trainer: the control plane and the agents refuse it", async () => {
+    const retired = createMessage('WeightVersionRetired', { version: 1 }, { jobId, source: 'agent/rollout-a', occurredAt: now() });
+    const released = createMessage(
+      'TrainerReleased',
+      { version: 1, step: 1, reason: 'all-rollouts-hold' },
+      { jobId, source: 'agent/rollout-a', occurredAt: now() },
+    );
+    await compromised.publish(retired);
+    await compromised.publish(released);
+    // Each is dead-lettered once, by whichever reader refused it first: the control plane (a machine
+    // publishes no decision of the control plane's) or an agent (no control-plane record signature).
+    const refused = (type: string) =>
+      refusedWith(
+        new RegExp(
+          `${type} is the control plane's to publish, not a machine's \\(signed by machine:rollout-a\\)|${type} not published by the control plane \\(signer 'machine:rollout-a'\\): ignored`,
+        ),
+      );
+    await eventually('both refused', () => (refused('WeightVersionRetired').length > 0 && refused('TrainerReleased').length > 0 ? true : undefined), 30_000);
+    expect(all('WeightVersionRetired')).toEqual([]);
+    expect(all('TrainerReleased')).toEqual([]);
   });
 
   it("a command not from the controller (a machine's, an unsigned one, another service's) is not executed; the controller's is", async () => {

@@ -3,7 +3,16 @@ import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { busIdentityFromEnv, controllerKeyPairOf, machineKeyOf, machineKeyText, MessageBus, publicKeyText, Subscription } from '@robustrl/bus';
+import {
+  busIdentityFromEnv,
+  controllerKeyPairOf,
+  controlPlaneRecordKeyPairOf,
+  machineKeyOf,
+  machineKeyText,
+  MessageBus,
+  publicKeyText,
+  Subscription,
+} from '@robustrl/bus';
 import { createMessage, MessageOf, MessageType, RobustrlMessage, Topics } from '@robustrl/contracts';
 import { signalAll, treeOf } from '@robustrl/agent';
 import { ControllerModule } from '@robustrl/controller';
@@ -110,6 +119,8 @@ describe('reconnect: weight pulls with relays across agent processes (real Kafka
         ROBUSTRL_IDENTITY_SECRET: '',
         ROBUSTRL_MACHINE_KEY: machineKeyText(machineKeyOf(secret, m.machineId)),
         ROBUSTRL_CONTROLLER_PUBLIC_KEY: publicKeyText(controllerKeyPairOf(secret).publicKey),
+        // Retirements, releases and probes are acted on only with the control plane's signature.
+        ROBUSTRL_CONTROL_PLANE_PUBLIC_KEY: publicKeyText(controlPlaneRecordKeyPairOf(secret).publicKey),
         ROBUSTRL_WEIGHTS_CHUNK_MIB: '1',
         ROBUSTRL_WEIGHTS_MAX_MIB_PER_SECOND: String(PULL_MIB_PER_SECOND),
         ROBUSTRL_WEIGHTS_OP_TIMEOUT_SECONDS: '10',

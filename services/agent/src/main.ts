@@ -9,6 +9,11 @@ async function main(): Promise<void> {
   // An agent speaks for its machine only (its machine key), never as a service: given the control
   // plane's secret it refuses to start, here, before anything reads it.
   const identity = busIdentityFromEnv(process.env, { machineId: agent.machineId });
+  if (identity && !process.env.ROBUSTRL_CONTROL_PLANE_PUBLIC_KEY?.trim() && !process.env.ROBUSTRL_CONTROL_PLANE_PUBLIC_KEY_FILE?.trim())
+    console.warn(
+      'agent: no ROBUSTRL_CONTROL_PLANE_PUBLIC_KEY (robustrl identity control-plane-public-key): a retirement, release or probe is acted on ' +
+        'without checking that the control plane sent it (any agent may write those topics)',
+    );
   const service = await runService({ ...serviceConfigFromEnv(`agent-${agent.machineId}`, agent.apiPort), httpPort: agent.apiPort, identity }, [AgentModule]);
   const url = (await service.app.getUrl()).replace('[::1]', '127.0.0.1');
   await service.app.get(AgentModule).startWithApi(url);

@@ -81,6 +81,9 @@ checks the types): what would otherwise surface as a pod failing at start.
 {{- if and .Values.agent.enabled (not .Values.agent.machineKeyHostPath) -}}
 {{- fail "agent.machineKeyHostPath and agent.controllerPublicKey are required with agent.enabled: the services check every record's signature, so an agent without its key would have every record dead-lettered as unsigned. On each GPU node write `robustrl identity machine-key <node name>` to that path; set agent.controllerPublicKey to `robustrl identity controller-public-key` (README: Deploying with Helm)" -}}
 {{- end -}}
+{{- if and .Values.agent.enabled (not .Values.agent.controlPlanePublicKey) -}}
+{{- fail "agent.controlPlanePublicKey is required with agent.enabled: without it an agent acts on a retirement, release or probe any other agent wrote. Set it to `robustrl identity control-plane-public-key`" -}}
+{{- end -}}
 {{- with .Values.kafka.sasl -}}
 {{- if .mechanism -}}
 {{- if not $.Values.kafka.tls.enabled -}}

@@ -16,7 +16,10 @@ export type BusSpeaker = { service: string } | { machineId: string };
  *    process holding it issues commands agents execute);
  *  - an agent: `ROBUSTRL_MACHINE_KEY` (its own key, `robustrl identity machine-key <machine>`) and
  *    `ROBUSTRL_CONTROLLER_PUBLIC_KEY` (`robustrl identity controller-public-key`), both or neither — it
- *    signs as its machine and executes only the controller's commands. An agent given the secret
+ *    signs as its machine and executes only the controller's commands; and
+ *    `ROBUSTRL_CONTROL_PLANE_PUBLIC_KEY` (`robustrl identity control-plane-public-key`): with it, it acts
+ *    on a retirement, a release or a probe only when the control plane signed it (without it, on any —
+ *    a deployment from before the key; the agent says so when it starts). An agent given the secret
  *    itself is refused: with it, it could speak for every machine.
  *
  * No setting: undefined, an unsigned deployment (the embedded main, a developer's machine).
@@ -48,12 +51,16 @@ export function busIdentityFromEnv(env: NodeJS.ProcessEnv, speaker: BusSpeaker):
     throw new Error(
       'ROBUSTRL_MACHINE_KEY and ROBUSTRL_CONTROLLER_PUBLIC_KEY go together: the agent signs with the one and checks the commands it executes with the other',
     );
+  const controlPlaneKey = settingOf(env, 'ROBUSTRL_CONTROL_PLANE_PUBLIC_KEY');
   return {
     signer: new MachineSigner(
       speaker.machineId,
       parsed('ROBUSTRL_MACHINE_KEY', () => machineKeyFromText(machineKey)),
     ),
-    verifier: new AgentCommandVerifier(parsed('ROBUSTRL_CONTROLLER_PUBLIC_KEY', () => publicKeyFromText(controllerKey))),
+    verifier: new AgentCommandVerifier(
+      parsed('ROBUSTRL_CONTROLLER_PUBLIC_KEY', () => publicKeyFromText(controllerKey)),
+      controlPlaneKey === undefined ? undefined : parsed('ROBUSTRL_CONTROL_PLANE_PUBLIC_KEY', () => publicKeyFromText(controlPlaneKey)),
+    ),
   };
 }
 

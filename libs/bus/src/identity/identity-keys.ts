@@ -8,7 +8,10 @@ import { createHmac, createPrivateKey, createPublicKey, KeyObject } from 'node:c
  *    without a key registry (the key is recomputed from the claimed id);
  *  - the control plane's key, for what the services publish (HMAC: cheap at telemetry rates);
  *  - the controller's command key pair (Ed25519): agents hold only its public half, so they can check
- *    that a command came from the controller but cannot issue one.
+ *    that a command came from the controller but cannot issue one;
+ *  - the control plane's record key pair (Ed25519): what the services publish for agents to act on
+ *    beyond commands (a version retired, the trainer released, a probe) is signed with it too, and
+ *    agents check it with the public half.
  *
  * Whoever holds the secret can sign as anyone: it stays with the control-plane services (and the
  * operator who provisions machine keys with `robustrl identity machine-key`).
@@ -27,6 +30,13 @@ export function controlPlaneKeyOf(secret: string): Buffer {
 export function controllerKeyPairOf(secret: string): { privateKey: KeyObject; publicKey: KeyObject } {
   const seed = derive(secret, 'robustrl/controller-command-key/v1');
   // PKCS#8 wrapping of a raw Ed25519 seed (RFC 8410): a fixed 16-byte prefix, then the 32 bytes.
+  const privateKey = createPrivateKey({ key: Buffer.concat([ED25519_PKCS8_PREFIX, seed]), format: 'der', type: 'pkcs8' });
+  return { privateKey, publicKey: createPublicKey(privateKey) };
+}
+
+/** The control plane's record key pair (Ed25519), seeded from the secret: every service holds the private half. */
+export function controlPlaneRecordKeyPairOf(secret: string): { privateKey: KeyObject; publicKey: KeyObject } {
+  const seed = derive(secret, 'robustrl/control-plane-record-key/v1');
   const privateKey = createPrivateKey({ key: Buffer.concat([ED25519_PKCS8_PREFIX, seed]), format: 'der', type: 'pkcs8' });
   return { privateKey, publicKey: createPublicKey(privateKey) };
 }

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createMessage, encodeMessage, RobustrlMessage, topicOf } from '@robustrl/contracts';
 import { busIdentityFromEnv } from './identity-config';
-import { controllerKeyPairOf, machineKeyOf, machineKeyText, publicKeyFromText, publicKeyText } from './identity-keys';
+import { controllerKeyPairOf, controlPlaneRecordKeyPairOf, machineKeyOf, machineKeyText, publicKeyFromText, publicKeyText } from './identity-keys';
 import { IdentityHeaders, RecordSigner } from './record-identity';
 import { MachineSigner, ServiceSigner } from './signers';
 import { AgentCommandVerifier, ControlPlaneVerifier } from './verifiers';
@@ -42,6 +42,10 @@ describe('record identity: the control plane checks everyone', () => {
     expect(check(gpu('m-2', 'agent/m-1'), machine('m-1'))).toMatch(/signed by machine:m-1 but speaks for machine 'm-2'/);
     expect(check(gpu('m-2', 'agent/m-2'), machine('m-1'))).toMatch(/signed by machine:m-1 but sent as 'agent\/m-2'/);
     expect(check(restart('agent/m-1'), machine('m-1'))).toMatch(/RestartRolloutEngine is a command, and machines issue none/);
+    // Nor the control plane's decisions: a retirement from a machine would retire the version at the registry too.
+    expect(check(createMessage('WeightVersionRetired', { version: 7 }, { ...at, source: 'agent/m-1' }), machine('m-1'))).toMatch(
+      /WeightVersionRetired is the control plane's to publish, not a machine's \(signed by machine:m-1\)/,
+    );
     // A pull's outcome speaks for its puller; its source is a reference to another machine, not a claim.
     const pulled = (pullerId: string) =>
       createMessage(
@@ -90,6 +94,55 @@ describe('record identity: an agent executes only the controller’s commands', 
     expect(
       agent.verify({ ...r, headers: { [IdentityHeaders.signer]: 'service:controller', [IdentityHeaders.signature]: r.headers[IdentityHeaders.signature] } }, m),
     ).toMatch(/carries no controller command signature/);
+  });
+});
+
+describe('record identity: an agent acts on a retirement, a release or a probe only when the control plane signed it', () => {
+  const controlPlaneKey = publicKeyFromText(publicKeyText(controlPlaneRecordKeyPairOf(SECRET).publicKey));
+  const agent = new AgentCommandVerifier(publicKeyFromText(publicKeyText(controllerKeyPairOf(SECRET).publicKey)), controlPlaneKey);
+  const check = (m: RobustrlMessage, signer?: RecordSigner) => agent.verify(signed(m, signer), m);
+  const retired = (source: string) => createMessage('WeightVersionRetired', { version: 7 }, { ...at, source });
+  const released = (source: string) => createMessage('TrainerReleased', { version: 7, step: 7, reason: 'all-rollouts-hold' }, { ...at, source });
+
+  it("takes the weight registry's, signed by any service of the control plane (every one holds the record key)", () => {
+    expect(check(retired('weight-registry'), new ServiceSigner('weight-registry', SECRET))).toBeNull();
+    expect(check(released('weight-registry'), new ServiceSigner('embedded', SECRET))).toBeNull();
+    // With the controller's own command secret, services still sign records with the identity secret's record key.
+    expect(check(retired('weight-registry'), busIdentityFromEnv({ ROBUSTRL_IDENTITY_SECRET: SECRET }, { service: 'weight-registry' })!.signer)).toBeNull();
+  });
+
+  it("refuses one another agent wrote (any may write the weights topic), an unsigned one, another deployment's, a tampered one", () => {
+    const rogue = new MachineSigner('rollout-9', machineKeyOf(SECRET, 'rollout-9'));
+    expect(check(retired('agent/rollout-9'), rogue)).toMatch(/WeightVersionRetired not published by the control plane \(signer 'machine:rollout-9'\): ignored/);
+    expect(check(released('weight-registry'))).toMatch(/signer 'none'/);
+    expect(check(released('weight-registry'), new ServiceSigner('weight-registry', OTHER_SECRET))).toMatch(/record signature that does not hold/);
+    const m = retired('weight-registry');
+    const r = signed(m, new ServiceSigner('weight-registry', SECRET));
+    expect(agent.verify({ ...r, value: Buffer.from(r.value.toString().replace('"version":7', '"version":8')) }, m)).toMatch(/does not hold/);
+    // The control plane's HMAC alone is not the record signature.
+    const { [IdentityHeaders.recordSignature]: _dropped, ...hmacOnly } = r.headers;
+    expect(agent.verify({ ...r, headers: hmacOnly }, m)).toMatch(/carries no control-plane record signature/);
+  });
+
+  it('without the public key (a deployment from before it) an agent takes them as before; with it from its settings, it checks; other records are not signed twice', () => {
+    const before = new AgentCommandVerifier(publicKeyFromText(publicKeyText(controllerKeyPairOf(SECRET).publicKey)));
+    expect(before.verify(signed(retired('agent/rollout-9')), retired('agent/rollout-9'))).toBeNull();
+    expect(signed(gpu('m-1', 'detector'), new ServiceSigner('detector', SECRET)).headers[IdentityHeaders.recordSignature]).toBeUndefined();
+    const agentEnv = {
+      ROBUSTRL_MACHINE_KEY: machineKeyText(machineKeyOf(SECRET, 'm-1')),
+      ROBUSTRL_CONTROLLER_PUBLIC_KEY: publicKeyText(controllerKeyPairOf(SECRET).publicKey),
+    };
+    expect(() => busIdentityFromEnv({ ...agentEnv, ROBUSTRL_CONTROL_PLANE_PUBLIC_KEY: 'not-a-key' }, { machineId: 'm-1' })).toThrow(
+      /ROBUSTRL_CONTROL_PLANE_PUBLIC_KEY/,
+    );
+    const configured = busIdentityFromEnv(
+      { ...agentEnv, ROBUSTRL_CONTROL_PLANE_PUBLIC_KEY: publicKeyText(controlPlaneRecordKeyPairOf(SECRET).publicKey) },
+      { machineId: 'm-1' },
+    )!;
+    const rogue = retired('agent/rollout-9');
+    expect(configured.verifier!.verify(signed(rogue, new MachineSigner('rollout-9', machineKeyOf(SECRET, 'rollout-9'))), rogue)).toMatch(
+      /not published by the control plane/,
+    );
   });
 });
 

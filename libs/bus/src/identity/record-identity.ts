@@ -14,7 +14,32 @@ export const IdentityHeaders = {
   signature: 'robustrl-signature',
   /** On the controller's commands: Ed25519 over the same bytes, which agents check with its public key. */
   commandSignature: 'robustrl-command-signature',
+  /** On the records of AGENT_ACTED_RECORDS: Ed25519 over the same bytes under the control plane's record key. */
+  recordSignature: 'robustrl-control-plane-signature',
 } as const;
+
+/**
+ * What the control plane publishes that agents act on beyond commands: a version retired (its copies
+ * dropped), the trainer released (its memory freed), a heartbeat probe (answered). Agents cannot check
+ * the control plane's HMAC, so these carry an Ed25519 signature too; an agent with the control plane's
+ * public key acts on none without it. (Pull assignments carry their own grants: pull-grants.ts.)
+ */
+export const AGENT_ACTED_RECORDS: ReadonlySet<string> = new Set(['WeightVersionRetired', 'TrainerReleased', 'HeartbeatProbeRequested']);
+
+/**
+ * Decisions only the control plane makes, which a machine never publishes: besides AGENT_ACTED_RECORDS,
+ * the registry's assignments, refusals and relay changes, and the detector's confirmed faults. The
+ * control plane refuses them from a machine's key (a machine speaking "for itself" about these would
+ * still steer every reader: the registry folds a retirement it reads as its own).
+ */
+export const CONTROL_PLANE_RECORDS: ReadonlySet<string> = new Set([
+  ...AGENT_ACTED_RECORDS,
+  'WeightPullAssigned',
+  'WeightPublicationRefused',
+  'RelayJoined',
+  'RelayLeft',
+  'FaultConfirmed',
+]);
 
 /** What a record's signature covers: its topic (unprefixed, as in the catalog), its key and its bytes. */
 export interface SignedRecord {

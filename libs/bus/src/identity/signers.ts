@@ -1,7 +1,7 @@
 import { sign as ed25519Sign, KeyObject } from 'node:crypto';
 import type { RobustrlMessage } from '@robustrl/contracts';
-import { controllerKeyPairOf, controlPlaneKeyOf } from './identity-keys';
-import { hmacOf, IdentityHeaders, RecordSigner, SignedRecord, signedBytes } from './record-identity';
+import { controllerKeyPairOf, controlPlaneKeyOf, controlPlaneRecordKeyPairOf } from './identity-keys';
+import { AGENT_ACTED_RECORDS, hmacOf, IdentityHeaders, RecordSigner, SignedRecord, signedBytes } from './record-identity';
 
 /** An agent: signs every record as its machine, with the key only it was given. */
 export class MachineSigner implements RecordSigner {
@@ -29,17 +29,22 @@ export class ServiceSigner implements RecordSigner {
   private readonly signer: string;
   private readonly key: Buffer;
   private readonly commandKey: KeyObject;
+  private readonly recordKey: KeyObject;
 
   constructor(service: string, secret: string, commandSecret?: string) {
     this.signer = `service:${service}`;
     this.key = controlPlaneKeyOf(secret);
     this.commandKey = controllerKeyPairOf(commandSecret ?? secret).privateKey;
+    this.recordKey = controlPlaneRecordKeyPairOf(secret).privateKey;
   }
 
   sign(record: SignedRecord, message: RobustrlMessage): Record<string, string> {
     const headers: Record<string, string> = { [IdentityHeaders.signer]: this.signer, [IdentityHeaders.signature]: hmacOf(this.key, record) };
     if (message.kind === 'command') {
       headers[IdentityHeaders.commandSignature] = ed25519Sign(null, Buffer.concat(signedBytes(record)), this.commandKey).toString('base64url');
+    } else if (AGENT_ACTED_RECORDS.has(message.type)) {
+      // Few records (a retirement, a release, a probe): an Ed25519 signature each costs tens of µs.
+      headers[IdentityHeaders.recordSignature] = ed25519Sign(null, Buffer.concat(signedBytes(record)), this.recordKey).toString('base64url');
     }
     return headers;
   }

@@ -1,7 +1,16 @@
 import { verify as ed25519Verify, KeyObject } from 'node:crypto';
 import type { RobustrlMessage } from '@robustrl/contracts';
 import { controlPlaneKeyOf, machineKeyOf } from './identity-keys';
-import { hmacOf, IdentityHeaders, machineClaimsOf, RecordVerifier, SignedRecord, signedBytes } from './record-identity';
+import {
+  AGENT_ACTED_RECORDS,
+  CONTROL_PLANE_RECORDS,
+  hmacOf,
+  IdentityHeaders,
+  machineClaimsOf,
+  RecordVerifier,
+  SignedRecord,
+  signedBytes,
+} from './record-identity';
 import { sentByController } from './signers';
 
 type Verifiable = SignedRecord & { headers: Readonly<Record<string, string>> };
@@ -14,7 +23,8 @@ const MACHINE_KEY_CACHE = 100_000;
  *  1. every record is signed: by a machine (`machine:<id>`) or by a service (`service:<name>`);
  *  2. the signature holds under that signer's key;
  *  3. a machine speaks only for itself: its message's source is `agent/<id>` and every field naming the
- *     machine speaking (record-identity.ts `machineClaimsOf`) is `<id>`; and machines issue no commands.
+ *     machine speaking (record-identity.ts `machineClaimsOf`) is `<id>`; and machines issue no commands
+ *     nor the control plane's decisions (CONTROL_PLANE_RECORDS).
  * Control-plane processes share the control plane's key: among them a signature tells the control plane
  * from the machines, not one service from another (per-service write rights are the broker's ACLs).
  */
@@ -38,6 +48,7 @@ export class ControlPlaneVerifier implements RecordVerifier {
       const other = claims.machineIds.find((m) => m !== id);
       if (other !== undefined) return `signed by ${signer} but speaks for machine '${other}': a machine speaks only for itself`;
       if (message.kind === 'command') return `${message.type} is a command, and machines issue none (signed by ${signer})`;
+      if (CONTROL_PLANE_RECORDS.has(message.type)) return `${message.type} is the control plane's to publish, not a machine's (signed by ${signer})`;
       return null;
     }
     if (kind === 'service') {
@@ -58,15 +69,20 @@ export class ControlPlaneVerifier implements RecordVerifier {
 
 /**
  * What an agent accepts: a command only when it is sent as the controller by the control plane and
- * carries the controller's command signature (Ed25519, checked with the controller's public key);
- * whatever else it reads (probes, weight assignments) it takes as the topic ACLs let it through — it
- * holds no key to check the control plane's HMAC, by design.
+ * carries the controller's command signature (Ed25519, checked with the controller's public key); a
+ * record of AGENT_ACTED_RECORDS (a retirement, a release, a probe) only with the control plane's record
+ * signature, where the agent was given that public key; weight assignments by their grants
+ * (pull-grants.ts). Whatever else it reads (manifests, registrations of other machines) it takes as the
+ * topic ACLs let it through — it holds no key to check another machine's HMAC, by design.
  */
 export class AgentCommandVerifier implements RecordVerifier {
-  constructor(private readonly controllerPublicKey: KeyObject) {}
+  constructor(
+    private readonly controllerPublicKey: KeyObject,
+    private readonly controlPlanePublicKey?: KeyObject,
+  ) {}
 
   verify(record: Verifiable, message: RobustrlMessage): string | null {
-    if (message.kind !== 'command') return null;
+    if (message.kind !== 'command') return this.controlPlanePublicKey && AGENT_ACTED_RECORDS.has(message.type) ? this.verifyRecord(record, message) : null;
     const signer = record.headers[IdentityHeaders.signer];
     const signature = record.headers[IdentityHeaders.commandSignature];
     if (!signer?.startsWith('service:') || !sentByController(message))
@@ -74,6 +90,15 @@ export class AgentCommandVerifier implements RecordVerifier {
     if (!signature) return `${message.type} carries no controller command signature: not executed`;
     const valid = ed25519Verify(null, Buffer.concat(signedBytes(record)), this.controllerPublicKey, Buffer.from(signature, 'base64url'));
     return valid ? null : `${message.type} carries a controller signature that does not hold: not executed`;
+  }
+
+  private verifyRecord(record: Verifiable, message: RobustrlMessage): string | null {
+    const signer = record.headers[IdentityHeaders.signer];
+    const signature = record.headers[IdentityHeaders.recordSignature];
+    if (!signer?.startsWith('service:')) return `${message.type} not published by the control plane (signer '${signer ?? 'none'}'): ignored`;
+    if (!signature) return `${message.type} carries no control-plane record signature: ignored`;
+    const valid = ed25519Verify(null, Buffer.concat(signedBytes(record)), this.controlPlanePublicKey!, Buffer.from(signature, 'base64url'));
+    return valid ? null : `${message.type} carries a control-plane record signature that does not hold: ignored`;
   }
 }
 

@@ -1,8 +1,19 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { InProcessBus, machineKeyOf, PublicationVoucher, sealPullGrant } from '@robustrl/bus';
-import { createMessage, DataOf, MessageOf, publicationDigest, RobustrlMessage, Topics } from '@robustrl/contracts';
+import {
+  AgentCommandVerifier,
+  controllerKeyPairOf,
+  controlPlaneRecordKeyPairOf,
+  InProcessBus,
+  machineKeyOf,
+  MachineSigner,
+  PublicationVoucher,
+  RecordSigner,
+  sealPullGrant,
+  ServiceSigner,
+} from '@robustrl/bus';
+import { createMessage, DataOf, encodeMessage, MessageOf, publicationDigest, RobustrlMessage, Topics } from '@robustrl/contracts';
 import { UcxWorker, ucxInfo } from '@robustrl/ucx';
 import { eventually } from '@robustrl/testing/eventually';
 import { bufferReader, fullChecksum } from './bucket-checksum';
@@ -207,7 +218,9 @@ describeUcx('weight plane over real UCX (trainer → rollout → relay)', () => 
 describeUcx('weight plane with identity on: a region only against the pull grant sealed for its puller', () => {
   const SECRET = 'weight-plane-spec-identity-secret-0123456789';
   const shm = mkdtempSync(join(tmpdir(), 'robustrl-shm-'));
-  const bus = new InProcessBus();
+  // The agents' check of what they read (this bus signs nothing: records below are signed by hand).
+  const verifier = new AgentCommandVerifier(controllerKeyPairOf(SECRET).publicKey, controlPlaneRecordKeyPairOf(SECRET).publicKey);
+  const bus = new InProcessBus({ identity: { verifier }, logger: { info: () => undefined, warn: () => undefined, error: () => undefined } });
   const seen: RobustrlMessage[] = [];
   const limits = { chunkBytes: 128 * KiB, maxBytesPerSecond: 0, opTimeoutMs: 5_000, catalogWaitMs: 1_500 };
   const plane = (machineId: string) =>
@@ -302,6 +315,37 @@ describeUcx('weight plane with identity on: a region only against the pull grant
     // The rogue's digest named, but not vouched for by this deployment's registry: not pulled.
     await bus.publish(assignment('g-5', 'rollout-0', 'sealed', { bucketIndex: 2, publication: publicationDigest(rogue), vouchedWith: OTHER_SECRET }));
     expect(((await outcomeOf('g-5')).data as { reason: string }).reason).toMatch(/names no publication the weight registry vouched for to rollout-0/);
+  });
+
+  it("a retirement or release another agent wrote is ignored (the copy stays); the registry's, signed by the control plane, is acted on", async () => {
+    const copy = rollout.status().versions.find((v) => v.version === 1);
+    expect(copy).toBeDefined();
+    const signedRecord = (message: RobustrlMessage, signer: RecordSigner) => {
+      const topic = Topics.weights;
+      const value = encodeMessage(message);
+      return { topic, key: JOB, value, headers: signer.sign({ topic, key: JOB, value }, message) };
+    };
+    const retire = (source: string) =>
+      createMessage('WeightVersionRetired', { version: 1 }, { jobId: JOB, source, occurredAt: new Date().toISOString() }) as RobustrlMessage;
+    const release = (source: string) =>
+      createMessage(
+        'TrainerReleased',
+        { version: 1, step: 1, reason: 'all-rollouts-hold' },
+        { jobId: JOB, source, occurredAt: new Date().toISOString() },
+      ) as RobustrlMessage;
+    const rogue = new MachineSigner('rollout-9', machineKeyOf(SECRET, 'rollout-9'));
+    const deadLettered = () => bus.deadLetterCounts().reduce((n, c) => n + (c.reason === 'unauthenticated' ? c.count : 0), 0);
+    const before = deadLettered();
+    await bus.publishRaw(signedRecord(retire('agent/rollout-9'), rogue));
+    await bus.publishRaw(signedRecord(release('agent/rollout-9'), rogue));
+    // Refused by every reader of the topic — the trainer's plane, the rollout's, this spec's observer —
+    // each dead-lettering both records (no ledger in one process): the rollout has read both when six are.
+    await eventually('the forged records refused', () => (deadLettered() - before >= 6 ? true : undefined));
+    expect(rollout.status().versions.map((v) => v.version)).toContain(1);
+    expect(rollout.status().versions.find((v) => v.version === 1)?.trainerReleased).toBe(false);
+
+    await bus.publishRaw(signedRecord(retire('weight-registry'), new ServiceSigner('weight-registry', SECRET)));
+    await eventually('the genuine retirement acted on', () => (rollout.status().versions.some((v) => v.version === 1) ? undefined : true));
   });
 
   it('a peer that read a genuine assignment off the topic, naming it without the token, is refused; a forged assignment naming it is ignored', async () => {
