@@ -13,3 +13,4 @@ export * from './command-executor';
 export * from './outbox-relay';
 export * from './shard';
 export * from './http-auth';
+export * from './http-server-limits';

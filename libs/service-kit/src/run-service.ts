@@ -8,6 +8,7 @@ import { CoreModule } from './core.module';
 import { HealthController } from './health.controller';
 import { MetricsController } from './metrics.controller';
 import { checkBearer, httpAuthFromEnv, PUBLIC_PATHS, reloadTokens, scopeOfServiceRequest, unauthorizedResponse } from './http-auth';
+import { limitServer } from './http-server-limits';
 import { DEFAULT_HTTP_HOST, ServiceConfig } from './service-config';
 
 /**
@@ -35,6 +36,7 @@ export async function runService(
   const logger = new Logger(config.serviceName);
   const app = await NestFactory.create<NestExpressApplication>(ProcessModule, { logger: options.logLevels ?? ['log', 'warn', 'error'] });
   app.useBodyParser('json', { limit: options.jsonBodyLimit ?? '1mb' });
+  limitServer(app.getHttpServer());
   app.enableShutdownHooks(['SIGINT', 'SIGTERM']);
   let stopReload: () => void = () => undefined;
   if (config.httpPort !== null) {

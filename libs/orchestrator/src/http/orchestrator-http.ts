@@ -1,7 +1,7 @@
 import { createServer, IncomingMessage, Server, ServerResponse } from 'node:http';
 import { AddressInfo } from 'node:net';
 import { Role } from '@robustrl/contracts';
-import { checkBearer, HttpAuth, httpAuthFromEnv, tokensFromEnv, unauthorizedResponse } from '@robustrl/service-kit';
+import { checkBearer, HttpAuth, httpAuthFromEnv, limitServer, tokensFromEnv, unauthorizedResponse } from '@robustrl/service-kit';
 import { z } from 'zod';
 import { MachineSpec, Orchestrator, OrchestratorError } from '../orchestrator';
 
@@ -61,15 +61,17 @@ export async function serveOrchestrator(
   options: { port?: number; host?: string; auth?: HttpAuth } = {},
 ): Promise<{ server: Server; url: string }> {
   const auth = options.auth ?? httpAuthFromEnv({}, options.host ?? '127.0.0.1', TOKEN_SETTING);
-  const server = createServer((req, res) => {
-    const verdict = checkBearer(auth, req.headers.authorization);
-    if (!verdict.ok) {
-      req.resume();
-      const refused = unauthorizedResponse(verdict);
-      return void res.writeHead(refused.status, refused.headers).end(refused.body);
-    }
-    void handle(orchestrator, req, res);
-  });
+  const server = limitServer(
+    createServer((req, res) => {
+      const verdict = checkBearer(auth, req.headers.authorization);
+      if (!verdict.ok) {
+        req.resume();
+        const refused = unauthorizedResponse(verdict);
+        return void res.writeHead(refused.status, refused.headers).end(refused.body);
+      }
+      void handle(orchestrator, req, res);
+    }),
+  );
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.port ?? 0, options.host ?? '127.0.0.1', () => resolve());

@@ -1,7 +1,7 @@
 import { Agent, createServer, IncomingMessage, Server, ServerResponse } from 'node:http';
 import { AddressInfo } from 'node:net';
 import { MessageBus } from '@robustrl/bus';
-import { BearerRefusal, checkBearer, HttpAuth, unauthorizedResponse } from '@robustrl/service-kit';
+import { BearerRefusal, checkBearer, HttpAuth, limitServer, unauthorizedResponse } from '@robustrl/service-kit';
 import { EnginePool } from './engine-pool';
 import { Failover } from './failover';
 import { DEFAULT_ENGINE_ANSWER_BYTES, readAll, send } from './http-transport';
@@ -137,7 +137,7 @@ export class OpenAiRouter {
       backoff: config.backoff ?? { initialMs: 50, maxMs: 1_000 },
     });
     this.recording = config.recorder ? new TrajectoryRecording(config.recorder, this.pool, this.stats, this.log, config.continuation) : undefined;
-    this.server = createServer((req, res) => void this.handle(req, res));
+    this.server = limitServer(createServer((req, res) => void this.handle(req, res)));
   }
 
   async listen(port = 0, host = '127.0.0.1'): Promise<string> {
