@@ -27,6 +27,9 @@ const trainerFault = (s: number, latencyMs = 0, verdictId = 't0/explicit-signal/
     machineFaulty: false,
     detectionLatencyMs: latencyMs,
   });
+/** A rollout machine confirmed faulty by `rule` (a machine lost: replaced, not restarted in place). */
+const rolloutLost = (s: number, verdictId: string, machineId: string, rule: string, detectionLatencyMs = 0) =>
+  at(s, 'FaultConfirmed', { verdictId, machineId, role: 'rollout', rule, evidence: {}, handledAs: 'rollout', machineFaulty: true, detectionLatencyMs });
 const decided = (
   s: number,
   verdictId: string,
@@ -283,16 +286,7 @@ describe('ETTR projection', () => {
     spec()
       .given([
         ...workingJob(),
-        at(100, 'FaultConfirmed', {
-          verdictId: verdict,
-          machineId: 'r2',
-          role: 'rollout',
-          rule: 'rollout-silent',
-          evidence: {},
-          handledAs: 'rollout',
-          machineFaulty: true,
-          detectionLatencyMs: 70_000,
-        }),
+        rolloutLost(100, verdict, 'r2', 'rollout-silent', 70_000),
         decided(100, verdict, 'r2', 'replace-rollout', 'rollout-fault'),
         at(100, 'ReplaceMachine', {
           recoveryId: `${verdict}/recovery`,
@@ -320,16 +314,7 @@ describe('ETTR projection', () => {
 
   it('a replacement lost before it ever worked leaves its slot to the next one: no machine is charged after that one works', () => {
     const replace = (s: number, verdict: string, machineId: string) => [
-      at(s, 'FaultConfirmed', {
-        verdictId: verdict,
-        machineId,
-        role: 'rollout',
-        rule: 'agent-silent',
-        evidence: {},
-        handledAs: 'rollout',
-        machineFaulty: true,
-        detectionLatencyMs: 0,
-      }),
+      rolloutLost(s, verdict, machineId, 'agent-silent'),
       decided(s, verdict, machineId, 'replace-rollout', 'rollout-fault'),
       at(s, 'ReplaceMachine', {
         recoveryId: `${verdict}/recovery`,
@@ -377,16 +362,7 @@ describe('ETTR projection', () => {
     spec()
       .given([
         ...workingJob(),
-        at(100, 'FaultConfirmed', {
-          verdictId: verdict,
-          machineId: 'r2',
-          role: 'rollout',
-          rule: 'rollout-silent',
-          evidence: {},
-          handledAs: 'rollout',
-          machineFaulty: true,
-          detectionLatencyMs: 0,
-        }),
+        rolloutLost(100, verdict, 'r2', 'rollout-silent'),
         decided(100, verdict, 'r2', 'replace-rollout', 'rollout-fault'),
         replaceAgain(100, 1),
         replaceAgain(106, 2),
