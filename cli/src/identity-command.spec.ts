@@ -6,6 +6,7 @@ import {
   MachineSigner,
   publicKeyFromText,
   publicKeyText,
+  roleCertificateHolds,
 } from '@robustrl/bus';
 import { createMessage, encodeMessage, topicOf } from '@robustrl/contracts';
 import { identityKeyOf, IdentityUsageError } from './identity-command';
@@ -45,6 +46,16 @@ describe('robustrl identity', () => {
     const controlPlane = identityKeyOf('control-plane-public-key', secret, undefined, commandSecret);
     expect(controlPlane).toBe(publicKeyText(controlPlaneRecordKeyPairOf(secret).publicKey));
     expect(controlPlane).not.toBe(printed);
+  });
+
+  it("prints a machine's role certificate that holds for that machine and role only", () => {
+    const certificate = identityKeyOf('role-certificate', secret, 'trainer-0', undefined, 'trainer');
+    const key = controlPlaneRecordKeyPairOf(secret).publicKey;
+    expect(roleCertificateHolds(key, 'trainer-0', 'trainer', certificate)).toBe(true);
+    expect(roleCertificateHolds(key, 'rollout-3', 'trainer', certificate)).toBe(false);
+    expect(roleCertificateHolds(key, 'trainer-0', 'hybrid', certificate)).toBe(false);
+    expect(() => identityKeyOf('role-certificate', secret, 'trainer-0', undefined, 'admin')).toThrow(/one of trainer, rollout, hybrid/);
+    expect(() => identityKeyOf('role-certificate', secret, undefined, undefined, 'trainer')).toThrow(/role-certificate <machineId> <role>/);
   });
 
   it('says what is missing', () => {

@@ -134,11 +134,11 @@ const secretSetting = (name: string): string | undefined => {
   const file = process.env[`${name}_FILE`]?.trim();
   return file ? readFileSync(file, 'utf8').trim() : process.env[name]?.trim() || undefined;
 };
-const printKey = (what: IdentityKey, machineId?: string) => {
+const printKey = (what: IdentityKey, machineId?: string, role?: string) => {
   try {
     const secret = secretSetting('ROBUSTRL_IDENTITY_SECRET');
     const commandSecret = what === 'controller-public-key' ? secretSetting('ROBUSTRL_CONTROLLER_COMMAND_SECRET') : undefined;
-    process.stdout.write(`${identityKeyOf(what, secret, machineId, commandSecret)}\n`);
+    process.stdout.write(`${identityKeyOf(what, secret, machineId, commandSecret, role)}\n`);
   } catch (e) {
     if (e instanceof IdentityUsageError || (e as NodeJS.ErrnoException).code === 'ENOENT')
       program.error(`robustrl identity: ${(e as Error).message}`, { exitCode: 2 });
@@ -149,6 +149,10 @@ identity
   .command('machine-key <machineId>')
   .description("the key one machine's agent signs with (its ROBUSTRL_MACHINE_KEY); it speaks for that machine only")
   .action((machineId: string) => printKey('machine-key', machineId));
+identity
+  .command('role-certificate <machineId> <role>')
+  .description("one machine's certificate for its role (its ROBUSTRL_ROLE_CERTIFICATE): a trainer or hybrid machine is refused without one")
+  .action((machineId: string, role: string) => printKey('role-certificate', machineId, role));
 identity
   .command('controller-public-key')
   .description(

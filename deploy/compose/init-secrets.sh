@@ -10,6 +10,7 @@
 #   secrets/controller-public-key  what agents check commands with (from the command secret)
 #   secrets/control-plane-public-key  what agents check a retirement, a release or a probe with
 #   secrets/machines/<machine>     each demo machine's key (robustrl identity machine-key <machine>)
+#   secrets/roles/<machine>        each demo trainer's role certificate (robustrl identity role-certificate <machine> trainer)
 #   secrets/kafka/ca.crt           the CA clients verify the broker with (secrets/kafka-ca.key signs; kept off every container)
 #   secrets/kafka/broker.p12       the broker's TLS key and certificate (DNS name kafka), broker.password its password
 #   secrets/kafka/logins/<name>    the password of each broker login: admin, each service, operator, agent-<machine>
@@ -23,6 +24,7 @@ S="${DIR}/secrets"
 FORCE=0
 [[ "${1:-}" == "--force" ]] && FORCE=1
 DEMO_MACHINES=(demo-trainer-0 demo-rollout-0 demo-rollout-1)
+DEMO_TRAINERS=(demo-trainer-0)
 KAFKA_LOGINS=(admin detector controller request-manager rollout-manager weight-registry operator "${DEMO_MACHINES[@]/#/agent-}")
 
 random() { head -c 32 /dev/urandom | base64 | tr -d '/+=\n' | head -c 43; }
@@ -57,6 +59,13 @@ for m in "${DEMO_MACHINES[@]}"; do
   if missing "${S}/machines/${m}" || [[ " ${made[*]} " == *" identity-secret "* ]]; then
     robustrl identity machine-key "${m}" >"${S}/machines/${m}"
     made+=("machines/${m}")
+  fi
+done
+mkdir -p "${S}/roles"
+for m in "${DEMO_TRAINERS[@]}"; do
+  if missing "${S}/roles/${m}" || [[ " ${made[*]} " == *" identity-secret "* ]]; then
+    robustrl identity role-certificate "${m}" trainer >"${S}/roles/${m}"
+    made+=("roles/${m}")
   fi
 done
 missing "${DIR}/.env" && printf 'POSTGRES_PASSWORD=%s\n' "$(random)" >"${DIR}/.env" && made+=(.env)

@@ -72,6 +72,7 @@ refused "a machine key without the controller's public key" "go together" "${bas
 refused "agents without their keys (every record would be dead-lettered)" "are required with agent.enabled" "${base[@]}" --set agent.machineKeyHostPath= --set agent.controllerPublicKey=
 refused "agents without the control plane's public key (a forged retirement would be acted on)" "agent.controlPlanePublicKey is required" "${base[@]}" --set agent.controlPlanePublicKey=
 refused "the chart's defaults with a job named (agents without keys)" "are required with agent.enabled" --set agent.jobId=job-1 --set kafka.bundled=true --set postgresql.bundled=true --set secrets.identitySecret=chart-test-identity-secret-0123456789abcdef --set 'secrets.httpTokens={chart-test-operator-token-0123}' --set secrets.postgresPassword=chart-test-postgres-pw
+refused "trainer agents without their role certificate (their registration would be refused)" "agent.roleCertificateHostPath is required for agent.role=trainer" "${base[@]}" --set agent.role=trainer
 refused "an unknown role (values.schema.json)" "agent.role" "${base[@]}" --set agent.role=bogus
 secured=(-f "${DIR}/test/values-secured.yaml")
 refused "a Kafka login without TLS" "a login is never sent in the clear" "${secured[@]}" --set kafka.tls.enabled=false

@@ -10,6 +10,7 @@ import {
   MachineSigner,
   MessageBus,
   publicKeyText,
+  roleCertificateOf,
   Subscription,
 } from '@robustrl/bus';
 import { createMessage, DEAD_LETTER_TOPIC, MessageOf, MessageType, RobustrlMessage, Topics } from '@robustrl/contracts';
@@ -71,6 +72,8 @@ describe('who speaks on the bus, end to end (real Kafka, PostgreSQL, agent proce
         ROBUSTRL_MACHINE_KEY: machineKeyText(machineKeyOf(secret, m.machineId)),
         ROBUSTRL_CONTROLLER_PUBLIC_KEY: publicKeyText(controllerKeyPairOf(commandSecret).publicKey),
         ROBUSTRL_CONTROL_PLANE_PUBLIC_KEY: publicKeyText(controlPlaneRecordKeyPairOf(secret).publicKey),
+        // A trainer shows the operator's word that it may train (robustrl identity role-certificate).
+        ...(m.role === 'trainer' ? { ROBUSTRL_ROLE_CERTIFICATE: roleCertificateOf(secret, m.machineId, 'trainer') } : {}),
         E2E_STEP_SECONDS: '1',
       }),
     });
@@ -181,6 +184,48 @@ describe('who speaks on the bus, end to end (real Kafka, PostgreSQL, agent proce
     await eventually('both refused', () => (refused('WeightVersionRetired').length > 0 && refused('TrainerReleased').length > 0 ? true : undefined), 30_000);
     expect(all('WeightVersionRetired')).toEqual([]);
     expect(all('TrainerReleased')).toEqual([]);
+  });
+
+  it("rollout-a's key cannot make it a trainer: registering as one (with no certificate, with trainer-0's) or promoting itself is refused", async () => {
+    const asTrainer = (roleCertificate?: string) =>
+      createMessage(
+        'MachineRegistered',
+        {
+          machineId: 'rollout-a',
+          role: 'trainer',
+          zone: 'az-1',
+          hardwareClass: 'cpu-e2e',
+          gpus: 1,
+          agentAddress: 'http://127.0.0.1:9',
+          hostAddress: '127.0.0.1',
+          // Rank 0 of the trainer group: the rendezvous every trainer's first launch would meet at.
+          dpRank: 0,
+          ...(roleCertificate ? { roleCertificate } : {}),
+        },
+        { jobId, source: 'agent/rollout-a', occurredAt: now() },
+      );
+    const promoted = createMessage(
+      'MachineRoleChanged',
+      { machineId: 'rollout-a', from: 'rollout', to: 'trainer', reason: 'forged promotion' },
+      { jobId, source: 'agent/rollout-a', occurredAt: now() },
+    );
+    await compromised.publish(asTrainer());
+    await compromised.publish(asTrainer(roleCertificateOf(secret, 'trainer-0', 'trainer')));
+    await compromised.publish(promoted);
+    await eventually(
+      'all three refused',
+      () =>
+        refusedWith(/MachineRegistered claims the trainer role for rollout-a without a role certificate/).length > 0 &&
+        refusedWith(/MachineRegistered claims the trainer role for rollout-a with a role certificate that does not hold/).length > 0 &&
+        refusedWith(/MachineRoleChanged claims the trainer role for rollout-a without a role certificate/).length > 0
+          ? true
+          : undefined,
+      30_000,
+    );
+    expect(all('MachineRegistered', (m) => m.data.machineId === 'rollout-a' && m.data.role === 'trainer')).toEqual([]);
+    expect(all('MachineRoleChanged', (m) => m.data.machineId === 'rollout-a')).toEqual([]);
+    // trainer-0 registered with its certificate and was taken.
+    expect(all('MachineRegistered', (m) => m.data.machineId === 'trainer-0')[0]?.data.roleCertificate).toBe(roleCertificateOf(secret, 'trainer-0', 'trainer'));
   });
 
   it("a command not from the controller (a machine's, an unsigned one, another service's) is not executed; the controller's is", async () => {

@@ -11,6 +11,7 @@ import {
   machineKeyText,
   MessageBus,
   publicKeyText,
+  roleCertificateOf,
   Subscription,
 } from '@robustrl/bus';
 import { createMessage, MessageOf, MessageType, RobustrlMessage, Topics } from '@robustrl/contracts';
@@ -121,6 +122,8 @@ describe('reconnect: weight pulls with relays across agent processes (real Kafka
         ROBUSTRL_CONTROLLER_PUBLIC_KEY: publicKeyText(controllerKeyPairOf(secret).publicKey),
         // Retirements, releases and probes are acted on only with the control plane's signature.
         ROBUSTRL_CONTROL_PLANE_PUBLIC_KEY: publicKeyText(controlPlaneRecordKeyPairOf(secret).publicKey),
+        // A trainer shows the operator's word that it may train (robustrl identity role-certificate).
+        ...(m.role === 'trainer' ? { ROBUSTRL_ROLE_CERTIFICATE: roleCertificateOf(secret, m.machineId, 'trainer') } : {}),
         ROBUSTRL_WEIGHTS_CHUNK_MIB: '1',
         ROBUSTRL_WEIGHTS_MAX_MIB_PER_SECOND: String(PULL_MIB_PER_SECOND),
         ROBUSTRL_WEIGHTS_OP_TIMEOUT_SECONDS: '10',

@@ -22,3 +22,4 @@ export * from './kafka/topic-acls';
 export * from './kafka/grant-acls';
 export * from './identity/pull-grants';
 export * from './identity/publication-vouchers';
+export * from './identity/role-certificates';

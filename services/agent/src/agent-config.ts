@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { machineKeyFromEnv } from '@robustrl/bus';
+import { machineKeyFromEnv, roleCertificateFromEnv } from '@robustrl/bus';
 import { Role } from '@robustrl/contracts';
 import { tokensFromEnv } from '@robustrl/service-kit';
 
@@ -54,6 +54,8 @@ export interface AgentConfig {
   trainerWorldSize: number | null;
   /** This machine's own key (ROBUSTRL_MACHINE_KEY), with identity on: the weight plane opens its pull grants with it. */
   machineKey: Buffer | undefined;
+  /** The operator's certificate for this machine's starting role (ROBUSTRL_ROLE_CERTIFICATE), shown in its registration. */
+  roleCertificate: string | undefined;
   /** The UCX weight server and pull limits (paper §5.2.1). */
   weights: {
     bindHost: string | null;
@@ -157,6 +159,7 @@ export function agentConfigFromEnv(env: NodeJS.ProcessEnv): AgentConfig {
     stopGraceMs: Math.round(e.ROBUSTRL_STOP_GRACE_SECONDS * 1000),
     commandClockSkewMs: Math.round(e.ROBUSTRL_COMMAND_CLOCK_SKEW_SECONDS * 1000),
     machineKey: machineKeyFromEnv(env),
+    roleCertificate: roleCertificateFromEnv(env, e.ROBUSTRL_MACHINE_ID, e.ROBUSTRL_ROLE),
     weights: {
       bindHost: e.ROBUSTRL_WEIGHTS_BIND_HOST ?? null,
       port: e.ROBUSTRL_WEIGHTS_PORT,

@@ -186,6 +186,7 @@ export class AgentRuntime {
         ...(weightsAddress ? { weightsAddress } : {}),
         ...(this.config.inferenceUrl ? { inferenceUrl: this.config.inferenceUrl } : {}),
         incarnation: this.incarnation,
+        ...this.certificateOf(this.role),
       },
       cause,
     );
@@ -417,10 +418,25 @@ export class AgentRuntime {
     this.phase = null;
     await this.emit(
       'MachineRoleChanged',
-      { machineId: this.config.machineId, from, to: 'trainer', reason: `warm standby for ${m.data.replacesMachineId} (${m.data.recoveryId})` },
+      {
+        machineId: this.config.machineId,
+        from,
+        to: 'trainer',
+        reason: `warm standby for ${m.data.replacesMachineId} (${m.data.recoveryId})`,
+        ...(m.data.roleCertificate ? { roleCertificate: m.data.roleCertificate } : {}),
+      },
       m,
     );
+    if (m.data.roleCertificate) this.lentCertificate = m.data.roleCertificate;
   }
+
+  /** The certificate this machine shows for `role` (libs/bus role-certificates.ts): the operator's for its starting role, the controller's once lent. */
+  private certificateOf(role: string): { roleCertificate?: string } {
+    const certificate = role === this.config.role ? this.config.roleCertificate : role === 'trainer' ? this.lentCertificate : undefined;
+    return certificate ? { roleCertificate: certificate } : {};
+  }
+
+  private lentCertificate: string | undefined;
 
   private roleEnv(apiUrl: string, extra: Record<string, string>): Record<string, string> {
     return {

@@ -167,9 +167,13 @@ describe('agent', () => {
   });
 
   it('promoted to warm standby it stops generating and becomes a trainer; the group restart starts the trainer once', async () => {
-    await bus.publish(command('PromoteRolloutToTrainer', { recoveryId: 'r-1', commandId: 'r-1/1', rolloutMachineId: 'm-1', replacesMachineId: 't-0' }));
+    // The controller's certificate for the lent machine (libs/bus role-certificates.ts): shown again as it says it trains.
+    const roleCertificate = 'certificate-from-the-controller';
+    await bus.publish(
+      command('PromoteRolloutToTrainer', { recoveryId: 'r-1', commandId: 'r-1/1', rolloutMachineId: 'm-1', replacesMachineId: 't-0', roleCertificate }),
+    );
     await eventually('promoted', () => published('RecoveryCommandSucceeded').find((m) => (m.data as { commandId: string }).commandId === 'r-1/1'));
-    expect(published('MachineRoleChanged')[0].data).toMatchObject({ machineId: 'm-1', from: 'rollout', to: 'trainer' });
+    expect(published('MachineRoleChanged')[0].data).toEqual({ machineId: 'm-1', from: 'rollout', to: 'trainer', reason: expect.any(String), roleCertificate });
     expect(runtime.status().roleProcess.running).toBe(false);
     expect(published('AgentFaultSignalled')).toEqual([]); // stopping it on purpose is not a fault
 

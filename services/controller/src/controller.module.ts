@@ -1,5 +1,5 @@
 import { DynamicModule, Inject, Logger, Module, OnApplicationBootstrap, OnModuleDestroy, Optional } from '@nestjs/common';
-import { MessageBus } from '@robustrl/bus';
+import { certifyPromotions, identitySecretFromEnv, MessageBus } from '@robustrl/bus';
 import { Topics } from '@robustrl/contracts';
 import { Orchestrator, orchestratorFromEnv } from '@robustrl/orchestrator';
 import { CLOCK, DecidingConsumer, EVENT_STORE, MESSAGE_BUS } from '@robustrl/service-kit';
@@ -59,6 +59,11 @@ function engineRestartBudget(env: NodeJS.ProcessEnv): Pick<ControllerSettings, '
   };
 }
 
+function promotionCertificates(env: NodeJS.ProcessEnv) {
+  const secret = identitySecretFromEnv(env);
+  return secret === undefined ? undefined : certifyPromotions(secret);
+}
+
 // EttrProjector starts and stops itself (its own lifecycle hooks): a read model, independent of the consumer below.
 // Their metrics go to the process's registry, served at /metrics by the service kit.
 @Module({ providers: [RecoveryMetrics, EttrProjector], controllers: [EttrController], exports: [RecoveryMetrics] })
@@ -90,6 +95,8 @@ export class ControllerModule implements OnApplicationBootstrap, OnModuleDestroy
       }),
       tickIntervalMs: 1000,
       clock: clock ?? undefined,
+      // A standby lent to the trainer shows this certificate when it says it trains (role-certificates.ts).
+      completeDraft: promotionCertificates(process.env),
       onEmitted: (messages) => metrics.observe(messages),
     });
     this.executor = chosen ? new RecoveryExecutor(bus, store, chosen, (jobId) => this.consumer.stateOf(jobId)) : null;

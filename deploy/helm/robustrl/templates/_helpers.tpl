@@ -84,6 +84,9 @@ checks the types): what would otherwise surface as a pod failing at start.
 {{- if and .Values.agent.enabled (not .Values.agent.controlPlanePublicKey) -}}
 {{- fail "agent.controlPlanePublicKey is required with agent.enabled: without it an agent acts on a retirement, release or probe any other agent wrote. Set it to `robustrl identity control-plane-public-key`" -}}
 {{- end -}}
+{{- if and .Values.agent.enabled (has .Values.agent.role (list "trainer" "hybrid")) (not .Values.agent.roleCertificateHostPath) -}}
+{{- fail (printf "agent.roleCertificateHostPath is required for agent.role=%s: the services refuse a %s's registration without the operator's certificate for its role. On each node write `robustrl identity role-certificate <node name> %s` to that path" .Values.agent.role .Values.agent.role .Values.agent.role) -}}
+{{- end -}}
 {{- with .Values.kafka.sasl -}}
 {{- if .mechanism -}}
 {{- if not $.Values.kafka.tls.enabled -}}

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import type { BusIdentity } from '../message-bus';
 import { machineKeyFromText, MIN_SECRET_LENGTH, publicKeyFromText } from './identity-keys';
+import { ROLES_NEEDING_CERTIFICATE, roleCertificateHolds } from './role-certificates';
 import { MachineSigner, ServiceSigner } from './signers';
 import { AgentCommandVerifier, ControlPlaneVerifier } from './verifiers';
 
@@ -78,6 +79,37 @@ export function identitySecretFromEnv(env: NodeJS.ProcessEnv): string | undefine
 export function machineKeyFromEnv(env: NodeJS.ProcessEnv): Buffer | undefined {
   const key = settingOf(env, 'ROBUSTRL_MACHINE_KEY');
   return key === undefined ? undefined : parsed('ROBUSTRL_MACHINE_KEY', () => machineKeyFromText(key));
+}
+
+/**
+ * An agent's role certificate (`ROBUSTRL_ROLE_CERTIFICATE` or `_FILE`; role-certificates.ts), which its
+ * registration shows. With a machine key, a training role without one is refused here, at start, rather
+ * than every registration being dead-lettered; with the control plane's public key, one that does not
+ * hold for this machine and role is too.
+ */
+export function roleCertificateFromEnv(env: NodeJS.ProcessEnv, machineId: string, role: string): string | undefined {
+  const certificate = settingOf(env, 'ROBUSTRL_ROLE_CERTIFICATE');
+  const signed = settingOf(env, 'ROBUSTRL_MACHINE_KEY') !== undefined;
+  if (certificate === undefined) {
+    if (signed && ROLES_NEEDING_CERTIFICATE.has(role))
+      throw new Error(
+        `ROBUSTRL_ROLE_CERTIFICATE: a ${role} machine shows the operator's certificate for its role (robustrl identity role-certificate ${machineId} ${role}); ` +
+          'the control plane refuses its registration without one',
+      );
+    return undefined;
+  }
+  const publicKey = settingOf(env, 'ROBUSTRL_CONTROL_PLANE_PUBLIC_KEY');
+  if (
+    publicKey !== undefined &&
+    !roleCertificateHolds(
+      parsed('ROBUSTRL_CONTROL_PLANE_PUBLIC_KEY', () => publicKeyFromText(publicKey)),
+      machineId,
+      role,
+      certificate,
+    )
+  )
+    throw new Error(`ROBUSTRL_ROLE_CERTIFICATE does not hold for machine ${machineId} as ${role} (robustrl identity role-certificate ${machineId} ${role})`);
+  return certificate;
 }
 
 /** `<name>` or the contents of the file `<name>_FILE` names (trimmed); both set is an error. */

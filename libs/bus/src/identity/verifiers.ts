@@ -1,6 +1,6 @@
 import { verify as ed25519Verify, KeyObject } from 'node:crypto';
 import type { RobustrlMessage } from '@robustrl/contracts';
-import { controlPlaneKeyOf, machineKeyOf } from './identity-keys';
+import { controlPlaneKeyOf, controlPlaneRecordKeyPairOf, machineKeyOf } from './identity-keys';
 import {
   AGENT_ACTED_RECORDS,
   CONTROL_PLANE_RECORDS,
@@ -11,6 +11,7 @@ import {
   SignedRecord,
   signedBytes,
 } from './record-identity';
+import { roleClaimProblem } from './role-certificates';
 import { sentByController } from './signers';
 
 type Verifiable = SignedRecord & { headers: Readonly<Record<string, string>> };
@@ -24,16 +25,19 @@ const MACHINE_KEY_CACHE = 100_000;
  *  2. the signature holds under that signer's key;
  *  3. a machine speaks only for itself: its message's source is `agent/<id>` and every field naming the
  *     machine speaking (record-identity.ts `machineClaimsOf`) is `<id>`; and machines issue no commands
- *     nor the control plane's decisions (CONTROL_PLANE_RECORDS).
+ *     nor the control plane's decisions (CONTROL_PLANE_RECORDS);
+ *  4. a machine claims a training role only with its role certificate (role-certificates.ts).
  * Control-plane processes share the control plane's key: among them a signature tells the control plane
  * from the machines, not one service from another (per-service write rights are the broker's ACLs).
  */
 export class ControlPlaneVerifier implements RecordVerifier {
   private readonly controlPlaneKey: Buffer;
+  private readonly recordPublicKey: KeyObject;
   private readonly machineKeys = new Map<string, Buffer>();
 
   constructor(private readonly secret: string) {
     this.controlPlaneKey = controlPlaneKeyOf(secret);
+    this.recordPublicKey = controlPlaneRecordKeyPairOf(secret).publicKey;
   }
 
   verify(record: Verifiable, message: RobustrlMessage): string | null {
@@ -49,7 +53,7 @@ export class ControlPlaneVerifier implements RecordVerifier {
       if (other !== undefined) return `signed by ${signer} but speaks for machine '${other}': a machine speaks only for itself`;
       if (message.kind === 'command') return `${message.type} is a command, and machines issue none (signed by ${signer})`;
       if (CONTROL_PLANE_RECORDS.has(message.type)) return `${message.type} is the control plane's to publish, not a machine's (signed by ${signer})`;
-      return null;
+      return roleClaimProblem(message, this.recordPublicKey);
     }
     if (kind === 'service') {
       return sameMac(hmacOf(this.controlPlaneKey, record), signature) ? null : `the signature does not hold for ${signer}`;
@@ -72,8 +76,10 @@ export class ControlPlaneVerifier implements RecordVerifier {
  * carries the controller's command signature (Ed25519, checked with the controller's public key); a
  * record of AGENT_ACTED_RECORDS (a retirement, a release, a probe) only with the control plane's record
  * signature, where the agent was given that public key; weight assignments by their grants
- * (pull-grants.ts). Whatever else it reads (manifests, registrations of other machines) it takes as the
- * topic ACLs let it through — it holds no key to check another machine's HMAC, by design.
+ * (pull-grants.ts); and, with that key, a machine's claim of a training role (a registration as trainer, a
+ * promotion) only with its role certificate (role-certificates.ts) — the first launch's rank 0 is the
+ * group's rendezvous. Whatever else it reads (manifests, other registrations) it takes as the topic
+ * ACLs let it through — it holds no key to check another machine's HMAC, by design.
  */
 export class AgentCommandVerifier implements RecordVerifier {
   constructor(
@@ -82,7 +88,11 @@ export class AgentCommandVerifier implements RecordVerifier {
   ) {}
 
   verify(record: Verifiable, message: RobustrlMessage): string | null {
-    if (message.kind !== 'command') return this.controlPlanePublicKey && AGENT_ACTED_RECORDS.has(message.type) ? this.verifyRecord(record, message) : null;
+    if (message.kind !== 'command') {
+      if (!this.controlPlanePublicKey) return null;
+      if (AGENT_ACTED_RECORDS.has(message.type)) return this.verifyRecord(record, message);
+      return roleClaimProblem(message, this.controlPlanePublicKey);
+    }
     const signer = record.headers[IdentityHeaders.signer];
     const signature = record.headers[IdentityHeaders.commandSignature];
     if (!signer?.startsWith('service:') || !sentByController(message))

@@ -96,6 +96,8 @@ export const PromoteRolloutToTrainer = command(
     replacesMachineId: MachineId,
     /** The rollout's incarnation the promotion is for (when known): another incarnation ignores it. */
     incarnation: z.string().min(1).optional(),
+    /** Where records are signed: the lent machine's trainer certificate, shown again in its MachineRoleChanged. */
+    roleCertificate: z.string().min(1).max(200).optional(),
   }),
 );
 

@@ -85,6 +85,11 @@ export const MachineRegistered = event(
      * machine is faulty, lent or gone. Absent: the engine joins the router only by its static list.
      */
     inferenceUrl: z.url({ protocol: /^https?$/ }).optional(),
+    /**
+     * The operator's certificate that this machine may take its role (`robustrl identity role-certificate`):
+     * a trainer's registration without it is refused where records are signed (libs/bus role-certificates.ts).
+     */
+    roleCertificate: z.string().min(1).max(200).optional(),
   }),
 );
 
@@ -92,7 +97,14 @@ export const MachineRoleChanged = event(
   'MachineRoleChanged',
   Topics.membership,
   'A machine moved between roles, e.g. a rollout lent to the trainer group as warm standby (paper §5.1.3).',
-  z.object({ machineId: MachineId, from: Role, to: Role, reason: z.string().min(1) }),
+  z.object({
+    machineId: MachineId,
+    from: Role,
+    to: Role,
+    reason: z.string().min(1),
+    /** To a training role: the certificate the controller's PromoteRolloutToTrainer carried (libs/bus role-certificates.ts). */
+    roleCertificate: z.string().min(1).max(200).optional(),
+  }),
 );
 
 export const MachineDeregistered = event(
