@@ -95,6 +95,7 @@ export class AgentRuntime {
         limits: weights,
         cudaDevice: weights.cudaDevice,
         machineKey: config.machineKey,
+        publisherCertificate: () => this.certificateOf(this.role).roleCertificate,
       },
       bus,
       (type, data, cause) => this.emit(type, data, cause),

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import type { BusIdentity } from '../message-bus';
-import { machineKeyFromText, MIN_SECRET_LENGTH, publicKeyFromText } from './identity-keys';
-import { ROLES_NEEDING_CERTIFICATE, roleCertificateHolds } from './role-certificates';
+import { machineKeyFromText, MIN_SECRET_LENGTH, publicKeyFromText, publicKeyText, publisherKeyPairOf } from './identity-keys';
+import { certifiedPublisherKey, ROLES_NEEDING_CERTIFICATE } from './role-certificates';
 import { MachineSigner, ServiceSigner } from './signers';
 import { AgentCommandVerifier, ControlPlaneVerifier } from './verifiers';
 
@@ -83,9 +83,9 @@ export function machineKeyFromEnv(env: NodeJS.ProcessEnv): Buffer | undefined {
 
 /**
  * An agent's role certificate (`ROBUSTRL_ROLE_CERTIFICATE` or `_FILE`; role-certificates.ts), which its
- * registration shows. With a machine key, a training role without one is refused here, at start, rather
- * than every registration being dead-lettered; with the control plane's public key, one that does not
- * hold for this machine and role is too.
+ * registration and manifests show. With a machine key, a training role without one is refused here, at
+ * start, rather than every registration being dead-lettered, and so is another machine's; with the
+ * control plane's public key, one that does not hold for this machine and role is too.
  */
 export function roleCertificateFromEnv(env: NodeJS.ProcessEnv, machineId: string, role: string): string | undefined {
   const certificate = settingOf(env, 'ROBUSTRL_ROLE_CERTIFICATE');
@@ -98,17 +98,23 @@ export function roleCertificateFromEnv(env: NodeJS.ProcessEnv, machineId: string
       );
     return undefined;
   }
+  const wrong = () =>
+    new Error(`ROBUSTRL_ROLE_CERTIFICATE does not hold for machine ${machineId} as ${role} (robustrl identity role-certificate ${machineId} ${role})`);
+  // Its first half is this machine's publisher key (role-certificates.ts): another machine's certificate is caught without any key.
+  const machineKey = machineKeyFromEnv(env);
+  if (machineKey && Buffer.from(certificate, 'base64url').subarray(0, 32).toString('base64url') !== publicKeyText(publisherKeyPairOf(machineKey).publicKey))
+    throw wrong();
   const publicKey = settingOf(env, 'ROBUSTRL_CONTROL_PLANE_PUBLIC_KEY');
   if (
     publicKey !== undefined &&
-    !roleCertificateHolds(
+    !certifiedPublisherKey(
       parsed('ROBUSTRL_CONTROL_PLANE_PUBLIC_KEY', () => publicKeyFromText(publicKey)),
       machineId,
       role,
       certificate,
     )
   )
-    throw new Error(`ROBUSTRL_ROLE_CERTIFICATE does not hold for machine ${machineId} as ${role} (robustrl identity role-certificate ${machineId} ${role})`);
+    throw wrong();
   return certificate;
 }
 

@@ -11,7 +11,10 @@ import { createHmac, createPrivateKey, createPublicKey, KeyObject } from 'node:c
  *    that a command came from the controller but cannot issue one;
  *  - the control plane's record key pair (Ed25519): what the services publish for agents to act on
  *    beyond commands (a version retired, the trainer released, a probe) is signed with it too, and
- *    agents check it with the public half.
+ *    agents check it with the public half;
+ *  - a machine's publisher key pair (Ed25519), seeded from its machine key: a trainer signs the weight
+ *    manifests it publishes with it, and its role certificate vouches for the public half, so other
+ *    agents can check a manifest came from a trainer (role-certificates.ts).
  *
  * Whoever holds the secret can sign as anyone: it stays with the control-plane services (and the
  * operator who provisions machine keys with `robustrl identity machine-key`).
@@ -37,6 +40,13 @@ export function controllerKeyPairOf(secret: string): { privateKey: KeyObject; pu
 /** The control plane's record key pair (Ed25519), seeded from the secret: every service holds the private half. */
 export function controlPlaneRecordKeyPairOf(secret: string): { privateKey: KeyObject; publicKey: KeyObject } {
   const seed = derive(secret, 'robustrl/control-plane-record-key/v1');
+  const privateKey = createPrivateKey({ key: Buffer.concat([ED25519_PKCS8_PREFIX, seed]), format: 'der', type: 'pkcs8' });
+  return { privateKey, publicKey: createPublicKey(privateKey) };
+}
+
+/** A machine's publisher key pair (Ed25519), seeded from its machine key: the machine and the control plane can both derive it. */
+export function publisherKeyPairOf(machineKey: Buffer): { privateKey: KeyObject; publicKey: KeyObject } {
+  const seed = createHmac('sha256', machineKey).update('robustrl/publisher-key/v1', 'utf8').digest();
   const privateKey = createPrivateKey({ key: Buffer.concat([ED25519_PKCS8_PREFIX, seed]), format: 'der', type: 'pkcs8' });
   return { privateKey, publicKey: createPublicKey(privateKey) };
 }

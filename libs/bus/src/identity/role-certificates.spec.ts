@@ -100,6 +100,45 @@ describe('role certificates: a machine trains only with the operator’s or the 
     expect(legacy.verify(signed(m, machine('rollout-3')), m)).toBeNull();
   });
 
+  it('an agent keeps a manifest only from a certified trainer, signed with the key its certificate vouches for', () => {
+    const manifest = (publisherCertificate?: string, sources = [{ instanceId: 'trainer-0', address: '10.0.0.9:7100' }]) =>
+      createMessage(
+        'WeightVersionPublished',
+        {
+          version: 4,
+          step: 4,
+          buckets: [{ index: 0, sizeBytes: 8, checksum: 'c0' }],
+          totalBytes: 8,
+          sources,
+          ...(publisherCertificate ? { publisherCertificate } : {}),
+        },
+        { ...at, source: 'agent/trainer-0' },
+      );
+    const check = (m: RobustrlMessage, by: string) => agent.verify(signed(m, machine(by)), m);
+    const certificate = roleCertificateOf(SECRET, 'trainer-0', 'trainer');
+    expect(check(manifest(certificate), 'trainer-0')).toBeNull();
+    expect(check(manifest(roleCertificateOf(SECRET, 'trainer-0', 'hybrid')), 'trainer-0')).toBeNull();
+    expect(check(manifest(), 'rollout-3')).toMatch(/the manifest of version 4 from trainer-0 carries no role certificate/);
+    // The trainer's certificate copied onto a manifest the rogue signs with its own key.
+    expect(check(manifest(certificate), 'rollout-3')).toMatch(/publisher signature that does not hold under its certified key/);
+    expect(check(manifest(roleCertificateOf(SECRET, 'rollout-3', 'trainer')), 'rollout-3')).toMatch(/role certificate that does not hold for it/);
+    expect(check(manifest(roleCertificateOf(SECRET, 'trainer-0', 'rollout')), 'trainer-0')).toMatch(/does not hold for it/);
+    expect(
+      check(
+        manifest(certificate, [
+          { instanceId: 'trainer-0', address: 'a:1' },
+          { instanceId: 'trainer-1', address: 'b:1' },
+        ]),
+        'trainer-0',
+      ),
+    ).toMatch(/names 2 source machines, not one/);
+    // Unsigned (no publisher header).
+    const m = manifest(certificate);
+    const r = signed(m, machine('trainer-0'));
+    const { 'robustrl-publisher-signature': _dropped, ...headers } = r.headers;
+    expect(agent.verify({ ...r, headers }, m)).toMatch(/carries no publisher signature/);
+  });
+
   it('an agent is refused at start as a trainer without its certificate, or with one that does not hold', () => {
     const key = machineKeyText(machineKeyOf(SECRET, 'trainer-0'));
     const publicKey = publicKeyText(controlPlaneRecordKeyPairOf(SECRET).publicKey);
@@ -107,6 +146,14 @@ describe('role certificates: a machine trains only with the operator’s or the 
       /ROBUSTRL_ROLE_CERTIFICATE: a trainer machine shows .*robustrl identity role-certificate trainer-0 trainer/,
     );
     expect(roleCertificateFromEnv({ ROBUSTRL_MACHINE_KEY: key }, 'rollout-3', 'rollout')).toBeUndefined();
+    // Another machine's certificate: caught by its publisher half alone, without the control plane's key.
+    expect(() =>
+      roleCertificateFromEnv(
+        { ROBUSTRL_MACHINE_KEY: key, ROBUSTRL_ROLE_CERTIFICATE: roleCertificateOf(SECRET, 'trainer-1', 'trainer') },
+        'trainer-0',
+        'trainer',
+      ),
+    ).toThrow(/does not hold for machine trainer-0 as trainer/);
     expect(roleCertificateFromEnv({}, 'trainer-0', 'trainer')).toBeUndefined();
     const good = roleCertificateOf(SECRET, 'trainer-0', 'trainer');
     expect(

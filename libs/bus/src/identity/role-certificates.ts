@@ -1,16 +1,22 @@
-import { sign as ed25519Sign, verify as ed25519Verify, KeyObject } from 'node:crypto';
+import { createPublicKey, sign as ed25519Sign, verify as ed25519Verify, KeyObject } from 'node:crypto';
 import type { Draft, RobustrlMessage } from '@robustrl/contracts';
-import { controlPlaneRecordKeyPairOf } from './identity-keys';
+import { controlPlaneRecordKeyPairOf, machineKeyOf, publicKeyText, publisherKeyPairOf } from './identity-keys';
+import { IdentityHeaders, SignedRecord, signedBytes } from './record-identity';
 
 /**
  * Which machines may train (README "Who can do what"): a machine's key proves which machine speaks, not
  * which role it was given. A role that publishes weights and hosts the trainer group's rendezvous is
- * therefore claimed only with a role certificate — an Ed25519 signature under the control plane's record
- * key over (machine, role) — that the operator issues with the machine's key
- * (`robustrl identity role-certificate <machine> trainer`) or the controller attaches to the
- * PromoteRolloutToTrainer that lends a rollout as warm standby (paper §5.1.3). The control plane and
- * every agent holding the control plane's public key check it, so one compromised rollout machine
- * cannot register as a trainer (and publish the job's weights) nor as rank 0 (and host the rendezvous).
+ * therefore claimed only with a role certificate, issued by the operator with the machine's key
+ * (`robustrl identity role-certificate <machine> trainer`) or attached by the controller to the
+ * PromoteRolloutToTrainer that lends a rollout as warm standby (paper §5.1.3).
+ *
+ * A certificate is the machine's publisher public key (identity-keys.ts) and an Ed25519 signature under
+ * the control plane's record key over (machine, role, that key), base64url. The control plane and every
+ * agent holding the control plane's public key check it, so one compromised rollout machine cannot
+ * register as a trainer (and publish the job's weights) nor as rank 0 (and host the rendezvous). And a
+ * trainer's manifests carry its certificate and a signature under its publisher key: an agent keeps a
+ * manifest only from a machine certified to train, so no other machine can crowd out (or stand in for)
+ * the trainer's manifest of a version.
  *
  * A certificate names no job or recovery: a machine once lent as a standby keeps one it could show
  * again later. It is still the operator's (or the controller's) word that the machine may train.
@@ -19,12 +25,22 @@ export const ROLES_NEEDING_CERTIFICATE: ReadonlySet<string> = new Set(['trainer'
 
 /** Ed25519 is deterministic: the same (machine, role) gets the same certificate, so a decision made twice stays one message. */
 export function roleCertificateOf(secret: string, machineId: string, role: string): string {
-  return ed25519Sign(null, certifiedBytes(machineId, role), controlPlaneRecordKeyPairOf(secret).privateKey).toString('base64url');
+  const publisher = rawPublicKey(publisherKeyPairOf(machineKeyOf(secret, machineId)).publicKey);
+  const signature = ed25519Sign(null, certifiedBytes(machineId, role, publisher), controlPlaneRecordKeyPairOf(secret).privateKey);
+  return Buffer.concat([publisher, signature]).toString('base64url');
+}
+
+/** The publisher key `certificate` vouches for as `machineId`'s in `role`, or null when it does not hold. */
+export function certifiedPublisherKey(controlPlanePublicKey: KeyObject, machineId: string, role: string, certificate: string): KeyObject | null {
+  const raw = Buffer.from(certificate, 'base64url');
+  if (raw.length !== 96) return null;
+  const publisher = raw.subarray(0, 32);
+  if (!ed25519Verify(null, certifiedBytes(machineId, role, publisher), controlPlanePublicKey, raw.subarray(32))) return null;
+  return createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: publisher.toString('base64url') }, format: 'jwk' });
 }
 
 export function roleCertificateHolds(controlPlanePublicKey: KeyObject, machineId: string, role: string, certificate: string): boolean {
-  const signature = Buffer.from(certificate, 'base64url');
-  return signature.length === 64 && ed25519Verify(null, certifiedBytes(machineId, role), controlPlanePublicKey, signature);
+  return certifiedPublisherKey(controlPlanePublicKey, machineId, role, certificate) !== null;
 }
 
 /**
@@ -39,6 +55,33 @@ export function roleClaimProblem(message: RobustrlMessage, controlPlanePublicKey
   return roleCertificateHolds(controlPlanePublicKey, claim.machineId, claim.role, claim.certificate)
     ? null
     : `${message.type} claims the ${claim.role} role for ${claim.machineId} with a role certificate that does not hold for that machine and role`;
+}
+
+/**
+ * Why an agent does not keep a weight manifest (WeightVersionPublished), or null: its sources are one
+ * machine, its `publisherCertificate` certifies that machine to train, and the record carries a
+ * signature under the certified publisher key (`robustrl-publisher-signature`, MachineSigner).
+ */
+export function manifestPublisherProblem(
+  record: SignedRecord & { headers: Readonly<Record<string, string>> },
+  message: RobustrlMessage,
+  controlPlanePublicKey: KeyObject,
+): string | null {
+  const d = message.data as { version?: number; sources?: Array<{ instanceId: string }>; publisherCertificate?: string };
+  const what = `the manifest of version ${d.version}`;
+  const machines = [...new Set((d.sources ?? []).map((s) => s.instanceId.split('/')[0]))];
+  if (machines.length !== 1) return `${what} names ${machines.length} source machines, not one: ignored`;
+  const [machineId] = machines;
+  if (d.publisherCertificate === undefined) return `${what} from ${machineId} carries no role certificate: not from a trainer, ignored`;
+  const key = [...ROLES_NEEDING_CERTIFICATE]
+    .map((role) => certifiedPublisherKey(controlPlanePublicKey, machineId, role, d.publisherCertificate!))
+    .find((k) => k);
+  if (!key) return `${what} from ${machineId} carries a role certificate that does not hold for it: ignored`;
+  const signature = record.headers[IdentityHeaders.publisherSignature];
+  if (!signature) return `${what} from ${machineId} carries no publisher signature: ignored`;
+  return ed25519Verify(null, Buffer.concat(signedBytes(record)), key, Buffer.from(signature, 'base64url'))
+    ? null
+    : `${what} from ${machineId} carries a publisher signature that does not hold under its certified key: ignored`;
 }
 
 /**
@@ -60,6 +103,10 @@ function roleClaimOf(message: RobustrlMessage): { machineId: string; role: strin
   return null;
 }
 
-function certifiedBytes(machineId: string, role: string): Buffer {
-  return Buffer.from(`robustrl/role-certificate/v1\u0000${machineId}\u0000${role}`, 'utf8');
+function certifiedBytes(machineId: string, role: string, publisher: Buffer): Buffer {
+  return Buffer.concat([Buffer.from(`robustrl/role-certificate/v1\u0000${machineId}\u0000${role}\u0000`, 'utf8'), publisher]);
+}
+
+function rawPublicKey(key: KeyObject): Buffer {
+  return Buffer.from(publicKeyText(key), 'base64url');
 }

@@ -1,20 +1,29 @@
 import { sign as ed25519Sign, KeyObject } from 'node:crypto';
 import type { RobustrlMessage } from '@robustrl/contracts';
-import { controllerKeyPairOf, controlPlaneKeyOf, controlPlaneRecordKeyPairOf } from './identity-keys';
+import { controllerKeyPairOf, controlPlaneKeyOf, controlPlaneRecordKeyPairOf, publisherKeyPairOf } from './identity-keys';
 import { AGENT_ACTED_RECORDS, hmacOf, IdentityHeaders, RecordSigner, SignedRecord, signedBytes } from './record-identity';
 
-/** An agent: signs every record as its machine, with the key only it was given. */
+/**
+ * An agent: signs every record as its machine, with the key only it was given; and the weight manifests
+ * it publishes also with its publisher key, which its role certificate vouches for (role-certificates.ts).
+ */
 export class MachineSigner implements RecordSigner {
   private readonly signer: string;
+  private readonly publisherKey: KeyObject;
   constructor(
     machineId: string,
     private readonly key: Buffer,
   ) {
     this.signer = `machine:${machineId}`;
+    this.publisherKey = publisherKeyPairOf(key).privateKey;
   }
 
-  sign(record: SignedRecord): Record<string, string> {
-    return { [IdentityHeaders.signer]: this.signer, [IdentityHeaders.signature]: hmacOf(this.key, record) };
+  sign(record: SignedRecord, message?: RobustrlMessage): Record<string, string> {
+    const headers: Record<string, string> = { [IdentityHeaders.signer]: this.signer, [IdentityHeaders.signature]: hmacOf(this.key, record) };
+    // One per published shard of a version: an Ed25519 signature's tens of µs do not count.
+    if (message?.type === 'WeightVersionPublished')
+      headers[IdentityHeaders.publisherSignature] = ed25519Sign(null, Buffer.concat(signedBytes(record)), this.publisherKey).toString('base64url');
+    return headers;
   }
 }
 

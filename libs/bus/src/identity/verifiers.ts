@@ -11,7 +11,7 @@ import {
   SignedRecord,
   signedBytes,
 } from './record-identity';
-import { roleClaimProblem } from './role-certificates';
+import { manifestPublisherProblem, roleClaimProblem } from './role-certificates';
 import { sentByController } from './signers';
 
 type Verifiable = SignedRecord & { headers: Readonly<Record<string, string>> };
@@ -78,8 +78,9 @@ export class ControlPlaneVerifier implements RecordVerifier {
  * signature, where the agent was given that public key; weight assignments by their grants
  * (pull-grants.ts); and, with that key, a machine's claim of a training role (a registration as trainer, a
  * promotion) only with its role certificate (role-certificates.ts) — the first launch's rank 0 is the
- * group's rendezvous. Whatever else it reads (manifests, other registrations) it takes as the topic
- * ACLs let it through — it holds no key to check another machine's HMAC, by design.
+ * group's rendezvous — and a weight manifest only from a certified trainer, under its publisher key.
+ * Whatever else it reads (other registrations, telemetry) it takes as the topic ACLs let it through —
+ * it holds no key to check another machine's HMAC, by design.
  */
 export class AgentCommandVerifier implements RecordVerifier {
   constructor(
@@ -91,6 +92,7 @@ export class AgentCommandVerifier implements RecordVerifier {
     if (message.kind !== 'command') {
       if (!this.controlPlanePublicKey) return null;
       if (AGENT_ACTED_RECORDS.has(message.type)) return this.verifyRecord(record, message);
+      if (message.type === 'WeightVersionPublished') return manifestPublisherProblem(record, message, this.controlPlanePublicKey);
       return roleClaimProblem(message, this.controlPlanePublicKey);
     }
     const signer = record.headers[IdentityHeaders.signer];

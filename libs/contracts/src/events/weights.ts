@@ -102,6 +102,11 @@ export const WeightVersionPublished = event(
        * shards is (each publisher lays out and serves its own buckets). Absent: the only one (SINGLE_SHARD).
        */
       shard: WeightShardRef.optional(),
+      /**
+       * Where records are signed: the publishing machine's role certificate, whose publisher key signed
+       * this record, so agents keep manifests from certified trainers only (libs/bus role-certificates.ts).
+       */
+      publisherCertificate: z.string().min(1).max(200).optional(),
     })
     .superRefine((m, ctx) => {
       for (const p of manifestProblems(m)) ctx.addIssue({ code: 'custom', path: p.path, message: p.message });

@@ -31,6 +31,11 @@ export interface WeightPlaneConfig {
    * grant this machine can open, and a region is served only against the grant's token.
    */
   machineKey?: Buffer;
+  /**
+   * With identity on: this machine's role certificate now (the operator's, or the controller's once lent
+   * as a trainer), which its manifests carry so other agents keep them (libs/bus role-certificates.ts).
+   */
+  publisherCertificate?: () => string | undefined;
 }
 
 export type WeightInput = MessageOf<'WeightVersionPublished' | 'WeightPullAssigned' | 'WeightVersionRetired' | 'TrainerReleased'>;

@@ -10,6 +10,7 @@ import {
   MachineSigner,
   PublicationVoucher,
   RecordSigner,
+  roleCertificateOf,
   sealPullGrant,
   ServiceSigner,
 } from '@robustrl/bus';
@@ -223,16 +224,35 @@ describeUcx('weight plane with identity on: a region only against the pull grant
   const bus = new InProcessBus({ identity: { verifier }, logger: { info: () => undefined, warn: () => undefined, error: () => undefined } });
   const seen: RobustrlMessage[] = [];
   const limits = { chunkBytes: 128 * KiB, maxBytesPerSecond: 0, opTimeoutMs: 5_000, catalogWaitMs: 1_500 };
-  const plane = (machineId: string) =>
-    new WeightPlane(
-      { jobId: JOB, machineId, bindHost: '127.0.0.1', advertiseHost: '127.0.0.1', port: 0, shmDir: shm, limits, machineKey: machineKeyOf(SECRET, machineId) },
+  const signedRecord = (message: RobustrlMessage, signer: RecordSigner) => {
+    const topic = Topics.weights;
+    const value = encodeMessage(message);
+    return { topic, key: JOB, value, headers: signer.sign({ topic, key: JOB, value }, message) };
+  };
+  // Each plane's records signed as its agent's bus would (MachineSigner); the trainer's manifests carry its role certificate.
+  const plane = (machineId: string) => {
+    const signer = new MachineSigner(machineId, machineKeyOf(SECRET, machineId));
+    const certificate = machineId.startsWith('trainer') ? roleCertificateOf(SECRET, machineId, 'trainer') : undefined;
+    return new WeightPlane(
+      {
+        jobId: JOB,
+        machineId,
+        bindHost: '127.0.0.1',
+        advertiseHost: '127.0.0.1',
+        port: 0,
+        shmDir: shm,
+        limits,
+        machineKey: machineKeyOf(SECRET, machineId),
+        publisherCertificate: () => certificate,
+      },
       bus,
       async (type, data) => {
         const m = createMessage(type, data, { jobId: JOB, source: `agent/${machineId}`, occurredAt: new Date().toISOString() });
-        await bus.publish(m as RobustrlMessage);
+        await bus.publishRaw(signedRecord(m as RobustrlMessage, signer));
         return m.eventId;
       },
     );
+  };
   const trainer = plane('trainer-0');
   const rollout = plane('rollout-0');
   const weights = Buffer.alloc(
@@ -299,17 +319,29 @@ describeUcx('weight plane with identity on: a region only against the pull grant
     expect(((await outcomeOf('g-forged')).data as { reason: string }).reason).toMatch(/carries no grant rollout-0 can open/);
   });
 
-  it("a manifest another agent published under the trainer's version changes nothing a rollout pulls; a publication the registry did not vouch for is not pulled", async () => {
-    // Other checksums under version 1 (any agent may write the weights topic): read last, it was what the
-    // rollout verified against, and every honest pull failed its checksum.
+  it("manifests another agent published under the trainer's version are not kept, however many; a publication the registry did not vouch for is not pulled", async () => {
+    // Other checksums under version 1 (any agent may write the weights topic). Kept, a rogue's manifest
+    // was what the rollout verified against; a dozen crowded the trainer's out of those kept.
     const rogue = {
       ...trainerManifest,
       buckets: trainerManifest.buckets.map((b) => ({ ...b, checksum: `${b.checksum.slice(0, -1)}${b.checksum.endsWith('0') ? '1' : '0'}` })),
     };
-    await bus.publish(
-      createMessage('WeightVersionPublished', rogue, { jobId: JOB, source: 'agent/rollout-9', occurredAt: new Date().toISOString() }) as RobustrlMessage,
-    );
-    await eventually('the rogue manifest read', () => (seen.filter((m) => m.type === 'WeightVersionPublished').length === 2 ? true : undefined));
+    const rogueSigner = new MachineSigner('rollout-9', machineKeyOf(SECRET, 'rollout-9'));
+    const published = (data: DataOf<'WeightVersionPublished'>) =>
+      signedRecord(
+        createMessage('WeightVersionPublished', data, { jobId: JOB, source: 'agent/rollout-9', occurredAt: new Date().toISOString() }) as RobustrlMessage,
+        rogueSigner,
+      );
+    const deadLettered = () => bus.deadLetterCounts().reduce((n, c) => n + (c.reason === 'unauthenticated' ? c.count : 0), 0);
+    const before = deadLettered();
+    const { publisherCertificate: trainerCertificate, ...uncertified } = rogue;
+    expect(trainerCertificate).toBe(roleCertificateOf(SECRET, 'trainer-0', 'trainer'));
+    for (let i = 0; i < 10; i++) await bus.publishRaw(published({ ...uncertified, step: 100 + i }));
+    // The trainer's certificate copied: it does not make the rogue's signature the trainer's.
+    await bus.publishRaw(published(rogue));
+    // Refused by every reader (the two planes, this spec's observer), 11 records each.
+    await eventually('the rogue manifests refused', () => (deadLettered() - before >= 33 ? true : undefined));
+    expect(seen.filter((m) => m.type === 'WeightVersionPublished')).toHaveLength(1);
     await bus.publish(assignment('g-4', 'rollout-0', 'sealed', { bucketIndex: 1 }));
     expect(await outcomeOf('g-4')).toMatchObject({ type: 'WeightPullCompleted', data: { bucketIndex: 1, bytes: SIZES[1] } });
     // The rogue's digest named, but not vouched for by this deployment's registry: not pulled.
@@ -320,11 +352,6 @@ describeUcx('weight plane with identity on: a region only against the pull grant
   it("a retirement or release another agent wrote is ignored (the copy stays); the registry's, signed by the control plane, is acted on", async () => {
     const copy = rollout.status().versions.find((v) => v.version === 1);
     expect(copy).toBeDefined();
-    const signedRecord = (message: RobustrlMessage, signer: RecordSigner) => {
-      const topic = Topics.weights;
-      const value = encodeMessage(message);
-      return { topic, key: JOB, value, headers: signer.sign({ topic, key: JOB, value }, message) };
-    };
     const retire = (source: string) =>
       createMessage('WeightVersionRetired', { version: 1 }, { jobId: JOB, source, occurredAt: new Date().toISOString() }) as RobustrlMessage;
     const release = (source: string) =>

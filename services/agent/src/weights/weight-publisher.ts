@@ -121,6 +121,7 @@ export class WeightPublisher {
       sources: [{ instanceId: this.ctx.config.machineId, address: server.advertisedAddress }],
       ...(req.tensors ? { tensors: req.tensors } : {}),
       ...(req.shard ? { shard: req.shard } : {}),
+      ...certificateOf(this.ctx.config.publisherCertificate?.()),
     };
     const old = this.ctx.copies.get(req.version, ref.index);
     this.ctx.copies.set({
@@ -148,4 +149,9 @@ export class WeightPublisher {
 function checkManifest(req: Publication, buckets: ReadonlyArray<{ index: number; sizeBytes: number }>): void {
   const problems = manifestProblems({ buckets, tensors: req.tensors, shard: req.shard });
   if (problems.length > 0) throw new RangeError(problems.map((p) => p.message).join('; '));
+}
+
+/** The manifest's publisher certificate, where this machine has one (libs/bus role-certificates.ts). */
+function certificateOf(certificate: string | undefined): { publisherCertificate?: string } {
+  return certificate ? { publisherCertificate: certificate } : {};
 }
