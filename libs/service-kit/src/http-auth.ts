@@ -67,7 +67,7 @@ export function httpAuthFromEnv(env: NodeJS.ProcessEnv, bindHost: string, prefix
 
 /**
  * The caller-scope tokens `<prefix>_TOKENS` and `<prefix>_TOKENS_FILE` give, checked, in order. For a
- * process that must hand one on (the agent gives its role process the first, as ROBUSTRL_AGENT_TOKEN).
+ * process that must hand one on.
  */
 export function tokensFromEnv(env: NodeJS.ProcessEnv, prefix = 'ROBUSTRL_HTTP'): string[] {
   return tokensOfScope(env, prefix, 'caller');

@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import { machineKeyFromEnv, roleCertificateFromEnv } from '@robustrl/bus';
 import { Role } from '@robustrl/contracts';
-import { tokensFromEnv } from '@robustrl/service-kit';
+import { randomBytes } from 'node:crypto';
+import { SCOPE_SETTINGS } from '@robustrl/service-kit';
 
 /** Everything an agent needs to know about its machine and its role process, validated at start. */
 export interface AgentConfig {
@@ -14,7 +15,11 @@ export interface AgentConfig {
   dpRank: number | null;
   /** Port of the local HTTP API the framework talks to (ROBUSTRL_HTTP_HOST, loopback by default). */
   apiPort: number;
-  /** A token of that API (ROBUSTRL_HTTP_TOKENS), given to the role process as ROBUSTRL_AGENT_TOKEN; none when it asks for none. */
+  /**
+   * The role process's own token for that API, given to it as ROBUSTRL_AGENT_TOKEN (agentApiEnv adds it
+   * to the API's caller tokens): minted at start, so it is valid at this agent only — not a token the
+   * operator provisioned, which every agent of a pool accepts. None when the API asks for none.
+   */
   apiToken: string | undefined;
   /** Shell command of the role process per role; none means the framework is started by someone else. */
   roleCommands: Partial<Record<Role, string>>;
@@ -151,7 +156,7 @@ export function agentConfigFromEnv(env: NodeJS.ProcessEnv): AgentConfig {
     hostAddress: e.ROBUSTRL_ADVERTISE_HOST,
     trainerWorldSize: e.ROBUSTRL_TRAINER_WORLD_SIZE ?? null,
     apiPort: e.ROBUSTRL_AGENT_PORT,
-    apiToken: tokensFromEnv(env)[0],
+    apiToken: roleApiToken(env),
     roleCommands,
     gpuSampleSeconds: e.ROBUSTRL_GPU_SAMPLE_SECONDS,
     dcgmUrl: e.ROBUSTRL_DCGM_URL,
@@ -173,4 +178,16 @@ export function agentConfigFromEnv(env: NodeJS.ProcessEnv): AgentConfig {
       cudaDevice: e.ROBUSTRL_WEIGHTS_CUDA_DEVICE,
     },
   };
+}
+
+/** A fresh token for the role process where the agent's API takes tokens (any scope set), else none: an open API needs none. */
+function roleApiToken(env: NodeJS.ProcessEnv): string | undefined {
+  const guarded = Object.values(SCOPE_SETTINGS).some((s) => env[`ROBUSTRL_HTTP_${s}`]?.trim() || env[`ROBUSTRL_HTTP_${s}_FILE`]?.trim());
+  return guarded ? randomBytes(24).toString('base64url') : undefined;
+}
+
+/** The settings the agent's API is served with: its own, and the role process's token among the caller tokens. */
+export function agentApiEnv(env: NodeJS.ProcessEnv, apiToken: string | undefined): NodeJS.ProcessEnv {
+  if (!apiToken) return env;
+  return { ...env, ROBUSTRL_HTTP_TOKENS: [env.ROBUSTRL_HTTP_TOKENS?.trim(), apiToken].filter(Boolean).join(',') };
 }

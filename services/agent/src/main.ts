@@ -1,6 +1,6 @@
 import { busIdentityFromEnv } from '@robustrl/bus';
 import { runService, serviceConfigFromEnv } from '@robustrl/service-kit';
-import { agentConfigFromEnv } from './agent-config';
+import { agentApiEnv, agentConfigFromEnv } from './agent-config';
 import { AgentModule } from './agent.module';
 
 async function main(): Promise<void> {
@@ -14,7 +14,11 @@ async function main(): Promise<void> {
       'agent: no ROBUSTRL_CONTROL_PLANE_PUBLIC_KEY (robustrl identity control-plane-public-key): a retirement, release or probe is acted on ' +
         'without checking that the control plane sent it (any agent may write those topics)',
     );
-  const service = await runService({ ...serviceConfigFromEnv(`agent-${agent.machineId}`, agent.apiPort), httpPort: agent.apiPort, identity }, [AgentModule]);
+  // The role process's own token is one of the API's caller tokens (agent-config.ts `apiToken`).
+  const apiEnv = agentApiEnv(process.env, agent.apiToken);
+  const service = await runService({ ...serviceConfigFromEnv(`agent-${agent.machineId}`, agent.apiPort, apiEnv), httpPort: agent.apiPort, identity }, [
+    AgentModule,
+  ]);
   const url = (await service.app.getUrl()).replace('[::1]', '127.0.0.1');
   await service.app.get(AgentModule).startWithApi(url);
 }

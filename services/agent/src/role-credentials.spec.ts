@@ -1,5 +1,7 @@
 import { createMessage } from '@robustrl/contracts';
 import { busIdentityFromEnv, ControlPlaneVerifier, kafkaSecurityFromEnv, machineKeyFromEnv, machineKeyOf, machineKeyText, MachineSigner } from '@robustrl/bus';
+import { checkBearer, httpAuthFromEnv, MIN_TOKEN_LENGTH } from '@robustrl/service-kit';
+import { agentApiEnv, agentConfigFromEnv } from './agent-config';
 import { AGENT_CREDENTIALS } from './agent-runtime';
 import { RoleProcess } from './role-process';
 
@@ -73,5 +75,30 @@ describe("the role process's environment", () => {
     // The agent, with its key, is accepted: the check is not refusing everything.
     const agent = new MachineSigner('m-0', machineKeyOf(SECRET, 'm-0')).sign(record);
     expect(verifier.verify({ ...record, headers: agent }, message)).toBeNull();
+  });
+});
+
+describe("the role process's token for its agent's API", () => {
+  const base = { ROBUSTRL_JOB_ID: 'job-1', ROBUSTRL_MACHINE_ID: 'm-0', ROBUSTRL_ROLE: 'rollout' };
+  const operatorToken = 'the-operators-pool-wide-token-0123';
+
+  it('is minted by its agent, valid there and nowhere else, and is none of the tokens the operator provisioned', () => {
+    const env = { ...base, ROBUSTRL_HTTP_TOKENS: operatorToken, ROBUSTRL_HTTP_READ_TOKENS: 'a-dashboards-read-token-0123' };
+    const agent = agentConfigFromEnv(env);
+    const neighbour = agentConfigFromEnv({ ...env, ROBUSTRL_MACHINE_ID: 'm-1' });
+    expect(agent.apiToken).toBeDefined();
+    expect(agent.apiToken!.length).toBeGreaterThanOrEqual(MIN_TOKEN_LENGTH);
+    expect([operatorToken, neighbour.apiToken]).not.toContain(agent.apiToken);
+    const here = httpAuthFromEnv(agentApiEnv(env, agent.apiToken), '127.0.0.1');
+    const there = httpAuthFromEnv(agentApiEnv(env, neighbour.apiToken), '127.0.0.1');
+    expect(checkBearer(here, `Bearer ${agent.apiToken}`)).toEqual({ ok: true, scope: 'caller' });
+    expect(checkBearer(here, `Bearer ${operatorToken}`)).toEqual({ ok: true, scope: 'caller' });
+    expect(checkBearer(there, `Bearer ${agent.apiToken}`)).toMatchObject({ ok: false, status: 401 });
+  });
+
+  it('is none where the API takes no token (loopback, open), and is minted where only a token file is given', () => {
+    expect(agentConfigFromEnv(base).apiToken).toBeUndefined();
+    expect(agentApiEnv(base, undefined)).toBe(base);
+    expect(agentConfigFromEnv({ ...base, ROBUSTRL_HTTP_ADMIN_TOKENS_FILE: '/run/secrets/admin' }).apiToken).toBeDefined();
   });
 });
