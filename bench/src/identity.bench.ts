@@ -9,10 +9,24 @@
  * (`ControlPlaneVerifier`). A producer's side: encoding vs. encoding and signing (`MachineSigner`).
  * Pull grants (libs/bus/src/identity/pull-grants.ts): the registry encoding a WeightPullAssigned vs.
  * sealing its grant and encoding it, and the puller and the source opening their copies vs. decoding it.
+ * Manifests (role-certificates.ts): a trainer encoding and HMAC-signing a WeightVersionPublished of 64
+ * buckets vs. also signing it with its publisher key; an agent decoding it vs. decoding it and checking
+ * its role certificate and publisher signature (two Ed25519 verifications) — one manifest per shard and
+ * version, so over a tenth as many records.
  * The same records for both; the median of R runs. Progress on stderr, the table (markdown) on stdout.
  */
 import { performance } from 'node:perf_hooks';
-import { ControlPlaneVerifier, machineKeyOf, MachineSigner, PullGrantOpener, PullGrantSealer } from '@robustrl/bus';
+import {
+  AgentCommandVerifier,
+  controllerKeyPairOf,
+  controlPlaneRecordKeyPairOf,
+  ControlPlaneVerifier,
+  machineKeyOf,
+  MachineSigner,
+  PullGrantOpener,
+  PullGrantSealer,
+  roleCertificateOf,
+} from '@robustrl/bus';
 import { createMessage, decodeMessage, encodeMessage, RobustrlMessage, topicOf } from '@robustrl/contracts';
 import { median, parseIntegerOptions } from './bench-kit';
 
@@ -50,12 +64,12 @@ const wire = messages.map((m) => {
   return { topic, key: m.jobId, value, headers: signers.get((m.data as { machineId: string }).machineId)!.sign({ topic, key: m.jobId, value }) };
 });
 
-function timed(what: string, body: () => void): number {
+function timed(what: string, body: () => void, count = records): number {
   const samples: number[] = [];
   for (let r = 0; r < runs; r++) {
     const t0 = performance.now();
     body();
-    samples.push(((performance.now() - t0) * 1000) / records);
+    samples.push(((performance.now() - t0) * 1000) / count);
   }
   const us = median(samples);
   process.stderr.write(`  ${what}: ${us.toFixed(2)} µs per record\n`);
@@ -128,6 +142,74 @@ const decodeOpen = timed('decode + open both copies (puller and source)', () => 
   }
 });
 
+// Manifests: what a trainer publishes per shard and version, and what every agent checks before keeping one.
+const MANIFESTS = Math.max(100, Math.floor(records / 10));
+const publisherCertificate = roleCertificateOf(secret, 'trainer-0', 'trainer');
+const trainerSigner = new MachineSigner('trainer-0', trainerKey);
+const manifests = Array.from({ length: MANIFESTS }, (_, i) =>
+  createMessage(
+    'WeightVersionPublished',
+    {
+      version: i + 1,
+      step: i + 1,
+      buckets: Array.from({ length: BUCKETS_PER_VERSION }, (_, b) => ({
+        index: b,
+        sizeBytes: 1 << 26,
+        checksum: `xxh64:${(b * 7919 + i).toString(16).padStart(16, '0')}`,
+      })),
+      totalBytes: BUCKETS_PER_VERSION << 26,
+      sources: [{ instanceId: 'trainer-0', address: '10.0.0.1:13337' }],
+      publisherCertificate,
+    },
+    { jobId: 'bench-job', source: 'agent/trainer-0', occurredAt: at },
+  ),
+);
+const hmacOnly = new MachineSigner('trainer-0', trainerKey);
+const encodeManifest = timed(
+  'encode a manifest + HMAC-sign it (as before publisher keys)',
+  () => {
+    for (const m of manifests) {
+      const value = encodeMessage(m);
+      // A record type the publisher key does not sign: the HMAC alone.
+      hmacOnly.sign({ topic: topicOf(m.type), key: m.jobId, value }, { ...m, type: 'GpuActivitySampled' } as unknown as RobustrlMessage);
+    }
+  },
+  MANIFESTS,
+);
+const encodeManifestSigned = timed(
+  'encode a manifest + sign it (HMAC and publisher key)',
+  () => {
+    for (const m of manifests) {
+      const value = encodeMessage(m);
+      trainerSigner.sign({ topic: topicOf(m.type), key: m.jobId, value }, m);
+    }
+  },
+  MANIFESTS,
+);
+const manifestWire = manifests.map((m) => {
+  const value = encodeMessage(m);
+  const topic = topicOf(m.type);
+  return { topic, key: m.jobId, value, headers: trainerSigner.sign({ topic, key: m.jobId, value }, m) };
+});
+const agentVerifier = new AgentCommandVerifier(controllerKeyPairOf(secret).publicKey, controlPlaneRecordKeyPairOf(secret).publicKey);
+const decodeManifest = timed(
+  'decode a manifest',
+  () => {
+    for (const r of manifestWire) if (!decodeMessage(r.value).ok) throw new Error('invalid');
+  },
+  MANIFESTS,
+);
+const decodeCheckManifest = timed(
+  "decode a manifest + check its trainer's certificate and signature",
+  () => {
+    for (const r of manifestWire) {
+      const d = decodeMessage(r.value);
+      if (!d.ok || agentVerifier.verify(r, d.message) !== null) throw new Error('refused');
+    }
+  },
+  MANIFESTS,
+);
+
 process.stdout.write(
   [
     '| side | without identity (µs/record) | with identity (µs/record) | added (µs) | × |',
@@ -136,5 +218,7 @@ process.stdout.write(
     `| producer: encode vs. encode + sign | ${encode.toFixed(2)} | ${encodeSign.toFixed(2)} | ${(encodeSign - encode).toFixed(2)} | ${(encodeSign / encode).toFixed(2)} |`,
     `| registry: encode an assignment vs. seal its grant + encode | ${encodeAssignment.toFixed(2)} | ${sealEncode.toFixed(2)} | ${(sealEncode - encodeAssignment).toFixed(2)} | ${(sealEncode / encodeAssignment).toFixed(2)} |`,
     `| agents: decode an assignment vs. decode + open the puller's and the source's copies | ${decodeAssignment.toFixed(2)} | ${decodeOpen.toFixed(2)} | ${(decodeOpen - decodeAssignment).toFixed(2)} | ${(decodeOpen / decodeAssignment).toFixed(2)} |`,
+    `| trainer: encode + HMAC-sign a manifest of 64 buckets vs. also its publisher signature | ${encodeManifest.toFixed(2)} | ${encodeManifestSigned.toFixed(2)} | ${(encodeManifestSigned - encodeManifest).toFixed(2)} | ${(encodeManifestSigned / encodeManifest).toFixed(2)} |`,
+    `| agents: decode a manifest vs. decode + check its certificate and publisher signature | ${decodeManifest.toFixed(2)} | ${decodeCheckManifest.toFixed(2)} | ${(decodeCheckManifest - decodeManifest).toFixed(2)} | ${(decodeCheckManifest / decodeManifest).toFixed(2)} |`,
   ].join('\n') + '\n',
 );

@@ -73,15 +73,29 @@ export function manifestPublisherProblem(
   if (machines.length !== 1) return `${what} names ${machines.length} source machines, not one: ignored`;
   const [machineId] = machines;
   if (d.publisherCertificate === undefined) return `${what} from ${machineId} carries no role certificate: not from a trainer, ignored`;
-  const key = [...ROLES_NEEDING_CERTIFICATE]
-    .map((role) => certifiedPublisherKey(controlPlanePublicKey, machineId, role, d.publisherCertificate!))
-    .find((k) => k);
+  const key = trainerPublisherKey(controlPlanePublicKey, machineId, d.publisherCertificate);
   if (!key) return `${what} from ${machineId} carries a role certificate that does not hold for it: ignored`;
   const signature = record.headers[IdentityHeaders.publisherSignature];
   if (!signature) return `${what} from ${machineId} carries no publisher signature: ignored`;
   return ed25519Verify(null, Buffer.concat(signedBytes(record)), key, Buffer.from(signature, 'base64url'))
     ? null
     : `${what} from ${machineId} carries a publisher signature that does not hold under its certified key: ignored`;
+}
+
+/** A trainer's few certificates are checked once each, not per manifest (importing the key dominates the check). */
+const CERTIFIED_KEYS_KEPT = 1024;
+const certifiedKeys = new Map<string, { controlPlaneKey: KeyObject; key: KeyObject | null }>();
+
+/** The publisher key `certificate` vouches for as `machineId`'s in a training role, or null. */
+function trainerPublisherKey(controlPlanePublicKey: KeyObject, machineId: string, certificate: string): KeyObject | null {
+  const id = `${machineId}\u0000${certificate}`;
+  const kept = certifiedKeys.get(id);
+  if (kept && kept.controlPlaneKey === controlPlanePublicKey) return kept.key;
+  let key: KeyObject | null = null;
+  for (const role of ROLES_NEEDING_CERTIFICATE) key ??= certifiedPublisherKey(controlPlanePublicKey, machineId, role, certificate);
+  if (certifiedKeys.size >= CERTIFIED_KEYS_KEPT) certifiedKeys.clear();
+  certifiedKeys.set(id, { controlPlaneKey: controlPlanePublicKey, key });
+  return key;
 }
 
 /**
