@@ -22,11 +22,12 @@ export const IdentityHeaders = {
 
 /**
  * What the control plane publishes that agents act on beyond commands: a version retired (its copies
- * dropped), the trainer released (its memory freed), a heartbeat probe (answered). Agents cannot check
- * the control plane's HMAC, so these carry an Ed25519 signature too; an agent with the control plane's
- * public key acts on none without it. (Pull assignments carry their own grants: pull-grants.ts.)
+ * dropped), the trainer released (its memory freed), a heartbeat probe (answered), a machine taken out
+ * of the job (a first launch's roster drops it). Agents cannot check the control plane's HMAC, so these
+ * carry an Ed25519 signature too; an agent with the control plane's public key acts on none without it.
+ * (Pull assignments carry their own grants: pull-grants.ts.)
  */
-export const AGENT_ACTED_RECORDS: ReadonlySet<string> = new Set(['WeightVersionRetired', 'TrainerReleased', 'HeartbeatProbeRequested']);
+export const AGENT_ACTED_RECORDS: ReadonlySet<string> = new Set(['WeightVersionRetired', 'TrainerReleased', 'HeartbeatProbeRequested', 'MachineDeregistered']);
 
 /**
  * Decisions only the control plane makes, which a machine never publishes: besides AGENT_ACTED_RECORDS,

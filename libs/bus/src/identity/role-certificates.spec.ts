@@ -67,6 +67,25 @@ describe('role certificates: a machine trains only with the operator’s or the 
     expect(both(registered('rollout-3', 'trainer', roleCertificateOf(`${SECRET}-other`, 'rollout-3', 'trainer')))[0]).toMatch(/does not hold/);
   });
 
+  it("refuses another machine's registration replayed with its certificate (another host for trainer-0: the rendezvous)", () => {
+    const forged = registered('trainer-0', 'trainer', roleCertificateOf(SECRET, 'trainer-0', 'trainer'));
+    // Sent by rollout-3 with its own key: the control plane checks the HMAC, an agent the publisher signature.
+    expect(controlPlane.verify(signed(forged, machine('rollout-3')), forged)).toMatch(
+      /the signature does not hold for machine:rollout-3|speaks for machine 'trainer-0'|sent as/,
+    );
+    expect(agent.verify(signed(forged, machine('rollout-3')), forged)).toMatch(
+      /claims the trainer role for trainer-0 but is not signed under its certified publisher key/,
+    );
+    expect(agent.verify(signed(forged, machine('trainer-0')), forged)).toBeNull();
+  });
+
+  it('refuses a deregistration an agent wrote: only the control plane takes a machine out of the job', () => {
+    const gone = (source: string) => createMessage('MachineDeregistered', { machineId: 'trainer-0', reason: 'forged' }, { ...at, source });
+    expect(agent.verify(signed(gone('agent/trainer-0'), machine('trainer-0')), gone('agent/trainer-0'))).toMatch(/not published by the control plane/);
+    expect(controlPlane.verify(signed(gone('agent/trainer-0'), machine('trainer-0')), gone('agent/trainer-0'))).toMatch(/the control plane's to publish/);
+    expect(agent.verify(signed(gone('controller/executor'), new ServiceSigner('controller', SECRET)), gone('controller/executor'))).toBeNull();
+  });
+
   it('refuses a machine promoting itself; takes the promotion the controller certified', () => {
     expect(both(lent('rollout-3'))[0]).toMatch(/MachineRoleChanged claims the trainer role for rollout-3 without a role certificate/);
     const complete = certifyPromotions(SECRET);

@@ -46,15 +46,25 @@ export function roleCertificateHolds(controlPlanePublicKey: KeyObject, machineId
 /**
  * Why a machine's claim of a role in `message` does not hold, or null: a MachineRegistered as, or a
  * MachineRoleChanged to, a role of ROLES_NEEDING_CERTIFICATE must carry that machine's certificate for it.
+ * Given the record (an agent's check: it cannot check another machine's HMAC, so a copied certificate
+ * with another host would otherwise pass), the record must also be signed under the certified key.
  */
-export function roleClaimProblem(message: RobustrlMessage, controlPlanePublicKey: KeyObject): string | null {
+export function roleClaimProblem(
+  message: RobustrlMessage,
+  controlPlanePublicKey: KeyObject,
+  record?: SignedRecord & { headers: Readonly<Record<string, string>> },
+): string | null {
   const claim = roleClaimOf(message);
   if (claim === null || !ROLES_NEEDING_CERTIFICATE.has(claim.role)) return null;
-  if (claim.certificate === undefined)
-    return `${message.type} claims the ${claim.role} role for ${claim.machineId} without a role certificate (robustrl identity role-certificate ${claim.machineId} ${claim.role})`;
-  return roleCertificateHolds(controlPlanePublicKey, claim.machineId, claim.role, claim.certificate)
+  const what = `${message.type} claims the ${claim.role} role for ${claim.machineId}`;
+  if (claim.certificate === undefined) return `${what} without a role certificate (robustrl identity role-certificate ${claim.machineId} ${claim.role})`;
+  const key = certifiedPublisherKey(controlPlanePublicKey, claim.machineId, claim.role, claim.certificate);
+  if (!key) return `${what} with a role certificate that does not hold for that machine and role`;
+  if (record === undefined) return null;
+  const signature = record.headers[IdentityHeaders.publisherSignature];
+  return signature && ed25519Verify(null, Buffer.concat(signedBytes(record)), key, Buffer.from(signature, 'base64url'))
     ? null
-    : `${message.type} claims the ${claim.role} role for ${claim.machineId} with a role certificate that does not hold for that machine and role`;
+    : `${what} but is not signed under its certified publisher key: not that machine's`;
 }
 
 /**

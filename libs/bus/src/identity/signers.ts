@@ -20,8 +20,8 @@ export class MachineSigner implements RecordSigner {
 
   sign(record: SignedRecord, message?: RobustrlMessage): Record<string, string> {
     const headers: Record<string, string> = { [IdentityHeaders.signer]: this.signer, [IdentityHeaders.signature]: hmacOf(this.key, record) };
-    // One per published shard of a version: an Ed25519 signature's tens of µs do not count.
-    if (message?.type === 'WeightVersionPublished')
+    // One per published shard of a version or per registration: an Ed25519 signature's tens of µs do not count.
+    if (message && PUBLISHER_SIGNED.has(message.type))
       headers[IdentityHeaders.publisherSignature] = ed25519Sign(null, Buffer.concat(signedBytes(record)), this.publisherKey).toString('base64url');
     return headers;
   }
@@ -58,6 +58,12 @@ export class ServiceSigner implements RecordSigner {
     return headers;
   }
 }
+
+/**
+ * What an agent also signs with its publisher key, which its role certificate vouches for, so other
+ * agents can check it (role-certificates.ts): its manifests, and its claims of a role.
+ */
+const PUBLISHER_SIGNED: ReadonlySet<string> = new Set(['WeightVersionPublished', 'MachineRegistered', 'MachineRoleChanged']);
 
 /** Whether a message was sent as the controller (`controller`, or a part of it such as `controller/executor`). */
 export function sentByController(message: RobustrlMessage): boolean {

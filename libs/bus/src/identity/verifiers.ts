@@ -74,10 +74,10 @@ export class ControlPlaneVerifier implements RecordVerifier {
 /**
  * What an agent accepts: a command only when it is sent as the controller by the control plane and
  * carries the controller's command signature (Ed25519, checked with the controller's public key); a
- * record of AGENT_ACTED_RECORDS (a retirement, a release, a probe) only with the control plane's record
+ * record of AGENT_ACTED_RECORDS (a retirement, a release, a probe, a deregistration) only with the control plane's record
  * signature, where the agent was given that public key; weight assignments by their grants
  * (pull-grants.ts); and, with that key, a machine's claim of a training role (a registration as trainer, a
- * promotion) only with its role certificate (role-certificates.ts) — the first launch's rank 0 is the
+ * promotion) only with its role certificate, signed under the key it vouches for (role-certificates.ts) — the first launch's rank 0 is the
  * group's rendezvous — and a weight manifest only from a certified trainer, under its publisher key.
  * Whatever else it reads (other registrations, telemetry) it takes as the topic ACLs let it through —
  * it holds no key to check another machine's HMAC, by design.
@@ -93,7 +93,7 @@ export class AgentCommandVerifier implements RecordVerifier {
       if (!this.controlPlanePublicKey) return null;
       if (AGENT_ACTED_RECORDS.has(message.type)) return this.verifyRecord(record, message);
       if (message.type === 'WeightVersionPublished') return manifestPublisherProblem(record, message, this.controlPlanePublicKey);
-      return roleClaimProblem(message, this.controlPlanePublicKey);
+      return roleClaimProblem(message, this.controlPlanePublicKey, record);
     }
     const signer = record.headers[IdentityHeaders.signer];
     const signature = record.headers[IdentityHeaders.commandSignature];
