@@ -1,4 +1,5 @@
 import { execFileSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 
 const REPO_ROOT = resolve(__dirname, '..', '..');
@@ -83,4 +84,24 @@ export function median(xs: readonly number[]): number {
 export function percentile(xs: ArrayLike<number>, p: number): number {
   const s = Array.from(xs).sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))];
+}
+
+/**
+ * Ends a long command once its work is done: stdout flushed, then exit with `code`, whatever still holds
+ * the event loop (a client's retry timer, a file watch) — a finished campaign must not sit there. What
+ * was still open is named on stderr, so a leak is seen rather than waited on.
+ */
+export function exitWhenDone(name: string, code: number): void {
+  const open = process
+    .getActiveResourcesInfo()
+    .filter((r) => r !== 'TTYWrap' && r !== 'PipeWrap')
+    .reduce((counts, r) => counts.set(r, (counts.get(r) ?? 0) + 1), new Map<string, number>());
+  if (open.size > 0) process.stderr.write(`[${name}] done; still open at exit: ${[...open].map(([r, n]) => `${r} ×${n}`).join(', ')}\n`);
+  process.stdout.write('', () => process.exit(code));
+}
+
+/** Writes a run's result as JSON where `CHAOS_SCORECARD_JSON` names a file (what a test reads of a campaign run as a command). */
+export function writeScorecardJson(result: unknown): void {
+  const file = process.env.CHAOS_SCORECARD_JSON;
+  if (file) writeFileSync(file, JSON.stringify(result, null, 1));
 }

@@ -8,9 +8,10 @@
  *   node bench/dist/chaos-infra.js [--trainers N] [--rollouts N] [--store-outage S] [--broker-outage S] [--restart-budget-ms MS]
  *
  * Takes about six minutes with the defaults (60 s and 90 s outages). ROBUSTRL_CHAOS_KEEP=1 keeps the
- * servers' folder and the services' logs.
+ * servers' folder and the services' logs (the servers are stopped either way); CHAOS_SCORECARD_JSON=FILE
+ * also writes the scorecard as JSON. Exits when done (exitWhenDone), naming anything left open.
  */
-import { parseIntegerOptions } from './bench-kit';
+import { exitWhenDone, parseIntegerOptions, writeScorecardJson } from './bench-kit';
 import { DEFAULT_CHAOS_OPTIONS, formatScorecard, runInfraChaos } from './chaos/infra-chaos';
 
 async function main(): Promise<void> {
@@ -31,7 +32,8 @@ async function main(): Promise<void> {
   });
   process.stdout.write(`${formatScorecard(card)}\n`);
   process.stdout.write(card.ok ? '\nall checks passed\n' : '\nSOME CHECKS FAILED\n');
-  process.exitCode = card.ok ? 0 : 1;
+  writeScorecardJson(card);
+  exitWhenDone('chaos:infra', card.ok ? 0 : 1);
 }
 
 main().catch((err: unknown) => {

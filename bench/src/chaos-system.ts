@@ -13,6 +13,7 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { exitWhenDone, writeScorecardJson } from './bench-kit';
 import { FAULT_KINDS, parseFaultMix } from './chaos/fault-schedule';
 import { passRateSvg } from './chaos/pass-rate-chart';
 import { DEFAULT_GRPO_JOB, GrpoJob } from './chaos/grpo-job';
@@ -39,7 +40,7 @@ const USAGE = `usage: node bench/dist/chaos-system.js [options]
   --steps N         training steps (CHAOS_STEPS; default ${DEFAULT_SYSTEM_CHAOS.steps} for the reference job, ${GRPO_STEPS} for grpo)
   --deadline S      seconds one campaign may take in all (CHAOS_DEADLINE_SECONDS; default ${DEFAULT_SYSTEM_CHAOS.deadlineSeconds})
   --mix k=w,...     fault weights (CHAOS_MIX), kinds: ${FAULT_KINDS.join(', ')}
-  --keep            keep each run's folder: servers' data and every process's log (CHAOS_KEEP=1)
+  --keep            keep each run's folder: servers' data and every process's log (CHAOS_KEEP=1); the servers are stopped either way
   --baseline        grpo: first a fault-free run of the same seed, whose last pass rate the faulted run is held to (CHAOS_BASELINE=1)
   --baseline-pass-rate R  grpo: the last pass rate of a fault-free run made before (same seed and steps), instead of --baseline (CHAOS_BASELINE_PASS_RATE)
   --compare         then the same schedule with task restarts for every fault; prints the runs side by side (CHAOS_COMPARE=1)
@@ -139,7 +140,8 @@ async function main(): Promise<void> {
   process.stdout.write(
     failed.length === 0 ? `all invariants held for seeds ${o.seeds.join(', ')}\n` : `INVARIANTS VIOLATED for seed(s) ${failed.join(', ')}\n`,
   );
-  process.exitCode = failed.length === 0 ? 0 : 1;
+  writeScorecardJson(cards);
+  exitWhenDone('chaos', failed.length === 0 ? 0 : 1);
 }
 
 main().catch((err: unknown) => {

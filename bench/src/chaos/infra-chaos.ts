@@ -438,8 +438,11 @@ export async function runInfraChaos(options: InfraChaosOptions): Promise<Scoreca
     await observer.stop().catch(() => undefined);
     await bus.close().catch(() => undefined);
     for (const s of services.values()) await s.terminate().catch(() => undefined);
-    if (process.env.ROBUSTRL_CHAOS_KEEP === '1') progress(`kept ${infra.dir} (ROBUSTRL_CHAOS_KEEP=1); stop its servers with deploy/local scripts`);
-    else infra.destroy();
+    // Kept or not, the servers stop: a finished campaign leaves no broker or database running.
+    if (process.env.ROBUSTRL_CHAOS_KEEP === '1') {
+      infra.stop();
+      progress(`kept ${infra.dir} (ROBUSTRL_CHAOS_KEEP=1): logs and the servers' data; the broker and PostgreSQL are stopped`);
+    } else infra.destroy();
   }
 }
 

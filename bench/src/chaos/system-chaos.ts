@@ -132,7 +132,7 @@ export async function runSystemChaos(options: SystemChaosOptions): Promise<Syste
     hosts?.destroy();
     if (options.keep) {
       infra.stop();
-      progress(`kept ${infra.dir} (logs in ${join(infra.dir, 'logs')})`);
+      progress(`kept ${infra.dir} (logs in ${join(infra.dir, 'logs')}; the servers' data beside them); the broker and PostgreSQL are stopped`);
     } else infra.destroy();
   };
   // Ctrl-C (or a CI timeout's SIGTERM) must not leave a broker, a database and a dozen processes behind.

@@ -1,0 +1,42 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+
+const REPO_ROOT = resolve(__dirname, '..', '..');
+
+/** How a campaign run as its user command ended: its exit code, and the result it wrote (CHAOS_SCORECARD_JSON). */
+export interface CampaignExit<T> {
+  code: number | null;
+  result: T;
+}
+
+/**
+ * Runs a campaign as a user runs it — `node bench/dist/<script> <args>` (built by `npm test` before
+ * jest) as a child process — and waits for it to exit: a campaign that printed its verdict and then sat
+ * there fails here at `timeoutMs`, killed, instead of passing. Its progress goes to this process's stderr.
+ */
+export async function runCampaignCommand<T>(script: string, args: string[], timeoutMs: number, env: NodeJS.ProcessEnv = {}): Promise<CampaignExit<T>> {
+  const dir = mkdtempSync(join(tmpdir(), 'robustrl-campaign-'));
+  const json = join(dir, 'scorecard.json');
+  try {
+    const child = spawn(process.execPath, [join(REPO_ROOT, 'bench', 'dist', script), ...args], {
+      cwd: REPO_ROOT,
+      env: { ...process.env, ...env, CHAOS_SCORECARD_JSON: json },
+      stdio: ['ignore', 'inherit', 'inherit'],
+    });
+    const code = await new Promise<number | null>((done, fail) => {
+      const timer = setTimeout(() => {
+        child.kill('SIGKILL');
+        fail(new Error(`${script} ${args.join(' ')} did not exit within ${timeoutMs / 1000} s`));
+      }, timeoutMs);
+      child.once('exit', (c) => {
+        clearTimeout(timer);
+        done(c);
+      });
+    });
+    return { code, result: JSON.parse(readFileSync(json, 'utf8')) as T };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
