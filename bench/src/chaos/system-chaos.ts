@@ -262,7 +262,8 @@ class CampaignRun {
       if (!settled.ok) this.progress(`  (not settled after ${Math.round(settled.ms / 1000)} s: ${settled.why}; injecting anyway)`);
       await sleep(fault.afterSeconds * 1000);
       lastCommitted = this.committed();
-      await this.inject(fault);
+      // Said in the fault's row: a fault on an unsettled system overlaps what came before (README: each waits).
+      await this.inject(fault, settled.ok ? null : `before the system settled: ${settled.why}`);
     }
     this.progress(`${this.injected.length} faults injected; waiting for the job to finish`);
     const trained = await this.until('every step committed', () => this.committed() >= this.options.steps, Math.max(0, deadline - Date.now())).catch(
@@ -439,9 +440,10 @@ class CampaignRun {
 
   // ── faults ──────────────────────────────────────────────────────────────────────────────────
 
-  private async inject(fault: ScheduledFault): Promise<void> {
+  private async inject(fault: ScheduledFault, unsettled: string | null = null): Promise<void> {
     const at = Math.round((Date.now() - this.jobStartedAt) / 1000);
-    const record = (target: string, note?: string) => {
+    const record = (target: string, what?: string) => {
+      const note = [what, unsettled].filter(Boolean).join('; ') || undefined;
       this.injected.push({ index: fault.index, kind: fault.kind, target, atSeconds: at, ...(note ? { note } : {}) });
       this.progress(`fault ${fault.index + 1}/${this.schedule.length} at ${at} s: ${fault.kind} → ${target}${note ? ` (${note})` : ''}`);
     };
@@ -484,8 +486,9 @@ class CampaignRun {
         const controller = this.services.get('controller')!;
         await controller.kill9();
         const stillOpen = recovery !== undefined && this.openRecoveries().includes(recovery);
+        // Not inside a recovery, it is not this fault (a plain controller kill): it does not count as injected.
         record(
-          'controller',
+          stillOpen ? 'controller' : 'none',
           recovery
             ? `${target} lost first; killed ${stillOpen ? 'while' : 'just after'} ${recovery} ${stillOpen ? 'was open' : 'completed'}, down ${fault.downSeconds} s`
             : `no recovery opened within 45 s of losing ${target}`,
