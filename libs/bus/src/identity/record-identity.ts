@@ -16,7 +16,7 @@ export const IdentityHeaders = {
   commandSignature: 'robustrl-command-signature',
   /** On the records of AGENT_ACTED_RECORDS: Ed25519 over the same bytes under the control plane's record key. */
   recordSignature: 'robustrl-control-plane-signature',
-  /** On a trainer's weight manifests: Ed25519 over the same bytes under its publisher key (role-certificates.ts). */
+  /** On an agent's manifests and role claims: Ed25519 over the same bytes under its publisher key (role-certificates.ts). */
   publisherSignature: 'robustrl-publisher-signature',
 } as const;
 
