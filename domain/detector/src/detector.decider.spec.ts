@@ -249,6 +249,8 @@ describe('explicit signals confirm at once', () => {
     ['step-exception', false],
     ['ecc-error', true],
     ['xid-error', true],
+    // The engine, not the machine: an engine restart answers it.
+    ['weight-load-stalled', false],
   ] as const)('%s → confirmed immediately (machine faulty: %s)', (signal, machineFaulty) => {
     const signalled = msg(42, 'AgentFaultSignalled', {
       machineId: 'trainer-0',

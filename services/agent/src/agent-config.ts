@@ -40,6 +40,8 @@ export interface AgentConfig {
    * robustrl's worker extension (engine-weights/); `off` — the framework itself (from /v1/weights/latest).
    */
   engineWeights: 'off' | 'vllm';
+  /** How long a version's load into the engine may take before the engine counts as wedged (ROBUSTRL_ENGINE_LOAD_DEADLINE_SECONDS). */
+  engineLoadDeadlineMs: number;
   /** The request manager, where a restarted trainer's kept batch is fetched from. */
   requestManagerUrl: string | undefined;
   /** Its bearer token (ROBUSTRL_REQUEST_MANAGER_TOKEN), when its API asks for one. */
@@ -117,6 +119,8 @@ const Env = z.object({
   ROBUSTRL_REQUEST_MANAGER_URL: z.url({ protocol: /^https?$/, error: "the request manager's base URL, http(s)://host:port" }).optional(),
   ROBUSTRL_REQUEST_MANAGER_TOKEN: z.string().trim().min(1).optional(),
   ROBUSTRL_RENDEZVOUS_PORT: z.coerce.number().int().min(1).max(65535).default(29500),
+  // A load past it is a fault of the engine (engine-weight-sync.ts): the controller restarts the engine.
+  ROBUSTRL_ENGINE_LOAD_DEADLINE_SECONDS: z.coerce.number().positive().default(120),
   ROBUSTRL_INFERENCE_URL: z.url({ protocol: /^https?$/, error: "the engine's base URL, http(s)://host:port" }).optional(),
   ROBUSTRL_ENGINE_WEIGHTS: z
     .enum(['off', 'vllm'], { error: "'off' (the framework loads versions) or 'vllm' (the agent loads them into its vLLM engine)" })
@@ -150,6 +154,7 @@ export function agentConfigFromEnv(env: NodeJS.ProcessEnv): AgentConfig {
     dpRank: e.ROBUSTRL_DP_RANK ?? null,
     inferenceUrl: e.ROBUSTRL_INFERENCE_URL,
     engineWeights: e.ROBUSTRL_ENGINE_WEIGHTS,
+    engineLoadDeadlineMs: Math.round(e.ROBUSTRL_ENGINE_LOAD_DEADLINE_SECONDS * 1000),
     requestManagerUrl: e.ROBUSTRL_REQUEST_MANAGER_URL,
     requestManagerToken: e.ROBUSTRL_REQUEST_MANAGER_TOKEN,
     rendezvousPort: e.ROBUSTRL_RENDEZVOUS_PORT,

@@ -123,8 +123,10 @@ export class AgentRuntime {
     await this.weights.start();
     if (this.config.engineWeights === 'vllm') {
       if (!this.config.inferenceUrl) throw new Error('ROBUSTRL_ENGINE_WEIGHTS=vllm needs ROBUSTRL_INFERENCE_URL: the engine the agent loads versions into');
+      const deadlineMs = this.config.engineLoadDeadlineMs;
       this.engineWeights = new EngineWeightSync(
-        new VllmEngineClient(this.config.inferenceUrl),
+        // The engine call's own timeout comes after the deadline, so the deadline is what ends a wedged load.
+        new VllmEngineClient(this.config.inferenceUrl, deadlineMs + 30_000),
         () => this.heldForEngine(),
         this.config.machineId,
         500,
@@ -132,6 +134,8 @@ export class AgentRuntime {
           // The engine's phase, reported for it; only a change is an event.
           if (this.role === 'rollout' && this.phase !== phase) void this.reportPhase(phase, version);
         },
+        undefined,
+        { deadlineMs, onStalled: (detail) => void this.signalEngineStalled(detail) },
       );
       this.engineWeights.start();
     }
@@ -307,6 +311,19 @@ export class AgentRuntime {
       exitCode: exit.code ?? (exit.signal ? 128 + signalNumber(exit.signal) : null),
       observedAt: new Date().toISOString(),
     }).catch((err) => this.logger.error(`could not report the exit: ${String(err)}`));
+  }
+
+  /** An engine wedged in a weight load: a fault of the rollout role, which the controller answers with an engine restart. */
+  private async signalEngineStalled(detail: string): Promise<void> {
+    if (this.role !== 'rollout') return;
+    await this.emit('AgentFaultSignalled', {
+      machineId: this.config.machineId,
+      role: this.role,
+      signal: 'weight-load-stalled',
+      detail,
+      exitCode: null,
+      observedAt: new Date().toISOString(),
+    }).catch((err) => this.logger.error(`could not report the stalled load: ${String(err)}`));
   }
 
   private async onCommand(delivery: Delivery<AgentCommand>): Promise<void> {

@@ -29,7 +29,8 @@ export const RolePhase = z.enum([
 ]);
 export type RolePhase = z.infer<typeof RolePhase>;
 
-export const FaultSignal = z.enum(['process-exited', 'ecc-error', 'xid-error', 'step-exception']);
+/** `weight-load-stalled`: an engine, alive and answering, did not finish loading a version within its deadline (the agent's word). */
+export const FaultSignal = z.enum(['process-exited', 'ecc-error', 'xid-error', 'step-exception', 'weight-load-stalled']);
 export type FaultSignal = z.infer<typeof FaultSignal>;
 
 /** Why a verdict was reached; every field optional because each rule has different evidence. */

@@ -29,6 +29,19 @@ export interface EngineIdleSettings {
   now: () => number;
 }
 const DEFAULT_IDLE: EngineIdleSettings = { idleAfterMs: 3_000, now: () => Date.now() };
+
+/**
+ * An engine wedged in a weight load (alive, answering its health check, never finishing the update) stalls
+ * its machine's rollouts for good: a load not finished within `deadlineMs` is reported once (`onStalled`,
+ * which the agent turns into a fault signal, so the controller restarts the engine) until the engine restarts.
+ */
+export interface LoadDeadline {
+  deadlineMs: number;
+  onStalled: (detail: string) => void;
+}
+const NO_DEADLINE: LoadDeadline = { deadlineMs: Number.POSITIVE_INFINITY, onStalled: () => undefined };
+
+class LoadStalledError extends Error {}
 export class EngineWeightSync {
   private readonly logger: Logger;
   private timer?: NodeJS.Timeout;
@@ -41,6 +54,8 @@ export class EngineWeightSync {
   private busyAt: number | null = null;
   /** The engine's finished-request counter at the last look (null: unknown). */
   private finished: number | null = null;
+  /** A stalled load was reported for this engine (cleared when it restarts). */
+  private stallReported = false;
 
   constructor(
     private readonly engine: VllmEngineClient,
@@ -49,6 +64,7 @@ export class EngineWeightSync {
     private readonly tickMs = 500,
     private readonly phase: (phase: EnginePhase, version: number) => void = () => undefined,
     private readonly idle: EngineIdleSettings = DEFAULT_IDLE,
+    private readonly load: LoadDeadline = NO_DEADLINE,
   ) {
     this.logger = new Logger(`engine-weights/${machineId}`);
   }
@@ -63,6 +79,7 @@ export class EngineWeightSync {
     this.skipTicks = 0;
     this.busyAt = null;
     this.finished = null;
+    this.stallReported = false;
   }
 
   stop(): void {
@@ -102,7 +119,7 @@ export class EngineWeightSync {
         }
         this.logger.log(`engine loads version ${latest.version}`);
         this.phase('weight-update', latest.version);
-        const loaded = await this.engine.load(latest.version, parts);
+        const loaded = await this.withinDeadline(this.engine.load(latest.version, parts), latest.version);
         this.lastLoad = { version: latest.version, seconds: loaded.seconds };
         this.failures = 0;
         this.logger.log(`engine loaded version ${latest.version} in place (${loaded.seconds.toFixed(3)} s)`);
@@ -110,6 +127,11 @@ export class EngineWeightSync {
         this.phase('rollout', latest.version);
       }
     } catch (err) {
+      if (err instanceof LoadStalledError && !this.stallReported) {
+        this.stallReported = true;
+        this.logger.error(err.message);
+        this.load.onStalled(err.message);
+      }
       this.failures += 1;
       // Back off: 1, 2, 4 … up to 32 ticks between tries while the engine keeps refusing.
       this.skipTicks = Math.min(2 ** (this.failures - 1), 32);
@@ -117,6 +139,21 @@ export class EngineWeightSync {
     } finally {
       this.busy = false;
     }
+  }
+
+  /** The load, or a LoadStalledError once its deadline passed (the engine's call itself is left to its own timeout). */
+  private withinDeadline<T>(load: Promise<T>, version: number): Promise<T> {
+    if (!Number.isFinite(this.load.deadlineMs)) return load;
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<never>((_, fail) => {
+      timer = setTimeout(
+        () =>
+          fail(new LoadStalledError(`the engine did not finish loading version ${version} within ${this.load.deadlineMs / 1000} s: wedged in its weight load`)),
+        this.load.deadlineMs,
+      );
+    });
+    load.catch(() => undefined); // settled after the deadline: nobody waits on it any more
+    return Promise.race([load, deadline]).finally(() => clearTimeout(timer));
   }
 
   /** `rollout` while it has requests or finished one since the last look (or did within `idleAfterMs`, or cannot say), `idle` after. */

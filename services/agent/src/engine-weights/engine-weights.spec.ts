@@ -240,3 +240,80 @@ describe('EngineWeightSync against vLLM-shaped routes', () => {
     vllm.server = createServer();
   });
 });
+
+describe('EngineWeightSync: an engine wedged in its weight load', () => {
+  /** Answers everything as vLLM does, but never answers a load (alive, its health check fine). */
+  let server: Server;
+  let url: string;
+  let loads = 0;
+  beforeEach(async () => {
+    loads = 0;
+    server = createServer((req, res) => {
+      if (req.url === '/weight_info') return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ weight_version: '3' }));
+      if (req.url === '/collective_rpc')
+        loads += 1; // …and never answered
+      else res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  afterEach(() => {
+    server.closeAllConnections();
+    return new Promise<void>((r) => server.close(() => r()));
+  });
+
+  it('is reported once past the deadline, not again on later tries, and again once the engine restarted', async () => {
+    const stalls: string[] = [];
+    const phases: string[] = [];
+    const held: HeldVersion = { version: 4, parts: [{ path: '/dev/shm/v4', target: null, bucketStarts: [0], tensors: [] }] };
+    const sync = new EngineWeightSync(
+      new VllmEngineClient(url, 60_000),
+      () => held,
+      'rollout-0',
+      10_000,
+      (phase, v) => phases.push(`${phase}@${v}`),
+      undefined,
+      { deadlineMs: 200, onStalled: (detail) => stalls.push(detail) },
+    );
+    const started = Date.now();
+    await sync.tick();
+    expect(Date.now() - started).toBeGreaterThanOrEqual(190);
+    expect(stalls).toEqual(['the engine did not finish loading version 4 within 0.2 s: wedged in its weight load']);
+    expect(phases).toEqual(['weight-update@4']);
+    // Backed off one tick, then tried again: still wedged, not reported twice.
+    await sync.tick();
+    await sync.tick();
+    expect(loads).toBe(2);
+    expect(stalls).toHaveLength(1);
+    sync.engineRestarted();
+    await sync.tick();
+    expect(stalls).toHaveLength(2);
+    expect(sync.lastLoad).toBeNull();
+  });
+
+  it('a load that finishes within the deadline is no stall', async () => {
+    const stalls: string[] = [];
+    const fast = new FakeVllm();
+    const fastUrl = await fast.start();
+    fast.version = '3';
+    try {
+      const sync = new EngineWeightSync(
+        new VllmEngineClient(fastUrl),
+        () => ({ version: 4, parts: [{ path: '/dev/shm/v4', target: null, bucketStarts: [0], tensors: [] }] }),
+        'rollout-0',
+        10_000,
+        undefined,
+        undefined,
+        {
+          deadlineMs: 5_000,
+          onStalled: (detail) => stalls.push(detail),
+        },
+      );
+      await sync.tick();
+      expect(sync.lastLoad?.version).toBe(4);
+      expect(stalls).toEqual([]);
+    } finally {
+      await new Promise<void>((r) => fast.server.close(() => r()));
+    }
+  });
+});
