@@ -2,7 +2,7 @@ import { createMessage } from '@robustrl/contracts';
 import { busIdentityFromEnv, ControlPlaneVerifier, kafkaSecurityFromEnv, machineKeyFromEnv, machineKeyOf, machineKeyText, MachineSigner } from '@robustrl/bus';
 import { checkBearer, httpAuthFromEnv, MIN_TOKEN_LENGTH } from '@robustrl/service-kit';
 import { agentApiEnv, agentConfigFromEnv } from './agent-config';
-import { AGENT_CREDENTIALS } from './agent-runtime';
+import { AGENT_CREDENTIALS } from './role-credentials';
 import { RoleProcess } from './role-process';
 
 const SECRET = 'the-control-planes-identity-secret-0123456789';
