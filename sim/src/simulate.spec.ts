@@ -84,7 +84,9 @@ describe('simulator', () => {
     expect(robust.ettr).toBeGreaterThan(task.ettr);
     expect(robust.wallClockSeconds).toBeLessThan(task.wallClockSeconds);
     expect(task.restartBreakdown.map((b) => b.kind)).toEqual(['task-restart']);
-    expect(robust.restartBreakdown.map((b) => b.kind)).toEqual(['trainer-restart']);
+    // No task restart; a machine faulted past its restart budget is retired (a warm standby and its refill).
+    expect(robust.restartBreakdown.map((b) => b.kind)).toContain('trainer-restart');
+    expect(robust.restartBreakdown.map((b) => b.kind)).not.toContain('task-restart');
     expect(report.comparison!.timeSavedFraction).toBeGreaterThan(0);
   });
 

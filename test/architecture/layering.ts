@@ -97,7 +97,8 @@ function workspacesOf(root: string, layers: readonly Layer[]): Workspace[] {
 function sourceFiles(dir: string): string[] {
   const out: string[] = [];
   for (const entry of readdirSync(dir)) {
-    if (entry === 'node_modules' || entry === 'dist' || entry === 'build') continue;
+    // spec-support/: helpers only specs import (the tsconfigs leave them out of the build), like the specs themselves.
+    if (entry === 'node_modules' || entry === 'dist' || entry === 'build' || entry === 'spec-support') continue;
     const path = join(dir, entry);
     if (statSync(path).isDirectory()) out.push(...sourceFiles(path));
     else if (/\.(ts|js|mjs|cjs)$/.test(entry) && !/\.spec\.ts$|\.test\.mjs$|\.d\.ts$/.test(entry)) out.push(path);

@@ -14,18 +14,11 @@ import {
   unknownMachine,
 } from './controller.state';
 import { firstIterationFault, repeatedFaultInStep, restartFailedTwice } from './escalation-rules';
-import {
-  completed,
-  decision,
-  promoteRollout,
-  replaceMachine,
-  restartRolloutEngine,
-  restartTask,
-  restartTrainerGroup,
-  restartTrainerGroupOf,
-} from './recovery-commands';
+import { completed, decision, replaceMachine, restartRolloutEngine, restartTask, restartTrainerGroup, restartTrainerGroupOf } from './recovery-commands';
+import { verdictFailsCommand, verdictMeansMachineGone } from './machine-gone';
+import { machineRestartBudgetSpent, stoppedByItsLease, trainerRestartsInWindow } from './machine-restart-budget';
 import { engineRestartBudgetSpent, engineRestartsInWindow } from './rollout-engine-restarts';
-import { chooseWarmStandby } from './warm-standby';
+import { coveringRecovery, faultyTrainerMachine } from './recovery-plans';
 
 /**
  * The controller's decisions (paper Figure 7), one named step per input:
@@ -99,18 +92,16 @@ interface FaultCase {
 type FaultPolicy = (c: FaultCase) => ControllerDraft[] | null;
 
 /**
- * A trainer machine confirmed faulty while an open recovery's trainer restart still waits on it: that
- * restart has failed there (paper Fig. 7) — its agent will never answer, and waiting for the command's
- * timeout keeps the whole group down for nothing. It fails now, as a timeout would make it fail, and the
- * verdict itself is covered by that recovery. Only a trainer verdict: a rollout lent as standby goes quiet
- * as a rollout by design (verdictForFormerRole).
+ * A machine confirmed faulty while an open recovery's command still waits on it — a member of the
+ * trainer group being restarted, or the rollout being promoted into it: that command has failed there
+ * (paper Fig. 7) — its agent will never answer, and waiting for the command's timeout keeps the whole
+ * group down for nothing. It fails now, as a timeout would make it fail, and the verdict itself is
+ * covered by that recovery. Which verdicts fail which command: machine-gone.ts.
  */
 const restartWaitsOnFaultyMachine: FaultPolicy = ({ state, verdict, decided, now }) => {
-  if (!verdict.machineFaulty || verdict.handledAs !== 'trainer') return null;
+  if (!verdict.machineFaulty) return null;
   const covering = coveringRecovery(state, verdict.machineId, verdict.handledAs);
-  const stalled = covering
-    ? Object.values(covering.commands).find((c) => c.type === 'RestartTrainerGroup' && c.status === 'pending' && c.awaiting.includes(verdict.machineId))
-    : undefined;
+  const stalled = covering ? waitingOn(covering, verdict) : undefined;
   if (!covering || !stalled) return null;
   const failure = {
     recoveryId: covering.recoveryId,
@@ -118,13 +109,41 @@ const restartWaitsOnFaultyMachine: FaultPolicy = ({ state, verdict, decided, now
     machineId: verdict.machineId,
     executor: 'controller',
     durationMs: Math.max(0, Math.round(now - stalled.issuedAt)),
-    error: `${verdict.machineId} confirmed faulty (${verdict.rule}) while the restart waited on it`,
+    error: `${verdict.machineId} confirmed faulty (${verdict.rule}) while the ${stalled.type === 'PromoteRolloutToTrainer' ? 'promotion' : 'restart'} waited on it`,
   };
   const failed = draft('RecoveryCommandFailed', failure);
   return [
     decided('report-only', 'covered-by-active-recovery', { ...verdict.evidence, detail: `covered by ${covering.recoveryId} (${covering.action})` }),
     failed,
     ...commandFailed(withOutcome(state, covering, failed, now), failure, now),
+  ];
+};
+
+/** The recovery's pending restart or promotion that still waits on the verdict's machine, and that the verdict fails (machine-gone.ts). */
+function waitingOn(r: Recovery, verdict: FaultCase['verdict']) {
+  return Object.values(r.commands).find(
+    (c) =>
+      (c.type === 'RestartTrainerGroup' || c.type === 'PromoteRolloutToTrainer') &&
+      c.status === 'pending' &&
+      c.awaiting.includes(verdict.machineId) &&
+      verdictFailsCommand(verdict, c.type),
+  );
+}
+
+/**
+ * A trainer machine confirmed gone after its restart succeeded but before it reported in (it died in the
+ * reconnect stage): no command waits on it any more, so no timeout would ever end that recovery. The
+ * machine is replaced now (warm standby or a new machine) and the recovery goes on without it.
+ */
+const restartedMachineGone: FaultPolicy = ({ state, verdict, decided }) => {
+  if (!verdictMeansMachineGone(verdict)) return null;
+  const covering = coveringRecovery(state, verdict.machineId, verdict.handledAs);
+  const m = verdict.machineId;
+  if (!covering || covering.handledAs !== 'trainer' || covering.restartedMachines[m] === undefined || covering.reportedIn[m]) return null;
+  const evidence = { ...verdict.evidence, detail: `${m} confirmed gone (${verdict.rule}) after its restart, before it reported in` };
+  return [
+    decided('report-only', 'covered-by-active-recovery', { ...verdict.evidence, detail: `covered by ${covering.recoveryId} (${covering.action})` }),
+    ...faultyTrainerMachine(state, covering, covering.commandSeq + 1, m, evidence),
   ];
 };
 
@@ -155,6 +174,23 @@ const verdictForFormerRole: FaultPolicy = ({ state, verdict, decided }) => {
 /** The baseline policy: every fault restarts the whole task. */
 const taskRestartPolicy: FaultPolicy = ({ settings, recovery, decided }) =>
   settings.policy === 'task-restart' ? [decided('restart-task', 'task-restart-policy'), restartTask(recovery.recoveryId, 1, 'task-restart-policy')] : null;
+
+/**
+ * A trainer machine that used its restart budget (machine-restart-budget.ts) is retired as a faulty one
+ * is, before rules 1 and 2 are asked: a machine that fails on every restart would otherwise restart the
+ * task again and again (each restart opens a first iteration, where every fault escalates).
+ */
+const trainerRestartBudgetSpent: FaultPolicy = ({ settings, state, verdict, recovery, now }) => {
+  if (verdict.handledAs !== 'trainer' || verdict.machineFaulty || stoppedByItsLease(verdict.evidence)) return null;
+  const m = state.machines[verdict.machineId];
+  if (!m || m.status !== 'active' || (m.role !== 'trainer' && m.role !== 'hybrid')) return null;
+  const used = trainerRestartsInWindow(state, settings, m.machineId, now);
+  const rule = machineRestartBudgetSpent(used, settings);
+  if (!rule) return null;
+  const window = `${Math.round(settings.machineRestartWindowMs / 60_000)} min`;
+  const detail = `${used} restart(s) of ${m.machineId} for its own faults within ${window} (budget ${settings.machineRestartBudget}); ${verdict.evidence.detail ?? verdict.rule}`;
+  return faultyTrainerMachine(state, recovery, 1, m.machineId, { ...verdict.evidence, detail }, rule);
+};
 
 /** Paper §5.1.2 rules 1 and 2 (escalation-rules.ts): the whole task restarts. */
 const escalation: FaultPolicy = ({ state, verdict, recovery, decided }) => {
@@ -201,9 +237,11 @@ const trainerFault: FaultPolicy = ({ state, recovery, decided }) => [
 
 export const FAULT_POLICIES: readonly FaultPolicy[] = [
   restartWaitsOnFaultyMachine,
+  restartedMachineGone,
   coveredByActiveRecovery,
   verdictForFormerRole,
   taskRestartPolicy,
+  trainerRestartBudgetSpent,
   escalation,
   rolloutProcessFault,
   rolloutFault,
@@ -230,51 +268,6 @@ function decideOnFault(settings: ControllerSettings, state: ControllerState, fau
   return [];
 }
 
-/**
- * A trainer machine that must go (hardware evidence, unreachable, or a failed restart there):
- * semi-sync/async borrow a rollout as warm standby and refill the rollout pool; sync mode, or no
- * suitable rollout, asks for a new machine (paper §5.1.3).
- */
-function faultyTrainerMachine(
-  state: ControllerState,
-  recovery: { recoveryId: string; verdictId: string; machineId: string },
-  seq: number,
-  machineId: string,
-  evidence: Evidence,
-): ControllerDraft[] {
-  const faulty = state.machines[machineId] ?? unknownMachine(machineId, 'trainer');
-  const standby = state.mode !== 'sync' ? chooseWarmStandby(state, faulty) : null;
-  if (standby) {
-    return [
-      decision(state, recovery, 'warm-standby-from-rollout', 'trainer-machine-faulty', evidence),
-      promoteRollout(recovery.recoveryId, seq, standby, machineId),
-      replaceMachine(recovery.recoveryId, seq + 1, faulty, 'rollout'),
-    ];
-  }
-  return [
-    decision(state, recovery, 'request-new-trainer-machine', 'trainer-machine-faulty', evidence),
-    replaceMachine(recovery.recoveryId, seq, faulty, faulty.role),
-  ];
-}
-
-/**
- * An unfinished recovery that already covers this fault: the same machine, the trainer group it is
- * restarting, or a machine it brings into that group (a rollout lent as warm standby goes quiet as a
- * rollout the moment it is promoted: replacing it would take a rank from the group being restarted).
- */
-function coveringRecovery(state: ControllerState, machineId: string, handledAs: 'trainer' | 'rollout'): Recovery | undefined {
-  for (const id of state.index.open) {
-    const r = state.recoveries[id];
-    if (r.action !== 'report-only' && covers(r, machineId, handledAs)) return r;
-  }
-  return undefined;
-}
-
-function covers(r: Recovery, machineId: string, handledAs: 'trainer' | 'rollout'): boolean {
-  if (r.action === 'restart-task' || r.machineId === machineId) return true;
-  return r.handledAs === 'trainer' && (handledAs === 'trainer' || r.trainerGroup.includes(machineId));
-}
-
 // ── command outcomes ─────────────────────────────────────────────────────────────────────────
 
 function commandSucceeded(state: ControllerState, commandId: string, now: number): ControllerDraft[] {
@@ -285,10 +278,10 @@ function commandSucceeded(state: ControllerState, commandId: string, now: number
   const next = recovery.commandSeq + 1;
   switch (cmd.type) {
     case 'PromoteRolloutToTrainer':
-      return [restartTrainerGroupOf(state, recovery, next)];
+      return restartGroupOf(state, recovery, next, now);
     case 'ReplaceMachine':
       if (cmd.background) return [];
-      if (recovery.handledAs === 'trainer') return [restartTrainerGroupOf(state, recovery, next, cmd.newMachineId)];
+      if (recovery.handledAs === 'trainer') return restartGroupOf(state, recovery, next, now, cmd.newMachineId);
       return reportedInFully(recovery) ? [completed(recovery, now, 'recovered')] : [];
     case 'RestartTrainerGroup':
     case 'RestartRolloutEngine':
@@ -300,9 +293,15 @@ function commandSucceeded(state: ControllerState, commandId: string, now: number
   }
 }
 
-function commandFailed(state: ControllerState, failure: MessageOf<'RecoveryCommandFailed'>['data'], now: number): ControllerDraft[] {
+type CommandFailure = MessageOf<'RecoveryCommandFailed'>['data'];
+
+function commandFailed(state: ControllerState, failure: CommandFailure, now: number): ControllerDraft[] {
   const recovery = ownerOf(state, failure.commandId);
-  if (!recovery || recovery.done) return [];
+  return !recovery || recovery.done ? [] : failedIn(state, recovery, failure, now);
+}
+
+/** A command of `recovery` failed (its outcome already folded into `recovery`): the recovery's next step. */
+function failedIn(state: ControllerState, recovery: Recovery, failure: CommandFailure, now: number): ControllerDraft[] {
   const cmd = recovery.commands[failure.commandId];
   const next = recovery.commandSeq + 1;
   const evidence: Evidence = { detail: `${cmd.type} ${failure.commandId} failed${failure.machineId ? ` on ${failure.machineId}` : ''}: ${failure.error}` };
@@ -331,10 +330,54 @@ function commandFailed(state: ControllerState, failure: MessageOf<'RecoveryComma
   const suspect = cmd.type === 'RestartTrainerGroup' ? failure.machineId : null;
   if (suspect) return faultyTrainerMachine(state, recovery, next, suspect, evidence);
   if (cmd.type === 'PromoteRolloutToTrainer') {
-    const faulty = state.machines[recovery.machineId];
+    // The machine the standby was to replace (not always the recovery's own: a re-plan replaces another).
+    const faulty = state.machines[cmd.replaces ?? recovery.machineId];
     return faulty ? [decided('request-new-trainer-machine', 'trainer-machine-faulty'), replaceMachine(recovery.recoveryId, next, faulty, faulty.role)] : [];
   }
-  return [decided(recovery.action, recovery.rule), restartTrainerGroupOf(state, recovery, next)];
+  return [decided(recovery.action, recovery.rule), ...restartGroupOf(state, recovery, next, now)];
+}
+
+/**
+ * The trainer restart of a recovery under way — unless a member was confirmed faulty meanwhile (a second
+ * machine of a rack lost while the first is replaced, its verdict covered by this recovery): then the
+ * restart fails on that machine at once, as it would after the command timeout, and the recovery plans
+ * again around it (rule 3 counts it as the failed restart it is).
+ */
+function restartGroupOf(state: ControllerState, recovery: Recovery, seq: number, now: number, add: string | null = null): ControllerDraft[] {
+  const restart = restartTrainerGroupOf(state, recovery, seq, add);
+  const dead = restart.data.machines.find((id) => state.faultyMachines?.[id] !== undefined);
+  if (dead === undefined) return [restart];
+  const failure = {
+    recoveryId: recovery.recoveryId,
+    commandId: restart.data.commandId,
+    machineId: dead,
+    executor: 'controller',
+    durationMs: 0,
+    error: `${dead} was confirmed faulty before the restart was issued`,
+  };
+  const failed = draft('RecoveryCommandFailed', failure);
+  const issued: Recovery = {
+    ...recovery,
+    commands: {
+      ...recovery.commands,
+      [failure.commandId]: {
+        commandId: failure.commandId,
+        type: 'RestartTrainerGroup',
+        issuedAt: now,
+        awaiting: restart.data.machines,
+        status: 'pending',
+        background: false,
+        subject: null,
+        newMachineId: null,
+      },
+    },
+    commandSeq: Math.max(recovery.commandSeq, seq),
+    trainerGroup: restart.data.machines,
+    restartedMachines: { ...recovery.restartedMachines },
+    reportedIn: { ...recovery.reportedIn },
+  };
+  applyOutcome(state, issued, failed, now);
+  return [restart, failed, ...failedIn({ ...state, recoveries: { ...state.recoveries, [issued.recoveryId]: issued } }, issued, failure, now)];
 }
 
 /** A command unanswered past the timeout has failed (a dead agent cannot say so itself); one per tick, so each decision sees the last. */

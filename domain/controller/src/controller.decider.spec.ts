@@ -1,90 +1,25 @@
-import { DeciderRun, DeciderSpecification } from '@robustrl/domain-kit';
-import { DataOf, draft, Draft, Role, TrainingMode } from '@robustrl/contracts';
-import { at, iso, published, timeline } from '@robustrl/testing/job-timeline';
-import { ControllerDecider, ControllerEvent, ControllerInput, createControllerDecider } from './controller.decider';
+import { DeciderSpecification } from '@robustrl/domain-kit';
+import { draft, Draft } from '@robustrl/contracts';
+import { iso } from '@robustrl/testing/job-timeline';
+import {
+  decidedOf,
+  engineCrashed,
+  failed,
+  fault,
+  jobAtStep3,
+  msg,
+  observe,
+  phase,
+  play,
+  register,
+  rolloutMachineLost,
+  succeeded,
+  types,
+} from './spec-support/controller-story';
+import { ControllerDecider, ControllerEvent, createControllerDecider } from './controller.decider';
 
-const msg = timeline();
 const spec = DeciderSpecification.for(ControllerDecider);
 const eq = (actual: Draft[], expected: readonly Draft[]) => expect(actual).toEqual(expected);
-
-const register = (machineId: string, role: Role, s = 0, zone = 'az-1', hardwareClass = 'h100x8') =>
-  msg(s, 'MachineRegistered', { machineId, role, zone, hardwareClass, gpus: 8, agentAddress: `${machineId}:7070`, dpRank: 0 });
-
-/** A semi-sync job (unless told otherwise) past its first iteration, at step 3 with a checkpoint of step 2. */
-function jobAtStep3(mode: TrainingMode = 'semi-sync') {
-  return [
-    msg(0, 'JobStarted', { mode, resumedFromStep: null, trainerMachines: 2, rolloutMachines: 3 }),
-    register('trainer-0', mode === 'sync' ? 'hybrid' : 'trainer'),
-    register('trainer-1', mode === 'sync' ? 'hybrid' : 'trainer'),
-    ...(mode === 'sync' ? [] : [register('rollout-0', 'rollout'), register('rollout-1', 'rollout'), register('rollout-2', 'rollout', 0, 'az-2')]),
-    msg(1, 'TrainingStepStarted', { step: 0, batchId: 'b0', startedAt: iso(1) }),
-    msg(50, 'TrainingStepCompleted', { step: 0, batchId: 'b0', durationMs: 49_000 }),
-    msg(300, 'CheckpointSaved', { step: 2, uri: 'file:///ckpt/2', blockingMs: 900 }),
-    msg(301, 'TrainingStepStarted', { step: 3, batchId: 'b3', startedAt: iso(301) }),
-  ];
-}
-
-const fault = (s: number, machineId: string, extra: Partial<DataOf<'FaultConfirmed'>> = {}) =>
-  msg(s, 'FaultConfirmed', {
-    verdictId: `${machineId}/v${s}`,
-    machineId,
-    role: 'trainer',
-    rule: 'explicit-signal',
-    handledAs: 'trainer',
-    machineFaulty: false,
-    detectionLatencyMs: 0,
-    evidence: { signal: 'process-exited' },
-    ...extra,
-  });
-/** A rollout machine gone silent, its probe unanswered: the machine itself is unreachable (hardware evidence). */
-const rolloutMachineLost = (s: number, machineId: string, extra: Partial<DataOf<'FaultConfirmed'>> = {}) =>
-  fault(s, machineId, {
-    role: 'rollout',
-    handledAs: 'rollout',
-    rule: 'rollout-silent',
-    machineFaulty: true,
-    evidence: { detail: 'probe unanswered' },
-    ...extra,
-  });
-/** A rollout's engine process exited on a machine that is otherwise fine. */
-const engineCrashed = (s: number, machineId: string) => fault(s, machineId, { role: 'rollout', handledAs: 'rollout' });
-const observe = (message: ControllerInput, s?: number) => ({
-  kind: 'observe' as const,
-  message,
-  now: s === undefined ? Date.parse(message.occurredAt) : at(s),
-});
-const succeeded = (s: number, commandId: string, machineId: string | null, newMachineId?: string) =>
-  msg(s, 'RecoveryCommandSucceeded', {
-    recoveryId: commandId.slice(0, commandId.lastIndexOf('/')),
-    commandId,
-    machineId,
-    executor: 'spec',
-    durationMs: 1000,
-    ...(newMachineId ? { newMachineId } : {}),
-  });
-const failed = (s: number, commandId: string, machineId: string | null) =>
-  msg(s, 'RecoveryCommandFailed', {
-    recoveryId: commandId.slice(0, commandId.lastIndexOf('/')),
-    commandId,
-    machineId,
-    executor: 'spec',
-    durationMs: 1000,
-    error: 'could not start',
-  });
-const phase = (s: number, machineId: string) => msg(s, 'RolePhaseChanged', { machineId, role: 'trainer', phase: 'initializing', step: 3, changedAt: iso(s) });
-
-/** Feed inputs through the kit's host step, as the service shell does; return every output. */
-function play(history: ControllerEvent[], inputs: Array<ControllerInput | { tick: number }>, decider = ControllerDecider) {
-  const run = DeciderRun.for(decider, published()).given(history);
-  for (const input of inputs) {
-    if ('tick' in input) run.tick(at(input.tick));
-    else run.send(observe(input));
-  }
-  return { emitted: run.outputs() as Draft[], state: run.state };
-}
-
-const types = (ds: Draft[]) => ds.map((d) => d.type);
-const decidedOf = (ds: Draft[]) => ds.filter((d): d is Draft<'RecoveryDecided'> => d.type === 'RecoveryDecided').map((d) => [d.data.action, d.data.rule]);
 
 describe('trainer fault → restart only the trainer group', () => {
   it('restarts every trainer machine, reloading the last checkpoint and keeping the batch', () => {
@@ -350,11 +285,11 @@ describe('faulty trainer machine → a rollout as warm standby (semi-sync/async)
     const lent = msg(406, 'MachineRoleChanged', { machineId: 'rollout-0', from: 'rollout', to: 'trainer', reason: 'warm standby for trainer-1' });
     const during = play(jobAtStep3(), [
       fault(400, 'trainer-1', { machineFaulty: true }),
-      // Its engine stopped for the promotion: the rollout rules see a silent rollout, its probe unanswered.
-      rolloutMachineLost(405, 'rollout-0'),
       lent,
       succeeded(407, 'trainer-1/v400/recovery/1', 'rollout-0'),
+      // Its engine stopped for the promotion: the rollout rules see a silent rollout, its probe unanswered.
       rolloutMachineLost(408, 'rollout-0'),
+      rolloutMachineLost(409, 'rollout-0'),
     ]);
     expect(decidedOf(during.emitted)).toEqual([
       ['warm-standby-from-rollout', 'trainer-machine-faulty'],

@@ -1,5 +1,7 @@
 import type { Draft } from '@robustrl/contracts';
 import { assertNever } from '@robustrl/domain-kit';
+import { verdictMeansMachineGone } from './machine-gone';
+import { restartsItsMachine, withTrainerRestart } from './machine-restart-budget';
 import { batchOfStep, ControllerFact, ControllerState, IssuedCommand, overtaken, ownerOf, Recovery, trainerGroup, unknownMachine } from './controller.state';
 
 /**
@@ -39,6 +41,9 @@ export function evolveController(state: ControllerState, fact: ControllerFact, a
         agentAddress: d.agentAddress,
         hostAddress: d.hostAddress ?? null,
       };
+      // Registered again after it was confirmed faulty: an agent answers there now.
+      const faultyAt = state.faultyMachines?.[d.machineId];
+      if (faultyAt !== undefined && at > faultyAt) delete state.faultyMachines![d.machineId];
       lifeSign(state, d.machineId, at);
       return state;
     }
@@ -80,6 +85,7 @@ export function evolveController(state: ControllerState, fact: ControllerFact, a
       if (learned) state.machines[machineId] = unknownMachine(machineId, fact.data.role);
       state.index.learnedFromVerdict = learned ? { verdictId, machineId } : null;
       state.faults[verdictId] = { at, detectMs: fact.data.detectionLatencyMs, handledAs: fact.data.handledAs };
+      if (verdictMeansMachineGone(fact.data)) (state.faultyMachines ??= {})[machineId] = at;
       return state;
     }
     case 'RecoveryDecided':
@@ -146,6 +152,7 @@ function onDecided(state: ControllerState, fact: Draft<'RecoveryDecided'>, at: n
   if (acted && recovery.handledAs === 'trainer' && d.action !== 'restart-task') {
     state.trainerFaultsInStep = { step: state.step, count: state.trainerFaultsInStep.step === state.step ? state.trainerFaultsInStep.count + 1 : 1 };
   }
+  if (acted && recovery.handledAs === 'trainer' && restartsItsMachine(d)) state.trainerRestarts = withTrainerRestart(state.trainerRestarts, d.machineId, at);
   state.recoveries[recovery.recoveryId] = recovery;
   if (!recovery.done) state.index.open.add(recovery.recoveryId);
   return state;
@@ -162,6 +169,7 @@ function onIssued(
   let awaiting: string[] = [];
   let subject: string | null = null;
   let background = false;
+  let replaces: string | null = null;
   switch (fact.type) {
     case 'RestartTrainerGroup':
       awaiting = [...fact.data.machines];
@@ -171,12 +179,15 @@ function onIssued(
       subject = fact.data.rolloutMachineId;
       awaiting = [fact.data.rolloutMachineId];
       r.trainerGroup = [...r.trainerGroup.filter((m) => m !== fact.data.replacesMachineId), fact.data.rolloutMachineId];
+      replanned(r, fact.data.replacesMachineId);
+      replaces = fact.data.replacesMachineId;
       break;
     case 'ReplaceMachine': {
       subject = fact.data.machineId;
       const m = state.machines[fact.data.machineId];
       if (m) m.status = 'isolated';
       r.trainerGroup = r.trainerGroup.filter((id) => id !== fact.data.machineId);
+      if (r.handledAs === 'trainer') replanned(r, fact.data.machineId);
       // A rollout refilling the pool after a warm standby does not hold up the trainer's recovery.
       background = r.handledAs === 'trainer' && fact.data.role === 'rollout';
       break;
@@ -203,11 +214,21 @@ function onIssued(
     background,
     subject,
     newMachineId: null,
+    ...(replaces === null ? {} : { replaces }),
   };
   state.commandOwner[cmd.commandId] = r.recoveryId;
   r.commandSeq = Math.max(r.commandSeq, seq);
   r.commands[cmd.commandId] = cmd;
   return state;
+}
+
+/**
+ * A trainer recovery that takes `leaving` out of its group starts its restart stage again: the machine no
+ * longer owes a report, and the recovery is not complete until the re-formed group has restarted.
+ */
+function replanned(r: Recovery, leaving: string): void {
+  delete r.restartedMachines[leaving];
+  r.restartedAt = null;
 }
 
 /**

@@ -54,6 +54,12 @@ export interface ControllerSettings {
    */
   engineRestartBudget: number;
   engineRestartWindowMs: number;
+  /**
+   * Restarts of a trainer machine for its own faults (in place or by a task restart) within
+   * `machineRestartWindowMs` after which its next fault retires it (machine-restart-budget.ts). 0 never retires.
+   */
+  machineRestartBudget: number;
+  machineRestartWindowMs: number;
 }
 /** Ten minutes covers a trainer re-initialisation and checkpoint reload of a large model (paper Fig. 14). */
 export const DEFAULT_CONTROLLER_SETTINGS: ControllerSettings = {
@@ -61,6 +67,8 @@ export const DEFAULT_CONTROLLER_SETTINGS: ControllerSettings = {
   policy: 'role-based',
   engineRestartBudget: 2,
   engineRestartWindowMs: 3_600_000,
+  machineRestartBudget: 2,
+  machineRestartWindowMs: 3_600_000,
 };
 
 export interface RosterMachine {
@@ -94,6 +102,8 @@ export interface IssuedCommand {
   /** For a PromoteRolloutToTrainer: the promoted machine; for a ReplaceMachine: the machine replaced. */
   subject: string | null;
   newMachineId: string | null;
+  /** For a PromoteRolloutToTrainer: the trainer machine the standby takes the place of. */
+  replaces?: string | null;
 }
 
 export interface Recovery {
@@ -145,6 +155,13 @@ export interface ControllerData {
   commandOwner: Record<string, string>;
   /** Per rollout machine, when each in-place engine restart was issued: the budget counts those within its window. */
   engineRestarts?: Record<string, number[]>;
+  /** Per trainer machine, when each recovery restarting it for its own fault was decided: its restart budget's count. */
+  trainerRestarts?: Record<string, number[]>;
+  /**
+   * Machines confirmed gone (machine-gone.ts) and when, until they register again: a trainer
+   * restart issued to one fails at once instead of waiting out the command timeout on a dead agent.
+   */
+  faultyMachines?: Record<string, number>;
   /** Confirmed faults seen, for the recovery's detect/decide stage latencies. */
   faults: Record<string, { at: number; detectMs: number; handledAs: 'trainer' | 'rollout' }>;
 }

@@ -1,4 +1,4 @@
-import type { RecoveryAction } from '@robustrl/contracts';
+import type { DecisionRule, RecoveryAction } from '@robustrl/contracts';
 import { DOWNTIME_CATEGORIES, DowntimeCategory, EttrView, StageSample } from './ettr-view';
 import { ledgerEntries } from './time-accounting';
 
@@ -45,6 +45,8 @@ export interface DowntimeRow {
   action: RecoveryAction | null;
   /** Detection rule that confirmed the fault (`explicit-signal`, `trainer-idle`, `rollout-silent`, …). */
   detectionRule: string | null;
+  /** The controller's rule for the outage (`trainer-fault`, `machine-restart-budget-spent`, an escalation's, …); null for startup. */
+  decisionRule: DecisionRule | null;
   /** Role the fault was handled as. */
   role: 'trainer' | 'rollout' | null;
   /** The machine the fault was confirmed on. */
@@ -64,6 +66,7 @@ export function downtimeLedger(view: EttrView): DowntimeRow[] {
         category: e.category,
         action: o?.action ?? null,
         detectionRule: o?.detectionRule ?? null,
+        decisionRule: o?.decisionRule ?? null,
         role: o?.handledAs ?? null,
         faultMachineId: o?.machineId ?? null,
         outageId: e.outageId,

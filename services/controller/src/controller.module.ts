@@ -43,19 +43,35 @@ function recoveryPolicy(env: NodeJS.ProcessEnv): ControllerSettings['policy'] {
 }
 
 /**
- * ROBUSTRL_ENGINE_RESTART_BUDGET (default 2; 0 = always replace) in-place rollout engine restarts per
- * machine within ROBUSTRL_ENGINE_RESTART_WINDOW_SECONDS (default 3600) before a process fault replaces the machine.
+ * Restart budgets, each a whole number ≥ 0 of restarts within a window of seconds:
+ *  - ROBUSTRL_ENGINE_RESTART_BUDGET (default 2; 0 = always replace) in-place rollout engine restarts per
+ *    machine within ROBUSTRL_ENGINE_RESTART_WINDOW_SECONDS (default 3600) before a process fault replaces the machine;
+ *  - ROBUSTRL_MACHINE_RESTART_BUDGET (default 2; 0 = never retire) restarts of a trainer machine for its own
+ *    faults within ROBUSTRL_MACHINE_RESTART_WINDOW_SECONDS (default 3600) before its next fault retires it.
  */
-function engineRestartBudget(env: NodeJS.ProcessEnv): Pick<ControllerSettings, 'engineRestartBudget' | 'engineRestartWindowMs'> {
-  const budget = env.ROBUSTRL_ENGINE_RESTART_BUDGET;
-  const window = env.ROBUSTRL_ENGINE_RESTART_WINDOW_SECONDS;
-  const parsedBudget = budget === undefined || budget === '' ? null : z.coerce.number().int().nonnegative().safeParse(budget);
-  if (parsedBudget && !parsedBudget.success) throw new Error(`ROBUSTRL_ENGINE_RESTART_BUDGET must be a whole number ≥ 0, got '${budget}'`);
-  const parsedWindow = window === undefined || window === '' ? null : z.coerce.number().positive().safeParse(window);
-  if (parsedWindow && !parsedWindow.success) throw new Error(`ROBUSTRL_ENGINE_RESTART_WINDOW_SECONDS must be a positive number, got '${window}'`);
+function restartBudgets(
+  env: NodeJS.ProcessEnv,
+): Pick<ControllerSettings, 'engineRestartBudget' | 'engineRestartWindowMs' | 'machineRestartBudget' | 'machineRestartWindowMs'> {
+  const budget = (name: string, fallback: number) => {
+    const raw = env[name];
+    if (raw === undefined || raw === '') return fallback;
+    const parsed = z.coerce.number().int().nonnegative().safeParse(raw);
+    if (!parsed.success) throw new Error(`${name} must be a whole number ≥ 0, got '${raw}'`);
+    return parsed.data;
+  };
+  const windowMs = (name: string, fallback: number) => {
+    const raw = env[name];
+    if (raw === undefined || raw === '') return fallback;
+    const parsed = z.coerce.number().positive().safeParse(raw);
+    if (!parsed.success) throw new Error(`${name} must be a positive number, got '${raw}'`);
+    return Math.round(parsed.data * 1000);
+  };
+  const d = DEFAULT_CONTROLLER_SETTINGS;
   return {
-    engineRestartBudget: parsedBudget ? parsedBudget.data! : DEFAULT_CONTROLLER_SETTINGS.engineRestartBudget,
-    engineRestartWindowMs: parsedWindow ? Math.round(parsedWindow.data! * 1000) : DEFAULT_CONTROLLER_SETTINGS.engineRestartWindowMs,
+    engineRestartBudget: budget('ROBUSTRL_ENGINE_RESTART_BUDGET', d.engineRestartBudget),
+    engineRestartWindowMs: windowMs('ROBUSTRL_ENGINE_RESTART_WINDOW_SECONDS', d.engineRestartWindowMs),
+    machineRestartBudget: budget('ROBUSTRL_MACHINE_RESTART_BUDGET', d.machineRestartBudget),
+    machineRestartWindowMs: windowMs('ROBUSTRL_MACHINE_RESTART_WINDOW_SECONDS', d.machineRestartWindowMs),
   };
 }
 
@@ -91,7 +107,7 @@ export class ControllerModule implements OnApplicationBootstrap, OnModuleDestroy
       decider: createControllerDecider({
         commandTimeoutMs: commandTimeoutMs(process.env),
         policy: recoveryPolicy(process.env),
-        ...engineRestartBudget(process.env),
+        ...restartBudgets(process.env),
       }),
       tickIntervalMs: 1000,
       clock: clock ?? undefined,

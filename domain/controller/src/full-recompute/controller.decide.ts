@@ -23,6 +23,8 @@ import {
   restartTrainerGroup,
   restartTrainerGroupOf,
 } from './recovery-commands';
+import { verdictFailsCommand, verdictMeansMachineGone } from '../machine-gone';
+import { machineRestartBudgetSpent, stoppedByItsLease, trainerRestartsInWindow } from '../machine-restart-budget';
 import { engineRestartBudgetSpent, engineRestartsInWindow } from '../rollout-engine-restarts';
 import { chooseWarmStandby } from './warm-standby';
 
@@ -89,10 +91,16 @@ type FaultPolicy = (c: FaultCase) => ControllerDraft[] | null;
  * as a rollout by design (verdictForFormerRole).
  */
 const restartWaitsOnFaultyMachine: FaultPolicy = ({ state, verdict, decided, now }) => {
-  if (!verdict.machineFaulty || verdict.handledAs !== 'trainer') return null;
+  if (!verdict.machineFaulty) return null;
   const covering = coveringRecovery(state, verdict.machineId, verdict.handledAs);
   const stalled = covering
-    ? Object.values(covering.commands).find((c) => c.type === 'RestartTrainerGroup' && c.status === 'pending' && c.awaiting.includes(verdict.machineId))
+    ? Object.values(covering.commands).find(
+        (c) =>
+          (c.type === 'RestartTrainerGroup' || c.type === 'PromoteRolloutToTrainer') &&
+          c.status === 'pending' &&
+          c.awaiting.includes(verdict.machineId) &&
+          verdictFailsCommand(verdict, c.type),
+      )
     : undefined;
   if (!covering || !stalled) return null;
   const failure = {
@@ -101,13 +109,30 @@ const restartWaitsOnFaultyMachine: FaultPolicy = ({ state, verdict, decided, now
     machineId: verdict.machineId,
     executor: 'controller',
     durationMs: Math.max(0, Math.round(now - stalled.issuedAt)),
-    error: `${verdict.machineId} confirmed faulty (${verdict.rule}) while the restart waited on it`,
+    error: `${verdict.machineId} confirmed faulty (${verdict.rule}) while the ${stalled.type === 'PromoteRolloutToTrainer' ? 'promotion' : 'restart'} waited on it`,
   };
   const failed = draft('RecoveryCommandFailed', failure);
   return [
     decided('report-only', 'covered-by-active-recovery', { ...verdict.evidence, detail: `covered by ${covering.recoveryId} (${covering.action})` }),
     failed,
     ...commandFailed(evolveController(state, failed, now), failure, now),
+  ];
+};
+
+/**
+ * A trainer machine confirmed gone after its restart succeeded but before it reported in (it died in the
+ * reconnect stage): no command waits on it any more, so no timeout would ever end that recovery. The
+ * machine is replaced now (warm standby or a new machine) and the recovery goes on without it.
+ */
+const restartedMachineGone: FaultPolicy = ({ state, verdict, decided }) => {
+  if (!verdictMeansMachineGone(verdict)) return null;
+  const covering = coveringRecovery(state, verdict.machineId, verdict.handledAs);
+  const m = verdict.machineId;
+  if (!covering || covering.handledAs !== 'trainer' || covering.restartedMachines[m] === undefined || covering.reportedIn[m]) return null;
+  const evidence = { ...verdict.evidence, detail: `${m} confirmed gone (${verdict.rule}) after its restart, before it reported in` };
+  return [
+    decided('report-only', 'covered-by-active-recovery', { ...verdict.evidence, detail: `covered by ${covering.recoveryId} (${covering.action})` }),
+    ...faultyTrainerMachine(state, covering, covering.commandSeq + 1, m, evidence),
   ];
 };
 
@@ -138,6 +163,18 @@ const verdictForFormerRole: FaultPolicy = ({ state, verdict, decided }) => {
 /** The baseline policy: every fault restarts the whole task. */
 const taskRestartPolicy: FaultPolicy = ({ settings, recovery, decided }) =>
   settings.policy === 'task-restart' ? [decided('restart-task', 'task-restart-policy'), restartTask(recovery.recoveryId, 1, 'task-restart-policy')] : null;
+
+const trainerRestartBudgetSpent: FaultPolicy = ({ settings, state, verdict, recovery, now }) => {
+  if (verdict.handledAs !== 'trainer' || verdict.machineFaulty || stoppedByItsLease(verdict.evidence)) return null;
+  const m = state.machines[verdict.machineId];
+  if (!m || m.status !== 'active' || (m.role !== 'trainer' && m.role !== 'hybrid')) return null;
+  const used = trainerRestartsInWindow(state, settings, m.machineId, now);
+  const rule = machineRestartBudgetSpent(used, settings);
+  if (!rule) return null;
+  const window = `${Math.round(settings.machineRestartWindowMs / 60_000)} min`;
+  const detail = `${used} restart(s) of ${m.machineId} for its own faults within ${window} (budget ${settings.machineRestartBudget}); ${verdict.evidence.detail ?? verdict.rule}`;
+  return faultyTrainerMachine(state, recovery, 1, m.machineId, { ...verdict.evidence, detail }, rule);
+};
 
 /** Paper §5.1.2 rules 1 and 2 (escalation-rules.ts): the whole task restarts. */
 const escalation: FaultPolicy = ({ state, verdict, recovery, decided }) => {
@@ -184,9 +221,11 @@ const trainerFault: FaultPolicy = ({ state, recovery, decided }) => [
 
 export const FAULT_POLICIES: readonly FaultPolicy[] = [
   restartWaitsOnFaultyMachine,
+  restartedMachineGone,
   coveredByActiveRecovery,
   verdictForFormerRole,
   taskRestartPolicy,
+  trainerRestartBudgetSpent,
   escalation,
   rolloutProcessFault,
   rolloutFault,
@@ -224,20 +263,18 @@ function faultyTrainerMachine(
   seq: number,
   machineId: string,
   evidence: Evidence,
+  rule: DecisionRule = 'trainer-machine-faulty',
 ): ControllerDraft[] {
   const faulty = state.machines[machineId] ?? unknownMachine(machineId, 'trainer');
   const standby = state.mode !== 'sync' ? chooseWarmStandby(state, faulty) : null;
   if (standby) {
     return [
-      decision(state, recovery, 'warm-standby-from-rollout', 'trainer-machine-faulty', evidence),
+      decision(state, recovery, 'warm-standby-from-rollout', rule, evidence),
       promoteRollout(recovery.recoveryId, seq, standby, machineId),
       replaceMachine(recovery.recoveryId, seq + 1, faulty, 'rollout'),
     ];
   }
-  return [
-    decision(state, recovery, 'request-new-trainer-machine', 'trainer-machine-faulty', evidence),
-    replaceMachine(recovery.recoveryId, seq, faulty, faulty.role),
-  ];
+  return [decision(state, recovery, 'request-new-trainer-machine', rule, evidence), replaceMachine(recovery.recoveryId, seq, faulty, faulty.role)];
 }
 
 /** An unfinished recovery that already covers this fault: the same machine, or the trainer group it is restarting. */
@@ -262,10 +299,10 @@ function commandSucceeded(state: ControllerState, commandId: string, now: number
   const next = recovery.commandSeq + 1;
   switch (cmd.type) {
     case 'PromoteRolloutToTrainer':
-      return [restartTrainerGroupOf(state, recovery, next)];
+      return restartGroupOf(state, recovery, next, now);
     case 'ReplaceMachine':
       if (cmd.background) return [];
-      if (recovery.handledAs === 'trainer') return [restartTrainerGroupOf(state, recovery, next, cmd.newMachineId)];
+      if (recovery.handledAs === 'trainer') return restartGroupOf(state, recovery, next, now, cmd.newMachineId);
       return reportedInFully(recovery) ? [completed(recovery, now, 'recovered')] : [];
     case 'RestartTrainerGroup':
     case 'RestartRolloutEngine':
@@ -308,10 +345,28 @@ function commandFailed(state: ControllerState, failure: MessageOf<'RecoveryComma
   const suspect = cmd.type === 'RestartTrainerGroup' ? failure.machineId : null;
   if (suspect) return faultyTrainerMachine(state, recovery, next, suspect, evidence);
   if (cmd.type === 'PromoteRolloutToTrainer') {
-    const faulty = state.machines[recovery.machineId];
+    // The machine the standby was to replace (not always the recovery's own: a re-plan replaces another).
+    const faulty = state.machines[cmd.replaces ?? recovery.machineId];
     return faulty ? [decided('request-new-trainer-machine', 'trainer-machine-faulty'), replaceMachine(recovery.recoveryId, next, faulty, faulty.role)] : [];
   }
-  return [decided(recovery.action, recovery.rule), restartTrainerGroupOf(state, recovery, next)];
+  return [decided(recovery.action, recovery.rule), ...restartGroupOf(state, recovery, next, now)];
+}
+
+/** The trainer restart of a recovery under way, failing at once on a member confirmed faulty meanwhile. */
+function restartGroupOf(state: ControllerState, recovery: Recovery, seq: number, now: number, add: string | null = null): ControllerDraft[] {
+  const restart = restartTrainerGroupOf(state, recovery, seq, add);
+  const dead = restart.data.machines.find((id) => state.faultyMachines?.[id] !== undefined);
+  if (dead === undefined) return [restart];
+  const failure = {
+    recoveryId: recovery.recoveryId,
+    commandId: restart.data.commandId,
+    machineId: dead,
+    executor: 'controller',
+    durationMs: 0,
+    error: `${dead} was confirmed faulty before the restart was issued`,
+  };
+  const failed = draft('RecoveryCommandFailed', failure);
+  return [restart, failed, ...commandFailed(evolveController(evolveController(state, restart, now), failed, now), failure, now)];
 }
 
 /** A command unanswered past the timeout has failed (a dead agent cannot say so itself); one per tick, so each decision sees the last. */

@@ -1,5 +1,7 @@
 import type { Draft } from '@robustrl/contracts';
 import { assertNever } from '@robustrl/domain-kit';
+import { verdictMeansMachineGone } from '../machine-gone';
+import { restartsItsMachine, withTrainerRestart } from '../machine-restart-budget';
 import {
   batchOfStep,
   ControllerFact,
@@ -47,7 +49,11 @@ export function evolveController(state: ControllerState, fact: ControllerFact, a
         agentAddress: d.agentAddress,
         hostAddress: d.hostAddress ?? null,
       });
-      return lifeSign(registered, d.machineId, at);
+      // Registered again after it was confirmed faulty: an agent answers there now.
+      const faultyAt = state.faultyMachines?.[d.machineId];
+      if (faultyAt === undefined || at <= faultyAt) return lifeSign(registered, d.machineId, at);
+      const { [d.machineId]: _alive, ...faultyMachines } = state.faultyMachines!;
+      return lifeSign({ ...registered, faultyMachines }, d.machineId, at);
     }
     case 'MachineRoleChanged': {
       const m = state.machines[fact.data.machineId];
@@ -79,7 +85,9 @@ export function evolveController(state: ControllerState, fact: ControllerFact, a
     case 'FaultConfirmed': {
       // A verdict may overtake the machine's registration (another topic): know the machine from it.
       const known = state.machines[fact.data.machineId] ? state : withMachine(state, unknownMachine(fact.data.machineId, fact.data.role));
-      return { ...known, faults: { ...state.faults, [fact.data.verdictId]: { at, detectMs: fact.data.detectionLatencyMs, handledAs: fact.data.handledAs } } };
+      const faults = { ...state.faults, [fact.data.verdictId]: { at, detectMs: fact.data.detectionLatencyMs, handledAs: fact.data.handledAs } };
+      const faultyMachines = verdictMeansMachineGone(fact.data) ? { ...state.faultyMachines, [fact.data.machineId]: at } : state.faultyMachines;
+      return { ...known, faults, ...(faultyMachines ? { faultyMachines } : {}) };
     }
     case 'RecoveryDecided':
       return onDecided(state, fact, at);
@@ -143,7 +151,9 @@ function onDecided(state: ControllerState, fact: Draft<'RecoveryDecided'>, at: n
   const trainerFaultsInStep = countsAsTrainerFault
     ? { step: state.step, count: state.trainerFaultsInStep.step === state.step ? state.trainerFaultsInStep.count + 1 : 1 }
     : state.trainerFaultsInStep;
-  return withRecovery({ ...state, decidedVerdicts, trainerFaultsInStep }, recovery);
+  const restartsMachine = acted && recovery.handledAs === 'trainer' && restartsItsMachine(d);
+  const trainerRestarts = restartsMachine ? withTrainerRestart(state.trainerRestarts, d.machineId, at) : state.trainerRestarts;
+  return withRecovery({ ...state, decidedVerdicts, trainerFaultsInStep, ...(trainerRestarts ? { trainerRestarts } : {}) }, recovery);
 }
 
 function onIssued(
@@ -160,6 +170,8 @@ function onIssued(
   let subject: string | null = null;
   let background = false;
   let restartedMachines = r.restartedMachines;
+  /** A machine a trainer recovery takes out of its group: it owes no report, and the restart stage starts again. */
+  let leaving: string | null = null;
   let engineRestarts = state.engineRestarts;
   switch (fact.type) {
     case 'RestartTrainerGroup':
@@ -170,12 +182,14 @@ function onIssued(
       subject = fact.data.rolloutMachineId;
       awaiting = [fact.data.rolloutMachineId];
       trainerGroupNow = [...r.trainerGroup.filter((m) => m !== fact.data.replacesMachineId), fact.data.rolloutMachineId];
+      leaving = fact.data.replacesMachineId;
       break;
     case 'ReplaceMachine': {
       subject = fact.data.machineId;
       const m = machines[fact.data.machineId];
       if (m) machines = { ...machines, [m.machineId]: { ...m, status: 'isolated' } };
       trainerGroupNow = r.trainerGroup.filter((id) => id !== fact.data.machineId);
+      if (r.handledAs === 'trainer') leaving = fact.data.machineId;
       // A rollout refilling the pool after a warm standby does not hold up the trainer's recovery.
       background = r.handledAs === 'trainer' && fact.data.role === 'rollout';
       break;
@@ -199,6 +213,7 @@ function onIssued(
     background,
     subject,
     newMachineId: null,
+    ...(fact.type === 'PromoteRolloutToTrainer' ? { replaces: fact.data.replacesMachineId } : {}),
   };
   return withRecovery(
     { ...state, machines, ...(engineRestarts ? { engineRestarts } : {}), commandOwner: { ...state.commandOwner, [cmd.commandId]: r.recoveryId } },
@@ -206,7 +221,8 @@ function onIssued(
       ...r,
       commandSeq: Math.max(r.commandSeq, seq),
       trainerGroup: trainerGroupNow,
-      restartedMachines,
+      restartedMachines: leaving === null ? restartedMachines : Object.fromEntries(Object.entries(restartedMachines).filter(([id]) => id !== leaving)),
+      ...(leaving === null ? {} : { restartedAt: null }),
       commands: { ...r.commands, [cmd.commandId]: cmd },
     },
   );

@@ -1,4 +1,4 @@
-import { DecisionRule, draft, Evidence, RecoveryAction } from '@robustrl/contracts';
+import { DecisionRule, Draft, draft, Evidence, RecoveryAction } from '@robustrl/contracts';
 import { batchOfStep, ControllerDraft, ControllerState, Recovery, RosterMachine } from './controller.state';
 
 /**
@@ -68,7 +68,7 @@ export function restartTrainerGroup(state: ControllerState, recoveryId: string, 
 }
 
 /** The same restart for a recovery already under way: its step and checkpoint, its (re-formed) group plus a new machine. */
-export function restartTrainerGroupOf(state: ControllerState, recovery: Recovery, seq: number, add: string | null = null): ControllerDraft {
+export function restartTrainerGroupOf(state: ControllerState, recovery: Recovery, seq: number, add: string | null = null): Draft<'RestartTrainerGroup'> {
   const machines = add && !recovery.trainerGroup.includes(add) ? [...recovery.trainerGroup, add] : recovery.trainerGroup;
   return draft('RestartTrainerGroup', {
     recoveryId: recovery.recoveryId,

@@ -40,6 +40,11 @@ export const DecisionRule = z.enum([
   'verdict-for-former-role',
   /** The job runs the whole-task-restart policy (the ByteRobust-style baseline the simulator compares against). */
   'task-restart-policy',
+  /**
+   * A trainer machine already restarted its budget of times within the window (a machine that fails on
+   * every restart): it is retired as a faulty machine is — warm standby or a new machine — not restarted again.
+   */
+  'machine-restart-budget-spent',
 ]);
 export type DecisionRule = z.infer<typeof DecisionRule>;
 

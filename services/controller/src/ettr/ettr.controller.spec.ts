@@ -222,6 +222,7 @@ describe('ETTR over HTTP and /metrics', () => {
     const lost = {
       action: 'restart-trainer-group',
       detectionRule: 'explicit-signal',
+      decisionRule: 'trainer-fault',
       role: 'trainer',
       faultMachineId: 'trainer-0',
       outageId: VERDICT,

@@ -5,7 +5,7 @@ import { MachineSpec, Orchestrator } from '@robustrl/orchestrator';
 import { EventStore } from '@robustrl/store';
 import { eventually } from '@robustrl/testing/eventually';
 import { timeline } from '@robustrl/testing/job-timeline';
-import { RecoveryExecutor } from './recovery-executor';
+import { derivedEventId, RecoveryExecutor } from './recovery-executor';
 
 /**
  * The recovery executor in its shell (inbox, outbox, checkpoints) on PGlite and the in-process bus,
@@ -126,5 +126,10 @@ describe('recovery executor', () => {
     expect(resumed).toHaveLength(1);
     expect(resumed[0].data).toEqual({ ...started.data, resumedFromStep: 41 });
     expect(resumed[0].causationId).toBe(restart.eventId);
+    // Announced as of the command, before the machines restart (their registrations come after it), under
+    // an id derived from the command: carried out again, it is the same announcement.
+    expect(resumed[0].occurredAt).toBe(restart.occurredAt);
+    expect(resumed[0].eventId).toBe(derivedEventId(`${restart.eventId}/JobStarted`));
+    expect(derivedEventId('a')).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
   });
 });

@@ -1,7 +1,8 @@
+import { createHash } from 'node:crypto';
 import { Logger } from '@nestjs/common';
 import { SpanStatusCode } from '@opentelemetry/api';
 import { MessageBus } from '@robustrl/bus';
-import { createCausedMessage, MessageOf, RobustrlMessage, Topics } from '@robustrl/contracts';
+import { createCausedMessage, createMessage, MessageOf, RobustrlMessage, Topics } from '@robustrl/contracts';
 import { Orchestrator } from '@robustrl/orchestrator';
 import { CommandContext, CommandExecutor } from '@robustrl/service-kit';
 import { EventStore } from '@robustrl/store';
@@ -102,12 +103,29 @@ export class RecoveryExecutor {
     const jobId = command.jobId;
     const operationId = command.data.commandId;
     if (command.type === 'RestartTask') {
-      await this.orchestrator.restartTask({ operationId, jobId });
       const previous = await this.store.latestOfType(jobId, 'JobStarted');
-      if (!previous) return { events: [] };
       const checkpoint = this.controllerStateOf(jobId)?.lastCheckpointStep ?? null;
       // The restarted task resumes from the last checkpoint: a fresh first iteration (paper §5.1.2 rule 1).
-      return { events: [this.caused(command, 'JobStarted', { ...previous.data, resumedFromStep: checkpoint })] };
+      // Announced before its machines restart, so that every registration of the new incarnation comes
+      // after it (a trainer's first launch forgets the membership from before it: trainer-roster.ts).
+      // Derived from the command (its id and time), so that carrying it out again announces the same restart.
+      if (previous)
+        await context.emit([
+          createMessage(
+            'JobStarted',
+            { ...previous.data, resumedFromStep: checkpoint },
+            {
+              jobId,
+              source: 'controller/executor',
+              occurredAt: command.occurredAt,
+              causationId: command.eventId,
+              correlationId: command.correlationId,
+              eventId: derivedEventId(`${command.eventId}/JobStarted`),
+            },
+          ) as RobustrlMessage,
+        ]);
+      await this.orchestrator.restartTask({ operationId, jobId });
+      return { events: [] };
     }
     const d = command.data;
     await this.orchestrator.isolateMachine({ operationId: `${operationId}/isolate`, jobId, machineId: d.machineId, reason: `recovery ${d.recoveryId}` });
@@ -127,4 +145,11 @@ export class RecoveryExecutor {
   private caused<T extends (typeof RecoveryExecutor.OUTPUT_TYPES)[number]>(cause: ExecutedCommand, type: T, data: MessageOf<T>['data']): RobustrlMessage {
     return createCausedMessage(type, data as never, cause, { source: `controller/executor`, occurredAt: new Date().toISOString() }) as RobustrlMessage;
   }
+}
+
+/** A UUID (version 5 layout) derived from `of`: the same cause gives the same event id. */
+export function derivedEventId(of: string): string {
+  const h = createHash('sha256').update(of).digest('hex');
+  const variant = (8 + (parseInt(h[16], 16) & 3)).toString(16);
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-5${h.slice(13, 16)}-${variant}${h.slice(17, 20)}-${h.slice(20, 32)}`;
 }
