@@ -202,4 +202,23 @@ describe('detector: a gap in its own input is not silence', () => {
     expect(j.run.tick(at(202))).toEqual([]);
     expect(j.run.emitted.map((e) => e.output.type)).toEqual([]);
   });
+
+  it('a task restart (a resumed JobStarted) starts every window over at the restart, withdraws open suspicions, and gives the grace', () => {
+    const j = job();
+    j.start();
+    for (const id of ROLLOUTS.slice(1)) j.rolloutSample(50, id);
+    // rollout-0 silent since 0: suspected at 60, its probe out.
+    const before = j.run.tick(at(60));
+    expect(ofType(before, 'FaultSuspected').map((d) => (d as Draft<'FaultSuspected'>).data.machineId)).toEqual(['rollout-0']);
+    // The task restarts at 65: the open suspicion is withdrawn, not confirmed when its probe would have expired.
+    const restarted = j.input(65, 'JobStarted', { mode: 'async', resumedFromStep: 4, trainerMachines: TRAINERS.length, rolloutMachines: ROLLOUTS.length });
+    expect(ofType(restarted, 'SuspicionCleared').map((d) => (d as Draft<'SuspicionCleared'>).data.reason)).toEqual([
+      'the task restarted from its checkpoint: every role starts over',
+    ]);
+    for (const id of ROLLOUTS.slice(1)) j.rolloutSample(110, id);
+    const suspected: number[] = [];
+    for (let s = 66; s <= 130; s++) for (const d of j.run.tick(at(s))) if (d.type === 'FaultSuspected' && d.data.machineId === 'rollout-0') suspected.push(s);
+    // Silence counted from the restart: 65 + 60 s.
+    expect(suspected).toEqual([125]);
+  });
 });

@@ -51,9 +51,11 @@ export function decideDetector(config: DetectorConfig) {
     }
     const { message, now } = command;
     switch (message.type) {
-      case 'JobStarted':
       case 'DetectionPaused':
         return [];
+      case 'JobStarted':
+        // A resumed task: its suspicions are of roles that restarted since (evolve starts the windows over).
+        return message.data.resumedFromStep === null ? [] : withdrawSuspicions(state, 'the task restarted from its checkpoint: every role starts over');
       case 'DetectionResumed':
         return startOver(state, message);
       case 'HeartbeatAcked':
@@ -105,6 +107,14 @@ function probeAnswered(config: DetectorConfig, state: DetectorState, ack: Messag
 /** The gap closed: open suspicions are withdrawn, to be raised again only on evidence seen after it. */
 function startOver(state: DetectorState, resumed: MessageOf<'DetectionResumed'>): DetectorDraft[] {
   const seconds = Math.round(resumed.data.blindMs / 1000);
+  return withdrawSuspicions(
+    state,
+    (s) => `the detector was blind for ${seconds} s (${resumed.data.reason}): the evidence${s.probe ? ' and the probe' : ''} start over`,
+  );
+}
+
+/** Every open suspicion withdrawn, with the reason. */
+function withdrawSuspicions(state: DetectorState, reason: string | ((s: OpenSuspicion) => string)): DetectorDraft[] {
   return Object.values(state.suspicions).flatMap((s) => {
     const machine = state.machines[s.machineId];
     if (!machine) return [];
@@ -115,7 +125,7 @@ function startOver(state: DetectorState, resumed: MessageOf<'DetectionResumed'>)
         role: machine.role,
         rule: s.rule,
         evidence: s.evidence,
-        reason: `the detector was blind for ${seconds} s (${resumed.data.reason}): the evidence${s.probe ? ' and the probe' : ''} start over`,
+        reason: typeof reason === 'string' ? reason : reason(s),
       }),
     ];
   });

@@ -18,6 +18,10 @@ export function evolveDetector(config: DetectorConfig, state: DetectorState, eve
   switch (event.type) {
     case 'JobStarted':
       state.settings = resolveDetectionSettings(event.data.detection, config.defaults);
+      // A resumed task (a task restart, or the job started again from a checkpoint): every role starts
+      // over, so silence before it says nothing about after — every window starts at the restart, with
+      // the grace a blind interval gets while the restarted roles come up.
+      if (event.data.resumedFromStep !== null && Object.keys(state.machines).length > 0) return restartedTask(config, state, at);
       reindexAll(config, state, state.foldedUntil);
       return state;
     case 'FaultSuspected': {
@@ -99,6 +103,14 @@ function resumeAfterBlindness(config: DetectorConfig, state: DetectorState, blin
   const graceMs = Math.min(state.settings.resumeGraceMs, blind.to - blind.from);
   state.blind = null;
   state.graceUntil = blind.to + graceMs;
+  reindexAll(config, state, state.foldedUntil);
+  return state;
+}
+
+/** Every window anchored at the task's restart (a blind interval reaching back to the epoch), then the grace. */
+function restartedTask(config: DetectorConfig, state: DetectorState, at: number): DetectorState {
+  resumeAfterBlindness(config, state, { from: 0, to: at });
+  state.graceUntil = at + state.settings.resumeGraceMs;
   reindexAll(config, state, state.foldedUntil);
   return state;
 }

@@ -64,7 +64,11 @@ export interface Orchestrator {
   /** Restart the role processes of the given machines from the outside (when their agent cannot). */
   restartMachines(request: { operationId: string; jobId: string; machineIds: string[] }): Promise<void>;
 
-  /** Restart every machine of the job: the escalation of paper §5.1.2. */
+  /**
+   * Restart every machine of the job: the escalation of paper §5.1.2. Each comes back with the role it
+   * was launched with (a warm standby's promotion does not outlive it), and a role left short of its
+   * launch count (trainers isolated after faults) gets new machines, as a StatefulSet recreates its pods.
+   */
   restartTask(request: { operationId: string; jobId: string }): Promise<void>;
 
   close(): Promise<void>;

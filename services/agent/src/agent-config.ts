@@ -1,3 +1,4 @@
+import { DEFAULT_AGENT_LEASE_SECONDS } from './broker-lease';
 import { z } from 'zod';
 import { machineKeyFromEnv, roleCertificateFromEnv } from '@robustrl/bus';
 import { Role } from '@robustrl/contracts';
@@ -40,6 +41,8 @@ export interface AgentConfig {
    * robustrl's worker extension (engine-weights/); `off` — the framework itself (from /v1/weights/latest).
    */
   engineWeights: 'off' | 'vllm';
+  /** The trainer role's lease on broker contact (ROBUSTRL_AGENT_LEASE_SECONDS; 0: none). */
+  leaseMs: number;
   /** How long a version's load into the engine may take before the engine counts as wedged (ROBUSTRL_ENGINE_LOAD_DEADLINE_SECONDS). */
   engineLoadDeadlineMs: number;
   /** The request manager, where a restarted trainer's kept batch is fetched from. */
@@ -121,6 +124,12 @@ const Env = z.object({
   ROBUSTRL_RENDEZVOUS_PORT: z.coerce.number().int().min(1).max(65535).default(29500),
   // A load past it is a fault of the engine (engine-weight-sync.ts): the controller restarts the engine.
   ROBUSTRL_ENGINE_LOAD_DEADLINE_SECONDS: z.coerce.number().positive().default(120),
+  /**
+   * The trainer's lease (broker-lease.ts): with no record taken by the broker for this long, the agent stops
+   * its trainer or hybrid role itself. Below the control plane's agent-silent window plus its probe
+   * timeout (60 + 10 s by default), so a partitioned trainer stops before its replacement starts. 0: no lease.
+   */
+  ROBUSTRL_AGENT_LEASE_SECONDS: z.coerce.number().nonnegative().default(DEFAULT_AGENT_LEASE_SECONDS),
   ROBUSTRL_INFERENCE_URL: z.url({ protocol: /^https?$/, error: "the engine's base URL, http(s)://host:port" }).optional(),
   ROBUSTRL_ENGINE_WEIGHTS: z
     .enum(['off', 'vllm'], { error: "'off' (the framework loads versions) or 'vllm' (the agent loads them into its vLLM engine)" })
@@ -155,6 +164,7 @@ export function agentConfigFromEnv(env: NodeJS.ProcessEnv): AgentConfig {
     inferenceUrl: e.ROBUSTRL_INFERENCE_URL,
     engineWeights: e.ROBUSTRL_ENGINE_WEIGHTS,
     engineLoadDeadlineMs: Math.round(e.ROBUSTRL_ENGINE_LOAD_DEADLINE_SECONDS * 1000),
+    leaseMs: Math.round(e.ROBUSTRL_AGENT_LEASE_SECONDS * 1000),
     requestManagerUrl: e.ROBUSTRL_REQUEST_MANAGER_URL,
     requestManagerToken: e.ROBUSTRL_REQUEST_MANAGER_TOKEN,
     rendezvousPort: e.ROBUSTRL_RENDEZVOUS_PORT,

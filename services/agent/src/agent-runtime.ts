@@ -6,6 +6,7 @@ import { createCausedMessage, createMessage, DataOf, MessageOf, MessageType, Rob
 import { tracer } from '@robustrl/telemetry';
 import { AgentConfig } from './agent-config';
 import { EmulatedGpuActivitySource, GpuActivitySource, selectGpuActivitySource } from './gpu-activity';
+import { BrokerLease, RoleLeaseGuard } from './broker-lease';
 import { RoleExit, RoleProcess } from './role-process';
 import { AGENT_CREDENTIALS } from './role-credentials';
 import { awaitFirstLaunchGroup } from './first-launch';
@@ -70,6 +71,8 @@ export class AgentRuntime {
   restart: RestartContext | null = null;
   /** With ROBUSTRL_ENGINE_WEIGHTS=vllm: keeps the rollout engine on the newest version held whole. */
   private engineWeights?: EngineWeightSync;
+  /** The trainer role held on broker contact (broker-lease.ts). */
+  private readonly leaseGuard: RoleLeaseGuard;
 
   constructor(
     private readonly bus: MessageBus,
@@ -77,6 +80,20 @@ export class AgentRuntime {
   ) {
     this.role = config.role;
     this.logger = new Logger(`agent/${config.machineId}`);
+    this.leaseGuard = new RoleLeaseGuard(new BrokerLease(config.leaseMs, Date.now()), {
+      held: () => !this.closing && this.role !== 'rollout' && this.roleProcess.running,
+      stop: () => this.roleProcess.stop(),
+      report: (detail) =>
+        this.emit('AgentFaultSignalled', {
+          machineId: this.config.machineId,
+          role: this.role,
+          signal: 'lease-expired',
+          detail,
+          exitCode: null,
+          observedAt: new Date().toISOString(),
+        }).then(() => undefined),
+      logger: this.logger,
+    });
     this.roleProcess = new RoleProcess({
       stopGraceMs: config.stopGraceMs,
       onExit: (exit) => void this.onRoleExit(exit),
@@ -154,6 +171,7 @@ export class AgentRuntime {
       this.logger.log(`${this.role} process started (pid ${pid})`);
     }
     this.sampler = setInterval(() => void this.sampleGpu(), this.config.gpuSampleSeconds * 1000);
+    this.leaseGuard.start();
   }
 
   /**
@@ -201,6 +219,7 @@ export class AgentRuntime {
   async stop(): Promise<void> {
     this.closing = true;
     clearInterval(this.sampler);
+    this.leaseGuard.stop();
     this.engineWeights?.stop();
     await this.subscription?.close();
     await this.roleProcess.stop();
@@ -272,6 +291,7 @@ export class AgentRuntime {
     const ctx = { source: `agent/${this.config.machineId}`, occurredAt: new Date().toISOString() };
     const message = cause ? createCausedMessage(type, data, cause, ctx) : createMessage(type, data, { jobId: this.config.jobId, ...ctx });
     await this.bus.publish(message as RobustrlMessage);
+    this.leaseGuard.renewed();
     return message.eventId;
   }
 

@@ -56,6 +56,27 @@ describe('the trainer roster (a first launch’s group from the job’s membersh
     expect(roster.trainers()).toEqual(['r-5', 't-1', 't-2']);
   });
 
+  it('after a task restart (a resumed JobStarted) forgets the membership of the previous incarnation, even delivered late', () => {
+    const roster = new TrainerRoster('job-g');
+    const when = (s: number) => ({ jobId: 'job-g', source: 'spec', occurredAt: new Date(Date.UTC(2026, 0, 1, 0, 0, s)).toISOString() });
+    const reg = (s: number, machineId: string, role: 'trainer' | 'rollout', host: string) =>
+      createMessage('MachineRegistered', { machineId, role, zone: 'z', hardwareClass: 'h', gpus: 1, agentAddress: 'http://x', dpRank: null, hostAddress: host }, when(s)) as MessageOf<'MachineRegistered'>;
+    roster.apply(reg(1, 't-1', 'trainer', '10.0.0.2'));
+    roster.apply(reg(1, 'r-0', 'rollout', '10.0.0.9'));
+    // r-0 lent as warm standby before the restart: a trainer then, a rollout again after it.
+    roster.apply(createMessage('MachineRoleChanged', { machineId: 'r-0', from: 'rollout', to: 'trainer', reason: 'standby' }, when(5)) as MessageOf<'MachineRoleChanged'>);
+    roster.apply(
+      createMessage('JobStarted', { mode: 'semi-sync', resumedFromStep: 4, trainerMachines: 2, rolloutMachines: 4 }, when(10)) as MessageOf<'JobStarted'>,
+    );
+    expect(roster.trainers()).toEqual([]);
+    roster.apply(reg(12, 't-1', 'trainer', '10.0.0.2'));
+    roster.apply(reg(13, 't-2', 'trainer', '10.0.0.3'));
+    // An old registration read late (another partition of the topic) does not come back.
+    roster.apply(reg(2, 't-0', 'trainer', '10.0.0.1'));
+    expect(roster.group('t-2', 2, 1)).toMatchObject({ rank: 1, masterAddr: '10.0.0.2', members: [{ machineId: 't-1' }, { machineId: 't-2' }] });
+    expect(roster.group('t-1', 2, 1)).toMatchObject({ rank: 0 });
+  });
+
   it('does not launch towards a rank 0 that registered no reachable host', () => {
     const roster = new TrainerRoster('job-g');
     roster.apply(registered('t-0', 'trainer'));

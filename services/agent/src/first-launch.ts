@@ -29,10 +29,10 @@ export async function awaitFirstLaunchGroup(
   const subscription = await bus.subscribe({
     groupId: `robustrl-agent-${of.machineId}-roster-${of.startedAt}`,
     topics: [Topics.membership],
-    types: ['MachineRegistered', 'MachineRoleChanged', 'MachineDeregistered'],
+    types: ['MachineRegistered', 'MachineRoleChanged', 'MachineDeregistered', 'JobStarted'],
     fromBeginning: true,
     handler: async ({ message }) => {
-      roster.apply(message as MessageOf<'MachineRegistered' | 'MachineRoleChanged' | 'MachineDeregistered'>);
+      roster.apply(message as MessageOf<'MachineRegistered' | 'MachineRoleChanged' | 'MachineDeregistered' | 'JobStarted'>);
       changed();
     },
   });

@@ -6,3 +6,4 @@ export * from './gpu-activity';
 export * from './process-tree';
 export * from './weights/weight-plane';
 export * from './agent-api.controller';
+export * from './broker-lease';

@@ -12,7 +12,7 @@ import { TrainerGroup } from './trainer-group';
  * configures every agent alike, and no launcher has to inject RANK or MASTER_ADDR per machine.
  * Rank 0's reachable host (MachineRegistered.hostAddress) is the rendezvous.
  */
-type MembershipFact = MessageOf<'MachineRegistered' | 'MachineRoleChanged' | 'MachineDeregistered'>;
+type MembershipFact = MessageOf<'MachineRegistered' | 'MachineRoleChanged' | 'MachineDeregistered' | 'JobStarted'>;
 
 interface Member {
   machineId: string;
@@ -20,15 +20,32 @@ interface Member {
   dpRank: number | null;
   hostAddress: string | null;
   gone: boolean;
+  /** When it registered (ms). */
+  registeredAt: number;
 }
 
 export class TrainerRoster {
   private readonly members = new Map<string, Member>();
+  /**
+   * When the task last restarted (a resumed JobStarted, announced before its machines restart): every
+   * agent registers again after it, so membership from before it is of the previous incarnation — a
+   * standby promoted then, a trainer isolated then — and is forgotten (ms; a topic's partitions may
+   * deliver an old registration after the restart, so it is compared by time, not by order).
+   */
+  private since = -Infinity;
 
   constructor(private readonly jobId: string) {}
 
   apply(m: MembershipFact): void {
     if (m.jobId !== this.jobId) return;
+    const at = Date.parse(m.occurredAt);
+    if (m.type === 'JobStarted') {
+      if (m.data.resumedFromStep === null || at <= this.since) return;
+      this.since = at;
+      for (const [id, member] of this.members) if (member.registeredAt < at) this.members.delete(id);
+      return;
+    }
+    if (at < this.since) return;
     const d = m.data;
     switch (m.type) {
       case 'MachineRegistered': {
@@ -39,6 +56,7 @@ export class TrainerRoster {
           dpRank: data.dpRank,
           hostAddress: data.hostAddress ?? null,
           gone: false,
+          registeredAt: at,
         });
         return;
       }

@@ -208,6 +208,9 @@ describe('LocalProcessSupervisor', () => {
     expect(local.machines().find((m) => m.machineId === 'trainer-0')).toMatchObject({ status: 'isolated', pid: isolatedPid, restarts: 0 });
     expect(local.machines().find((m) => m.machineId === 'rollout-0')).toMatchObject({ status: 'running', restarts: 1 });
     expect(local.machines().find((m) => m.machineId === 'rollout-9')).toMatchObject({ restarts: 0 });
+    // The task restart restores the job's launch shape: a new trainer in the isolated one's place.
+    expect(await local.listMachines('job-1')).toEqual([machine('rollout-0', 'rollout'), machine('trainer-1')]);
+    expect(local.machines().find((m) => m.machineId === 'trainer-1')).toMatchObject({ status: 'running', restarts: 0 });
     const error = await rejection(local.restartMachines({ operationId: 'op-6', jobId: 'job-1', machineIds: ['trainer-0'] }));
     expect(error.retriable).toBe(false);
     expect(error.message).toContain('trainer-0 is isolated');

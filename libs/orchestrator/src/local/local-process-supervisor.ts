@@ -124,6 +124,8 @@ export class LocalProcessSupervisor implements Orchestrator {
   private readonly machineIdFor: (role: Role, sequence: number) => string;
   private readonly records = new Map<string, MachineRecord>();
   private readonly nextSequence = new Map<Role, number>();
+  /** Each job's machines per role at its launch: what a task restart restores (a StatefulSet's replicas). */
+  private readonly shapes = new Map<string, MachineSpec[]>();
   private readonly operations = new OperationMemo();
   private readonly orphanGuard = new OrphanGuard();
   private closing?: Promise<void>;
@@ -144,6 +146,10 @@ export class LocalProcessSupervisor implements Orchestrator {
       throw new OrchestratorError(`launchJob ${jobId}: machine ids already in use: ${[...new Set(taken)].join(', ')}`, false);
     }
     const records = machines.map((spec) => this.createRecord(jobId, spec));
+    this.shapes.set(
+      jobId,
+      machines.map((spec) => ({ ...spec })),
+    );
     const results = await Promise.allSettled(records.map((record) => this.startNewMachine(record)));
     throwIfAnyFailed(`launchJob ${jobId}`, results);
   }
@@ -209,6 +215,8 @@ export class LocalProcessSupervisor implements Orchestrator {
         zone: request.zone,
         hardwareClass: request.hardwareClass,
       };
+      // A scale-up grows the shape a task restart restores; a replacement keeps it.
+      if (request.replaces === undefined) this.shapes.get(request.jobId)?.push({ ...spec });
       await this.startNewMachine(this.createRecord(request.jobId, spec));
       return { ...spec };
     });
@@ -225,6 +233,10 @@ export class LocalProcessSupervisor implements Orchestrator {
       if (!record || record.jobId !== request.jobId || record.retired) return request.machineId;
       // Marked before anything awaits, so a restart in progress sees it and does not relaunch.
       record.retired = 'released';
+      // Given back: the job is a machine smaller, and a task restart does not bring it back.
+      const shape = this.shapes.get(request.jobId);
+      const i = shape?.findIndex((spec) => spec.role === record.spec.role) ?? -1;
+      if (i >= 0) shape!.splice(i, 1);
       const incarnation = record.current;
       if (incarnation) await this.stopGroup(record, incarnation);
       return request.machineId;
@@ -249,8 +261,24 @@ export class LocalProcessSupervisor implements Orchestrator {
     });
   }
 
+  /**
+   * Every machine of the job restarted with the role it was launched with (a machine lent as warm
+   * standby comes back a rollout), and the job's launch shape restored: a role left with fewer machines
+   * than it was launched with (trainers isolated after faults) gets new ones — as a Kubernetes job's
+   * StatefulSet recreates its trainer pods at full size.
+   */
   restartTask(request: { operationId: string; jobId: string }): Promise<void> {
-    return this.once(request.operationId, 'restartTask', () => this.restartAll(`restartTask ${request.jobId}`, this.recordsOfJob(request.jobId)));
+    return this.once(request.operationId, 'restartTask', async () => {
+      await this.restartAll(`restartTask ${request.jobId}`, this.recordsOfJob(request.jobId));
+      const live = this.recordsOfJob(request.jobId).map((record) => record.spec.role);
+      const missing = [...(this.shapes.get(request.jobId) ?? [])];
+      for (const role of live) {
+        const i = missing.findIndex((spec) => spec.role === role);
+        if (i >= 0) missing.splice(i, 1);
+      }
+      const fresh = missing.map((spec) => this.createRecord(request.jobId, { ...spec, machineId: this.allocateMachineId(spec.role) }));
+      throwIfAnyFailed(`restartTask ${request.jobId}`, await Promise.allSettled(fresh.map((record) => this.startNewMachine(record))));
+    });
   }
 
   /** Stops every machine (SIGTERM, then SIGKILL after the grace) and waits for them. Idempotent. */
