@@ -5,11 +5,13 @@
  * training, vLLM engines) — and a seeded schedule of faults: kill -9 of role processes, of agents
  * (machine loss), of every control-plane service (the controller in the middle of a recovery
  * included), a broker restart and a PostgreSQL restart, and for the GRPO job an engine killed during
- * its weight load and a rank killed as it writes its checkpoint. Prints a scorecard per seed (markdown
+ * its weight load and a rank killed as it writes its checkpoint; faults as clusters have them (a rack, a
+ * second trainer fault in a step, a machine failing on every restart, machines lost inside a recovery)
+ * and faults drawn on top of the previous one. Prints a scorecard per seed (markdown
  * on stdout, progress on stderr) and exits 1 if any invariant is violated.
  *
  *   node bench/dist/chaos-system.js [--job reference|grpo] [--hosts shared|netns] [--policy role-based|task-restart]
- *       [--seeds 1,2,3] [--faults N] [--steps N] [--deadline S] [--mix kind=w,...] [--keep]
+ *       [--seeds 1,2,3] [--faults N] [--steps N] [--deadline S] [--mix kind=w,...] [--overlap P] [--time-scale F] [--keep]
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -17,7 +19,7 @@ import { exitWhenDone, writeScorecardJson } from './bench-kit';
 import { FAULT_KINDS, parseFaultMix } from './chaos/fault-schedule';
 import { passRateSvg } from './chaos/pass-rate-chart';
 import { DEFAULT_GRPO_JOB, GrpoJob } from './chaos/grpo-job';
-import { DEFAULT_SYSTEM_CHAOS, formatSystemScorecard, runSystemChaos, SystemScorecard } from './chaos/system-chaos';
+import { DEFAULT_SYSTEM_CHAOS, DEFAULT_TIME_SCALE, formatSystemScorecard, runSystemChaos, SystemScorecard } from './chaos/system-chaos';
 import { formatSideBySide } from './chaos/system-scorecard';
 import { NetnsHosts } from './hosts/netns-hosts';
 
@@ -40,6 +42,8 @@ const USAGE = `usage: node bench/dist/chaos-system.js [options]
   --steps N         training steps (CHAOS_STEPS; default ${DEFAULT_SYSTEM_CHAOS.steps} for the reference job, ${GRPO_STEPS} for grpo)
   --deadline S      seconds one campaign may take in all (CHAOS_DEADLINE_SECONDS; default ${DEFAULT_SYSTEM_CHAOS.deadlineSeconds})
   --mix k=w,...     fault weights (CHAOS_MIX), kinds: ${FAULT_KINDS.join(', ')}
+  --overlap P       the share of faults injected on top of the previous one, no settle wait (CHAOS_OVERLAP; default 0.25)
+  --time-scale F    the product's detection windows and command timeout divided by F (CHAOS_TIME_SCALE; default ${DEFAULT_TIME_SCALE})
   --keep            keep each run's folder: servers' data and every process's log (CHAOS_KEEP=1); the servers are stopped either way
   --baseline        grpo: first a fault-free run of the same seed, whose last pass rate the faulted run is held to (CHAOS_BASELINE=1)
   --baseline-pass-rate R  grpo: the last pass rate of a fault-free run made before (same seed and steps), instead of --baseline (CHAOS_BASELINE_PASS_RATE)
@@ -58,7 +62,7 @@ function parse(argv: string[], env: NodeJS.ProcessEnv) {
       flags.set(a.slice(2), '1');
       continue;
     }
-    const m = /^--(seeds|faults|steps|deadline|mix|job|hosts|policy|chart|baseline-pass-rate)(?:=(.*))?$/.exec(a);
+    const m = /^--(seeds|faults|steps|deadline|mix|job|hosts|policy|chart|baseline-pass-rate|overlap|time-scale)(?:=(.*))?$/.exec(a);
     if (!m) throw new Error(`unknown argument '${a}'\n${USAGE}`);
     const value = m[2] ?? argv[++i];
     if (value === undefined) throw new Error(`--${m[1]} needs a value`);
@@ -80,9 +84,18 @@ function parse(argv: string[], env: NodeJS.ProcessEnv) {
   if (hosts !== 'shared' && hosts !== 'netns') throw new Error(`--hosts must be shared or netns, got '${hosts}'`);
   const policy = flags.get('policy') ?? env.CHAOS_POLICY ?? 'role-based';
   if (policy !== 'role-based' && policy !== 'task-restart') throw new Error(`--policy must be role-based or task-restart, got '${policy}'`);
+  const fraction = (name: string, envName: string, fallback: number, min: number, max: number) => {
+    const raw = flags.get(name) ?? env[envName];
+    if (raw === undefined || raw === '') return fallback;
+    const x = Number(raw);
+    if (!(x >= min && x <= max)) throw new Error(`--${name} (or ${envName}) must be a number in ${min}..${max}, got '${raw}'`);
+    return x;
+  };
   return {
     seeds,
     job,
+    overlap: fraction('overlap', 'CHAOS_OVERLAP', 0.25, 0, 1),
+    timeScale: fraction('time-scale', 'CHAOS_TIME_SCALE', DEFAULT_TIME_SCALE, 1, 1000),
     hosts,
     policy,
     faults: integer('faults', 'CHAOS_FAULTS', job === 'grpo' ? 15 : DEFAULT_SYSTEM_CHAOS.faults, 0),
@@ -102,7 +115,9 @@ async function main(): Promise<void> {
   const cards: SystemScorecard[] = [];
   for (const seed of o.seeds) {
     const run = async (label: string, faults: number, policy: string, baselinePassRate: number | null) => {
-      process.stderr.write(`[chaos] seed ${seed}, ${label}: ${o.job} job, ${faults} faults, ${o.steps} steps, ${o.hosts} hosts, ${policy} recovery\n`);
+      process.stderr.write(
+        `[chaos] seed ${seed}, ${label}: ${o.job} job, ${faults} faults (${Math.round(o.overlap * 100)} % overlapping), ${o.steps} steps, ${o.hosts} hosts, ${policy} recovery, product timings ÷ ${o.timeScale}\n`,
+      );
       const card = await runSystemChaos({
         ...o,
         faults,

@@ -36,6 +36,23 @@ describe('the chaos fault schedule', () => {
     expect(() => faultSchedule({ seed: 1, faults: 3, weights: none })).toThrow(/no kind with a positive weight/);
   });
 
+  it('draws overlaps on purpose, seeded, from a stream of their own: the kinds, gaps and picks stay those of the seed', () => {
+    const none = faultSchedule({ seed: 4, faults: 60, overlap: 0 });
+    const some = faultSchedule({ seed: 4, faults: 60 });
+    expect(none.every((f) => !f.overlaps)).toBe(true);
+    expect(some.map(({ overlaps: _, ...f }) => f)).toEqual(none.map(({ overlaps: _, ...f }) => f));
+    const share = some.filter((f) => f.overlaps).length / some.length;
+    expect(share).toBeGreaterThan(0.1);
+    expect(share).toBeLessThan(0.45);
+    expect(some[0].overlaps).toBe(false);
+    expect(
+      faultSchedule({ seed: 4, faults: 60, overlap: 1 })
+        .slice(1)
+        .every((f) => f.overlaps),
+    ).toBe(true);
+    expect(() => faultSchedule({ seed: 4, faults: 3, overlap: 2 })).toThrow(/overlap must be between 0 and 1/);
+  });
+
   it('picks a target among those present', () => {
     expect(pickOf(['a', 'b', 'c'], 0)).toBe('a');
     expect(pickOf(['a', 'b', 'c'], 0.999)).toBe('c');
@@ -47,7 +64,7 @@ describe('fault kinds a job must support', () => {
   it('weigh 0 in the default mix and are drawn once a job gives them weight', () => {
     expect(faultSchedule({ seed: 3, faults: 40 }).some((f) => f.kind === 'kill-engine-during-load' || f.kind === 'kill-trainer-during-checkpoint')).toBe(false);
     const kinds = new Set(
-      faultSchedule({ seed: 3, faults: 12, weights: { 'kill-engine-during-load': 2, 'kill-trainer-during-checkpoint': 2 } }).map((f) => f.kind),
+      faultSchedule({ seed: 3, faults: 16, weights: { 'kill-engine-during-load': 2, 'kill-trainer-during-checkpoint': 2 } }).map((f) => f.kind),
     );
     expect(kinds.has('kill-engine-during-load') && kinds.has('kill-trainer-during-checkpoint')).toBe(true);
   });

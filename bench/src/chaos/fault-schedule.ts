@@ -26,6 +26,22 @@ export const FAULT_KINDS = [
   'kill-engine-during-load',
   /** kill -9 of a trainer rank the moment it starts writing a checkpoint (jobs with distributed checkpoints). */
   'kill-trainer-during-checkpoint',
+  /** A rack lost: a trainer machine and one or two rollout machines killed at once (cluster-faults.ts). */
+  'rack',
+  /** A trainer process killed, and again as its recovery completes, in the same step: rule 2 escalates. */
+  'second-trainer-fault-in-step',
+  /** A trainer that fails on every restart: killed again after each recovery until the machine is retired. */
+  'flapping-trainer',
+  /** A trainer process killed, its peer's machine lost during the restart, the standby's during its promotion: rule 3 escalates. */
+  'machines-lost-during-recovery',
+  /** A machine cut from the broker only, then healed (network-namespace hosts; partition-faults.ts). */
+  'partition-from-broker',
+  /** A machine cut from the control plane (router, HTTP APIs) with the broker still reachable, then healed. */
+  'partition-from-control-plane',
+  /** A machine cut from its peers only, then healed. */
+  'partition-from-peers',
+  /** A machine cut from everything, then healed. */
+  'partition-full',
 ] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
@@ -45,6 +61,15 @@ export const DEFAULT_FAULT_WEIGHTS: Record<FaultKind, number> = {
   'restart-postgres': 1,
   'kill-engine-during-load': 0,
   'kill-trainer-during-checkpoint': 0,
+  rack: 1,
+  'second-trainer-fault-in-step': 1,
+  'flapping-trainer': 1,
+  'machines-lost-during-recovery': 1,
+  // Network-namespace hosts only: a campaign on them gives these weight (system-chaos.ts).
+  'partition-from-broker': 0,
+  'partition-from-control-plane': 0,
+  'partition-from-peers': 0,
+  'partition-full': 0,
 };
 
 export const CONTROL_PLANE_SERVICES = ['detector', 'controller', 'request-manager', 'rollout-manager', 'weight-registry'] as const;
@@ -59,6 +84,11 @@ export interface ScheduledFault {
   downSeconds: number;
   /** Picks the target among the candidates present when the fault is injected (0 ≤ pick < 1). */
   pick: number;
+  /**
+   * Injected on top of the previous fault, without waiting for the system to settle (a second fault
+   * while a recovery is open): drawn on purpose, with `overlap` of ScheduleOptions. The first never is.
+   */
+  overlaps: boolean;
 }
 
 export interface ScheduleOptions {
@@ -68,6 +98,8 @@ export interface ScheduleOptions {
   /** Gap after the system settled, uniformly in [min, max]. */
   gapSeconds?: { min: number; max: number };
   downSeconds?: { min: number; max: number };
+  /** The share of faults injected on top of the previous one (0 ≤ overlap ≤ 1; default 0.25). */
+  overlap?: number;
 }
 
 /**
@@ -96,7 +128,12 @@ export function faultSchedule(options: ScheduleOptions): ScheduledFault[] {
     [chosen[i], chosen[j]] = [chosen[j], chosen[i]];
   }
   const between = (r: { min: number; max: number }) => Math.round((r.min + random() * (r.max - r.min)) * 10) / 10;
-  return chosen.map((kind, index) => ({ index, kind, afterSeconds: between(gap), downSeconds: between(down), pick: random() }));
+  const drawn = chosen.map((kind, index) => ({ index, kind, afterSeconds: between(gap), downSeconds: between(down), pick: random() }));
+  // Overlaps from a stream of their own: the rest of a seed's schedule is what it was without them.
+  const overlap = options.overlap ?? 0.25;
+  if (!(overlap >= 0 && overlap <= 1)) throw new Error(`overlap must be between 0 and 1, got ${overlap}`);
+  const overlaps = new SeededRandom(options.seed ^ 0x5eed0f);
+  return drawn.map((f) => ({ ...f, overlaps: overlaps.next() < overlap && f.index > 0 }));
 }
 
 /** `kind=weight,kind=weight`: the mix of `--mix`; kinds not named keep their default weight. */

@@ -1,3 +1,4 @@
+import { noSplitBrain } from './cluster-invariants';
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { MachineSpec } from '@robustrl/orchestrator';
@@ -56,7 +57,8 @@ export class ReferenceJob implements ChaosJob {
 
   async checks(ctx: ChaosJobContext, run: ObservedRun) {
     const job: JobShape = { steps: ctx.steps, batchSize: JOB.batchSize, toolRounds: JOB.toolRounds, maxStaleness: JOB.maxStaleness };
-    return checkInvariants({ job, ledger: readLedger(ctx.stateDir), ...run });
+    const ledger = readLedger(ctx.stateDir);
+    return [...checkInvariants({ job, ledger, ...run }), noSplitBrain(ledger)];
   }
 
   summary(): string {

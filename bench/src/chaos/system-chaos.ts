@@ -3,22 +3,27 @@ import { randomUUID } from 'node:crypto';
 import { closeSync, createWriteStream, mkdirSync, openSync, WriteStream, writeFileSync } from 'node:fs';
 import { Server } from 'node:http';
 import { join, resolve } from 'node:path';
-import { descendantsOf, signalAll } from '@robustrl/agent';
 import { BusLogger, KafkaBus, Subscription } from '@robustrl/bus';
-import { createMessage, MessageOf, MessageType, RobustrlMessage, Topics, TrajectoryWithTurns } from '@robustrl/contracts';
+import { createMessage, MessageOf, RobustrlMessage, Topics, TrajectoryWithTurns } from '@robustrl/contracts';
 import { LocalProcessSupervisor, MachineSpec, serveOrchestrator } from '@robustrl/orchestrator';
 import { NetnsHosts } from '../hosts/netns-hosts';
 import { ChaosJob, ChaosJobContext, machinesOf } from './chaos-job';
-import { CONTROL_PLANE_SERVICES, ControlPlaneService, FaultKind, faultSchedule, pickOf, ScheduledFault } from './fault-schedule';
+import { openRecoveries } from './campaign-view';
+import { classScorecard, LedgerRow } from './class-scorecard';
+import { campaignChecks, tallyDecisions } from './campaign-checks';
+import { campaignTimings, DEFAULT_TIME_SCALE, OBSERVED } from './campaign-settings';
+import { FaultHost, injectFault } from './fault-injector';
+import { PARTITION_FAULTS, PartitionedOrchestrator, Partitions } from './partition-faults';
+import { CONTROL_PLANE_SERVICES, ControlPlaneService, FaultKind, faultSchedule, ScheduledFault } from './fault-schedule';
 import { freePorts, PrivateInfra, ServiceProcess } from './private-infra';
 import { ReferenceJob } from './reference-job';
 import { Check, RoleRestart, StoredBatch } from './system-invariants';
 import { getJson, InjectedFault, SystemScorecard } from './system-scorecard';
-import { killEngineDuringLoad, killTrainerAtCheckpoint } from './timed-faults';
 import { ObservedEttr, observedEttr } from './observed-ettr';
 import { ObservedSampler } from './observed-sampler';
 
 export { formatSystemScorecard } from './system-scorecard';
+export { campaignTimings, DEFAULT_TIME_SCALE } from './campaign-settings';
 export type { InjectedFault, SystemScorecard } from './system-scorecard';
 
 /**
@@ -56,6 +61,10 @@ export interface SystemChaosOptions {
   hosts?: 'shared' | 'netns';
   /** The controller's recovery policy: role-based (default) or task-restart for every fault (paper §7's baseline). */
   policy?: 'role-based' | 'task-restart';
+  /** The product's detection windows and command timeout divided by this (default DEFAULT_TIME_SCALE). */
+  timeScale?: number;
+  /** The share of faults injected on top of the previous one (fault-schedule.ts; default 0.25). */
+  overlap?: number;
 }
 
 export const DEFAULT_SYSTEM_CHAOS: Omit<SystemChaosOptions, 'progress' | 'seed'> = {
@@ -65,57 +74,18 @@ export const DEFAULT_SYSTEM_CHAOS: Omit<SystemChaosOptions, 'progress' | 'seed'>
   keep: false,
 };
 
-const DETECTION = {
-  trainerIdleWindowSeconds: 15,
-  rolloutSilentWindowSeconds: 10,
-  agentSilentWindowSeconds: 4,
-  probeTimeoutSeconds: 3,
-  resumeGraceSeconds: 10,
-};
-
 const REPO_ROOT = resolve(__dirname, '..', '..', '..');
 const AGENT_MAIN = join(REPO_ROOT, 'services', 'agent', 'dist', 'main.js');
 
 const quiet: BusLogger = { info: () => undefined, warn: () => undefined, error: () => undefined };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/**
- * What the campaign watches on the bus: every type of the job's control story, of the telemetry the GPU
- * activity, and every input of the ETTR projection (events.jsonl replays the reported ETTR).
- */
-const OBSERVED: MessageType[] = [
-  'JobStarted',
-  'RolePhaseChanged',
-  'TrainingStepStarted',
-  'MachineRegistered',
-  'MachineRoleChanged',
-  'MachineDeregistered',
-  'FaultSuspected',
-  'FaultConfirmed',
-  'SuspicionCleared',
-  'DetectionPaused',
-  'DetectionResumed',
-  'RecoveryDecided',
-  'RestartTrainerGroup',
-  'PromoteRolloutToTrainer',
-  'ReplaceMachine',
-  'RestartRolloutEngine',
-  'RestartTask',
-  'RecoveryCommandSucceeded',
-  'RecoveryCommandFailed',
-  'RecoveryCompleted',
-  'CheckpointSaved',
-  'TrainingStepCompleted',
-  'TrajectoryRestartedFromPrompt',
-  'TrajectoriesReassigned',
-  'WeightVersionPublished',
-  'GpuActivitySampled',
-];
-
 /** The ETTR the controller reports and the one observed from the processes, read together. */
 interface EttrAtEnd {
   ettr: number | null;
   summary: string;
+  /** The ETTR ledger's rows (the controller's downtimeLedger): what each outage cost. */
+  ledger: LedgerRow[];
   observed: ObservedEttr | null;
 }
 
@@ -123,9 +93,13 @@ export async function runSystemChaos(options: SystemChaosOptions): Promise<Syste
   const { progress } = options;
   const job = options.job ?? new ReferenceJob();
   job.prepare();
-  const schedule = faultSchedule({ seed: options.seed, faults: options.faults, weights: { ...job.faultWeights, ...options.weights } });
+  // On hosts of their own, machines can be cut off: partitions join the mix.
+  const partitionWeights = options.hosts === 'netns' ? Object.fromEntries(PARTITION_FAULTS.map((k) => [k, 1])) : {};
+  const weights = { ...partitionWeights, ...job.faultWeights, ...options.weights };
+  const schedule = faultSchedule({ seed: options.seed, faults: options.faults, weights, overlap: options.overlap });
   const hosts = options.hosts === 'netns' ? NetnsHosts.create() : null;
-  const infra = await PrivateInfra.create({ kafkaHost: hosts?.gateway });
+  // The broker on an address of its own, so that a machine can be cut from it alone.
+  const infra = await PrivateInfra.create({ kafkaHost: hosts?.brokerAddress });
   const run = new CampaignRun(infra, { ...options, job }, schedule, hosts);
   const cleanUp = async () => {
     await run.teardown();
@@ -177,6 +151,8 @@ class CampaignRun {
   private readonly enginePortOf = new Map<string, number>();
   private ports!: { http: Record<ControlPlaneService, number>; router: number; rendezvous: number };
   private readonly job: ChaosJob;
+  /** The machines cut off right now (network-namespace hosts only). */
+  private readonly partitions: Partitions;
   /** Lines of the machines' logs, to those waiting for one (a fault timed to what an agent does). */
   private readonly lineWatchers = new Set<(machineId: string, line: string) => void>();
 
@@ -187,6 +163,7 @@ class CampaignRun {
     private readonly hosts: NetnsHosts | null,
   ) {
     this.job = options.job;
+    this.partitions = new Partitions(hosts);
     this.jobId = `chaos-s${options.seed}-${randomUUID().slice(0, 6)}`;
     this.logDir = join(infra.dir, 'logs');
     this.stateDir = join(infra.dir, 'job');
@@ -196,6 +173,10 @@ class CampaignRun {
 
   private get progress() {
     return this.options.progress;
+  }
+
+  private get timings() {
+    return campaignTimings(this.options.timeScale ?? DEFAULT_TIME_SCALE);
   }
 
   private url(service: ControlPlaneService): string {
@@ -257,6 +238,12 @@ class CampaignRun {
       if (this.committed() >= this.options.steps) {
         this.notes.push(`the job finished before fault ${fault.index + 1} of ${this.schedule.length}: run more steps (--steps)`);
         break;
+      }
+      if (fault.overlaps) {
+        // Drawn on purpose: on top of the previous fault, while its recovery may still be open.
+        await sleep(Math.min(fault.afterSeconds, 2) * 1000);
+        await this.inject(fault, null);
+        continue;
       }
       const settled = await this.settle(lastCommitted, Math.min(240_000 + this.job.restartSeconds * 1000, Math.max(0, deadline - Date.now())));
       if (!settled.ok) this.progress(`  (not settled after ${Math.round(settled.ms / 1000)} s: ${settled.why}; injecting anyway)`);
@@ -320,7 +307,8 @@ class CampaignRun {
           : { command: process.execPath, args: [AGENT_MAIN], env };
       },
     });
-    const served = await serveOrchestrator(this.supervisor, { port: 0, host: '127.0.0.1' });
+    const orchestrator = new PartitionedOrchestrator(this.supervisor, this.partitions, (line) => this.progress(`  (${line})`));
+    const served = await serveOrchestrator(orchestrator, { port: 0, host: '127.0.0.1' });
     this.orchestratorServer = served.server;
 
     const own: Record<ControlPlaneService, NodeJS.ProcessEnv> = {
@@ -328,8 +316,8 @@ class CampaignRun {
       controller: {
         ROBUSTRL_ORCHESTRATOR: 'http',
         ROBUSTRL_ORCHESTRATOR_URL: served.url,
-        // A vLLM engine restarted in place takes tens of seconds on two loaded cores.
-        ROBUSTRL_COMMAND_TIMEOUT_SECONDS: String(Math.max(30, this.job.restartSeconds)),
+        // The product's timeout over the campaign's time scale: no setting of the campaign's own hides a stall.
+        ROBUSTRL_COMMAND_TIMEOUT_SECONDS: String(this.timings.commandTimeoutSeconds),
         ROBUSTRL_RECOVERY_POLICY: this.options.policy ?? 'role-based',
       },
       'request-manager': { ROBUSTRL_TRAJECTORY_RETENTION_STEPS: '1000000' },
@@ -386,6 +374,7 @@ class CampaignRun {
       ROBUSTRL_AGENT_PORT: '0',
       ROBUSTRL_GPU_SAMPLE_SECONDS: '1',
       ROBUSTRL_STOP_GRACE_SECONDS: '1',
+      ROBUSTRL_AGENT_LEASE_SECONDS: String(this.timings.leaseSeconds),
       ROBUSTRL_WEIGHTS_PORT: '0',
       ROBUSTRL_WEIGHTS_SHM_DIR: shm,
       ROBUSTRL_REQUEST_MANAGER_URL: this.ctx.requestManagerUrl,
@@ -418,7 +407,13 @@ class CampaignRun {
     await this.bus!.publish(
       createMessage(
         'JobStarted',
-        { mode: 'semi-sync', resumedFromStep: null, trainerMachines: this.job.trainers, rolloutMachines: this.job.rollouts, detection: DETECTION },
+        {
+          mode: 'semi-sync',
+          resumedFromStep: null,
+          trainerMachines: this.job.trainers,
+          rolloutMachines: this.job.rollouts,
+          detection: this.timings.detection,
+        },
         { jobId: this.jobId, source: 'system-chaos', occurredAt: new Date().toISOString() },
       ),
     );
@@ -440,143 +435,41 @@ class CampaignRun {
 
   // ── faults ──────────────────────────────────────────────────────────────────────────────────
 
-  private async inject(fault: ScheduledFault, unsettled: string | null = null): Promise<void> {
-    const at = Math.round((Date.now() - this.jobStartedAt) / 1000);
-    const record = (target: string, what?: string) => {
-      const note = [what, unsettled].filter(Boolean).join('; ') || undefined;
-      this.injected.push({ index: fault.index, kind: fault.kind, target, atSeconds: at, ...(note ? { note } : {}) });
-      this.progress(`fault ${fault.index + 1}/${this.schedule.length} at ${at} s: ${fault.kind} → ${target}${note ? ` (${note})` : ''}`);
+  /** What the faults of fault-injector.ts get to act on. */
+  private get faultHost(): FaultHost {
+    return {
+      supervisor: this.supervisor!,
+      services: this.services,
+      infra: this.infra,
+      stateDir: this.stateDir,
+      jobId: this.jobId,
+      events: () => this.events,
+      watch: (watcher) => {
+        this.lineWatchers.add(watcher);
+        return () => this.lineWatchers.delete(watcher);
+      },
+      until: (what, condition, timeoutMs, everyMs) => this.until(what, condition, timeoutMs, everyMs),
+      partitions: this.partitions,
     };
-    const down = fault.downSeconds * 1000;
-    switch (fault.kind) {
-      case 'kill-trainer-process':
-      case 'kill-engine-process': {
-        const role = fault.kind === 'kill-trainer-process' ? 'trainer' : 'rollout';
-        const target = pickOf(this.machinesWithRoleProcess(role), fault.pick);
-        if (!target) return record('none', `no ${role} with a running process`);
-        this.killRoleProcess(target);
-        return record(target);
-      }
-      case 'kill-trainer-machine':
-      case 'kill-rollout-machine': {
-        const role = fault.kind === 'kill-trainer-machine' ? 'trainer' : 'rollout';
-        const target = pickOf(this.runningMachines(role), fault.pick);
-        if (!target) return record('none', `no running ${role} machine`);
-        this.supervisor!.killMachine(target, 'SIGKILL');
-        return record(target);
-      }
-      case 'kill-service': {
-        const name = pickOf(CONTROL_PLANE_SERVICES, fault.pick)!;
-        const service = this.services.get(name)!;
-        await service.kill9();
-        record(name, `down ${fault.downSeconds} s`);
-        await sleep(down);
-        service.start();
-        return;
-      }
-      case 'kill-controller-mid-recovery': {
-        // A machine loss: its recovery (a replacement, or a warm standby) stays open for seconds, where a
-        // process restart completes within half a second, too soon to be caught in the middle.
-        const before = new Set(this.openRecoveries());
-        const role = fault.pick < 0.5 ? 'rollout' : 'trainer';
-        const target = pickOf(this.runningMachines(role), fault.pick < 0.5 ? fault.pick * 2 : fault.pick * 2 - 1);
-        if (!target) return record('controller', `no running ${role} machine to lose first`);
-        this.supervisor!.killMachine(target, 'SIGKILL');
-        const recovery = await this.until('a recovery decided', () => this.openRecoveries().find((id) => !before.has(id)), 45_000, 50).catch(() => undefined);
-        const controller = this.services.get('controller')!;
-        await controller.kill9();
-        const stillOpen = recovery !== undefined && this.openRecoveries().includes(recovery);
-        // Not inside a recovery, it is not this fault (a plain controller kill): it does not count as injected.
-        record(
-          stillOpen ? 'controller' : 'none',
-          recovery
-            ? `${target} lost first; killed ${stillOpen ? 'while' : 'just after'} ${recovery} ${stillOpen ? 'was open' : 'completed'}, down ${fault.downSeconds} s`
-            : `no recovery opened within 45 s of losing ${target}`,
-        );
-        await sleep(down);
-        controller.start();
-        return;
-      }
-      case 'restart-broker':
-        this.infra.stopKafka();
-        record('broker', `down ${fault.downSeconds} s`);
-        await sleep(down);
-        this.infra.startKafka();
-        return;
-      case 'restart-postgres':
-        this.infra.stopPostgres();
-        record('postgres', `down ${fault.downSeconds} s`);
-        await sleep(down);
-        this.infra.startPostgres();
-        return;
-      case 'kill-engine-during-load': {
-        // An engine that serves loads each new version; one still starting may load none for minutes.
-        const serving = this.servingEngines();
-        const hit = await killEngineDuringLoad(pickOf(serving.length ? serving : this.machinesWithRoleProcess('rollout'), fault.pick), {
-          watch: (watcher) => {
-            this.lineWatchers.add(watcher);
-            return () => this.lineWatchers.delete(watcher);
-          },
-          kill: (machineId) => this.killRoleProcess(machineId),
-        });
-        return record(hit.target, hit.note);
-      }
-      case 'kill-trainer-during-checkpoint': {
-        const hit = await killTrainerAtCheckpoint(this.stateDir, fault.pick < 0.5 ? 0 : 1);
-        return record(hit.target, hit.note);
-      }
+  }
+
+  private async inject(fault: ScheduledFault, unsettled: string | null): Promise<void> {
+    const at = Math.round((Date.now() - this.jobStartedAt) / 1000);
+    this.progress(`fault ${fault.index + 1}/${this.schedule.length} at ${at} s: ${fault.kind}${fault.overlaps ? ' (on top of the previous fault)' : ''}…`);
+    let hit = await injectFault(this.faultHost, fault);
+    // On top of the previous fault its targets may be down for a while (a restart, a replacement): it
+    // waits for one rather than not happening.
+    for (const until = Date.now() + 60_000; fault.overlaps && hit.target === 'none' && Date.now() < until;) {
+      await sleep(2_000);
+      hit = await injectFault(this.faultHost, fault);
     }
+    const note = [hit.note, unsettled].filter(Boolean).join('; ') || undefined;
+    this.injected.push({ index: fault.index, kind: fault.kind, target: hit.target, atSeconds: at, overlaps: fault.overlaps, ...(note ? { note } : {}) });
+    this.progress(`  → ${hit.target}${note ? ` (${note})` : ''}`);
   }
 
-  /** Kill -9 of the role process tree under the machine's agent; the agent itself stays. */
-  private killRoleProcess(machineId: string): void {
-    const agent = this.supervisor!.pidOf(machineId);
-    if (agent === undefined) return;
-    signalAll(descendantsOf(agent), 'SIGKILL');
-  }
-
-  /** Machines whose current role (by the events) is `role` and whose agent runs; a stable order. */
-  private runningMachines(role: 'trainer' | 'rollout'): string[] {
-    const roles = new Map<string, string | null>();
-    for (const m of this.events) {
-      if (m.type === 'MachineRegistered') roles.set(m.data.machineId, (m as MessageOf<'MachineRegistered'>).data.role);
-      if (m.type === 'MachineRoleChanged') roles.set(m.data.machineId, (m as MessageOf<'MachineRoleChanged'>).data.to);
-      if (m.type === 'MachineDeregistered') roles.set(m.data.machineId, null);
-    }
-    return this.supervisor!.machines()
-      .filter((m) => m.jobId === this.jobId && m.status === 'running' && roles.get(m.machineId) === role)
-      .map((m) => m.machineId)
-      .sort();
-  }
-
-  /** Rollout machines with a role process whose engine serves: a working phase reported since it (re)started. */
-  private servingEngines(): string[] {
-    const phase = new Map<string, string | null>();
-    for (const m of this.events) {
-      if (m.type === 'MachineRegistered' || m.type === 'RestartRolloutEngine') phase.set(m.data.machineId, null);
-      if (m.type === 'RolePhaseChanged') phase.set(m.data.machineId, (m as MessageOf<'RolePhaseChanged'>).data.phase);
-    }
-    return this.machinesWithRoleProcess('rollout').filter((id) => {
-      const p = phase.get(id);
-      return p !== undefined && p !== null && p !== 'initializing';
-    });
-  }
-
-  private machinesWithRoleProcess(role: 'trainer' | 'rollout'): string[] {
-    return this.runningMachines(role).filter((id) => {
-      const pid = this.supervisor!.pidOf(id);
-      return pid !== undefined && descendantsOf(pid).length > 0;
-    });
-  }
-
-  /** Recoveries decided (other than report-only) and not completed. */
   private openRecoveries(): string[] {
-    const open = new Set<string>();
-    for (const m of this.events) {
-      if (m.type === 'RecoveryDecided' && (m as MessageOf<'RecoveryDecided'>).data.action !== 'report-only') open.add(m.data.recoveryId);
-      if (m.type === 'RecoveryCompleted') open.delete(m.data.recoveryId);
-    }
-    return [...open];
+    return openRecoveries(this.events);
   }
 
   /** Settled: every service ready, no recovery open, every machine up, and a step committed since the last fault. */
@@ -594,7 +487,7 @@ class CampaignRun {
         why = [
           codes.every((c) => c === 200) ? '' : `services ${CONTROL_PLANE_SERVICES.filter((_, i) => codes[i] !== 200).join(', ')} not ready`,
           open.length ? `recoveries open: ${open.join(', ')}` : '',
-          up === all ? '' : `${up} of ${all} machines up`,
+          up >= all ? '' : `${up} of ${all} machines up`,
           moved ? '' : 'no step committed since the last fault',
         ]
           .filter(Boolean)
@@ -613,12 +506,20 @@ class CampaignRun {
     const url = `${this.url('controller')}/v1/jobs/${encodeURIComponent(this.jobId)}/ettr`;
     const reported = await this.until(
       'the controller to report the ETTR',
-      () => getJson<{ ettr: number; summary: string }>(url).catch(() => undefined),
+      () => getJson<{ ettr: number; summary: string; downtimeLedger?: LedgerRow[] }>(url).catch(() => undefined),
       120_000,
       2_000,
-    ).catch((err: unknown): { ettr: number | null; summary: string } => ({ ettr: null, summary: `ETTR not read: ${String(err)}` }));
+    ).catch((err: unknown): { ettr: number | null; summary: string; downtimeLedger?: LedgerRow[] } => ({
+      ettr: null,
+      summary: `ETTR not read: ${String(err)}`,
+    }));
     await this.processSampler?.stop();
-    return { ...reported, observed: this.processSampler ? observedEttr(this.processSampler.samples, this.job) : null };
+    return {
+      ettr: reported.ettr,
+      summary: reported.summary,
+      ledger: reported.downtimeLedger ?? [],
+      observed: this.processSampler ? observedEttr(this.processSampler.samples, this.job) : null,
+    };
   }
 
   private async scorecard(finished: boolean, jobSeconds: number, ettr: EttrAtEnd): Promise<SystemScorecard> {
@@ -643,34 +544,22 @@ class CampaignRun {
       reportedEttr: ettr.ettr,
       observedEttr: observed,
     });
-    const checks: Check[] = [
-      {
-        what: 'the job finished',
-        ok: finished && this.agentLoopsExit === 0,
-        detail: finished
-          ? `in ${jobSeconds} s, agent loops exited ${this.agentLoopsExit}`
-          : `not within the deadline (${this.committed()} of ${this.options.steps} steps committed)`,
-      },
-      {
-        what: `${this.schedule.length} faults injected`,
-        ok: this.injected.filter((f) => f.target !== 'none').length === this.schedule.length,
-        detail: `${this.injected.filter((f) => f.target !== 'none').length} injected${this.notes.length ? `; ${this.notes.join('; ')}` : ''}`,
-      },
-      ...jobChecks,
-    ];
-    const recoveries: Record<string, number> = {};
-    const decisionsByRule: Record<string, number> = {};
-    for (const m of this.events) {
-      if (m.type === 'RecoveryCompleted') {
-        const o = (m as MessageOf<'RecoveryCompleted'>).data.outcome;
-        recoveries[o] = (recoveries[o] ?? 0) + 1;
-      }
-      if (m.type === 'RecoveryDecided') {
-        const d = (m as MessageOf<'RecoveryDecided'>).data;
-        const key = `${d.action} (${d.rule})`;
-        decisionsByRule[key] = (decisionsByRule[key] ?? 0) + 1;
-      }
-    }
+    const checks: Check[] = campaignChecks({
+      finished,
+      agentLoopsExit: this.agentLoopsExit,
+      jobSeconds,
+      committed: this.committed(),
+      steps: this.options.steps,
+      planned: this.schedule.length,
+      injected: this.injected,
+      notes: this.notes,
+      jobChecks,
+      events: this.events,
+      partitions: this.partitions.spans,
+      // A grace of the detection window after the heal: a verdict reached then is the partition's.
+      partitionGraceMs: (this.timings.detection.agentSilentWindowSeconds + this.timings.detection.probeTimeoutSeconds) * 2000,
+    });
+    const { recoveries, decisionsByRule } = tallyDecisions(this.events);
     return {
       seed: this.options.seed,
       job: this.job.name,
@@ -690,6 +579,11 @@ class CampaignRun {
       ettr: ettr.ettr,
       observedEttr: observed?.ettr ?? null,
       downtime: ettr.summary,
+      classes: classScorecard(
+        this.injected.map((f) => ({ kind: f.kind, target: f.target, at: this.jobStartedAt + f.atSeconds * 1000 })),
+        this.events,
+        ettr.ledger,
+      ),
       checks,
       ok: checks.every((c) => c.ok),
       runDir: this.infra.dir,

@@ -1,4 +1,5 @@
 import { request } from 'node:http';
+import { ClassRow, formatClassScorecard } from './class-scorecard';
 import type { FaultKind } from './fault-schedule';
 import type { Check } from './system-invariants';
 
@@ -9,6 +10,8 @@ export interface InjectedFault {
   target: string;
   /** Seconds since the job started. */
   atSeconds: number;
+  /** Injected on top of the previous fault, without waiting for the system to settle (drawn so). */
+  overlaps?: boolean;
   note?: string;
 }
 
@@ -36,6 +39,8 @@ export interface SystemScorecard {
   /** The ETTR observed from the processes (observed-ettr.ts), where the job is observed (the GRPO job). */
   observedEttr: number | null;
   downtime: string;
+  /** Per fault class: detection and recovery times, work and GPU time lost (class-scorecard.ts). */
+  classes: ClassRow[];
   checks: Check[];
   ok: boolean;
   runDir: string;
@@ -100,7 +105,11 @@ export function formatSystemScorecard(card: SystemScorecard): string {
     '',
     '| # | at (s) | fault | target | note |',
     '|---|---|---|---|---|',
-    ...card.injected.map((f) => `| ${f.index + 1} | ${f.atSeconds} | ${f.kind} | ${f.target} | ${f.note ?? ''} |`),
+    ...card.injected.map((f) => `| ${f.index + 1} | ${f.atSeconds} | ${f.kind}${f.overlaps ? ' (overlapping)' : ''} | ${f.target} | ${f.note ?? ''} |`),
+    '',
+    'per fault class (what happened from each injection until the next):',
+    '',
+    formatClassScorecard(card.classes ?? []),
     '',
     'decisions (action (rule): count): ' +
       Object.entries(card.decisionsByRule)

@@ -65,4 +65,49 @@ maybe(`network-namespace hosts${why ? ` (skipped: ${why})` : ''}`, () => {
     }
     expect(existsSync(`/run/netns/${hosts.get('a')!.netns}`)).toBe(false);
   });
+
+  it('cuts a host from the broker only, from the control plane only, or from its peers only, and heals each', async () => {
+    const hosts = NetnsHosts.create();
+    const servers = [
+      // "broker" and "control plane" in the root namespace on the bridge's two addresses; a peer on host b.
+      spawn(process.execPath, ['-e', `require('http').createServer((q,s)=>s.end('ok')).listen(18072,'${hosts.brokerAddress}')`], { stdio: 'ignore' }),
+      spawn(process.execPath, ['-e', `require('http').createServer((q,s)=>s.end('ok')).listen(18073,'${hosts.gateway}')`], { stdio: 'ignore' }),
+    ];
+    try {
+      hosts.add('a');
+      const b = hosts.add('b');
+      const peer = hosts.wrap('b', process.execPath, ['-e', `require('http').createServer((q,s)=>s.end('ok')).listen(18074,'${b.address}')`]);
+      servers.push(spawn(peer.command, peer.args, { stdio: 'ignore' }));
+      /** What host a reaches now: broker, control plane, peer (1 answered, 0 not). */
+      const reach = async () => {
+        const probe = hosts.wrap('a', process.execPath, [
+          '-e',
+          `const h=require('http');const g=u=>new Promise(d=>{const r=h.get(u,{timeout:700},x=>{x.resume();d(1)});r.on('timeout',()=>r.destroy());r.on('error',()=>d(0))});` +
+            `Promise.all(['http://${hosts.brokerAddress}:18072/','http://${hosts.gateway}:18073/','http://${b.address}:18074/'].map(g)).then(x=>console.log(x.join('')))`,
+        ]);
+        return new Promise<string>((done) => {
+          const child = spawn(probe.command, probe.args);
+          let out = '';
+          child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+          child.on('exit', () => done(out.trim()));
+        });
+      };
+      let all = '';
+      for (let i = 0; i < 40 && all !== '111'; i++) all = await reach();
+      expect(all).toBe('111');
+      hosts.cutFrom('a', 'broker');
+      expect(await reach()).toBe('011');
+      hosts.healFrom('a');
+      hosts.cutFrom('a', 'control-plane');
+      expect(await reach()).toBe('101');
+      hosts.healFrom('a');
+      hosts.cutFrom('a', 'peers');
+      expect(await reach()).toBe('110');
+      hosts.healFrom('a');
+      expect(await reach()).toBe('111');
+    } finally {
+      for (const server of servers) server.kill('SIGKILL');
+      hosts.destroy();
+    }
+  });
 });

@@ -58,8 +58,17 @@ export class NetnsHosts {
     const hosts = new NetnsHosts(tag, subnet, `rb${tag}`);
     ip('link', 'add', hosts.bridge, 'type', 'bridge');
     ip('addr', 'add', `${hosts.gateway}/24`, 'dev', hosts.bridge);
+    ip('addr', 'add', `${hosts.brokerAddress}/24`, 'dev', hosts.bridge);
     ip('link', 'set', hosts.bridge, 'up');
     return hosts;
+  }
+
+  /**
+   * A second address of the bridge, for the broker alone: a host can be cut from the broker while it
+   * still reaches the control plane's HTTP APIs and the router at the gateway, and the other way round.
+   */
+  get brokerAddress(): string {
+    return `10.${this.subnet}.0.2`;
   }
 
   /** The bridge's address in the root namespace: where hosts reach the servers that run there. */
@@ -107,6 +116,36 @@ export class NetnsHosts {
 
   heal(name: string): void {
     ip('link', 'set', this.need(name).link, 'up');
+    this.healFrom(name);
+  }
+
+  /**
+   * Cuts host `name` from part of the network by blackhole routes in its namespace (this kernel has no
+   * packet filter: no iptables, no tc actions): from the broker only; from the control plane (the
+   * gateway: its HTTP APIs and the router, whose requests the host can no longer answer) with the
+   * broker still reachable; or from its peers, the other hosts. A blackholed packet fails at once in the
+   * sender rather than vanishing on the wire: the host's own connections break without a timeout, its
+   * peers' time out. `healFrom` removes the cut.
+   */
+  cutFrom(name: string, from: 'broker' | 'control-plane' | 'peers'): void {
+    const host = this.need(name);
+    const route = (...args: string[]) => ip('-n', host.netns, 'route', 'add', ...args);
+    if (from === 'broker') route('blackhole', `${this.brokerAddress}/32`);
+    else if (from === 'control-plane') route('blackhole', `${this.gateway}/32`);
+    else {
+      // The two halves of the /24 beat its connected route; the gateway's and the broker's /32s beat them.
+      route(`${this.gateway}/32`, 'dev', 'eth0');
+      route(`${this.brokerAddress}/32`, 'dev', 'eth0');
+      route('blackhole', `10.${this.subnet}.0.0/25`);
+      route('blackhole', `10.${this.subnet}.0.128/25`);
+    }
+  }
+
+  /** Removes every cut `cutFrom` made on host `name` (those it did not make are not there: nothing to do). */
+  healFrom(name: string): void {
+    const host = this.need(name);
+    for (const prefix of [`${this.brokerAddress}/32`, `${this.gateway}/32`, `10.${this.subnet}.0.0/25`, `10.${this.subnet}.0.128/25`])
+      for (const type of ['blackhole', 'unicast']) tryIp('-n', host.netns, 'route', 'del', type, prefix);
   }
 
   /** Removes every namespace and the bridge; processes still inside keep running, cut off. Idempotent. */

@@ -1,0 +1,51 @@
+import type { MessageOf, RobustrlMessage } from '@robustrl/contracts';
+
+/**
+ * What the campaign reads off the events it observed (system-chaos.ts): pure, so that a fault's target
+ * and the settle wait are chosen from the same picture the invariants check afterwards.
+ */
+
+/** Each machine's current role by the events (null once deregistered). */
+export function rolesOf(events: readonly RobustrlMessage[]): Map<string, string | null> {
+  const roles = new Map<string, string | null>();
+  for (const m of events) {
+    if (m.type === 'MachineRegistered') roles.set(m.data.machineId, (m as MessageOf<'MachineRegistered'>).data.role);
+    if (m.type === 'MachineRoleChanged') roles.set(m.data.machineId, (m as MessageOf<'MachineRoleChanged'>).data.to);
+    if (m.type === 'MachineDeregistered') roles.set(m.data.machineId, null);
+  }
+  return roles;
+}
+
+/** Recoveries decided (other than report-only) and not completed, in the order decided. */
+export function openRecoveries(events: readonly RobustrlMessage[]): string[] {
+  const open = new Set<string>();
+  for (const m of events) {
+    if (m.type === 'RecoveryDecided' && (m as MessageOf<'RecoveryDecided'>).data.action !== 'report-only') open.add(m.data.recoveryId);
+    if (m.type === 'RecoveryCompleted') open.delete(m.data.recoveryId);
+  }
+  return [...open];
+}
+
+/** Each machine's last reported phase since it (re)started (null: registered or restarted, no phase yet). */
+export function phasesOf(events: readonly RobustrlMessage[]): Map<string, string | null> {
+  const phase = new Map<string, string | null>();
+  for (const m of events) {
+    if (m.type === 'MachineRegistered' || m.type === 'RestartRolloutEngine') phase.set(m.data.machineId, null);
+    if (m.type === 'RolePhaseChanged') phase.set(m.data.machineId, (m as MessageOf<'RolePhaseChanged'>).data.phase);
+  }
+  return phase;
+}
+
+/** The recovery decided on a fault of `machineId` after `since` (ms), if any: its id and action. */
+export function recoveryFor(events: readonly RobustrlMessage[], machineId: string, since: number): MessageOf<'RecoveryDecided'>['data'] | undefined {
+  for (const m of events) {
+    if (m.type !== 'RecoveryDecided' || Date.parse(m.occurredAt) < since) continue;
+    const d = (m as MessageOf<'RecoveryDecided'>).data;
+    if (d.machineId === machineId && d.action !== 'report-only') return d;
+  }
+  return undefined;
+}
+
+/** Whether the recovery completed (any outcome). */
+export const completedRecovery = (events: readonly RobustrlMessage[], recoveryId: string): boolean =>
+  events.some((m) => m.type === 'RecoveryCompleted' && m.data.recoveryId === recoveryId);
