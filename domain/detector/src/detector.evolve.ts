@@ -18,9 +18,7 @@ export function evolveDetector(config: DetectorConfig, state: DetectorState, eve
   switch (event.type) {
     case 'JobStarted':
       state.settings = resolveDetectionSettings(event.data.detection, config.defaults);
-      // A resumed task (a task restart, or the job started again from a checkpoint): every role starts
-      // over, so silence before it says nothing about after — every window starts at the restart, with
-      // the grace a blind interval gets while the restarted roles come up.
+      // A resumed task (a task restart, or the job started again from a checkpoint): every role starts over.
       if (event.data.resumedFromStep !== null && Object.keys(state.machines).length > 0) return restartedTask(config, state, at);
       reindexAll(config, state, state.foldedUntil);
       return state;
@@ -107,10 +105,18 @@ function resumeAfterBlindness(config: DetectorConfig, state: DetectorState, blin
   return state;
 }
 
-/** Every window anchored at the task's restart (a blind interval reaching back to the epoch), then the grace. */
+/**
+ * Every machine of the task restarts: each is judged again once it registers again (a new process, a
+ * clean slate), not from the silence of its restart — on a loaded host a whole job's agents take tens
+ * of seconds to come up, longer than a window. A machine that does not come back is the orchestrator's
+ * to report: its restartTask waits for the machines to run.
+ */
 function restartedTask(config: DetectorConfig, state: DetectorState, at: number): DetectorState {
-  resumeAfterBlindness(config, state, { from: 0, to: at });
-  state.graceUntil = at + state.settings.resumeGraceMs;
+  for (const [id, m] of Object.entries(state.machines)) {
+    if (m.status === 'gone') continue;
+    // Its open suspicions are withdrawn by the decision on this JobStarted (SuspicionCleared).
+    state.machines[id] = { ...m, status: 'restarting', watchedSince: at };
+  }
   reindexAll(config, state, state.foldedUntil);
   return state;
 }
@@ -158,7 +164,10 @@ function observeMachine(config: DetectorConfig, state: DetectorState, message: M
     const prior = state.machines[id];
     // Topics are ordered per job, not across topics: a registration may arrive after telemetry
     // that was sent later. One older than the machine's last verdict only fills in the details.
-    if (prior && prior.status === 'confirmed' && at <= (state.confirmedAt[id] ?? -Infinity)) {
+    // One from before its task restarted (read late) is of the incarnation that restart ended.
+    const stale =
+      prior && ((prior.status === 'confirmed' && at <= (state.confirmedAt[id] ?? -Infinity)) || (prior.status === 'restarting' && at < prior.watchedSince));
+    if (prior && stale) {
       state.machines[id] = { ...prior, role: d.role, zone: d.zone, hardwareClass: d.hardwareClass };
       return;
     }

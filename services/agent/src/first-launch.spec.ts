@@ -60,11 +60,17 @@ describe('the trainer roster (a first launch’s group from the job’s membersh
     const roster = new TrainerRoster('job-g');
     const when = (s: number) => ({ jobId: 'job-g', source: 'spec', occurredAt: new Date(Date.UTC(2026, 0, 1, 0, 0, s)).toISOString() });
     const reg = (s: number, machineId: string, role: 'trainer' | 'rollout', host: string) =>
-      createMessage('MachineRegistered', { machineId, role, zone: 'z', hardwareClass: 'h', gpus: 1, agentAddress: 'http://x', dpRank: null, hostAddress: host }, when(s)) as MessageOf<'MachineRegistered'>;
+      createMessage(
+        'MachineRegistered',
+        { machineId, role, zone: 'z', hardwareClass: 'h', gpus: 1, agentAddress: 'http://x', dpRank: null, hostAddress: host },
+        when(s),
+      ) as MessageOf<'MachineRegistered'>;
     roster.apply(reg(1, 't-1', 'trainer', '10.0.0.2'));
     roster.apply(reg(1, 'r-0', 'rollout', '10.0.0.9'));
     // r-0 lent as warm standby before the restart: a trainer then, a rollout again after it.
-    roster.apply(createMessage('MachineRoleChanged', { machineId: 'r-0', from: 'rollout', to: 'trainer', reason: 'standby' }, when(5)) as MessageOf<'MachineRoleChanged'>);
+    roster.apply(
+      createMessage('MachineRoleChanged', { machineId: 'r-0', from: 'rollout', to: 'trainer', reason: 'standby' }, when(5)) as MessageOf<'MachineRoleChanged'>,
+    );
     roster.apply(
       createMessage('JobStarted', { mode: 'semi-sync', resumedFromStep: 4, trainerMachines: 2, rolloutMachines: 4 }, when(10)) as MessageOf<'JobStarted'>,
     );
@@ -75,6 +81,27 @@ describe('the trainer roster (a first launch’s group from the job’s membersh
     roster.apply(reg(2, 't-0', 'trainer', '10.0.0.1'));
     expect(roster.group('t-2', 2, 1)).toMatchObject({ rank: 1, masterAddr: '10.0.0.2', members: [{ machineId: 't-1' }, { machineId: 't-2' }] });
     expect(roster.group('t-1', 2, 1)).toMatchObject({ rank: 0 });
+  });
+
+  it('forms no group before its own registration of this incarnation is read: history caught up on half-way is not the group', () => {
+    const roster = new TrainerRoster('job-g');
+    const when = (s: number) => ({ jobId: 'job-g', source: 'spec', occurredAt: new Date(Date.UTC(2026, 0, 1, 0, 0, s)).toISOString() });
+    const reg = (s: number, machineId: string, host: string) =>
+      createMessage(
+        'MachineRegistered',
+        { machineId, role: 'trainer', zone: 'z', hardwareClass: 'h', gpus: 1, agentAddress: 'http://x', dpRank: null, hostAddress: host },
+        when(s),
+      ) as MessageOf<'MachineRegistered'>;
+    // The previous incarnation's group, read first: complete, but not this agent's (started at 30 s).
+    roster.apply(reg(1, 't-0', '10.0.0.1'));
+    roster.apply(reg(1, 't-1', '10.0.0.2'));
+    const startedAt = Date.UTC(2026, 0, 1, 0, 0, 30);
+    expect(roster.group('t-1', 2, 1, startedAt)).toBeNull();
+    expect(roster.waitingFor('t-1', 2, startedAt)).toBe('its own registration to be read back from the membership topic');
+    roster.apply(createMessage('MachineDeregistered', { machineId: 't-0', reason: 'isolated' }, when(20)) as MessageOf<'MachineDeregistered'>);
+    roster.apply(reg(31, 't-2', '10.0.0.3'));
+    roster.apply(reg(32, 't-1', '10.0.0.2'));
+    expect(roster.group('t-1', 2, 1, startedAt)).toMatchObject({ rank: 0, masterAddr: '10.0.0.2', members: [{ machineId: 't-1' }, { machineId: 't-2' }] });
   });
 
   it('does not launch towards a rank 0 that registered no reachable host', () => {

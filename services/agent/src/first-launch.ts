@@ -39,11 +39,11 @@ export async function awaitFirstLaunchGroup(
   try {
     let lastSaid = 0;
     while (!stop()) {
-      const group = roster.group(of.machineId, of.worldSize, of.rendezvousPort);
+      const group = roster.group(of.machineId, of.worldSize, of.rendezvousPort, of.startedAt);
       if (group) return group;
       if (Date.now() - lastSaid > 10_000) {
         lastSaid = Date.now();
-        log(`trainer first launch waits for ${roster.waitingFor(of.machineId, of.worldSize)}`);
+        log(`trainer first launch waits for ${roster.waitingFor(of.machineId, of.worldSize, of.startedAt)}`);
       }
       await new Promise<void>((wake) => {
         const timer = setTimeout(wake, 1_000);

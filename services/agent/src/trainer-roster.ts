@@ -83,9 +83,13 @@ export class TrainerRoster {
 
   /**
    * `machineId`'s group of `worldSize` trainers, or null while fewer have registered, this machine is
-   * not among the first `worldSize`, or rank 0 registered no reachable host.
+   * not among the first `worldSize`, rank 0 registered no reachable host, or the machine's own
+   * registration since `registeredSince` (its agent's start) has not been read yet.
    */
-  group(machineId: string, worldSize: number, rendezvousPort: number): TrainerGroup | null {
+  group(machineId: string, worldSize: number, rendezvousPort: number, registeredSince = -Infinity): TrainerGroup | null {
+    // Until its own registration of this incarnation is read, the roster is history being caught up
+    // on (a task restart's previous membership): the group it shows may be one that no longer exists.
+    if ((this.members.get(machineId)?.registeredAt ?? -Infinity) < registeredSince) return null;
     const ranked = this.trainers().slice(0, worldSize);
     const rank = ranked.indexOf(machineId);
     if (ranked.length < worldSize || rank < 0) return null;
@@ -101,7 +105,8 @@ export class TrainerRoster {
   }
 
   /** What the first launch still waits for, for the agent's progress line. */
-  waitingFor(machineId: string, worldSize: number): string {
+  waitingFor(machineId: string, worldSize: number, registeredSince = -Infinity): string {
+    if ((this.members.get(machineId)?.registeredAt ?? -Infinity) < registeredSince) return 'its own registration to be read back from the membership topic';
     const trainers = this.trainers();
     if (trainers.length < worldSize)
       return `${worldSize - trainers.length} more trainer machine(s) to register (have ${trainers.length ? trainers.join(', ') : 'none'})`;

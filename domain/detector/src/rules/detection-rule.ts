@@ -31,7 +31,11 @@ export interface WatchedMachine {
   zone: string;
   hardwareClass: string;
   /** `confirmed`: a fault verdict stands until the machine shows life again (re-armed). */
-  status: 'watching' | 'confirmed' | 'gone';
+  /**
+   * `restarting`: its task restarted (a resumed JobStarted) and it has not registered again; judged once
+   * it does — its process is new, and silence while it starts says nothing about it.
+   */
+  status: 'watching' | 'confirmed' | 'gone' | 'restarting';
   phase: RolePhase | null;
   phaseSince: number;
   /**
