@@ -7,6 +7,7 @@ import type { PrivateInfra, ServiceProcess } from './private-infra';
 import { clusterFault, CLUSTER_FAULTS } from './cluster-faults';
 import { PARTITION_FAULTS, partitionFault, Partitions } from './partition-faults';
 import { killEngineDuringLoad, killTrainerAtCheckpoint } from './timed-faults';
+import { DEGRADED_FAULTS, degradedFault, DegradedHost } from './degraded-faults';
 
 /**
  * How the whole-system campaign injects each kind of fault (fault-schedule.ts) into the processes it
@@ -15,7 +16,7 @@ import { killEngineDuringLoad, killTrainerAtCheckpoint } from './timed-faults';
  */
 
 /** What the campaign lends its faults: its processes, servers and what it observed. */
-export interface FaultHost {
+export interface FaultHost extends DegradedHost {
   readonly supervisor: LocalProcessSupervisor;
   readonly services: ReadonlyMap<ControlPlaneService, ServiceProcess>;
   readonly infra: PrivateInfra;
@@ -90,6 +91,7 @@ export async function injectFault(host: FaultHost, fault: ScheduledFault): Promi
     default:
       if ((CLUSTER_FAULTS as readonly string[]).includes(fault.kind)) return clusterFault(host, fault);
       if ((PARTITION_FAULTS as readonly string[]).includes(fault.kind)) return partitionFault(host, host.partitions, fault);
+      if ((DEGRADED_FAULTS as readonly string[]).includes(fault.kind)) return degradedFault(host, fault);
       throw new Error(`no injector for fault kind ${fault.kind}`);
   }
 }

@@ -42,6 +42,12 @@ export const FAULT_KINDS = [
   'partition-from-peers',
   /** A machine cut from everything, then healed. */
   'partition-full',
+  /** PostgreSQL slowed to seconds a write (latency on its connections), not stopped (degraded-faults.ts). */
+  'slow-postgres',
+  /** A machine's clock stepped minutes ahead or behind, and back. */
+  'clock-skew',
+  /** SIGSTOP of a rollout's engine as its agent begins a weight load (jobs whose agents load engines). */
+  'stop-engine-during-load',
 ] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
@@ -70,6 +76,9 @@ export const DEFAULT_FAULT_WEIGHTS: Record<FaultKind, number> = {
   'partition-from-control-plane': 0,
   'partition-from-peers': 0,
   'partition-full': 0,
+  'slow-postgres': 1,
+  'clock-skew': 1,
+  'stop-engine-during-load': 0,
 };
 
 export const CONTROL_PLANE_SERVICES = ['detector', 'controller', 'request-manager', 'rollout-manager', 'weight-registry'] as const;

@@ -67,7 +67,7 @@ export class GrpoJob implements ChaosJob {
   readonly trainers = 2;
   readonly rollouts: number;
   readonly batchSize: number;
-  readonly faultWeights = { 'kill-engine-during-load': 2, 'kill-trainer-during-checkpoint': 2 };
+  readonly faultWeights = { 'kill-engine-during-load': 2, 'kill-trainer-during-checkpoint': 2, 'stop-engine-during-load': 1 };
   readonly restartSeconds = 120;
   private python = '';
   private model = '';

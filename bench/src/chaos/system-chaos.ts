@@ -13,6 +13,7 @@ import { classScorecard, LedgerRow } from './class-scorecard';
 import { campaignChecks, tallyDecisions } from './campaign-checks';
 import { campaignTimings, DEFAULT_TIME_SCALE, OBSERVED } from './campaign-settings';
 import { FaultHost, injectFault } from './fault-injector';
+import { LatencyProxy } from './latency-proxy';
 import { PARTITION_FAULTS, PartitionedOrchestrator, Partitions } from './partition-faults';
 import { CONTROL_PLANE_SERVICES, ControlPlaneService, FaultKind, faultSchedule, ScheduledFault } from './fault-schedule';
 import { freePorts, PrivateInfra, ServiceProcess } from './private-infra';
@@ -155,6 +156,8 @@ class CampaignRun {
   private readonly partitions: Partitions;
   /** Lines of the machines' logs, to those waiting for one (a fault timed to what an agent does). */
   private readonly lineWatchers = new Set<(machineId: string, line: string) => void>();
+  /** Between the services and PostgreSQL (degraded-faults.ts). */
+  private postgresProxy?: LatencyProxy;
 
   constructor(
     private readonly infra: PrivateInfra,
@@ -277,6 +280,11 @@ class CampaignRun {
     p(`private broker and PostgreSQL in ${this.infra.dir}`);
     this.infra.startKafka();
     this.infra.startPostgres();
+    // The services reach PostgreSQL through a relay the slow-postgres fault can slow (degraded-faults.ts).
+    const database = new URL(this.infra.databaseUrl);
+    this.postgresProxy = new LatencyProxy({ host: database.hostname, port: Number(database.port || 5432) });
+    database.hostname = '127.0.0.1';
+    database.port = String(await this.postgresProxy.listen());
     const [detector, controller, requestManager, rolloutManager, weightRegistry, router, rendezvous, ...engines] = await freePorts(7 + 40);
     this.ports = {
       http: { detector, controller, 'request-manager': requestManager, 'rollout-manager': rolloutManager, 'weight-registry': weightRegistry },
@@ -287,7 +295,7 @@ class CampaignRun {
     const topicPrefix = `syschaos-${randomUUID().slice(0, 8)}.`;
     const common: NodeJS.ProcessEnv = {
       KAFKA_BROKERS: this.infra.brokers.join(','),
-      DATABASE_URL: this.infra.databaseUrl,
+      DATABASE_URL: database.toString(),
       ROBUSTRL_TOPIC_PREFIX: topicPrefix,
       OTEL_SDK_DISABLED: 'true',
       ROBUSTRL_ORCHESTRATOR: 'none',
@@ -312,7 +320,7 @@ class CampaignRun {
     this.orchestratorServer = served.server;
 
     const own: Record<ControlPlaneService, NodeJS.ProcessEnv> = {
-      detector: {},
+      detector: { ROBUSTRL_DETECTOR_INPUT_LAG_TOLERANCE_SECONDS: String(this.timings.inputLagToleranceSeconds) },
       controller: {
         ROBUSTRL_ORCHESTRATOR: 'http',
         ROBUSTRL_ORCHESTRATOR_URL: served.url,
@@ -387,8 +395,16 @@ class CampaignRun {
       // Between namespaces UCX goes over TCP, across the veth pairs (no shared-memory shortcut).
       ...(this.hosts ? { UCX_TLS: 'tcp' } : {}),
       PYTHONUNBUFFERED: '1',
+      // The agent's wall clock, which the clock-skew fault steps (skewed-clock.ts).
+      NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --require ${join(__dirname, 'skewed-clock.js')}`.trim(),
+      ROBUSTRL_CHAOS_CLOCK_FILE: this.clockFile(m.machineId),
       ...this.job.agentEnv(m, this.ctx),
     };
+  }
+
+  /** The machine's clock offset (ms), read by its agent (skewed-clock.ts). */
+  clockFile(machineId: string): string {
+    return join(this.infra.dir, 'clocks', machineId);
   }
 
   private machineLine(machineId: string, line: string): void {
@@ -450,6 +466,8 @@ class CampaignRun {
       },
       until: (what, condition, timeoutMs, everyMs) => this.until(what, condition, timeoutMs, everyMs),
       partitions: this.partitions,
+      postgresProxy: this.postgresProxy ?? null,
+      clockFile: (machineId) => this.clockFile(machineId),
     };
   }
 
@@ -611,6 +629,7 @@ class CampaignRun {
     await Promise.all([...this.services.values()].map((s) => s.terminate().catch(() => undefined)));
     await this.observer?.close().catch(() => undefined);
     await this.bus?.close().catch(() => undefined);
+    await this.postgresProxy?.close().catch(() => undefined);
     await Promise.all([...this.machineLogs.values()].map((log) => new Promise((done) => log.end(done))));
   }
 

@@ -172,8 +172,10 @@ const verdictForFormerRole: FaultPolicy = ({ state, verdict, decided }) => {
 };
 
 /** The baseline policy: every fault restarts the whole task. */
-const taskRestartPolicy: FaultPolicy = ({ settings, recovery, decided }) =>
-  settings.policy === 'task-restart' ? [decided('restart-task', 'task-restart-policy'), restartTask(recovery.recoveryId, 1, 'task-restart-policy')] : null;
+const taskRestartPolicy: FaultPolicy = ({ settings, state, recovery, decided }) =>
+  settings.policy === 'task-restart'
+    ? [decided('restart-task', 'task-restart-policy'), restartTask(state, recovery.recoveryId, 1, 'task-restart-policy')]
+    : null;
 
 /**
  * A trainer machine that used its restart budget (machine-restart-budget.ts) is retired as a faulty one
@@ -195,7 +197,7 @@ const trainerRestartBudgetSpent: FaultPolicy = ({ settings, state, verdict, reco
 /** Paper §5.1.2 rules 1 and 2 (escalation-rules.ts): the whole task restarts. */
 const escalation: FaultPolicy = ({ state, verdict, recovery, decided }) => {
   const rule = firstIterationFault(state) ?? repeatedFaultInStep(state, verdict.handledAs);
-  return rule ? [decided('restart-task', rule), restartTask(recovery.recoveryId, 1, rule)] : null;
+  return rule ? [decided('restart-task', rule), restartTask(state, recovery.recoveryId, 1, rule)] : null;
 };
 
 /**
@@ -317,7 +319,7 @@ function failedIn(state: ControllerState, recovery: Recovery, failure: CommandFa
       : [completed(recovery, now, 'abandoned')];
   }
   const escalated = restartFailedTwice(recovery);
-  if (escalated) return [decided('restart-task', escalated), restartTask(recovery.recoveryId, next, escalated)];
+  if (escalated) return [decided('restart-task', escalated), restartTask(state, recovery.recoveryId, next, escalated)];
 
   if (recovery.handledAs === 'rollout') {
     // One replacement may fail and is asked for again; a failed in-place engine restart before it does not count.
@@ -377,7 +379,9 @@ function restartGroupOf(state: ControllerState, recovery: Recovery, seq: number,
     reportedIn: { ...recovery.reportedIn },
   };
   applyOutcome(state, issued, failed, now);
-  return [restart, failed, ...failedIn({ ...state, recoveries: { ...state.recoveries, [issued.recoveryId]: issued } }, issued, failure, now)];
+  // The view after the restart was issued: its epoch is taken, so a task restart after it fences it too.
+  const view = { ...state, trainerEpoch: restart.data.trainerEpoch, recoveries: { ...state.recoveries, [issued.recoveryId]: issued } };
+  return [restart, failed, ...failedIn(view, issued, failure, now)];
 }
 
 /** A command unanswered past the timeout has failed (a dead agent cannot say so itself); one per tick, so each decision sees the last. */

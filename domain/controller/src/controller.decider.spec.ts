@@ -48,6 +48,8 @@ describe('trainer fault → restart only the trainer group', () => {
             // and which batch the retried step keeps.
             agentAddresses: { 'trainer-0': 'trainer-0:7070', 'trainer-1': 'trainer-1:7070' },
             batchId: 'b3',
+            // The job's first group was epoch 0: this one fences it (README "Fencing").
+            trainerEpoch: 1,
           }),
         ],
         eq,
@@ -108,7 +110,12 @@ describe('escalation to a whole-task restart: exactly the three rules of paper �
             step: 0,
             evidence: { signal: 'process-exited' },
           }),
-          draft('RestartTask', { recoveryId: 'trainer-0/v10/recovery', commandId: 'trainer-0/v10/recovery/1', rule: 'escalate-first-iteration' }),
+          draft('RestartTask', {
+            recoveryId: 'trainer-0/v10/recovery',
+            commandId: 'trainer-0/v10/recovery/1',
+            rule: 'escalate-first-iteration',
+            trainerEpoch: 1,
+          }),
         ],
         eq,
       );
@@ -277,8 +284,27 @@ describe('faulty trainer machine → a rollout as warm standby (semi-sync/async)
         keepBatch: true,
         agentAddresses: { 'trainer-0': 'trainer-0:7070', 'rollout-0': 'rollout-0:7070' },
         batchId: 'b3',
+        trainerEpoch: 1,
       }),
     );
+  });
+
+  it('each group formed after another (a restarted task\'s too) carries a higher trainer epoch, so the older one is fenced (README "Fencing")', () => {
+    const { emitted } = play(jobAtStep3(), [
+      fault(400, 'trainer-1', { machineFaulty: true }),
+      succeeded(410, 'trainer-1/v400/recovery/1', 'rollout-0'),
+      succeeded(420, 'trainer-1/v400/recovery/3', 'trainer-0'),
+      succeeded(421, 'trainer-1/v400/recovery/3', 'rollout-0'),
+      phase(430, 'trainer-0'),
+      phase(430, 'rollout-0'),
+      fault(500, 'trainer-0'),
+    ]);
+    // The group with the standby in, then (a second fault in the step, rule 2) the restarted task's group.
+    const epochs = emitted.flatMap((d) => (d.type === 'RestartTrainerGroup' || d.type === 'RestartTask' ? [[d.type, d.data.trainerEpoch]] : []));
+    expect(epochs).toEqual([
+      ['RestartTrainerGroup', 1],
+      ['RestartTask', 2],
+    ]);
   });
 
   it("the standby's rollout going quiet as it is lent is not a rollout fault: recorded, never replaced, during the recovery and after", () => {

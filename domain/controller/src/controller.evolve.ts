@@ -95,6 +95,8 @@ export function evolveController(state: ControllerState, fact: ControllerFact, a
     case 'ReplaceMachine':
     case 'RestartRolloutEngine':
     case 'RestartTask':
+      if ((fact.type === 'RestartTrainerGroup' || fact.type === 'RestartTask') && fact.data.trainerEpoch !== undefined)
+        state.trainerEpoch = Math.max(state.trainerEpoch ?? 0, fact.data.trainerEpoch);
       return onIssued(state, fact, at);
     case 'RecoveryCommandSucceeded':
     case 'RecoveryCommandFailed': {

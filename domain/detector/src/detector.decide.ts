@@ -1,4 +1,4 @@
-import { draft, Evidence, MessageOf } from '@robustrl/contracts';
+import { draft, Evidence, MessageOf, restartsTask } from '@robustrl/contracts';
 import { assertNever } from '@robustrl/domain-kit';
 import {
   contextFor,
@@ -55,7 +55,7 @@ export function decideDetector(config: DetectorConfig) {
         return [];
       case 'JobStarted':
         // A resumed task: its suspicions are of roles that restarted since (evolve starts the windows over).
-        return message.data.resumedFromStep === null ? [] : withdrawSuspicions(state, 'the task restarted from its checkpoint: every role starts over');
+        return !restartsTask(message.data) ? [] : withdrawSuspicions(state, 'the task restarted from its checkpoint: every role starts over');
       case 'DetectionResumed':
         return startOver(state, message);
       case 'HeartbeatAcked':

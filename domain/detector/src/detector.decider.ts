@@ -2,6 +2,7 @@ import { Decider, JSON_STATE_CODEC } from '@robustrl/domain-kit';
 import { rebuildIndex } from './detector.index';
 import { decideDetector } from './detector.decide';
 import { evolveDetector } from './detector.evolve';
+import { reportTime } from './report-time';
 import { DetectorCommand, DetectorConfig, DetectorDraft, DetectorEvent, DetectorState, initialDetectorState, PAPER_DETECTOR_CONFIG } from './detector.state';
 
 export * from './detector.state';
@@ -27,6 +28,8 @@ export function createDetectorDecider(options: Partial<DetectorConfig> = {}): De
     initialState: () => initialDetectorState(config),
     decide: decideDetector(config),
     evolve: (state, event) => evolveDetector(config, state, event, Date.parse(event.occurredAt)),
+    // As it arrives, a machine's report is timed by the detector's clock too (report-time.ts).
+    observe: (state, event, now) => evolveDetector(config, state, event, reportTime(event, now)),
     evolution: 'in-place',
     snapshotCodec: {
       encode: ({ index: _derived, ...state }) => JSON_STATE_CODEC.encode(state),

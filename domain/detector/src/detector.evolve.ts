@@ -1,4 +1,5 @@
 import { assertNever } from '@robustrl/domain-kit';
+import { restartsTask } from '@robustrl/contracts';
 import { resolveDetectionSettings } from './detection-settings';
 import { reindexAll, reindexMachine } from './detector.index';
 import { DetectorConfig, DetectorEvent, DetectorState, freshRuleStates, contextFor, rulesFor, seqOf, suspicionKey } from './detector.state';
@@ -19,7 +20,7 @@ export function evolveDetector(config: DetectorConfig, state: DetectorState, eve
     case 'JobStarted':
       state.settings = resolveDetectionSettings(event.data.detection, config.defaults);
       // A resumed task (a task restart, or the job started again from a checkpoint): every role starts over.
-      if (event.data.resumedFromStep !== null && Object.keys(state.machines).length > 0) return restartedTask(config, state, at);
+      if (restartsTask(event.data) && Object.keys(state.machines).length > 0) return restartedTask(config, state, at);
       reindexAll(config, state, state.foldedUntil);
       return state;
     case 'FaultSuspected': {

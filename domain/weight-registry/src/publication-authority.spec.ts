@@ -22,13 +22,24 @@ const register = (machineId: string, role: 'rollout' | 'trainer', s = 0) =>
     dpRank: 0,
     weightsAddress: `${machineId}:9000`,
   });
-const publish = (s: number, version: number, publisher: string) =>
+const publish = (s: number, version: number, publisher: string, trainerEpoch?: number) =>
   msg(s, 'WeightVersionPublished', {
     version,
     step: version,
     buckets: [{ index: 0, sizeBytes: 1_000, checksum: `v${version}-${publisher}` }],
     totalBytes: 1_000,
     sources: [{ instanceId: publisher, address: `${publisher}:7000` }],
+    ...(trainerEpoch === undefined ? {} : { trainerEpoch }),
+  });
+const groupRestart = (s: number, machines: string[], trainerEpoch: number) =>
+  msg(s, 'RestartTrainerGroup', {
+    recoveryId: `g${trainerEpoch}/recovery`,
+    commandId: `g${trainerEpoch}/recovery/1`,
+    machines,
+    step: 3,
+    checkpointStep: 2,
+    keepBatch: true,
+    trainerEpoch,
   });
 const grace = PUBLICATION_GRACE_MS / 1000;
 
@@ -108,5 +119,58 @@ describe('weight registry: only the roster’s trainers publish versions', () =>
     ]);
     expect(r.state.versions[1]?.shards[0]?.publicationId).toBe(first.eventId);
     expect(r.state.versions[2]).toBeUndefined();
+  });
+});
+
+/**
+ * Fencing (README "Fencing"): a trainer that a newer group replaced — cut off from the broker and back, a
+ * process that outlived its restart — publishes at the epoch it was started at, which the registry
+ * refuses once it knows of a newer group, whatever the roster says of its machine.
+ */
+describe('weight registry: publications of a replaced trainer group are fenced by its epoch', () => {
+  it('after a group restart at epoch 1, a publication of epoch 0 is refused at once with its reason; epoch 1 goes live', () => {
+    const r = run([register('trainer-0', 'trainer'), register('trainer-1', 'trainer'), register('r-0', 'rollout'), publish(1, 1, 'trainer-0', 0)]);
+    expect(r.state.versions[1]?.status).toBe('live');
+    send(r, groupRestart(10, ['trainer-1'], 1));
+    const stale = publish(11, 2, 'trainer-0', 0);
+    const refused = send(r, stale);
+    expect(refused).toEqual([
+      {
+        type: 'WeightPublicationRefused',
+        data: {
+          publicationId: stale.eventId,
+          version: 2,
+          publishers: ['trainer-0'],
+          reason: "not published by the job's current trainers: its trainer epoch 0 is stale: the trainer group was formed again at epoch 1",
+        },
+      },
+    ]);
+    expect(r.state.versions[2]).toBeUndefined();
+    send(r, publish(12, 2, 'trainer-1', 1));
+    expect(r.state.versions[2]?.status).toBe('live');
+    expect(r.state.versions[2]?.shards[0]?.sources[0]?.instanceId).toBe('trainer-1');
+  });
+
+  it("a newer group's publication read before the restart command (another topic) raises the fence itself", () => {
+    const r = run([register('trainer-0', 'trainer'), register('trainer-1', 'trainer'), register('r-0', 'rollout')]);
+    send(r, publish(5, 3, 'trainer-1', 2));
+    const stale = publish(6, 3, 'trainer-0', 1);
+    expect(send(r, stale).map((d) => d.type)).toEqual(['WeightPublicationRefused']);
+    expect(r.state.versions[3]?.shards[0]?.sources[0]?.instanceId).toBe('trainer-1');
+  });
+
+  it("a restarted task's JobStarted carries its epoch: the first group of the old task is fenced; a publication naming no epoch is not", () => {
+    const r = run([register('trainer-0', 'trainer'), register('r-0', 'rollout')]);
+    send(r, msg(20, 'JobStarted', { mode: 'semi-sync', resumedFromStep: 4, trainerMachines: 1, rolloutMachines: 1, trainerEpoch: 3 }));
+    expect(send(r, publish(21, 5, 'trainer-0', 0)).map((d) => d.type)).toEqual(['WeightPublicationRefused']);
+    expect(pullsOf(send(r, publish(22, 5, 'trainer-0')))).toEqual([5]);
+  });
+
+  it('a held publication (its publisher not yet a trainer) is refused once a newer group fences it, without waiting out the grace', () => {
+    const r = run([register('trainer-0', 'trainer'), register('r-0', 'rollout')]);
+    const early = publish(5, 3, 'trainer-9', 0);
+    expect(send(r, early)).toEqual([]);
+    expect(send(r, groupRestart(6, ['trainer-0'], 1)).map((d) => d.type)).toEqual(['WeightPublicationRefused']);
+    expect(r.state.pendingPublications).toEqual({});
   });
 });

@@ -1,5 +1,5 @@
 import { assertNever } from '@robustrl/domain-kit';
-import { adoptPendingPublications, dropPendingPublication, foldAuthorizedPublication } from './publication-authority';
+import { adoptPendingPublications, dropPendingPublication, foldAuthorizedPublication, raiseFence } from './publication-authority';
 import { dropCopies, foldTrainerFault } from './shard-publication';
 import { addPull, machineChanged, rebuildRegistryIndex, refreshInstance, removePull } from './weight-registry.index';
 import {
@@ -30,6 +30,7 @@ export function evolveWeightRegistry(state: WeightRegistryState, fact: RegistryF
   switch (fact.type) {
     case 'JobStarted':
       state.mode = fact.data.mode;
+      adopt(state, raiseFence(state, fact.data.trainerEpoch));
       return state;
 
     case 'MachineRegistered': {
@@ -83,6 +84,12 @@ export function evolveWeightRegistry(state: WeightRegistryState, fact: RegistryF
       adoptHeld(state);
       return state;
     }
+
+    case 'RestartTrainerGroup':
+    case 'RestartTask':
+      // A group formed again fences every older one (publication-authority.ts).
+      adopt(state, raiseFence(state, fact.data.trainerEpoch));
+      return state;
 
     case 'FaultConfirmed': {
       const d = fact.data;
@@ -241,6 +248,7 @@ function setMachine(state: WeightRegistryState, machine: RegistryMachine): void 
 function adopt(state: WeightRegistryState, next: RegistryData): void {
   if (next === state) return;
   state.pendingPublications = next.pendingPublications;
+  if (next.trainerEpoch !== undefined) state.trainerEpoch = next.trainerEpoch;
   // Held publications are not indexed: holding or refusing one changes nothing the index derives.
   if (next.versions === state.versions && next.holdings === state.holdings && next.pulls === state.pulls && next.relays === state.relays) return;
   state.versions = next.versions;

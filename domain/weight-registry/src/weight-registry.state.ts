@@ -17,8 +17,11 @@ export const WEIGHT_REGISTRY_INPUT_TYPES = [
   'MachineDeregistered',
   'MachineRoleChanged',
   'FaultConfirmed',
-  // On the control topic: the shell must subscribe to it for lends to be seen before the role change.
+  // On the control topic: the shell must subscribe to it for lends to be seen before the role change,
+  // and for the trainer epoch of every group the controller forms (publication-authority.ts).
   'PromoteRolloutToTrainer',
+  'RestartTrainerGroup',
+  'RestartTask',
   'WeightVersionPublished',
   'WeightPullCompleted',
   'WeightPullFailed',
@@ -181,6 +184,11 @@ export interface RegistryData {
   relays: Record<string, Relay>;
   /** Publications whose publishers the roster does not (yet) say are trainers, by event id. */
   pendingPublications: Record<string, PendingPublication>;
+  /**
+   * The newest trainer epoch the registry knows of (README "Fencing"): from the controller's group and
+   * task restarts and the publications it made live. A publication of an older epoch is refused. Absent: 0.
+   */
+  trainerEpoch?: number;
 }
 
 /**

@@ -8,7 +8,7 @@ export * from './events/common';
 export { RecoveryAction, DecisionRule } from './events/control';
 export * from './format-message';
 export * from './draft';
-export { DetectionSettings } from './events/membership';
+export { DetectionSettings, restartsTask } from './events/membership';
 export { ContinuationPolicy, RestartFromPromptReason, TurnKind, TrajectoryStatus } from './events/trajectories';
 export { InputGapReason } from './events/verdicts';
 export { publicationDigest, PublicationContent } from './events/publication-digest';

@@ -11,6 +11,13 @@ export interface Decider<State, Command, Event, Output = Event> {
    */
   decide(command: Command, state: State): Output[];
   evolve(state: State, event: Event): State;
+  /**
+   * Folds an input the host observed at `now` (its own clock), where that must differ from folding it
+   * as a stored fact: a decider that judges liveness by when it heard from a machine bounds the time a
+   * machine's clock wrote on its report by when the report arrived (the detector, README "Detection").
+   * `step` calls it for the input it observes; replays of stored facts call `evolve`. Absent: `evolve`.
+   */
+  observe?(state: State, event: Event, now: number): State;
   initialState(): State;
   /**
    * `pure` (the default): evolve returns a new state and leaves the one it was given as it was.

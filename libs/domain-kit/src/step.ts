@@ -48,7 +48,7 @@ export function foldInput<State, Input extends Event, Event, Output>(
   state: State,
   command: JobCommand<Input>,
 ): State {
-  return command.kind === 'observe' && evolvesInPlace(decider) ? decider.evolve(state, command.message) : state;
+  return command.kind === 'observe' && evolvesInPlace(decider) ? observed(decider, state, command) : state;
 }
 
 /**
@@ -65,8 +65,17 @@ export function settle<State, Input extends Event, Event, Output>(
   outputs: Output[],
   toEvent: (output: Output, index: number) => Event,
 ): Stepped<State, Output, Event> {
-  let next = command.kind === 'observe' && !evolvesInPlace(decider) ? decider.evolve(state, command.message) : state;
+  let next = command.kind === 'observe' && !evolvesInPlace(decider) ? observed(decider, state, command) : state;
   const events = outputs.map(toEvent);
   for (const event of events) next = decider.evolve(next, event);
   return { state: next, outputs, events };
+}
+
+/** The observed input folded: by `observe` at the host's `now` where the decider has one, else as a fact. */
+function observed<State, Input extends Event, Event, Output>(
+  decider: Decider<State, JobCommand<Input>, Event, Output>,
+  state: State,
+  command: JobCommand<Input> & { kind: 'observe' },
+): State {
+  return decider.observe ? decider.observe(state, command.message, command.now) : decider.evolve(state, command.message);
 }

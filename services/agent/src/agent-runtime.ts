@@ -11,6 +11,7 @@ import { RoleExit, RoleProcess } from './role-process';
 import { AGENT_CREDENTIALS } from './role-credentials';
 import { awaitFirstLaunchGroup } from './first-launch';
 import { groupEnv, RestartContext, restartContextOf, restartEnv } from './trainer-group';
+import { fencedOutBy } from './trainer-fence';
 import { WeightPlane } from './weights/weight-plane';
 import { EngineWeightSync } from './engine-weights/engine-weight-sync';
 import { VllmEngineClient } from './engine-weights/vllm-engine-client';
@@ -73,6 +74,8 @@ export class AgentRuntime {
   private engineWeights?: EngineWeightSync;
   /** The trainer role held on broker contact (broker-lease.ts). */
   private readonly leaseGuard: RoleLeaseGuard;
+  /** The trainer epoch this machine's trainer was started at (trainer-fence.ts); its manifests carry it. */
+  private trainerEpoch = 0;
 
   constructor(
     private readonly bus: MessageBus,
@@ -114,6 +117,7 @@ export class AgentRuntime {
         cudaDevice: weights.cudaDevice,
         machineKey: config.machineKey,
         publisherCertificate: () => this.certificateOf(this.role).roleCertificate,
+        trainerEpoch: () => this.trainerEpoch,
       },
       bus,
       (type, data, cause) => this.emit(type, data, cause),
@@ -187,6 +191,7 @@ export class AgentRuntime {
       (line) => this.logger.log(line),
     );
     if (!group || this.closing || this.restart !== null || this.roleProcess.running) return;
+    this.trainerEpoch = group.trainerEpoch ?? this.trainerEpoch;
     const pid = await this.roleProcess.start(command, this.roleEnv(this.apiUrl, groupEnv(group)));
     this.logger.log(`trainer process started (pid ${pid}) as rank ${group.rank} of ${group.worldSize} meeting at ${group.masterAddr}:${group.masterPort}`);
   }
@@ -358,6 +363,7 @@ export class AgentRuntime {
       await this.emit('HeartbeatAcked', { probeId: m.data.probeId, machineId: me, ackedAt: new Date().toISOString() }, m);
       return;
     }
+    if (m.type === 'RestartTrainerGroup') await this.fenceAgainst(m);
     const mine =
       m.type === 'RestartTrainerGroup'
         ? m.data.machines.includes(me)
@@ -413,6 +419,21 @@ export class AgentRuntime {
       : null;
   }
 
+  /** A newer group formed without this machine replaced its trainer (trainer-fence.ts): it stops serving and training. */
+  private async fenceAgainst(m: MessageOf<'RestartTrainerGroup'>): Promise<void> {
+    if (this.role === 'rollout' || !this.roleProcess.running) return;
+    const why = fencedOutBy(m, {
+      machineId: this.config.machineId,
+      epoch: this.trainerEpoch,
+      agentStartedAt: this.startedAt,
+      clockSkewMs: this.config.commandClockSkewMs,
+    });
+    if (!why) return;
+    this.logger.warn(`stopping the ${this.role}: ${why}`);
+    await this.weights.withdrawPublished(why).catch((err) => this.logger.error(`withdrawing weights: ${String(err)}`));
+    await this.roleProcess.stop();
+  }
+
   /** Terminate, re-initialise, reload the last checkpoint and retry the same step (paper §5.1.2). */
   private async restartRole(m: MessageOf<'RestartTrainerGroup'>): Promise<void> {
     const command = this.config.roleCommands[this.role];
@@ -420,6 +441,7 @@ export class AgentRuntime {
     const context = restartContextOf(m.data, this.config.machineId, this.config.rendezvousPort);
     // Recorded even when no restart follows: the running trainer still asks what to resume with.
     this.restart = context;
+    this.trainerEpoch = context.group.trainerEpoch ?? this.trainerEpoch;
     // A process started after the command was issued is already the restarted one (e.g. the whole machine came back).
     if (this.roleProcess.running && (this.roleProcess.startedAt ?? 0) > Date.parse(m.occurredAt)) return;
     const pid = await this.roleProcess.restart(command, this.roleEnv(this.apiUrl, restartEnv(context)));

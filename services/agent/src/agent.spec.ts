@@ -226,6 +226,27 @@ describe('agent', () => {
     });
   });
 
+  it('a trainer a newer group left out stops by itself (README "Fencing"); a group of an older epoch, or one it is in, does not stop it', async () => {
+    await bus.publish(command('PromoteRolloutToTrainer', { recoveryId: 'r-1', commandId: 'r-1/1', rolloutMachineId: 'm-1', replacesMachineId: 't-0' }));
+    await eventually('promoted', () => published('RecoveryCommandSucceeded').find((m) => (m.data as { commandId: string }).commandId === 'r-1/1'));
+    const group = (commandId: string, machines: string[], trainerEpoch: number) =>
+      command('RestartTrainerGroup', { recoveryId: commandId.split('/')[0], commandId, machines, step: 7, checkpointStep: 6, keepBatch: true, trainerEpoch });
+    await bus.publish(group('r-1/3', ['t-1', 'm-1'], 4));
+    await eventually('trainer started', () => (runtime.status().roleProcess.running && starts('trainer').length === 1 ? true : undefined));
+    // Another machine's group of an older epoch (read late): not a replacement of this trainer.
+    await bus.publish(group('r-0/2', ['t-1', 't-0'], 3));
+    // A newer group with this machine in: its own restart, carried out.
+    await bus.publish(group('r-2/1', ['t-1', 'm-1'], 5));
+    await eventually('restarted at epoch 5', () => (starts('trainer').length === 2 ? true : undefined));
+    await new Promise((r) => setTimeout(r, 300));
+    expect(runtime.status().roleProcess.running).toBe(true);
+    // A newer group without it (a standby took its rank while it was cut off): it stops, and it is no fault.
+    await bus.publish(group('r-3/1', ['t-1', 't-9'], 6));
+    await eventually('fenced trainer stopped', () => (runtime.status().roleProcess.running ? undefined : true));
+    expect(published('AgentFaultSignalled')).toEqual([]);
+    expect(published('RecoveryCommandSucceeded').map((m) => (m.data as { commandId: string }).commandId)).toEqual(['r-1/1', 'r-1/3', 'r-2/1']);
+  });
+
   it('a group restart issued before its role process started restarts nothing, but still tells the process its group', async () => {
     // Issued after this agent started but before its role process did: that process is already the restarted one.
     const issuedAt = new Date(runtime.startedAt).toISOString();

@@ -35,6 +35,8 @@ describe('the trainer roster (a first launch’s group from the job’s membersh
       ],
       masterAddr: '10.0.0.1',
       masterPort: 29500,
+      // The job's first group (README "Fencing").
+      trainerEpoch: 0,
     });
     // A data-parallel rank orders before ids.
     roster.apply(registered('t-b', 'trainer', '10.0.0.2', 0));
@@ -72,7 +74,11 @@ describe('the trainer roster (a first launch’s group from the job’s membersh
       createMessage('MachineRoleChanged', { machineId: 'r-0', from: 'rollout', to: 'trainer', reason: 'standby' }, when(5)) as MessageOf<'MachineRoleChanged'>,
     );
     roster.apply(
-      createMessage('JobStarted', { mode: 'semi-sync', resumedFromStep: 4, trainerMachines: 2, rolloutMachines: 4 }, when(10)) as MessageOf<'JobStarted'>,
+      createMessage(
+        'JobStarted',
+        { mode: 'semi-sync', resumedFromStep: 4, trainerMachines: 2, rolloutMachines: 4, trainerEpoch: 3 },
+        when(10),
+      ) as MessageOf<'JobStarted'>,
     );
     expect(roster.trainers()).toEqual([]);
     roster.apply(reg(12, 't-1', 'trainer', '10.0.0.2'));
@@ -80,7 +86,33 @@ describe('the trainer roster (a first launch’s group from the job’s membersh
     // An old registration read late (another partition of the topic) does not come back.
     roster.apply(reg(2, 't-0', 'trainer', '10.0.0.1'));
     expect(roster.group('t-2', 2, 1)).toMatchObject({ rank: 1, masterAddr: '10.0.0.2', members: [{ machineId: 't-1' }, { machineId: 't-2' }] });
-    expect(roster.group('t-1', 2, 1)).toMatchObject({ rank: 0 });
+    // The restarted task's group starts at the epoch its RestartTask carried (README "Fencing").
+    expect(roster.group('t-1', 2, 1)).toMatchObject({ rank: 0, trainerEpoch: 3 });
+  });
+
+  it('a task restarted before any checkpoint (resumed from none, with its trainer epoch) is a restart too', () => {
+    const roster = new TrainerRoster('job-g');
+    const when = (s: number) => ({ jobId: 'job-g', source: 'spec', occurredAt: new Date(Date.UTC(2026, 0, 1, 0, 0, s)).toISOString() });
+    const reg = (s: number, machineId: string) =>
+      createMessage(
+        'MachineRegistered',
+        { machineId, role: 'trainer', zone: 'z', hardwareClass: 'h', gpus: 1, agentAddress: 'http://x', dpRank: null, hostAddress: '10.0.0.2' },
+        when(s),
+      ) as MessageOf<'MachineRegistered'>;
+    const started = (s: number, trainerEpoch?: number) =>
+      createMessage(
+        'JobStarted',
+        { mode: 'semi-sync', resumedFromStep: null, trainerMachines: 1, rolloutMachines: 1, ...(trainerEpoch === undefined ? {} : { trainerEpoch }) },
+        when(s),
+      ) as MessageOf<'JobStarted'>;
+    roster.apply(started(0));
+    roster.apply(reg(1, 't-0'));
+    expect(roster.group('t-0', 1, 1)).toMatchObject({ rank: 0, trainerEpoch: 0 });
+    roster.apply(started(10, 1));
+    // The registration from before the restart is forgotten; the group forms again at the restart's epoch.
+    expect(roster.group('t-0', 1, 1)).toBeNull();
+    roster.apply(reg(12, 't-0'));
+    expect(roster.group('t-0', 1, 1)).toMatchObject({ rank: 0, trainerEpoch: 1 });
   });
 
   it('forms no group before its own registration of this incarnation is read: history caught up on half-way is not the group', () => {

@@ -17,6 +17,8 @@ export interface TrainerGroup {
   /** Rank 0's host, null when the controller did not know its agent's address. */
   masterAddr: string | null;
   masterPort: number;
+  /** The trainer epoch the group is formed at (README "Fencing"): the command's, or the task's on a first launch. */
+  trainerEpoch?: number;
 }
 
 /** What the restarted trainer resumes with: the step it retries, the checkpoint, the batch it keeps, its group. */
@@ -51,6 +53,7 @@ export function restartContextOf(command: MessageOf<'RestartTrainerGroup'>['data
       members: command.machines.map((id, i) => ({ machineId: id, rank: i, agentAddress: addressOf(id) })),
       masterAddr: master,
       masterPort: rendezvousPort,
+      ...(command.trainerEpoch === undefined ? {} : { trainerEpoch: command.trainerEpoch }),
     },
   };
 }
@@ -83,5 +86,6 @@ export function groupEnv(g: TrainerGroup): Record<string, string> {
     RANK: String(g.rank),
     WORLD_SIZE: String(g.worldSize),
     ...(g.masterAddr === null ? {} : { MASTER_ADDR: g.masterAddr, MASTER_PORT: String(g.masterPort) }),
+    ...(g.trainerEpoch === undefined ? {} : { ROBUSTRL_TRAINER_EPOCH: String(g.trainerEpoch) }),
   };
 }

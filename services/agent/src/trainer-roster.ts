@@ -1,4 +1,4 @@
-import type { MessageOf } from '@robustrl/contracts';
+import { MessageOf, restartsTask } from '@robustrl/contracts';
 import { TrainerGroup } from './trainer-group';
 
 /**
@@ -33,6 +33,8 @@ export class TrainerRoster {
    * deliver an old registration after the restart, so it is compared by time, not by order).
    */
   private since = -Infinity;
+  /** The trainer epoch of the task's first group: a restarted task's (its JobStarted), else 0 (README "Fencing"). */
+  private epoch = 0;
 
   constructor(private readonly jobId: string) {}
 
@@ -40,8 +42,9 @@ export class TrainerRoster {
     if (m.jobId !== this.jobId) return;
     const at = Date.parse(m.occurredAt);
     if (m.type === 'JobStarted') {
-      if (m.data.resumedFromStep === null || at <= this.since) return;
+      if (!restartsTask(m.data) || at <= this.since) return;
       this.since = at;
+      this.epoch = m.data.trainerEpoch ?? this.epoch;
       for (const [id, member] of this.members) if (member.registeredAt < at) this.members.delete(id);
       return;
     }
@@ -101,6 +104,7 @@ export class TrainerRoster {
       members: ranked.map((id, i) => ({ machineId: id, rank: i, agentAddress: null })),
       masterAddr: master,
       masterPort: rendezvousPort,
+      trainerEpoch: this.epoch,
     };
   }
 

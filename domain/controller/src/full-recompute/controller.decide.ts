@@ -161,8 +161,10 @@ const verdictForFormerRole: FaultPolicy = ({ state, verdict, decided }) => {
 };
 
 /** The baseline policy: every fault restarts the whole task. */
-const taskRestartPolicy: FaultPolicy = ({ settings, recovery, decided }) =>
-  settings.policy === 'task-restart' ? [decided('restart-task', 'task-restart-policy'), restartTask(recovery.recoveryId, 1, 'task-restart-policy')] : null;
+const taskRestartPolicy: FaultPolicy = ({ settings, state, recovery, decided }) =>
+  settings.policy === 'task-restart'
+    ? [decided('restart-task', 'task-restart-policy'), restartTask(state, recovery.recoveryId, 1, 'task-restart-policy')]
+    : null;
 
 const trainerRestartBudgetSpent: FaultPolicy = ({ settings, state, verdict, recovery, now }) => {
   if (verdict.handledAs !== 'trainer' || verdict.machineFaulty || stoppedByItsLease(verdict.evidence)) return null;
@@ -179,7 +181,7 @@ const trainerRestartBudgetSpent: FaultPolicy = ({ settings, state, verdict, reco
 /** Paper §5.1.2 rules 1 and 2 (escalation-rules.ts): the whole task restarts. */
 const escalation: FaultPolicy = ({ state, verdict, recovery, decided }) => {
   const rule = firstIterationFault(state) ?? repeatedFaultInStep(state, verdict.handledAs);
-  return rule ? [decided('restart-task', rule), restartTask(recovery.recoveryId, 1, rule)] : null;
+  return rule ? [decided('restart-task', rule), restartTask(state, recovery.recoveryId, 1, rule)] : null;
 };
 
 /**
@@ -332,7 +334,7 @@ function commandFailed(state: ControllerState, failure: MessageOf<'RecoveryComma
       : [completed(recovery, now, 'abandoned')];
   }
   const escalated = restartFailedTwice(recovery);
-  if (escalated) return [decided('restart-task', escalated), restartTask(recovery.recoveryId, next, escalated)];
+  if (escalated) return [decided('restart-task', escalated), restartTask(state, recovery.recoveryId, next, escalated)];
 
   if (recovery.handledAs === 'rollout') {
     // One replacement may fail and is asked for again; a failed in-place engine restart before it does not count.

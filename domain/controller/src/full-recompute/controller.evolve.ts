@@ -96,7 +96,13 @@ export function evolveController(state: ControllerState, fact: ControllerFact, a
     case 'ReplaceMachine':
     case 'RestartRolloutEngine':
     case 'RestartTask':
-      return onIssued(state, fact, at);
+      return onIssued(
+        (fact.type === 'RestartTrainerGroup' || fact.type === 'RestartTask') && fact.data.trainerEpoch !== undefined
+          ? { ...state, trainerEpoch: Math.max(state.trainerEpoch ?? 0, fact.data.trainerEpoch) }
+          : state,
+        fact,
+        at,
+      );
     case 'RecoveryCommandSucceeded':
     case 'RecoveryCommandFailed':
       return onOutcome(state, fact, at);

@@ -168,6 +168,11 @@ export interface ControllerState {
    * restart issued to one fails at once instead of waiting out the command timeout on a dead agent.
    */
   faultyMachines?: Record<string, number>;
+  /**
+   * The trainer epoch of the newest group this controller formed (README "Fencing"): the next group
+   * restart or task restart carries one more. Absent: 0, the job's first group.
+   */
+  trainerEpoch?: number;
   /** Confirmed faults seen, for the recovery's detect/decide stage latencies. */
   faults: Record<string, { at: number; detectMs: number; handledAs: 'trainer' | 'rollout' }>;
 }

@@ -64,6 +64,7 @@ export function restartTrainerGroup(state: ControllerState, recoveryId: string, 
     keepBatch: true,
     ...addressedTo(state, machines),
     ...groupContext(state, machines, batchOfStep(state, state.step)),
+    trainerEpoch: nextTrainerEpoch(state),
   });
 }
 
@@ -79,6 +80,7 @@ export function restartTrainerGroupOf(state: ControllerState, recovery: Recovery
     keepBatch: true,
     ...addressedTo(state, machines),
     ...groupContext(state, machines, recovery.batchId ?? null),
+    trainerEpoch: nextTrainerEpoch(state),
   });
 }
 
@@ -108,9 +110,12 @@ export function restartRolloutEngine(recoveryId: string, seq: number, m: RosterM
   });
 }
 
-export function restartTask(recoveryId: string, seq: number, rule: DecisionRule): ControllerDraft {
-  return draft('RestartTask', { recoveryId, commandId: `${recoveryId}/${seq}`, rule });
+export function restartTask(state: ControllerState, recoveryId: string, seq: number, rule: DecisionRule): ControllerDraft {
+  return draft('RestartTask', { recoveryId, commandId: `${recoveryId}/${seq}`, rule, trainerEpoch: nextTrainerEpoch(state) });
 }
+
+/** A newly formed group fences every older one (README "Fencing"): one more than the newest the controller formed. */
+const nextTrainerEpoch = (state: ControllerState): number => (state.trainerEpoch ?? 0) + 1;
 
 /** The end of a recovery with its stage latencies: detect, decide, restart (commands issued → done), reconnect (done → reported in). */
 export function completed(r: Recovery, now: number, outcome: 'recovered' | 'escalated' | 'abandoned'): ControllerDraft {

@@ -1,5 +1,5 @@
 import { assertNever } from '@robustrl/domain-kit';
-import { adoptPendingPublications, dropPendingPublication, foldAuthorizedPublication } from '../publication-authority';
+import { adoptPendingPublications, dropPendingPublication, foldAuthorizedPublication, raiseFence } from '../publication-authority';
 import { dropCopies, foldTrainerFault } from '../shard-publication';
 import {
   attemptKey,
@@ -27,7 +27,12 @@ export function evolveWeightRegistry(state: WeightRegistryState, fact: RegistryF
   const at = fact.occurredAt ? Date.parse(fact.occurredAt) : Number.MAX_SAFE_INTEGER;
   switch (fact.type) {
     case 'JobStarted':
-      return state.mode === fact.data.mode ? state : { ...state, mode: fact.data.mode };
+      return raiseFence(state.mode === fact.data.mode ? state : { ...state, mode: fact.data.mode }, fact.data.trainerEpoch);
+
+    case 'RestartTrainerGroup':
+    case 'RestartTask':
+      // A group formed again fences every older one (publication-authority.ts).
+      return raiseFence(state, fact.data.trainerEpoch);
 
     case 'MachineRegistered': {
       const d = fact.data;

@@ -4,6 +4,11 @@ import { z } from 'zod';
 export const MachineId = z.string().min(1).max(200);
 export const IsoTime = z.iso.datetime({ offset: true });
 export const Step = z.int().nonnegative();
+/**
+ * The fencing token of the trainer group (README "Fencing"): 0 for the job's first group, one more for
+ * every group the controller forms after it. A trainer publishes at the epoch it was started at.
+ */
+export const TrainerEpoch = z.int().nonnegative();
 
 /** `hybrid`: trainer and rollout colocated on one machine (sync / semi-sync), paper §2.1, §4. */
 export const Role = z.enum(['trainer', 'rollout', 'hybrid']);

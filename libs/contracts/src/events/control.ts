@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { command, event } from '../define-message';
 import { Topics } from '../topics';
-import { Evidence, MachineId, Role, Step } from './common';
+import { Evidence, MachineId, Role, Step, TrainerEpoch } from './common';
 
 /** The recovery actions of paper Figure 7, plus `report-only` for rules that must not restart (stragglers). */
 export const RecoveryAction = z.enum([
@@ -88,6 +88,12 @@ export const RestartTrainerGroup = command(
     hostAddresses: z.record(MachineId, z.string().min(1)).optional(),
     /** The batch the retried step began on, which it keeps (absent when the step had not started). */
     batchId: z.string().min(1).optional(),
+    /**
+     * The trainer epoch this group is formed at: one more than every group before it (README "Fencing").
+     * A trainer of an older epoch is stale: its agent stops it once it reads a newer group formed without
+     * its machine, and the weight registry refuses its publications. Absent from older controllers.
+     */
+    trainerEpoch: TrainerEpoch.optional(),
   }),
 );
 
@@ -140,7 +146,12 @@ export const RestartTask = command(
   'RestartTask',
   Topics.control,
   'Restart the whole RL task: only when an escalation rule of paper §5.1.2 fires.',
-  z.object({ ...Target, rule: DecisionRule }),
+  z.object({
+    ...Target,
+    rule: DecisionRule,
+    /** The trainer epoch the restarted task's group starts at (README "Fencing"); the resumed JobStarted carries it. */
+    trainerEpoch: TrainerEpoch.optional(),
+  }),
 );
 
 /** Group commands (a trainer group restart) are answered per machine, by each machine's agent. */

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { event } from '../define-message';
 import { Topics } from '../topics';
-import { MachineId, Role, TrainingMode } from './common';
+import { MachineId, Role, TrainerEpoch, TrainingMode } from './common';
 
 /**
  * Per-job detection settings (paper §4 defaults when absent). Carried by the job's own JobStarted
@@ -48,8 +48,18 @@ export const JobStarted = event(
     trainerMachines: z.int().nonnegative(),
     rolloutMachines: z.int().nonnegative(),
     detection: DetectionSettings.optional(),
+    /** A task restart's: the trainer epoch its group starts at (RestartTask.trainerEpoch); absent: 0, the job's first. */
+    trainerEpoch: TrainerEpoch.optional(),
   }),
 );
+
+/**
+ * Whether a JobStarted announces a restarted task (every role starts over), not the job's first start:
+ * it resumes from a checkpoint, or carries the trainer epoch of a task restart — one that came before
+ * any checkpoint resumes from none.
+ */
+export const restartsTask = (d: { resumedFromStep: number | null; trainerEpoch?: number }): boolean =>
+  d.resumedFromStep !== null || d.trainerEpoch !== undefined;
 
 export const MachineRegistered = event(
   'MachineRegistered',

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { event } from '../define-message';
 import { Topics } from '../topics';
-import { Step } from './common';
+import { Step, TrainerEpoch } from './common';
 
 const InstanceId = z.string().min(1);
 const Version = z.int().nonnegative();
@@ -107,6 +107,11 @@ export const WeightVersionPublished = event(
        * this record, so agents keep manifests from certified trainers only (libs/bus role-certificates.ts).
        */
       publisherCertificate: z.string().min(1).max(200).optional(),
+      /**
+       * The trainer epoch its publisher was started at (README "Fencing"): the registry refuses one older
+       * than the newest group it knows of. Absent from older agents: not fenced.
+       */
+      trainerEpoch: TrainerEpoch.optional(),
     })
     .superRefine((m, ctx) => {
       for (const p of manifestProblems(m)) ctx.addIssue({ code: 'custom', path: p.path, message: p.message });

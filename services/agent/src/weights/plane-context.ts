@@ -36,6 +36,8 @@ export interface WeightPlaneConfig {
    * as a trainer), which its manifests carry so other agents keep them (libs/bus role-certificates.ts).
    */
   publisherCertificate?: () => string | undefined;
+  /** The trainer epoch this machine's trainer was started at, which its manifests carry (README "Fencing"). */
+  trainerEpoch?: () => number | undefined;
 }
 
 export type WeightInput = MessageOf<'WeightVersionPublished' | 'WeightPullAssigned' | 'WeightVersionRetired' | 'TrainerReleased'>;

@@ -122,6 +122,7 @@ export class WeightPublisher {
       ...(req.tensors ? { tensors: req.tensors } : {}),
       ...(req.shard ? { shard: req.shard } : {}),
       ...certificateOf(this.ctx.config.publisherCertificate?.()),
+      ...epochOf(this.ctx.config.trainerEpoch?.()),
     };
     const old = this.ctx.copies.get(req.version, ref.index);
     this.ctx.copies.set({
@@ -149,6 +150,11 @@ export class WeightPublisher {
 function checkManifest(req: Publication, buckets: ReadonlyArray<{ index: number; sizeBytes: number }>): void {
   const problems = manifestProblems({ buckets, tensors: req.tensors, shard: req.shard });
   if (problems.length > 0) throw new RangeError(problems.map((p) => p.message).join('; '));
+}
+
+/** The epoch the registry fences the manifest by (README "Fencing"), where the agent knows one. */
+function epochOf(trainerEpoch: number | undefined): { trainerEpoch?: number } {
+  return trainerEpoch === undefined ? {} : { trainerEpoch };
 }
 
 /** The manifest's publisher certificate, where this machine has one (libs/bus role-certificates.ts). */

@@ -108,7 +108,7 @@ describe('recovery executor', () => {
     expect(calls).toHaveLength(2);
   });
 
-  it('restarts the task and announces the job resumed from the controller’s last checkpoint, with the job’s own settings', async () => {
+  it('restarts the task and announces the job resumed from the controller’s last checkpoint and at its trainer epoch, with the job’s own settings', async () => {
     const started = msg(0, 'JobStarted', {
       mode: 'semi-sync',
       resumedFromStep: null,
@@ -118,13 +118,14 @@ describe('recovery executor', () => {
     });
     await store.append([started]);
     await start(bus, 41);
-    const restart = msg(20, 'RestartTask', { recoveryId: 'r-2', commandId: 'r-2/1', rule: 'escalate-first-iteration' });
+    const restart = msg(20, 'RestartTask', { recoveryId: 'r-2', commandId: 'r-2/1', rule: 'escalate-first-iteration', trainerEpoch: 3 });
     await bus.publish(restart);
     await eventually('answered', () => onBus('RecoveryCommandSucceeded')[0]);
     expect(calls).toEqual(['restart task']);
     const resumed = onBus('JobStarted');
     expect(resumed).toHaveLength(1);
-    expect(resumed[0].data).toEqual({ ...started.data, resumedFromStep: 41 });
+    // Its first group starts at the task restart's trainer epoch (README "Fencing").
+    expect(resumed[0].data).toEqual({ ...started.data, resumedFromStep: 41, trainerEpoch: 3 });
     expect(resumed[0].causationId).toBe(restart.eventId);
     // Announced as of the command, before the machines restart (their registrations come after it), under
     // an id derived from the command: carried out again, it is the same announcement.

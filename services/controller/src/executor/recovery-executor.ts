@@ -113,7 +113,12 @@ export class RecoveryExecutor {
         await context.emit([
           createMessage(
             'JobStarted',
-            { ...previous.data, resumedFromStep: checkpoint },
+            // Its first group starts at the command's trainer epoch, which fences every group before it (README "Fencing").
+            {
+              ...previous.data,
+              resumedFromStep: checkpoint,
+              ...(command.data.trainerEpoch === undefined ? {} : { trainerEpoch: command.data.trainerEpoch }),
+            },
             {
               jobId,
               source: 'controller/executor',
