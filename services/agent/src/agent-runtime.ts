@@ -74,8 +74,12 @@ export class AgentRuntime {
   private engineWeights?: EngineWeightSync;
   /** The trainer role held on broker contact (broker-lease.ts). */
   private readonly leaseGuard: RoleLeaseGuard;
-  /** The trainer epoch this machine's trainer was started at (trainer-fence.ts); its manifests carry it. */
-  private trainerEpoch = 0;
+  /**
+   * The trainer epoch this machine's trainer was started at (trainer-fence.ts), which its manifests
+   * carry: a first launch's group's or the last group restart's. Unknown (manifests carry none, the
+   * registry does not fence them) for a trainer started without a group of the agent's forming.
+   */
+  private trainerEpoch: number | undefined;
 
   constructor(
     private readonly bus: MessageBus,
@@ -424,7 +428,8 @@ export class AgentRuntime {
     if (this.role === 'rollout' || !this.roleProcess.running) return;
     const why = fencedOutBy(m, {
       machineId: this.config.machineId,
-      epoch: this.trainerEpoch,
+      // Unknown: started before any group the controller formed (or a task's first): older than every one.
+      epoch: this.trainerEpoch ?? 0,
       agentStartedAt: this.startedAt,
       clockSkewMs: this.config.commandClockSkewMs,
     });
