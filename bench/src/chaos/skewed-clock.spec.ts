@@ -13,10 +13,14 @@ describe('skewed clock preload', () => {
     const dir = mkdtempSync(join(tmpdir(), 'robustrl-clock-'));
     const file = join(dir, 'offset');
     if (offset !== null) writeFileSync(file, offset);
-    const run = spawnSync(process.execPath, ['--require', preload, '-e', 'console.log(JSON.stringify([Date.now(), new Date().getTime(), new Date(0).getTime()]))'], {
-      env: { ...process.env, NODE_OPTIONS: '', ROBUSTRL_CHAOS_CLOCK_FILE: file },
-      encoding: 'utf8',
-    });
+    const run = spawnSync(
+      process.execPath,
+      ['--require', preload, '-e', 'console.log(JSON.stringify([Date.now(), new Date().getTime(), new Date(0).getTime()]))'],
+      {
+        env: { ...process.env, NODE_OPTIONS: '', ROBUSTRL_CHAOS_CLOCK_FILE: file },
+        encoding: 'utf8',
+      },
+    );
     if (run.status !== 0) throw new Error(`node exited ${run.status}: ${run.stderr}`);
     const [now, constructed, epoch] = JSON.parse(run.stdout) as number[];
     expect(epoch).toBe(0); // a date given its time is that time
