@@ -1,5 +1,5 @@
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
 import { descendantsOf, signalAll } from '@robustrl/agent';
 import type { FaultHost, Injection } from './fault-injector';
 import { machinesWithRoleProcess, runningMachines, servingEngines } from './fault-injector';
@@ -20,9 +20,23 @@ export interface DegradedHost {
   readonly postgresProxy: LatencyProxy | null;
   /** The file whose number (ms) the machine's agent adds to its clock (skewed-clock.ts). */
   clockFile(machineId: string): string;
+  /** Whether the agents run with the clock preload (skewedClockPreload found it). */
+  readonly clocksSkewable: boolean;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * The compiled preload that lets the clock-skew fault step an agent's clock (skewed-clock.ts): beside
+ * this file when the campaign runs from the build, in the build when it runs from source (a spec).
+ * Null when there is no build: agents then run on the host's clock and clock-skew finds no target.
+ */
+export function skewedClockPreload(): string | null {
+  for (const candidate of [join(__dirname, 'skewed-clock.js'), resolve(__dirname, '..', '..', 'dist', 'chaos', 'skewed-clock.js')])
+    if (existsSync(candidate)) return candidate;
+  return null;
+}
+
 /** How long a stopped engine is left stopped at most: the agent's load deadline is what should end it first. */
 const STOPPED_AT_MOST_MS = 180_000;
 
@@ -57,6 +71,7 @@ async function slowPostgres(host: FaultHost & DegradedHost, fault: ScheduledFaul
  * the drawn down time: its agent stamps what it reports with the wrong time meanwhile.
  */
 async function clockSkew(host: FaultHost & DegradedHost, fault: ScheduledFault): Promise<Injection> {
+  if (!host.clocksSkewable) return { target: 'none', note: 'agents run without the clock preload (no build of bench/src/chaos/skewed-clock.ts)' };
   const candidates = [...runningMachines(host, 'trainer'), ...runningMachines(host, 'rollout')];
   const target = pickOf(candidates, fault.pick);
   if (!target) return { target: 'none', note: 'no running machine' };

@@ -14,6 +14,7 @@ import { campaignChecks, tallyDecisions } from './campaign-checks';
 import { campaignTimings, DEFAULT_TIME_SCALE, OBSERVED } from './campaign-settings';
 import { FaultHost, injectFault } from './fault-injector';
 import { LatencyProxy } from './latency-proxy';
+import { skewedClockPreload } from './degraded-faults';
 import { PARTITION_FAULTS, PartitionedOrchestrator, Partitions } from './partition-faults';
 import { CONTROL_PLANE_SERVICES, ControlPlaneService, FaultKind, faultSchedule, ScheduledFault } from './fault-schedule';
 import { freePorts, PrivateInfra, ServiceProcess } from './private-infra';
@@ -158,6 +159,8 @@ class CampaignRun {
   private readonly lineWatchers = new Set<(machineId: string, line: string) => void>();
   /** Between the services and PostgreSQL (degraded-faults.ts). */
   private postgresProxy?: LatencyProxy;
+  /** The agents' clock preload (degraded-faults.ts), null without a build. */
+  private readonly clockPreload = skewedClockPreload();
 
   constructor(
     private readonly infra: PrivateInfra,
@@ -396,8 +399,9 @@ class CampaignRun {
       ...(this.hosts ? { UCX_TLS: 'tcp' } : {}),
       PYTHONUNBUFFERED: '1',
       // The agent's wall clock, which the clock-skew fault steps (skewed-clock.ts).
-      NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --require ${join(__dirname, 'skewed-clock.js')}`.trim(),
-      ROBUSTRL_CHAOS_CLOCK_FILE: this.clockFile(m.machineId),
+      ...(this.clockPreload
+        ? { NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --require ${this.clockPreload}`.trim(), ROBUSTRL_CHAOS_CLOCK_FILE: this.clockFile(m.machineId) }
+        : {}),
       ...this.job.agentEnv(m, this.ctx),
     };
   }
@@ -468,6 +472,7 @@ class CampaignRun {
       partitions: this.partitions,
       postgresProxy: this.postgresProxy ?? null,
       clockFile: (machineId) => this.clockFile(machineId),
+      clocksSkewable: this.clockPreload !== null,
     };
   }
 

@@ -57,6 +57,8 @@ export function decideController(settings: ControllerSettings) {
       case 'TrainingStepStarted':
       case 'TrainingStepCompleted':
       case 'CheckpointSaved':
+      case 'FaultSuspected':
+      case 'SuspicionCleared':
         return []; // the picture changes (evolve), nothing to decide
       default:
         return assertNever(message, 'controller input');

@@ -3,6 +3,7 @@ import { assertNever } from '@robustrl/domain-kit';
 import { verdictMeansMachineGone } from './machine-gone';
 import { restartsItsMachine, withTrainerRestart } from './machine-restart-budget';
 import { batchOfStep, ControllerFact, ControllerState, IssuedCommand, overtaken, ownerOf, Recovery, trainerGroup, unknownMachine } from './controller.state';
+import { settle, suspect } from './open-suspicions';
 
 /**
  * Folds one fact into the controller state at `at` — in place (the decider's evolution is `in-place`):
@@ -44,6 +45,8 @@ export function evolveController(state: ControllerState, fact: ControllerFact, a
       // Registered again after it was confirmed faulty: an agent answers there now.
       const faultyAt = state.faultyMachines?.[d.machineId];
       if (faultyAt !== undefined && at > faultyAt) delete state.faultyMachines![d.machineId];
+      // A new incarnation: what was suspected of the old one is not known of it.
+      state.suspicions = settle(state.suspicions, d.machineId);
       lifeSign(state, d.machineId, at);
       return state;
     }
@@ -86,8 +89,15 @@ export function evolveController(state: ControllerState, fact: ControllerFact, a
       state.index.learnedFromVerdict = learned ? { verdictId, machineId } : null;
       state.faults[verdictId] = { at, detectMs: fact.data.detectionLatencyMs, handledAs: fact.data.handledAs };
       if (verdictMeansMachineGone(fact.data)) (state.faultyMachines ??= {})[machineId] = at;
+      state.suspicions = settle(state.suspicions, machineId, fact.data.rule);
       return state;
     }
+    case 'FaultSuspected':
+      state.suspicions = suspect(state.suspicions, fact.data.machineId, fact.data.rule);
+      return state;
+    case 'SuspicionCleared':
+      state.suspicions = settle(state.suspicions, fact.data.machineId, fact.data.rule);
+      return state;
     case 'RecoveryDecided':
       return onDecided(state, fact, at);
     case 'RestartTrainerGroup':

@@ -1,5 +1,6 @@
 import type { DecisionRule, Draft, MessageOf, RecoveryAction, Role, TrainingMode } from '@robustrl/contracts';
 import type { JobCommand } from '@robustrl/domain-kit';
+import type { OpenSuspicions } from './open-suspicions';
 
 /**
  * The controller's view of one job (paper Figure 7): the roster of machines, the step and checkpoint,
@@ -16,6 +17,9 @@ export const CONTROLLER_INPUT_TYPES = [
   'TrainingStepCompleted',
   'CheckpointSaved',
   'FaultConfirmed',
+  // Open suspicions: no warm standby is lent from a machine under one (open-suspicions.ts).
+  'FaultSuspected',
+  'SuspicionCleared',
   'RecoveryCommandSucceeded',
   'RecoveryCommandFailed',
 ] as const;
@@ -167,6 +171,8 @@ export interface ControllerData {
    * restart or task restart carries one more. Absent: 0, the job's first group.
    */
   trainerEpoch?: number;
+  /** The detector's open suspicions per machine (open-suspicions.ts). */
+  suspicions?: OpenSuspicions;
   /** Confirmed faults seen, for the recovery's detect/decide stage latencies. */
   faults: Record<string, { at: number; detectMs: number; handledAs: 'trainer' | 'rollout' }>;
 }

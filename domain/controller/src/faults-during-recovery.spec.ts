@@ -191,4 +191,33 @@ describe('a machine lost while a recovery is open re-plans it at once', () => {
     ]);
     expect(emitted.at(-1)).toMatchObject({ type: 'RestartTask', data: { rule: 'escalate-restart-failed-twice' } });
   });
+
+  it('a rack (a trainer and a rollout lost together): the rollout, suspected but not yet confirmed, is lent only when every other is suspected too', () => {
+    const suspected = (s: number, machineId: string) =>
+      msg(s, 'FaultSuspected', {
+        verdictId: `${machineId}/agent-silent/${s}`,
+        machineId,
+        role: 'rollout',
+        rule: 'agent-silent',
+        evidence: { detail: 'no report' },
+      });
+    const rack = [suspected(398, 'rollout-0'), fault(400, 'trainer-1'), machineLost(404, 'trainer-0')];
+    const { emitted } = play(jobAtStep3(), rack);
+    expect(promotions(emitted)).toEqual([['rollout-1', 'trainer-0']]);
+    // The failing case: without the suspicion the least busy rollout, the lost one, is lent; its loss then fails the promotion (rule 3).
+    const unaware = play(jobAtStep3(), rack.slice(1));
+    expect(promotions(unaware.emitted)).toEqual([['rollout-0', 'trainer-0']]);
+    // Cleared (the probe answered), the suspicion no longer stands in the way.
+    const cleared = msg(399, 'SuspicionCleared', {
+      verdictId: 'rollout-0/agent-silent/398',
+      machineId: 'rollout-0',
+      role: 'rollout',
+      rule: 'agent-silent',
+      evidence: { detail: 'no report' },
+      reason: 'the probe was answered',
+    });
+    expect(promotions(play(jobAtStep3(), [rack[0], cleared, ...rack.slice(1)]).emitted)).toEqual([['rollout-0', 'trainer-0']]);
+    // Every rollout of the zone suspected (idle together for a moment): one is lent all the same, not a new machine asked for.
+    expect(promotions(play(jobAtStep3(), [suspected(397, 'rollout-1'), ...rack]).emitted)).toEqual([['rollout-0', 'trainer-0']]);
+  });
 });

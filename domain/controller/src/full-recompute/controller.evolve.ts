@@ -14,6 +14,7 @@ import {
   trainerGroup,
   unknownMachine,
 } from './controller.state';
+import { OpenSuspicions, settle, suspect } from '../open-suspicions';
 
 /**
  * Folds one fact into the controller state at `at`: the event's own time, or `now` for an output the
@@ -49,11 +50,13 @@ export function evolveController(state: ControllerState, fact: ControllerFact, a
         agentAddress: d.agentAddress,
         hostAddress: d.hostAddress ?? null,
       });
+      // A new incarnation: what was suspected of the old one is not known of it.
+      const unsuspected = withSuspicions(registered, settle(state.suspicions, d.machineId));
       // Registered again after it was confirmed faulty: an agent answers there now.
       const faultyAt = state.faultyMachines?.[d.machineId];
-      if (faultyAt === undefined || at <= faultyAt) return lifeSign(registered, d.machineId, at);
+      if (faultyAt === undefined || at <= faultyAt) return lifeSign(unsuspected, d.machineId, at);
       const { [d.machineId]: _alive, ...faultyMachines } = state.faultyMachines!;
-      return lifeSign({ ...registered, faultyMachines }, d.machineId, at);
+      return lifeSign({ ...unsuspected, faultyMachines }, d.machineId, at);
     }
     case 'MachineRoleChanged': {
       const m = state.machines[fact.data.machineId];
@@ -87,8 +90,12 @@ export function evolveController(state: ControllerState, fact: ControllerFact, a
       const known = state.machines[fact.data.machineId] ? state : withMachine(state, unknownMachine(fact.data.machineId, fact.data.role));
       const faults = { ...state.faults, [fact.data.verdictId]: { at, detectMs: fact.data.detectionLatencyMs, handledAs: fact.data.handledAs } };
       const faultyMachines = verdictMeansMachineGone(fact.data) ? { ...state.faultyMachines, [fact.data.machineId]: at } : state.faultyMachines;
-      return { ...known, faults, ...(faultyMachines ? { faultyMachines } : {}) };
+      return withSuspicions({ ...known, faults, ...(faultyMachines ? { faultyMachines } : {}) }, settle(state.suspicions, fact.data.machineId, fact.data.rule));
     }
+    case 'FaultSuspected':
+      return withSuspicions(state, suspect(state.suspicions, fact.data.machineId, fact.data.rule));
+    case 'SuspicionCleared':
+      return withSuspicions(state, settle(state.suspicions, fact.data.machineId, fact.data.rule));
     case 'RecoveryDecided':
       return onDecided(state, fact, at);
     case 'RestartTrainerGroup':
@@ -286,4 +293,10 @@ function lifeSign(state: ControllerState, machineId: string, at: number): Contro
     next = withRecovery(next, { ...r, reportedIn: { ...r.reportedIn, [machineId]: true } });
   }
   return next;
+}
+
+function withSuspicions(state: ControllerState, suspicions: OpenSuspicions | undefined): ControllerState {
+  if (suspicions === state.suspicions) return state;
+  const { suspicions: _old, ...rest } = state;
+  return suspicions ? { ...rest, suspicions } : rest;
 }

@@ -7,6 +7,7 @@
  */
 import type { DecisionRule, Draft, MessageOf, RecoveryAction, Role, TrainingMode } from '@robustrl/contracts';
 import type { JobCommand } from '@robustrl/domain-kit';
+import type { OpenSuspicions } from '../open-suspicions';
 
 /**
  * The controller's view of one job (paper Figure 7): the roster of machines, the step and checkpoint,
@@ -23,6 +24,9 @@ export const CONTROLLER_INPUT_TYPES = [
   'TrainingStepCompleted',
   'CheckpointSaved',
   'FaultConfirmed',
+  // Open suspicions: no warm standby is lent from a machine under one (open-suspicions.ts).
+  'FaultSuspected',
+  'SuspicionCleared',
   'RecoveryCommandSucceeded',
   'RecoveryCommandFailed',
 ] as const;
@@ -173,6 +177,8 @@ export interface ControllerState {
    * restart or task restart carries one more. Absent: 0, the job's first group.
    */
   trainerEpoch?: number;
+  /** The detector's open suspicions per machine (open-suspicions.ts). */
+  suspicions?: OpenSuspicions;
   /** Confirmed faults seen, for the recovery's detect/decide stage latencies. */
   faults: Record<string, { at: number; detectMs: number; handledAs: 'trainer' | 'rollout' }>;
 }
