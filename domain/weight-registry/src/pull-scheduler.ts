@@ -159,12 +159,14 @@ function chooseSource(
   const key = holderKey(v.version, shard.index, index);
   const ranks = shardKey(v.version, shard.index);
   const holders = relays ? ix.holders.get(key) : undefined;
+  const unreachable = taken.unreachableOf(v);
   // A released trainer (paper §5.2.1: async resumes training after the first relay) is asked only for a
-  // bucket no living rollout holds. A shard's ranks serve that shard only.
-  const trainers = shardServed(state, shard) && (!v.trainerReleased || !holders?.size) ? ix.sourceAddress.get(ranks) : undefined;
+  // bucket no living rollout holds, or none its pullers can reach (paper §5.2.2: "find another relay
+  // server"; the trainer is the last one). A shard's ranks serve that shard only.
+  const asksTrainer = !v.trainerReleased || !holders?.size || !someReachable(holders, unreachable);
+  const trainers = shardServed(state, shard) && asksTrainer ? ix.sourceAddress.get(ranks) : undefined;
   // liveRollouts (the holders) only lists machines with a weight server.
   const rolloutAt = (id: string) => ({ id, address: state.machines[id].weightsAddress ?? '' });
-  const unreachable = taken.unreachableOf(v);
   const idleHolder = relays ? taken.firstIdle(ix.idleHolders.get(key), key, pullerId, unreachable) : undefined;
   if (idleHolder !== undefined) return rolloutAt(idleHolder);
   const idleTrainer = trainers ? taken.firstIdle(ix.idleTrainers.get(ranks), `t${ranks}`, pullerId, unreachable) : undefined;
@@ -180,4 +182,11 @@ function chooseSource(
   if (!best) return undefined;
   const chosen: { id: string; rank: number } = best;
   return chosen.rank === 0 ? rolloutAt(chosen.id) : { id: chosen.id, address: trainers!.get(chosen.id)! };
+}
+
+/** Whether some holder is not reported unreachable: the first reachable one ends the scan. */
+function someReachable(holders: Iterable<string>, unreachable: ReadonlySet<string>): boolean {
+  if (unreachable.size === 0) return true;
+  for (const h of holders) if (!unreachable.has(h)) return true;
+  return false;
 }

@@ -215,7 +215,7 @@ describe('weight registry: failures while pulling (paper §5.2.2)', () => {
       reason: 'checksum-mismatch after whole-version verification',
     });
     expect(run.send(late)).toEqual([
-      draft('RelayLeft', { instanceId: 'r-0', version: 1, reason: 'no longer holds version 1 whole (a bucket failed its checksum)' }),
+      draft('RelayLeft', { instanceId: 'r-0', version: 1, reason: 'no longer holds version 1 whole (a bucket failed its checksum, or its agent restarted)' }),
       assigned(1, 1, 'r-0', 'r-1', 2),
     ]);
     expect(run.complete('r-0')).toEqual([draft('RelayJoined', { instanceId: 'r-0', version: 1, address: 'r-0:9000' })]);
@@ -295,6 +295,20 @@ describe('weight registry: async mode releases the trainer after the first whole
     expect(later.every((s) => s.startsWith('r-'))).toBe(true);
   });
 
+  it('a released trainer serves a bucket whose every living holder was reported unreachable', () => {
+    const jobStarted = msg(0, 'JobStarted', { mode: 'async', resumedFromStep: null, trainerMachines: 1, rolloutMachines: 2 });
+    const run = new Run(D, [jobStarted, register('trainer-0', 0, 'trainer'), register('r-0'), publish(1, 1, { buckets: 1 })]);
+    run.complete('r-0');
+    expect(trainerReleased(run.state, 1)).toBe(true);
+    run.send(register('r-1', 2));
+    expect(run.pull('r-1').sourceId).toBe('r-0');
+    // r-1 cannot reach r-0 (a cut link, a stale address): the registry does not give it r-0 again and again.
+    const retry = run.fail('r-1', 'connection refused').filter((d) => d.type === 'WeightPullAssigned');
+    expect(retry).toEqual([{ ...assigned(1, 0, 'r-1', 'trainer-0', 2, { buckets: 1 }) }]);
+    // A pull r-0 completes clears the suspicion: relays are preferred again for the next version.
+    expect(run.state.versions[1].unreachable).toEqual(['r-0']);
+  });
+
   it('in sync mode the first relay does not release the trainer', () => {
     const run = new Run(D, [register('trainer-0', 0, 'trainer'), register('r-0'), register('r-1'), publish(1, 1, { buckets: 1 })]);
     run.complete('r-0');
@@ -324,6 +338,30 @@ describe('weight registry: async mode releases the trainer after the first whole
     const run = new Run(D, [register('trainer-0', 0, 'trainer'), register('r-0'), noUcx, publish(1, 1, { buckets: 1 })]);
     expect(run.log.filter((d) => d.type === 'WeightPullAssigned').map((d) => d.data.pullerId)).toEqual(['r-0']);
     expect(run.complete('r-0').map((d) => d.type)).toEqual(['RelayJoined', 'TrainerReleased']);
+  });
+});
+
+describe('weight registry: a machine registering again', () => {
+  const withIncarnation = (machineId: string, s: number, incarnation: string, weightsAddress = `${machineId}:9000`) =>
+    msg(s, 'MachineRegistered', { ...(register(machineId, s).data as DataOf<'MachineRegistered'>), incarnation, weightsAddress });
+
+  it('from the same agent process (its engine restarted in place) keeps what it holds', () => {
+    const run = new Run(D, [register('trainer-0', 0, 'trainer'), withIncarnation('r-0', 0, 'a'), publish(1, 1, { buckets: 1 })]);
+    run.complete('r-0');
+    expect(run.send(withIncarnation('r-0', 5, 'a'))).toEqual([]);
+    expect(run.state.relays['r-0@1']).toBeDefined();
+  });
+
+  it('from a new agent process, before any verdict saw the old one go, holds nothing and is reached at its new address', () => {
+    const run = new Run(D, [register('trainer-0', 0, 'trainer'), withIncarnation('r-0', 0, 'a'), withIncarnation('r-1', 0, 'a'), publish(1, 1, { buckets: 1 })]);
+    run.drain();
+    expect(run.state.relays['r-0@1']).toBeDefined();
+    const out = run.send(withIncarnation('r-0', 5, 'b', 'r-0:9100'));
+    expect(out).toContainEqual(
+      draft('RelayLeft', { instanceId: 'r-0', version: 1, reason: 'no longer holds version 1 whole (a bucket failed its checksum, or its agent restarted)' }),
+    );
+    expect(run.state.machines['r-0'].weightsAddress).toBe('r-0:9100');
+    expect(run.pull('r-0').sourceId).toBe('r-1');
   });
 });
 

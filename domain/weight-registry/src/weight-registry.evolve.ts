@@ -13,6 +13,7 @@ import {
   pullIdFor,
   RegistryFact,
   RegistryMachine,
+  repeatsRegistration,
   relayKey,
   WeightRegistryState,
 } from './weight-registry.state';
@@ -36,7 +37,7 @@ export function evolveWeightRegistry(state: WeightRegistryState, fact: RegistryF
     case 'MachineRegistered': {
       const d = fact.data;
       const m = state.machines[d.machineId];
-      if (m && ((m.status === 'alive' && m.role === d.role) || at < m.since)) return state;
+      if (m && (repeatsRegistration(m, d) || at < m.since)) return state;
       // A (re)joining machine starts with no weights: a replaced rollout pulls the latest (paper §5.2.1 ➂).
       setMachine(state, {
         machineId: d.machineId,
@@ -46,6 +47,7 @@ export function evolveWeightRegistry(state: WeightRegistryState, fact: RegistryF
         weightsAddress: d.weightsAddress ?? null,
         reason: 'registered',
         since: at,
+        ...(d.incarnation ? { incarnation: d.incarnation } : {}),
       });
       delete state.holdings[d.machineId];
       machineChanged(state, d.machineId);

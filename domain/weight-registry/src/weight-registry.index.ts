@@ -181,7 +181,7 @@ export function whyNotRelaying(s: WeightRegistryState, instanceId: string, versi
   const whole = s.index.whole.get(instanceId) ?? [];
   const newest = whole.at(-1);
   if (newest !== undefined && newest > version) return `superseded by version ${newest}`;
-  if (!whole.includes(version)) return `no longer holds version ${version} whole (a bucket failed its checksum)`;
+  if (!whole.includes(version)) return `no longer holds version ${version} whole (a bucket failed its checksum, or its agent restarted)`;
   return null;
 }
 

@@ -80,6 +80,21 @@ export interface RegistryMachine {
   reason: string;
   /** When the status was last set (ms): an older redelivered membership event does not undo a newer one. */
   since: number;
+  /** The registering agent process (absent from older agents): a new one holds no weights yet. */
+  incarnation?: string;
+}
+
+/**
+ * A registration that only repeats what the registry knows (an engine restarted in place announces its
+ * machine again): same role, same agent process, same weight server, so its holdings stand. Any other
+ * registration is a (re)join: the agent process restarted — after a task restart it may come back before
+ * the detector saw it go — and a new process serves none of the old one's weights (paper §5.2.1 ➂).
+ */
+export function repeatsRegistration(
+  m: RegistryMachine,
+  d: { role: Role; weightsAddress?: string; incarnation?: string },
+): boolean {
+  return m.status === 'alive' && m.role === d.role && m.weightsAddress === (d.weightsAddress ?? null) && m.incarnation === d.incarnation;
 }
 
 export interface WeightBucket {

@@ -111,8 +111,9 @@ function sourcesOf(state: WeightRegistryState, v: WeightVersion, shard: WeightSh
       out.push({ id: r, address: state.machines[r].weightsAddress ?? '', rank: 0, suspect: suspect(r) });
   }
   // A released trainer (paper §5.2.1: async resumes training after the first relay) is asked only for a
-  // bucket no living rollout holds. A shard's ranks serve that shard only.
-  if (shardServed(state, shard) && (!v.trainerReleased || out.length === 0)) {
+  // bucket no living rollout holds, or none its pullers can reach (paper §5.2.2: "find another relay
+  // server"; the trainer is the last one). A shard's ranks serve that shard only.
+  if (shardServed(state, shard) && (!v.trainerReleased || out.every((c) => c.suspect === 1))) {
     for (const s of shard.sources) {
       if (!isMachineDown(state, s.instanceId)) out.push({ id: s.instanceId, address: s.address, rank: 1, suspect: suspect(s.instanceId) });
     }

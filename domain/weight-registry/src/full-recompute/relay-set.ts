@@ -42,6 +42,6 @@ function whyNotRelaying(state: WeightRegistryState, instanceId: string, version:
   if (state.versions[version]?.status !== 'live') return `version ${version} retired`;
   const newest = newestWhole(state, instanceId);
   if (newest !== undefined && newest > version) return `superseded by version ${newest}`;
-  if (!holdsWhole(state, instanceId, version)) return `no longer holds version ${version} whole (a bucket failed its checksum)`;
+  if (!holdsWhole(state, instanceId, version)) return `no longer holds version ${version} whole (a bucket failed its checksum, or its agent restarted)`;
   return null;
 }
