@@ -6,6 +6,7 @@ import {
   engineCrashed,
   failed,
   fault,
+  heard,
   jobAtStep3,
   msg,
   observe,
@@ -69,6 +70,25 @@ describe('trainer fault → restart only the trainer group', () => {
       phase(431, 'trainer-0'),
       succeeded(440, 'trainer-1/v400/recovery/1', 'trainer-1'),
       phase(452, 'trainer-1'),
+    ]);
+    expect(emitted.at(-1)).toEqual(
+      draft('RecoveryCompleted', {
+        recoveryId: 'trainer-1/v400/recovery',
+        outcome: 'recovered',
+        stagesMs: { detect: 5000, decide: 0, restart: 40_000, reconnect: 12_000 },
+      }),
+    );
+  });
+
+  it('a machine whose clock is minutes behind reports in after its restart: timed by when the controller heard it', () => {
+    const f = fault(400, 'trainer-1', { detectionLatencyMs: 5000 });
+    // trainer-1's clock is 240 s behind: its answer and its phase are written "before" the restart.
+    const { emitted } = play(jobAtStep3(), [
+      f,
+      succeeded(430, 'trainer-1/v400/recovery/1', 'trainer-0'),
+      phase(431, 'trainer-0'),
+      heard(440, succeeded(200, 'trainer-1/v400/recovery/1', 'trainer-1')),
+      heard(452, phase(212, 'trainer-1')),
     ]);
     expect(emitted.at(-1)).toEqual(
       draft('RecoveryCompleted', {

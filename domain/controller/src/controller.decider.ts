@@ -19,7 +19,8 @@ export * from './controller.state';
  * The controller of one job: the recovery workflow of paper Figure 7 as a decider.
  *
  *  - `observe` a message at `now`: a confirmed fault is decided on; command outcomes move a recovery
- *    on; membership, steps and checkpoints keep the picture current.
+ *    on; membership, steps and checkpoints keep the picture current. A command outcome and a life sign
+ *    count at `now`, not at the sender's clock.
  *  - `tick`: commands that got no answer in time count as failed.
  *
  * Every decision is a RecoveryDecided naming the rule that fired, followed by the commands that carry
@@ -39,6 +40,9 @@ export function createControllerDecider(
     initialState: initialControllerState,
     decide: decideController(settings),
     evolve: (state, event) => evolveController(state, event, Date.parse(event.occurredAt)),
+    // A restart and the restarted machine's report-in are timed by when the controller heard them: the
+    // machine's clock may be minutes off (README "Whose clock"). Replays use the facts' own times.
+    observe: (state, event, now) => evolveController(state, event, Date.parse(event.occurredAt), now),
     evolution: 'in-place',
     snapshotCodec: {
       encode: ({ index: _derived, ...data }) => JSON_STATE_CODEC.encode(data),

@@ -7,7 +7,10 @@ import { settle, suspect } from './open-suspicions';
 
 /**
  * Folds one fact into the controller state at `at` — in place (the decider's evolution is `in-place`):
- * the event's own time, or `now` for an output the controller just decided.
+ * the event's own time, or `now` for an output the controller just decided. `heardAt` is when the
+ * controller observed it (its own clock; `at` in a replay): a command's outcome and a restarted machine's
+ * life sign are compared at it, since a machine's clock can be minutes off (README "Whose clock") — a
+ * life sign heard after the restart's outcome counts as the new process's.
  *
  * In place because a job of thousands of machines cannot copy its roster for every throughput sample
  * nor its recovery table for every command outcome (issue 13). What evolve writes is the state's own:
@@ -15,7 +18,7 @@ import { settle, suspect } from './open-suspicions';
  * command's awaited machines) is replaced, never changed, so an output already published stays as it was.
  * `index.open` follows `done`; phase changes and registrations look only at the open recoveries.
  */
-export function evolveController(state: ControllerState, fact: ControllerFact, at: number): ControllerState {
+export function evolveController(state: ControllerState, fact: ControllerFact, at: number, heardAt = at): ControllerState {
   switch (fact.type) {
     case 'JobStarted':
       state.mode = fact.data.mode;
@@ -47,7 +50,7 @@ export function evolveController(state: ControllerState, fact: ControllerFact, a
       if (faultyAt !== undefined && at > faultyAt) delete state.faultyMachines![d.machineId];
       // A new incarnation: what was suspected of the old one is not known of it.
       state.suspicions = settle(state.suspicions, d.machineId);
-      lifeSign(state, d.machineId, at);
+      lifeSign(state, d.machineId, heardAt);
       return state;
     }
     case 'MachineRoleChanged': {
@@ -78,7 +81,7 @@ export function evolveController(state: ControllerState, fact: ControllerFact, a
       state.lastCheckpointStep = Math.max(state.lastCheckpointStep ?? -1, fact.data.step);
       return state;
     case 'RolePhaseChanged':
-      lifeSign(state, fact.data.machineId, at);
+      lifeSign(state, fact.data.machineId, heardAt);
       return state;
     case 'FaultConfirmed': {
       const { machineId, verdictId } = fact.data;
@@ -111,7 +114,7 @@ export function evolveController(state: ControllerState, fact: ControllerFact, a
     case 'RecoveryCommandSucceeded':
     case 'RecoveryCommandFailed': {
       const r = ownerOf(state, fact.data.commandId);
-      if (r) applyOutcome(state, r, fact, at);
+      if (r) applyOutcome(state, r, fact, heardAt);
       return state;
     }
     case 'RecoveryCompleted': {

@@ -50,7 +50,8 @@ export const DeciderSpecification = {
 function stateFor<State, Command, Event, Output>(decider: Decider<State, Command, Event, Output>, events: readonly Event[], command: Command): State {
   const state = foldEvents(decider.evolve, decider.initialState(), events);
   const job = command as Partial<JobCommand<Event>>;
-  return decider.evolution === 'in-place' && job.kind === 'observe' && job.message !== undefined ? decider.evolve(state, job.message) : state;
+  if (decider.evolution !== 'in-place' || job.kind !== 'observe' || job.message === undefined) return state;
+  return decider.observe && job.now !== undefined ? decider.observe(state, job.message, job.now) : decider.evolve(state, job.message);
 }
 
 /**

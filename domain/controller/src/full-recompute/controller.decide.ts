@@ -44,7 +44,7 @@ export function decideController(settings: ControllerSettings) {
   return (command: ControllerCommand, state: ControllerState): ControllerDraft[] => {
     if (command.kind === 'tick') return timedOutCommands(settings, state, command.now);
     const { message, now } = command;
-    const folded = () => evolveController(state, message, Date.parse(message.occurredAt));
+    const folded = () => evolveController(state, message, Date.parse(message.occurredAt), now);
     switch (message.type) {
       case 'FaultConfirmed':
         return decideOnFault(settings, state, message, now);

@@ -34,6 +34,7 @@ export function createControllerDecider(
     initialState: initialControllerState,
     decide: decideController(settings),
     evolve: (state, event) => evolveController(state, event, Date.parse(event.occurredAt)),
+    observe: (state, event, now) => evolveController(state, event, Date.parse(event.occurredAt), now),
   };
 }
 

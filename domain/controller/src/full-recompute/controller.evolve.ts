@@ -21,7 +21,7 @@ import { OpenSuspicions, settle, suspect } from '../open-suspicions';
  * controller just decided (decide folds its outputs before deciding further, e.g. a command that timed
  * out before the failure it leads to).
  */
-export function evolveController(state: ControllerState, fact: ControllerFact, at: number): ControllerState {
+export function evolveController(state: ControllerState, fact: ControllerFact, at: number, heardAt = at): ControllerState {
   switch (fact.type) {
     case 'JobStarted':
       // Read after a step it precedes (another topic, replayed): the job is past its first iteration.
@@ -54,9 +54,9 @@ export function evolveController(state: ControllerState, fact: ControllerFact, a
       const unsuspected = withSuspicions(registered, settle(state.suspicions, d.machineId));
       // Registered again after it was confirmed faulty: an agent answers there now.
       const faultyAt = state.faultyMachines?.[d.machineId];
-      if (faultyAt === undefined || at <= faultyAt) return lifeSign(unsuspected, d.machineId, at);
+      if (faultyAt === undefined || at <= faultyAt) return lifeSign(unsuspected, d.machineId, heardAt);
       const { [d.machineId]: _alive, ...faultyMachines } = state.faultyMachines!;
-      return lifeSign({ ...unsuspected, faultyMachines }, d.machineId, at);
+      return lifeSign({ ...unsuspected, faultyMachines }, d.machineId, heardAt);
     }
     case 'MachineRoleChanged': {
       const m = state.machines[fact.data.machineId];
@@ -84,7 +84,7 @@ export function evolveController(state: ControllerState, fact: ControllerFact, a
     case 'CheckpointSaved':
       return { ...state, lastCheckpointStep: Math.max(state.lastCheckpointStep ?? -1, fact.data.step) };
     case 'RolePhaseChanged':
-      return lifeSign(state, fact.data.machineId, at);
+      return lifeSign(state, fact.data.machineId, heardAt);
     case 'FaultConfirmed': {
       // A verdict may overtake the machine's registration (another topic): know the machine from it.
       const known = state.machines[fact.data.machineId] ? state : withMachine(state, unknownMachine(fact.data.machineId, fact.data.role));
@@ -112,7 +112,7 @@ export function evolveController(state: ControllerState, fact: ControllerFact, a
       );
     case 'RecoveryCommandSucceeded':
     case 'RecoveryCommandFailed':
-      return onOutcome(state, fact, at);
+      return onOutcome(state, fact, heardAt);
     case 'RecoveryCompleted': {
       const r = state.recoveries[fact.data.recoveryId];
       return r ? withRecovery(state, { ...r, done: true }) : state;

@@ -73,11 +73,15 @@ export const failed = (s: number, commandId: string, machineId: string | null) =
 export const phase = (s: number, machineId: string) =>
   msg(s, 'RolePhaseChanged', { machineId, role: 'trainer', phase: 'initializing', step: 3, changedAt: iso(s) });
 
+/** An input the controller hears at `s`, whatever its sender's clock wrote on it. */
+export const heard = (s: number, message: ControllerInput) => ({ heard: s, message });
+
 /** Feed inputs through the kit's host step, as the service shell does; return every output. */
-export function play(history: ControllerEvent[], inputs: Array<ControllerInput | { tick: number }>, decider = ControllerDecider) {
+export function play(history: ControllerEvent[], inputs: Array<ControllerInput | { tick: number } | ReturnType<typeof heard>>, decider = ControllerDecider) {
   const run = DeciderRun.for(decider, published()).given(history);
   for (const input of inputs) {
     if ('tick' in input) run.tick(at(input.tick));
+    else if ('heard' in input) run.send(observe(input.message, input.heard));
     else run.send(observe(input));
   }
   return { emitted: run.outputs() as Draft[], state: run.state };
