@@ -63,6 +63,14 @@ describe('no recovery loop', () => {
     expect(noRecoveryLoop(looping, { ...budgets, machineRestartWindowMs: 15_000 })).toMatchObject({ ok: true });
   });
 
+  it('does not charge a machine for a trainer its agent stopped on a lost lease (a partition, not the machine)', () => {
+    const cut = [verdict(5, 'trainer-1'), decided(5, 'trainer-1', 5, 'restart-trainer-group', 'trainer-fault', { signal: 'lease-expired' })];
+    expect(noRecoveryLoop([...cut, ...retired.slice(0, 4)], budgets)).toMatchObject({ ok: true });
+    // The same restart for a fault of the machine's own is a third one.
+    const own = [verdict(5, 'trainer-1'), decided(5, 'trainer-1', 5, 'restart-trainer-group', 'trainer-fault', { signal: 'process-exited' })];
+    expect(noRecoveryLoop([...own, ...retired.slice(0, 4)], budgets)).toMatchObject({ ok: false });
+  });
+
   it('counts rollout engines restarted in place against their own budget, and ignores a rollout fault restarting the task', () => {
     const engine = (s: number) => ev(s, 'RestartRolloutEngine', { recoveryId: `r${s}`, commandId: `r${s}/1`, machineId: 'rollout-0', attempt: 1, budget: 2 });
     expect(noRecoveryLoop([engine(1), engine(2)], budgets)).toMatchObject({ ok: true });

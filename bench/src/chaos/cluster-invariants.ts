@@ -30,7 +30,7 @@ function mostWithin(times: number[], windowMs: number): number {
 
 /**
  * No recovery loop: no trainer machine restarted for its own faults (in place, or by a task restart its
- * fault escalated to) more often within the window than its budget, and no rollout engine restarted in
+ * fault escalated to; not a role its agent stopped for a lost lease) more often within the window than its budget, and no rollout engine restarted in
  * place more often than its own. A machine past its budget must have been retired instead.
  */
 export function noRecoveryLoop(events: readonly RobustrlMessage[], budgets: RestartBudgets): Check {
@@ -46,6 +46,9 @@ export function noRecoveryLoop(events: readonly RobustrlMessage[], budgets: Rest
       if (seen.has(d.recoveryId) || (d.action !== 'restart-trainer-group' && d.action !== 'restart-task')) continue;
       seen.add(d.recoveryId);
       if (handledAs.get(d.verdictId) !== 'trainer') continue;
+      // A trainer its agent stopped on losing the broker for its lease was cut off, not failing: the
+      // partition invariant holds it to one recovery; its budget counts the machine's own faults only.
+      if ((d.evidence as { signal?: string } | undefined)?.signal === 'lease-expired') continue;
       trainer.set(d.machineId, [...(trainer.get(d.machineId) ?? []), Date.parse(m.occurredAt)]);
     }
     if (m.type === 'RestartRolloutEngine') {
