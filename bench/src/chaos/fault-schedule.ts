@@ -142,8 +142,16 @@ export function faultSchedule(options: ScheduleOptions): ScheduledFault[] {
   const overlap = options.overlap ?? 0.25;
   if (!(overlap >= 0 && overlap <= 1)) throw new Error(`overlap must be between 0 and 1, got ${overlap}`);
   const overlaps = new SeededRandom(options.seed ^ 0x5eed0f);
-  return drawn.map((f) => ({ ...f, overlaps: overlaps.next() < overlap && f.index > 0 }));
+  return drawn.map((f) => ({ ...f, overlaps: overlaps.next() < overlap && f.index > 0 && !SHOWS_AN_ESCALATION.has(f.kind) }));
 }
+
+/**
+ * Kinds that are faults during a recovery by construction, each made to fire one escalation rule (paper
+ * §5.1.2: rule 2, a second fault in the step; rule 3, a restart failing twice). On top of another fault
+ * the step already holds that fault, and rule 2 answers first whatever they do; so they wait for the
+ * system to settle, and the campaign's rules 2 and 3 are each shown by the kind made for it.
+ */
+const SHOWS_AN_ESCALATION: ReadonlySet<FaultKind> = new Set(['second-trainer-fault-in-step', 'machines-lost-during-recovery']);
 
 /** `kind=weight,kind=weight`: the mix of `--mix`; kinds not named keep their default weight. */
 export function parseFaultMix(text: string): Partial<Record<FaultKind, number>> {
