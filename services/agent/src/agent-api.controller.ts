@@ -16,7 +16,8 @@ import {
 } from '@nestjs/common';
 import { z } from 'zod';
 import { CompletedBatchQuery, FaultSignal, manifestProblems, RolePhase, WeightShardRef, WeightTensor } from '@robustrl/contracts';
-import { AgentRuntime, KeptBatchUnavailableError } from './agent-runtime';
+import { AgentRuntime } from './agent-runtime';
+import { KeptBatchUnavailableError } from './kept-batch';
 import { WeightTransferUnavailableError } from './weights/weight-plane';
 
 /** One bucket in device memory, as python/robustrl_weights exports it (a CUDA IPC handle, base64). */

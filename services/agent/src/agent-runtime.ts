@@ -12,9 +12,12 @@ import { AGENT_CREDENTIALS } from './role-credentials';
 import { awaitFirstLaunchGroup } from './first-launch';
 import { groupEnv, RestartContext, restartContextOf, restartEnv } from './trainer-group';
 import { fencedOutBy } from './trainer-fence';
+import { fetchKeptBatch } from './kept-batch';
+import { exitCodeOf, faultSignal } from './fault-signal';
+import { roleEnv } from './role-env';
+import { MachineCommand, staleness } from './command-staleness';
 import { WeightPlane } from './weights/weight-plane';
-import { EngineWeightSync } from './engine-weights/engine-weight-sync';
-import { VllmEngineClient } from './engine-weights/vllm-engine-client';
+import { EngineWeightSync, managedVllmEngine } from './engine-weights/engine-weight-sync';
 
 /**
  * Everything an agent publishes: its machine's registration and role, samples, phases and faults,
@@ -41,8 +44,7 @@ export const AGENT_OUTPUT_TYPES = [
 ] as const satisfies readonly MessageType[];
 export type AgentOutputType = (typeof AGENT_OUTPUT_TYPES)[number];
 
-type AgentCommand = MessageOf<'RestartTrainerGroup' | 'PromoteRolloutToTrainer' | 'RestartRolloutEngine' | 'HeartbeatProbeRequested'>;
-type MachineCommand = Exclude<AgentCommand, MessageOf<'HeartbeatProbeRequested'>>;
+type AgentCommand = MachineCommand | MessageOf<'HeartbeatProbeRequested'>;
 
 /**
  * The agent on one GPU machine (paper §3, §4): registers the machine, samples GPU activity, relays
@@ -90,15 +92,7 @@ export class AgentRuntime {
     this.leaseGuard = new RoleLeaseGuard(new BrokerLease(config.leaseMs, Date.now()), {
       held: () => !this.closing && this.role !== 'rollout' && this.roleProcess.running,
       stop: () => this.roleProcess.stop(),
-      report: (detail) =>
-        this.emit('AgentFaultSignalled', {
-          machineId: this.config.machineId,
-          role: this.role,
-          signal: 'lease-expired',
-          detail,
-          exitCode: null,
-          observedAt: new Date().toISOString(),
-        }).then(() => undefined),
+      report: (detail) => this.emit('AgentFaultSignalled', faultSignal(this.config.machineId, this.role, 'lease-expired', detail)).then(() => undefined),
       logger: this.logger,
     });
     this.roleProcess = new RoleProcess({
@@ -148,20 +142,14 @@ export class AgentRuntime {
     // transfer, and the weight endpoints of the API answer 503 with the reason.
     await this.weights.start();
     if (this.config.engineWeights === 'vllm') {
-      if (!this.config.inferenceUrl) throw new Error('ROBUSTRL_ENGINE_WEIGHTS=vllm needs ROBUSTRL_INFERENCE_URL: the engine the agent loads versions into');
-      const deadlineMs = this.config.engineLoadDeadlineMs;
-      this.engineWeights = new EngineWeightSync(
-        // The engine call's own timeout comes after the deadline, so the deadline is what ends a wedged load.
-        new VllmEngineClient(this.config.inferenceUrl, deadlineMs + 30_000),
+      this.engineWeights = managedVllmEngine(
+        this.config,
         () => this.heldForEngine(),
-        this.config.machineId,
-        500,
         (phase, version) => {
           // The engine's phase, reported for it; only a change is an event.
           if (this.role === 'rollout' && this.phase !== phase) void this.reportPhase(phase, version);
         },
-        undefined,
-        { deadlineMs, onStalled: (detail) => void this.signalEngineStalled(detail) },
+        (detail) => void this.signalEngineStalled(detail),
       );
       this.engineWeights.start();
     }
@@ -257,29 +245,12 @@ export class AgentRuntime {
   }
 
   /**
-   * The kept batch of the last restart, from the request manager: its completed trajectories within the
-   * staleness bound the trainer gives, with their turns. Null when there was no restart or nothing kept.
+   * The kept batch of the last restart, from the request manager (kept-batch.ts). Null when there was no
+   * restart or nothing kept.
    */
   async keptBatch(query: { currentWeightVersion: number; maxStaleness: number }): Promise<unknown> {
-    const r = this.restart;
-    if (!r?.batchId) return null;
-    if (!this.config.requestManagerUrl)
-      throw new KeptBatchUnavailableError('ROBUSTRL_REQUEST_MANAGER_URL is not set on this agent: it cannot fetch the kept batch');
-    const url =
-      `${this.config.requestManagerUrl.replace(/\/+$/, '')}/v1/jobs/${encodeURIComponent(this.config.jobId)}/batches/${encodeURIComponent(r.batchId)}/completed` +
-      `?currentWeightVersion=${query.currentWeightVersion}&maxStaleness=${query.maxStaleness}`;
-    let res: Response;
-    try {
-      res = await fetch(url, {
-        signal: AbortSignal.timeout(30_000),
-        ...(this.config.requestManagerToken ? { headers: { authorization: `Bearer ${this.config.requestManagerToken}` } } : {}),
-      });
-    } catch (err) {
-      throw new KeptBatchUnavailableError(`the request manager did not answer (${String(err)}): try again`);
-    }
-    const text = await res.text();
-    if (!res.ok) throw new KeptBatchUnavailableError(`the request manager answered ${res.status}: ${text.slice(0, 500)}`);
-    return JSON.parse(text) as unknown;
+    const batchId = this.restart?.batchId;
+    return batchId ? fetchKeptBatch(this.config, batchId, query) : null;
   }
 
   /** The framework's own GPU activity reports; refused when a hardware source is in charge. */
@@ -333,27 +304,18 @@ export class AgentRuntime {
     this.logger.warn(`${this.role} process ${how}`);
     if (this.role !== 'rollout')
       await this.weights.withdrawPublished(`the ${this.role} process ${how}`).catch((err) => this.logger.error(`withdrawing weights: ${String(err)}`));
-    await this.emit('AgentFaultSignalled', {
-      machineId: this.config.machineId,
-      role: this.role,
-      signal: 'process-exited',
-      detail: `${this.role} process ${how}`,
-      exitCode: exit.code ?? (exit.signal ? 128 + signalNumber(exit.signal) : null),
-      observedAt: new Date().toISOString(),
-    }).catch((err) => this.logger.error(`could not report the exit: ${String(err)}`));
+    await this.emit(
+      'AgentFaultSignalled',
+      faultSignal(this.config.machineId, this.role, 'process-exited', `${this.role} process ${how}`, exitCodeOf(exit)),
+    ).catch((err) => this.logger.error(`could not report the exit: ${String(err)}`));
   }
 
   /** An engine wedged in a weight load: a fault of the rollout role, which the controller answers with an engine restart. */
   private async signalEngineStalled(detail: string): Promise<void> {
     if (this.role !== 'rollout') return;
-    await this.emit('AgentFaultSignalled', {
-      machineId: this.config.machineId,
-      role: this.role,
-      signal: 'weight-load-stalled',
-      detail,
-      exitCode: null,
-      observedAt: new Date().toISOString(),
-    }).catch((err) => this.logger.error(`could not report the stalled load: ${String(err)}`));
+    await this.emit('AgentFaultSignalled', faultSignal(this.config.machineId, this.role, 'weight-load-stalled', detail)).catch((err) =>
+      this.logger.error(`could not report the stalled load: ${String(err)}`),
+    );
   }
 
   private async onCommand(delivery: Delivery<AgentCommand>): Promise<void> {
@@ -375,7 +337,12 @@ export class AgentRuntime {
           ? m.data.machineId === me
           : m.data.rolloutMachineId === me;
     if (!mine || this.executed.has(m.data.commandId)) return;
-    const stale = this.staleness(m);
+    const stale = staleness(m, {
+      machineId: me,
+      incarnation: this.incarnation,
+      startedAt: this.startedAt,
+      clockSkewMs: this.config.commandClockSkewMs,
+    });
     if (stale) {
       this.executed.add(m.data.commandId);
       this.logger.log(`ignoring ${m.type} ${m.data.commandId}: ${stale}`);
@@ -407,20 +374,6 @@ export class AgentRuntime {
     // the router takes it once it holds that version (issue 14).
     if (m.type === 'RestartRolloutEngine' && carriedOut)
       await this.register(m).catch((err) => this.logger.error(`could not register ${me} again after its engine restart: ${String(err)}`));
-  }
-
-  /**
-   * Why a command addressed to this machine is not for this process, or null when it is: it names
-   * another incarnation, or — naming none (a controller that did not know the registration yet) — it
-   * was issued before this process started (a replay of the control topic after a restart).
-   */
-  private staleness(m: MachineCommand): string | null {
-    const addressed = m.type === 'RestartTrainerGroup' ? m.data.incarnations?.[this.config.machineId] : m.data.incarnation;
-    if (addressed !== undefined) return addressed === this.incarnation ? null : `issued for incarnation ${addressed}, this is ${this.incarnation}`;
-    const issuedAt = Date.parse(m.occurredAt);
-    return issuedAt < this.startedAt - this.config.commandClockSkewMs
-      ? `issued at ${m.occurredAt}, before this agent started (${new Date(this.startedAt).toISOString()})`
-      : null;
   }
 
   /** A newer group formed without this machine replaced its trainer (trainer-fence.ts): it stops serving and training. */
@@ -505,18 +458,7 @@ export class AgentRuntime {
   private lentCertificate: string | undefined;
 
   private roleEnv(apiUrl: string, extra: Record<string, string>): Record<string, string> {
-    return {
-      ROBUSTRL_AGENT_URL: apiUrl,
-      // Lets the framework notice its agent is gone (e.g. exit instead of running on unsupervised).
-      ROBUSTRL_AGENT_PID: String(process.pid),
-      // The framework's client sends it (clients/python: AgentClient reads ROBUSTRL_AGENT_TOKEN).
-      ...(this.config.apiToken ? { ROBUSTRL_AGENT_TOKEN: this.config.apiToken } : {}),
-      ROBUSTRL_JOB_ID: this.config.jobId,
-      ROBUSTRL_MACHINE_ID: this.config.machineId,
-      ROBUSTRL_ROLE: this.role,
-      ROBUSTRL_RESTART_COUNT: String(this.roleProcess.restarts),
-      ...extra,
-    };
+    return roleEnv(this.config, { apiUrl, role: this.role, restarts: this.roleProcess.restarts }, extra);
   }
 }
 
@@ -525,13 +467,3 @@ const SPAN_NAMES: Record<MachineCommand['type'], string> = {
   RestartRolloutEngine: 'restart rollout engine in place',
   PromoteRolloutToTrainer: 'promote rollout to trainer',
 };
-
-function signalNumber(signal: NodeJS.Signals): number {
-  const numbers: Partial<Record<NodeJS.Signals, number>> = { SIGHUP: 1, SIGINT: 2, SIGQUIT: 3, SIGABRT: 6, SIGKILL: 9, SIGSEGV: 11, SIGTERM: 15 };
-  return numbers[signal] ?? 0;
-}
-
-/** The kept batch cannot be fetched now (no request manager configured, or it did not answer): a 503 with why. */
-export class KeptBatchUnavailableError extends Error {
-  override name = 'KeptBatchUnavailableError';
-}
