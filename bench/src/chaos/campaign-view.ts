@@ -49,3 +49,26 @@ export function recoveryFor(events: readonly RobustrlMessage[], machineId: strin
 /** Whether the recovery completed (any outcome). */
 export const completedRecovery = (events: readonly RobustrlMessage[], recoveryId: string): boolean =>
   events.some((m) => m.type === 'RecoveryCompleted' && m.data.recoveryId === recoveryId);
+
+/**
+ * Why the run has not settled (README "The whole system under faults": each fault waits for it), or ''
+ * when it has: every service ready, no recovery open, every machine up, a step committed since the last
+ * fault (or the job done).
+ */
+export function unsettled(view: {
+  services: readonly string[];
+  readiness: readonly number[];
+  open: readonly string[];
+  machinesUp: number;
+  machines: number;
+  moved: boolean;
+}): string {
+  return [
+    view.readiness.every((c) => c === 200) ? '' : `services ${view.services.filter((_, i) => view.readiness[i] !== 200).join(', ')} not ready`,
+    view.open.length ? `recoveries open: ${view.open.join(', ')}` : '',
+    view.machinesUp >= view.machines ? '' : `${view.machinesUp} of ${view.machines} machines up`,
+    view.moved ? '' : 'no step committed since the last fault',
+  ]
+    .filter(Boolean)
+    .join('; ');
+}
