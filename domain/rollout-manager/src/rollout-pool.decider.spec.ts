@@ -1,5 +1,5 @@
 import { DeciderSpecification, foldInput } from '@robustrl/domain-kit';
-import { Draft, draft } from '@robustrl/contracts';
+import { DataOf, Draft, draft } from '@robustrl/contracts';
 import { iso, timeline } from '@robustrl/testing/job-timeline';
 import { RolloutPoolDecider, RolloutPoolDraft, RolloutPoolEvent, RolloutPoolInput } from './rollout-pool.decider';
 
@@ -275,10 +275,14 @@ describe('rollout pool: a rollout takes work only once it holds weights (issue 1
     expect([...untracked].reduce(d.evolve, d.initialState()).machines['r-5']).toMatchObject({ weightsTracked: false, inferenceUrl: null });
   });
 
-  it('an agent that registers again on a serving machine keeps its weights, as the registry does', () => {
+  it('the same agent registering again (its engine restarted in place) keeps its weights, a new agent process holds none, as the registry decides', () => {
     const d = RolloutPoolDecider;
     const state = [...running(), withWeights('r-0', 8)].reduce(d.evolve, d.initialState());
     expect(state.machines['r-0']).toMatchObject({ status: 'serving', weightVersion: 3, inferenceUrl: 'http://r-0:8000' });
+    // A task restart: the machine's agent process restarted and registers before any verdict saw it go.
+    const restarted = msg(8, 'MachineRegistered', { ...(withWeights('r-0', 8).data as DataOf<'MachineRegistered'>), incarnation: 'b' });
+    const fresh = [...running(), restarted].reduce(d.evolve, d.initialState());
+    expect(fresh.machines['r-0']).toMatchObject({ status: 'serving', weightVersion: null });
     const back = [...running(), fault(5, 'r-0'), withWeights('r-0', 8)].reduce(d.evolve, d.initialState());
     expect(back.machines['r-0']).toMatchObject({ status: 'serving', weightVersion: null });
   });

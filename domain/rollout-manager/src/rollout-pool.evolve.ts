@@ -1,5 +1,5 @@
 import { assertNever } from '@robustrl/domain-kit';
-import { RolloutPoolEvent, RolloutPoolState, machineOfInstance, servingInstances, stranded } from './rollout-pool.state';
+import { agentOf, RolloutPoolEvent, RolloutPoolState, machineOfInstance, servingInstances, stranded, weightsAfterRegistration } from './rollout-pool.state';
 import { Trajectories } from './trajectory-table';
 
 /**
@@ -51,11 +51,10 @@ function evolveFacts(state: RolloutPoolState, event: RolloutPoolEvent): void {
         dpRank: d.dpRank,
         status: 'serving',
         lentTo: null,
-        // A serving machine registering again (its agent restarted) still holds its weights, as the
-        // registry keeps them; one that was down, lent or unknown starts with none.
-        weightVersion: prior?.status === 'serving' ? prior.weightVersion : null,
+        weightVersion: weightsAfterRegistration(prior, d),
         weightsTracked: d.weightsAddress !== undefined,
         inferenceUrl: d.inferenceUrl ?? null,
+        agent: agentOf(d),
       };
       // The first rollout to join after a lend refills the pool for it.
       if (state.awaitingRefill.length > 0) {

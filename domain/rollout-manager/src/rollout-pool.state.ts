@@ -44,7 +44,26 @@ export interface PoolMachine {
   weightsTracked: boolean;
   /** Its inference engine's base URL, when it told one: what the router routes to. */
   inferenceUrl: string | null;
+  /** The agent process that registered it and its weight server (absent from older snapshots and agents). */
+  agent?: { incarnation: string | null; weightsAddress: string | null };
 }
+
+/**
+ * The weights a rollout holds after it registers (again), as the weight registry decides them: a
+ * serving machine's registration from the same agent process and weight server (its engine restarted
+ * in place) keeps them; a new agent process — which may register before any verdict saw the old one go
+ * (a task restart) — serves none of its predecessor's, nor does a machine that was down, lent or unknown.
+ */
+export function weightsAfterRegistration(prior: PoolMachine | undefined, d: { incarnation?: string; weightsAddress?: string }): number | null {
+  if (!prior || prior.status !== 'serving') return null;
+  const same = prior.agent !== undefined && prior.agent.incarnation === (d.incarnation ?? null) && prior.agent.weightsAddress === (d.weightsAddress ?? null);
+  return same ? prior.weightVersion : null;
+}
+
+export const agentOf = (d: { incarnation?: string; weightsAddress?: string }) => ({
+  incarnation: d.incarnation ?? null,
+  weightsAddress: d.weightsAddress ?? null,
+});
 
 export interface PoolTrajectory {
   trajectoryId: string;

@@ -276,6 +276,7 @@ export class RouterRuntime {
       for (const e of present) {
         this.logger.warn(`engine ${e.id} leaves the pool: its machine ${machineId} ${why}`);
         this.pool.remove(e.id);
+        this.evidence.left(e.id);
       }
       return;
     }

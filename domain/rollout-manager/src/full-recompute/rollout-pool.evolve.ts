@@ -8,6 +8,7 @@
 import { assertNever } from '@robustrl/domain-kit';
 import { PoolTrajectory, RolloutPoolEvent, RolloutPoolState, machineOfInstance, servingInstances, stranded, withMachine } from './rollout-pool.state';
 import { Trajectories } from './trajectory-table';
+import { agentOf, weightsAfterRegistration } from '../rollout-pool.state';
 
 /**
  * Folds one event into the pool; then, if it made the last serving machine stop serving, keeps what
@@ -54,9 +55,10 @@ function evolveFacts(state: RolloutPoolState, event: RolloutPoolEvent): RolloutP
         dpRank: d.dpRank,
         status: 'serving',
         lentTo: null,
-        weightVersion: state.machines[d.machineId]?.status === 'serving' ? state.machines[d.machineId].weightVersion : null,
+        weightVersion: weightsAfterRegistration(state.machines[d.machineId], d),
         weightsTracked: d.weightsAddress !== undefined,
         inferenceUrl: d.inferenceUrl ?? null,
+        agent: agentOf(d),
       });
       // The first rollout to join after a lend refills the pool for it.
       if (next.awaitingRefill.length > 0) {

@@ -51,6 +51,8 @@ export interface PoolMachine {
   weightsTracked: boolean;
   /** Its inference engine's base URL, when it told one: what the router routes to. */
   inferenceUrl: string | null;
+  /** The agent process that registered it and its weight server. */
+  agent?: { incarnation: string | null; weightsAddress: string | null };
 }
 
 export interface PoolTrajectory {

@@ -68,6 +68,17 @@ describe('RequestEvidence: what the router reports of each engine’s real reque
     expect(evidence.take(23_000, engines)).toEqual([]);
   });
 
+  it('an engine that left the pool and joined again between two reports is starting again (a task restart, waiting for its weights)', () => {
+    const evidence = new RequestEvidence(0);
+    evidence.ended('a', { ok: true });
+    expect(evidence.take(1_000, engines)).toHaveLength(1);
+    // Its machine's new agent holds no weights yet: it leaves the pool, joins it again once it pulled,
+    // and its engine answers 503 until it loaded them — all within one report window.
+    evidence.left('a');
+    for (let i = 0; i < 5; i++) evidence.ended('a', { ok: false, reason: 'engine answered 503' });
+    expect(evidence.take(2_000, engines)).toEqual([]);
+  });
+
   it('counts failures with the last reason and answers per window', () => {
     const evidence = new RequestEvidence(0);
     evidence.progressed('a', 0);

@@ -86,6 +86,15 @@ export class RequestEvidence {
     }
   }
 
+  /**
+   * The engine left the pool (its machine stopped serving, or holds no servable weights: a new agent
+   * process, a task restart). When it joins again it is starting — an engine waiting for its weights
+   * answers 503 — until it answers.
+   */
+  left(engineId: string): void {
+    this.engines.delete(engineId);
+  }
+
   /** The window's reports (engines with requests open, anything ended, or an idleness to clear), and a new window. */
   take(now: number, engines: readonly EngineView[]): EngineRequestReport[] {
     const windowSeconds = Math.max(0.001, (now - this.windowStart) / 1000);
