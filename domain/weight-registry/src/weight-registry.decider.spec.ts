@@ -353,7 +353,12 @@ describe('weight registry: a machine registering again', () => {
   });
 
   it('from a new agent process, before any verdict saw the old one go, holds nothing and is reached at its new address', () => {
-    const run = new Run(D, [register('trainer-0', 0, 'trainer'), withIncarnation('r-0', 0, 'a'), withIncarnation('r-1', 0, 'a'), publish(1, 1, { buckets: 1 })]);
+    const run = new Run(D, [
+      register('trainer-0', 0, 'trainer'),
+      withIncarnation('r-0', 0, 'a'),
+      withIncarnation('r-1', 0, 'a'),
+      publish(1, 1, { buckets: 1 }),
+    ]);
     run.drain();
     expect(run.state.relays['r-0@1']).toBeDefined();
     const out = run.send(withIncarnation('r-0', 5, 'b', 'r-0:9100'));

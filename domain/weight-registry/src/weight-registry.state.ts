@@ -90,10 +90,7 @@ export interface RegistryMachine {
  * registration is a (re)join: the agent process restarted — after a task restart it may come back before
  * the detector saw it go — and a new process serves none of the old one's weights (paper §5.2.1 ➂).
  */
-export function repeatsRegistration(
-  m: RegistryMachine,
-  d: { role: Role; weightsAddress?: string; incarnation?: string },
-): boolean {
+export function repeatsRegistration(m: RegistryMachine, d: { role: Role; weightsAddress?: string; incarnation?: string }): boolean {
   return m.status === 'alive' && m.role === d.role && m.weightsAddress === (d.weightsAddress ?? null) && m.incarnation === d.incarnation;
 }
 
