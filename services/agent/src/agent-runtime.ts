@@ -149,7 +149,7 @@ export class AgentRuntime {
           // The engine's phase, reported for it; only a change is an event.
           if (this.role === 'rollout' && this.phase !== phase) void this.reportPhase(phase, version);
         },
-        (detail) => void this.signalEngineStalled(detail),
+        (detail, how) => void this.signalEngineStalled(detail, how === 'load' ? 'weight-load-stalled' : 'engine-unresponsive'),
       );
       this.engineWeights.start();
     }
@@ -310,11 +310,11 @@ export class AgentRuntime {
     ).catch((err) => this.logger.error(`could not report the exit: ${String(err)}`));
   }
 
-  /** An engine wedged in a weight load: a fault of the rollout role, which the controller answers with an engine restart. */
-  private async signalEngineStalled(detail: string): Promise<void> {
+  /** An engine wedged in a weight load, or not answering at all: a fault of the rollout role, which the controller answers with an engine restart. */
+  private async signalEngineStalled(detail: string, signal: 'weight-load-stalled' | 'engine-unresponsive'): Promise<void> {
     if (this.role !== 'rollout') return;
-    await this.emit('AgentFaultSignalled', faultSignal(this.config.machineId, this.role, 'weight-load-stalled', detail)).catch((err) =>
-      this.logger.error(`could not report the stalled load: ${String(err)}`),
+    await this.emit('AgentFaultSignalled', faultSignal(this.config.machineId, this.role, signal, detail)).catch((err) =>
+      this.logger.error(`could not report the stalled engine: ${String(err)}`),
     );
   }
 

@@ -34,12 +34,21 @@ export const RolePhase = z.enum([
 ]);
 export type RolePhase = z.infer<typeof RolePhase>;
 
-/** `weight-load-stalled`: an engine, alive and answering, did not finish loading a version within its deadline (the agent's word). */
 /**
+ * `weight-load-stalled`: an engine, alive and answering, did not finish loading a version within its deadline (the agent's word).
+ * `engine-unresponsive`: an engine whose process runs did not answer its agent's look (its version, its activity) within that deadline.
  * `lease-expired`: the agent stopped its trainer itself after it could not reach the broker for its lease
  * (a partition): the role is down, the machine is not at fault.
  */
-export const FaultSignal = z.enum(['process-exited', 'ecc-error', 'xid-error', 'step-exception', 'weight-load-stalled', 'lease-expired']);
+export const FaultSignal = z.enum([
+  'process-exited',
+  'ecc-error',
+  'xid-error',
+  'step-exception',
+  'weight-load-stalled',
+  'engine-unresponsive',
+  'lease-expired',
+]);
 export type FaultSignal = z.infer<typeof FaultSignal>;
 
 /** Why a verdict was reached; every field optional because each rule has different evidence. */

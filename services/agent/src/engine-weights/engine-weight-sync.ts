@@ -34,14 +34,24 @@ const DEFAULT_IDLE: EngineIdleSettings = { idleAfterMs: 3_000, now: () => Date.n
  * An engine wedged in a weight load (alive, answering its health check, never finishing the update) stalls
  * its machine's rollouts for good: a load not finished within `deadlineMs` is reported once (`onStalled`,
  * which the agent turns into a fault signal, so the controller restarts the engine) until the engine restarts.
+ * So is an engine that does not answer the agent's look at it (its version, its activity) within the same
+ * deadline: stopped or wedged outside a load — its port still accepts connections, and requests that do not
+ * stream show nothing of it until they end (`unresponsive`).
  */
 export interface LoadDeadline {
   deadlineMs: number;
-  onStalled: (detail: string) => void;
+  onStalled: (detail: string, how: 'load' | 'unresponsive') => void;
 }
 const NO_DEADLINE: LoadDeadline = { deadlineMs: Number.POSITIVE_INFINITY, onStalled: () => undefined };
 
-class LoadStalledError extends Error {}
+class LoadStalledError extends Error {
+  constructor(
+    message: string,
+    readonly how: 'load' | 'unresponsive',
+  ) {
+    super(message);
+  }
+}
 export class EngineWeightSync {
   private readonly logger: Logger;
   private timer?: NodeJS.Timeout;
@@ -97,7 +107,7 @@ export class EngineWeightSync {
     this.busy = true;
     try {
       const latest = this.held();
-      let serving = await this.engine.weightVersion();
+      let serving = await this.withinDeadline(this.engine.weightVersion(), 'unresponsive', 'answer the agent');
       let action = nextEngineWeightAction(serving, latest?.version ?? null);
       if (action.kind === 'stamp-base') {
         await this.engine.stamp(0);
@@ -119,7 +129,7 @@ export class EngineWeightSync {
         }
         this.logger.log(`engine loads version ${latest.version}`);
         this.phase('weight-update', latest.version);
-        const loaded = await this.withinDeadline(this.engine.load(latest.version, parts), latest.version);
+        const loaded = await this.withinDeadline(this.engine.load(latest.version, parts), 'load', `finish loading version ${latest.version}`);
         this.lastLoad = { version: latest.version, seconds: loaded.seconds };
         this.failures = 0;
         this.logger.log(`engine loaded version ${latest.version} in place (${loaded.seconds.toFixed(3)} s)`);
@@ -130,7 +140,7 @@ export class EngineWeightSync {
       if (err instanceof LoadStalledError && !this.stallReported) {
         this.stallReported = true;
         this.logger.error(err.message);
-        this.load.onStalled(err.message);
+        this.load.onStalled(err.message, err.how);
       }
       this.failures += 1;
       // Back off: 1, 2, 4 … up to 32 ticks between tries while the engine keeps refusing.
@@ -141,14 +151,14 @@ export class EngineWeightSync {
     }
   }
 
-  /** The load, or a LoadStalledError once its deadline passed (the engine's call itself is left to its own timeout). */
-  private withinDeadline<T>(load: Promise<T>, version: number): Promise<T> {
+  /** The engine's call, or a LoadStalledError once the deadline passed (the call itself is left to its own timeout). */
+  private withinDeadline<T>(load: Promise<T>, how: 'load' | 'unresponsive', what: string): Promise<T> {
     if (!Number.isFinite(this.load.deadlineMs)) return load;
     let timer: NodeJS.Timeout | undefined;
+    const wedged = how === 'load' ? 'wedged in its weight load' : 'stopped or wedged';
     const deadline = new Promise<never>((_, fail) => {
       timer = setTimeout(
-        () =>
-          fail(new LoadStalledError(`the engine did not finish loading version ${version} within ${this.load.deadlineMs / 1000} s: wedged in its weight load`)),
+        () => fail(new LoadStalledError(`the engine did not ${what} within ${this.load.deadlineMs / 1000} s: ${wedged}`, how)),
         this.load.deadlineMs,
       );
     });
@@ -158,7 +168,7 @@ export class EngineWeightSync {
 
   /** `rollout` while it has requests or finished one since the last look (or did within `idleAfterMs`, or cannot say), `idle` after. */
   private async servingPhase(): Promise<EnginePhase> {
-    const activity = await this.engine.activity();
+    const activity = await this.withinDeadline(this.engine.activity(), 'unresponsive', 'answer the agent');
     const now = this.idle.now();
     const finishedMore = activity?.finished != null && this.finished !== null && activity.finished > this.finished;
     this.finished = activity?.finished ?? null;
@@ -185,7 +195,7 @@ export function managedVllmEngine(
   config: { inferenceUrl?: string; engineLoadDeadlineMs: number; machineId: string },
   held: () => HeldVersion | null,
   phase: (phase: EnginePhase, version: number) => void,
-  onStalled: (detail: string) => void,
+  onStalled: LoadDeadline['onStalled'],
 ): EngineWeightSync {
   if (!config.inferenceUrl) throw new Error('ROBUSTRL_ENGINE_WEIGHTS=vllm needs ROBUSTRL_INFERENCE_URL: the engine the agent loads versions into');
   const deadlineMs = config.engineLoadDeadlineMs;

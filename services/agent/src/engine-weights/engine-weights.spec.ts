@@ -273,12 +273,12 @@ describe('EngineWeightSync: an engine wedged in its weight load', () => {
       10_000,
       (phase, v) => phases.push(`${phase}@${v}`),
       undefined,
-      { deadlineMs: 200, onStalled: (detail) => stalls.push(detail) },
+      { deadlineMs: 200, onStalled: (detail, how) => stalls.push(`${how}: ${detail}`) },
     );
     const started = Date.now();
     await sync.tick();
     expect(Date.now() - started).toBeGreaterThanOrEqual(190);
-    expect(stalls).toEqual(['the engine did not finish loading version 4 within 0.2 s: wedged in its weight load']);
+    expect(stalls).toEqual(['load: the engine did not finish loading version 4 within 0.2 s: wedged in its weight load']);
     expect(phases).toEqual(['weight-update@4']);
     // Backed off one tick, then tried again: still wedged, not reported twice.
     await sync.tick();
@@ -289,6 +289,29 @@ describe('EngineWeightSync: an engine wedged in its weight load', () => {
     await sync.tick();
     expect(stalls).toHaveLength(2);
     expect(sync.lastLoad).toBeNull();
+  });
+
+  it('an engine that does not answer the agent at all (stopped outside a load) is reported as unresponsive past the deadline', async () => {
+    const stalls: string[] = [];
+    // A stopped process: its port accepts the connection, nothing answers.
+    const silent = createServer(() => undefined);
+    await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
+    try {
+      const sync = new EngineWeightSync(
+        new VllmEngineClient(`http://127.0.0.1:${(silent.address() as AddressInfo).port}`, 60_000),
+        () => null,
+        'rollout-0',
+        10_000,
+        undefined,
+        undefined,
+        { deadlineMs: 200, onStalled: (detail, how) => stalls.push(`${how}: ${detail}`) },
+      );
+      await sync.tick();
+      expect(stalls).toEqual(['unresponsive: the engine did not answer the agent within 0.2 s: stopped or wedged']);
+    } finally {
+      silent.closeAllConnections();
+      await new Promise<void>((r) => silent.close(() => r()));
+    }
   });
 
   it('a load that finishes within the deadline is no stall', async () => {
