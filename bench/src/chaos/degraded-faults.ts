@@ -115,6 +115,12 @@ async function stopEngineDuringLoad(host: FaultHost & DegradedHost, fault: Sched
   });
   if (!stopped) return { target: 'none', note: `no load began on ${wanted} within 300 s: nothing stopped` };
   const since = Date.now();
+  // A load of a few tens of milliseconds can finish before the signal lands: then the engine was stopped
+  // just after its load, outside any, which the note says (its agent finds it by its next look).
+  let finished = false;
+  const unwatch = host.watch((machineId, line) => {
+    if (machineId === wanted && Date.now() - since < 2_000 && /engine loaded version \d+/.test(line)) finished = true;
+  });
   const replaced = await host
     .until(
       'the stopped engine replaced',
@@ -124,10 +130,12 @@ async function stopEngineDuringLoad(host: FaultHost & DegradedHost, fault: Sched
     )
     .then(() => true)
     .catch(() => false);
+  unwatch();
   signalAll(stopped, 'SIGCONT');
   const held = Math.round((Date.now() - since) / 1000);
+  const when = finished ? 'stopped just after a load (it finished before the signal landed)' : 'stopped as it began a load';
   return {
     target: wanted,
-    note: replaced ? `stopped as it began a load; its agent replaced it after ${held} s` : `stopped as it began a load; still there after ${held} s (let go)`,
+    note: replaced ? `${when}; its agent replaced it after ${held} s` : `${when}; still there after ${held} s (let go)`,
   };
 }

@@ -312,7 +312,8 @@ export class AgentRuntime {
 
   /** An engine wedged in a weight load, or not answering at all: a fault of the rollout role, which the controller answers with an engine restart. */
   private async signalEngineStalled(detail: string, signal: 'weight-load-stalled' | 'engine-unresponsive'): Promise<void> {
-    if (this.role !== 'rollout') return;
+    // An engine whose process is gone is not unresponsive: its exit is reported as such (onRoleExit).
+    if (this.role !== 'rollout' || (signal === 'engine-unresponsive' && !this.roleProcess.running)) return;
     await this.emit('AgentFaultSignalled', faultSignal(this.config.machineId, this.role, signal, detail)).catch((err) =>
       this.logger.error(`could not report the stalled engine: ${String(err)}`),
     );

@@ -34,9 +34,9 @@ const DEFAULT_IDLE: EngineIdleSettings = { idleAfterMs: 3_000, now: () => Date.n
  * An engine wedged in a weight load (alive, answering its health check, never finishing the update) stalls
  * its machine's rollouts for good: a load not finished within `deadlineMs` is reported once (`onStalled`,
  * which the agent turns into a fault signal, so the controller restarts the engine) until the engine restarts.
- * So is an engine that does not answer the agent's look at it (its version, its activity) within the same
- * deadline: stopped or wedged outside a load — its port still accepts connections, and requests that do not
- * stream show nothing of it until they end (`unresponsive`).
+ * So is an engine that answered its agent since it started and then answers none of its looks (its
+ * version) for as long: stopped or wedged outside a load — its port still accepts connections, and
+ * requests that do not stream show nothing of it until they end (`unresponsive`).
  */
 export interface LoadDeadline {
   deadlineMs: number;
@@ -44,14 +44,7 @@ export interface LoadDeadline {
 }
 const NO_DEADLINE: LoadDeadline = { deadlineMs: Number.POSITIVE_INFINITY, onStalled: () => undefined };
 
-class LoadStalledError extends Error {
-  constructor(
-    message: string,
-    readonly how: 'load' | 'unresponsive',
-  ) {
-    super(message);
-  }
-}
+class LoadStalledError extends Error {}
 export class EngineWeightSync {
   private readonly logger: Logger;
   private timer?: NodeJS.Timeout;
@@ -66,6 +59,9 @@ export class EngineWeightSync {
   private finished: number | null = null;
   /** A stalled load was reported for this engine (cleared when it restarts). */
   private stallReported = false;
+  /** The engine answered a look since it (re)started; since when it has not answered one, if so. */
+  private answered = false;
+  private silentSince: number | null = null;
 
   constructor(
     private readonly engine: VllmEngineClient,
@@ -90,6 +86,8 @@ export class EngineWeightSync {
     this.busyAt = null;
     this.finished = null;
     this.stallReported = false;
+    this.answered = false;
+    this.silentSince = null;
   }
 
   stop(): void {
@@ -107,7 +105,8 @@ export class EngineWeightSync {
     this.busy = true;
     try {
       const latest = this.held();
-      let serving = await this.withinDeadline(this.engine.weightVersion(), 'unresponsive', 'answer the agent');
+      let serving = await this.engine.weightVersion();
+      if (this.unanswered(serving)) return;
       let action = nextEngineWeightAction(serving, latest?.version ?? null);
       if (action.kind === 'stamp-base') {
         await this.engine.stamp(0);
@@ -129,7 +128,7 @@ export class EngineWeightSync {
         }
         this.logger.log(`engine loads version ${latest.version}`);
         this.phase('weight-update', latest.version);
-        const loaded = await this.withinDeadline(this.engine.load(latest.version, parts), 'load', `finish loading version ${latest.version}`);
+        const loaded = await this.withinDeadline(this.engine.load(latest.version, parts), latest.version);
         this.lastLoad = { version: latest.version, seconds: loaded.seconds };
         this.failures = 0;
         this.logger.log(`engine loaded version ${latest.version} in place (${loaded.seconds.toFixed(3)} s)`);
@@ -140,7 +139,7 @@ export class EngineWeightSync {
       if (err instanceof LoadStalledError && !this.stallReported) {
         this.stallReported = true;
         this.logger.error(err.message);
-        this.load.onStalled(err.message, err.how);
+        this.load.onStalled(err.message, 'load');
       }
       this.failures += 1;
       // Back off: 1, 2, 4 … up to 32 ticks between tries while the engine keeps refusing.
@@ -151,14 +150,38 @@ export class EngineWeightSync {
     }
   }
 
-  /** The engine's call, or a LoadStalledError once the deadline passed (the call itself is left to its own timeout). */
-  private withinDeadline<T>(load: Promise<T>, how: 'load' | 'unresponsive', what: string): Promise<T> {
+  /**
+   * Whether the engine did not answer this look (null: refused, timed out). A starting engine answers
+   * nothing for minutes; one that answered since it started and then answers nothing for the deadline —
+   * its process running, its port accepting connections — is stopped or wedged: reported once.
+   */
+  private unanswered(serving: string | null): boolean {
+    const now = this.idle.now();
+    if (serving !== null) {
+      this.answered = true;
+      this.silentSince = null;
+      return false;
+    }
+    if (!this.answered) return true;
+    this.silentSince ??= now;
+    const silentMs = now - this.silentSince;
+    if (silentMs >= this.load.deadlineMs && !this.stallReported) {
+      this.stallReported = true;
+      const detail = `the engine has not answered its agent for ${Math.round(silentMs / 1000)} s: stopped or wedged`;
+      this.logger.error(detail);
+      this.load.onStalled(detail, 'unresponsive');
+    }
+    return true;
+  }
+
+  /** The load, or a LoadStalledError once its deadline passed (the engine's call itself is left to its own timeout). */
+  private withinDeadline<T>(load: Promise<T>, version: number): Promise<T> {
     if (!Number.isFinite(this.load.deadlineMs)) return load;
     let timer: NodeJS.Timeout | undefined;
-    const wedged = how === 'load' ? 'wedged in its weight load' : 'stopped or wedged';
     const deadline = new Promise<never>((_, fail) => {
       timer = setTimeout(
-        () => fail(new LoadStalledError(`the engine did not ${what} within ${this.load.deadlineMs / 1000} s: ${wedged}`, how)),
+        () =>
+          fail(new LoadStalledError(`the engine did not finish loading version ${version} within ${this.load.deadlineMs / 1000} s: wedged in its weight load`)),
         this.load.deadlineMs,
       );
     });
@@ -168,7 +191,7 @@ export class EngineWeightSync {
 
   /** `rollout` while it has requests or finished one since the last look (or did within `idleAfterMs`, or cannot say), `idle` after. */
   private async servingPhase(): Promise<EnginePhase> {
-    const activity = await this.withinDeadline(this.engine.activity(), 'unresponsive', 'answer the agent');
+    const activity = await this.engine.activity();
     const now = this.idle.now();
     const finishedMore = activity?.finished != null && this.finished !== null && activity.finished > this.finished;
     this.finished = activity?.finished ?? null;

@@ -291,26 +291,48 @@ describe('EngineWeightSync: an engine wedged in its weight load', () => {
     expect(sync.lastLoad).toBeNull();
   });
 
-  it('an engine that does not answer the agent at all (stopped outside a load) is reported as unresponsive past the deadline', async () => {
+  it('an engine that answered and then answers nothing for the deadline (stopped outside a load) is unresponsive; a starting one is not', async () => {
     const stalls: string[] = [];
+    let stopped = false;
     // A stopped process: its port accepts the connection, nothing answers.
-    const silent = createServer(() => undefined);
-    await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
+    const engine = createServer((req, res) => {
+      if (stopped) return;
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ weight_version: '3' }));
+    });
+    await new Promise<void>((r) => engine.listen(0, '127.0.0.1', r));
+    let now = 0;
     try {
       const sync = new EngineWeightSync(
-        new VllmEngineClient(`http://127.0.0.1:${(silent.address() as AddressInfo).port}`, 60_000),
+        new VllmEngineClient(`http://127.0.0.1:${(engine.address() as AddressInfo).port}`, 60_000),
         () => null,
         'rollout-0',
         10_000,
         undefined,
-        undefined,
-        { deadlineMs: 200, onStalled: (detail, how) => stalls.push(`${how}: ${detail}`) },
+        { idleAfterMs: 3_000, now: () => now },
+        { deadlineMs: 120_000, onStalled: (detail, how) => stalls.push(`${how}: ${detail}`) },
       );
+      stopped = true;
+      await sync.tick(); // never answered since it started: starting, not stopped
+      now = 200_000;
       await sync.tick();
-      expect(stalls).toEqual(['unresponsive: the engine did not answer the agent within 0.2 s: stopped or wedged']);
+      expect(stalls).toEqual([]);
+      stopped = false;
+      await sync.tick(); // it answers
+      stopped = true;
+      now = 210_000;
+      await sync.tick(); // silent from here
+      now = 329_000;
+      await sync.tick();
+      expect(stalls).toEqual([]);
+      now = 331_000;
+      await sync.tick();
+      expect(stalls).toEqual(['unresponsive: the engine has not answered its agent for 121 s: stopped or wedged']);
+      now = 500_000;
+      await sync.tick();
+      expect(stalls).toHaveLength(1); // once per engine start
     } finally {
-      silent.closeAllConnections();
-      await new Promise<void>((r) => silent.close(() => r()));
+      engine.closeAllConnections();
+      await new Promise<void>((r) => engine.close(() => r()));
     }
   });
 
