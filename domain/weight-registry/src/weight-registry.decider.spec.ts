@@ -305,7 +305,7 @@ describe('weight registry: async mode releases the trainer after the first whole
     // r-1 cannot reach r-0 (a cut link, a stale address): the registry does not give it r-0 again and again.
     const retry = run.fail('r-1', 'connection refused').filter((d) => d.type === 'WeightPullAssigned');
     expect(retry).toEqual([{ ...assigned(1, 0, 'r-1', 'trainer-0', 2, { buckets: 1 }) }]);
-    // A pull r-0 completes clears the suspicion: relays are preferred again for the next version.
+    // r-0 stays last for this version until a pull from it completes.
     expect(run.state.versions[1].unreachable).toEqual(['r-0']);
   });
 
