@@ -295,7 +295,7 @@ describe('EngineWeightSync: an engine wedged in its weight load', () => {
     const stalls: string[] = [];
     let stopped = false;
     // A stopped process: its port accepts the connection, nothing answers.
-    const engine = createServer((req, res) => {
+    const engine = createServer((_req, res) => {
       if (stopped) return;
       res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ weight_version: '3' }));
     });
