@@ -280,6 +280,36 @@ describe('explicit signals confirm at once', () => {
       );
   });
 
+  it('a signal that carries its evidence age dates the fault back to it (a load that never finished: from its start)', () => {
+    const signalled = msg(200, 'AgentFaultSignalled', {
+      machineId: 'rollout-0',
+      role: 'rollout',
+      signal: 'weight-load-stalled',
+      detail: 'the engine did not finish loading version 3 within 120 s',
+      exitCode: null,
+      observedAt: iso(200),
+      evidenceForMs: 120_000,
+    });
+    spec
+      .given([job, register('rollout-0', 'rollout')])
+      .when({ kind: 'observe', message: signalled, now: at(200) })
+      .then(
+        [
+          draft('FaultConfirmed', {
+            verdictId: 'rollout-0/explicit-signal/1',
+            machineId: 'rollout-0',
+            role: 'rollout',
+            rule: 'explicit-signal',
+            handledAs: 'rollout',
+            machineFaulty: false,
+            detectionLatencyMs: 120_000,
+            evidence: { signal: 'weight-load-stalled', faultEvidenceSince: iso(80), detail: 'the engine did not finish loading version 3 within 120 s' },
+          }),
+        ],
+        eq,
+      );
+  });
+
   it('a machine already confirmed is not confirmed again', () => {
     const first = msg(42, 'AgentFaultSignalled', {
       machineId: 'rollout-0',

@@ -149,7 +149,7 @@ export class AgentRuntime {
           // The engine's phase, reported for it; only a change is an event.
           if (this.role === 'rollout' && this.phase !== phase) void this.reportPhase(phase, version);
         },
-        (detail, how) => void this.signalEngineStalled(detail, how === 'load' ? 'weight-load-stalled' : 'engine-unresponsive'),
+        (detail, how, forMs) => void this.signalEngineStalled(detail, how === 'load' ? 'weight-load-stalled' : 'engine-unresponsive', forMs),
       );
       this.engineWeights.start();
     }
@@ -311,12 +311,13 @@ export class AgentRuntime {
   }
 
   /** An engine wedged in a weight load, or not answering at all: a fault of the rollout role, which the controller answers with an engine restart. */
-  private async signalEngineStalled(detail: string, signal: 'weight-load-stalled' | 'engine-unresponsive'): Promise<void> {
+  private async signalEngineStalled(detail: string, signal: 'weight-load-stalled' | 'engine-unresponsive', evidenceForMs: number): Promise<void> {
     // An engine whose process is gone is not unresponsive: its exit is reported as such (onRoleExit).
     if (this.role !== 'rollout' || (signal === 'engine-unresponsive' && !this.roleProcess.running)) return;
-    await this.emit('AgentFaultSignalled', faultSignal(this.config.machineId, this.role, signal, detail)).catch((err) =>
-      this.logger.error(`could not report the stalled engine: ${String(err)}`),
-    );
+    await this.emit('AgentFaultSignalled', {
+      ...faultSignal(this.config.machineId, this.role, signal, detail),
+      evidenceForMs: Math.round(evidenceForMs),
+    }).catch((err) => this.logger.error(`could not report the stalled engine: ${String(err)}`));
   }
 
   private async onCommand(delivery: Delivery<AgentCommand>): Promise<void> {

@@ -2,7 +2,8 @@ import type { FaultSignal } from '@robustrl/contracts';
 import { DetectionRule } from './detection-rule';
 
 export interface ExplicitSignalState {
-  signal: { kind: FaultSignal; at: number; detail: string; exitCode: number | null } | null;
+  /** `since`: when the evidence began (absent in a state folded before signals carried it). */
+  signal: { kind: FaultSignal; at: number; since?: number; detail: string; exitCode: number | null } | null;
 }
 
 /** ECC and XID errors are the GPU's own hardware evidence: the machine, not the process, must go. */
@@ -22,19 +23,22 @@ export const ExplicitSignalRule: DetectionRule<ExplicitSignalState> = {
   observe(state, message, at) {
     if (message.type !== 'AgentFaultSignalled') return state;
     const d = message.data;
-    return { signal: { kind: d.signal, at, detail: d.detail, exitCode: d.exitCode } };
+    // The fault began when the agent's evidence did (a load's start), not when it gave up waiting: the
+    // verdict's detection latency, and the outage ETTR charges, run from there (paper §7).
+    return { signal: { kind: d.signal, at, since: at - (d.evidenceForMs ?? 0), detail: d.detail, exitCode: d.exitCode } };
   },
 
   evaluate(state) {
     const s = state.signal;
     if (s === null) return null;
+    const since = Math.min(s.since ?? s.at, s.at);
     return {
       verdict: 'confirm',
-      since: s.at,
+      since,
       machineFaulty: HARDWARE_SIGNALS.has(s.kind),
       evidence: {
         signal: s.kind,
-        faultEvidenceSince: new Date(s.at).toISOString(),
+        faultEvidenceSince: new Date(since).toISOString(),
         detail: s.exitCode === null ? s.detail : `${s.detail} (exit code ${s.exitCode})`,
       },
     };

@@ -89,5 +89,11 @@ export const AgentFaultSignalled = event(
     detail: z.string().max(4000),
     exitCode: z.int().nullable(),
     observedAt: IsoTime,
+    /**
+     * How long the agent had the evidence before it signalled (a load that never finished: since it
+     * began; an engine that stopped answering: since its first unanswered look). A duration, not a
+     * time, so an agent's skewed clock cannot move the fault. Absent: the fault is the signal's moment.
+     */
+    evidenceForMs: z.int().nonnegative().optional(),
   }),
 );

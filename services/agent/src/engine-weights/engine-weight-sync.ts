@@ -40,11 +40,19 @@ const DEFAULT_IDLE: EngineIdleSettings = { idleAfterMs: 3_000, now: () => Date.n
  */
 export interface LoadDeadline {
   deadlineMs: number;
-  onStalled: (detail: string, how: 'load' | 'unresponsive') => void;
+  /** `forMs`: how long the evidence lasted (since the load began, or the first unanswered look). */
+  onStalled: (detail: string, how: 'load' | 'unresponsive', forMs: number) => void;
 }
 const NO_DEADLINE: LoadDeadline = { deadlineMs: Number.POSITIVE_INFINITY, onStalled: () => undefined };
 
-class LoadStalledError extends Error {}
+class LoadStalledError extends Error {
+  constructor(
+    message: string,
+    readonly startedAt: number,
+  ) {
+    super(message);
+  }
+}
 export class EngineWeightSync {
   private readonly logger: Logger;
   private timer?: NodeJS.Timeout;
@@ -139,7 +147,7 @@ export class EngineWeightSync {
       if (err instanceof LoadStalledError && !this.stallReported) {
         this.stallReported = true;
         this.logger.error(err.message);
-        this.load.onStalled(err.message, 'load');
+        this.load.onStalled(err.message, 'load', Math.max(0, this.idle.now() - err.startedAt));
       }
       this.failures += 1;
       // Back off: 1, 2, 4 … up to 32 ticks between tries while the engine keeps refusing.
@@ -169,7 +177,7 @@ export class EngineWeightSync {
       this.stallReported = true;
       const detail = `the engine has not answered its agent for ${Math.round(silentMs / 1000)} s: stopped or wedged`;
       this.logger.error(detail);
-      this.load.onStalled(detail, 'unresponsive');
+      this.load.onStalled(detail, 'unresponsive', silentMs);
     }
     return true;
   }
@@ -177,11 +185,17 @@ export class EngineWeightSync {
   /** The load, or a LoadStalledError once its deadline passed (the engine's call itself is left to its own timeout). */
   private withinDeadline<T>(load: Promise<T>, version: number): Promise<T> {
     if (!Number.isFinite(this.load.deadlineMs)) return load;
+    const startedAt = this.idle.now();
     let timer: NodeJS.Timeout | undefined;
     const deadline = new Promise<never>((_, fail) => {
       timer = setTimeout(
         () =>
-          fail(new LoadStalledError(`the engine did not finish loading version ${version} within ${this.load.deadlineMs / 1000} s: wedged in its weight load`)),
+          fail(
+            new LoadStalledError(
+              `the engine did not finish loading version ${version} within ${this.load.deadlineMs / 1000} s: wedged in its weight load`,
+              startedAt,
+            ),
+          ),
         this.load.deadlineMs,
       );
     });

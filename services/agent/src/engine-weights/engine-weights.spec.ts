@@ -264,6 +264,7 @@ describe('EngineWeightSync: an engine wedged in its weight load', () => {
 
   it('is reported once past the deadline, not again on later tries, and again once the engine restarted', async () => {
     const stalls: string[] = [];
+    const ages: number[] = [];
     const phases: string[] = [];
     const held: HeldVersion = { version: 4, parts: [{ path: '/dev/shm/v4', target: null, bucketStarts: [0], tensors: [] }] };
     const sync = new EngineWeightSync(
@@ -273,13 +274,16 @@ describe('EngineWeightSync: an engine wedged in its weight load', () => {
       10_000,
       (phase, v) => phases.push(`${phase}@${v}`),
       undefined,
-      { deadlineMs: 200, onStalled: (detail, how) => stalls.push(`${how}: ${detail}`) },
+      { deadlineMs: 200, onStalled: (detail, how, forMs) => (stalls.push(`${how}: ${detail}`), ages.push(forMs)) },
     );
     const started = Date.now();
     await sync.tick();
     expect(Date.now() - started).toBeGreaterThanOrEqual(190);
     expect(stalls).toEqual(['load: the engine did not finish loading version 4 within 0.2 s: wedged in its weight load']);
     expect(phases).toEqual(['weight-update@4']);
+    // The fault is dated from the load's start: the age is the deadline (and a look's overrun), not zero.
+    expect(ages[0]).toBeGreaterThanOrEqual(190);
+    expect(ages[0]).toBeLessThan(5_000);
     // Backed off one tick, then tried again: still wedged, not reported twice.
     await sync.tick();
     await sync.tick();
@@ -309,7 +313,7 @@ describe('EngineWeightSync: an engine wedged in its weight load', () => {
         10_000,
         undefined,
         { idleAfterMs: 3_000, now: () => now },
-        { deadlineMs: 120_000, onStalled: (detail, how) => stalls.push(`${how}: ${detail}`) },
+        { deadlineMs: 120_000, onStalled: (detail, how, forMs) => stalls.push(`${how} after ${forMs} ms: ${detail}`) },
       );
       stopped = true;
       await sync.tick(); // never answered since it started: starting, not stopped
@@ -326,7 +330,8 @@ describe('EngineWeightSync: an engine wedged in its weight load', () => {
       expect(stalls).toEqual([]);
       now = 331_000;
       await sync.tick();
-      expect(stalls).toEqual(['unresponsive: the engine has not answered its agent for 121 s: stopped or wedged']);
+      // Dated from the first unanswered look (210 s), not the report.
+      expect(stalls).toEqual(['unresponsive after 121000 ms: the engine has not answered its agent for 121 s: stopped or wedged']);
       now = 500_000;
       await sync.tick();
       expect(stalls).toHaveLength(1); // once per engine start
