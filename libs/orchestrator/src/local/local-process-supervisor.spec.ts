@@ -395,6 +395,8 @@ describe('LocalProcessSupervisor', () => {
       compile('../orchestrator.ts', 'orchestrator.js');
       compile('../operation-memo.ts', 'operation-memo.js');
       compile('local-process-supervisor.ts', 'local/local-process-supervisor.js');
+      compile('local-machine.ts', 'local/local-machine.js');
+      compile('process-groups.ts', 'local/process-groups.js');
       writeFileSync(
         join(dir, 'host.js'),
         `

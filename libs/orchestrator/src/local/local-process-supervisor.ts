@@ -24,61 +24,32 @@
  *    sees the real process's `exit`).
  */
 import { ChildProcess, spawn } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import type { Readable } from 'node:stream';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Role } from '@robustrl/contracts';
 import { MachineSpec, Orchestrator, OrchestratorError } from '../orchestrator';
 import { OperationKind, OperationMemo } from '../operation-memo';
+import {
+  Incarnation,
+  LocalLaunchCommand,
+  LocalMachineExit,
+  LocalMachineSnapshot,
+  LocalProcessSupervisorOptions,
+  MachineRecord,
+  signalGroup,
+  statusOf,
+} from './local-machine';
+import { groupHasLiveMembers, OrphanGuard } from './process-groups';
 
-/** What to run for a machine. `env` is laid over this process's environment. */
-export interface LocalLaunchCommand {
-  command: string;
-  args: string[];
-  env?: Record<string, string>;
-  cwd?: string;
-}
-
-export type LocalMachineLaunch = MachineSpec & { jobId: string };
-
-export interface LocalProcessSupervisorOptions {
-  /**
-   * The command of a machine. Called once per machine, when it is first launched; restarts reuse the
-   * command and the resolved environment, so a restarted machine runs exactly as before.
-   */
-  launch: (machine: LocalMachineLaunch) => LocalLaunchCommand;
-  /** How long a machine gets between SIGTERM and SIGKILL. Default 5000. */
-  stopGraceMs?: number;
-  /**
-   * Receives each stdout/stderr line of each machine. Default: written to this process's stderr as
-   * `[machineId] line`, because a machine that dies silently is what makes an end-to-end test
-   * undebuggable. Pass `() => {}` to discard.
-   */
-  output?: (machineId: string, line: string) => void;
-  /**
-   * The id of a machine created by `requestMachine`. `sequence` counts up per role from 0; an id
-   * already in use (e.g. one given to `launchJob`) is skipped. Default `${role}-${sequence}`.
-   */
-  machineIdFor?: (role: Role, sequence: number) => string;
-}
-
-export type LocalMachineStatus = 'running' | 'exited' | 'isolated' | 'released';
-
-/** How a machine's leader process ended; both null when it never started. */
-export interface LocalMachineExit {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-}
-
-export interface LocalMachineSnapshot extends MachineSpec {
-  jobId: string;
-  /** Of the latest incarnation, running or not; undefined if it never started. */
-  pid: number | undefined;
-  status: LocalMachineStatus;
-  /** Completed relaunches by restartMachines / restartTask. */
-  restarts: number;
-}
+export type {
+  LocalLaunchCommand,
+  LocalMachineExit,
+  LocalMachineLaunch,
+  LocalMachineSnapshot,
+  LocalMachineStatus,
+  LocalProcessSupervisorOptions,
+} from './local-machine';
 
 const DEFAULT_STOP_GRACE_MS = 5_000;
 /** After SIGKILL only a process stuck in the kernel (uninterruptible sleep) is still there; give up on it then. */
@@ -86,35 +57,6 @@ const KILL_WAIT_MS = 5_000;
 const GROUP_POLL_MS = 25;
 /** A machineIdFor that keeps answering ids in use would otherwise loop forever. */
 const MAX_ID_ATTEMPTS = 10_000;
-
-interface ResolvedLaunchCommand {
-  command: string;
-  args: string[];
-  env: NodeJS.ProcessEnv;
-  cwd?: string;
-}
-
-/** One run of a machine's process tree; a restart makes a new one. */
-interface Incarnation {
-  /** Also the process group id, the child being its group's leader. */
-  readonly pid: number | undefined;
-  exit?: LocalMachineExit;
-  readonly exited: Promise<LocalMachineExit>;
-  /** Once true the group id is never signalled again: it may be reused by an unrelated group. */
-  groupGone: boolean;
-}
-
-interface MachineRecord {
-  readonly spec: MachineSpec;
-  readonly jobId: string;
-  readonly command: ResolvedLaunchCommand;
-  /** Set once the machine left the job (isolated: suspect; released: given back); it is never relaunched. */
-  retired?: 'isolated' | 'released';
-  restarts: number;
-  current?: Incarnation;
-  /** Restarts of one machine run one after the other, so two of them never leave two incarnations. */
-  queue: Promise<unknown>;
-}
 
 export class LocalProcessSupervisor implements Orchestrator {
   readonly kind = 'local' as const;
@@ -470,135 +412,6 @@ export class LocalProcessSupervisor implements Orchestrator {
   private assertOpen(): void {
     if (this.closing) throw new OrchestratorError('the local process supervisor is closed', false);
   }
-}
-
-function statusOf(record: MachineRecord): LocalMachineStatus {
-  if (record.retired) return record.retired;
-  return record.current && !record.current.exit ? 'running' : 'exited';
-}
-
-function signalGroup(incarnation: Incarnation, signal: NodeJS.Signals): void {
-  if (incarnation.groupGone || incarnation.pid === undefined) return;
-  try {
-    process.kill(-incarnation.pid, signal);
-  } catch (error) {
-    // ESRCH: the group is already empty, which is what the caller wants.
-    if ((error as NodeJS.ErrnoException).code !== 'ESRCH') throw error;
-  }
-}
-
-/**
- * Whether a process other than a zombie is left in the group. Zombies count as gone: a descendant
- * orphaned by the leader's death waits for init to reap it, which can take seconds in a container,
- * and it can do nothing any more.
- */
-function groupHasLiveMembers(pgid: number): boolean {
-  try {
-    process.kill(-pgid, 0);
-  } catch (error) {
-    // EPERM: a member exists that we may not signal (it changed its user); it is alive.
-    return (error as NodeJS.ErrnoException).code !== 'ESRCH';
-  }
-  if (process.platform !== 'linux') return true;
-  let entries: string[];
-  try {
-    entries = readdirSync('/proc');
-  } catch {
-    return true;
-  }
-  for (const entry of entries) {
-    if (!/^\d+$/.test(entry)) continue;
-    let stat: string;
-    try {
-      stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-    } catch {
-      continue; // exited while we looked
-    }
-    // "pid (comm) state ppid pgrp …"; comm may contain spaces and parentheses, so split after the last ')'.
-    const [state, , pgrp] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    if (Number(pgrp) === pgid && state !== 'Z' && state !== 'X') return true;
-  }
-  return false;
-}
-
-/**
- * SIGKILLs the process groups it watches when the host process goes away: synchronously on the
- * host's `exit` event, and through a watchdog process for deaths without one. The watchdog reads
- * "+pgid"/"-pgid" lines on stdin; when stdin closes (the host closed it, or the kernel did because
- * the host died) it SIGKILLs every group still listed. It is detached, so a Ctrl-C to the host's
- * terminal does not take it down with the host, and unreferenced, so it never keeps the host alive.
- */
-class OrphanGuard {
-  private readonly groups = new Set<number>();
-  private watchdog?: ChildProcess;
-  private readonly killAllNow = () => {
-    for (const pgid of this.groups) {
-      try {
-        process.kill(-pgid, 'SIGKILL');
-      } catch {
-        // Already gone, or not ours to kill: nothing more can be done while exiting.
-      }
-    }
-  };
-
-  watch(pgid: number): void {
-    if (this.groups.size === 0) process.on('exit', this.killAllNow);
-    this.groups.add(pgid);
-    this.tell(`+${pgid}`);
-  }
-
-  forget(pgid: number): void {
-    if (!this.groups.delete(pgid)) return;
-    this.tell(`-${pgid}`);
-    if (this.groups.size === 0) process.removeListener('exit', this.killAllNow);
-  }
-
-  dispose(): void {
-    process.removeListener('exit', this.killAllNow);
-    // Ending stdin makes the watchdog kill whatever is still listed (nothing, after a clean close) and exit.
-    this.watchdog?.stdin?.end();
-    this.watchdog = undefined;
-  }
-
-  private tell(line: string): void {
-    const stdin = (this.watchdog ??= startWatchdog()).stdin;
-    stdin?.write(`${line}\n`);
-  }
-}
-
-const WATCHDOG_SOURCE = `
-const groups = new Set();
-let pending = '';
-process.stdin.setEncoding('utf8');
-process.stdin.on('data', (chunk) => {
-  pending += chunk;
-  let newline;
-  while ((newline = pending.indexOf('\\n')) >= 0) {
-    const line = pending.slice(0, newline);
-    pending = pending.slice(newline + 1);
-    const pgid = Number(line.slice(1));
-    if (!(pgid > 0)) continue;
-    if (line[0] === '+') groups.add(pgid);
-    else if (line[0] === '-') groups.delete(pgid);
-  }
-});
-process.stdin.on('close', () => {
-  for (const pgid of groups) {
-    try { process.kill(-pgid, 'SIGKILL'); } catch {}
-  }
-  process.exit(0);
-});
-`;
-
-function startWatchdog(): ChildProcess {
-  const watchdog = spawn(process.execPath, ['-e', WATCHDOG_SOURCE], { detached: true, stdio: ['pipe', 'ignore', 'ignore'] });
-  // Without a watchdog the exit hook and close() still work; losing it must not crash the host.
-  watchdog.on('error', (error) => process.stderr.write(`local process supervisor: orphan watchdog failed: ${messageOf(error)}\n`));
-  watchdog.stdin?.on('error', () => undefined);
-  watchdog.unref();
-  // stdin is a pipe socket; Writable's type does not show its unref.
-  (watchdog.stdin as unknown as { unref?: () => void } | null)?.unref?.();
-  return watchdog;
 }
 
 function throwIfAnyFailed(what: string, results: PromiseSettledResult<unknown>[]): void {
