@@ -21,6 +21,7 @@ import socket
 import time
 import traceback
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Any, Dict, Iterator, List, Optional, Sequence
 
@@ -53,8 +54,12 @@ PHASES = (
     "idle",
 )
 
-# "process-exited" is also a fault signal, but the agent observes that one itself.
+# "process-exited" is also a fault signal: the agent observes it itself when it supervises the role;
+# a framework in cooperate mode reports it with ``process_exited``.
 ERROR_SIGNALS = ("step-exception", "ecc-error", "xid-error")
+
+# The longest long poll the agent serves (GET /v1/commands?waitMs=…).
+MAX_COMMAND_WAIT_S = 30.0
 
 # The agent rejects a longer detail (its event schema caps it at 4000 characters).
 MAX_DETAIL_CHARS = 4000
@@ -199,6 +204,46 @@ class AgentClient:
         """The agent's view: machineId, role, jobId, phase, step, roleProcess, gpuActivitySource."""
         return self._request("GET", "/v1/status", None)
 
+    # -- cooperate mode: the framework owns its processes and follows the agent's commands ---------
+
+    def commands(self, wait_s: float = 25.0) -> Optional[List[Dict[str, Any]]]:
+        """Cooperate mode (agent with ``ROBUSTRL_INTEGRATION=cooperate``): the commands not acknowledged
+        yet, oldest first; with none, waits up to ``wait_s`` seconds (at most 30) for one. Each is a dict
+        with ``commandId``, ``type`` (``RestartTrainerGroup``, ``RestartRolloutEngine``,
+        ``PromoteRolloutToTrainer``, ``StopRole``) and what carrying it out takes (README "Integrate your
+        job"). The request may take ``wait_s`` longer than this client's ``timeout``."""
+        if not _is_number(wait_s) or not 0 <= wait_s <= MAX_COMMAND_WAIT_S:
+            raise ValueError("wait_s must be a number in 0..{}, got {!r}".format(MAX_COMMAND_WAIT_S, wait_s))
+        answer = self._request("GET", "/v1/commands?waitMs={}".format(int(wait_s * 1000)), None, timeout=self.timeout + wait_s)
+        if answer is None:
+            return None
+        commands = answer.get("commands")
+        return [c for c in commands if isinstance(c, dict)] if isinstance(commands, list) else []
+
+    def acknowledge(self, command_id: str) -> Optional[Dict[str, Any]]:
+        """The framework has the command: the agent offers it no more (until then, every poll does)."""
+        return self._post(_command_path(command_id, "ack"), {})
+
+    def report_outcome(self, command_id: str, error: Optional[str] = None) -> Optional[Dict[str, Any]]:
+        """The command was carried out (``error`` None), or could not be (``error`` says why): what the
+        agent answers the controller. The same outcome twice is taken once."""
+        if error is None:
+            body: Dict[str, Any] = {"outcome": "succeeded"}
+        else:
+            if not isinstance(error, str) or not error.strip():
+                raise ValueError("error must be a non-empty string, got {!r}".format(error))
+            body = {"outcome": "failed", "error": _truncate(error)}
+        return self._post(_command_path(command_id, "outcome"), body)
+
+    def process_exited(self, detail: str, exit_code: Optional[int] = None) -> Optional[Dict[str, Any]]:
+        """Cooperate mode: a process of the role died (a worker actor, an engine); the detector
+        confirms it at once and the controller restarts the role."""
+        if not isinstance(detail, str):
+            raise ValueError("detail must be a string, got {!r}".format(detail))
+        if exit_code is not None and not _is_integer(exit_code):
+            raise ValueError("exit_code must be an integer or None, got {!r}".format(exit_code))
+        return self._post("/v1/errors", {"signal": "process-exited", "detail": _truncate(detail), "exitCode": exit_code})
+
     # -- after a restart by the controller: what to resume with -----------------------------------
 
     def restart_context(self) -> Optional[Dict[str, Any]]:
@@ -330,9 +375,9 @@ class AgentClient:
     def _post(self, path: str, body: Dict[str, Any]) -> Optional[Dict[str, Any]]:
         return self._request("POST", path, body)
 
-    def _request(self, method: str, path: str, body: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    def _request(self, method: str, path: str, body: Optional[Dict[str, Any]], timeout: Optional[float] = None) -> Optional[Dict[str, Any]]:
         try:
-            result = self._send(method, path, body)
+            result = self._send(method, path, body, timeout)
         except AgentError as err:
             if self.raise_on_error:
                 raise
@@ -343,7 +388,8 @@ class AgentClient:
             self._unreachable = False
         return result
 
-    def _send(self, method: str, path: str, body: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+    def _send(self, method: str, path: str, body: Optional[Dict[str, Any]], timeout: Optional[float] = None) -> Dict[str, Any]:
+        timeout = self.timeout if timeout is None else timeout
         data = None if body is None else json.dumps(body, allow_nan=False).encode("utf-8")
         headers = {"Accept": "application/json"}
         if self._authorization is not None:
@@ -352,7 +398,7 @@ class AgentClient:
             headers["Content-Type"] = "application/json"
         request = urllib.request.Request(self.url + path, data=data, headers=headers, method=method)
         try:
-            with self._opener.open(request, timeout=self.timeout) as response:
+            with self._opener.open(request, timeout=timeout) as response:
                 status = response.status
                 raw = response.read()
         except urllib.error.HTTPError as err:
@@ -370,7 +416,7 @@ class AgentClient:
         except urllib.error.URLError as err:
             raise AgentError(method, path, "agent unreachable at {}: {}".format(self.url, err.reason))
         except (socket.timeout, TimeoutError):
-            raise AgentError(method, path, "no answer from the agent at {} within {} s".format(self.url, self.timeout))
+            raise AgentError(method, path, "no answer from the agent at {} within {} s".format(self.url, timeout))
         except (OSError, ValueError, http.client.HTTPException) as err:
             # A connection reset mid-response, a malformed status line, an agent gone mid-answer.
             raise AgentError(method, path, "request to the agent at {} failed: {}".format(self.url, err))
@@ -393,6 +439,13 @@ class AgentClient:
 
 
 # -- argument checks ------------------------------------------------------------------------------
+
+
+def _command_path(command_id: Any, action: str) -> str:
+    """A command's route: its id (which contains "/") URL-encoded as one path segment."""
+    if not isinstance(command_id, str) or not command_id:
+        raise ValueError("command_id must be a non-empty string, got {!r}".format(command_id))
+    return "/v1/commands/{}/{}".format(urllib.parse.quote(command_id, safe=""), action)
 
 
 def _ipc_buckets(buckets: Any) -> List[Dict[str, Any]]:

@@ -52,7 +52,8 @@ const Bodies = {
     intervalSeconds: z.number().positive().optional(),
     perGpu: z.array(z.number().min(0).max(1)).optional(),
   }),
-  error: z.object({ signal: FaultSignal.exclude(['process-exited']), detail: z.string().max(4000) }),
+  // process-exited is the agent's own report of a process it supervises; a cooperating framework reports its own.
+  error: z.object({ signal: FaultSignal, detail: z.string().max(4000), exitCode: z.int().nullable().default(null) }),
   /**
    * A trainer rank's shard of a version in /dev/shm (shmName + bucketSizes), or in device memory (buckets
    * as CUDA IPC handles); optionally the named tensors in its buckets and which shard of how many it is
@@ -215,13 +216,20 @@ export class AgentApiController {
   @HttpCode(202)
   async error(@Body() body: unknown) {
     const b = parse(Bodies.error, body);
+    if (b.signal === 'process-exited' && !this.agent.mailbox)
+      throw new BadRequestException({
+        error: 'invalid request body',
+        issues: [
+          { path: 'signal', message: 'process-exited is reported by the agent itself for the role process it supervises (ROBUSTRL_INTEGRATION=supervise)' },
+        ],
+      });
     return accepted(
       await this.agent.emit('AgentFaultSignalled', {
         machineId: this.agent.config.machineId,
         role: this.agent.role,
         signal: b.signal,
         detail: b.detail,
-        exitCode: null,
+        exitCode: b.exitCode,
         observedAt: new Date().toISOString(),
       }),
     );

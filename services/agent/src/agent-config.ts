@@ -24,6 +24,14 @@ export interface AgentConfig {
   apiToken: string | undefined;
   /** Shell command of the role process per role; none means the framework is started by someone else. */
   roleCommands: Partial<Record<Role, string>>;
+  /**
+   * Who carries out the controller's commands on the role's processes (README "Integrate your job"):
+   * `supervise` — the agent, parent of the role process (its command run again); `cooperate` — the
+   * framework, which owns its processes and follows the agent's commands (GET /v1/commands).
+   */
+  integration: 'supervise' | 'cooperate';
+  /** Cooperate mode: how long after its last poll a framework still counts as following commands. */
+  frameworkAttachedMs: number;
   gpuSampleSeconds: number;
   dcgmUrl: string | undefined;
   preferredGpuSource: 'dcgm' | 'nvml' | 'nvidia-smi' | 'emulated' | 'process-cpu' | undefined;
@@ -94,6 +102,13 @@ const Env = z.object({
   ROBUSTRL_TRAINER_COMMAND: z.string().min(1).optional(),
   ROBUSTRL_ROLLOUT_COMMAND: z.string().min(1).optional(),
   ROBUSTRL_HYBRID_COMMAND: z.string().min(1).optional(),
+  ROBUSTRL_INTEGRATION: z
+    .enum(['supervise', 'cooperate'], {
+      error: "'supervise' (the agent runs the role command) or 'cooperate' (the framework owns its processes and follows GET /v1/commands)",
+    })
+    .default('supervise'),
+  // Past it without a poll, a cooperating framework is taken for gone: the agent stops vouching for its role.
+  ROBUSTRL_FRAMEWORK_ATTACHED_SECONDS: z.coerce.number().positive().default(45),
   ROBUSTRL_GPU_SAMPLE_SECONDS: z.coerce.number().positive().default(10),
   ROBUSTRL_DCGM_URL: z.url().optional(),
   ROBUSTRL_GPU_SOURCE: z.enum(['dcgm', 'nvml', 'nvidia-smi', 'emulated', 'process-cpu']).optional(),
@@ -153,6 +168,12 @@ export function agentConfigFromEnv(env: NodeJS.ProcessEnv): AgentConfig {
     hybrid: e.ROBUSTRL_HYBRID_COMMAND,
   };
   if (e.ROBUSTRL_ROLE_COMMAND) roleCommands[e.ROBUSTRL_ROLE] ??= e.ROBUSTRL_ROLE_COMMAND;
+  const commands = ['ROBUSTRL_ROLE_COMMAND', 'ROBUSTRL_TRAINER_COMMAND', 'ROBUSTRL_ROLLOUT_COMMAND', 'ROBUSTRL_HYBRID_COMMAND'] as const;
+  const given = commands.filter((name) => e[name] !== undefined);
+  if (e.ROBUSTRL_INTEGRATION === 'cooperate' && given.length)
+    throw new Error(
+      `agent configuration is invalid: ${given.join(', ')}: not with ROBUSTRL_INTEGRATION=cooperate, where the framework starts its own processes`,
+    );
   return {
     jobId: e.ROBUSTRL_JOB_ID,
     machineId: e.ROBUSTRL_MACHINE_ID,
@@ -173,6 +194,8 @@ export function agentConfigFromEnv(env: NodeJS.ProcessEnv): AgentConfig {
     apiPort: e.ROBUSTRL_AGENT_PORT,
     apiToken: roleApiToken(env),
     roleCommands,
+    integration: e.ROBUSTRL_INTEGRATION,
+    frameworkAttachedMs: Math.round(e.ROBUSTRL_FRAMEWORK_ATTACHED_SECONDS * 1000),
     gpuSampleSeconds: e.ROBUSTRL_GPU_SAMPLE_SECONDS,
     dcgmUrl: e.ROBUSTRL_DCGM_URL,
     preferredGpuSource: e.ROBUSTRL_GPU_SOURCE,

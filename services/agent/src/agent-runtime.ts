@@ -2,47 +2,27 @@ import { randomUUID } from 'node:crypto';
 import { Logger } from '@nestjs/common';
 import { SpanStatusCode } from '@opentelemetry/api';
 import { Delivery, MessageBus, Subscription } from '@robustrl/bus';
-import { createCausedMessage, createMessage, DataOf, MessageOf, MessageType, RobustrlMessage, Role, RolePhase, Topics } from '@robustrl/contracts';
+import { createCausedMessage, createMessage, DataOf, MessageOf, RobustrlMessage, Role, RolePhase, Topics } from '@robustrl/contracts';
 import { tracer } from '@robustrl/telemetry';
 import { AgentConfig } from './agent-config';
-import { EmulatedGpuActivitySource, GpuActivitySource, selectGpuActivitySource } from './gpu-activity';
+import type { AgentOutputType } from './agent-outputs';
+import { GpuSampler } from './gpu-activity/gpu-sampler';
 import { BrokerLease, RoleLeaseGuard } from './broker-lease';
-import { RoleExit, RoleProcess } from './role-process';
-import { AGENT_CREDENTIALS } from './role-credentials';
+import type { RoleExit } from './role-process';
 import { awaitFirstLaunchGroup } from './first-launch';
-import { groupEnv, RestartContext, restartContextOf, restartEnv } from './trainer-group';
+import { groupEnv, RestartContext, restartContextOf } from './trainer-group';
+import { CommandMailbox } from './cooperate/command-mailbox';
+import { RoleExecutor } from './role/role-executor';
+import { SupervisedRole } from './role/supervised-role';
+import { CooperatingFramework } from './role/cooperating-framework';
 import { fencedOutBy } from './trainer-fence';
 import { fetchKeptBatch } from './kept-batch';
 import { exitCodeOf, faultSignal } from './fault-signal';
-import { roleEnv } from './role-env';
 import { MachineCommand, staleness } from './command-staleness';
 import { WeightPlane } from './weights/weight-plane';
 import { EngineWeightSync, managedVllmEngine } from './engine-weights/engine-weight-sync';
 
-/**
- * Everything an agent publishes: its machine's registration and role, samples, phases and faults,
- * heartbeat answers, training steps and checkpoints, weight publications and pull outcomes, and its
- * answers to commands. Its broker login may write only these topics (libs/bus/src/kafka/topic-acls.ts,
- * held to this list by test/architecture/topic-rights.spec.ts).
- */
-export const AGENT_OUTPUT_TYPES = [
-  'MachineRegistered',
-  'MachineRoleChanged',
-  'GpuActivitySampled',
-  'RolePhaseChanged',
-  'RolloutThroughputSampled',
-  'AgentFaultSignalled',
-  'HeartbeatAcked',
-  'TrainingStepStarted',
-  'TrainingStepCompleted',
-  'CheckpointSaved',
-  'WeightVersionPublished',
-  'WeightPullCompleted',
-  'WeightPullFailed',
-  'RecoveryCommandSucceeded',
-  'RecoveryCommandFailed',
-] as const satisfies readonly MessageType[];
-export type AgentOutputType = (typeof AGENT_OUTPUT_TYPES)[number];
+export { AGENT_OUTPUT_TYPES, AgentOutputType } from './agent-outputs';
 
 type AgentCommand = MachineCommand | MessageOf<'HeartbeatProbeRequested'>;
 
@@ -53,10 +33,10 @@ type AgentCommand = MachineCommand | MessageOf<'HeartbeatProbeRequested'>;
  */
 export class AgentRuntime {
   private readonly logger: Logger;
-  private readonly roleProcess: RoleProcess;
-  private gpuSource: GpuActivitySource = new EmulatedGpuActivitySource();
-  private gpuSourceReason = 'not selected yet';
-  private sampler?: NodeJS.Timeout;
+  /** Who does the process work of commands (role/role-executor.ts); `supervised` is it when the agent supervises. */
+  private readonly executor: RoleExecutor;
+  private readonly supervised: SupervisedRole | null;
+  private readonly gpu: GpuSampler;
   private subscription?: Subscription;
   private readonly executed = new Set<string>();
   /**
@@ -82,6 +62,8 @@ export class AgentRuntime {
    * registry does not fence them) for a trainer started without a group of the agent's forming.
    */
   private trainerEpoch: number | undefined;
+  /** In cooperate mode (ROBUSTRL_INTEGRATION=cooperate): the commands the framework follows; null when the agent supervises. */
+  readonly mailbox: CommandMailbox | null;
 
   constructor(
     private readonly bus: MessageBus,
@@ -89,19 +71,28 @@ export class AgentRuntime {
   ) {
     this.role = config.role;
     this.logger = new Logger(`agent/${config.machineId}`);
+    this.mailbox = config.integration === 'cooperate' ? new CommandMailbox(config.frameworkAttachedMs) : null;
+    this.supervised = this.mailbox
+      ? null
+      : new SupervisedRole(config, { role: () => this.role, apiUrl: () => this.apiUrl }, this.logger, (exit) => void this.onRoleExit(exit));
+    this.executor = this.supervised ?? new CooperatingFramework(this.mailbox!, this.logger);
     this.leaseGuard = new RoleLeaseGuard(new BrokerLease(config.leaseMs, Date.now()), {
-      held: () => !this.closing && this.role !== 'rollout' && this.roleProcess.running,
-      stop: () => this.roleProcess.stop(),
+      held: () => !this.closing && this.role !== 'rollout' && this.executor.running(),
+      stop: () => this.executor.stop(`lease/${Date.now()}`, 'this machine lost its lease on the broker: a replacement may be training'),
       report: (detail) => this.emit('AgentFaultSignalled', faultSignal(this.config.machineId, this.role, 'lease-expired', detail)).then(() => undefined),
       logger: this.logger,
     });
-    this.roleProcess = new RoleProcess({
-      stopGraceMs: config.stopGraceMs,
-      onExit: (exit) => void this.onRoleExit(exit),
-      onOutput: (line) => this.logger.log(`[${this.role}] ${line}`),
-      // The framework is the user's code: it gets a token of the agent's API (roleEnv), not the agent's credentials.
-      withheldEnv: AGENT_CREDENTIALS,
-    });
+    this.gpu = new GpuSampler(
+      {
+        machineId: config.machineId,
+        intervalSeconds: config.gpuSampleSeconds,
+        dcgmUrl: config.dcgmUrl,
+        preferred: config.preferredGpuSource,
+        gpus: config.gpus,
+      },
+      (sample) => this.emit('GpuActivitySampled', sample),
+      this.logger,
+    );
     const { weights } = config;
     this.weights = new WeightPlane(
       {
@@ -124,12 +115,7 @@ export class AgentRuntime {
 
   async start(apiUrl: string): Promise<void> {
     this.apiUrl = apiUrl;
-    const selection = await selectGpuActivitySource({ dcgmUrl: this.config.dcgmUrl, preferred: this.config.preferredGpuSource, gpus: this.config.gpus });
-    this.gpuSource = selection.source;
-    this.gpuSourceReason = selection.reason;
-    this.logger.log(`GPU activity source: ${selection.reason}`);
-    if (selection.source.kind === 'emulated')
-      this.logger.warn('no hardware GPU activity source: the framework must POST /v1/gpu-activity, or a trainer reads as idle');
+    await this.gpu.select();
 
     // Each agent sees every command and probe (its own consumer group) and picks those addressed to it.
     this.subscription = await this.bus.subscribe({
@@ -154,8 +140,10 @@ export class AgentRuntime {
       this.engineWeights.start();
     }
     await this.register();
-    const command = this.config.roleCommands[this.role];
-    if (!command) {
+    const command = this.supervised?.command();
+    if (!this.supervised) {
+      this.logger.log("cooperate mode: the framework owns its processes and follows this agent's commands (GET /v1/commands)");
+    } else if (!command) {
       this.logger.log('no role command configured: the framework is started by someone else; process exits cannot be observed');
     } else if (this.role === 'trainer' && this.config.trainerWorldSize !== null) {
       // In the background: the agent answers probes and commands while its group gathers.
@@ -163,10 +151,10 @@ export class AgentRuntime {
         this.logger.error(`trainer first launch failed: ${err instanceof Error ? err.message : String(err)}`),
       );
     } else {
-      const pid = await this.roleProcess.start(command, this.roleEnv(apiUrl, {}));
+      const pid = await this.supervised.launch(command, {});
       this.logger.log(`${this.role} process started (pid ${pid})`);
     }
-    this.sampler = setInterval(() => void this.sampleGpu(), this.config.gpuSampleSeconds * 1000);
+    this.gpu.start();
     this.leaseGuard.start();
   }
 
@@ -182,9 +170,9 @@ export class AgentRuntime {
       () => this.closing || this.restart !== null,
       (line) => this.logger.log(line),
     );
-    if (!group || this.closing || this.restart !== null || this.roleProcess.running) return;
+    if (!group || this.closing || this.restart !== null || !this.supervised || this.supervised.running()) return;
     this.trainerEpoch = group.trainerEpoch ?? this.trainerEpoch;
-    const pid = await this.roleProcess.start(command, this.roleEnv(this.apiUrl, groupEnv(group)));
+    const pid = await this.supervised.launch(command, groupEnv(group));
     this.logger.log(`trainer process started (pid ${pid}) as rank ${group.rank} of ${group.worldSize} meeting at ${group.masterAddr}:${group.masterPort}`);
   }
 
@@ -215,11 +203,11 @@ export class AgentRuntime {
 
   async stop(): Promise<void> {
     this.closing = true;
-    clearInterval(this.sampler);
+    this.gpu.stop();
     this.leaseGuard.stop();
     this.engineWeights?.stop();
     await this.subscription?.close();
-    await this.roleProcess.stop();
+    await this.executor.close();
     await this.weights.stop();
   }
 
@@ -237,8 +225,9 @@ export class AgentRuntime {
       role: this.role,
       phase: this.phase,
       step: this.step,
-      roleProcess: { pid: this.roleProcess.pid, running: this.roleProcess.running, restarts: this.roleProcess.restarts },
-      gpuActivitySource: { kind: this.gpuSource.kind, reason: this.gpuSourceReason },
+      integration: this.executor.mode,
+      ...this.executor.status(),
+      gpuActivitySource: this.gpu.status(),
       weights: { available: this.weights.available, address: this.weights.address },
       ...(this.engineWeights ? { engineWeights: { loaded: this.engineWeights.lastLoad } } : {}),
     };
@@ -255,9 +244,7 @@ export class AgentRuntime {
 
   /** The framework's own GPU activity reports; refused when a hardware source is in charge. */
   pushGpuActivity(tensorActive: number, perGpu?: number[]): boolean {
-    if (!(this.gpuSource instanceof EmulatedGpuActivitySource)) return false;
-    this.gpuSource.push(tensorActive, perGpu);
-    return true;
+    return this.gpu.push(tensorActive, perGpu);
   }
 
   async reportPhase(phase: RolePhase, step: number): Promise<string> {
@@ -273,23 +260,6 @@ export class AgentRuntime {
     await this.bus.publish(message as RobustrlMessage);
     this.leaseGuard.renewed();
     return message.eventId;
-  }
-
-  private async sampleGpu(): Promise<void> {
-    try {
-      const reading = await this.gpuSource.sample();
-      await this.emit('GpuActivitySampled', {
-        machineId: this.config.machineId,
-        sampledAt: new Date().toISOString(),
-        intervalSeconds: this.config.gpuSampleSeconds,
-        tensorActive: reading.tensorActive,
-        ...(reading.perGpu.length ? { perGpu: reading.perGpu } : {}),
-        source: this.gpuSource.kind,
-      });
-    } catch (err) {
-      // A failed sample is no sample: the detector counts silence as idle, which is the safe side.
-      this.logger.warn(`GPU activity sample failed: ${err instanceof Error ? err.message : String(err)}`);
-    }
   }
 
   private async onRoleExit(exit: RoleExit): Promise<void> {
@@ -313,7 +283,7 @@ export class AgentRuntime {
   /** An engine wedged in a weight load, or not answering at all: a fault of the rollout role, which the controller answers with an engine restart. */
   private async signalEngineStalled(detail: string, signal: 'weight-load-stalled' | 'engine-unresponsive', evidenceForMs: number): Promise<void> {
     // An engine whose process is gone is not unresponsive: its exit is reported as such (onRoleExit).
-    if (this.role !== 'rollout' || (signal === 'engine-unresponsive' && !this.roleProcess.running)) return;
+    if (this.role !== 'rollout' || (signal === 'engine-unresponsive' && !this.executor.running())) return;
     await this.emit('AgentFaultSignalled', {
       ...faultSignal(this.config.machineId, this.role, signal, detail),
       evidenceForMs: Math.round(evidenceForMs),
@@ -326,8 +296,8 @@ export class AgentRuntime {
     const me = this.config.machineId;
     if (m.type === 'HeartbeatProbeRequested') {
       if (m.data.machineId !== me) return;
-      // The agent vouches for its role: with a role process configured, a dead one is not alive.
-      if (this.config.roleCommands[this.role] && !this.roleProcess.running) return;
+      // The agent vouches for its role: a dead role process, or a framework no longer following commands, is not alive.
+      if (!this.executor.vouches()) return;
       await this.emit('HeartbeatAcked', { probeId: m.data.probeId, machineId: me, ackedAt: new Date().toISOString() }, m);
       return;
     }
@@ -351,6 +321,14 @@ export class AgentRuntime {
       return;
     }
     this.executed.add(m.data.commandId);
+    if (this.executor.mode === 'supervise') return this.answer(m);
+    // The framework answers in its own time: the agent goes on reading commands and probes meanwhile.
+    void this.answer(m).catch((err) => this.logger.error(`answering ${m.data.commandId}: ${String(err)}`));
+  }
+
+  /** Runs a command and tells the controller how it went (paper §5.1: every command is answered). */
+  private async answer(m: MachineCommand): Promise<void> {
+    const me = this.config.machineId;
     const started = Date.now();
     const span = tracer().startSpan(SPAN_NAMES[m.type], {
       attributes: { 'robustrl.machine_id': me, 'robustrl.command_id': m.data.commandId },
@@ -358,9 +336,7 @@ export class AgentRuntime {
     const answer = { recoveryId: m.data.recoveryId, commandId: m.data.commandId, machineId: me, executor: `agent/${me}` };
     let carriedOut = false;
     try {
-      if (m.type === 'RestartTrainerGroup') await this.restartRole(m);
-      else if (m.type === 'RestartRolloutEngine') await this.restartEngine(m);
-      else await this.promote(m);
+      await this.carryOut(m);
       await this.emit('RecoveryCommandSucceeded', { ...answer, durationMs: Date.now() - started }, m);
       carriedOut = true;
     } catch (err) {
@@ -378,9 +354,17 @@ export class AgentRuntime {
       await this.register(m).catch((err) => this.logger.error(`could not register ${me} again after its engine restart: ${String(err)}`));
   }
 
+  /** The agent's part of a command around its executor's (role/role-executor.ts). */
+  private carryOut(m: MachineCommand): Promise<void> {
+    // Terminate, re-initialise, reload the last checkpoint and retry the same step (paper §5.1.2).
+    if (m.type === 'RestartTrainerGroup') return this.executor.restartTrainer(m, this.restarting(m));
+    if (m.type === 'RestartRolloutEngine') return this.restartEngine(m);
+    return this.promote(m);
+  }
+
   /** A newer group formed without this machine replaced its trainer (trainer-fence.ts): it stops serving and training. */
   private async fenceAgainst(m: MessageOf<'RestartTrainerGroup'>): Promise<void> {
-    if (this.role === 'rollout' || !this.roleProcess.running) return;
+    if (this.role === 'rollout' || !this.executor.running()) return;
     const why = fencedOutBy(m, {
       machineId: this.config.machineId,
       // Unknown: started before any group the controller formed (or a task's first): older than every one.
@@ -391,24 +375,7 @@ export class AgentRuntime {
     if (!why) return;
     this.logger.warn(`stopping the ${this.role}: ${why}`);
     await this.weights.withdrawPublished(why).catch((err) => this.logger.error(`withdrawing weights: ${String(err)}`));
-    await this.roleProcess.stop();
-  }
-
-  /** Terminate, re-initialise, reload the last checkpoint and retry the same step (paper §5.1.2). */
-  private async restartRole(m: MessageOf<'RestartTrainerGroup'>): Promise<void> {
-    const command = this.config.roleCommands[this.role];
-    if (!command) throw new Error(`no command configured for the ${this.role} role on ${this.config.machineId}`);
-    const context = restartContextOf(m.data, this.config.machineId, this.config.rendezvousPort);
-    // Recorded even when no restart follows: the running trainer still asks what to resume with.
-    this.restart = context;
-    this.trainerEpoch = context.group.trainerEpoch ?? this.trainerEpoch;
-    // A process started after the command was issued is already the restarted one (e.g. the whole machine came back).
-    if (this.roleProcess.running && (this.roleProcess.startedAt ?? 0) > Date.parse(m.occurredAt)) return;
-    const pid = await this.roleProcess.restart(command, this.roleEnv(this.apiUrl, restartEnv(context)));
-    this.logger.log(
-      `${this.role} process restarted (pid ${pid}) for ${m.data.recoveryId}, reloading checkpoint ${m.data.checkpointStep ?? 'none'}, retrying step ${m.data.step}` +
-        ` as rank ${context.group.rank} of ${context.group.worldSize}${context.group.masterAddr ? ` meeting at ${context.group.masterAddr}:${context.group.masterPort}` : ''}`,
-    );
+    await this.executor.stop(`fenced/${m.data.commandId}`, why);
   }
 
   /**
@@ -418,21 +385,16 @@ export class AgentRuntime {
    */
   private async restartEngine(m: MessageOf<'RestartRolloutEngine'>): Promise<void> {
     if (this.role !== 'rollout') throw new Error(`${this.config.machineId} is a ${this.role} now, not a rollout`);
-    const command = this.config.roleCommands.rollout;
-    if (!command) throw new Error(`no command configured for the rollout role on ${this.config.machineId} (ROBUSTRL_ROLLOUT_COMMAND)`);
     await this.weights.dropPulled(`the rollout engine restarts in place (${m.data.recoveryId})`);
-    const pid = await this.roleProcess.restart(command, this.roleEnv(this.apiUrl, {}));
+    await this.executor.restartEngine(m);
     this.engineWeights?.engineRestarted();
     // Until it answers again (a managed engine's phase is the agent's to report; a framework reports its own).
     if (this.engineWeights) await this.reportPhase('initializing', this.step);
-    this.logger.log(`rollout engine restarted in place (pid ${pid}) for ${m.data.recoveryId}: restart ${m.data.attempt} of ${m.data.budget} in the window`);
   }
 
   /** Hand this rollout machine to the trainer group: stop generating, switch role; the trainer group restart starts the trainer here. */
   private async promote(m: MessageOf<'PromoteRolloutToTrainer'>): Promise<void> {
-    if (!this.config.roleCommands.trainer)
-      throw new Error(`${this.config.machineId} has no trainer command (ROBUSTRL_TRAINER_COMMAND) and cannot be a warm standby`);
-    await this.roleProcess.stop();
+    await this.executor.yieldToTrainer(m);
     await this.weights.dropPulled(`lent to the trainer as warm standby for ${m.data.replacesMachineId}`);
     const from = this.role;
     this.role = 'trainer';
@@ -451,6 +413,14 @@ export class AgentRuntime {
     if (m.data.roleCertificate) this.lentCertificate = m.data.roleCertificate;
   }
 
+  /** Records a group restart: what the restarted trainer asks for (GET /v1/restart), even when no restart follows. */
+  private restarting(m: MessageOf<'RestartTrainerGroup'>): RestartContext {
+    const context = restartContextOf(m.data, this.config.machineId, this.config.rendezvousPort);
+    this.restart = context;
+    this.trainerEpoch = context.group.trainerEpoch ?? this.trainerEpoch;
+    return context;
+  }
+
   /** The certificate this machine shows for `role` (libs/bus role-certificates.ts): the operator's for its starting role, the controller's once lent. */
   private certificateOf(role: string): { roleCertificate?: string } {
     const certificate = role === this.config.role ? this.config.roleCertificate : role === 'trainer' ? this.lentCertificate : undefined;
@@ -458,10 +428,6 @@ export class AgentRuntime {
   }
 
   private lentCertificate: string | undefined;
-
-  private roleEnv(apiUrl: string, extra: Record<string, string>): Record<string, string> {
-    return roleEnv(this.config, { apiUrl, role: this.role, restarts: this.roleProcess.restarts }, extra);
-  }
 }
 
 const SPAN_NAMES: Record<MachineCommand['type'], string> = {

@@ -4,6 +4,7 @@ import { MESSAGE_BUS } from '@robustrl/service-kit';
 import { AgentApiController } from './agent-api.controller';
 import { agentConfigFromEnv } from './agent-config';
 import { AgentRuntime } from './agent-runtime';
+import { CommandsApiController } from './cooperate/commands-api.controller';
 
 /**
  * Agent: the GPU-side service on every GPU machine (one per machine, not part of the embedded
@@ -11,7 +12,7 @@ import { AgentRuntime } from './agent-runtime';
  * weights in a later milestone.
  */
 @Module({
-  controllers: [AgentApiController],
+  controllers: [AgentApiController, CommandsApiController],
   providers: [{ provide: AgentRuntime, useFactory: (bus: MessageBus) => new AgentRuntime(bus, agentConfigFromEnv(process.env)), inject: [MESSAGE_BUS] }],
 })
 export class AgentModule implements OnModuleDestroy {

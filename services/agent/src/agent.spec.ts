@@ -121,7 +121,7 @@ describe('agent', () => {
     await eventually('ack', () => (published('HeartbeatAcked').length === 1 ? true : undefined));
     expect(published('HeartbeatAcked')[0].data).toMatchObject({ probeId: 'p-1', machineId: 'm-1' });
 
-    signalAll(treeOf(runtime.status().roleProcess.pid!), 'SIGKILL');
+    signalAll(treeOf(runtime.status().roleProcess!.pid!), 'SIGKILL');
     const exit = await eventually('exit reported', () => published('AgentFaultSignalled')[0]);
     expect(exit.data).toMatchObject({ machineId: 'm-1', role: 'rollout', signal: 'process-exited', exitCode: 137 });
     await bus.publish(command('HeartbeatProbeRequested', { probeId: 'p-2', machineId: 'm-1', timeoutMs: 1000 }));
@@ -130,7 +130,7 @@ describe('agent', () => {
   });
 
   it('restarts its crashed rollout engine in place when told, answers, and registers again so the machine rejoins (issue 14)', async () => {
-    const firstPid = runtime.status().roleProcess.pid!;
+    const firstPid = runtime.status().roleProcess!.pid!;
     signalAll(treeOf(firstPid), 'SIGKILL');
     await eventually('exit reported', () => published('AgentFaultSignalled')[0]);
     const { incarnation } = published('MachineRegistered')[0].data as { incarnation: string };
@@ -146,7 +146,7 @@ describe('agent', () => {
     expect(answer.data).toMatchObject({ recoveryId: 'r-9', machineId: 'm-1', executor: 'agent/m-1' });
     await eventually('second engine started', () => (starts('rollout').length === 2 ? true : undefined));
     expect(runtime.status().roleProcess).toMatchObject({ running: true, restarts: 1 });
-    expect(runtime.status().roleProcess.pid).not.toBe(firstPid);
+    expect(runtime.status().roleProcess!.pid).not.toBe(firstPid);
     // The same agent process announces the machine again, after its answer: the pool, registry and router take it back.
     const registrations = await eventually('registered again', () =>
       published('MachineRegistered').length === 2 ? published('MachineRegistered') : undefined,
@@ -174,7 +174,7 @@ describe('agent', () => {
     );
     await eventually('promoted', () => published('RecoveryCommandSucceeded').find((m) => (m.data as { commandId: string }).commandId === 'r-1/1'));
     expect(published('MachineRoleChanged')[0].data).toEqual({ machineId: 'm-1', from: 'rollout', to: 'trainer', reason: expect.any(String), roleCertificate });
-    expect(runtime.status().roleProcess.running).toBe(false);
+    expect(runtime.status().roleProcess!.running).toBe(false);
     expect(published('AgentFaultSignalled')).toEqual([]); // stopping it on purpose is not a fault
 
     const restart = command('RestartTrainerGroup', {
@@ -232,17 +232,17 @@ describe('agent', () => {
     const group = (commandId: string, machines: string[], trainerEpoch: number) =>
       command('RestartTrainerGroup', { recoveryId: commandId.split('/')[0], commandId, machines, step: 7, checkpointStep: 6, keepBatch: true, trainerEpoch });
     await bus.publish(group('r-1/3', ['t-1', 'm-1'], 4));
-    await eventually('trainer started', () => (runtime.status().roleProcess.running && starts('trainer').length === 1 ? true : undefined));
+    await eventually('trainer started', () => (runtime.status().roleProcess!.running && starts('trainer').length === 1 ? true : undefined));
     // Another machine's group of an older epoch (read late): not a replacement of this trainer.
     await bus.publish(group('r-0/2', ['t-1', 't-0'], 3));
     // A newer group with this machine in: its own restart, carried out.
     await bus.publish(group('r-2/1', ['t-1', 'm-1'], 5));
     await eventually('restarted at epoch 5', () => (starts('trainer').length === 2 ? true : undefined));
     await new Promise((r) => setTimeout(r, 300));
-    expect(runtime.status().roleProcess.running).toBe(true);
+    expect(runtime.status().roleProcess!.running).toBe(true);
     // A newer group without it (a standby took its rank while it was cut off): it stops, and it is no fault.
     await bus.publish(group('r-3/1', ['t-1', 't-9'], 6));
-    await eventually('fenced trainer stopped', () => (runtime.status().roleProcess.running ? undefined : true));
+    await eventually('fenced trainer stopped', () => (runtime.status().roleProcess!.running ? undefined : true));
     expect(published('AgentFaultSignalled')).toEqual([]);
     expect(published('RecoveryCommandSucceeded').map((m) => (m.data as { commandId: string }).commandId)).toEqual(['r-1/1', 'r-1/3', 'r-2/1']);
   });
@@ -387,7 +387,7 @@ describe('a role process that exits 0', () => {
     );
     try {
       await runtime.start('http://127.0.0.1:1');
-      await eventually('the role process exited', () => (runtime.status().roleProcess.running ? undefined : true));
+      await eventually('the role process exited', () => (runtime.status().roleProcess!.running ? undefined : true));
       await new Promise((r) => setTimeout(r, 200));
       return bus
         .read(Topics.heartbeat)

@@ -198,7 +198,7 @@ describe('agents launching a two-rank trainer group', () => {
       await second.start('http://127.0.0.1:1');
       await new Promise((r) => setTimeout(r, 300));
       expect(readdirSync(dir)).toEqual([]);
-      expect(second.status().roleProcess.running).toBe(false);
+      expect(second.status().roleProcess!.running).toBe(false);
       await first.start('http://127.0.0.1:2');
       await eventually('both launched', () => (readdirSync(dir).length === 2 ? true : undefined), 10_000);
       expect(readFileSync(join(dir, 'trainer-0'), 'utf8').trim()).toBe('0/2 10.9.0.1:29611 trainer-0,trainer-1');

@@ -5,3 +5,4 @@ export * from './nvml-source';
 export * from './emulated-source';
 export * from './process-cpu-source';
 export * from './select-gpu-activity-source';
+export * from './gpu-sampler';

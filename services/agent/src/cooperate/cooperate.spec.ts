@@ -1,0 +1,181 @@
+import { INestApplication } from '@nestjs/common';
+import { Test } from '@nestjs/testing';
+import { InProcessBus } from '@robustrl/bus';
+import { createMessage, decodeMessage, MessageOf, MessageType, RobustrlMessage, Topics } from '@robustrl/contracts';
+import { eventually } from '@robustrl/testing/eventually';
+import { AgentApiController } from '../agent-api.controller';
+import { agentConfigFromEnv } from '../agent-config';
+import { AgentRuntime } from '../agent-runtime';
+import { CommandsApiController } from './commands-api.controller';
+
+/** The agent in cooperate mode against the in-process bus: the framework is this spec, over the real HTTP API. */
+describe('an agent in cooperate mode (the framework owns its processes)', () => {
+  let bus: InProcessBus;
+  let runtime: AgentRuntime;
+  let app: INestApplication;
+  let url: string;
+
+  const published = <T extends MessageType>(type: T) =>
+    Object.values(Topics)
+      .flatMap((t) => bus.read(t))
+      .map((r) => decodeMessage(r.value))
+      .filter((d): d is { ok: true; message: RobustrlMessage } => d.ok && d.message.type === type)
+      .map((d) => d.message as MessageOf<T>);
+  const command = <T extends MessageType>(type: T, data: MessageOf<T>['data']) =>
+    createMessage(type, data, { jobId: 'job-1', source: 'controller', occurredAt: new Date().toISOString() });
+  const http = async (method: string, path: string, body?: unknown) => {
+    const res = await fetch(`${url}${path}`, {
+      method,
+      headers: body === undefined ? {} : { 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+  };
+  const poll = async (waitMs = 0) => (await http('GET', `/v1/commands?waitMs=${waitMs}`)).body.commands as Array<Record<string, unknown>>;
+  const id = (commandId: string) => encodeURIComponent(commandId);
+
+  async function start(env: Record<string, string>): Promise<void> {
+    bus = new InProcessBus();
+    runtime = new AgentRuntime(
+      bus,
+      agentConfigFromEnv({
+        ROBUSTRL_JOB_ID: 'job-1',
+        ROBUSTRL_MACHINE_ID: 'm-1',
+        ROBUSTRL_ROLE: 'rollout',
+        ROBUSTRL_INTEGRATION: 'cooperate',
+        ROBUSTRL_GPU_SOURCE: 'emulated',
+        ROBUSTRL_GPU_SAMPLE_SECONDS: '3600',
+        ROBUSTRL_WEIGHTS_PORT: '0',
+        ROBUSTRL_WEIGHTS_BIND_HOST: '127.0.0.1',
+        ...env,
+      }),
+    );
+    const moduleRef = await Test.createTestingModule({
+      controllers: [AgentApiController, CommandsApiController],
+      providers: [{ provide: AgentRuntime, useValue: runtime }],
+    }).compile();
+    app = moduleRef.createNestApplication({ logger: false });
+    await app.listen(0, '127.0.0.1');
+    url = (await app.getUrl()).replace('[::1]', '127.0.0.1');
+    await runtime.start(url);
+  }
+
+  afterEach(async () => {
+    await runtime?.stop();
+    await app?.close();
+    await bus?.close();
+  });
+
+  it('refuses a role command with cooperate mode, naming it', () => {
+    expect(() =>
+      agentConfigFromEnv({
+        ROBUSTRL_JOB_ID: 'j',
+        ROBUSTRL_MACHINE_ID: 'm',
+        ROBUSTRL_ROLE: 'trainer',
+        ROBUSTRL_INTEGRATION: 'cooperate',
+        ROBUSTRL_TRAINER_COMMAND: 'x',
+      }),
+    ).toThrow(/ROBUSTRL_TRAINER_COMMAND: not with ROBUSTRL_INTEGRATION=cooperate/);
+    expect(() => agentConfigFromEnv({ ROBUSTRL_JOB_ID: 'j', ROBUSTRL_MACHINE_ID: 'm', ROBUSTRL_ROLE: 'trainer', ROBUSTRL_INTEGRATION: 'parent' })).toThrow(
+      /ROBUSTRL_INTEGRATION/,
+    );
+  });
+
+  it('an engine restart: offered until acknowledged, answered as the framework reports, the machine registered again', async () => {
+    await start({});
+    const registered = () => published('MachineRegistered').length;
+    expect(registered()).toBe(1);
+    await bus.publish(command('RestartRolloutEngine', { recoveryId: 'r-1', commandId: 'r-1/1', machineId: 'm-1', attempt: 1, budget: 2 }));
+    const [offered] = await poll(2_000);
+    expect(offered).toMatchObject({ commandId: 'r-1/1', type: 'RestartRolloutEngine', recoveryId: 'r-1', attempt: 1, budget: 2 });
+    expect(await poll()).toHaveLength(1); // not acknowledged yet: offered again
+    expect((await http('POST', `/v1/commands/${id('r-1/1')}/ack`)).body).toEqual({ commandId: 'r-1/1', result: 'acknowledged' });
+    expect(await poll()).toEqual([]);
+    expect(published('RecoveryCommandSucceeded')).toEqual([]); // nothing answered before the framework says so
+    expect((await http('POST', `/v1/commands/${id('r-1/1')}/outcome`, { outcome: 'succeeded' })).status).toBe(200);
+    const [answer] = await eventually('the answer', () => published('RecoveryCommandSucceeded')[0] && published('RecoveryCommandSucceeded'));
+    expect(answer.data).toMatchObject({ recoveryId: 'r-1', commandId: 'r-1/1', machineId: 'm-1', executor: 'agent/m-1' });
+    await eventually('registered again', () => registered() === 2 || undefined);
+    expect((await http('POST', `/v1/commands/${id('r-1/1')}/outcome`, { outcome: 'succeeded' })).body.result).toBe('already-settled');
+    expect((await http('POST', `/v1/commands/${id('r-1/1')}/outcome`, { outcome: 'failed', error: 'x' })).status).toBe(409);
+  });
+
+  it("a failure the framework reports is the command's failure, with its error", async () => {
+    await start({});
+    await bus.publish(command('RestartRolloutEngine', { recoveryId: 'r-2', commandId: 'r-2/1', machineId: 'm-1', attempt: 1, budget: 2 }));
+    await poll(2_000);
+    expect((await http('POST', `/v1/commands/${id('r-2/1')}/outcome`, { outcome: 'failed' })).status).toBe(400); // no error named
+    await http('POST', `/v1/commands/${id('r-2/1')}/outcome`, { outcome: 'failed', error: 'the engine would not load its model' });
+    const [failed] = await eventually('the failure', () => published('RecoveryCommandFailed')[0] && published('RecoveryCommandFailed'));
+    expect(failed.data.error).toBe('the framework could not carry it out: the engine would not load its model');
+    expect(published('MachineRegistered')).toHaveLength(1);
+  });
+
+  it('a trainer group restart carries the group and the launcher environment; GET /v1/restart answers the same', async () => {
+    await start({ ROBUSTRL_ROLE: 'trainer', ROBUSTRL_MACHINE_ID: 'trainer-1' });
+    await bus.publish(
+      command('RestartTrainerGroup', {
+        recoveryId: 'r-3',
+        commandId: 'r-3/1',
+        machines: ['trainer-0', 'trainer-1'],
+        step: 7,
+        checkpointStep: 6,
+        keepBatch: false,
+        hostAddresses: { 'trainer-0': '10.0.0.1', 'trainer-1': '10.0.0.2' },
+        trainerEpoch: 3,
+      }),
+    );
+    const [offered] = await poll(2_000);
+    expect(offered).toMatchObject({
+      type: 'RestartTrainerGroup',
+      restart: { step: 7, checkpointStep: 6, group: { rank: 1, worldSize: 2, masterAddr: '10.0.0.1', trainerEpoch: 3 } },
+      env: { RANK: '1', WORLD_SIZE: '2', MASTER_ADDR: '10.0.0.1', ROBUSTRL_RETRY_STEP: '7' },
+    });
+    expect((await http('GET', '/v1/restart')).body).toEqual(offered.restart);
+  });
+
+  it('promoted to warm standby: the framework stops its engine, then the machine is a trainer (role change before the answer)', async () => {
+    await start({});
+    await bus.publish(command('PromoteRolloutToTrainer', { recoveryId: 'r-4', commandId: 'r-4/1', rolloutMachineId: 'm-1', replacesMachineId: 'trainer-0' }));
+    const [offered] = await poll(2_000);
+    expect(offered).toMatchObject({ type: 'PromoteRolloutToTrainer', replacesMachineId: 'trainer-0' });
+    expect(runtime.role).toBe('rollout');
+    await http('POST', `/v1/commands/${id('r-4/1')}/outcome`, { outcome: 'succeeded' });
+    await eventually('the answer', () => published('RecoveryCommandSucceeded')[0]);
+    expect(runtime.role).toBe('trainer');
+    const types = Object.values(Topics)
+      .flatMap((t) => bus.read(t))
+      .map((r) => decodeMessage(r.value))
+      .flatMap((d) => (d.ok ? [d.message.type] : []))
+      .filter((t) => t === 'MachineRoleChanged' || t === 'RecoveryCommandSucceeded');
+    expect(types).toEqual(['MachineRoleChanged', 'RecoveryCommandSucceeded']);
+  });
+
+  it('vouches for the role (answers probes) only while the framework follows commands; takes its process exit as a fault signal', async () => {
+    await start({ ROBUSTRL_FRAMEWORK_ATTACHED_SECONDS: '0.3' });
+    const probe = (n: number) => bus.publish(command('HeartbeatProbeRequested', { probeId: `p-${n}`, machineId: 'm-1', timeoutMs: 1000 }));
+    await probe(1);
+    await new Promise((r) => setTimeout(r, 200));
+    expect(published('HeartbeatAcked')).toEqual([]); // no framework has polled
+    await poll();
+    await probe(2);
+    await eventually('acked', () => published('HeartbeatAcked')[0]);
+    await new Promise((r) => setTimeout(r, 500));
+    await probe(3);
+    await new Promise((r) => setTimeout(r, 200));
+    expect(published('HeartbeatAcked').map((m) => m.data.probeId)).toEqual(['p-2']); // gone quiet past its window
+    expect((await http('POST', '/v1/errors', { signal: 'process-exited', detail: 'worker 3 died', exitCode: 137 })).status).toBe(202);
+    expect(published('AgentFaultSignalled')[0].data).toMatchObject({ signal: 'process-exited', detail: 'worker 3 died', exitCode: 137 });
+  });
+
+  it('an agent that supervises its role answers 409 on the command routes and 400 on a process exit reported to it', async () => {
+    await start({ ROBUSTRL_INTEGRATION: 'supervise' });
+    const polled = await http('GET', '/v1/commands');
+    expect(polled.status).toBe(409);
+    expect(polled.body.error).toMatch(/ROBUSTRL_INTEGRATION=cooperate/);
+    expect((await http('POST', '/v1/commands/x/ack')).status).toBe(409);
+    const exit = await http('POST', '/v1/errors', { signal: 'process-exited', detail: 'x' });
+    expect(exit.status).toBe(400);
+    expect(exit.body.issues).toEqual([expect.objectContaining({ path: 'signal' })]);
+  });
+});
