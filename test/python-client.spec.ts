@@ -1,4 +1,6 @@
 import { spawnSync } from 'node:child_process';
+import { cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 // The Python client (clients/python) is tested with unittest; this runs those tests in the unit tier
@@ -31,4 +33,37 @@ describe('Python agent client (clients/python)', () => {
     expect(Number(ran![1])).toBeGreaterThan(0);
     expect(output).toMatch(/^OK\b/m);
   }, 90_000);
+
+  it('installs with pip as the robustrl package (its modules and the torchrun launcher importable elsewhere), at the version pyproject names', () => {
+    const work = mkdtempSync(join(tmpdir(), 'robustrl-pip-'));
+    try {
+      // A copy: building writes build/ and *.egg-info beside the sources. pip builds it as for any user:
+      // in isolation, with setuptools and wheel from PyPI.
+      cpSync(CLIENT_DIR, join(work, 'src'), { recursive: true, filter: (p) => !p.includes('__pycache__') });
+      const pip = spawnSync(
+        'python3',
+        ['-m', 'pip', 'install', '-q', '--disable-pip-version-check', '--no-deps', '--target', join(work, 'site'), join(work, 'src')],
+        { encoding: 'utf8', timeout: 120_000 },
+      );
+      if (pip.status !== 0) throw new Error(`pip install failed (${pip.status ?? pip.signal}):\n${pip.stdout}${pip.stderr}`);
+      const probe = spawnSync(
+        'python3',
+        ['-c', 'import robustrl, robustrl.cooperate, robustrl.torchrun, robustrl_agent; print(robustrl.__version__, robustrl.__file__)'],
+        { cwd: work, encoding: 'utf8', env: { ...process.env, PYTHONPATH: join(work, 'site'), PYTHONDONTWRITEBYTECODE: '1' } },
+      );
+      if (probe.status !== 0) throw new Error(`import failed:\n${probe.stderr}`);
+      const [version, file] = probe.stdout.trim().split(' ');
+      expect(file.startsWith(join(work, 'site'))).toBe(true);
+      expect(version).toBe(/^version = "([^"]+)"/m.exec(readFileSync(join(CLIENT_DIR, 'pyproject.toml'), 'utf8'))![1]);
+      const help = spawnSync('python3', ['-m', 'robustrl.torchrun', '--help'], {
+        cwd: work,
+        encoding: 'utf8',
+        env: { ...process.env, PYTHONPATH: join(work, 'site') },
+      });
+      expect(help.status).toBe(0);
+      expect(help.stdout).toMatch(/--nproc-per-node/);
+    } finally {
+      rmSync(work, { recursive: true, force: true });
+    }
+  }, 150_000);
 });

@@ -255,6 +255,23 @@ class AgentClient:
         machine was never restarted (HTTP 404)."""
         return self._get_or_none("/v1/restart")
 
+    def launch(self) -> Optional[Dict[str, Any]]:
+        """A trainer launcher, before it starts its processes: ``{group, env, restart}`` — the group
+        (``rank``, ``worldSize``, ``members``, ``masterAddr``, ``masterPort``) of the last group restart,
+        else of the first launch (the agent forms it once ``ROBUSTRL_TRAINER_WORLD_SIZE`` trainers
+        registered), ``env`` as a launcher sets it (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, and after
+        a restart the step and checkpoint to resume from), ``restart`` as ``restart_context``. None while
+        the group gathers (HTTP 503); an agent that forms no group answers 404."""
+        try:
+            return self._send("GET", "/v1/launch", None)
+        except AgentError as err:
+            if err.status == 503:
+                return None
+            if self.raise_on_error:
+                raise
+            self._log_failure(err)
+            return None
+
     def kept_batch(self, current_weight_version: int, max_staleness: int) -> Optional[Dict[str, Any]]:
         """Trainer, after a restart: the kept batch's completed trajectories, with their turns, from the
         request manager — only those within ``max_staleness`` versions of ``current_weight_version``

@@ -26,6 +26,8 @@ class CommandAgent:
         self.errors: List[Dict[str, Any]] = []
         self.polls = 0
         self.down = False
+        # GET /v1/launch: 503 while None (the group gathers).
+        self.launch: Optional[Dict[str, Any]] = None
         self.lock = threading.Condition()
         agent = self
 
@@ -36,6 +38,8 @@ class CommandAgent:
             def do_GET(self) -> None:
                 if agent.down:
                     return self._answer(503, {"error": "restarting"})
+                if self.path == "/v1/launch":
+                    return self._answer(200, agent.launch) if agent.launch else self._answer(503, {"error": "the trainer group is not formed yet"})
                 url = urllib.parse.urlparse(self.path)
                 wait = int(urllib.parse.parse_qs(url.query).get("waitMs", ["0"])[0]) / 1000
                 with agent.lock:

@@ -28,6 +28,7 @@ import copy
 import logging
 import queue
 import threading
+import time
 from typing import Any, Callable, Dict, Optional
 
 from robustrl_agent import AgentClient, AgentError
@@ -68,6 +69,12 @@ class CommandFollower:
         self._threads: list = []
         # Outcomes reported, in order, for those who watch the follower (tests, logs).
         self.answered: list = []
+        self._contact = time.monotonic()
+
+    def silent_for(self) -> float:
+        """Seconds since the agent last answered a poll: a framework whose agent is gone for longer than the
+        agent's lease should stop its role, as a supervised process dies with its agent."""
+        return time.monotonic() - self._contact
 
     def start(self) -> "CommandFollower":
         """Starts polling and carrying out on two daemon threads."""
@@ -96,6 +103,7 @@ class CommandFollower:
             logger.warning("polling the agent for commands failed (retrying in %s s): %s", self.retry_s, err)
             self._stopping.wait(self.retry_s)
             return 0
+        self._contact = time.monotonic()
         fresh = 0
         for command in commands or []:
             command_id = command.get("commandId")

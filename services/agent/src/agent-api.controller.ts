@@ -140,6 +140,23 @@ export class AgentApiController {
   }
 
   /**
+   * What a trainer launches with (a launcher such as `python -m robustrl.torchrun` asks before it starts
+   * its processes): its group — rank, world size, rendezvous — and the launcher environment; after a
+   * group restart, that restart's. 503 while the first launch's group gathers (ROBUSTRL_TRAINER_WORLD_SIZE
+   * trainers registered), 404 when this agent forms none (no ROBUSTRL_TRAINER_WORLD_SIZE, not a trainer).
+   */
+  @Get('launch')
+  launch() {
+    const launch = this.agent.launch();
+    if (launch) return launch;
+    if (this.agent.role !== 'trainer' || this.agent.config.trainerWorldSize === null)
+      throw new NotFoundException({ error: 'this agent forms no trainer group: a trainer with ROBUSTRL_TRAINER_WORLD_SIZE does' });
+    throw new ServiceUnavailableException({
+      error: `the trainer group is not formed yet: waiting for ${this.agent.config.trainerWorldSize} trainer machines of the job to register`,
+    });
+  }
+
+  /**
    * The kept batch of that restart, from the request manager: its completed trajectories within the
    * staleness bound, with their turns (`currentWeightVersion` and `maxStaleness` as the trainer fetches).
    */

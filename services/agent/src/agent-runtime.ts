@@ -10,7 +10,7 @@ import { GpuSampler } from './gpu-activity/gpu-sampler';
 import { BrokerLease, RoleLeaseGuard } from './broker-lease';
 import type { RoleExit } from './role-process';
 import { awaitFirstLaunchGroup } from './first-launch';
-import { groupEnv, RestartContext, restartContextOf } from './trainer-group';
+import { groupEnv, RestartContext, restartContextOf, restartEnv, TrainerGroup } from './trainer-group';
 import { CommandMailbox } from './cooperate/command-mailbox';
 import { RoleExecutor } from './role/role-executor';
 import { SupervisedRole } from './role/supervised-role';
@@ -141,15 +141,17 @@ export class AgentRuntime {
     }
     await this.register();
     const command = this.supervised?.command();
-    if (!this.supervised) {
-      this.logger.log("cooperate mode: the framework owns its processes and follows this agent's commands (GET /v1/commands)");
-    } else if (!command) {
-      this.logger.log('no role command configured: the framework is started by someone else; process exits cannot be observed');
-    } else if (this.role === 'trainer' && this.config.trainerWorldSize !== null) {
+    const worldSize = this.config.trainerWorldSize;
+    if (!this.supervised) this.logger.log("cooperate mode: the framework owns its processes and follows this agent's commands (GET /v1/commands)");
+    if (this.role === 'trainer' && worldSize !== null && (command || !this.supervised)) {
       // In the background: the agent answers probes and commands while its group gathers.
-      void this.firstLaunchInGroup(command, this.config.trainerWorldSize).catch((err: unknown) =>
+      void this.firstLaunchInGroup(command, worldSize).catch((err: unknown) =>
         this.logger.error(`trainer first launch failed: ${err instanceof Error ? err.message : String(err)}`),
       );
+    } else if (!this.supervised) {
+      // The framework launches when it likes; GET /v1/launch has no group to give it.
+    } else if (!command) {
+      this.logger.log('no role command configured: the framework is started by someone else; process exits cannot be observed');
     } else {
       const pid = await this.supervised.launch(command, {});
       this.logger.log(`${this.role} process started (pid ${pid})`);
@@ -161,22 +163,37 @@ export class AgentRuntime {
   /**
    * A trainer's first launch with its group from the job's membership (first-launch.ts): rank,
    * world size and rank 0's host, as a restart gets them from the controller. A restart command that
-   * arrives first wins: the controller's group is the newer word.
+   * arrives first wins: the controller's group is the newer word. A cooperating framework gets the
+   * group from GET /v1/launch and launches itself.
    */
-  private async firstLaunchInGroup(command: string, worldSize: number): Promise<void> {
+  private async firstLaunchInGroup(command: string | undefined, worldSize: number): Promise<void> {
     const group = await awaitFirstLaunchGroup(
       this.bus,
       { jobId: this.config.jobId, machineId: this.config.machineId, worldSize, rendezvousPort: this.config.rendezvousPort, startedAt: this.startedAt },
       () => this.closing || this.restart !== null,
       (line) => this.logger.log(line),
     );
-    if (!group || this.closing || this.restart !== null || !this.supervised || this.supervised.running()) return;
+    if (!group || this.closing || this.restart !== null) return;
+    this.firstGroup = group;
     this.trainerEpoch = group.trainerEpoch ?? this.trainerEpoch;
+    if (!this.supervised || !command || this.supervised.running()) return;
     const pid = await this.supervised.launch(command, groupEnv(group));
     this.logger.log(`trainer process started (pid ${pid}) as rank ${group.rank} of ${group.worldSize} meeting at ${group.masterAddr}:${group.masterPort}`);
   }
 
   private apiUrl = '';
+  /** The group of a trainer's first launch, once formed. */
+  private firstGroup: TrainerGroup | null = null;
+
+  /**
+   * What a trainer launches with now (GET /v1/launch): the last group restart's group, else the first
+   * launch's once formed; null while neither is known. `env` is what a launcher sets (RANK, WORLD_SIZE,
+   * MASTER_ADDR, MASTER_PORT, and after a restart the step and checkpoint to resume from).
+   */
+  launch(): { group: TrainerGroup; env: Record<string, string>; restart: RestartContext | null } | null {
+    if (this.restart) return { group: this.restart.group, env: restartEnv(this.restart), restart: this.restart };
+    return this.firstGroup ? { group: this.firstGroup, env: groupEnv(this.firstGroup), restart: null } : null;
+  }
 
   /** Announces this machine to the job: on start, and again when its rollout engine restarted in place. */
   private async register(cause?: MessageOf<'RestartRolloutEngine'>): Promise<void> {

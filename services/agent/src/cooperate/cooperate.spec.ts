@@ -134,6 +134,43 @@ describe('an agent in cooperate mode (the framework owns its processes)', () => 
     expect((await http('GET', '/v1/restart')).body).toEqual(offered.restart);
   });
 
+  it('GET /v1/launch: 503 while the first launch gathers its group, then the group and the launcher environment; 404 where none is formed', async () => {
+    await start({ ROBUSTRL_ROLE: 'trainer', ROBUSTRL_MACHINE_ID: 'trainer-1', ROBUSTRL_TRAINER_WORLD_SIZE: '2', ROBUSTRL_ADVERTISE_HOST: '10.0.0.2' });
+    const gathering = await http('GET', '/v1/launch');
+    expect(gathering.status).toBe(503);
+    expect(gathering.body.error).toMatch(/waiting for 2 trainer machines/);
+    await bus.publish(
+      createMessage(
+        'MachineRegistered',
+        {
+          machineId: 'trainer-0',
+          role: 'trainer',
+          zone: 'z',
+          hardwareClass: 'h',
+          gpus: 1,
+          agentAddress: 'http://10.0.0.1:8086',
+          hostAddress: '10.0.0.1',
+          dpRank: null,
+        },
+        { jobId: 'job-1', source: 'agent/trainer-0', occurredAt: new Date().toISOString() },
+      ),
+    );
+    const launch = await eventually('the group formed', async () => {
+      const r = await http('GET', '/v1/launch');
+      return r.status === 200 ? r.body : undefined;
+    });
+    expect(launch).toMatchObject({
+      group: { rank: 1, worldSize: 2, masterAddr: '10.0.0.1' },
+      env: { RANK: '1', WORLD_SIZE: '2', MASTER_ADDR: '10.0.0.1' },
+      restart: null,
+    });
+  });
+
+  it('GET /v1/launch is 404 on an agent that forms no trainer group', async () => {
+    await start({});
+    expect((await http('GET', '/v1/launch')).status).toBe(404);
+  });
+
   it('promoted to warm standby: the framework stops its engine, then the machine is a trainer (role change before the answer)', async () => {
     await start({});
     await bus.publish(command('PromoteRolloutToTrainer', { recoveryId: 'r-4', commandId: 'r-4/1', rolloutMachineId: 'm-1', replacesMachineId: 'trainer-0' }));

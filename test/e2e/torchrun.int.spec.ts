@@ -1,0 +1,228 @@
+import { ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { MessageBus, Subscription } from '@robustrl/bus';
+import { createMessage, MessageOf, MessageType, RobustrlMessage, Topics } from '@robustrl/contracts';
+import { ControllerModule } from '@robustrl/controller';
+import { DetectorModule } from '@robustrl/detector';
+import { LocalProcessSupervisor, MachineSpec } from '@robustrl/orchestrator';
+import { MESSAGE_BUS, RunningService, runService } from '@robustrl/service-kit';
+import { freshDatabaseUrl } from '@robustrl/testing/databases';
+import { agentMachines } from '@robustrl/testing/agent-machines';
+import { eventually } from '@robustrl/testing/eventually';
+
+/**
+ * torchrun under robustrl (README "Integrate your job"): two trainer machines, each an agent in cooperate
+ * mode and a launcher (`python -m robustrl.torchrun --nproc-per-node 2`) running real torchrun with two
+ * PyTorch processes (gloo on CPU) that all-reduce across all four every step. The launcher gets the
+ * machine's node rank, the group's size and rendezvous from its agent — on the first launch and after
+ * robustrl restarts the group — and torchrun ranks the processes. Real Kafka, PostgreSQL and torch
+ * (deploy/local/vllm.sh's environment).
+ */
+const REPO = join(__dirname, '..', '..');
+const WORKER = join(__dirname, 'fixtures', 'torch_ranks.py');
+
+jest.setTimeout(240_000);
+
+interface LedgerLine {
+  machine: string;
+  rank: number;
+  world: number;
+  local: number;
+  node: number;
+  step: number;
+  pid: number;
+}
+
+describe('torchrun: 2 machines × 2 processes, ranked by robustrl on the first launch and after a restart (real torch, Kafka, PostgreSQL)', () => {
+  const topicPrefix = `e2e-torchrun-${randomBytes(4).toString('hex')}.`;
+  const brokers = (process.env.KAFKA_BROKERS ?? '').split(',');
+  const jobId = `job-torchrun-${randomBytes(3).toString('hex')}`;
+  const dir = mkdtempSync(join(tmpdir(), 'robustrl-torchrun-'));
+  const ledgerPath = join(dir, 'ledger.jsonl');
+  const rendezvousPort = String(20_000 + Math.floor(Math.random() * 20_000));
+  let python: string;
+  let database: { url: string; drop(): Promise<void> };
+  let supervisor: LocalProcessSupervisor;
+  let service: RunningService;
+  let observer: Subscription;
+  let bus: MessageBus;
+  const seen: RobustrlMessage[] = [];
+  const output: string[] = [];
+  const launchers = new Map<string, ChildProcess>();
+  const machines: MachineSpec[] = [
+    { machineId: 'trainer-0', role: 'trainer', zone: 'az-1', hardwareClass: 'cpu-e2e' },
+    { machineId: 'trainer-1', role: 'trainer', zone: 'az-1', hardwareClass: 'cpu-e2e' },
+  ];
+
+  const all = <T extends MessageType>(type: T, where: (m: MessageOf<T>) => boolean = () => true) =>
+    seen.filter((m): m is MessageOf<T> => m.jobId === jobId && m.type === type && where(m as MessageOf<T>));
+  async function waitFor<T extends MessageType>(type: T, what: string, where?: (m: MessageOf<T>) => boolean, timeoutMs = 90_000) {
+    try {
+      return await eventually(what, () => all(type, where)[0], timeoutMs);
+    } catch (err) {
+      process.stderr.write(
+        `--- output ---\n${output.slice(-100).join('\n')}\n--- events ---\n${seen
+          .filter((m) => m.jobId === jobId && m.type !== 'GpuActivitySampled')
+          .map((m) => `${m.occurredAt} ${m.type} ${JSON.stringify(m.data)}`)
+          .join('\n')}\n`,
+      );
+      throw err;
+    }
+  }
+  const ledger = (): LedgerLine[] =>
+    readFileSync(ledgerPath, 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as LedgerLine);
+
+  /** The machine's launcher, started beside its agent once the agent registered. */
+  function startLauncher(registered: MessageOf<'MachineRegistered'>): void {
+    const { machineId, agentAddress } = registered.data;
+    if (launchers.has(machineId) || !agentAddress) return;
+    const child = spawn(python, ['-m', 'robustrl.torchrun', '--nproc-per-node', '2', '--', WORKER], {
+      cwd: join(REPO, 'clients', 'python'),
+      env: {
+        ...process.env,
+        PYTHONPATH: join(REPO, 'clients', 'python'),
+        ROBUSTRL_AGENT_URL: agentAddress,
+        ROBUSTRL_MACHINE_ID: machineId,
+        E2E_LEDGER: ledgerPath,
+        E2E_STEP_SECONDS: '1',
+        OMP_NUM_THREADS: '1',
+        PYTHONUNBUFFERED: '1',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    launchers.set(machineId, child);
+    for (const stream of [child.stdout!, child.stderr!])
+      createInterface({ input: stream }).on('line', (line) => output.push(`[${machineId} launcher] ${line}`));
+  }
+
+  beforeAll(async () => {
+    python = execFileSync('bash', [join(REPO, 'deploy', 'local', 'vllm.sh'), 'status'], { encoding: 'utf8' })
+      .trim()
+      .split('\n')[0];
+    database = await freshDatabaseUrl('robustrl_e2e_torchrun');
+    supervisor = agentMachines({
+      brokers,
+      topicPrefix,
+      databaseUrl: () => database.url,
+      output,
+      env: () => ({
+        ROBUSTRL_INTEGRATION: 'cooperate',
+        ROBUSTRL_TRAINER_COMMAND: '',
+        ROBUSTRL_ROLLOUT_COMMAND: '',
+        ROBUSTRL_TRAINER_WORLD_SIZE: '2',
+        ROBUSTRL_RENDEZVOUS_PORT: rendezvousPort,
+      }),
+    });
+    process.env.ROBUSTRL_COMMAND_TIMEOUT_SECONDS = '60';
+    service = await runService(
+      {
+        serviceName: 'e2e-torchrun',
+        bus: { adapter: 'kafka', brokers, clientId: 'e2e-torchrun', topicPrefix },
+        store: { kind: 'postgres', url: database.url },
+        httpPort: 0,
+      },
+      [DetectorModule, ControllerModule.withOrchestrator(supervisor)],
+      { logLevels: ['error'] },
+    );
+    bus = service.app.get<MessageBus>(MESSAGE_BUS);
+    observer = await bus.subscribe({
+      groupId: 'e2e-torchrun-observer',
+      topics: Object.values(Topics),
+      handler: async (d) => {
+        seen.push(d.message);
+        if (d.message.type === 'MachineRegistered' && d.message.jobId === jobId) startLauncher(d.message);
+      },
+    });
+    await bus.publish(
+      createMessage(
+        'JobStarted',
+        {
+          mode: 'semi-sync',
+          resumedFromStep: null,
+          trainerMachines: 2,
+          rolloutMachines: 0,
+          detection: { trainerIdleWindowSeconds: 30, rolloutSilentWindowSeconds: 5, probeTimeoutSeconds: 3 },
+        },
+        { jobId, source: 'e2e', occurredAt: new Date().toISOString() },
+      ),
+    );
+    await supervisor.launchJob(jobId, machines);
+    // Past the first iteration, where any fault would restart the task (paper §5.1.2 rule 1).
+    for (const id of ['trainer-0', 'trainer-1'])
+      await waitFor('CheckpointSaved', `${id}'s checkpoint of step 0`, (m) => m.data.step === 0 && m.source === `agent/${id}`);
+  });
+
+  afterAll(async () => {
+    await observer?.close();
+    // A stopped launcher stops its torchrun and the workers with it.
+    await Promise.all(
+      [...launchers.values()].map(
+        (child) =>
+          new Promise<void>((done) => {
+            if (child.exitCode !== null || child.signalCode !== null) return done();
+            const force = setTimeout(() => child.kill('SIGKILL'), 20_000);
+            child.once('exit', () => (clearTimeout(force), done()));
+            child.kill('SIGTERM');
+          }),
+      ),
+    );
+    await supervisor?.close();
+    await service?.stop();
+    await database?.drop();
+    rmSync(dir, { recursive: true, force: true });
+    delete process.env.ROBUSTRL_COMMAND_TIMEOUT_SECONDS;
+  });
+
+  const places = (lines: LedgerLine[]) => lines.map((l) => `${l.machine} node ${l.node} rank ${l.rank}/${l.world} local ${l.local}`).sort();
+
+  it('first launch: each machine gets its node rank from its agent, torchrun ranks its two processes, all four meet', () => {
+    const first = ledger().filter((l) => l.step === 0);
+    expect(places(first)).toEqual([
+      'trainer-0 node 0 rank 0/4 local 0',
+      'trainer-0 node 0 rank 1/4 local 1',
+      'trainer-1 node 1 rank 2/4 local 0',
+      'trainer-1 node 1 rank 3/4 local 1',
+    ]);
+  });
+
+  it('a worker killed → its launcher reports the failed torchrun, robustrl restarts the group, both launchers relaunch with the right ranks at the step to retry', async () => {
+    const agentPids = machines.map((m) => supervisor.pidOf(m.machineId));
+    const before = new Set(ledger().map((l) => l.pid));
+    const victim = ledger().find((l) => l.machine === 'trainer-1' && l.local === 1)!;
+    const killedAt = Date.now();
+    process.kill(victim.pid, 'SIGKILL');
+
+    const signal = await waitFor('AgentFaultSignalled', 'the launcher reports the failed torchrun', (m) => m.data.signal === 'process-exited');
+    expect(signal.data.detail).toMatch(/torchrun \(pid \d+\) exited with code/);
+    const decision = await waitFor('RecoveryDecided', 'group restart decided', (m) => m.data.action === 'restart-trainer-group');
+    expect(decision.data.rule).toBe('trainer-fault');
+    const restart = await waitFor('RestartTrainerGroup', 'the group restart', (m) => m.data.recoveryId === decision.data.recoveryId);
+    expect(restart.data.machines).toEqual(['trainer-0', 'trainer-1']);
+    const completed = await waitFor('RecoveryCompleted', 'recovered', (m) => m.data.recoveryId === decision.data.recoveryId);
+    expect(completed.data.outcome).toBe('recovered');
+    expect(all('RestartTask')).toEqual([]);
+
+    // Each process writes its line once, as it starts: the lines of processes that were not there before the kill.
+    const relaunched = await eventually('four processes relaunched', () => {
+      const fresh = ledger().filter((l) => !before.has(l.pid));
+      return fresh.length >= 4 ? fresh : undefined;
+    });
+    expect(relaunched.map((l) => l.step)).toEqual([restart.data.step, restart.data.step, restart.data.step, restart.data.step]);
+    expect(places(relaunched)).toEqual([
+      'trainer-0 node 0 rank 0/4 local 0',
+      'trainer-0 node 0 rank 1/4 local 1',
+      'trainer-1 node 1 rank 2/4 local 0',
+      'trainer-1 node 1 rank 3/4 local 1',
+    ]);
+    // The agents restarted nothing themselves, and training goes on.
+    expect(machines.map((m) => supervisor.pidOf(m.machineId))).toEqual(agentPids);
+    await waitFor('TrainingStepCompleted', 'training continues', (m) => m.data.step >= restart.data.step && Date.parse(m.occurredAt) > killedAt);
+  });
+});
