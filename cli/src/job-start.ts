@@ -1,5 +1,4 @@
-import { createHash } from 'node:crypto';
-import { createMessage, DetectionSettings, MessageOf, TrainingMode } from '@robustrl/contracts';
+import { DetectionSettings, jobStartedMessage, MessageOf, TrainingMode } from '@robustrl/contracts';
 
 /** `robustrl job start` as given on the command line (strings, as commander hands them over). */
 export interface JobStartArgs {
@@ -43,29 +42,15 @@ export function jobStartedOf(args: JobStartArgs, now: Date): MessageOf<'JobStart
     if (args[flag] !== undefined) (detection as Record<string, number>)[field] = seconds(flag, args[flag], { positive: true });
   }
   if (args.resumeGrace !== undefined) detection.resumeGraceSeconds = seconds('resumeGrace', args.resumeGrace, { positive: false });
-  const data = {
+  const request = {
     mode: mode.data,
     resumedFromStep: args.resumedFromStep === undefined ? null : count('resumedFromStep', args.resumedFromStep),
     trainerMachines: count('trainers', args.trainers ?? '1'),
     rolloutMachines: count('rollouts', args.rollouts ?? '0'),
-    ...(Object.keys(detection).length > 0 ? { detection } : {}),
+    detection,
+    runId: args.runId?.trim() || now.toISOString(),
   };
-  const runId = args.runId?.trim() || now.toISOString();
-  return createMessage('JobStarted', data, {
-    jobId: job,
-    source: 'robustrl-cli',
-    occurredAt: now.toISOString(),
-    eventId: nameBasedUuid(`job-start\n${job}\n${runId}`),
-  });
-}
-
-/** A UUID derived from a name (version 5 layout over SHA-256): the same name, the same id. */
-function nameBasedUuid(name: string): string {
-  const b = createHash('sha256').update(name).digest().subarray(0, 16);
-  b[6] = (b[6] & 0x0f) | 0x50;
-  b[8] = (b[8] & 0x3f) | 0x80;
-  const h = b.toString('hex');
-  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+  return jobStartedMessage(job, request, now, 'robustrl-cli');
 }
 
 function flagOf(name: keyof JobStartArgs): string {

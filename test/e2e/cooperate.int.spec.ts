@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { MessageBus, Subscription } from '@robustrl/bus';
-import { createMessage, MessageOf, MessageType, RobustrlMessage, Topics } from '@robustrl/contracts';
+import { MessageOf, MessageType, RobustrlMessage, Topics } from '@robustrl/contracts';
 import { ControllerModule } from '@robustrl/controller';
 import { DetectorModule } from '@robustrl/detector';
 import { LocalProcessSupervisor, MachineSpec } from '@robustrl/orchestrator';
@@ -23,6 +23,18 @@ const FRAMEWORK = join(__dirname, 'fixtures', 'cooperating_framework.py');
 const COMMAND_TIMEOUT_SECONDS = 10;
 
 jest.setTimeout(180_000);
+
+/** A command's exit and output, without blocking this process's event loop. */
+function run(command: string, args: string[], env: NodeJS.ProcessEnv): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((done) => {
+    const child = spawn(command, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    child.once('exit', (status) => done({ status, stdout, stderr }));
+  });
+}
 
 interface FrameworkEvent {
   event: string;
@@ -131,19 +143,36 @@ describe('cooperate mode: the framework owns its processes and carries out the c
         if (d.message.type === 'MachineRegistered' && d.message.jobId === jobId) startFramework(d.message);
       },
     });
-    await bus.publish(
-      createMessage(
-        'JobStarted',
-        {
-          mode: 'semi-sync',
-          resumedFromStep: null,
-          trainerMachines: 1,
-          rolloutMachines: 2,
-          detection: { trainerIdleWindowSeconds: 20, rolloutSilentWindowSeconds: 3, probeTimeoutSeconds: 2 },
-        },
-        { jobId, source: 'e2e', occurredAt: new Date().toISOString() },
-      ),
+    // Announced from Python, as a launcher without Node does (robustrl.jobs → the controller's POST /v1/jobs/:job/start).
+    const controllerUrl = (await service.app.getUrl()).replace('[::1]', '127.0.0.1');
+    // Asynchronously: the controller answering it runs in this process.
+    const announce = await run(
+      'python3',
+      [
+        '-m',
+        'robustrl.jobs',
+        'start',
+        '--controller',
+        controllerUrl,
+        '--job',
+        jobId,
+        '--trainers',
+        '1',
+        '--rollouts',
+        '2',
+        '--trainer-idle-window',
+        '20',
+        '--rollout-silent-window',
+        '3',
+        '--probe-timeout',
+        '2',
+      ],
+      { ...process.env, PYTHONPATH: join(__dirname, '..', '..', 'clients', 'python') },
     );
+    if (announce.status !== 0) throw new Error(`python -m robustrl.jobs start failed: ${announce.stderr}`);
+    expect(announce.stdout).toMatch(new RegExp(`announced job ${jobId}`));
+    await eventually('the job announced on the bus', () => all('JobStarted')[0]);
+    expect(all('JobStarted')[0].data).toMatchObject({ trainerMachines: 1, rolloutMachines: 2, detection: { rolloutSilentWindowSeconds: 3 } });
     await supervisor.launchJob(jobId, machines);
     // Past the first iteration, where any fault would restart the task (paper §5.1.2 rule 1).
     await waitFor('TrainingStepCompleted', 'step 0 completed', (m) => m.data.step === 0);

@@ -7,6 +7,7 @@ import { EventStore } from '@robustrl/store';
 import { z } from 'zod';
 import { RecoveryExecutor } from './executor/recovery-executor';
 import { EttrController } from './ettr/ettr.controller';
+import { JobStartController } from './jobs/job-start.controller';
 import { EttrProjector } from './ettr/ettr-projector';
 import { RecoveryMetrics } from './metrics/recovery-metrics';
 import {
@@ -82,7 +83,7 @@ function promotionCertificates(env: NodeJS.ProcessEnv) {
 
 // EttrProjector starts and stops itself (its own lifecycle hooks): a read model, independent of the consumer below.
 // Their metrics go to the process's registry, served at /metrics by the service kit.
-@Module({ providers: [RecoveryMetrics, EttrProjector], controllers: [EttrController], exports: [RecoveryMetrics] })
+@Module({ providers: [RecoveryMetrics, EttrProjector], controllers: [EttrController, JobStartController], exports: [RecoveryMetrics] })
 export class ControllerModule implements OnApplicationBootstrap, OnModuleDestroy {
   readonly consumer: DecidingConsumer<ControllerState, ControllerEvent, ControllerInput>;
   readonly executor: RecoveryExecutor | null;
