@@ -148,11 +148,9 @@ export class AgentRuntime {
       void this.firstLaunchInGroup(command, worldSize).catch((err: unknown) =>
         this.logger.error(`trainer first launch failed: ${err instanceof Error ? err.message : String(err)}`),
       );
-    } else if (!this.supervised) {
-      // The framework launches when it likes; GET /v1/launch has no group to give it.
-    } else if (!command) {
+    } else if (this.supervised && !command) {
       this.logger.log('no role command configured: the framework is started by someone else; process exits cannot be observed');
-    } else {
+    } else if (this.supervised && command) {
       const pid = await this.supervised.launch(command, {});
       this.logger.log(`${this.role} process started (pid ${pid})`);
     }

@@ -205,6 +205,28 @@ describe('an agent in cooperate mode (the framework owns its processes)', () => 
     expect(published('AgentFaultSignalled')[0].data).toMatchObject({ signal: 'process-exited', detail: 'worker 3 died', exitCode: 137 });
   });
 
+  it('a trainer fenced out by a newer group: the framework is told to stop, and the agent stops vouching until a restart is carried out', async () => {
+    await start({ ROBUSTRL_ROLE: 'trainer', ROBUSTRL_MACHINE_ID: 'trainer-1' });
+    const group = (commandId: string, machines: string[], trainerEpoch: number) =>
+      command('RestartTrainerGroup', { recoveryId: commandId.split('/')[0], commandId, machines, step: 7, checkpointStep: 6, keepBatch: false, trainerEpoch });
+    const probe = (n: number) => bus.publish(command('HeartbeatProbeRequested', { probeId: `p-${n}`, machineId: 'trainer-1', timeoutMs: 1000 }));
+    await poll();
+    await bus.publish(group('r-5/1', ['trainer-0'], 4)); // a newer group without this machine
+    const [stop] = await poll(2_000);
+    expect(stop).toMatchObject({ type: 'StopRole', commandId: 'stop/fenced/r-5/1' });
+    expect(String(stop.reason)).toMatch(/newer group|epoch/);
+    await http('POST', `/v1/commands/${id(String(stop.commandId))}/ack`);
+    await probe(1);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(published('HeartbeatAcked')).toEqual([]); // stopped: not vouched for, though the framework polls
+    await bus.publish(group('r-6/1', ['trainer-0', 'trainer-1'], 5)); // taken back in
+    const [restart] = await poll(2_000);
+    await http('POST', `/v1/commands/${id(String(restart.commandId))}/outcome`, { outcome: 'succeeded' });
+    await eventually('the restart answered', () => published('RecoveryCommandSucceeded')[0]);
+    await probe(2);
+    await eventually('vouched for again', () => published('HeartbeatAcked')[0]);
+  });
+
   it('an agent that supervises its role answers 409 on the command routes and 400 on a process exit reported to it', async () => {
     await start({ ROBUSTRL_INTEGRATION: 'supervise' });
     const polled = await http('GET', '/v1/commands');

@@ -10,10 +10,14 @@ import type { RoleExecutor, RoleStatus } from './role-executor';
  * A framework that owns its processes (`ROBUSTRL_INTEGRATION=cooperate`): each command is handed to it
  * through the mailbox (`GET /v1/commands`, command-mailbox.ts has the delivery contract) and done when
  * it reports the outcome. The role runs, and the agent vouches for it, while the framework follows
- * commands (it polls); a process of its own that dies, it reports (`POST /v1/errors`, `process-exited`).
+ * commands (it polls) and was not told to stop (a stop notice holds until the next restart it carries
+ * out, as a supervised process stopped stays down); a process of its own that dies, it reports
+ * (`POST /v1/errors`, `process-exited`).
  */
 export class CooperatingFramework implements RoleExecutor {
   readonly mode = 'cooperate';
+  /** Told to stop its role (fenced out, lease lost), and not restarted since. */
+  private stopped = false;
 
   constructor(
     readonly mailbox: CommandMailbox,
@@ -21,11 +25,11 @@ export class CooperatingFramework implements RoleExecutor {
   ) {}
 
   running(): boolean {
-    return this.mailbox.attached();
+    return !this.stopped && this.mailbox.attached();
   }
 
   vouches(): boolean {
-    return this.mailbox.attached();
+    return this.running();
   }
 
   restartTrainer(m: MessageOf<'RestartTrainerGroup'>, context: RestartContext): Promise<void> {
@@ -42,6 +46,7 @@ export class CooperatingFramework implements RoleExecutor {
 
   async stop(cause: string, reason: string): Promise<void> {
     this.logger.warn(`asking the framework to stop its role: ${reason}`);
+    this.stopped = true;
     this.mailbox.notify(stopNotice(cause, reason));
   }
 
@@ -58,5 +63,7 @@ export class CooperatingFramework implements RoleExecutor {
     this.logger.log(`${m.type} ${m.data.commandId} handed to the framework`);
     const outcome = await this.mailbox.offer(command);
     if (!outcome.ok) throw new Error(`the framework could not carry it out: ${outcome.error}`);
+    // A restart carried out brings the role back; a promotion leaves it to the group restart that follows.
+    if (m.type !== 'PromoteRolloutToTrainer') this.stopped = false;
   }
 }
