@@ -2,15 +2,10 @@ import { ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { MessageBus, Subscription } from '@robustrl/bus';
-import { MessageOf, MessageType, RobustrlMessage, Topics } from '@robustrl/contracts';
-import { ControllerModule } from '@robustrl/controller';
-import { DetectorModule } from '@robustrl/detector';
-import { LocalProcessSupervisor, MachineSpec } from '@robustrl/orchestrator';
-import { MESSAGE_BUS, RunningService, runService } from '@robustrl/service-kit';
-import { freshDatabaseUrl } from '@robustrl/testing/databases';
-import { agentMachines } from '@robustrl/testing/agent-machines';
+import { MessageOf } from '@robustrl/contracts';
+import { MachineSpec } from '@robustrl/orchestrator';
 import { eventually } from '@robustrl/testing/eventually';
+import { CooperatingJob } from './fixtures/cooperating-job';
 
 /**
  * Cooperate mode end to end on the real broker and database (README "Integrate your job"): every agent
@@ -47,20 +42,18 @@ interface FrameworkEvent {
 }
 
 describe('cooperate mode: the framework owns its processes and carries out the commands (real Kafka, PostgreSQL, processes)', () => {
-  const topicPrefix = `e2e-coop-${randomBytes(4).toString('hex')}.`;
-  const brokers = (process.env.KAFKA_BROKERS ?? '').split(',');
   const jobId = `job-coop-${randomBytes(3).toString('hex')}`;
-  let database: { url: string; drop(): Promise<void> };
-  let supervisor: LocalProcessSupervisor;
-  let service: RunningService;
-  let observer: Subscription;
-  let bus: MessageBus;
-  const seen: RobustrlMessage[] = [];
-  const output: string[] = [];
   const frameworkEvents: FrameworkEvent[] = [];
   const frameworks = new Map<string, ChildProcess>();
   /** Machines whose framework polls but never answers: the case the command timeout is for. */
   const ignoring = new Set(['rollout-b']);
+  const job = new CooperatingJob('cooperate', jobId, {
+    agentEnv: { ROBUSTRL_FRAMEWORK_ATTACHED_SECONDS: '5' },
+    commandTimeoutSeconds: COMMAND_TIMEOUT_SECONDS,
+    onRegistered: (m) => startFramework(m),
+  });
+  const all: CooperatingJob['all'] = (type, where) => job.all(type, where);
+  const waitFor: CooperatingJob['waitFor'] = (type, what, where, timeoutMs) => job.waitFor(type, what, where, timeoutMs);
 
   const machines: MachineSpec[] = [
     { machineId: 'trainer-0', role: 'trainer', zone: 'az-1', hardwareClass: 'cpu-e2e' },
@@ -69,27 +62,12 @@ describe('cooperate mode: the framework owns its processes and carries out the c
     { machineId: 'rollout-b', role: 'rollout', zone: 'az-2', hardwareClass: 'cpu-e2e' },
   ];
 
-  const ofJob = () => seen.filter((m) => m.jobId === jobId);
-  const all = <T extends MessageType>(type: T, where: (m: MessageOf<T>) => boolean = () => true) =>
-    ofJob().filter((m): m is MessageOf<T> => m.type === type && where(m as MessageOf<T>));
-  async function waitFor<T extends MessageType>(type: T, what: string, where?: (m: MessageOf<T>) => boolean, timeoutMs = 60_000) {
-    try {
-      return await eventually(what, () => all(type, where)[0], timeoutMs);
-    } catch (err) {
-      process.stderr.write(
-        `--- machine and framework output ---\n${output.slice(-80).join('\n')}\n--- events ---\n${ofJob()
-          .map((m) => `${m.occurredAt} ${m.type} ${JSON.stringify(m.data)}`)
-          .join('\n')}\n`,
-      );
-      throw err;
-    }
-  }
   const workerOf = (machine: string) => frameworkEvents.filter((e) => e.machine === machine && e.event === 'worker-started').at(-1);
 
   /** A machine's framework, started once its agent registered (as a framework's launcher would, beside the agent). */
   function startFramework(registered: MessageOf<'MachineRegistered'>): void {
     const { machineId, role, agentAddress } = registered.data;
-    const pid = supervisor.pidOf(machineId);
+    const pid = job.supervisor.pidOf(machineId);
     if (frameworks.has(machineId) || !agentAddress || pid === undefined) return;
     const child = spawn('python3', [FRAMEWORK], {
       env: {
@@ -107,44 +85,16 @@ describe('cooperate mode: the framework owns its processes and carries out the c
     });
     frameworks.set(machineId, child);
     createInterface({ input: child.stdout! }).on('line', (line) => {
-      output.push(`[${machineId} framework] ${line}`);
+      job.output.push(`[${machineId} framework] ${line}`);
       if (line.startsWith('{')) frameworkEvents.push(JSON.parse(line) as FrameworkEvent);
     });
-    createInterface({ input: child.stderr! }).on('line', (line) => output.push(`[${machineId} framework] ${line}`));
+    createInterface({ input: child.stderr! }).on('line', (line) => job.output.push(`[${machineId} framework] ${line}`));
   }
 
   beforeAll(async () => {
-    database = await freshDatabaseUrl('robustrl_e2e_coop');
-    supervisor = agentMachines({
-      brokers,
-      topicPrefix,
-      databaseUrl: () => database.url,
-      output,
-      // Empty: unset. A cooperating agent refuses role commands.
-      env: () => ({ ROBUSTRL_INTEGRATION: 'cooperate', ROBUSTRL_TRAINER_COMMAND: '', ROBUSTRL_ROLLOUT_COMMAND: '', ROBUSTRL_FRAMEWORK_ATTACHED_SECONDS: '5' }),
-    });
-    process.env.ROBUSTRL_COMMAND_TIMEOUT_SECONDS = String(COMMAND_TIMEOUT_SECONDS);
-    service = await runService(
-      {
-        serviceName: 'e2e-cooperate',
-        bus: { adapter: 'kafka', brokers, clientId: 'e2e-cooperate', topicPrefix },
-        store: { kind: 'postgres', url: database.url },
-        httpPort: 0,
-      },
-      [DetectorModule, ControllerModule.withOrchestrator(supervisor)],
-      { logLevels: ['error'] },
-    );
-    bus = service.app.get<MessageBus>(MESSAGE_BUS);
-    observer = await bus.subscribe({
-      groupId: 'e2e-cooperate-observer',
-      topics: Object.values(Topics),
-      handler: async (d) => {
-        seen.push(d.message);
-        if (d.message.type === 'MachineRegistered' && d.message.jobId === jobId) startFramework(d.message);
-      },
-    });
+    await job.open();
     // Announced from Python, as a launcher without Node does (robustrl.jobs → the controller's POST /v1/jobs/:job/start).
-    const controllerUrl = (await service.app.getUrl()).replace('[::1]', '127.0.0.1');
+    const controllerUrl = await job.controllerUrl();
     // Asynchronously: the controller answering it runs in this process.
     const announce = await run(
       'python3',
@@ -173,23 +123,20 @@ describe('cooperate mode: the framework owns its processes and carries out the c
     expect(announce.stdout).toMatch(new RegExp(`announced job ${jobId}`));
     await eventually('the job announced on the bus', () => all('JobStarted')[0]);
     expect(all('JobStarted')[0].data).toMatchObject({ trainerMachines: 1, rolloutMachines: 2, detection: { rolloutSilentWindowSeconds: 3 } });
-    await supervisor.launchJob(jobId, machines);
+    await job.supervisor.launchJob(jobId, machines);
     // Past the first iteration, where any fault would restart the task (paper §5.1.2 rule 1).
     await waitFor('TrainingStepCompleted', 'step 0 completed', (m) => m.data.step === 0);
     await waitFor('CheckpointSaved', 'checkpoint 0 saved', (m) => m.data.step === 0);
   });
 
-  afterAll(async () => {
-    await observer?.close();
-    await supervisor?.close();
-    for (const child of frameworks.values()) child.kill('SIGKILL');
-    await service?.stop();
-    await database?.drop();
-    delete process.env.ROBUSTRL_COMMAND_TIMEOUT_SECONDS;
-  });
+  afterAll(() =>
+    job.close(async () => {
+      for (const child of frameworks.values()) child.kill('SIGKILL');
+    }),
+  );
 
   it("the framework's trainer dies → it reports the exit, receives the group restart, acknowledges and restarts the trainer itself; the recovery completes", async () => {
-    const agentPid = supervisor.pidOf('trainer-0');
+    const agentPid = job.supervisor.pidOf('trainer-0');
     const before = workerOf('trainer-0')!;
     const killedAt = Date.now();
     process.kill(before.pid!, 'SIGKILL');
@@ -217,7 +164,7 @@ describe('cooperate mode: the framework owns its processes and carries out the c
     expect(after.pid).not.toBe(before.pid);
     expect(after.env).toMatchObject({ RANK: '0', WORLD_SIZE: '1', ROBUSTRL_RETRY_STEP: String(restart.data.step) });
     // ...and the agent restarted nothing: the same agent process, no role process of its own.
-    expect(supervisor.pidOf('trainer-0')).toBe(agentPid);
+    expect(job.supervisor.pidOf('trainer-0')).toBe(agentPid);
     const status = (await (
       await fetch(`${all('MachineRegistered', (m) => m.data.machineId === 'trainer-0')[0].data.agentAddress}/v1/status`)
     ).json()) as Record<string, unknown>;

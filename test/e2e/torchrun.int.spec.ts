@@ -4,15 +4,10 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { MessageBus, Subscription } from '@robustrl/bus';
-import { createMessage, MessageOf, MessageType, RobustrlMessage, Topics } from '@robustrl/contracts';
-import { ControllerModule } from '@robustrl/controller';
-import { DetectorModule } from '@robustrl/detector';
-import { LocalProcessSupervisor, MachineSpec } from '@robustrl/orchestrator';
-import { MESSAGE_BUS, RunningService, runService } from '@robustrl/service-kit';
-import { freshDatabaseUrl } from '@robustrl/testing/databases';
-import { agentMachines } from '@robustrl/testing/agent-machines';
+import { createMessage, MessageOf } from '@robustrl/contracts';
+import { MachineSpec } from '@robustrl/orchestrator';
 import { eventually } from '@robustrl/testing/eventually';
+import { CooperatingJob } from './fixtures/cooperating-job';
 
 /**
  * torchrun under robustrl (README "Integrate your job"): two trainer machines, each an agent in cooperate
@@ -38,41 +33,23 @@ interface LedgerLine {
 }
 
 describe('torchrun: 2 machines × 2 processes, ranked by robustrl on the first launch and after a restart (real torch, Kafka, PostgreSQL)', () => {
-  const topicPrefix = `e2e-torchrun-${randomBytes(4).toString('hex')}.`;
-  const brokers = (process.env.KAFKA_BROKERS ?? '').split(',');
   const jobId = `job-torchrun-${randomBytes(3).toString('hex')}`;
   const dir = mkdtempSync(join(tmpdir(), 'robustrl-torchrun-'));
   const ledgerPath = join(dir, 'ledger.jsonl');
   const rendezvousPort = String(20_000 + Math.floor(Math.random() * 20_000));
   let python: string;
-  let database: { url: string; drop(): Promise<void> };
-  let supervisor: LocalProcessSupervisor;
-  let service: RunningService;
-  let observer: Subscription;
-  let bus: MessageBus;
-  const seen: RobustrlMessage[] = [];
-  const output: string[] = [];
   const launchers = new Map<string, ChildProcess>();
   const machines: MachineSpec[] = [
     { machineId: 'trainer-0', role: 'trainer', zone: 'az-1', hardwareClass: 'cpu-e2e' },
     { machineId: 'trainer-1', role: 'trainer', zone: 'az-1', hardwareClass: 'cpu-e2e' },
   ];
-
-  const all = <T extends MessageType>(type: T, where: (m: MessageOf<T>) => boolean = () => true) =>
-    seen.filter((m): m is MessageOf<T> => m.jobId === jobId && m.type === type && where(m as MessageOf<T>));
-  async function waitFor<T extends MessageType>(type: T, what: string, where?: (m: MessageOf<T>) => boolean, timeoutMs = 90_000) {
-    try {
-      return await eventually(what, () => all(type, where)[0], timeoutMs);
-    } catch (err) {
-      process.stderr.write(
-        `--- output ---\n${output.slice(-100).join('\n')}\n--- events ---\n${seen
-          .filter((m) => m.jobId === jobId && m.type !== 'GpuActivitySampled')
-          .map((m) => `${m.occurredAt} ${m.type} ${JSON.stringify(m.data)}`)
-          .join('\n')}\n`,
-      );
-      throw err;
-    }
-  }
+  const job = new CooperatingJob('torchrun', jobId, {
+    agentEnv: { ROBUSTRL_TRAINER_WORLD_SIZE: '2', ROBUSTRL_RENDEZVOUS_PORT: rendezvousPort },
+    commandTimeoutSeconds: 60,
+    onRegistered: (m) => startLauncher(m),
+  });
+  const all: CooperatingJob['all'] = (type, where) => job.all(type, where);
+  const waitFor: CooperatingJob['waitFor'] = (type, what, where, timeoutMs = 90_000) => job.waitFor(type, what, where, timeoutMs);
   const ledger = (): LedgerLine[] =>
     readFileSync(ledgerPath, 'utf8')
       .split('\n')
@@ -99,48 +76,15 @@ describe('torchrun: 2 machines × 2 processes, ranked by robustrl on the first l
     });
     launchers.set(machineId, child);
     for (const stream of [child.stdout!, child.stderr!])
-      createInterface({ input: stream }).on('line', (line) => output.push(`[${machineId} launcher] ${line}`));
+      createInterface({ input: stream }).on('line', (line) => job.output.push(`[${machineId} launcher] ${line}`));
   }
 
   beforeAll(async () => {
     python = execFileSync('bash', [join(REPO, 'deploy', 'local', 'vllm.sh'), 'status'], { encoding: 'utf8' })
       .trim()
       .split('\n')[0];
-    database = await freshDatabaseUrl('robustrl_e2e_torchrun');
-    supervisor = agentMachines({
-      brokers,
-      topicPrefix,
-      databaseUrl: () => database.url,
-      output,
-      env: () => ({
-        ROBUSTRL_INTEGRATION: 'cooperate',
-        ROBUSTRL_TRAINER_COMMAND: '',
-        ROBUSTRL_ROLLOUT_COMMAND: '',
-        ROBUSTRL_TRAINER_WORLD_SIZE: '2',
-        ROBUSTRL_RENDEZVOUS_PORT: rendezvousPort,
-      }),
-    });
-    process.env.ROBUSTRL_COMMAND_TIMEOUT_SECONDS = '60';
-    service = await runService(
-      {
-        serviceName: 'e2e-torchrun',
-        bus: { adapter: 'kafka', brokers, clientId: 'e2e-torchrun', topicPrefix },
-        store: { kind: 'postgres', url: database.url },
-        httpPort: 0,
-      },
-      [DetectorModule, ControllerModule.withOrchestrator(supervisor)],
-      { logLevels: ['error'] },
-    );
-    bus = service.app.get<MessageBus>(MESSAGE_BUS);
-    observer = await bus.subscribe({
-      groupId: 'e2e-torchrun-observer',
-      topics: Object.values(Topics),
-      handler: async (d) => {
-        seen.push(d.message);
-        if (d.message.type === 'MachineRegistered' && d.message.jobId === jobId) startLauncher(d.message);
-      },
-    });
-    await bus.publish(
+    await job.open();
+    await job.bus.publish(
       createMessage(
         'JobStarted',
         {
@@ -153,31 +97,28 @@ describe('torchrun: 2 machines × 2 processes, ranked by robustrl on the first l
         { jobId, source: 'e2e', occurredAt: new Date().toISOString() },
       ),
     );
-    await supervisor.launchJob(jobId, machines);
+    await job.supervisor.launchJob(jobId, machines);
     // Past the first iteration, where any fault would restart the task (paper §5.1.2 rule 1).
     for (const id of ['trainer-0', 'trainer-1'])
       await waitFor('CheckpointSaved', `${id}'s checkpoint of step 0`, (m) => m.data.step === 0 && m.source === `agent/${id}`);
   });
 
   afterAll(async () => {
-    await observer?.close();
     // A stopped launcher stops its torchrun and the workers with it.
-    await Promise.all(
-      [...launchers.values()].map(
-        (child) =>
-          new Promise<void>((done) => {
-            if (child.exitCode !== null || child.signalCode !== null) return done();
-            const force = setTimeout(() => child.kill('SIGKILL'), 20_000);
-            child.once('exit', () => (clearTimeout(force), done()));
-            child.kill('SIGTERM');
-          }),
-      ),
+    await job.close(() =>
+      Promise.all(
+        [...launchers.values()].map(
+          (child) =>
+            new Promise<void>((done) => {
+              if (child.exitCode !== null || child.signalCode !== null) return done();
+              const force = setTimeout(() => child.kill('SIGKILL'), 20_000);
+              child.once('exit', () => (clearTimeout(force), done()));
+              child.kill('SIGTERM');
+            }),
+        ),
+      ).then(() => undefined),
     );
-    await supervisor?.close();
-    await service?.stop();
-    await database?.drop();
     rmSync(dir, { recursive: true, force: true });
-    delete process.env.ROBUSTRL_COMMAND_TIMEOUT_SECONDS;
   });
 
   const places = (lines: LedgerLine[]) => lines.map((l) => `${l.machine} node ${l.node} rank ${l.rank}/${l.world} local ${l.local}`).sort();
@@ -193,7 +134,7 @@ describe('torchrun: 2 machines × 2 processes, ranked by robustrl on the first l
   });
 
   it('a worker killed → its launcher reports the failed torchrun, robustrl restarts the group, both launchers relaunch with the right ranks at the step to retry', async () => {
-    const agentPids = machines.map((m) => supervisor.pidOf(m.machineId));
+    const agentPids = machines.map((m) => job.supervisor.pidOf(m.machineId));
     const before = new Set(ledger().map((l) => l.pid));
     const victim = ledger().find((l) => l.machine === 'trainer-1' && l.local === 1)!;
     const killedAt = Date.now();
@@ -222,7 +163,7 @@ describe('torchrun: 2 machines × 2 processes, ranked by robustrl on the first l
       'trainer-1 node 1 rank 3/4 local 1',
     ]);
     // The agents restarted nothing themselves, and training goes on.
-    expect(machines.map((m) => supervisor.pidOf(m.machineId))).toEqual(agentPids);
+    expect(machines.map((m) => job.supervisor.pidOf(m.machineId))).toEqual(agentPids);
     await waitFor('TrainingStepCompleted', 'training continues', (m) => m.data.step >= restart.data.step && Date.parse(m.occurredAt) > killedAt);
   });
 });

@@ -27,7 +27,7 @@ export const JobIdText = z
   .string()
   .min(1)
   .max(200)
-  .regex(/^[^\s\u0000-\u001f]+$/, 'no white space or control characters');
+  .refine((s) => ![...s].some((c) => c.trim() === '' || c.charCodeAt(0) < 0x20 || c.charCodeAt(0) === 0x7f), 'no white space or control characters');
 
 /** The JobStarted of `request` for `jobId`; pure: the same input gives the same message (its id from job and run id). */
 export function jobStartedMessage(jobId: string, request: JobStartRequest, now: Date, source: string): MessageOf<'JobStarted'> {
