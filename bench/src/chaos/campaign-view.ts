@@ -53,7 +53,8 @@ export const completedRecovery = (events: readonly RobustrlMessage[], recoveryId
 /**
  * Why the run has not settled (README "The whole system under faults": each fault waits for it), or ''
  * when it has: every service ready, no recovery open, every machine up, a step committed since the last
- * fault (or the job done).
+ * fault (or the job done). Machines down are named, not only counted: a machine killed and not yet
+ * found has opened no recovery, and replacements of earlier faults can make up the count.
  */
 export function unsettled(view: {
   services: readonly string[];
@@ -61,12 +62,15 @@ export function unsettled(view: {
   open: readonly string[];
   machinesUp: number;
   machines: number;
+  /** The job's machines whose processes died and that are neither restarted nor isolated yet. */
+  down: readonly string[];
   moved: boolean;
 }): string {
   return [
     view.readiness.every((c) => c === 200) ? '' : `services ${view.services.filter((_, i) => view.readiness[i] !== 200).join(', ')} not ready`,
     view.open.length ? `recoveries open: ${view.open.join(', ')}` : '',
     view.machinesUp >= view.machines ? '' : `${view.machinesUp} of ${view.machines} machines up`,
+    view.down.length ? `down and not yet recovered: ${view.down.join(', ')}` : '',
     view.moved ? '' : 'no step committed since the last fault',
   ]
     .filter(Boolean)

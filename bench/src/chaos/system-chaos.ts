@@ -375,6 +375,10 @@ class CampaignRun {
           open: this.openRecoveries(),
           machinesUp: this.plane.supervisor!.machines().filter((m) => m.jobId === this.jobId && m.status === 'running').length,
           machines: this.job.trainers + this.job.rollouts,
+          down: this.plane
+            .supervisor!.machines()
+            .filter((m) => m.jobId === this.jobId && m.status === 'exited')
+            .map((m) => m.machineId),
           moved: this.committed() > committedBefore || this.committed() >= this.options.steps,
         });
         return why === '';
