@@ -33,6 +33,12 @@ export interface ClassRow {
   detectSeconds: { p50: number; max: number } | null;
   /** Seconds from the fault's evidence to its recovery's completion, p50 and max over its completed recoveries. */
   recoverSeconds: { p50: number; max: number } | null;
+  /**
+   * Seconds from the fault's evidence to each decision on it (a re-plan and an escalation included), p50
+   * and max: a decision waiting on a command timeout shows here, where the recovery's own time also
+   * counts the task restart an escalation leads to.
+   */
+  decideSeconds: { p50: number; max: number } | null;
   regeneratedTrajectories: number;
   /** Steps begun again after a fault (a rank starting a step it had started; once per retry of the group). */
   retriedSteps: number;
@@ -66,6 +72,7 @@ export function classScorecard(injected: readonly InjectedAt[], events: readonly
         decisions: {},
         detectSeconds: null,
         recoverSeconds: null,
+        decideSeconds: null,
         regeneratedTrajectories: 0,
         retriedSteps: 0,
         gpuHoursLost: 0,
@@ -78,6 +85,7 @@ export function classScorecard(injected: readonly InjectedAt[], events: readonly
 
   const detect = new Map<FaultKind, number[]>();
   const recover = new Map<FaultKind, number[]>();
+  const decide = new Map<FaultKind, number[]>();
   const verdictSpan = new Map<string, { kind: FaultKind; evidenceAt: number }>();
   const completed = new Map<string, number>();
   for (const m of events) if (m.type === 'RecoveryCompleted') completed.set(m.data.recoveryId, Date.parse(m.occurredAt));
@@ -115,6 +123,7 @@ export function classScorecard(injected: readonly InjectedAt[], events: readonly
       if (!origin || d.action === 'report-only') continue;
       const row = rowOf(origin.kind);
       row.decisions[d.rule] = (row.decisions[d.rule] ?? 0) + 1;
+      decide.set(origin.kind, [...(decide.get(origin.kind) ?? []), (t - origin.evidenceAt) / 1000]);
       const done = completed.get(d.recoveryId);
       // A recovery re-decided (a re-plan) counts once, from its first decision.
       if (done !== undefined && !recoveredOnce.has(d.recoveryId)) {
@@ -130,6 +139,7 @@ export function classScorecard(injected: readonly InjectedAt[], events: readonly
   for (const row of rows.values()) {
     row.detectSeconds = spread(detect.get(row.kind) ?? []);
     row.recoverSeconds = spread(recover.get(row.kind) ?? []);
+    row.decideSeconds = spread(decide.get(row.kind) ?? []);
     row.gpuHoursLost = Math.round(row.gpuHoursLost * 10_000) / 10_000;
   }
   return [...rows.values()].sort((a, b) => a.kind.localeCompare(b.kind));
