@@ -458,6 +458,23 @@ describe('liveness rule: an agent whose reports stop is probed, in every role an
     expect(confirmed[0].draft.data).toMatchObject({ machineId: 'rollout-0', handledAs: 'rollout' });
   });
 
+  it('a standby whose agent dies right after announcing its promotion (no sample as a trainer yet) is probed after the window, not left to the command timeout', () => {
+    const history = [
+      job,
+      register('rollout-0', 'rollout'),
+      ...reports('rollout-0', 0, 100),
+      ...Array.from({ length: 11 }, (_, i) => throughput(i * 10, 'rollout-0', 900)),
+      msg(101, 'MachineRoleChanged', { machineId: 'rollout-0', from: 'rollout', to: 'trainer', reason: 'warm standby for trainer-0' }),
+    ];
+    const emitted = run(history, 400);
+    expect(emitted.map((e) => [e.draft.type, (e.at - at(0)) / 1000])).toEqual([
+      ['FaultSuspected', 161],
+      ['HeartbeatProbeRequested', 161],
+      ['FaultConfirmed', 171],
+    ]);
+    expect(emitted[2].draft.data).toMatchObject({ machineId: 'rollout-0', rule: 'agent-silent', handledAs: 'trainer', machineFaulty: true });
+  });
+
   it('hours of weight updates and checkpoints with the agent reporting raise nothing', () => {
     const history = [
       job,

@@ -3,7 +3,8 @@ import { restartsTask } from '@robustrl/contracts';
 import { resolveDetectionSettings } from './detection-settings';
 import { reindexAll, reindexMachine } from './detector.index';
 import { DetectorConfig, DetectorEvent, DetectorState, freshRuleStates, contextFor, rulesFor, seqOf, suspicionKey } from './detector.state';
-import { BlindInterval, MachineObservation, WatchedMachine } from './rules';
+import { AgentSilentRule, BlindInterval, MachineObservation, WatchedMachine } from './rules';
+import type { AgentSilentState } from './rules/agent-silent.rule';
 
 /**
  * Folds one event into the detector state at `at` — the event's own time — updating `state` in place
@@ -205,7 +206,12 @@ function observeMachine(config: DetectorConfig, state: DetectorState, message: M
       lastThroughput: null,
     };
     state.machines[id] = machine;
+    const heard = state.ruleStates[id]?.[AgentSilentRule.name] as AgentSilentState | undefined;
     state.ruleStates[id] = freshRuleStates(config, machine, at);
+    // The machine's own agent announced the change and goes on reporting: its heartbeat window goes on
+    // armed, so a standby lost right after its promotion is found by its silence, not left to the
+    // command timeout (a fresh window arms only at the next sample, which a dead agent never sends).
+    if (AgentSilentRule.name in state.ruleStates[id]) state.ruleStates[id][AgentSilentRule.name] = { heardAt: Math.max(heard?.heardAt ?? at, at) };
     return;
   }
   const isSample = message.type === 'GpuActivitySampled' || message.type === 'RolloutThroughputSampled' || message.type === 'RolloutRequestsObserved';
