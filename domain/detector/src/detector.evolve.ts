@@ -211,7 +211,9 @@ function observeMachine(config: DetectorConfig, state: DetectorState, message: M
     // The machine's own agent announced the change and goes on reporting: its heartbeat window goes on
     // armed, so a standby lost right after its promotion is found by its silence, not left to the
     // command timeout (a fresh window arms only at the next sample, which a dead agent never sends).
-    if (AgentSilentRule.name in state.ruleStates[id]) state.ruleStates[id][AgentSilentRule.name] = { heardAt: Math.max(heard?.heardAt ?? at, at) };
+    // Only a machine being watched with a heartbeat heard: a gone machine's late announcement arms nothing.
+    if (prior.status === 'watching' && heard?.heardAt != null && AgentSilentRule.name in state.ruleStates[id])
+      state.ruleStates[id][AgentSilentRule.name] = { heardAt: Math.max(heard.heardAt, at) };
     return;
   }
   const isSample = message.type === 'GpuActivitySampled' || message.type === 'RolloutThroughputSampled' || message.type === 'RolloutRequestsObserved';
