@@ -133,15 +133,19 @@ describe('torchrun: 2 machines × 2 processes, ranked by robustrl on the first l
     ]);
   });
 
-  it('a worker killed → its launcher reports the failed torchrun, robustrl restarts the group, both launchers relaunch with the right ranks at the step to retry', async () => {
+  it('a worker killed → the failed torchrun (or its broken peer) is reported, robustrl restarts the group, both launchers relaunch with the right ranks at the step to retry', async () => {
     const agentPids = machines.map((m) => job.supervisor.pidOf(m.machineId));
     const before = new Set(ledger().map((l) => l.pid));
     const victim = ledger().find((l) => l.machine === 'trainer-1' && l.local === 1)!;
     const killedAt = Date.now();
     process.kill(victim.pid, 'SIGKILL');
 
-    const signal = await waitFor('AgentFaultSignalled', 'the launcher reports the failed torchrun', (m) => m.data.signal === 'process-exited');
-    expect(signal.data.detail).toMatch(/torchrun \(pid \d+\) exited with code/);
+    // Whichever reaches the control plane first: the launcher of the failed torchrun (process-exited), or
+    // a peer whose collective broke (step-exception). When the peer's report wins, the group restart
+    // stops the dying torchrun before it exits and its launcher has nothing left to report; the
+    // launcher's own report is covered by clients/python/test_torchrun.py.
+    const signal = await waitFor('AgentFaultSignalled', 'the fault reported', (m) => ['process-exited', 'step-exception'].includes(m.data.signal));
+    if (signal.data.signal === 'process-exited') expect(signal.data.detail).toMatch(/torchrun \(pid \d+\) exited with code/);
     const decision = await waitFor('RecoveryDecided', 'group restart decided', (m) => m.data.action === 'restart-trainer-group');
     expect(decision.data.rule).toBe('trainer-fault');
     const restart = await waitFor('RestartTrainerGroup', 'the group restart', (m) => m.data.recoveryId === decision.data.recoveryId);
