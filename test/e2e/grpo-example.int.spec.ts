@@ -2,7 +2,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { join, resolve } from 'node:path';
 
 /**
- * The GRPO example (examples/grpo) and robustrl's Python side on the real things: PyTorch training on
+ * The GRPO example (examples/grpo) and robustrl's Python side on the real things: Ray, PyTorch training on
  * two torchrun ranks over gloo, a vLLM engine loading every version in place through robustrl's worker
  * extension, distributed checkpoints and a resume. They are pytest suites run in the environment
  * deploy/local/vllm.sh makes (the global setup ensures it); vLLM and torch missing there fail them
@@ -26,6 +26,7 @@ function run(python: string, args: string[], cwd: string, model: string, timeout
       PYTHONDONTWRITEBYTECODE: '1',
       ROBUSTRL_REQUIRE_VLLM: '1',
       ROBUSTRL_REQUIRE_TORCH: '1',
+      ROBUSTRL_REQUIRE_RAY: '1',
       ROBUSTRL_GRPO_TEST_MODEL: model,
       ROBUSTRL_AGENT_URL: '',
       // One thread per process: the engine, two ranks and pytest share two cores.
@@ -39,12 +40,13 @@ function run(python: string, args: string[], cwd: string, model: string, timeout
 }
 
 describe('Python side on real torch and vLLM (deploy/local/vllm.sh)', () => {
-  it("robustrl's Python package passes its suite with torch present (named weights round trip)", () => {
+  it("robustrl's Python package passes its suite with torch and Ray present (named weights round trip, the Ray worker group on a three-node Ray cluster)", () => {
     const { python, model } = venv();
-    const output = run(python, ['-m', 'unittest', '-v'], join(REPO, 'clients', 'python'), model, 120_000);
+    const output = run(python, ['-m', 'unittest', '-v'], join(REPO, 'clients', 'python'), model, 420_000);
     expect(output).toMatch(/^OK$/m);
     expect(output).not.toMatch(/skipped/);
-  }, 150_000);
+    expect(output).toMatch(/test_a_killed_worker_is_reported_to_its_machines_agent_and_nothing_else_restarts/);
+  }, 450_000);
 
   it('the GRPO example passes its pytest suite: GRPO maths, checkpoints, in-place loads into vLLM, the job and its resume', () => {
     const { python, model } = venv();

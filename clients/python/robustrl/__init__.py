@@ -6,6 +6,8 @@ engine integrations.
   (``CommandFollower``);
 - ``robustrl.torchrun`` — ``python -m robustrl.torchrun --nproc-per-node N -- train.py``: torchrun ranked
   and restarted by robustrl;
+- ``robustrl.ray`` — ``ElasticWorkerGroup``: a Ray driver's workers created and destroyed as robustrl's
+  controller says (needs Ray);
 - ``robustrl.named_weights`` (named, sharded weight versions in host memory), ``robustrl.vllm_extension``
   (the vLLM worker extension that loads them), ``robustrl.vllm_loader`` (the load sequence over vLLM's
   HTTP routes).
