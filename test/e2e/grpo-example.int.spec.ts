@@ -6,7 +6,7 @@ import { join, resolve } from 'node:path';
  * two torchrun ranks over gloo, a vLLM engine loading every version in place through robustrl's worker
  * extension, distributed checkpoints and a resume. They are pytest suites run in the environment
  * deploy/local/vllm.sh makes (the global setup ensures it); vLLM and torch missing there fail them
- * instead of skipping (ROBUSTRL_REQUIRE_VLLM / ROBUSTRL_REQUIRE_TORCH).
+ * instead of skipping (ROBUSTRL_REQUIRE_VLLM / _TORCH / _RAY / _VERL).
  */
 const REPO = resolve(__dirname, '..', '..');
 const VLLM_SH = join(REPO, 'deploy', 'local', 'vllm.sh');
@@ -27,6 +27,7 @@ function run(python: string, args: string[], cwd: string, model: string, timeout
       ROBUSTRL_REQUIRE_VLLM: '1',
       ROBUSTRL_REQUIRE_TORCH: '1',
       ROBUSTRL_REQUIRE_RAY: '1',
+      ROBUSTRL_REQUIRE_VERL: '1',
       ROBUSTRL_GRPO_TEST_MODEL: model,
       ROBUSTRL_AGENT_URL: '',
       // One thread per process: the engine, two ranks and pytest share two cores.
@@ -40,13 +41,13 @@ function run(python: string, args: string[], cwd: string, model: string, timeout
 }
 
 describe('Python side on real torch and vLLM (deploy/local/vllm.sh)', () => {
-  it("robustrl's Python package passes its suite with torch and Ray present (named weights round trip, the Ray worker group on a three-node Ray cluster)", () => {
+  it("robustrl's Python package passes its suite with torch and Ray present (named weights round trip, the Ray worker group on a three-node Ray cluster, the verl backend against verl's interfaces)", () => {
     const { python, model } = venv();
-    const output = run(python, ['-m', 'unittest', '-v'], join(REPO, 'clients', 'python'), model, 420_000);
+    const output = run(python, ['-m', 'unittest', '-v'], join(REPO, 'clients', 'python'), model, 600_000);
     expect(output).toMatch(/^OK$/m);
     expect(output).not.toMatch(/skipped/);
     expect(output).toMatch(/test_a_killed_worker_is_reported_to_its_machines_agent_and_nothing_else_restarts/);
-  }, 450_000);
+  }, 630_000);
 
   it('the GRPO example passes its pytest suite: GRPO maths, checkpoints, in-place loads into vLLM, the job and its resume', () => {
     const { python, model } = venv();
