@@ -13,13 +13,14 @@ import time
 import unittest
 from typing import Any, Dict, List
 
+from robustrl.ray_placement import Machine, machine_resource, trainer_worker_env
 from test_cooperate import CommandAgent, eventually
 
 try:
     import ray
     from ray.cluster_utils import Cluster
 
-    from robustrl.ray import ElasticWorkerGroup, Machine, machine_resource, trainer_worker_env
+    from robustrl.ray import ElasticWorkerGroup
 except ImportError:  # pragma: no cover - depends on the interpreter
     ray = None
     if os.environ.get("ROBUSTRL_REQUIRE_RAY") == "1":
@@ -186,8 +187,7 @@ class ElasticWorkerGroupTest(unittest.TestCase):
         self.assertEqual(self.agents["trainer-0"].errors + self.agents["trainer-1"].errors, [])
 
 
-class PureTest(unittest.TestCase):
-    @needs_ray
+class PlacementTest(unittest.TestCase):
     def test_trainer_env_counts_processes_and_keeps_the_groups_variables(self) -> None:
         env = trainer_worker_env({"RANK": "1", "WORLD_SIZE": "3", "MASTER_PORT": 29500, "ROBUSTRL_RETRY_STEP": "4"}, 4, 2)
         self.assertEqual((env["RANK"], env["WORLD_SIZE"], env["LOCAL_RANK"], env["GROUP_RANK"]), ("6", "12", "2", "1"))
@@ -197,7 +197,6 @@ class PureTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             trainer_worker_env({"RANK": "0", "WORLD_SIZE": "3"}, 4, 4)
 
-    @needs_ray
     def test_machines_are_checked(self) -> None:
         with self.assertRaises(ValueError):
             Machine("rollout-0", "http://127.0.0.1:1", "critic")
