@@ -33,7 +33,7 @@ KEYS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "GROUP_RANK", "MASTER_ADDR", "ROBUST
 
 class Worker:
     """A worker that says where it runs and with what; ``run()`` ends after E2E_RUN_SECONDS (default:
-    never), and its constructor raises on the machine named by E2E_FAIL_ON."""
+    never) and raises on the machine named by E2E_RAISE_ON; its constructor raises on E2E_FAIL_ON's."""
 
     def __init__(self) -> None:
         if os.environ.get("E2E_FAIL_ON") == os.environ.get("ROBUSTRL_MACHINE_ID"):
@@ -46,6 +46,8 @@ class Worker:
         return {"node": ray_in_worker.get_runtime_context().get_node_id(), "pid": os.getpid(), "env": {k: os.environ.get(k) for k in KEYS}}
 
     def run(self) -> str:
+        if os.environ.get("E2E_RAISE_ON") == os.environ.get("ROBUSTRL_MACHINE_ID"):
+            raise RuntimeError("the collective broke")
         seconds = float(os.environ.get("E2E_RUN_SECONDS") or "inf")
         end = time.monotonic() + seconds
         while time.monotonic() < end and not self.stopped:
@@ -185,6 +187,13 @@ class ElasticWorkerGroupTest(unittest.TestCase):
         eventually("the rollout's return reported", lambda: self.agents["rollout-0"].errors, timeout=30)
         self.assertIn("returned: it no longer serves", self.agents["rollout-0"].errors[0]["detail"])
         self.assertEqual(self.agents["trainer-0"].errors + self.agents["trainer-1"].errors, [])
+
+
+    def test_a_run_that_raises_is_reported_with_the_workers_own_error(self) -> None:
+        self.group.worker_env["E2E_RAISE_ON"] = "rollout-0"
+        self.group.start(launch_poll_s=0.05)
+        eventually("rollout-0's agent told", lambda: self.agents["rollout-0"].errors, timeout=30)
+        self.assertEqual(self.agents["rollout-0"].errors[0]["detail"], "Ray rollout worker 0 on rollout-0 died (RuntimeError in run(): the collective broke)")
 
 
 class PlacementTest(unittest.TestCase):

@@ -1,28 +1,22 @@
-import { ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { createInterface } from 'node:readline';
-import { createMessage } from '@robustrl/contracts';
-import { MachineSpec } from '@robustrl/orchestrator';
-import { eventually } from '@robustrl/testing/eventually';
-import { CooperatingJob } from './fixtures/cooperating-job';
+import { join, resolve } from 'node:path';
 
 /**
- * A Ray job under robustrl (README "Integrate your job: Ray"): a driver (fixtures/ray_job.py) starts a
- * real Ray cluster of one node per machine on this host and keeps its workers in
- * `robustrl.ray.ElasticWorkerGroup` — two trainer machines × two trainer actors (real torch, gloo) and
- * one rollout actor — while each machine's agent runs in cooperate mode. A killed trainer actor: the
- * group reports it, robustrl restarts the trainer group, the group replaces both machines' trainer actors
- * with the ranks it is told and leaves the rollout actor alone. A killed rollout actor: replaced in
- * place. The driver never restarts. Real Kafka, PostgreSQL, Ray and torch (deploy/local/vllm.sh's
- * environment).
+ * Ray under robustrl, as a user runs it (examples/ray/README.md): `node bench/dist/examples/ray-example.js`,
+ * a child process that must exit 0 by itself. Its driver (examples/ray/job.py) starts a real Ray cluster of
+ * one node per machine on this host and keeps its actors in `robustrl.ray.ElasticWorkerGroup`: two trainer
+ * machines × two trainer actors (real torch, DDP over gloo) and one rollout actor (a stand-in engine); each
+ * machine has a robustrl agent in cooperate mode on a Kafka broker and a PostgreSQL server of the run's own.
+ * After step 6 a trainer actor is killed: robustrl restarts the trainer group, and the group replaces both
+ * machines' trainer actors with the same ranks, from the checkpoint it names. After step 14 the rollout
+ * actor is killed: robustrl restarts that engine in place, and the group replaces that actor only. The
+ * driver never restarts. The actors' ledger (`--ledger`) says where each actor ran and as what.
  */
-const REPO = join(__dirname, '..', '..');
-const DRIVER = join(__dirname, 'fixtures', 'ray_job.py');
+const REPO = resolve(__dirname, '..', '..');
 
-jest.setTimeout(300_000);
+jest.setTimeout(900_000);
 
 interface LedgerLine {
   machine: string;
@@ -36,193 +30,75 @@ interface LedgerLine {
 }
 
 describe('Ray: an elastic worker group driven by robustrl (real Ray cluster of 3 nodes, torch, Kafka, PostgreSQL)', () => {
-  const jobId = `job-ray-${randomBytes(3).toString('hex')}`;
   const dir = mkdtempSync(join(tmpdir(), 'robustrl-ray-'));
   const ledgerPath = join(dir, 'ledger.jsonl');
-  const rendezvousPort = String(20_000 + Math.floor(Math.random() * 10_000));
-  const machines: MachineSpec[] = [
-    { machineId: 'trainer-0', role: 'trainer', zone: 'az-1', hardwareClass: 'cpu-e2e' },
-    { machineId: 'trainer-1', role: 'trainer', zone: 'az-1', hardwareClass: 'cpu-e2e' },
-    // Another zone: never trainer-0's or trainer-1's warm standby here.
-    { machineId: 'rollout-0', role: 'rollout', zone: 'az-2', hardwareClass: 'cpu-e2e' },
-  ];
-  const agents = new Map<string, string>();
-  let driver: ChildProcess | undefined;
-  let driverPid: number | undefined;
-  const job = new CooperatingJob('ray', jobId, {
-    agentEnv: { ROBUSTRL_TRAINER_WORLD_SIZE: '2', ROBUSTRL_RENDEZVOUS_PORT: rendezvousPort },
-    commandTimeoutSeconds: 90,
-    onRegistered: (m) => {
-      if (m.data.agentAddress) agents.set(m.data.machineId, m.data.agentAddress);
-    },
-  });
-  const all: CooperatingJob['all'] = (type, where) => job.all(type, where);
-  const waitFor: CooperatingJob['waitFor'] = (type, what, where, timeoutMs = 120_000) => job.waitFor(type, what, where, timeoutMs);
-  const ledger = (): LedgerLine[] =>
-    existsSync(ledgerPath)
+  let output = '';
+  let ledger: LedgerLine[] = [];
+  const places = (lines: LedgerLine[]) => lines.map((l) => `${l.machine} rank ${l.rank}/${l.world} local ${l.local}`).sort();
+  const fourTrainers = ['trainer-0 rank 0/4 local 0', 'trainer-0 rank 1/4 local 1', 'trainer-1 rank 2/4 local 0', 'trainer-1 rank 3/4 local 1'];
+
+  beforeAll(async () => {
+    const child = spawn(
+      process.execPath,
+      [join(REPO, 'bench', 'dist', 'examples', 'ray-example.js'), '--steps', '24', '--kill-at', '6', '--kill-rollout-at', '14', '--ledger', ledgerPath],
+      { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    const code = await new Promise<number | null>((done) => {
+      const timer = setTimeout(() => child.kill('SIGKILL'), 840_000);
+      child.once('exit', (c) => (clearTimeout(timer), done(c)));
+    });
+    if (code !== 0) throw new Error(`the example exited with ${code}:\n${output.slice(-8000)}`);
+    ledger = existsSync(ledgerPath)
       ? readFileSync(ledgerPath, 'utf8')
           .split('\n')
           .filter(Boolean)
           .map((l) => JSON.parse(l) as LedgerLine)
       : [];
-  const dumpAndThrow = (err: Error): never => {
-    process.stderr.write(
-      `--- driver and machine output ---\n${job.output.slice(-150).join('\n')}\n--- events ---\n${job.seen
-        .filter((m) => m.type !== 'GpuActivitySampled')
-        .map((m) => `${m.occurredAt} ${m.type} ${JSON.stringify(m.data)}`)
-        .join('\n')}\n`,
-    );
-    throw err;
-  };
-  const places = (lines: LedgerLine[]) => lines.map((l) => `${l.machine} rank ${l.rank}/${l.world} local ${l.local}`).sort();
+  }, 900_000);
 
-  beforeAll(async () => {
-    const python = execFileSync('bash', [join(REPO, 'deploy', 'local', 'vllm.sh'), 'status'], { encoding: 'utf8' })
-      .trim()
-      .split('\n')[0];
-    await job.open();
-    await job.bus.publish(
-      createMessage(
-        'JobStarted',
-        {
-          mode: 'semi-sync',
-          resumedFromStep: null,
-          trainerMachines: 2,
-          rolloutMachines: 1,
-          detection: { trainerIdleWindowSeconds: 45, rolloutSilentWindowSeconds: 10, probeTimeoutSeconds: 5 },
-        },
-        { jobId, source: 'e2e', occurredAt: new Date().toISOString() },
-      ),
-    );
-    // The Ray cluster first (as a cluster is up before a job is launched on it), then the machines.
-    const machinesFile = join(dir, 'machines.json');
-    let clusterUp = false;
-    driver = spawn(python, [DRIVER], {
-      env: {
-        ...process.env,
-        E2E_MACHINE_IDS: machines.map((m) => m.machineId).join(','),
-        E2E_MACHINES: machinesFile,
-        E2E_LEDGER: ledgerPath,
-        E2E_STEP_SECONDS: '1',
-        E2E_NPROC: '2',
-        OMP_NUM_THREADS: '1',
-        PYTHONUNBUFFERED: '1',
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    for (const stream of [driver.stdout!, driver.stderr!])
-      createInterface({ input: stream }).on('line', (line) => {
-        job.output.push(`[driver] ${line}`);
-        if (line === '{"event": "cluster-up"}') clusterUp = true;
-        const ready = /^\{"event": "driver-ready", "pid": (\d+)\}$/.exec(line);
-        if (ready) driverPid = Number(ready[1]);
-      });
-    await eventually('the Ray cluster up', () => clusterUp || undefined, 240_000).catch(dumpAndThrow);
-    await job.supervisor.launchJob(jobId, machines);
-    await eventually('every agent registered', () => (agents.size === machines.length ? true : undefined), 60_000);
-    writeFileSync(`${machinesFile}.tmp`, JSON.stringify(machines.map((m) => ({ machineId: m.machineId, agentUrl: agents.get(m.machineId), role: m.role }))));
-    renameSync(`${machinesFile}.tmp`, machinesFile);
-    await eventually('the driver started every worker', () => driverPid, 180_000).catch(dumpAndThrow);
-    // Past the first iteration, where any fault would restart the task (paper §5.1.2 rule 1).
-    for (const id of ['trainer-0', 'trainer-1'])
-      await waitFor('CheckpointSaved', `${id}'s checkpoint of step 1`, (m) => m.data.step === 1 && m.source === `agent/${id}`);
-  }, 600_000);
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-  afterAll(async () => {
-    await job.close(async () => {
-      if (!driver || driver.exitCode !== null || driver.signalCode !== null) return;
-      await new Promise<void>((done) => {
-        const force = setTimeout(() => driver!.kill('SIGKILL'), 30_000);
-        driver!.once('exit', () => (clearTimeout(force), done()));
-        driver!.kill('SIGTERM');
-      });
-    });
-    rmSync(dir, { recursive: true, force: true });
-  });
-
-  it('first launch: each trainer actor on its machine’s Ray node, ranked by the agents’ group; one rollout actor', () => {
-    const first = ledger();
-    expect(places(first.filter((l) => l.role === 'trainer'))).toEqual([
-      'trainer-0 rank 0/4 local 0',
-      'trainer-0 rank 1/4 local 1',
-      'trainer-1 rank 2/4 local 0',
-      'trainer-1 rank 3/4 local 1',
-    ]);
-    expect(first.filter((l) => l.role === 'rollout').map((l) => l.machine)).toEqual(['rollout-0']);
-    // Three machines, three Ray nodes: each machine's actors share one node, no two machines do.
+  it('first launch: each trainer actor on its machine’s Ray node, ranked by the agents’ group; one rollout actor; three machines, three nodes', () => {
+    const trainers = ledger.filter((l) => l.role === 'trainer');
+    expect(places(trainers.slice(0, 4))).toEqual(fourTrainers);
+    expect(trainers.slice(0, 4).map((l) => l.step)).toEqual([0, 0, 0, 0]);
     const nodeOf = new Map<string, Set<string>>();
-    for (const l of first) nodeOf.set(l.machine, (nodeOf.get(l.machine) ?? new Set()).add(l.node));
+    for (const l of ledger) nodeOf.set(l.machine, (nodeOf.get(l.machine) ?? new Set()).add(l.node));
+    expect([...nodeOf.keys()].sort()).toEqual(['rollout-0', 'trainer-0', 'trainer-1']);
+    // Every actor of a machine, first launch or replacement, on that machine's node; no two machines share one.
     expect([...nodeOf.values()].map((s) => s.size)).toEqual([1, 1, 1]);
     expect(new Set([...nodeOf.values()].map((s) => [...s][0])).size).toBe(3);
   });
 
-  it('a trainer actor killed → reported, robustrl restarts the trainer group, the group replaces both machines’ trainer actors at the step to retry; the rollout actor and the driver stay', async () => {
-    const before = ledger();
-    const rollout = before.find((l) => l.role === 'rollout')!;
-    const victim = before.find((l) => l.machine === 'trainer-1' && l.local === 1)!;
-    const killedAt = Date.now();
-    process.kill(victim.pid, 'SIGKILL');
-
-    // The dead actor (process-exited, reported by the group) or first a peer whose collective broke.
-    const signal = await waitFor('AgentFaultSignalled', 'the fault reported', (m) => ['process-exited', 'step-exception'].includes(m.data.signal));
-    if (signal.data.signal === 'process-exited') expect(signal.data.detail).toMatch(/^Ray trainer worker \d on trainer-\d died/);
-    const decision = await waitFor('RecoveryDecided', 'group restart decided', (m) => m.data.action === 'restart-trainer-group');
-    expect(decision.data.rule).toBe('trainer-fault');
-    const restart = await waitFor('RestartTrainerGroup', 'the group restart', (m) => m.data.recoveryId === decision.data.recoveryId);
-    expect(restart.data.machines).toEqual(['trainer-0', 'trainer-1']);
-    const completed = await waitFor('RecoveryCompleted', 'recovered', (m) => m.data.recoveryId === decision.data.recoveryId);
-    expect(completed.data.outcome).toBe('recovered');
-    expect(all('RestartTask')).toEqual([]);
-
-    const pidsBefore = new Set(before.map((l) => l.pid));
-    const relaunched = await eventually('four trainer actors relaunched', () => {
-      const fresh = ledger().filter((l) => !pidsBefore.has(l.pid) && l.role === 'trainer');
-      return fresh.length >= 4 ? fresh : undefined;
-    });
-    expect(relaunched.map((l) => l.step)).toEqual([restart.data.step, restart.data.step, restart.data.step, restart.data.step]);
-    expect(places(relaunched)).toEqual([
-      'trainer-0 rank 0/4 local 0',
-      'trainer-0 rank 1/4 local 1',
-      'trainer-1 rank 2/4 local 0',
-      'trainer-1 rank 3/4 local 1',
-    ]);
-    // On the same machines' nodes as before.
-    for (const l of relaunched) expect(l.node).toBe(before.find((b) => b.machine === l.machine)!.node);
-    expect(ledger().filter((l) => l.role === 'rollout' && l.pid !== rollout.pid)).toEqual([]);
-    expect(() => process.kill(rollout.pid, 0)).not.toThrow();
-    expect(driver!.exitCode).toBeNull();
-    await waitFor('TrainingStepCompleted', 'training continues', (m) => m.data.step >= restart.data.step && Date.parse(m.occurredAt) > killedAt);
+  it('a trainer actor killed → reported, the trainer group restarted (not the task), both machines’ trainer actors replaced with the same ranks from the checkpoint', () => {
+    expect(output).toMatch(/FAULT: kill -9 a trainer actor/);
+    expect(output).toMatch(/trainer-[01] reports (process-exited: Ray trainer worker \d on trainer-[01] died|step-exception)/);
+    expect(output).toMatch(/controller: restart-trainer-group \(rule trainer-fault\)/);
+    const restart = /controller: restart the trainer group \[trainer-0, trainer-1\] at step \d+ from checkpoint (\d+)/.exec(output);
+    expect(restart).not.toBeNull();
+    const trainers = ledger.filter((l) => l.role === 'trainer');
+    // Exactly one relaunch of the four: the rollout's restart later relaunched no trainer.
+    expect(trainers).toHaveLength(8);
+    const relaunched = trainers.slice(4);
+    expect(places(relaunched)).toEqual(fourTrainers);
+    const resumeAt = Number(restart![1]) + 1;
+    expect(relaunched.map((l) => l.step)).toEqual([resumeAt, resumeAt, resumeAt, resumeAt]);
+    expect(new Set(relaunched.map((l) => l.pid)).size).toBe(4);
+    expect(relaunched.some((l) => trainers.slice(0, 4).some((f) => f.pid === l.pid))).toBe(false);
   });
 
-  it('the rollout actor killed → reported, robustrl restarts the engine in place, the group replaces the rollout actor on its node; the trainers and the driver stay', async () => {
-    const before = ledger();
-    const rollout = before.filter((l) => l.role === 'rollout').at(-1)!;
-    const trainers = new Set(before.filter((l) => l.role === 'trainer').map((l) => l.pid));
-    const groupRestarts = all('RestartTrainerGroup').length;
-    process.kill(rollout.pid, 'SIGKILL');
-
-    const signal = await waitFor('AgentFaultSignalled', 'the rollout actor reported', (m) => m.data.machineId === 'rollout-0');
-    expect(signal.data.signal).toBe('process-exited');
-    expect(signal.data.detail).toMatch(/^Ray rollout worker 0 on rollout-0 died/);
-    const decision = await waitFor('RecoveryDecided', 'engine restart decided', (m) => m.data.machineId === 'rollout-0');
-    expect(decision.data.action).toBe('restart-rollout-engine');
-    const completed = await waitFor('RecoveryCompleted', 'recovered', (m) => m.data.recoveryId === decision.data.recoveryId);
-    expect(completed.data.outcome).toBe('recovered');
-
-    const replaced = await eventually('a new rollout actor', () => ledger().find((l) => l.role === 'rollout' && l.pid !== rollout.pid));
-    expect(replaced.node).toBe(rollout.node);
-    const liveTrainers = [...trainers].filter((pid) => {
-      try {
-        process.kill(pid, 0);
-        return true;
-      } catch {
-        return false;
-      }
-    });
-    // The trainer actors of the last group restart are the ones running, and no group restart since.
-    expect(liveTrainers.length).toBe(4);
-    expect(all('RestartTrainerGroup').length).toBe(groupRestarts);
-    expect(all('RestartTask')).toEqual([]);
-    expect(driver!.exitCode).toBeNull();
+  it('the rollout actor killed → reported, its engine restarted in place, the actor replaced on its node; the job finishes with no task restart', () => {
+    expect(output).toMatch(/FAULT: kill -9 the rollout actor/);
+    expect(output).toMatch(/rollout-0 reports process-exited: Ray rollout worker 0 on rollout-0 died/);
+    expect(output).toMatch(/controller: restart-rollout-engine \(rule rollout-process-fault\)/);
+    const rollouts = ledger.filter((l) => l.role === 'rollout');
+    // The first and its one replacement: the trainer group's restart left the rollout actor alone.
+    expect(rollouts).toHaveLength(2);
+    expect(rollouts[1]!.pid).not.toBe(rollouts[0]!.pid);
+    expect(output.match(/recovery recovered/g)?.length).toBe(2);
+    expect(output).not.toMatch(/the whole task restarts/);
+    expect(output).toMatch(/the job finished: driver exit 0, 1 trainer group restart\(s\), 1 engine restart\(s\), 0 task restart\(s\)/);
   });
 });

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -69,6 +70,7 @@ logger = logging.getLogger("robustrl.ray")
 
 # What each worker asks of its machine's resource: a node offering 1 hosts up to 1000 workers.
 _SLIVER = 0.001
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 @dataclass
@@ -359,7 +361,7 @@ class ElasticWorkerGroup:
         try:
             ray.get(ref)
         except Exception as exc:  # the worker's death or failure: evidence, not the driver's crash
-            error = "{}: {}".format(type(exc).__name__, str(exc).strip().splitlines()[0] if str(exc).strip() else "")
+            error = _describe(exc)
         with self._lock:
             if worker.removing or worker not in self._workers:
                 return
@@ -383,3 +385,13 @@ class ElasticWorkerGroup:
     def _note(self, event: str, machine_id: str, **fields: Any) -> None:
         self.events.append(dict(fields, event=event, machine=machine_id, at=time.time()))
         logger.info("%s %s %s", event, machine_id, fields)
+
+
+def _describe(exc: BaseException) -> str:
+    """A worker's end in one line: what ``run()`` raised (Ray wraps it in a RayTaskError whose text is a
+    coloured traceback), else Ray's own error (the actor died)."""
+    cause = getattr(exc, "cause", None) if isinstance(exc, ray.exceptions.RayTaskError) else None
+    if isinstance(cause, BaseException):
+        return "{} in run(): {}".format(type(cause).__name__, _ANSI.sub("", str(cause)).strip())
+    text = _ANSI.sub("", str(exc)).strip()
+    return "{}: {}".format(type(exc).__name__, text.splitlines()[0] if text else "")
