@@ -70,7 +70,9 @@ export async function startCampaignPlane(site: PlaneSite, into: Partial<Campaign
   const postgresProxy = (into.postgresProxy = new LatencyProxy({ host: database.hostname, port: Number(database.port || 5432) }));
   database.hostname = '127.0.0.1';
   database.port = String(await postgresProxy.listen());
-  const [detector, controller, requestManager, rolloutManager, weightRegistry, router, rendezvous, ...enginePorts] = await freePorts(7 + 40);
+  // Engine ports for a shared host, one per machine ever launched (replacements included); on
+  // network-namespace hosts every engine uses the first.
+  const [detector, controller, requestManager, rolloutManager, weightRegistry, router, rendezvous, ...enginePorts] = await freePorts(7 + 120);
   const ports: PlanePorts = (into.ports = {
     http: { detector, controller, 'request-manager': requestManager, 'rollout-manager': rolloutManager, 'weight-registry': weightRegistry },
     router,

@@ -167,12 +167,17 @@ class CampaignRun {
     return this.hosts ? this.hosts.add(machineId).address : '127.0.0.1';
   }
 
-  /** Every machine may become a rollout (a faulty trainer's refill is one): each gets an engine port of its own. */
+  /**
+   * Every machine may become a rollout (a faulty trainer's refill is one). On network-namespace hosts each
+   * machine has an address of its own, so every engine takes the same port there, however many machines a
+   * campaign replaces; on one shared host each gets a port of its own from the plane's pool.
+   */
   private enginePort(machineId: string): number {
+    if (this.hosts) return this.plane.enginePorts![0]!;
     let port = this.enginePortOf.get(machineId);
     if (port === undefined) {
       port = this.plane.enginePorts!.shift();
-      if (port === undefined) throw new Error('out of engine ports');
+      if (port === undefined) throw new Error(`out of engine ports: ${this.enginePortOf.size} machines launched on this host, no port left for ${machineId}`);
       this.enginePortOf.set(machineId, port);
     }
     return port;
