@@ -1,15 +1,11 @@
-import { ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
-import { MessageBus } from '@robustrl/bus';
-import { createMessage, RobustrlMessage, Topics } from '@robustrl/contracts';
-import { ControllerModule } from '@robustrl/controller';
-import { DetectorModule } from '@robustrl/detector';
-import { LocalProcessSupervisor, MachineSpec } from '@robustrl/orchestrator';
-import { MESSAGE_BUS, runService } from '@robustrl/service-kit';
-import { freePorts, PrivateInfra } from '../chaos/private-infra';
+import { RobustrlMessage, Topics } from '@robustrl/contracts';
+import { MachineSpec } from '@robustrl/orchestrator';
+import { announceJob, projectPython, REPO, runExample, say, startExamplePlane, story } from './example-plane';
 
 /**
  * `npm run example:ray` (README "Integrate your job", examples/ray/README.md): a Ray job under robustrl
@@ -22,9 +18,7 @@ import { freePorts, PrivateInfra } from '../chaos/private-infra';
  * never restarts, and the job finishes its `--steps`. Stand-ins: the machines share this host; the
  * rollout actor generates nothing (it reports throughput); the "GPU activity" is what the trainers report.
  */
-const REPO = resolve(__dirname, '..', '..', '..');
 const JOB = join(REPO, 'examples', 'ray', 'job.py');
-const AGENT = join(REPO, 'services', 'agent', 'dist', 'main.js');
 
 interface Options {
   steps: number;
@@ -62,140 +56,92 @@ function options(argv: string[]): Options {
 // Ray colours its actors' prefixes for terminals.
 const ANSI_COLOUR = new RegExp(`${String.fromCharCode(27)}\\[[0-9;]*m`, 'g');
 
-const say = (line: string) => process.stdout.write(`[example] ${line}\n`);
-
 async function main(): Promise<number> {
   const o = options(process.argv.slice(2));
   const started = Date.now();
   const since = () => `${((Date.now() - started) / 1000).toFixed(1)} s`;
-  say('Ray and torch: deploy/local/vllm.sh ensure (the project’s Python environment; a few minutes the first time)');
-  execFileSync('bash', [join(REPO, 'deploy', 'local', 'vllm.sh'), 'ensure'], { stdio: ['ignore', 'ignore', 'inherit'] });
-  const python = execFileSync('bash', [join(REPO, 'deploy', 'local', 'vllm.sh'), 'status'], { encoding: 'utf8' })
-    .trim()
-    .split('\n')[0];
-  const infra = await PrivateInfra.create();
-  say(`a Kafka broker and a PostgreSQL server of this run's own (${infra.dir})`);
-  infra.startKafka();
-  infra.startPostgres();
-  const jobId = `ray-${randomBytes(3).toString('hex')}`;
-  const ckptDir = join(infra.dir, 'checkpoints');
-  mkdirSync(ckptDir);
-  const machinesFile = join(infra.dir, 'machines.json');
-  const [rendezvousPort] = await freePorts(1);
-  const machines: MachineSpec[] = [
-    { machineId: 'trainer-0', role: 'trainer', zone: 'local', hardwareClass: 'cpu' },
-    { machineId: 'trainer-1', role: 'trainer', zone: 'local', hardwareClass: 'cpu' },
-    // Another zone: the rollout is never lent as a warm standby in this example.
-    { machineId: 'rollout-0', role: 'rollout', zone: 'other', hardwareClass: 'cpu' },
-  ];
-
-  // The Ray cluster first, as a cluster is up before a job is launched on it.
-  say('the driver starts a Ray cluster of three nodes (examples/ray/job.py)');
-  const trainers = new Map<number, number>();
-  let rolloutPid: number | undefined;
-  let clusterUp = false;
-  const driver: ChildProcess = spawn(
-    python,
-    [
-      JOB,
-      ...['--machine-ids', machines.map((m) => m.machineId).join(','), '--machines', machinesFile, '--ckpt-dir', ckptDir, '--steps', String(o.steps)],
-      ...(o.ledger ? ['--ledger', o.ledger] : []),
-    ],
-    { env: { ...process.env, PYTHONPATH: join(REPO, 'clients', 'python'), OMP_NUM_THREADS: '1', PYTHONUNBUFFERED: '1' }, stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  const driverExit = new Promise<number | null>((done) => driver.once('exit', (code) => done(code)));
-  for (const stream of [driver.stdout!, driver.stderr!])
-    createInterface({ input: stream }).on('line', (line) => {
-      if (line === '{"event": "cluster-up"}') clusterUp = true;
-      const trainer = /\[train\] rank (\d+)\/\d+ pid (\d+)/.exec(line);
-      if (trainer) trainers.set(Number(trainer[1]), Number(trainer[2]));
-      const rollout = /\[rollout\] pid (\d+)/.exec(line);
-      if (rollout) rolloutPid = Number(rollout[1]);
-      if (/\[(train|rollout|driver)\]|robustrl\.ray|Error/.test(line)) process.stdout.write(`  driver | ${line.replace(ANSI_COLOUR, '')}\n`);
-    });
-  while (!clusterUp) {
-    if (driver.exitCode !== null) throw new Error(`the driver exited (${driver.exitCode}) before its Ray cluster was up`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  say(`${since()}  Ray cluster up`);
-
-  const supervisor = new LocalProcessSupervisor({
-    stopGraceMs: 5_000,
-    output: () => undefined,
-    launch: (m) => ({
-      command: process.execPath,
-      args: [AGENT],
-      env: {
-        KAFKA_BROKERS: infra.brokers.join(','),
-        ROBUSTRL_JOB_ID: m.jobId,
-        ROBUSTRL_MACHINE_ID: m.machineId,
-        ROBUSTRL_ROLE: m.role,
-        ROBUSTRL_AGENT_PORT: '0',
-        ROBUSTRL_INTEGRATION: 'cooperate',
-        ROBUSTRL_TRAINER_WORLD_SIZE: '2',
-        ROBUSTRL_RENDEZVOUS_PORT: String(rendezvousPort),
-        ROBUSTRL_GPU_SOURCE: 'emulated',
-        ROBUSTRL_GPU_SAMPLE_SECONDS: '1',
-        ROBUSTRL_WEIGHTS_PORT: '0',
-      },
-    }),
-  });
-  const service = await runService(
-    {
-      serviceName: 'example-ray',
-      bus: { adapter: 'kafka', brokers: infra.brokers, clientId: 'example-ray', topicPrefix: '' },
-      store: { kind: 'postgres', url: infra.databaseUrl },
-      httpPort: 0,
-    },
-    [DetectorModule, ControllerModule.withOrchestrator(supervisor)],
-    { logLevels: ['error'] },
-  );
-  const bus = service.app.get<MessageBus>(MESSAGE_BUS);
-  const agents = new Map<string, string>();
-  const seen: RobustrlMessage[] = [];
-  const killed = { trainer: false, rollout: false };
-  await bus.subscribe({
-    groupId: `example-${jobId}`,
-    topics: Object.values(Topics),
-    handler: async ({ message }) => {
-      if (message.jobId !== jobId) return;
-      seen.push(message);
-      if (message.type === 'MachineRegistered' && message.data.agentAddress) agents.set(message.data.machineId, message.data.agentAddress);
-      const line = story(message);
-      if (line) say(`${since()}  ${line}`);
-      if (message.type !== 'CheckpointSaved' || message.source !== 'agent/trainer-1') return;
-      // The last rank (trainer-1's second actor), or the highest one whose line was seen.
-      const victim = trainers.get(3) ?? [...trainers.entries()].sort((a, b) => b[0] - a[0])[0]?.[1];
-      if (message.data.step === o.killAt && !killed.trainer && victim) {
-        killed.trainer = true;
-        say(`${since()}  FAULT: kill -9 a trainer actor (pid ${victim})`);
-        process.kill(victim, 'SIGKILL');
-      }
-      if (message.data.step === o.killRolloutAt && !killed.rollout && rolloutPid) {
-        killed.rollout = true;
-        say(`${since()}  FAULT: kill -9 the rollout actor (pid ${rolloutPid}) on rollout-0`);
-        process.kill(rolloutPid, 'SIGKILL');
-      }
-    },
-  });
-  await bus.publish(
-    createMessage(
-      'JobStarted',
-      {
-        mode: 'semi-sync',
-        resumedFromStep: null,
-        trainerMachines: 2,
-        rolloutMachines: 1,
-        detection: { trainerIdleWindowSeconds: 60, rolloutSilentWindowSeconds: 10, probeTimeoutSeconds: 5 },
-      },
-      { jobId, source: 'example', occurredAt: new Date().toISOString() },
-    ),
-  );
-  say(`job ${jobId}: ${o.steps} steps, 2 trainer machines × 2 actors and a rollout actor; faults after steps ${o.killAt} and ${o.killRolloutAt}`);
-  await supervisor.launchJob(jobId, machines);
-  let code = 1;
+  const python = projectPython('Ray and torch');
+  const plane = await startExamplePlane('example-ray');
+  const { infra, supervisor, bus } = plane;
+  let driver: ChildProcess | undefined;
+  let driverExit: Promise<number | null> = Promise.resolve(null);
   try {
-    while (agents.size < machines.length) await new Promise((r) => setTimeout(r, 200));
+    const jobId = `ray-${randomBytes(3).toString('hex')}`;
+    const ckptDir = join(infra.dir, 'checkpoints');
+    mkdirSync(ckptDir);
+    const machinesFile = join(infra.dir, 'machines.json');
+    const machines: MachineSpec[] = [
+      { machineId: 'trainer-0', role: 'trainer', zone: 'local', hardwareClass: 'cpu' },
+      { machineId: 'trainer-1', role: 'trainer', zone: 'local', hardwareClass: 'cpu' },
+      // Another zone: the rollout is never lent as a warm standby in this example.
+      { machineId: 'rollout-0', role: 'rollout', zone: 'other', hardwareClass: 'cpu' },
+    ];
+
+    // The Ray cluster first, as a cluster is up before a job is launched on it.
+    say('the driver starts a Ray cluster of three nodes (examples/ray/job.py)');
+    const trainers = new Map<number, number>();
+    let rolloutPid: number | undefined;
+    let clusterUp = false;
+    driver = spawn(
+      python,
+      [
+        JOB,
+        ...['--machine-ids', machines.map((m) => m.machineId).join(','), '--machines', machinesFile, '--ckpt-dir', ckptDir, '--steps', String(o.steps)],
+        ...(o.ledger ? ['--ledger', o.ledger] : []),
+      ],
+      { env: { ...process.env, PYTHONPATH: join(REPO, 'clients', 'python'), OMP_NUM_THREADS: '1', PYTHONUNBUFFERED: '1' }, stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    const exited = driver;
+    driverExit = new Promise<number | null>((done) => exited.once('exit', (code) => done(code)));
+    for (const stream of [driver.stdout!, driver.stderr!])
+      createInterface({ input: stream }).on('line', (line) => {
+        if (line === '{"event": "cluster-up"}') clusterUp = true;
+        const trainer = /\[train\] rank (\d+)\/\d+ pid (\d+)/.exec(line);
+        if (trainer) trainers.set(Number(trainer[1]), Number(trainer[2]));
+        const rollout = /\[rollout\] pid (\d+)/.exec(line);
+        if (rollout) rolloutPid = Number(rollout[1]);
+        if (/\[(train|rollout|driver)\]|robustrl\.ray|Error/.test(line)) process.stdout.write(`  driver | ${line.replace(ANSI_COLOUR, '')}\n`);
+      });
+    while (!clusterUp) {
+      if (exited.exitCode !== null) throw new Error(`the driver exited (${driver.exitCode}) before its Ray cluster was up`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    say(`${since()}  Ray cluster up`);
+
+    const agents = new Map<string, string>();
+    const seen: RobustrlMessage[] = [];
+    const killed = { trainer: false, rollout: false };
+    await bus.subscribe({
+      groupId: `example-${jobId}`,
+      topics: Object.values(Topics),
+      handler: async ({ message }) => {
+        if (message.jobId !== jobId) return;
+        seen.push(message);
+        if (message.type === 'MachineRegistered' && message.data.agentAddress) agents.set(message.data.machineId, message.data.agentAddress);
+        const line = story(message, 'the worker group');
+        if (line) say(`${since()}  ${line}`);
+        if (message.type !== 'CheckpointSaved' || message.source !== 'agent/trainer-1') return;
+        // The last rank (trainer-1's second actor), or the highest one whose line was seen.
+        const victim = trainers.get(3) ?? [...trainers.entries()].sort((a, b) => b[0] - a[0])[0]?.[1];
+        if (message.data.step === o.killAt && !killed.trainer && victim) {
+          killed.trainer = true;
+          say(`${since()}  FAULT: kill -9 a trainer actor (pid ${victim})`);
+          process.kill(victim, 'SIGKILL');
+        }
+        if (message.data.step === o.killRolloutAt && !killed.rollout && rolloutPid) {
+          killed.rollout = true;
+          say(`${since()}  FAULT: kill -9 the rollout actor (pid ${rolloutPid}) on rollout-0`);
+          process.kill(rolloutPid, 'SIGKILL');
+        }
+      },
+    });
+    await announceJob(bus, jobId, 1);
+    say(`job ${jobId}: ${o.steps} steps, 2 trainer machines × 2 actors and a rollout actor; faults after steps ${o.killAt} and ${o.killRolloutAt}`);
+    await supervisor.launchJob(jobId, machines);
+    while (agents.size < machines.length) {
+      if (exited.exitCode !== null) throw new Error(`the driver exited (${exited.exitCode}) before every agent registered`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
     writeFileSync(`${machinesFile}.tmp`, JSON.stringify(machines.map((m) => ({ machineId: m.machineId, agentUrl: agents.get(m.machineId), role: m.role }))));
     renameSync(`${machinesFile}.tmp`, machinesFile);
     const exit = await driverExit;
@@ -206,49 +152,14 @@ async function main(): Promise<number> {
     say(
       `${since()}  ${ok ? 'the job finished' : 'the job failed'}: driver exit ${exit}, ${groupRestarts} trainer group restart(s), ${engineRestarts} engine restart(s), ${taskRestarts} task restart(s)`,
     );
-    code = ok ? 0 : 1;
+    return ok ? 0 : 1;
   } finally {
-    if (driver.exitCode === null) {
+    if (driver && driver.exitCode === null && driver.signalCode === null) {
       driver.kill('SIGTERM');
       await driverExit;
     }
-    await supervisor.close();
-    await service.stop();
-    infra.destroy();
-  }
-  return code;
-}
-
-/** The events a user follows, one line each; the rest (samples, heartbeats) stay quiet. */
-function story(m: RobustrlMessage): string | null {
-  switch (m.type) {
-    case 'TrainingStepCompleted':
-      return m.source === 'agent/trainer-0' ? `step ${m.data.step} completed` : null;
-    case 'AgentFaultSignalled':
-      return `${m.data.machineId} reports ${m.data.signal}: ${m.data.detail}`;
-    case 'FaultConfirmed':
-      return `detector: ${m.data.machineId} confirmed faulty by ${m.data.rule}`;
-    case 'RecoveryDecided':
-      return `controller: ${m.data.action} (rule ${m.data.rule})`;
-    case 'RestartTrainerGroup':
-      return `controller: restart the trainer group [${m.data.machines.join(', ')}] at step ${m.data.step} from checkpoint ${m.data.checkpointStep}`;
-    case 'RestartRolloutEngine':
-      return `controller: restart ${m.data.machineId}'s engine in place`;
-    case 'RecoveryCommandSucceeded':
-      return `${m.data.machineId}: the worker group carried the command out (${m.data.durationMs} ms)`;
-    case 'RecoveryCompleted':
-      return `recovery ${m.data.outcome}: detect ${m.data.stagesMs.detect} ms, decide ${m.data.stagesMs.decide} ms, restart ${m.data.stagesMs.restart} ms`;
-    case 'RestartTask':
-      return 'controller: the whole task restarts';
-    default:
-      return null;
+    await plane.close();
   }
 }
 
-main().then(
-  (code) => process.exit(code),
-  (err: Error) => {
-    process.stderr.write(`[example] failed: ${err.stack ?? err.message}\n`);
-    process.exit(1);
-  },
-);
+runExample(main);

@@ -1,15 +1,11 @@
-import { ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { MessageBus } from '@robustrl/bus';
-import { createMessage, MessageOf, RobustrlMessage, Topics } from '@robustrl/contracts';
-import { ControllerModule } from '@robustrl/controller';
-import { DetectorModule } from '@robustrl/detector';
-import { LocalProcessSupervisor, MachineSpec } from '@robustrl/orchestrator';
-import { MESSAGE_BUS, runService } from '@robustrl/service-kit';
-import { freePorts, PrivateInfra } from '../chaos/private-infra';
+import { MessageOf, Topics } from '@robustrl/contracts';
+import { MachineSpec } from '@robustrl/orchestrator';
+import { announceJob, projectPython, REPO, runExample, say, startExamplePlane, story } from './example-plane';
 
 /**
  * `npm run example:torchrun` (README "Integrate your job", examples/torchrun/README.md): a real torchrun
@@ -21,9 +17,7 @@ import { freePorts, PrivateInfra } from '../chaos/private-infra';
  * torchrun again with the same ranks from the last checkpoint, and the job finishes its `--steps`.
  * Stand-ins: the machines share this host; the "GPU activity" is what the script reports.
  */
-const REPO = resolve(__dirname, '..', '..', '..');
 const TRAIN = join(REPO, 'examples', 'torchrun', 'train.py');
-const AGENT = join(REPO, 'services', 'agent', 'dist', 'main.js');
 
 interface Options {
   steps: number;
@@ -45,60 +39,18 @@ function options(argv: string[]): Options {
   return o;
 }
 
-const say = (line: string) => process.stdout.write(`[example] ${line}\n`);
-
 async function main(): Promise<number> {
   const o = options(process.argv.slice(2));
   const started = Date.now();
   const since = () => `${((Date.now() - started) / 1000).toFixed(1)} s`;
-  say('torch: deploy/local/vllm.sh ensure (the project’s PyTorch environment; a few minutes the first time)');
-  execFileSync('bash', [join(REPO, 'deploy', 'local', 'vllm.sh'), 'ensure'], { stdio: ['ignore', 'ignore', 'inherit'] });
-  const python = execFileSync('bash', [join(REPO, 'deploy', 'local', 'vllm.sh'), 'status'], { encoding: 'utf8' })
-    .trim()
-    .split('\n')[0];
-  const infra = await PrivateInfra.create();
-  say(`a Kafka broker and a PostgreSQL server of this run's own (${infra.dir})`);
-  infra.startKafka();
-  infra.startPostgres();
+  const python = projectPython('torch');
+  const plane = await startExamplePlane('example-torchrun', { ROBUSTRL_GPUS: String(o.nprocPerNode) });
+  const { infra, supervisor, bus } = plane;
   const jobId = `torchrun-${randomBytes(3).toString('hex')}`;
   const ckptDir = join(infra.dir, 'checkpoints');
   mkdirSync(ckptDir);
-  const [rendezvousPort] = await freePorts(1);
   const launchers = new Map<string, ChildProcess>();
   const workers = new Map<number, { pid: number; machine: string }>();
-  const supervisor = new LocalProcessSupervisor({
-    stopGraceMs: 5_000,
-    output: () => undefined,
-    launch: (m) => ({
-      command: process.execPath,
-      args: [AGENT],
-      env: {
-        KAFKA_BROKERS: infra.brokers.join(','),
-        ROBUSTRL_JOB_ID: m.jobId,
-        ROBUSTRL_MACHINE_ID: m.machineId,
-        ROBUSTRL_ROLE: m.role,
-        ROBUSTRL_GPUS: String(o.nprocPerNode),
-        ROBUSTRL_AGENT_PORT: '0',
-        ROBUSTRL_INTEGRATION: 'cooperate',
-        ROBUSTRL_TRAINER_WORLD_SIZE: '2',
-        ROBUSTRL_RENDEZVOUS_PORT: String(rendezvousPort),
-        ROBUSTRL_GPU_SOURCE: 'emulated',
-        ROBUSTRL_GPU_SAMPLE_SECONDS: '1',
-        ROBUSTRL_WEIGHTS_PORT: '0',
-      },
-    }),
-  });
-  const service = await runService(
-    {
-      serviceName: 'example-torchrun',
-      bus: { adapter: 'kafka', brokers: infra.brokers, clientId: 'example-torchrun', topicPrefix: '' },
-      store: { kind: 'postgres', url: infra.databaseUrl },
-      httpPort: 0,
-    },
-    [DetectorModule, ControllerModule.withOrchestrator(supervisor)],
-    { logLevels: ['error'] },
-  );
-  const bus = service.app.get<MessageBus>(MESSAGE_BUS);
   let killed: { at: number; step: number } | null = null;
   const exitCodes = new Map<string, number | null>();
   const done = new Promise<void>((finish) => {
@@ -132,7 +84,7 @@ async function main(): Promise<number> {
       handler: async ({ message }) => {
         if (message.jobId !== jobId) return;
         if (message.type === 'MachineRegistered') launch(message);
-        const line = story(message);
+        const line = story(message, 'the launcher');
         if (line) say(`${since()}  ${line}`);
         if (message.type === 'CheckpointSaved' && message.data.step === o.killAt && !killed && message.source === 'agent/trainer-1') {
           const victim = [...workers.entries()].find(([rank]) => rank === 2 * o.nprocPerNode - 1) ?? [...workers.entries()].at(-1);
@@ -144,19 +96,7 @@ async function main(): Promise<number> {
       },
     });
   });
-  await bus.publish(
-    createMessage(
-      'JobStarted',
-      {
-        mode: 'semi-sync',
-        resumedFromStep: null,
-        trainerMachines: 2,
-        rolloutMachines: 0,
-        detection: { trainerIdleWindowSeconds: 60, rolloutSilentWindowSeconds: 10, probeTimeoutSeconds: 5 },
-      },
-      { jobId, source: 'example', occurredAt: new Date().toISOString() },
-    ),
-  );
+  await announceJob(bus, jobId, 0);
   const machines: MachineSpec[] = ['trainer-0', 'trainer-1'].map((machineId) => ({ machineId, role: 'trainer', zone: 'local', hardwareClass: 'cpu' }));
   say(`job ${jobId}: ${o.steps} steps, 2 machines × ${o.nprocPerNode} processes; a worker is killed after step ${o.killAt}`);
   await supervisor.launchJob(jobId, machines);
@@ -170,41 +110,9 @@ async function main(): Promise<number> {
     code = ok ? 0 : 1;
   } finally {
     for (const child of launchers.values()) if (child.exitCode === null) child.kill('SIGTERM');
-    await supervisor.close();
-    await service.stop();
-    infra.destroy();
+    await plane.close();
   }
   return code;
 }
 
-/** The events a user follows, one line each; the rest (samples, heartbeats) stay quiet. */
-function story(m: RobustrlMessage): string | null {
-  switch (m.type) {
-    case 'TrainingStepCompleted':
-      return m.source === 'agent/trainer-0' ? `step ${m.data.step} completed` : null;
-    case 'AgentFaultSignalled':
-      return `${m.data.machineId} reports ${m.data.signal}: ${m.data.detail}`;
-    case 'FaultConfirmed':
-      return `detector: ${m.data.machineId} confirmed faulty by ${m.data.rule}`;
-    case 'RecoveryDecided':
-      return `controller: ${m.data.action} (rule ${m.data.rule})`;
-    case 'RestartTrainerGroup':
-      return `controller: restart the trainer group [${m.data.machines.join(', ')}] at step ${m.data.step} from checkpoint ${m.data.checkpointStep}`;
-    case 'RecoveryCommandSucceeded':
-      return `${m.data.machineId}: the launcher carried the restart out (${m.data.durationMs} ms)`;
-    case 'RecoveryCompleted':
-      return `recovery ${m.data.outcome}: detect ${m.data.stagesMs.detect} ms, decide ${m.data.stagesMs.decide} ms, restart ${m.data.stagesMs.restart} ms`;
-    case 'RestartTask':
-      return 'controller: the whole task restarts';
-    default:
-      return null;
-  }
-}
-
-main().then(
-  (code) => process.exit(code),
-  (err: unknown) => {
-    process.stderr.write(`example failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
-    process.exit(1);
-  },
-);
+runExample(main);
