@@ -4,14 +4,13 @@ as the real one does (offered until acknowledged, one outcome each). Standard li
 Run: cd clients/python && python3 -m unittest -v test_cooperate
 """
 
-import json
 import threading
 import time
 import unittest
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Dict, List, Optional
 
+from fake_http import FakeServer, JsonHandler
 from robustrl import AgentClient
 from robustrl.cooperate import CommandFollower
 
@@ -31,54 +30,40 @@ class CommandAgent:
         self.lock = threading.Condition()
         agent = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
+        class Handler(JsonHandler):
             def do_GET(self) -> None:
                 if agent.down:
-                    return self._answer(503, {"error": "restarting"})
+                    return self.answer(503, {"error": "restarting"})
                 if self.path == "/v1/launch":
-                    return self._answer(200, agent.launch) if agent.launch else self._answer(503, {"error": "the trainer group is not formed yet"})
+                    return self.answer(200, agent.launch) if agent.launch else self.answer(503, {"error": "the trainer group is not formed yet"})
                 url = urllib.parse.urlparse(self.path)
                 wait = int(urllib.parse.parse_qs(url.query).get("waitMs", ["0"])[0]) / 1000
                 with agent.lock:
                     agent.polls += 1
                     agent.lock.wait_for(lambda: agent._pending(), timeout=wait)
-                    self._answer(200, {"commands": agent._pending()})
+                    self.answer(200, {"commands": agent._pending()})
 
             def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length) or b"{}")
+                body = self.read_json()
                 parts = self.path.split("/")
                 if self.path == "/v1/errors":
                     agent.errors.append(body)
-                    return self._answer(202, {"accepted": True, "eventId": "e"})
+                    return self.answer(202, {"accepted": True, "eventId": "e"})
                 command_id, action = urllib.parse.unquote(parts[3]), parts[4]
                 with agent.lock:
                     if command_id not in agent.open and command_id not in agent.outcomes:
-                        return self._answer(404, {"error": "no command {}".format(command_id)})
+                        return self.answer(404, {"error": "no command {}".format(command_id)})
                     if action == "ack":
                         agent.acknowledged.append(command_id)
                         agent.open.get(command_id, {})["acknowledged"] = True
-                        return self._answer(200, {"commandId": command_id, "result": "acknowledged"})
+                        return self.answer(200, {"commandId": command_id, "result": "acknowledged"})
                     agent.outcomes[command_id] = body
                     agent.open.pop(command_id, None)
                     agent.lock.notify_all()
-                    return self._answer(200, {"commandId": command_id, "result": "settled"})
+                    return self.answer(200, {"commandId": command_id, "result": "settled"})
 
-            def _answer(self, status: int, body: Any) -> None:
-                data = json.dumps(body).encode("utf-8")
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = "http://127.0.0.1:{}".format(self.server.server_address[1])
+        self.http = FakeServer(Handler)
+        self.url = self.http.url
 
     def offer(self, command: Dict[str, Any]) -> None:
         with self.lock:
@@ -89,8 +74,7 @@ class CommandAgent:
         return [{k: v for k, v in c.items() if k != "acknowledged"} for c in self.open.values() if not c["acknowledged"]]
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.http.close()
 
 
 def eventually(what: str, probe: Any, timeout: float = 5.0) -> Any:

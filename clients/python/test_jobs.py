@@ -1,11 +1,9 @@
 """Tests of robustrl.jobs against a fake controller (http.server in a thread). Standard library only."""
 
-import json
-import threading
 import unittest
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Dict, List, Tuple
 
+from fake_http import FakeServer, JsonHandler
 from robustrl.jobs import JobStartError, main, start_job
 
 
@@ -15,28 +13,16 @@ class FakeController:
         self.answer: Tuple[int, Dict[str, Any]] = (202, {"accepted": True, "eventId": "e-1", "jobId": "job-42"})
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
+        class Handler(JsonHandler):
             def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
-                fake.requests.append((self.path, body, self.headers.get("Authorization")))
-                status, answer = fake.answer
-                data = json.dumps(answer).encode("utf-8")
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                fake.requests.append((self.path, self.read_json(), self.headers.get("Authorization")))
+                self.answer(*fake.answer)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = "http://127.0.0.1:{}".format(self.server.server_address[1])
+        self.http = FakeServer(Handler)
+        self.url = self.http.url
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.http.close()
 
 
 class StartJobTest(unittest.TestCase):

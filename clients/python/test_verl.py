@@ -12,13 +12,12 @@ Run: cd clients/python && python -m unittest -v test_verl
 """
 
 import asyncio
-import json
 import os
 import tempfile
-import threading
 import unittest
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Dict, List, Tuple
+
+from fake_http import FakeServer, JsonHandler
 
 try:
     import torch
@@ -43,31 +42,18 @@ class WeightsAgent:
         self.published: List[Dict[str, Any]] = []
         agent = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
+        class Handler(JsonHandler):
             def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+                body = self.read_json()
                 agent.published.append(body)
-                self._answer(202, {"eventId": "e", "totalBytes": sum(body["bucketSizes"]), "checksums": []})
+                self.answer(202, {"eventId": "e", "totalBytes": sum(body["bucketSizes"]), "checksums": []})
 
             def do_GET(self) -> None:
                 latest = agent.latest()
-                self._answer(200, latest) if latest else self._answer(404, {"error": "no version is whole yet"})
+                self.answer(200, latest) if latest else self.answer(404, {"error": "no version is whole yet"})
 
-            def _answer(self, status: int, body: Any) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = "http://127.0.0.1:{}".format(self.server.server_address[1])
+        self.http = FakeServer(Handler)
+        self.url = self.http.url
 
     def latest(self) -> Any:
         by_version: Dict[int, Dict[int, Dict[str, Any]]] = {}
@@ -88,8 +74,7 @@ class WeightsAgent:
         return {"version": version, "step": by_version[version][0]["step"], "parts": parts}
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.http.close()
 
 
 def model_weights() -> List[Tuple[str, Any]]:
