@@ -44,6 +44,8 @@ class CommandAgent:
                     self.answer(200, {"commands": agent._pending()})
 
             def do_POST(self) -> None:
+                if agent.down:
+                    return self.answer(503, {"error": "restarting"})
                 body = self.read_json()
                 parts = self.path.split("/")
                 if self.path == "/v1/errors":

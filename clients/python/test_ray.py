@@ -122,7 +122,13 @@ class ElasticWorkerGroupTest(unittest.TestCase):
         self.group.start(launch_poll_s=0.05)
         before = {(p["machine"], p["env"]["LOCAL_RANK"]): p["pid"] for p in self.places()}
         victim = before[("trainer-1", "1")]
+        # Its agent restarting as the worker dies: the report waits for it.
+        self.agents["trainer-1"].down = True
         os.kill(victim, signal.SIGKILL)
+        eventually("the death seen", lambda: any(e["event"] == "reported" for e in self.group.events), timeout=30)
+        time.sleep(1.5)
+        self.assertEqual(self.agents["trainer-1"].errors, [])
+        self.agents["trainer-1"].down = False
         eventually("trainer-1's agent told", lambda: self.agents["trainer-1"].errors, timeout=30)
         report = self.agents["trainer-1"].errors[0]
         self.assertEqual(report["signal"], "process-exited")

@@ -99,6 +99,7 @@ class ElasticWorkerGroup:
         stop_grace_s: float = 10.0,
         client_factory: Callable[[str], AgentClient] = lambda url: AgentClient(url=url),
         follower_wait_s: float = 20.0,
+        report_retry_s: float = 60.0,
     ) -> None:
         if trainer_procs_per_machine < 1:
             raise ValueError("trainer_procs_per_machine must be >= 1, got {!r}".format(trainer_procs_per_machine))
@@ -110,6 +111,7 @@ class ElasticWorkerGroup:
         self.stop_grace_s = stop_grace_s
         self._client_factory = client_factory
         self._follower_wait_s = follower_wait_s
+        self.report_retry_s = report_retry_s
         self._lock = threading.RLock()
         self._machines: Dict[str, Machine] = {}
         self._clients: Dict[str, AgentClient] = {}
@@ -352,7 +354,12 @@ class ElasticWorkerGroup:
             if not running:
                 self._stopping.wait(0.2)
                 continue
-            ready, _ = ray.wait(list(running), num_returns=1, timeout=0.5)
+            try:
+                ready, _ = ray.wait(list(running), num_returns=1, timeout=0.5)
+            except Exception as err:  # Ray shutting down or unreachable: keep watching, never die silently
+                logger.warning("watching the workers failed (retrying): %s", err)
+                self._stopping.wait(1.0)
+                continue
             for ref in ready:
                 self._ended(running[ref], ref)
 
@@ -375,12 +382,24 @@ class ElasticWorkerGroup:
         detail = "Ray {} worker {} on {} {}".format(worker.role, worker.local, worker.machine_id, what)
         logger.warning(detail)
         self._note("reported", worker.machine_id, role=worker.role, detail=detail)
-        if client is None:
-            return
-        try:
-            client.process_exited(detail)
-        except AgentError as err:  # its agent may be gone with its node: the detector hears the silence
-            logger.warning("could not report to %s's agent: %s", worker.machine_id, err)
+        if client is not None:
+            threading.Thread(target=self._report, args=(client, worker.machine_id, detail), name="robustrl-ray-report", daemon=True).start()
+
+    def _report(self, client: AgentClient, machine_id: str, detail: str) -> None:
+        """A death reported to the machine's agent, retried while the agent restarts (a cooperating agent
+        vouches for its role while the group follows it: a lost report would hide the death)."""
+        deadline = time.monotonic() + self.report_retry_s
+        while True:
+            try:
+                client.process_exited(detail)
+                return
+            except AgentError as err:
+                refused = err.status is not None and err.status < 500
+                if refused or time.monotonic() > deadline or self._stopping.is_set():
+                    # Its agent may be gone with its node: the detector hears that silence.
+                    logger.warning("could not report to %s's agent: %s", machine_id, err)
+                    return
+            time.sleep(1.0)
 
     def _note(self, event: str, machine_id: str, **fields: Any) -> None:
         self.events.append(dict(fields, event=event, machine=machine_id, at=time.time()))
