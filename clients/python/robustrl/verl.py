@@ -32,6 +32,7 @@ the version it is asked for, or a newer one its agent already holds (robustrl's 
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import os
@@ -152,8 +153,10 @@ class RobustrlCheckpointEngine(CheckpointEngine):
                 kept[name] = tensor.detach().to("cpu", copy=True)
         layout = plan([(n, dtype_name(t), tuple(t.shape)) for n, t in kept.items()], self.bucket_size)
         path = self.shm_dir / "{}{}-s{}".format(self.region_prefix, version, self.rank)
-        write_region(str(path), layout, kept)
-        self.agent.publish_weights(
+        # The copy and the agent's answer block: off verl's event loop, which serves the worker's other calls.
+        await asyncio.to_thread(write_region, str(path), layout, kept)
+        await asyncio.to_thread(
+            self.agent.publish_weights,
             version,
             version,
             path.name,
@@ -167,7 +170,7 @@ class RobustrlCheckpointEngine(CheckpointEngine):
 
     async def receive_weights(self, global_steps: Optional[int] = None) -> AsyncIterator[Tuple[str, Any]]:
         """Rollout: the version's named tensors once this machine's agent holds it whole."""
-        latest = self._wait_for(global_steps)
+        latest = await self._wait_for(global_steps)
         for part in latest.get("parts") or []:
             if part.get("tensors") is None:
                 raise RuntimeError("version {} shard {} was published as opaque bytes, not named tensors".format(latest["version"], part.get("shard")))
@@ -183,11 +186,11 @@ class RobustrlCheckpointEngine(CheckpointEngine):
 
     # -- internals -------------------------------------------------------------------------------
 
-    def _wait_for(self, global_steps: Optional[int]) -> Dict[str, Any]:
+    async def _wait_for(self, global_steps: Optional[int]) -> Dict[str, Any]:
         deadline = time.monotonic() + self.receive_timeout_s
         held: Optional[int] = None
         while True:
-            latest = self.agent.latest_weights()
+            latest = await asyncio.to_thread(self.agent.latest_weights)
             if latest is not None:
                 held = int(latest["version"])
                 if global_steps is None or held >= int(global_steps):
@@ -200,7 +203,7 @@ class RobustrlCheckpointEngine(CheckpointEngine):
                         self.agent.url, "any" if global_steps is None else global_steps, self.receive_timeout_s, "none" if held is None else "version {}".format(held)
                     )
                 )
-            time.sleep(self.poll_s)
+            await asyncio.sleep(self.poll_s)
 
     def _remove_older_than(self, version: int) -> None:
         for path in self.shm_dir.glob(self.region_prefix + "*"):
