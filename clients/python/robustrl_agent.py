@@ -332,6 +332,15 @@ class AgentClient:
             raise ValueError("name must be a plain name, got {!r}".format(name))
         return self._request("PUT", "/v1/weights/targets/" + name, {"buckets": _ipc_buckets(buckets)})
 
+    def set_engines(self, engines: Dict[str, str]) -> Optional[Dict[str, Any]]:
+        """Rollout: the inference engines the framework started on this machine, ``{name: base_url}``
+        (several TP=1 or TP=4 engines on one node). The machine registers again with them: the router
+        routes to each as ``<machine>/<name>``, and an agent that loads versions loads each. Calling
+        again replaces the list. Returns ``{engines: [{engineId, url}]}``."""
+        if not isinstance(engines, dict) or not engines:
+            raise ValueError("engines must be a non-empty {{name: url}} dict, got {!r}".format(engines))
+        return self._request("PUT", "/v1/engines", {"engines": [{"name": str(n), "url": str(u)} for n, u in engines.items()]})
+
     def remove_weight_target(self, name: str) -> Optional[Dict[str, Any]]:
         """Rollout: take a target's buffers back (a version held there is no longer served)."""
         if not isinstance(name, str) or not name or "/" in name:

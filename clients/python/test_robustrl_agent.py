@@ -240,6 +240,22 @@ class DeviceWeightsTest(AgentTestCase):
         self.assertEqual(self.agent.requests, [])
 
 
+class EnginesTest(AgentTestCase):
+    def test_the_engines_a_framework_started(self) -> None:
+        self.client.set_engines({"tp0": "http://10.0.0.7:8000", "tp1": "http://10.0.0.7:8001"})
+        request = self.agent.last()
+        self.assertEqual((request["method"], request["path"]), ("PUT", "/v1/engines"))
+        self.assertEqual(
+            request["body"], {"engines": [{"name": "tp0", "url": "http://10.0.0.7:8000"}, {"name": "tp1", "url": "http://10.0.0.7:8001"}]}
+        )
+
+    def test_no_engines_sends_nothing(self) -> None:
+        for bad in ({}, None, [("a", "http://x")]):
+            with self.assertRaises(ValueError):
+                self.client.set_engines(bad)  # type: ignore[arg-type]
+        self.assertEqual(self.agent.requests, [])
+
+
 class NamedWeightsTest(AgentTestCase):
     """A trainer rank's shard of a version, with the named tensors in its buckets (README "Reconnect")."""
 

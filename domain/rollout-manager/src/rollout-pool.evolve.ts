@@ -54,8 +54,16 @@ function evolveFacts(state: RolloutPoolState, event: RolloutPoolEvent): void {
         weightVersion: weightsAfterRegistration(prior, d),
         weightsTracked: d.weightsAddress !== undefined,
         inferenceUrl: d.inferenceUrl ?? null,
+        ...(d.engines ? { engines: d.engines } : {}),
         agent: agentOf(d),
       };
+      // Its engines are its instances from the start: work moves to them by their ids, which the router knows.
+      // (An engine it no longer lists is no instance of it any more.)
+      if (d.engines) {
+        const listed = new Set(d.engines.map((e) => e.engineId));
+        for (const [id, m] of Object.entries(state.instanceMachine)) if (m === d.machineId && !listed.has(id)) delete state.instanceMachine[id];
+        for (const id of listed) state.instanceMachine[id] = d.machineId;
+      }
       // The first rollout to join after a lend refills the pool for it.
       if (state.awaitingRefill.length > 0) {
         const lent = state.awaitingRefill.shift()!;

@@ -17,6 +17,7 @@ import {
 import { z } from 'zod';
 import { CompletedBatchQuery, FaultSignal, manifestProblems, RolePhase, WeightShardRef, WeightTensor } from '@robustrl/contracts';
 import { AgentRuntime } from './agent-runtime';
+import { ENGINE_NAME, engineIdOf, MAX_ENGINES } from './engine-endpoints';
 import { KeptBatchUnavailableError } from './kept-batch';
 import { WeightTransferUnavailableError } from './weights/weight-plane';
 
@@ -87,6 +88,18 @@ const Bodies = {
       ),
   ]),
   weightTarget: z.object({ buckets: z.array(IpcBucket).min(1) }),
+  engines: z.object({
+    engines: z
+      .array(
+        z.object({
+          name: z.string().regex(ENGINE_NAME, "letters, digits, '.', '_' or '-' (the engine's id is <machine>/<name>)"),
+          url: z.url({ protocol: /^https?$/, error: "the engine's base URL, http(s)://host:port" }),
+        }),
+      )
+      .min(1)
+      .max(MAX_ENGINES)
+      .refine((es) => new Set(es.map((e) => e.name)).size === es.length, { message: 'engine names must be distinct' }),
+  }),
 };
 
 /** Every tensor inside a bucket that exists, names unique, the shard inside its count: else a 400 naming each. */
@@ -253,6 +266,18 @@ export class AgentApiController {
   }
 
   // ── weights (paper §5.2.1): the framework hands versions over through named /dev/shm regions ─────
+  /**
+   * Rollout, cooperate mode: the engines the framework started on this machine, each its name and URL
+   * (README "Several engines on a machine"); PUT again replaces them. The machine registers again with them.
+   */
+  @Put('engines')
+  async putEngines(@Body() body: unknown) {
+    const b = parse(Bodies.engines, body);
+    const engines = b.engines.map((e) => ({ engineId: engineIdOf(this.agent.config.machineId, e.name), url: e.url.replace(/\/+$/, '') }));
+    await this.agent.setEngines(engines);
+    return { engines };
+  }
+
   @Get('weights')
   weights() {
     return this.agent.weights.status();

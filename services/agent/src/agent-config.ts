@@ -4,6 +4,7 @@ import { machineKeyFromEnv, roleCertificateFromEnv } from '@robustrl/bus';
 import { Role } from '@robustrl/contracts';
 import { randomBytes } from 'node:crypto';
 import { SCOPE_SETTINGS } from '@robustrl/service-kit';
+import { EngineEndpoint, enginesFromEnv } from './engine-endpoints';
 
 /** Everything an agent needs to know about its machine and its role process, validated at start. */
 export interface AgentConfig {
@@ -44,6 +45,11 @@ export interface AgentConfig {
    * engine joins the router once the machine holds weights (issue 14).
    */
   inferenceUrl: string | undefined;
+  /**
+   * Every engine the machine hosts (engine-endpoints.ts): the one of `inferenceUrl` named as the machine,
+   * or those of ROBUSTRL_ENGINES (several on one machine), each loaded with the machine's weight versions.
+   */
+  engines: EngineEndpoint[];
   /**
    * Who loads a pulled version into the engine: `vllm` — this agent, through the engine's own routes and
    * robustrl's worker extension (engine-weights/); `off` — the framework itself (from /v1/weights/latest).
@@ -146,6 +152,8 @@ const Env = z.object({
    */
   ROBUSTRL_AGENT_LEASE_SECONDS: z.coerce.number().nonnegative().default(DEFAULT_AGENT_LEASE_SECONDS),
   ROBUSTRL_INFERENCE_URL: z.url({ protocol: /^https?$/, error: "the engine's base URL, http(s)://host:port" }).optional(),
+  // Several engines on the machine: name=url, comma separated (engine-endpoints.ts checks the list).
+  ROBUSTRL_ENGINES: z.string().optional(),
   ROBUSTRL_ENGINE_WEIGHTS: z
     .enum(['off', 'vllm'], { error: "'off' (the framework loads versions) or 'vllm' (the agent loads them into its vLLM engine)" })
     .default('off'),
@@ -174,6 +182,12 @@ export function agentConfigFromEnv(env: NodeJS.ProcessEnv): AgentConfig {
     throw new Error(
       `agent configuration is invalid: ${given.join(', ')}: not with ROBUSTRL_INTEGRATION=cooperate, where the framework starts its own processes`,
     );
+  let engines: EngineEndpoint[];
+  try {
+    engines = enginesFromEnv(e.ROBUSTRL_MACHINE_ID, e);
+  } catch (err) {
+    throw new Error(`agent configuration is invalid: ${(err as Error).message}`);
+  }
   return {
     jobId: e.ROBUSTRL_JOB_ID,
     machineId: e.ROBUSTRL_MACHINE_ID,
@@ -183,6 +197,7 @@ export function agentConfigFromEnv(env: NodeJS.ProcessEnv): AgentConfig {
     gpus: e.ROBUSTRL_GPUS,
     dpRank: e.ROBUSTRL_DP_RANK ?? null,
     inferenceUrl: e.ROBUSTRL_INFERENCE_URL,
+    engines,
     engineWeights: e.ROBUSTRL_ENGINE_WEIGHTS,
     engineLoadDeadlineMs: Math.round(e.ROBUSTRL_ENGINE_LOAD_DEADLINE_SECONDS * 1000),
     leaseMs: Math.round(e.ROBUSTRL_AGENT_LEASE_SECONDS * 1000),

@@ -20,7 +20,8 @@ import { fetchKeptBatch } from './kept-batch';
 import { exitCodeOf, faultSignal } from './fault-signal';
 import { MachineCommand, staleness } from './command-staleness';
 import { WeightPlane } from './weights/weight-plane';
-import { EngineWeightSync, managedVllmEngine } from './engine-weights/engine-weight-sync';
+import { EngineSet, managedVllmEngines } from './engine-weights/engine-set';
+import { EngineEndpoint, listsEngines } from './engine-endpoints';
 
 export { AGENT_OUTPUT_TYPES, AgentOutputType } from './agent-outputs';
 
@@ -53,7 +54,9 @@ export class AgentRuntime {
   /** The last group restart this machine carried out: what the restarted trainer asks for (GET /v1/restart). */
   restart: RestartContext | null = null;
   /** With ROBUSTRL_ENGINE_WEIGHTS=vllm: keeps the rollout engine on the newest version held whole. */
-  private engineWeights?: EngineWeightSync;
+  private engineWeights?: EngineSet;
+  /** The engines this machine hosts: its settings', or those its framework told (setEngines). */
+  private engines: EngineEndpoint[];
   /** The trainer role held on broker contact (broker-lease.ts). */
   private readonly leaseGuard: RoleLeaseGuard;
   /**
@@ -70,6 +73,7 @@ export class AgentRuntime {
     readonly config: AgentConfig,
   ) {
     this.role = config.role;
+    this.engines = config.engines;
     this.logger = new Logger(`agent/${config.machineId}`);
     this.mailbox = config.integration === 'cooperate' ? new CommandMailbox(config.frameworkAttachedMs) : null;
     this.supervised = this.mailbox
@@ -127,18 +131,7 @@ export class AgentRuntime {
     // Without UCX the machine registers without a weight server: the registry leaves it out of weight
     // transfer, and the weight endpoints of the API answer 503 with the reason.
     await this.weights.start();
-    if (this.config.engineWeights === 'vllm') {
-      this.engineWeights = managedVllmEngine(
-        this.config,
-        () => this.heldForEngine(),
-        (phase, version) => {
-          // The engine's phase, reported for it; only a change is an event.
-          if (this.role === 'rollout' && this.phase !== phase) void this.reportPhase(phase, version);
-        },
-        (detail, how, forMs) => void this.signalEngineStalled(detail, how === 'load' ? 'weight-load-stalled' : 'engine-unresponsive', forMs),
-      );
-      this.engineWeights.start();
-    }
+    this.manageEngineWeights();
     await this.register();
     const command = this.supervised?.command();
     const worldSize = this.config.trainerWorldSize;
@@ -193,6 +186,38 @@ export class AgentRuntime {
     return this.firstGroup ? { group: this.firstGroup, env: groupEnv(this.firstGroup), restart: null } : null;
   }
 
+  /** Where the agent loads versions into the engines (ROBUSTRL_ENGINE_WEIGHTS=vllm): their syncs, made again when the engines change. */
+  private manageEngineWeights(): void {
+    if (this.config.engineWeights !== 'vllm') return;
+    this.engineWeights?.stop();
+    this.engineWeights = undefined;
+    if (this.engines.length === 0 && !this.supervised) {
+      this.logger.log('no engines yet: versions are loaded once the framework tells its engines (PUT /v1/engines)');
+      return;
+    }
+    this.engineWeights = managedVllmEngines(
+      { engines: this.engines, engineLoadDeadlineMs: this.config.engineLoadDeadlineMs },
+      () => this.heldForEngine(),
+      (phase, version) => {
+        // The engines' phase, reported for them; only a change is an event.
+        if (this.role === 'rollout' && this.phase !== phase) void this.reportPhase(phase, version);
+      },
+      (detail, how, forMs) => void this.signalEngineStalled(detail, how === 'load' ? 'weight-load-stalled' : 'engine-unresponsive', forMs),
+    );
+    this.engineWeights.start();
+  }
+
+  /**
+   * The engines the framework started (cooperate mode: it owns them, so only it knows where they listen):
+   * the machine registers again with them, and the router, the pool and the agent's loads follow.
+   */
+  async setEngines(engines: EngineEndpoint[]): Promise<void> {
+    this.engines = engines;
+    this.logger.log(`engines on this machine: ${engines.map((e) => `${e.engineId} at ${e.url}`).join(', ')}`);
+    this.manageEngineWeights();
+    await this.register();
+  }
+
   /** Announces this machine to the job: on start, and again when its rollout engine restarted in place. */
   private async register(cause?: MessageOf<'RestartRolloutEngine'>): Promise<void> {
     const weightsAddress = this.weights.address;
@@ -208,7 +233,8 @@ export class AgentRuntime {
         hostAddress: this.config.hostAddress,
         dpRank: this.config.dpRank,
         ...(weightsAddress ? { weightsAddress } : {}),
-        ...(this.config.inferenceUrl ? { inferenceUrl: this.config.inferenceUrl } : {}),
+        // One engine under the machine's own id is its `inferenceUrl`, as agents always registered it.
+        ...(listsEngines(this.config.machineId, this.engines) ? { engines: this.engines } : this.engines.length ? { inferenceUrl: this.engines[0].url } : {}),
         incarnation: this.incarnation,
         ...this.certificateOf(this.role),
       },
@@ -244,7 +270,8 @@ export class AgentRuntime {
       ...this.executor.status(),
       gpuActivitySource: this.gpu.status(),
       weights: { available: this.weights.available, address: this.weights.address },
-      ...(this.engineWeights ? { engineWeights: { loaded: this.engineWeights.lastLoad } } : {}),
+      engines: this.engines,
+      ...(this.engineWeights ? { engineWeights: { engines: this.engineWeights.loads() } } : {}),
     };
   }
 

@@ -295,6 +295,44 @@ describe('router membership follows the rollout pool (issue 14)', () => {
     expect(routed()).toEqual(['m1@v1']);
   });
 
+  it('a machine hosting several engines routes each by its own id; they leave with their machine, and one it stops listing leaves', async () => {
+    const several = (machineId: string, listed: FakeInferenceEngine[]) => {
+      const m = register(machineId, listed[0]);
+      const { inferenceUrl: _one, ...data } = m.data;
+      return { ...m, data: { ...data, engines: listed.map((e, i) => ({ engineId: `${machineId}/e${i}`, url: e.url })) } } as typeof m;
+    };
+    apply(several('m1', engines));
+    apply(published(1));
+    apply(relay('m1', 1));
+    expect(routed()).toEqual(['m1/e0@v1', 'm1/e1@v1']);
+    const served = new Set<string>();
+    for (const prompt of ['p1', 'p2', 'p3', 'p4', 'p5', 'p6'])
+      served.add(String((await chat(url, { model: 'm', messages: [{ role: 'user', content: prompt }] }, headers(prompt))).engineId));
+    // Both engines take work, each under its own id.
+    expect([...served].sort()).toEqual(['m1/e0', 'm1/e1']);
+    // Registered again (its engines restarted) listing one: the other leaves; the one listed starts STALE again.
+    apply(several('m1', [engines[0]]));
+    apply(relay('m1', 1));
+    expect(routed()).toEqual(['m1/e0@v1']);
+    apply(
+      createMessage(
+        'FaultConfirmed',
+        {
+          verdictId: 'v2',
+          machineId: 'm1',
+          role: 'rollout',
+          rule: 'rollout-silent',
+          handledAs: 'rollout',
+          machineFaulty: true,
+          detectionLatencyMs: 1,
+          evidence: {},
+        },
+        at(),
+      ),
+    );
+    expect(routed()).toEqual([]);
+  });
+
   it('a router that starts after the pool was refolded routes the engines registered before', async () => {
     await runtime.stop();
     apply(register('m1', engines[0]));

@@ -32,7 +32,7 @@ export interface RouterConfig {
   auth?: HttpAuth;
   /** The settings `auth` came from, read again when its tokens rotate (a changed file, SIGHUP). */
   authSettings?: NodeJS.ProcessEnv;
-  /** Engines listed by the operator; more join as rollout machines register theirs (`inferenceUrl`). */
+  /** Engines listed by the operator; more join as rollout machines register theirs (`inferenceUrl`, or `engines` for several). */
   engines: EngineSpec[];
   /** How many weight versions behind the newest published one an engine may be and still serve (the job's bound). */
   maxStaleness: number;
@@ -267,9 +267,13 @@ export class RouterRuntime {
   private reconcile(state: RolloutPoolState, machineId: string): void {
     const machine = state.machines[machineId];
     if (!machine) return;
-    const specs =
-      this.listed.get(machineId) ??
-      (machine.inferenceUrl ? [{ id: machineId, machineId, baseUrl: machine.inferenceUrl, kind: this.config.engineKind ?? 'vllm' }] : []);
+    const kind = this.config.engineKind ?? 'vllm';
+    const registered = machine.engines
+      ? machine.engines.map((e) => ({ id: e.engineId, machineId, baseUrl: e.url, kind }))
+      : machine.inferenceUrl
+        ? [{ id: machineId, machineId, baseUrl: machine.inferenceUrl, kind }]
+        : [];
+    const specs = this.listed.get(machineId) ?? registered;
     const present = this.pool.enginesOn(machineId);
     const why = whyNotRouting(machine, state.publishedVersion ?? null, this.config.maxStaleness);
     if (why !== null) {
@@ -281,6 +285,13 @@ export class RouterRuntime {
       return;
     }
     const weightVersion = servedVersion(machine, state.publishedVersion ?? null);
+    // An engine its machine no longer lists (it registered again with fewer) leaves.
+    for (const e of present) {
+      if (specs.some((spec) => spec.id === e.id)) continue;
+      this.logger.warn(`engine ${e.id} leaves the pool: its machine ${machineId} no longer lists it`);
+      this.pool.remove(e.id);
+      this.evidence.left(e.id);
+    }
     for (const spec of specs) {
       const known = present.find((e) => e.id === spec.id);
       if (!known) this.logger.log(`engine ${spec.id} joins the pool at ${spec.baseUrl}: its machine ${machineId} serves weight version ${weightVersion}`);

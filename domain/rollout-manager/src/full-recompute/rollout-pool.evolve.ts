@@ -58,8 +58,16 @@ function evolveFacts(state: RolloutPoolState, event: RolloutPoolEvent): RolloutP
         weightVersion: weightsAfterRegistration(state.machines[d.machineId], d),
         weightsTracked: d.weightsAddress !== undefined,
         inferenceUrl: d.inferenceUrl ?? null,
+        ...(d.engines ? { engines: d.engines } : {}),
         agent: agentOf(d),
       });
+      // Its engines are its instances from the start: work moves to them by their ids, which the router knows.
+      // (An engine it no longer lists is no instance of it any more.)
+      if (d.engines) {
+        const listed = new Set(d.engines.map((e) => e.engineId));
+        const others = Object.entries(next.instanceMachine).filter(([id, m]) => m !== d.machineId || listed.has(id));
+        next = { ...next, instanceMachine: { ...Object.fromEntries(others), ...Object.fromEntries([...listed].map((id) => [id, d.machineId])) } };
+      }
       // The first rollout to join after a lend refills the pool for it.
       if (next.awaitingRefill.length > 0) {
         const [lent, ...rest] = next.awaitingRefill;

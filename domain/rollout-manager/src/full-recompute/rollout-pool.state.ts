@@ -51,6 +51,8 @@ export interface PoolMachine {
   weightsTracked: boolean;
   /** Its inference engine's base URL, when it told one: what the router routes to. */
   inferenceUrl: string | null;
+  /** The engines it hosts when it told several (each its own id and URL); absent: the one of `inferenceUrl`. */
+  engines?: Array<{ engineId: string; url: string }>;
   /** The agent process that registered it and its weight server. */
   agent?: { incarnation: string | null; weightsAddress: string | null };
 }

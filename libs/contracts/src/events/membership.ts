@@ -96,6 +96,19 @@ export const MachineRegistered = event(
      */
     inferenceUrl: z.url({ protocol: /^https?$/ }).optional(),
     /**
+     * The engines this machine serves when it hosts several (eight TP=1 engines, two TP=4 ones): each its
+     * own id (`<machineId>/<name>`, what the router and trajectories name) and URL. The router, the pool
+     * and reassignment address these engines; the machine stays the unit of faults, restarts and weight
+     * copies (one host copy per machine, loaded into each of its engines: paper §5.2.1). Absent: the one
+     * engine of `inferenceUrl`, named as the machine.
+     */
+    engines: z
+      .array(z.object({ engineId: z.string().min(1).max(300), url: z.url({ protocol: /^https?$/ }) }))
+      .min(1)
+      .max(64)
+      .refine((es) => new Set(es.map((e) => e.engineId)).size === es.length, { message: 'engine ids must be distinct' })
+      .optional(),
+    /**
      * The operator's certificate that this machine may take its role (`robustrl identity role-certificate`):
      * a trainer's registration without it is refused where records are signed (libs/bus role-certificates.ts).
      */

@@ -237,4 +237,39 @@ describe('an agent in cooperate mode (the framework owns its processes)', () => 
     expect(exit.status).toBe(400);
     expect(exit.body.issues).toEqual([expect.objectContaining({ path: 'signal' })]);
   });
+  it('takes the engines the framework started (PUT /v1/engines): registered again with them; a bad list is a 400 naming the field', async () => {
+    await start({ ROBUSTRL_ENGINE_WEIGHTS: 'vllm' });
+    const first = published('MachineRegistered');
+    expect(first).toHaveLength(1);
+    expect(first[0].data.engines).toBeUndefined();
+    const put = await http('PUT', '/v1/engines', {
+      engines: [
+        { name: 'tp0', url: 'http://127.0.0.1:18000' },
+        { name: 'tp1', url: 'http://127.0.0.1:18001/' },
+      ],
+    });
+    expect(put.status).toBe(200);
+    const engines = [
+      { engineId: 'm-1/tp0', url: 'http://127.0.0.1:18000' },
+      { engineId: 'm-1/tp1', url: 'http://127.0.0.1:18001' },
+    ];
+    expect(put.body).toEqual({ engines });
+    const again = published('MachineRegistered');
+    expect(again).toHaveLength(2);
+    // The same agent process: the registry keeps the weights it holds (its incarnation is unchanged).
+    expect(again[1].data).toMatchObject({ machineId: 'm-1', role: 'rollout', engines, incarnation: again[0].data.incarnation });
+    expect(again[1].data.inferenceUrl).toBeUndefined();
+    expect((await http('GET', '/v1/status')).body.engines).toEqual(engines);
+
+    const bad = await http('PUT', '/v1/engines', {
+      engines: [
+        { name: 'a b', url: 'ftp://x' },
+        { name: 'a b', url: 'http://x:1' },
+      ],
+    });
+    expect(bad.status).toBe(400);
+    const issues = (bad.body.issues as Array<{ path: string }>).map((i) => i.path);
+    expect(issues).toEqual(expect.arrayContaining(['engines.0.name', 'engines.0.url', 'engines']));
+    expect(published('MachineRegistered')).toHaveLength(2);
+  });
 });

@@ -223,21 +223,3 @@ function hostParts(held: HeldVersion): EnginePart[] | null {
   }
   return parts;
 }
-
-/**
- * The sync of a vLLM engine the agent manages (ROBUSTRL_ENGINE_WEIGHTS=vllm): the engine call's own
- * timeout comes after the load deadline, so the deadline is what ends a wedged load (`onStalled`).
- */
-export function managedVllmEngine(
-  config: { inferenceUrl?: string; engineLoadDeadlineMs: number; machineId: string },
-  held: () => HeldVersion | null,
-  phase: (phase: EnginePhase, version: number) => void,
-  onStalled: LoadDeadline['onStalled'],
-): EngineWeightSync {
-  if (!config.inferenceUrl) throw new Error('ROBUSTRL_ENGINE_WEIGHTS=vllm needs ROBUSTRL_INFERENCE_URL: the engine the agent loads versions into');
-  const deadlineMs = config.engineLoadDeadlineMs;
-  return new EngineWeightSync(new VllmEngineClient(config.inferenceUrl, deadlineMs + 30_000), held, config.machineId, 500, phase, undefined, {
-    deadlineMs,
-    onStalled,
-  });
-}
