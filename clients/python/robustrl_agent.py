@@ -95,6 +95,51 @@ class AgentError(Exception):
         super().__init__("{} ({})".format(head, details) if details else head)
 
 
+UNIX_SCHEME = "http+unix"
+
+
+def _unix_url(url: str) -> str:
+    """``unix:/run/robustrl/agent.sock`` (the agent's ``ROBUSTRL_AGENT_SOCKET``, shared with the framework's
+    pod on its node) as the URL the opener takes: the socket's path, quoted, in the host's place."""
+    path = url[len("unix:") :]
+    if path.startswith("//"):
+        path = path[2:]
+    if not path.startswith("/"):
+        raise ValueError("a unix: agent url names the socket's absolute path, got {!r}".format(url))
+    return "{}://{}".format(UNIX_SCHEME, urllib.parse.quote(path, safe=""))
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    """HTTP over the agent's Unix socket: the host part of the URL is the socket's quoted path."""
+
+    def __init__(self, host: str, **kwargs: Any) -> None:
+        super().__init__("localhost", **kwargs)
+        self._socket_path = urllib.parse.unquote(host)
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        if self.timeout is not socket._GLOBAL_DEFAULT_TIMEOUT:  # type: ignore[attr-defined]
+            sock.settimeout(self.timeout)
+        try:
+            sock.connect(self._socket_path)
+        except OSError:
+            sock.close()
+            raise
+        self.sock = sock
+
+
+class _UnixSocketHandler(urllib.request.AbstractHTTPHandler):
+    def unix_open(self, request: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(_UnixConnection, request)  # type: ignore[arg-type]
+
+
+# urllib finds a handler's methods by the scheme's name, which has a '+' in it…
+setattr(_UnixSocketHandler, UNIX_SCHEME + "_open", _UnixSocketHandler.unix_open)
+setattr(_UnixSocketHandler, UNIX_SCHEME + "_request", urllib.request.AbstractHTTPHandler.do_request_)
+# …and answers of 400 and above become HTTPError there too, as over http://.
+setattr(_UnixSocketHandler, UNIX_SCHEME + "_response", urllib.request.HTTPErrorProcessor.http_response)
+
+
 class AgentClient:
     """Talks to the agent on this machine.
 
@@ -109,8 +154,10 @@ class AgentClient:
         self, url: Optional[str] = None, timeout: float = 2.0, raise_on_error: bool = False, token: Optional[str] = None
     ) -> None:
         base = url if url is not None else os.environ.get(AGENT_URL_ENV) or DEFAULT_AGENT_URL
-        if not isinstance(base, str) or not base.startswith(("http://", "https://")):
-            raise ValueError("agent url must start with http:// or https://, got {!r}".format(base))
+        if isinstance(base, str) and base.startswith("unix:"):
+            base = _unix_url(base)
+        if not isinstance(base, str) or not base.startswith(("http://", "https://", UNIX_SCHEME + "://")):
+            raise ValueError("agent url must start with http://, https:// or unix: (its socket's path), got {!r}".format(base))
         if not _is_number(timeout) or timeout <= 0:
             raise ValueError("timeout must be a number > 0, got {!r}".format(timeout))
         secret = token if token is not None else os.environ.get(AGENT_TOKEN_ENV) or None
@@ -122,7 +169,7 @@ class AgentClient:
         self.raise_on_error = bool(raise_on_error)
         # The agent is local: never route it through an HTTP(S)_PROXY from the environment, which
         # cluster images often set for downloads and which would not know 127.0.0.1 of this machine.
-        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), _UnixSocketHandler())
         # While the agent stays unreachable, warn once and log the repeats at DEBUG: one warning per
         # step for hours would bury the trainer's own log.
         self._unreachable = False

@@ -353,7 +353,7 @@ class ConfigurationTest(unittest.TestCase):
             AgentClient(agent.url, token="two words")
 
     def test_rejects_bad_settings(self) -> None:
-        with self.assertRaisesRegex(ValueError, "must start with http:// or https://"):
+        with self.assertRaisesRegex(ValueError, "must start with http://, https:// or unix:"):
             AgentClient("127.0.0.1:8086")
         with self.assertRaisesRegex(ValueError, "timeout must be a number > 0"):
             AgentClient("http://127.0.0.1:8086", timeout=0)
@@ -425,6 +425,76 @@ class AgentRefusalTest(AgentTestCase):
         with self.assertLogs("robustrl_agent", logging.WARNING) as logs:
             self.assertIsNone(self.client.phase("training", 1))
         self.assertIn("HTTP 400: invalid phase report (phase: Invalid option)", logs.output[0])
+
+
+class UnixSocketTest(unittest.TestCase):
+    """An agent reached over its Unix socket (ROBUSTRL_AGENT_SOCKET): the framework in another container of the node."""
+
+    def setUp(self) -> None:
+        import socketserver
+        import tempfile
+
+        self.dir = tempfile.TemporaryDirectory()
+        self.path = os.path.join(self.dir.name, "agent.sock")
+        seen: List[Tuple[str, str, Any]] = []
+        self.seen = seen
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def address_string(self) -> str:
+                return "unix"
+
+            def do_PUT(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                seen.append(("PUT", self.path, json.loads(self.rfile.read(length))))
+                data = b'{"engines": []}'
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                seen.append(("GET", self.path, None))
+                self.send_response(400 if self.path == "/v1/restart" else 200)
+                data = b'{"error": "no restart yet"}' if self.path == "/v1/restart" else b'{"machineId": "m-1"}'
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+            daemon_threads = True
+
+        self.server = Server(self.path, Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def tearDown(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.dir.cleanup()
+
+    def test_requests_and_refusals_over_the_socket(self) -> None:
+        client = AgentClient(url="unix:" + self.path, raise_on_error=True)
+        self.assertEqual(client.status(), {"machineId": "m-1"})
+        client.set_engines({"tp0": "http://10.0.0.7:8000"})
+        with self.assertRaises(AgentError) as refused:
+            client._send("GET", "/v1/restart", None)
+        self.assertEqual((refused.exception.status, str(refused.exception)), (400, "GET /v1/restart: HTTP 400: no restart yet"))
+        self.assertEqual([(m, p) for m, p, _ in self.seen], [("GET", "/v1/status"), ("PUT", "/v1/engines"), ("GET", "/v1/restart")])
+        self.assertEqual(self.seen[1][2], {"engines": [{"name": "tp0", "url": "http://10.0.0.7:8000"}]})
+
+    def test_the_environment_names_the_socket(self) -> None:
+        with mock.patch.dict(os.environ, {"ROBUSTRL_AGENT_URL": "unix://" + self.path}):
+            self.assertEqual(AgentClient(raise_on_error=True).status(), {"machineId": "m-1"})
+
+    def test_a_missing_socket_is_unreachable_and_a_relative_path_refused(self) -> None:
+        with self.assertRaises(AgentError) as gone:
+            AgentClient(url="unix:" + self.path + ".gone", raise_on_error=True).status()
+        self.assertIsNone(gone.exception.status)
+        self.assertIn("agent unreachable", str(gone.exception))
+        with self.assertRaises(ValueError):
+            AgentClient(url="unix:agent.sock")
 
 
 class UnreachableAgentTest(unittest.TestCase):

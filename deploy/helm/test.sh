@@ -46,11 +46,15 @@ validate() { # kubeconform, strict, offline; the ServiceMonitor CRD has no schem
     -schema-location "${SCHEMAS}/{{ .NormalizedKubernetesVersion }}-local{{ .StrictSuffix }}/{{ .ResourceKind }}{{ .KindSuffix }}.json"
 }
 
-for values in external bundled secured; do
-  f="${DIR}/test/values-${values}.yaml"
-  "${HELM}" lint --strict "${CHART}" -f "${f}" >/dev/null || fail "helm lint (${values}): $("${HELM}" lint --strict "${CHART}" -f "${f}" 2>&1 | tail -5)"
+# The verl example is rendered over the production settings, as a user installs it (less their role
+# command: its framework starts its own processes).
+verl=(-f "${DIR}/test/values-external.yaml" -f "${DIR}/examples/verl-values.yaml" --set agent.rolloutCommand=)
+for values in external bundled secured verl; do
+  f=(-f "${DIR}/test/values-${values}.yaml")
+  [[ "${values}" == verl ]] && f=("${verl[@]}")
+  "${HELM}" lint --strict "${CHART}" "${f[@]}" >/dev/null || fail "helm lint (${values}): $("${HELM}" lint --strict "${CHART}" "${f[@]}" 2>&1 | tail -5)"
   pass "helm lint --strict (${values})"
-  rendered="$("${HELM}" template rl "${CHART}" -n robustrl --kube-version "${K8S_VERSION}" -f "${f}")" || fail "helm template (${values})"
+  rendered="$("${HELM}" template rl "${CHART}" -n robustrl --kube-version "${K8S_VERSION}" "${f[@]}")" || fail "helm template (${values})"
   summary="$(validate <<<"${rendered}")" || fail "kubeconform (${values}): ${summary}"
   pass "kubeconform -strict, Kubernetes ${K8S_VERSION} (${values}): $(tail -1 <<<"${summary}")"
   (cd "${ROOT}" && node "${DIR}/test/check-rendered.js" <<<"${rendered}") || fail "rendered rules (${values})"
@@ -74,6 +78,12 @@ refused "agents without the control plane's public key (a forged retirement woul
 refused "the chart's defaults with a job named (agents without keys)" "are required with agent.enabled" --set agent.jobId=job-1 --set kafka.bundled=true --set postgresql.bundled=true --set secrets.identitySecret=chart-test-identity-secret-0123456789abcdef --set 'secrets.httpTokens={chart-test-operator-token-0123}' --set secrets.postgresPassword=chart-test-postgres-pw
 refused "trainer agents without their role certificate (their registration would be refused)" "agent.roleCertificateHostPath is required for agent.role=trainer" "${base[@]}" --set agent.role=trainer
 refused "an unknown role (values.schema.json)" "agent.role" "${base[@]}" --set agent.role=bogus
+refused "a role command with cooperate mode" "no trainerCommand or rolloutCommand with agent.integration=cooperate" "${verl[@]}" --set agent.pools.rollout.rolloutCommand=x
+refused "a trainer pool without its role certificate" "agent.roleCertificateHostPath is required for agent.role=trainer (agent.pools.trainer)" "${verl[@]}" --set agent.pools.trainer.roleCertificateHostPath=
+refused "workers of a pool with no agent" "job.workers.rollout.pool: \"gpu\" is not one of agent.pools (rollout, trainer)" "${verl[@]}" --set job.workers.rollout.pool=gpu
+refused "a job without its image" "job.image.repository is required" "${verl[@]}" --set job.image.repository=
+refused "a pool without its nodes' labels (values.schema.json)" "nodeSelector" "${verl[@]}" --set agent.pools.extra.role=rollout
+refused "a malformed engine list (values.schema.json)" "agent.pools.rollout.engines" "${verl[@]}" --set agent.pools.rollout.engines=a:8000
 secured=(-f "${DIR}/test/values-secured.yaml")
 refused "a Kafka login without TLS" "a login is never sent in the clear" "${secured[@]}" --set kafka.tls.enabled=false
 refused "a Kafka login without the services' passwords" "kafka.sasl.loginsSecret is required" "${secured[@]}" --set kafka.sasl.loginsSecret=

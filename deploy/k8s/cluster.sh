@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A real Kubernetes control plane on this machine, for the deploy tests: etcd, kube-apiserver (token
-# auth, RBAC), kube-controller-manager and kube-scheduler, and kwok playing the kubelets of four nodes —
-# gpu-0 and gpu-1 (labelled nvidia.com/gpu.present=true) and cpu-0 and cpu-1. Pods are scheduled by
+# auth, RBAC), kube-controller-manager and kube-scheduler, and kwok playing the kubelets of five nodes —
+# gpu-0, gpu-1 and gpu-2 (labelled nvidia.com/gpu.present=true, 8 GPUs each, pools trainer, rollout, rollout) and cpu-0 and cpu-1. Pods are scheduled by
 # the real scheduler and marked Running by kwok; no container runs.
 #
 # Usage: deploy/k8s/cluster.sh up | down | kubeconfig      (state in ${ROBUSTRL_K8S_DIR:-/var/tmp/robustrl-k8s})
@@ -70,23 +70,26 @@ KUBECONFIG
   start kube-scheduler "${BIN}/kube-scheduler" --kubeconfig "${KUBECONFIG_FILE}" --leader-elect=false --secure-port 0
   start kwok "${BIN}/kwok" --kubeconfig "${KUBECONFIG_FILE}" --config "${BUILD}/kwok-stages.yaml" \
     --manage-all-nodes=true --cidr 10.0.0.1/24 --node-ip 10.0.0.1
-  for node in gpu-0 gpu-1 cpu-0 cpu-1; do
-    local gpu=false
-    [[ "${node}" == gpu-* ]] && gpu=true
+  # gpu-0 is the trainer pool's, gpu-1 and gpu-2 the rollout pool's (robustrl.io/pool), 8 GPUs each.
+  for node in gpu-0 gpu-1 gpu-2 cpu-0 cpu-1; do
+    local gpu=false pool=none gpus=0
+    [[ "${node}" == gpu-* ]] && gpu=true gpus=8
+    [[ "${node}" == gpu-0 ]] && pool=trainer
+    [[ "${node}" == gpu-[12] ]] && pool=rollout
     kubectl --kubeconfig "${KUBECONFIG_FILE}" apply -f - >/dev/null <<NODE
 apiVersion: v1
 kind: Node
 metadata:
   name: ${node}
   annotations: { node.alpha.kubernetes.io/ttl: '0', kwok.x-k8s.io/node: fake }
-  labels: { kubernetes.io/hostname: ${node}, kubernetes.io/os: linux, type: kwok, nvidia.com/gpu.present: '${gpu}' }
+  labels: { kubernetes.io/hostname: ${node}, kubernetes.io/os: linux, type: kwok, nvidia.com/gpu.present: '${gpu}', robustrl.io/pool: ${pool} }
 status:
-  allocatable: { cpu: '64', memory: 512Gi, pods: '110' }
-  capacity: { cpu: '64', memory: 512Gi, pods: '110' }
+  allocatable: { cpu: '64', memory: 1Ti, pods: '110', nvidia.com/gpu: '${gpus}' }
+  capacity: { cpu: '64', memory: 1Ti, pods: '110', nvidia.com/gpu: '${gpus}' }
 NODE
   done
-  wait_for "4 Ready nodes" 60 bash -c "[[ \$(kubectl --kubeconfig '${KUBECONFIG_FILE}' get nodes --no-headers 2>/dev/null | grep -c ' Ready ') == 4 ]]"
-  log "up: kube-apiserver https://127.0.0.1:${API_PORT}, nodes gpu-0 gpu-1 cpu-0 cpu-1 (KUBECONFIG=${KUBECONFIG_FILE})"
+  wait_for "5 Ready nodes" 60 bash -c "[[ \$(kubectl --kubeconfig '${KUBECONFIG_FILE}' get nodes --no-headers 2>/dev/null | grep -c ' Ready ') == 5 ]]"
+  log "up: kube-apiserver https://127.0.0.1:${API_PORT}, nodes gpu-0 gpu-1 gpu-2 cpu-0 cpu-1 (KUBECONFIG=${KUBECONFIG_FILE})"
 }
 
 down() {

@@ -14,7 +14,7 @@ bash "${DIR}/cluster.sh" up
 trap 'bash "${DIR}/cluster.sh" down' EXIT
 export KUBECONFIG="$(bash "${DIR}/cluster.sh" kubeconfig)"
 k() { kubectl --kubeconfig "${KUBECONFIG}" "$@"; }
-pass "kube-apiserver, controller-manager, scheduler and 4 kwok nodes up: $(k get nodes --no-headers | awk '{print $1"="$2}' | tr '\n' ' ')"
+pass "kube-apiserver, controller-manager, scheduler and 5 kwok nodes up: $(k get nodes --no-headers | awk '{print $1"="$2}' | tr '\n' ' ')"
 
 # The orchestrator's suite on the real API server (the integration tier's Kafka/PostgreSQL are not
 # used by it: named, so jest's global setup starts none).
@@ -33,7 +33,7 @@ control="$(grep -v '^agent ' <<<"${pods}")"
 agents="$(grep '^agent ' <<<"${pods}")"
 [[ "$(wc -l <<<"${control}")" -ge 5 ]] && ! grep -q ' gpu-' <<<"${control}" && pass "the control plane runs off GPU nodes: $(awk '{print $1"@"$2}' <<<"${control}" | tr '\n' ' ')" ||
   fail "control-plane placement: ${control}"
-[[ "$(awk '{print $2}' <<<"${agents}" | sort | tr '\n' ' ')" == "gpu-0 gpu-1 " ]] && pass "one agent on each GPU node, none elsewhere: $(awk '{print $1"@"$2}' <<<"${agents}" | tr '\n' ' ')" ||
+[[ "$(awk '{print $2}' <<<"${agents}" | sort | tr '\n' ' ')" == "gpu-0 gpu-1 gpu-2 " ]] && pass "one agent on each GPU node, none elsewhere: $(awk '{print $1"@"$2}' <<<"${agents}" | tr '\n' ' ')" ||
   fail "agent placement: ${agents}"
 
 sa=system:serviceaccount:robustrl:rl-robustrl-controller
@@ -44,3 +44,30 @@ can() { k auth can-i "$@" --as "${sa}" 2>/dev/null || true; }
   pass "and nothing more: no secrets, no pod creation, no node deletion, no other namespace" || fail "controller RBAC too wide"
 
 "${HELM}" uninstall rl --kubeconfig "${KUBECONFIG}" -n robustrl --wait >/dev/null && pass "helm uninstall" || fail "helm uninstall"
+
+# A verl-shaped job (deploy/helm/examples/verl-values.yaml): a trainer pool (gpu-0) and a rollout pool
+# (gpu-1, gpu-2). Three rollout machines asked for on two rollout nodes: the third waits, never doubling up.
+"${HELM}" install job "${ROOT}/deploy/helm/robustrl" --kubeconfig "${KUBECONFIG}" -n verl --create-namespace \
+  -f "${ROOT}/deploy/helm/test/values-external.yaml" -f "${ROOT}/deploy/helm/examples/verl-values.yaml" --set agent.rolloutCommand= \
+  --set job.workers.trainer.replicas=1 --set job.workers.rollout.replicas=3 >/dev/null || fail "helm install (verl example): $(k -n verl get pods -o wide 2>&1)"
+placed() { # COMPONENT: its pods' nodes, or Pending, sorted
+  k -n verl get pods -l "app.kubernetes.io/component=$1" -o custom-columns=NODE:.spec.nodeName,PHASE:.status.phase --no-headers |
+    awk '{print ($1 == "<none>" ? "Pending" : $1)}' | sort | tr '\n' ' '
+}
+for _ in $(seq 1 60); do
+  [[ "$(placed worker-rollout)" == "Pending gpu-1 gpu-2 " && "$(placed worker-trainer)" == "gpu-0 " ]] && break
+  sleep 1
+done
+agents="$(k -n verl get pods -l app.kubernetes.io/component=agent -o custom-columns=POOL:.metadata.labels.robustrl\\.io/agent-pool,NODE:.spec.nodeName --no-headers | sort | tr -s ' ' | tr '\n' ' ')"
+[[ "${agents}" == "rollout gpu-1 rollout gpu-2 trainer gpu-0 " ]] && pass "verl example: an agent per node of each pool ($(tr -s ' ' <<<"${agents}"))" ||
+  fail "verl example agents: ${agents}"
+[[ "$(placed worker-trainer)" == "gpu-0 " && "$(placed worker-rollout)" == "Pending gpu-1 gpu-2 " ]] &&
+  pass "verl example: workers on their pool's nodes, one machine to a node (trainer: $(placed worker-trainer); rollout: $(placed worker-rollout))" ||
+  fail "verl example placement: trainer $(placed worker-trainer), rollout $(placed worker-rollout)"
+why="$(k -n verl get events --field-selector reason=FailedScheduling -o custom-columns=MSG:.message --no-headers | tail -1)"
+grep -q "anti-affinity" <<<"${why}" && pass "verl example: the third rollout machine waits for a rollout node (${why})" || fail "verl example: no anti-affinity refusal: ${why}"
+[[ "$(placed ray-head)" =~ ^cpu- && "$(placed driver)" =~ ^cpu- && "$(placed rollout-manager)" =~ ^cpu- ]] &&
+  pass "verl example: the Ray head, the driver and the router's rollout manager run off GPU nodes" || fail "verl example: head $(placed ray-head), driver $(placed driver)"
+[[ "$(k -n verl get svc job-robustrl-router -o jsonpath='{.spec.type}:{.spec.ports[0].port}')" == "LoadBalancer:8000" ]] &&
+  pass "verl example: the router exposed (LoadBalancer :8000)" || fail "verl example: router service $(k -n verl get svc 2>&1)"
+"${HELM}" uninstall job --kubeconfig "${KUBECONFIG}" -n verl >/dev/null && pass "helm uninstall (verl example)" || fail "helm uninstall (verl example)"

@@ -16,7 +16,9 @@ const check = (ok, what) => {
 };
 const workloads = docs.filter((d) => ['Deployment', 'StatefulSet', 'DaemonSet'].includes(d.kind));
 const component = (d) => d.metadata.labels['app.kubernetes.io/component'];
-const controlPlane = workloads.filter((d) => d.kind !== 'DaemonSet');
+// The job's own machines (job.workers) run on GPU nodes; everything else but the agents is the control plane's.
+const jobWorkers = workloads.filter((d) => component(d).startsWith('worker-'));
+const controlPlane = workloads.filter((d) => d.kind !== 'DaemonSet' && !jobWorkers.includes(d));
 const offGpu = (spec) =>
   (spec.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms ?? []).some((t) =>
     (t.matchExpressions ?? []).some((e) => e.key === gpuKey && e.operator === 'NotIn'),
@@ -87,5 +89,58 @@ if (secured.length > 0) {
       grant.spec.template.spec.containers[0].args.join(' ').startsWith('robustrl kafka grant-all'),
     "the services' ACLs are granted before they start (a pre-install/pre-upgrade Job)",
   );
+}
+if (jobWorkers.length > 0) {
+  // A verl-shaped job: every worker lands where its pool's agent runs, one machine to a node, with the
+  // machine's GPUs and its agent's socket.
+  const sameSelector = (a, b) => JSON.stringify(Object.entries(a ?? {}).sort()) === JSON.stringify(Object.entries(b ?? {}).sort());
+  const agentOf = (w) => agents.find((a) => sameSelector(a.spec.template.spec.nodeSelector, w.spec.template.spec.nodeSelector));
+  check(
+    jobWorkers.every((w) => agentOf(w) && agentOf(w).metadata.labels['robustrl.io/agent-pool'] === w.metadata.labels['robustrl.io/agent-pool']),
+    `every job worker is placed on its agent pool's nodes (${jobWorkers.map((w) => `${component(w)}→${w.metadata.labels['robustrl.io/agent-pool']}`).join(', ')})`,
+  );
+  const oneToANode = (w) =>
+    (w.spec.template.spec.affinity?.podAntiAffinity?.requiredDuringSchedulingIgnoredDuringExecution ?? []).some(
+      (t) => t.topologyKey === 'kubernetes.io/hostname' && sameSelector(t.labelSelector.matchLabels, w.spec.selector.matchLabels),
+    );
+  check(jobWorkers.every(oneToANode), 'no two workers of one pool share a node (a pod is a machine)');
+  const gpus = (w) => Number(w.spec.template.spec.containers[0].resources?.limits?.['nvidia.com/gpu'] ?? 0);
+  check(
+    jobWorkers.every((w) => gpus(w) > 0),
+    `every worker requests its machine's GPUs (${jobWorkers.map(gpus).join(', ')})`,
+  );
+  const socketDir = (spec) => (spec.volumes ?? []).find((v) => v.name === 'agent-socket')?.hostPath?.path;
+  check(
+    jobWorkers.every((w) => {
+      const spec = w.spec.template.spec;
+      const env = envOf(spec.containers[0]);
+      return socketDir(spec) && socketDir(spec) === socketDir(agentOf(w).spec.template.spec) && env.ROBUSTRL_AGENT_URL === 'unix:/run/robustrl/agent.sock';
+    }) && agents.every((a) => envOf(a.spec.template.spec.containers[0]).ROBUSTRL_AGENT_SOCKET === '/run/robustrl/agent.sock'),
+    "every worker reaches its node's agent over the agent's socket (the same node directory)",
+  );
+  check(
+    agents.every(
+      (a) =>
+        envOf(a.spec.template.spec.containers[0]).ROBUSTRL_INTEGRATION === 'cooperate' && !envOf(a.spec.template.spec.containers[0]).ROBUSTRL_ROLLOUT_COMMAND,
+    ),
+    'the agents cooperate: the framework owns the processes, no role command',
+  );
+  const driver = docs.find((d) => d.kind === 'Job' && component(d) === 'driver');
+  check(driver && driver.spec.backoffLimit === 0 && offGpu(driver.spec.template.spec), 'the driver runs once, off GPU nodes (robustrl never restarts it)');
+}
+const router = docs.find((d) => d.kind === 'Service' && component(d) === 'router');
+if (router) {
+  const rm = services.find((d) => component(d) === 'rollout-manager');
+  const c = rm.spec.template.spec.containers[0];
+  check(
+    envOf(c).ROBUSTRL_ROUTER === 'on' &&
+      c.ports.some((p) => p.name === 'router') &&
+      router.spec.ports[0].targetPort === 'router' &&
+      sameLabels(router.spec.selector, rm.spec.selector.matchLabels),
+    `the router is served by the rollout manager and exposed (${router.spec.type ?? 'ClusterIP'} :${router.spec.ports[0].port})`,
+  );
+}
+function sameLabels(a, b) {
+  return JSON.stringify(Object.entries(a).sort()) === JSON.stringify(Object.entries(b).sort());
 }
 process.exit(failed ? 1 : 0);

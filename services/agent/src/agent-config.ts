@@ -17,6 +17,8 @@ export interface AgentConfig {
   dpRank: number | null;
   /** Port of the local HTTP API the framework talks to (ROBUSTRL_HTTP_HOST, loopback by default). */
   apiPort: number;
+  /** The same API on a Unix socket at this path too (ROBUSTRL_AGENT_SOCKET), for a framework in another container of the node. */
+  apiSocket: string | undefined;
   /**
    * The role process's own token for that API, given to it as ROBUSTRL_AGENT_TOKEN (agentApiEnv adds it
    * to the API's caller tokens): minted at start, so it is valid at this agent only — not a token the
@@ -152,6 +154,10 @@ const Env = z.object({
    */
   ROBUSTRL_AGENT_LEASE_SECONDS: z.coerce.number().nonnegative().default(DEFAULT_AGENT_LEASE_SECONDS),
   ROBUSTRL_INFERENCE_URL: z.url({ protocol: /^https?$/, error: "the engine's base URL, http(s)://host:port" }).optional(),
+  ROBUSTRL_AGENT_SOCKET: z
+    .string()
+    .regex(/^\/\S+$/, { error: "the socket's absolute path, e.g. /run/robustrl/agent.sock" })
+    .optional(),
   // Several engines on the machine: name=url, comma separated (engine-endpoints.ts checks the list).
   ROBUSTRL_ENGINES: z.string().optional(),
   ROBUSTRL_ENGINE_WEIGHTS: z
@@ -207,6 +213,7 @@ export function agentConfigFromEnv(env: NodeJS.ProcessEnv): AgentConfig {
     hostAddress: e.ROBUSTRL_ADVERTISE_HOST,
     trainerWorldSize: e.ROBUSTRL_TRAINER_WORLD_SIZE ?? null,
     apiPort: e.ROBUSTRL_AGENT_PORT,
+    apiSocket: e.ROBUSTRL_AGENT_SOCKET,
     apiToken: roleApiToken(env),
     roleCommands,
     integration: e.ROBUSTRL_INTEGRATION,

@@ -20,8 +20,8 @@ import { fetchKeptBatch } from './kept-batch';
 import { exitCodeOf, faultSignal } from './fault-signal';
 import { MachineCommand, staleness } from './command-staleness';
 import { WeightPlane } from './weights/weight-plane';
-import { EngineSet, managedVllmEngines } from './engine-weights/engine-set';
-import { EngineEndpoint, listsEngines } from './engine-endpoints';
+import { MachineEngines } from './engine-weights/machine-engines';
+import { EngineEndpoint } from './engine-endpoints';
 
 export { AGENT_OUTPUT_TYPES, AgentOutputType } from './agent-outputs';
 
@@ -54,9 +54,8 @@ export class AgentRuntime {
   /** The last group restart this machine carried out: what the restarted trainer asks for (GET /v1/restart). */
   restart: RestartContext | null = null;
   /** With ROBUSTRL_ENGINE_WEIGHTS=vllm: keeps the rollout engine on the newest version held whole. */
-  private engineWeights?: EngineSet;
   /** The engines this machine hosts: its settings', or those its framework told (setEngines). */
-  private engines: EngineEndpoint[];
+  private readonly engines: MachineEngines;
   /** The trainer role held on broker contact (broker-lease.ts). */
   private readonly leaseGuard: RoleLeaseGuard;
   /**
@@ -73,8 +72,23 @@ export class AgentRuntime {
     readonly config: AgentConfig,
   ) {
     this.role = config.role;
-    this.engines = config.engines;
     this.logger = new Logger(`agent/${config.machineId}`);
+    this.engines = new MachineEngines(
+      config.machineId,
+      config.engines,
+      {
+        mode: config.engineWeights,
+        deadlineMs: config.engineLoadDeadlineMs,
+        toldLater: config.integration === 'cooperate',
+        held: () => this.heldForEngine(),
+        // The engines' phase, reported for them; only a change is an event.
+        phase: (phase, version) => {
+          if (this.role === 'rollout' && this.phase !== phase) void this.reportPhase(phase, version);
+        },
+        onStalled: (detail, how, forMs) => void this.signalEngineStalled(detail, how === 'load' ? 'weight-load-stalled' : 'engine-unresponsive', forMs),
+      },
+      this.logger,
+    );
     this.mailbox = config.integration === 'cooperate' ? new CommandMailbox(config.frameworkAttachedMs) : null;
     this.supervised = this.mailbox
       ? null
@@ -131,7 +145,7 @@ export class AgentRuntime {
     // Without UCX the machine registers without a weight server: the registry leaves it out of weight
     // transfer, and the weight endpoints of the API answer 503 with the reason.
     await this.weights.start();
-    this.manageEngineWeights();
+    this.engines.start();
     await this.register();
     const command = this.supervised?.command();
     const worldSize = this.config.trainerWorldSize;
@@ -186,35 +200,12 @@ export class AgentRuntime {
     return this.firstGroup ? { group: this.firstGroup, env: groupEnv(this.firstGroup), restart: null } : null;
   }
 
-  /** Where the agent loads versions into the engines (ROBUSTRL_ENGINE_WEIGHTS=vllm): their syncs, made again when the engines change. */
-  private manageEngineWeights(): void {
-    if (this.config.engineWeights !== 'vllm') return;
-    this.engineWeights?.stop();
-    this.engineWeights = undefined;
-    if (this.engines.length === 0 && !this.supervised) {
-      this.logger.log('no engines yet: versions are loaded once the framework tells its engines (PUT /v1/engines)');
-      return;
-    }
-    this.engineWeights = managedVllmEngines(
-      { engines: this.engines, engineLoadDeadlineMs: this.config.engineLoadDeadlineMs },
-      () => this.heldForEngine(),
-      (phase, version) => {
-        // The engines' phase, reported for them; only a change is an event.
-        if (this.role === 'rollout' && this.phase !== phase) void this.reportPhase(phase, version);
-      },
-      (detail, how, forMs) => void this.signalEngineStalled(detail, how === 'load' ? 'weight-load-stalled' : 'engine-unresponsive', forMs),
-    );
-    this.engineWeights.start();
-  }
-
   /**
    * The engines the framework started (cooperate mode: it owns them, so only it knows where they listen):
    * the machine registers again with them, and the router, the pool and the agent's loads follow.
    */
   async setEngines(engines: EngineEndpoint[]): Promise<void> {
-    this.engines = engines;
-    this.logger.log(`engines on this machine: ${engines.map((e) => `${e.engineId} at ${e.url}`).join(', ')}`);
-    this.manageEngineWeights();
+    this.engines.set(engines);
     await this.register();
   }
 
@@ -233,8 +224,7 @@ export class AgentRuntime {
         hostAddress: this.config.hostAddress,
         dpRank: this.config.dpRank,
         ...(weightsAddress ? { weightsAddress } : {}),
-        // One engine under the machine's own id is its `inferenceUrl`, as agents always registered it.
-        ...(listsEngines(this.config.machineId, this.engines) ? { engines: this.engines } : this.engines.length ? { inferenceUrl: this.engines[0].url } : {}),
+        ...this.engines.registration(),
         incarnation: this.incarnation,
         ...this.certificateOf(this.role),
       },
@@ -246,7 +236,7 @@ export class AgentRuntime {
     this.closing = true;
     this.gpu.stop();
     this.leaseGuard.stop();
-    this.engineWeights?.stop();
+    this.engines.stop();
     await this.subscription?.close();
     await this.executor.close();
     await this.weights.stop();
@@ -270,8 +260,7 @@ export class AgentRuntime {
       ...this.executor.status(),
       gpuActivitySource: this.gpu.status(),
       weights: { available: this.weights.available, address: this.weights.address },
-      engines: this.engines,
-      ...(this.engineWeights ? { engineWeights: { engines: this.engineWeights.loads() } } : {}),
+      ...this.engines.status(),
     };
   }
 
@@ -429,9 +418,9 @@ export class AgentRuntime {
     if (this.role !== 'rollout') throw new Error(`${this.config.machineId} is a ${this.role} now, not a rollout`);
     await this.weights.dropPulled(`the rollout engine restarts in place (${m.data.recoveryId})`);
     await this.executor.restartEngine(m);
-    this.engineWeights?.engineRestarted();
+    this.engines.restarted();
     // Until it answers again (a managed engine's phase is the agent's to report; a framework reports its own).
-    if (this.engineWeights) await this.reportPhase('initializing', this.step);
+    if (this.engines.loading) await this.reportPhase('initializing', this.step);
   }
 
   /** Hand this rollout machine to the trainer group: stop generating, switch role; the trainer group restart starts the trainer here. */

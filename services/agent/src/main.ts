@@ -2,6 +2,7 @@ import { busIdentityFromEnv } from '@robustrl/bus';
 import { runService, serviceConfigFromEnv } from '@robustrl/service-kit';
 import { agentApiEnv, agentConfigFromEnv } from './agent-config';
 import { AgentModule } from './agent.module';
+import { listenOnSocket } from './api-socket';
 
 async function main(): Promise<void> {
   // Validate first: a misconfigured agent says what is wrong before connecting to anything.
@@ -20,6 +21,12 @@ async function main(): Promise<void> {
     AgentModule,
   ]);
   const url = (await service.app.getUrl()).replace('[::1]', '127.0.0.1');
+  if (agent.apiSocket) {
+    // The same application on the socket; closed (and its file removed) when the API's server closes.
+    const socket = await listenOnSocket(service.app.getHttpAdapter().getInstance(), agent.apiSocket);
+    service.app.getHttpServer().once('close', () => socket.close());
+    console.log(`agent: local API also on unix:${agent.apiSocket}`);
+  }
   await service.app.get(AgentModule).startWithApi(url);
 }
 

@@ -84,8 +84,19 @@ checks the types): what would otherwise surface as a pod failing at start.
 {{- if and .Values.agent.enabled (not .Values.agent.controlPlanePublicKey) -}}
 {{- fail "agent.controlPlanePublicKey is required with agent.enabled: without it an agent acts on a retirement, release or probe any other agent wrote. Set it to `robustrl identity control-plane-public-key`" -}}
 {{- end -}}
-{{- if and .Values.agent.enabled (has .Values.agent.role (list "trainer" "hybrid")) (not .Values.agent.roleCertificateHostPath) -}}
-{{- fail (printf "agent.roleCertificateHostPath is required for agent.role=%s: the services refuse a %s's registration without the operator's certificate for its role. On each node write `robustrl identity role-certificate <node name> %s` to that path" .Values.agent.role .Values.agent.role .Values.agent.role) -}}
+{{- if .Values.agent.enabled -}}
+{{- range $name, $p := fromYaml (include "robustrl.agentPools" .) -}}
+{{- $where := ternary "agent" (printf "agent.pools.%s" $name) (eq $name "") -}}
+{{- if and (has $p.role (list "trainer" "hybrid")) (not $p.roleCertificateHostPath) -}}
+{{- fail (printf "agent.roleCertificateHostPath is required for agent.role=%s (%s): the services refuse a %s's registration without the operator's certificate for its role. On each node write `robustrl identity role-certificate <node name> %s` to that path" $p.role $where $p.role $p.role) -}}
+{{- end -}}
+{{- if and (eq $.Values.agent.integration "cooperate") (or $p.trainerCommand $p.rolloutCommand) -}}
+{{- fail (printf "%s: no trainerCommand or rolloutCommand with agent.integration=cooperate, where the framework starts its own processes" $where) -}}
+{{- end -}}
+{{- if and (ne $name "") (not (index $.Values.agent.pools $name).nodeSelector) -}}
+{{- fail (printf "agent.pools.%s.nodeSelector is required: the labels of the pool's nodes" $name) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 {{- with .Values.kafka.sasl -}}
 {{- if .mechanism -}}
@@ -168,4 +179,35 @@ username; an agent's uses $(ROBUSTRL_MACHINE_ID)), passwordFile. Volumes: robust
 {{- if and .Values.kafka.tls.enabled .Values.kafka.tls.caSecret }}
 - { name: kafka-ca, mountPath: /run/secrets/kafka-ca, readOnly: true }
 {{- end }}
+{{- end -}}
+
+{{/*
+The agent's node pools, name → settings, each pool's own over the agent's defaults (values.yaml `agent`).
+No pools: one unnamed pool, every GPU node, as `agent.role`. Every pool stays on GPU nodes (gpuNodeLabel is
+added to its nodeSelector): management roles never share a GPU machine the other way round either.
+*/}}
+{{- define "robustrl.agentPools" -}}
+{{- $a := .Values.agent -}}
+{{- $gpu := dict .Values.gpuNodeLabel.key .Values.gpuNodeLabel.value -}}
+{{- $defaults := dict "role" $a.role "trainerCommand" $a.trainerCommand "rolloutCommand" $a.rolloutCommand "trainerWorldSize" $a.trainerWorldSize "gpus" $a.gpus "roleCertificateHostPath" $a.roleCertificateHostPath "engines" "" "engineWeights" "off" "resources" $a.resources "env" dict "nodeSelector" dict -}}
+{{- $pools := dict -}}
+{{- if $a.pools -}}
+{{- range $name, $p := $a.pools -}}
+{{- $merged := merge (deepCopy $p) (deepCopy $defaults) -}}
+{{- $_ := set $merged "nodeSelector" (merge (deepCopy $p.nodeSelector) $gpu) -}}
+{{- $_ := set $merged "env" (merge (deepCopy ($p.env | default dict)) (deepCopy $a.env)) -}}
+{{- $_ := set $pools $name $merged -}}
+{{- end -}}
+{{- else -}}
+{{- $merged := deepCopy $defaults -}}
+{{- $_ := set $merged "nodeSelector" $gpu -}}
+{{- $_ := set $merged "env" (deepCopy $a.env) -}}
+{{- $_ := set $pools "" $merged -}}
+{{- end -}}
+{{- toYaml $pools -}}
+{{- end -}}
+
+{{/* Where the framework's pods find their node's agent: its socket in agent.socketDir. */}}
+{{- define "robustrl.agentSocket" -}}
+/run/robustrl/agent.sock
 {{- end -}}

@@ -42,7 +42,7 @@ describe('EngineSet: every engine of a machine on the version its agent holds', 
   let phases: string[];
   let stalls: string[];
   let syncs: EngineWeightSync[];
-  let set: EngineSet;
+  let set: EngineSet | undefined;
 
   beforeEach(async () => {
     engines = [new FakeVllm(), new FakeVllm()];
@@ -51,24 +51,27 @@ describe('EngineSet: every engine of a machine on the version its agent holds', 
     phases = [];
     stalls = [];
     syncs = [];
+  });
+  /** The set over both engines, each look a tick of the test's (a long interval), loads given `deadlineMs`. */
+  const build = (deadlineMs: number) => {
     set = new EngineSet(
       engines.map((e, i) => ({ engineId: `m/e${i}`, url: e.url })),
       (e, phase, onStalled) => {
-        // Ticked by the test (a long interval): each look is one call.
-        const sync = new EngineWeightSync(new VllmEngineClient(e.url), () => version, e.engineId, 60_000, phase, undefined, { deadlineMs: 50, onStalled });
+        const sync = new EngineWeightSync(new VllmEngineClient(e.url), () => version, e.engineId, 60_000, phase, undefined, { deadlineMs, onStalled });
         syncs.push(sync);
         return sync;
       },
       (phase, v) => phases.push(`${phase}@${v}`),
       (detail) => stalls.push(detail),
     );
-  });
+  };
   afterEach(async () => {
-    set.stop();
+    set?.stop();
     await Promise.all(engines.map((e) => e.stop()));
   });
 
   it('loads the one held copy into each engine, and reports the machine as serving only the version all of them serve', async () => {
+    build(30_000);
     version = held(2);
     await syncs[0].tick();
     expect(engines[0].version).toBe('2');
@@ -77,7 +80,7 @@ describe('EngineSet: every engine of a machine on the version its agent holds', 
     await syncs[1].tick();
     expect(engines[1].version).toBe('2');
     expect(engines[1].bodies[0]).toMatchObject({ kwargs: { version: 2, parts: [{ path: '/dev/shm/v2' }] } });
-    expect(set.loads().map((l) => [l.engineId, l.loaded?.version])).toEqual([
+    expect(set!.loads().map((l) => [l.engineId, l.loaded?.version])).toEqual([
       ['m/e0', 2],
       ['m/e1', 2],
     ]);
@@ -87,6 +90,7 @@ describe('EngineSet: every engine of a machine on the version its agent holds', 
   });
 
   it('reports a wedged load with the id of the engine it stalled in', async () => {
+    build(1_000);
     await syncs[0].tick();
     await syncs[1].tick();
     engines[1].hangLoads = true;
@@ -94,7 +98,7 @@ describe('EngineSet: every engine of a machine on the version its agent holds', 
     await syncs[0].tick();
     await syncs[1].tick();
     expect(engines[0].version).toBe('3');
-    expect(stalls).toEqual([expect.stringMatching(/^engine m\/e1: the engine did not finish loading version 3 within 0.05 s/)]);
+    expect(stalls).toEqual([expect.stringMatching(/^engine m\/e1: the engine did not finish loading version 3 within 1 s/)]);
   });
 });
 
