@@ -1,5 +1,5 @@
 import { draft } from '@robustrl/contracts';
-import { InFlightPull, PullFailureReason, trainerCanServe, WeightRegistryDraft, WeightRegistryState } from './weight-registry.state';
+import { InFlightPull, PullFailureReason, pullerRestarted, trainerCanServe, WeightRegistryDraft, WeightRegistryState } from './weight-registry.state';
 
 /**
  * Trainer failure during pulling (paper §5.2.2): "the process is interrupted, and the partially updated
@@ -37,11 +37,19 @@ export function abandonments(state: WeightRegistryState): WeightRegistryDraft[] 
  * Relay server failure during pulling (paper §5.2.2): a pull whose source died, was lent, or lost the
  * bucket fails with `source-lost`; the puller keeps what it completed and the scheduler gives it the
  * same bucket from another living holder. A pull whose puller stopped serving fails with `puller-gone`,
- * which frees its source for someone else. (The index keeps the pulls that must fail.)
+ * which frees its source for someone else; one whose puller's agent restarted since it was assigned (the
+ * new process never heard of it) with `puller-restarted`. (The index keeps the pulls that must fail.)
  */
 export function stalePulls(state: WeightRegistryState): WeightRegistryDraft[] {
   return sortedPulls(state, state.index.stalePulls).map((pull) =>
-    failed(pull, state.index.rolloutSet.has(pull.pullerId) ? PullFailureReason.sourceLost : PullFailureReason.pullerGone),
+    failed(
+      pull,
+      !state.index.rolloutSet.has(pull.pullerId)
+        ? PullFailureReason.pullerGone
+        : pullerRestarted(state.machines, pull)
+          ? PullFailureReason.pullerRestarted
+          : PullFailureReason.sourceLost,
+    ),
   );
 }
 

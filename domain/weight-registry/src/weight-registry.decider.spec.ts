@@ -368,6 +368,20 @@ describe('weight registry: a machine registering again', () => {
     expect(run.state.machines['r-0'].weightsAddress).toBe('r-0:9100');
     expect(run.pull('r-0').sourceId).toBe('r-1');
   });
+
+  it("a pull assigned to the old agent process fails and is assigned again: the new one never heard of it (a task restart's stall)", () => {
+    const run = new Run(D, [register('trainer-0', 0, 'trainer'), withIncarnation('r-0', 0, 'a'), publish(1, 1, { buckets: 1 })]);
+    expect(run.pull('r-0')).toMatchObject({ pullId: 'w1/b0/r-0#1', pullerIncarnation: 'a' });
+    // The agent restarts (new process, new weight server) before it reported the pull either way.
+    const out = run.send(withIncarnation('r-0', 5, 'b', 'r-0:9100'));
+    expect(out).toEqual([
+      draft('WeightPullFailed', { pullId: 'w1/b0/r-0#1', version: 1, bucketIndex: 0, pullerId: 'r-0', sourceId: 'trainer-0', reason: 'puller-restarted' }),
+      assigned(1, 0, 'r-0', 'trainer-0', 2, { buckets: 1 }),
+    ]);
+    expect(run.pull('r-0')).toMatchObject({ pullId: 'w1/b0/r-0#2', pullerIncarnation: 'b' });
+    run.complete('r-0');
+    expect(run.state.relays['r-0@1']).toBeDefined();
+  });
 });
 
 describe('weight registry: retention keeps the newest K versions', () => {

@@ -123,7 +123,7 @@ export function evolveWeightRegistry(state: WeightRegistryState, fact: RegistryF
       const attempt = attemptsOf(state, d.version, shard, d.bucketIndex, d.pullerId) + 1;
       // Only the next pull id of its (version, shard, bucket, puller) applies: a redelivered older one does not.
       if (d.pullId !== pullIdFor(d.version, shard, d.bucketIndex, d.pullerId, attempt)) return state;
-      const pull = inFlight(d);
+      const pull = inFlight(d, state.machines[d.pullerId]?.incarnation);
       state.pulls[d.pullId] = pull;
       ((state.attempts[key] ??= {})[shard] ??= {})[d.bucketIndex] = attempt;
       addPull(state, pull);

@@ -1,6 +1,16 @@
 import { add, byId, count, insertSorted, push, remove, removeSorted, sortedIndex } from './collections';
 import type { InFlightPull, RegistryData, WeightRegistryState } from './weight-registry.state';
-import { holdsBucket, isLiveRollout, isMachineDown, liveRollouts, machineOf, publishedShards, relayKey, shardOf } from './weight-registry.state';
+import {
+  holdsBucket,
+  isLiveRollout,
+  isMachineDown,
+  liveRollouts,
+  machineOf,
+  publishedShards,
+  pullerRestarted,
+  relayKey,
+  shardOf,
+} from './weight-registry.state';
 
 /**
  * What the registry derives from its facts so that deciding on one message costs what the message
@@ -185,9 +195,9 @@ export function whyNotRelaying(s: WeightRegistryState, instanceId: string, versi
   return null;
 }
 
-/** Whether an in-flight pull must fail (`stalePulls`): its puller stopped serving or its source no longer serves. */
+/** Whether an in-flight pull must fail (`stalePulls`): its puller stopped serving or restarted since, or its source no longer serves. */
 function pullIsStale(s: WeightRegistryState, p: InFlightPull): boolean {
-  if (!s.index.rolloutSet.has(p.pullerId)) return true;
+  if (!s.index.rolloutSet.has(p.pullerId) || pullerRestarted(s.machines, p)) return true;
   const v = s.versions[p.version];
   if (!v || v.status !== 'live') return true;
   const shard = v.shards[shardOf(p)];

@@ -61,6 +61,8 @@ export const PullFailureReason = {
   sourceLost: 'source-lost',
   /** The puller itself stopped serving (dead, lent, deregistered). */
   pullerGone: 'puller-gone',
+  /** The puller's agent process restarted since the pull was assigned to it: the new one never heard of it. */
+  pullerRestarted: 'puller-restarted',
 } as const;
 const REGISTRY_REASONS: readonly string[] = Object.values(PullFailureReason);
 
@@ -154,6 +156,12 @@ export interface InFlightPull {
   bucketIndex: number;
   pullerId: string;
   sourceId: string;
+  /**
+   * The puller's agent process when the pull was assigned (absent from older snapshots and agents): a
+   * puller that registered again since (a restarted agent, a task restart) never carries it out — its
+   * new process knows nothing of it — so the pull fails and the bucket is assigned again.
+   */
+  pullerIncarnation?: string;
 }
 
 export interface Relay {
@@ -240,14 +248,19 @@ export const attemptsOf = (
   pullerId: string,
 ): number => Math.max(state.attempts[attemptKey(version, pullerId)]?.[shard]?.[bucketIndex] ?? 0, state.retiredAttempts[version] ?? 0);
 /** The pull as the state keeps it: its shard only when not 0, as on the wire. */
-export const inFlight = (d: Omit<InFlightPull, 'shard'> & { shard?: number }): InFlightPull => ({
+export const inFlight = (d: Omit<InFlightPull, 'shard' | 'pullerIncarnation'> & { shard?: number }, pullerIncarnation?: string): InFlightPull => ({
   pullId: d.pullId,
   version: d.version,
   ...(shardOf(d) !== 0 ? { shard: shardOf(d) } : {}),
   bucketIndex: d.bucketIndex,
   pullerId: d.pullerId,
   sourceId: d.sourceId,
+  ...(pullerIncarnation !== undefined ? { pullerIncarnation } : {}),
 });
+
+/** Whether the pull's puller registered as another agent process since the pull was assigned to it. */
+export const pullerRestarted = (machines: Record<string, RegistryMachine>, p: InFlightPull): boolean =>
+  p.pullerIncarnation !== undefined && machines[p.pullerId]?.incarnation !== p.pullerIncarnation;
 /**
  * Pull ids come from state alone (their cause: version, shard, bucket, puller, attempt), so a redelivered
  * input that re-runs decide names the same pull. Shard 0 keeps the form ids had before shards.

@@ -9,6 +9,7 @@ import {
   liveRollouts,
   liveVersions,
   PullFailureReason,
+  pullerRestarted,
   shardOf,
   trainerCanServe,
   WeightRegistryDraft,
@@ -50,12 +51,13 @@ export function abandonments(state: WeightRegistryState): WeightRegistryDraft[] 
  * Relay server failure during pulling (paper §5.2.2): a pull whose source died, was lent, or lost the
  * bucket fails with `source-lost`; the puller keeps what it completed and the scheduler gives it the
  * same bucket from another living holder. A pull whose puller stopped serving fails with `puller-gone`,
- * which frees its source for someone else.
+ * which frees its source for someone else; one whose puller's agent restarted since, with `puller-restarted`.
  */
 export function stalePulls(state: WeightRegistryState): WeightRegistryDraft[] {
   const out: WeightRegistryDraft[] = [];
   for (const pull of pullsOf(state, () => true)) {
     if (!isLiveRollout(state, pull.pullerId)) out.push(failed(pull, PullFailureReason.pullerGone));
+    else if (pullerRestarted(state.machines, pull)) out.push(failed(pull, PullFailureReason.pullerRestarted));
     else if (!sourceStillServes(state, pull)) out.push(failed(pull, PullFailureReason.sourceLost));
   }
   return out;

@@ -107,7 +107,7 @@ export function evolveWeightRegistry(state: WeightRegistryState, fact: RegistryF
       const mine = state.attempts[key] ?? {};
       return {
         ...state,
-        pulls: { ...state.pulls, [d.pullId]: inFlight(d) },
+        pulls: { ...state.pulls, [d.pullId]: inFlight(d, state.machines[d.pullerId]?.incarnation) },
         attempts: { ...state.attempts, [key]: { ...mine, [shard]: { ...mine[shard], [d.bucketIndex]: attempt } } },
       };
     }
