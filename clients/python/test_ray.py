@@ -21,6 +21,7 @@ try:
     from ray.cluster_utils import Cluster
 
     from robustrl.ray import ElasticWorkerGroup
+    from robustrl_agent import AgentError
 except ImportError:  # pragma: no cover - depends on the interpreter
     ray = None
     if os.environ.get("ROBUSTRL_REQUIRE_RAY") == "1":
@@ -151,6 +152,34 @@ class ElasticWorkerGroupTest(unittest.TestCase):
         kept = sorted(p["machine"] for p in after if p["pid"] in before)
         self.assertEqual(kept, ["rollout-0", "trainer-0", "trainer-0"])
         self.assertEqual([e for a in self.agents.values() for e in a.errors], [], "a removed worker's death is not a fault")
+
+    def test_agents_on_their_nodes_are_called_through_a_relay_there(self) -> None:
+        group = ElasticWorkerGroup(
+            [Machine(m, a.url, "rollout" if m.startswith("rollout") else "trainer") for m, a in self.agents.items()],
+            trainer=Worker,
+            rollout=Worker,
+            actor_options={"trainer": {"num_cpus": 0.1}, "rollout": {"num_cpus": 0.1}},
+            ready_timeout_s=60,
+            stop_grace_s=2,
+            follower_wait_s=0.2,
+            agents_on_nodes=True,
+        )
+        try:
+            group.start(launch_poll_s=0.05)
+            relays = {m: group._clients[m]._relay for m in self.agents}  # type: ignore[attr-defined]
+            self.assertEqual({m: ray.get(r.node.remote(), timeout=30) for m, r in relays.items()}, self.nodes, "each relay on its machine's node")
+            self.agents["rollout-0"].offer({"commandId": "e-r", "type": "RestartRolloutEngine", "attempt": 1, "budget": 2})
+            eventually("the relayed command answered", lambda: "e-r" in self.agents["rollout-0"].outcomes, timeout=60)
+            self.assertEqual(self.agents["rollout-0"].outcomes["e-r"], {"outcome": "succeeded"})
+            # The agent's refusal comes back through the relay as the same error.
+            with self.assertRaises(AgentError) as refused:
+                group._clients["trainer-0"].report_outcome("no-such-command")
+            self.assertEqual((refused.exception.status, refused.exception.message), (404, "no command no-such-command"))
+        finally:
+            group.stop()
+        for relay in relays.values():
+            with self.assertRaises(ray.exceptions.RayActorError):
+                ray.get(relay.node.remote(), timeout=30)
 
     def test_engine_restart_promotion_and_stop(self) -> None:
         self.group.start(launch_poll_s=0.05)

@@ -41,12 +41,15 @@ function run(python: string, args: string[], cwd: string, model: string, timeout
 }
 
 describe('Python side on real torch and vLLM (deploy/local/vllm.sh)', () => {
-  it("robustrl's Python package passes its suite with torch and Ray present (named weights round trip, the Ray worker group on a three-node Ray cluster, the verl backend against verl's interfaces)", () => {
+  it("robustrl's Python package passes its suite with torch and Ray present (named weights round trip, the Ray worker group on a three-node Ray cluster, the verl backend and worker groups against verl's own classes)", () => {
     const { python, model } = venv();
     const output = run(python, ['-m', 'unittest', '-v'], join(REPO, 'clients', 'python'), model, 600_000);
     expect(output).toMatch(/^OK$/m);
     expect(output).not.toMatch(/skipped/);
     expect(output).toMatch(/test_a_killed_worker_is_reported_to_its_machines_agent_and_nothing_else_restarts/);
+    // verl's own RayWorkerGroup, ranks created again in their bundles as the agents' commands say.
+    expect(output).toMatch(/test_a_dead_rank_is_created_again_in_its_place_and_the_others_keep_running/);
+    expect(output).toMatch(/test_agents_on_their_nodes_are_called_through_a_relay_there/);
   }, 630_000);
 
   it('the GRPO example passes its pytest suite: GRPO maths, checkpoints, in-place loads into vLLM, the job and its resume', () => {

@@ -34,6 +34,10 @@ What it does:
   there); ``StopRole`` removes its workers. A command succeeds once the new workers are constructed; a
   constructor that raises fails it with the reason. Every other worker keeps running, and so does the
   driver: the group never restarts anything by itself.
+- **Agents on their nodes** (``agents_on_nodes=True``): each ``Machine``'s URL is its agent as seen on its
+  own node (on Kubernetes, ``unix:/run/robustrl/agent.sock``); the driver's calls go through a relay
+  actor on that node (``robustrl.ray_agent_relay``), so a driver elsewhere never needs the agent's API on
+  the network.
 - **Deaths as evidence.** A worker that dies (its actor killed, its process crashed, its ``run()``
   raised) and was not removed by the group is reported to its machine's agent as ``process-exited``;
   the detector confirms it and the controller decides. A rollout whose ``run()`` returns has stopped
@@ -62,6 +66,7 @@ import ray
 from robustrl_agent import AgentClient, AgentError
 
 from robustrl.cooperate import CommandFollower
+from robustrl.ray_agent_relay import relayed_client
 from robustrl.ray_placement import RESOURCE_PREFIX, ROLES, Machine, machine_resource, trainer_worker_env
 
 __all__ = ["Machine", "ElasticWorkerGroup", "machine_resource", "trainer_worker_env", "RESOURCE_PREFIX"]
@@ -100,6 +105,7 @@ class ElasticWorkerGroup:
         client_factory: Callable[[str], AgentClient] = lambda url: AgentClient(url=url),
         follower_wait_s: float = 20.0,
         report_retry_s: float = 60.0,
+        agents_on_nodes: bool = False,
     ) -> None:
         if trainer_procs_per_machine < 1:
             raise ValueError("trainer_procs_per_machine must be >= 1, got {!r}".format(trainer_procs_per_machine))
@@ -110,6 +116,7 @@ class ElasticWorkerGroup:
         self.ready_timeout_s = ready_timeout_s
         self.stop_grace_s = stop_grace_s
         self._client_factory = client_factory
+        self.agents_on_nodes = agents_on_nodes
         self._follower_wait_s = follower_wait_s
         self.report_retry_s = report_retry_s
         self._lock = threading.RLock()
@@ -187,6 +194,10 @@ class ElasticWorkerGroup:
             follower.stop(timeout=0)
         for machine_id in machine_ids:
             self.destroy_workers(machine_id)
+        for client in list(self._clients.values()):
+            relay = getattr(client, "_relay", None)
+            if relay is not None:
+                ray.kill(relay, no_restart=True)
         if self._watcher is not None:
             self._watcher.join(timeout=5)
 
@@ -298,7 +309,11 @@ class ElasticWorkerGroup:
                 raise ValueError("machine {} is already in the group".format(machine.machine_id))
             self._machines[machine.machine_id] = machine
             # Raising, so a launch refused (404) or a report not taken is seen, not logged and lost.
-            client = copy.copy(self._client_factory(machine.agent_url))
+            client = (
+                relayed_client(machine.machine_id, machine.agent_url)
+                if self.agents_on_nodes
+                else copy.copy(self._client_factory(machine.agent_url))
+            )
             client.raise_on_error = True
             self._clients[machine.machine_id] = client
 

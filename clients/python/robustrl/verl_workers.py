@@ -66,9 +66,18 @@ class ElasticRayWorkerGroup(RayWorkerGroup):  # type: ignore[misc]
         )
         super()._create_worker(rank, pg_idx, pg, local_rank, resource_pool, ray_cls_with_init, worker_env, detached)
 
-    def dead_ranks(self) -> List[int]:
-        """Ranks whose actor is not alive (Ray's view)."""
-        return [rank for rank, worker in enumerate(self._workers) if not self._is_worker_alive(worker)]
+    def dead_ranks(self, timeout_s: float = 10.0) -> List[int]:
+        """Ranks whose actor is dead (asked of each actor; one too busy to answer within ``timeout_s`` is alive)."""
+        refs = [worker.__ray_ready__.remote() for worker in self._workers]
+        dead = []
+        for rank, ref in enumerate(refs):
+            try:
+                ray.get(ref, timeout=timeout_s)
+            except ray.exceptions.GetTimeoutError:
+                pass
+            except ray.exceptions.RayActorError:
+                dead.append(rank)
+        return dead
 
     def replace(self, ranks: Sequence[int], name_free_timeout_s: float = 60.0) -> List[int]:
         """Destroy the actors of ``ranks`` (dead or alive) and create each again in its bundle, as verl did.
@@ -99,13 +108,11 @@ class ElasticRayWorkerGroup(RayWorkerGroup):  # type: ignore[misc]
             for resource in node.get("Resources", {}):
                 if resource.startswith(RESOURCE_PREFIX):
                     machine_of_node[node["NodeID"]] = resource[len(RESOURCE_PREFIX) :]
-        from ray.util.state import get_actor
-
         ranks: Dict[str, List[int]] = {}
-        for rank, worker in enumerate(self._workers):
-            state = get_actor(worker._actor_id.hex())
-            node = getattr(state, "node_id", None) if state is not None else None
-            machine = machine_of_node.get(node or "")
+        for rank, creation in sorted(self._creations.items()):
+            # The node of the rank's bundle (the GCS's placement table: no dashboard needed).
+            nodes = ray.util.placement_group_table(creation["pg"]).get("bundles_to_node_id", {})
+            machine = machine_of_node.get(nodes.get(creation["local_rank"], ""))
             if machine is not None:
                 ranks.setdefault(machine, []).append(rank)
         return ranks

@@ -16,9 +16,11 @@ const check = (ok, what) => {
 };
 const workloads = docs.filter((d) => ['Deployment', 'StatefulSet', 'DaemonSet'].includes(d.kind));
 const component = (d) => d.metadata.labels['app.kubernetes.io/component'];
-// The job's own machines (job.workers) run on GPU nodes; everything else but the agents is the control plane's.
+// The job's own machines (job.workers) run on GPU nodes; everything else but the agents is kept off them.
 const jobWorkers = workloads.filter((d) => component(d).startsWith('worker-'));
 const controlPlane = workloads.filter((d) => d.kind !== 'DaemonSet' && !jobWorkers.includes(d));
+// The job's Ray head is off GPU nodes too, but it is the framework's pod, not one of robustrl's services.
+const jobParts = ['ray-head', 'driver'];
 const offGpu = (spec) =>
   (spec.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms ?? []).some((t) =>
     (t.matchExpressions ?? []).some((e) => e.key === gpuKey && e.operator === 'NotIn'),
@@ -32,7 +34,7 @@ check(
   agents.every((d) => d.spec.template.spec.nodeSelector?.[gpuKey] !== undefined && d.spec.template.spec.hostIPC === true),
   `the agent DaemonSet runs on GPU nodes only, with the node's IPC namespace (${agents.length})`,
 );
-const services = controlPlane.filter((d) => !['kafka', 'postgresql'].includes(component(d)));
+const services = controlPlane.filter((d) => !['kafka', 'postgresql', ...jobParts].includes(component(d)));
 const probes = (c) => c.readinessProbe?.httpGet?.path === '/readyz' && c.livenessProbe?.httpGet?.path === '/healthz';
 check(
   services.length === 5 && services.every((d) => d.spec.template.spec.containers.every(probes)),
