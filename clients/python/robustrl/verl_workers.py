@@ -37,6 +37,7 @@ from verl.single_controller.ray.base import RayWorkerGroup
 from robustrl_agent import AgentClient
 
 from .cooperate import Command, CommandFollower
+from .ray_agent_relay import relayed_client
 from .ray_placement import RESOURCE_PREFIX
 
 __all__ = ["ElasticRayWorkerGroup", "follow_machines"]
@@ -166,10 +167,13 @@ def follow_machines(
     on_replaced: Callable[[List[int]], None],
     agents: Optional[Dict[str, AgentClient]] = None,
     agent_url: Callable[[str], str] = lambda machine_id: "",
+    on_nodes: bool = False,
 ) -> _GroupFollower:
     """Follow the agent of every machine hosting ranks of ``group`` and carry out its commands on them.
 
-    :param agents: each machine's agent client; default ``AgentClient(agent_url(machine))``.
+    :param agents: each machine's agent client; default ``AgentClient(agent_url(machine))``, or with
+        ``on_nodes`` a client through a relay on the machine's node, ``agent_url(machine)`` being the
+        agent's URL there (on Kubernetes ``unix:/run/robustrl/agent.sock``; ``robustrl.ray_agent_relay``).
     :param on_replaced: called with the ranks replaced after each command, before its outcome is sent:
         initialise them there; raise to report the restart failed (the controller's rules apply).
     """
@@ -179,5 +183,5 @@ def follow_machines(
             url = agent_url(machine)
             if not url:
                 raise ValueError("no agent for machine {!r}: pass agents= or agent_url=".format(machine))
-            clients[machine] = AgentClient(url)
+            clients[machine] = relayed_client(machine, url) if on_nodes else AgentClient(url)
     return _GroupFollower(group, clients, on_replaced).start()
