@@ -241,4 +241,28 @@ describe('detector: a gap in its own input is not silence', () => {
     expect(when).toEqual([160]);
     expect([...suspected]).toEqual(['rollout-0']);
   });
+  it('a machine that never registers again after its task restarted is confirmed faulty once its time to come back ran out', () => {
+    const j = job();
+    j.start();
+    j.input(65, 'JobStarted', { mode: 'async', resumedFromStep: 4, trainerMachines: TRAINERS.length, rolloutMachines: ROLLOUTS.length });
+    // Every machine comes back but trainer-1 (killed as its agent came up), some late on a loaded host.
+    for (const id of [...TRAINERS, ...ROLLOUTS].filter((m) => m !== 'trainer-1')) {
+      const role = id.startsWith('trainer') ? 'trainer' : 'rollout';
+      j.input(id === 'rollout-7' ? 300 : 100, 'MachineRegistered', {
+        machineId: id,
+        role,
+        zone: 'az-1',
+        hardwareClass: 'h100x8',
+        gpus: 8,
+        agentAddress: `${id}:8086`,
+        dpRank: 0,
+      });
+    }
+    const notBack: Array<{ s: number; d: Draft<'FaultConfirmed'> }> = [];
+    for (let s = 66; s <= 420; s++)
+      for (const d of j.run.tick(at(s))) if (d.type === 'FaultConfirmed' && d.data.rule === 'not-back-after-task-restart') notBack.push({ s, d });
+    // Five agent-silent windows (5 × 60 s) after the restart at 65; rollout-7, back at 300, was in time.
+    expect(notBack.map(({ s, d }) => [s, d.data.machineId, d.data.handledAs, d.data.machineFaulty])).toEqual([[365, 'trainer-1', 'trainer', true]]);
+    expect(notBack[0].d.data.evidence.detail).toBe('not registered again 300 s after its task restarted');
+  });
 });

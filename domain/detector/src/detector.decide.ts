@@ -15,6 +15,7 @@ import {
   windowsMayConclude,
 } from './detector.state';
 import { Finding, WatchedMachine } from './rules';
+import { NOT_BACK_AFTER_RESTART, notBackFinding } from './rules/not-back-after-restart';
 
 /**
  * The detector's decisions, one named step each (paper §4):
@@ -177,6 +178,14 @@ function evaluateMachine(
   nextSeq: NextSeq,
   verdictsThisTick: ReadonlyMap<string, number>,
 ): DetectorDraft[] {
+  if (machine.status === 'restarting') {
+    // Lost as its task restarted: never registered again (rules/not-back-after-restart.ts). Not while
+    // blind: its registration may be among what was not read yet.
+    const finding = windowsMayConclude(state, now) ? notBackFinding(machine, now, state.settings) : null;
+    return finding
+      ? [confirmed(machine, NOT_BACK_AFTER_RESTART, verdictIdFor(machine, NOT_BACK_AFTER_RESTART, nextSeq()), finding.since, finding.evidence, true, now)]
+      : [];
+  }
   if (machine.status !== 'watching') return [];
   const out: DetectorDraft[] = [];
   const ctx = contextFor(state, machine, now);

@@ -2,6 +2,7 @@ import { DeadlineIndex } from './deadline-index';
 import { RankedValues } from './ranked-values';
 import { rulesFor, suspicionKey, type DetectorConfig, type DetectorState } from './detector.state';
 import { isGeneratingRollout, PeerView } from './rules';
+import { rejoinDeadline } from './rules/not-back-after-restart';
 
 /**
  * What the detector derives from its state to keep per-message work independent of the job's size:
@@ -61,7 +62,8 @@ export function reindexMachine(config: DetectorConfig, state: DetectorState, mac
   index.noteMachine(machineId);
   index.throughputs.set(machineId, isGeneratingRollout(m) ? m.lastThroughput!.tokensPerSecond : null);
   if (m.status !== 'watching') {
-    index.deadlines.schedule(machineId, null);
+    // A machine of a restarted task is due once more: when its time to register again runs out.
+    index.deadlines.schedule(machineId, rejoinDeadline(m, state.settings));
     return;
   }
   let due = Infinity;
