@@ -47,9 +47,11 @@ can() { k auth can-i "$@" --as "${sa}" 2>/dev/null || true; }
 
 # A verl-shaped job (deploy/helm/examples/verl-values.yaml): a trainer pool (gpu-0) and a rollout pool
 # (gpu-1, gpu-2). Three rollout machines asked for on two rollout nodes: the third waits, never doubling up.
+# (Its workers ask for one GPU and little else here, so only the anti-affinity keeps two off one node.)
 "${HELM}" install job "${ROOT}/deploy/helm/robustrl" --kubeconfig "${KUBECONFIG}" -n verl --create-namespace \
   -f "${ROOT}/deploy/helm/test/values-external.yaml" -f "${ROOT}/deploy/helm/examples/verl-values.yaml" --set agent.rolloutCommand= \
-  --set job.workers.trainer.replicas=1 --set job.workers.rollout.replicas=3 >/dev/null || fail "helm install (verl example): $(k -n verl get pods -o wide 2>&1)"
+  --set job.workers.trainer.replicas=1 --set job.workers.rollout.replicas=3 --set job.workers.rollout.gpus=1 \
+  --set job.workers.rollout.resources.requests.cpu=1 --set job.workers.rollout.resources.requests.memory=1Gi >/dev/null || fail "helm install (verl example): $(k -n verl get pods -o wide 2>&1)"
 placed() { # COMPONENT: its pods' nodes, or Pending, sorted
   k -n verl get pods -l "app.kubernetes.io/component=$1" -o custom-columns=NODE:.spec.nodeName,PHASE:.status.phase --no-headers |
     awk '{print ($1 == "<none>" ? "Pending" : $1)}' | sort | tr '\n' ' '
