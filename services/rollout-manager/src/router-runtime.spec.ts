@@ -175,6 +175,12 @@ describe('router membership follows the rollout pool (issue 14)', () => {
       at(),
     );
   const published = (version: number) => createMessage('WeightVersionPublished', { version, step: version, buckets: [], totalBytes: 0, sources: [] }, at());
+  const rolloutFault = (verdictId: string, machineId: string) =>
+    createMessage(
+      'FaultConfirmed',
+      { verdictId, machineId, role: 'rollout', rule: 'rollout-silent', handledAs: 'rollout', machineFaulty: true, detectionLatencyMs: 1, evidence: {} },
+      at(),
+    );
   const relay = (machineId: string, version: number) => createMessage('RelayJoined', { instanceId: machineId, version, address: `${machineId}:13337` }, at());
   const routed = () =>
     runtime.pool
@@ -270,22 +276,7 @@ describe('router membership follows the rollout pool (issue 14)', () => {
 
   it('leaves when its machine is confirmed faulty or lent, and a machine registering again after a fault starts STALE', () => {
     bothServingVersion1();
-    apply(
-      createMessage(
-        'FaultConfirmed',
-        {
-          verdictId: 'v1',
-          machineId: 'm1',
-          role: 'rollout',
-          rule: 'rollout-silent',
-          handledAs: 'rollout',
-          machineFaulty: true,
-          detectionLatencyMs: 1,
-          evidence: {},
-        },
-        at(),
-      ),
-    );
+    apply(rolloutFault('v1', 'm1'));
     expect(routed()).toEqual(['m2@v1']);
     apply(createMessage('PromoteRolloutToTrainer', { recoveryId: 'r', commandId: 'r/1', rolloutMachineId: 'm2', replacesMachineId: 't0' }, at()));
     expect(routed()).toEqual([]);
@@ -314,22 +305,7 @@ describe('router membership follows the rollout pool (issue 14)', () => {
     apply(several('m1', [engines[0]]));
     apply(relay('m1', 1));
     expect(routed()).toEqual(['m1/e0@v1']);
-    apply(
-      createMessage(
-        'FaultConfirmed',
-        {
-          verdictId: 'v2',
-          machineId: 'm1',
-          role: 'rollout',
-          rule: 'rollout-silent',
-          handledAs: 'rollout',
-          machineFaulty: true,
-          detectionLatencyMs: 1,
-          evidence: {},
-        },
-        at(),
-      ),
-    );
+    apply(rolloutFault('v2', 'm1'));
     expect(routed()).toEqual([]);
   });
 
