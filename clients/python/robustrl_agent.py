@@ -56,7 +56,7 @@ PHASES = (
 
 # "process-exited" is also a fault signal: the agent observes it itself when it supervises the role;
 # a framework in cooperate mode reports it with ``process_exited``.
-ERROR_SIGNALS = ("step-exception", "ecc-error", "xid-error")
+ERROR_SIGNALS = ("step-exception", "ecc-error", "xid-error", "node-draining")
 
 # The longest long poll the agent serves (GET /v1/commands?waitMs=…).
 MAX_COMMAND_WAIT_S = 30.0
@@ -240,7 +240,8 @@ class AgentClient:
         return self._post("/v1/gpu-activity", body)
 
     def error(self, signal: str, detail: str) -> Optional[Dict[str, Any]]:
-        """An explicit fault (``step-exception``, ``ecc-error``, ``xid-error``); the detector confirms it at once."""
+        """An explicit fault (``step-exception``, ``ecc-error``, ``xid-error``, or ``node-draining``: the
+        machine's node is being drained); the detector confirms it at once."""
         if signal not in ERROR_SIGNALS:
             raise ValueError("unknown error signal {!r}; expected one of: {}".format(signal, ", ".join(ERROR_SIGNALS)))
         if not isinstance(detail, str):

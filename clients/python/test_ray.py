@@ -231,6 +231,55 @@ class ElasticWorkerGroupTest(unittest.TestCase):
         self.assertEqual(self.agents["rollout-0"].errors[0]["detail"], "Ray rollout worker 0 on rollout-0 died (RuntimeError in run(): the collective broke)")
 
 
+@needs_ray
+class DrainTest(unittest.TestCase):
+    """A node Ray drains (a preemption with a deadline) is reported to its machine's agent while its worker
+    still runs. A cluster of its own: a drained node takes no new work, and leaves once idle."""
+
+    def test_a_drained_node_is_reported_to_its_machines_agent_once_and_nothing_else_happens(self) -> None:
+        from ray.core.generated import autoscaler_pb2
+
+        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "resources": {machine_resource("trainer-0"): 1}})
+        cluster.add_node(num_cpus=2, resources={machine_resource("rollout-0"): 1})
+        ray.init(address=cluster.address, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+        agents = {m: CommandAgent() for m in ("trainer-0", "rollout-0")}
+        agents["trainer-0"].launch = {"group": {"rank": 0, "worldSize": 1}, "env": {"RANK": 0, "WORLD_SIZE": 1, "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": 29500}}
+        group = ElasticWorkerGroup(
+            [Machine("trainer-0", agents["trainer-0"].url, "trainer"), Machine("rollout-0", agents["rollout-0"].url, "rollout")],
+            trainer=Worker,
+            rollout=Worker,
+            actor_options={"trainer": {"num_cpus": 0.1}, "rollout": {"num_cpus": 0.1}},
+            ready_timeout_s=60,
+            stop_grace_s=2,
+            follower_wait_s=0.2,
+            drain_poll_s=0.5,
+        )
+        try:
+            group.start(launch_poll_s=0.05)
+            node = next(n["NodeID"] for n in ray.nodes() if machine_resource("rollout-0") in n["Resources"])
+            deadline_ms = int(time.time() * 1000) + 120_000
+            accepted, why = ray._raylet.GcsClient(address=cluster.address).drain_node(
+                node, autoscaler_pb2.DrainNodeReason.Value("DRAIN_NODE_REASON_PREEMPTION"), "spot reclaim", deadline_ms
+            )
+            self.assertTrue(accepted, why)
+            eventually("rollout-0's agent told", lambda: agents["rollout-0"].errors, timeout=30)
+            report = agents["rollout-0"].errors[0]
+            self.assertEqual(report["signal"], "node-draining")
+            self.assertRegex(report["detail"], r"^Ray node {} of rollout-0 is being drained: it goes by .* \(in \d+ s\)$".format(node))
+            time.sleep(2)  # several more polls: one report per drain
+            self.assertEqual(len(agents["rollout-0"].errors), 1)
+            self.assertEqual(agents["trainer-0"].errors, [])
+            # The group acts on the controller's command, not on the drain: the workers still run.
+            self.assertEqual(sorted(w["machine"] for w in group.workers()), ["rollout-0", "trainer-0"])
+            self.assertIn("drain-reported", [e["event"] for e in group.events])
+        finally:
+            group.stop()
+            for agent in agents.values():
+                agent.close()
+            ray.shutdown()
+            cluster.shutdown()
+
+
 class PlacementTest(unittest.TestCase):
     def test_trainer_env_counts_processes_and_keeps_the_groups_variables(self) -> None:
         env = trainer_worker_env({"RANK": "1", "WORLD_SIZE": "3", "MASTER_PORT": 29500, "ROBUSTRL_RETRY_STEP": "4"}, 4, 2)

@@ -1,32 +1,32 @@
-"""A Ray job under robustrl (examples/ray/README.md): this driver starts a Ray cluster of one node per
-machine on this host (Ray's own multi-node ``Cluster``: a raylet each, offering the machine's resource)
-and keeps the job's workers in ``robustrl.ray.ElasticWorkerGroup``, which follows each machine's agent
-(cooperate mode).
+"""The real GRPO job (examples/grpo) as a Ray job under robustrl (examples/ray/README.md).
 
-- Trainer actors (``--nproc`` per trainer machine) train a linear model with DistributedDataParallel over
-  gloo, checkpoint every step (rank 0), resume from the checkpoint robustrl names after a group restart,
-  and report their machine's steps and checkpoints from local rank 0. They finish after ``--steps``
-  (0: never).
-- The rollout actor is a stand-in engine: it reports generation throughput to its agent every half
-  second.
-- With ``--ledger FILE`` every actor appends its place as it starts (JSON line: machine, role, rank,
-  world size, local rank, step, pid, Ray node), for tests.
+This driver starts a Ray cluster of one node per machine on this host (Ray's own multi-node ``Cluster``:
+a raylet each, offering the machine's resource) and keeps the job's workers in
+``robustrl.ray.ElasticWorkerGroup``, which follows each machine's agent (cooperate mode):
 
-The driver prints ``{"event": "cluster-up"}`` once Ray is up, then waits for ``--machines FILE`` (a JSON
-list of ``{"machineId", "agentUrl", "role"}``, written once the agents registered: a cooperating agent
-vouches for its role only while its framework follows it, so the group attaches as soon as the agents are
-there, not after Ray's start), prints ``{"event": "driver-ready", "pid": …}`` once every worker started,
-and exits 0 when every trainer finished. SIGTERM stops the group and the cluster.
+- trainer actors (``robustrl_grpo.ray_actors.TrainerActor``, ``--nproc`` per trainer machine): the GRPO
+  trainer ranks, DDP over gloo, their batches from robustrl's request manager, their weights published
+  through their machines' agents;
+- engine actors (``EngineActor``, one per rollout machine): a vLLM engine each, into which the machine's
+  agent loads every version it pulls;
+- the agent loops run in this driver, as a single-controller framework's rollout loop does: every step's
+  samples through robustrl's router, scored, completed in the request manager.
+
+The job's settings are the ``ROBUSTRL_GRPO_*`` variables of this process (examples/grpo/README.md); the
+actors get the same. The driver prints ``{"event": "cluster-up"}`` once Ray is up, then waits for
+``--machines FILE`` (a JSON list of ``{"machineId", "agentUrl", "role"}``, written once the agents
+registered: a cooperating agent vouches for its role only while its framework follows it), and exits 0
+when every trainer finished and the loops sampled every step. SIGTERM stops the group and the cluster.
 """
 
 import argparse
 import json
+import logging
 import os
 import signal
 import sys
 import threading
-import time
-from typing import Any, Optional
+from typing import Dict, List, Optional
 
 # Every actor's lines reach the driver's output (Ray folds repeated lines by default; the example's
 # runner reads each actor's pid from its own line).
@@ -35,17 +35,11 @@ os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 import ray  # noqa: E402
 from ray.cluster_utils import Cluster  # noqa: E402
 
-from robustrl import AgentClient  # noqa: E402
 from robustrl.ray import ElasticWorkerGroup, Machine, machine_resource  # noqa: E402
-
-
-def _ledger(**fields: Any) -> None:
-    path = os.environ.get("EXAMPLE_LEDGER")
-    if not path:
-        return
-    fields.update(pid=os.getpid(), machine=os.environ["ROBUSTRL_MACHINE_ID"], node=ray.get_runtime_context().get_node_id())
-    with open(path, "a") as out:
-        out.write(json.dumps(fields) + "\n")
+from robustrl_grpo.agent_loops import AgentLoops  # noqa: E402
+from robustrl_grpo.config import JobConfig  # noqa: E402
+from robustrl_grpo.model import load_tokenizer  # noqa: E402
+from robustrl_grpo.ray_actors import EngineActor, TrainerActor  # noqa: E402
 
 
 def _say(line: str) -> None:
@@ -53,108 +47,45 @@ def _say(line: str) -> None:
     sys.stdout.flush()
 
 
-class TrainerWorker:
-    """One DDP process of the trainer group, placed and ranked by robustrl (RANK, WORLD_SIZE, MASTER_ADDR …
-    in its environment, as torchrun would set them)."""
+def _worker_env() -> Dict[str, str]:
+    """What every actor gets: the job's settings, and one thread a process (a 2-core machine runs it all)."""
+    env = {k: v for k, v in os.environ.items() if k.startswith("ROBUSTRL_GRPO_") or k in ("ROBUSTRL_WEIGHTS_SHM_DIR", "PYTHONDONTWRITEBYTECODE")}
+    env.update(OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    return env
 
-    def __init__(self) -> None:
-        self.stopped = False
 
-    def run(self) -> int:
-        from datetime import timedelta
+class DriverLoops:
+    """The agent loops on a thread of the driver; ``error`` holds what ended them early."""
 
-        import torch
-        import torch.distributed as dist
-        from torch.nn.parallel import DistributedDataParallel
+    def __init__(self, cfg: JobConfig) -> None:
+        self.loops = AgentLoops(cfg, cfg.job_id, cfg.router_url, cfg.request_manager_url, load_tokenizer(cfg.model_dir))
+        self.error: Optional[BaseException] = None
+        self.thread = threading.Thread(target=self._run, name="agent-loops", daemon=True)
 
-        steps, seconds, ckpt = int(os.environ["EXAMPLE_STEPS"]), float(os.environ["EXAMPLE_STEP_SECONDS"]), os.environ["EXAMPLE_CKPT_DIR"]
-        dist.init_process_group("gloo", timeout=timedelta(seconds=60))
-        rank, world, local = dist.get_rank(), dist.get_world_size(), int(os.environ["LOCAL_RANK"])
-        torch.manual_seed(0)
-        model = torch.nn.Linear(16, 1)
-        ddp = DistributedDataParallel(model)
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
-        target = torch.arange(16, dtype=torch.float32).unsqueeze(1) / 16
-        resume = os.environ.get("ROBUSTRL_RESUME_FROM_CHECKPOINT_STEP", "")
-        step = 0
-        if resume:
-            state = torch.load(os.path.join(ckpt, "step-%s.pt" % resume))
-            model.load_state_dict(state["model"])
-            optimizer.load_state_dict(state["optimizer"])
-            step = int(resume) + 1
-        _ledger(role="trainer", rank=rank, world=world, local=local, step=step)
-        _say("[train] rank %d/%d pid %d (%s, local %d) starts at step %d" % (rank, world, os.getpid(), os.environ["ROBUSTRL_MACHINE_ID"], local, step))
-        agent: Optional[AgentClient] = AgentClient() if local == 0 else None
-        if agent:
-            agent.phase("initializing", step)
-        while not self.stopped and (steps == 0 or step < steps):
-            data = torch.Generator().manual_seed(step * 1000 + rank)
-            x = torch.randn(32, 16, generator=data)
-            if agent:
-                agent.step_begin(step, "batch-%d" % step)
-                agent.phase("training", step)
-            began = time.monotonic()
-            loss = torch.nn.functional.mse_loss(ddp(x), x @ target)
-            optimizer.zero_grad()
-            loss.backward()  # DDP all-reduces the gradients across every actor of every machine
-            optimizer.step()
-            end = began + seconds
-            while time.monotonic() < end:
-                if agent:
-                    agent.gpu_activity(0.8)
-                time.sleep(min(0.2, max(0.0, end - time.monotonic())))
-            if agent:
-                agent.step_end(step, "batch-%d" % step, int((time.monotonic() - began) * 1000))
-            mean = loss.detach().clone()
-            dist.all_reduce(mean)
-            if rank == 0:
-                _say("[train] step %d loss %.5f" % (step, mean.item() / world))
-                path = os.path.join(ckpt, "step-%d.pt" % step)
-                torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, path + ".tmp")
-                os.replace(path + ".tmp", path)
-            dist.barrier()  # the checkpoint is on disk before any machine reports it
-            if agent:
-                agent.phase("checkpoint", step)
-                agent.checkpoint_saved(step, "file://" + os.path.join(ckpt, "step-%d.pt" % step), 1)
-            step += 1
-        dist.destroy_process_group()
-        return step
+    def _run(self) -> None:
+        try:
+            self.loops.run()
+            _say("[driver] the agent loops sampled every step")
+        except BaseException as err:  # noqa: BLE001 - reported by the driver, which decides
+            self.error = err
 
     def stop(self) -> None:
-        self.stopped = True
+        self.loops.stopped.set()
 
 
-class RolloutWorker:
-    """A stand-in engine: it generates nothing and reports throughput, as a serving engine's agent sees it."""
-
-    def __init__(self) -> None:
-        self.stopped = False
-
-    def run(self) -> None:
-        _ledger(role="rollout", rank=None, world=None, local=0, step=None)
-        _say("[rollout] pid %d on %s serving" % (os.getpid(), os.environ["ROBUSTRL_MACHINE_ID"]))
-        agent = AgentClient()
-        agent.phase("rollout", 0)
-        completed = 0
-        while not self.stopped:
-            completed += 3
-            agent.throughput(window_seconds=0.5, tokens_per_second=900.0, completed_requests=completed, in_flight_requests=8, awaiting_tools=0)
-            time.sleep(0.5)
-
-    def stop(self) -> None:
-        self.stopped = True
-
-
-def main(argv: Optional[list] = None) -> int:
+def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--machine-ids", required=True, help="the machines, comma-separated: one Ray node each")
     parser.add_argument("--machines", required=True, help="the file the machines' agents are listed in, once they registered")
-    parser.add_argument("--ckpt-dir", required=True)
-    parser.add_argument("--steps", type=int, default=30, help="trainer steps; 0: train until stopped")
-    parser.add_argument("--step-seconds", type=float, default=0.5)
-    parser.add_argument("--nproc", type=int, default=2, help="trainer actors per trainer machine")
-    parser.add_argument("--ledger", default=None)
+    parser.add_argument("--nproc", type=int, default=1, help="trainer actors (ranks) per trainer machine")
     args = parser.parse_args(argv)
+    cfg = JobConfig.resolve()
+    if cfg.batches != "robustrl" or cfg.publish != "agent" or not cfg.router_url or not cfg.request_manager_url or not cfg.job_id:
+        parser.error(
+            "the job under robustrl needs ROBUSTRL_GRPO_BATCHES=robustrl, ROBUSTRL_GRPO_PUBLISH=agent, "
+            "ROBUSTRL_GRPO_ROUTER_URL, ROBUSTRL_GRPO_REQUEST_MANAGER_URL and ROBUSTRL_GRPO_JOB_ID"
+        )
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s driver %(levelname)s %(message)s")
     machine_ids = args.machine_ids.split(",")
     cluster = Cluster(
         initialize_head=True,
@@ -167,6 +98,7 @@ def main(argv: Optional[list] = None) -> int:
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda signum, frame: stopping.set())
     group = None
+    loops = None
     try:
         while not os.path.exists(args.machines) and not stopping.wait(0.2):
             pass
@@ -174,26 +106,35 @@ def main(argv: Optional[list] = None) -> int:
             return 143
         with open(args.machines) as listed:
             machines = [Machine(m["machineId"], m["agentUrl"], m["role"]) for m in json.load(listed)]
-        env = {"EXAMPLE_STEPS": str(args.steps), "EXAMPLE_STEP_SECONDS": str(args.step_seconds), "EXAMPLE_CKPT_DIR": os.path.abspath(args.ckpt_dir), "OMP_NUM_THREADS": "1"}
-        if args.ledger:
-            env["EXAMPLE_LEDGER"] = os.path.abspath(args.ledger)
         group = ElasticWorkerGroup(
             machines,
-            trainer=TrainerWorker,
-            rollout=RolloutWorker,
+            trainer=TrainerActor,
+            rollout=EngineActor,
             trainer_procs_per_machine=args.nproc,
-            worker_env=env,
+            worker_env=_worker_env(),
             actor_options={"trainer": {"num_cpus": 0.1}, "rollout": {"num_cpus": 0.1}},
-            stop_grace_s=5,
+            # An engine actor's stop() ends its vLLM server (up to 20 s).
+            stop_grace_s=25,
         )
         group.start()
+        loops = DriverLoops(cfg)
+        loops.thread.start()
         _say(json.dumps({"event": "driver-ready", "pid": os.getpid()}))
         while not stopping.is_set():
+            if loops.error is not None:
+                _say(f"[driver] the agent loops failed: {loops.error!r}")
+                return 1
             if group.wait(timeout=0.5):
+                loops.thread.join(timeout=60)
+                if loops.thread.is_alive() or loops.error is not None:
+                    _say(f"[driver] the trainers finished but the agent loops did not: {loops.error!r}")
+                    return 1
                 _say("[driver] every trainer finished its steps: the job is done")
                 return 0
         return 143
     finally:
+        if loops is not None:
+            loops.stop()
         if group is not None:
             group.stop()
         ray.shutdown()

@@ -137,3 +137,13 @@ export async function startCampaignPlane(site: PlaneSite, into: Partial<Campaign
 export function planeReadiness(services: ReadonlyMap<ControlPlaneService, ServiceProcess>): Promise<number[]> {
   return Promise.all(CONTROL_PLANE_SERVICES.map((name) => services.get(name)!.readiness()));
 }
+
+/** Stops whatever of a plane started, in the reverse order of its bring-up (machines first). */
+export async function stopCampaignPlane(plane: Partial<CampaignPlane>): Promise<void> {
+  await plane.supervisor?.close().catch(() => undefined);
+  await new Promise<void>((done) => (plane.orchestratorServer ? plane.orchestratorServer.close(() => done()) : done()));
+  await Promise.all([...(plane.services?.values() ?? [])].map((s) => s.terminate().catch(() => undefined)));
+  await plane.observer?.close().catch(() => undefined);
+  await plane.bus?.close().catch(() => undefined);
+  await plane.postgresProxy?.close().catch(() => undefined);
+}

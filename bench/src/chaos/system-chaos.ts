@@ -9,7 +9,7 @@ import { ChaosJob, ChaosJobContext, machinesOf } from './chaos-job';
 import { openRecoveries, unsettled } from './campaign-view';
 import { waitUntil } from './wait-until';
 import { agentEnvOf } from './campaign-env';
-import { CampaignPlane, planeReadiness, startCampaignPlane } from './campaign-plane';
+import { CampaignPlane, planeReadiness, startCampaignPlane, stopCampaignPlane } from './campaign-plane';
 import { EttrAtEnd, reportedEttr, scoreRun } from './campaign-record';
 import { campaignTimings, DEFAULT_TIME_SCALE } from './campaign-settings';
 import { FaultHost, injectFault } from './fault-injector';
@@ -435,12 +435,7 @@ class CampaignRun {
   async teardown(): Promise<void> {
     await this.processSampler?.stop();
     this.agentLoops?.kill('SIGKILL');
-    await this.plane.supervisor?.close().catch(() => undefined);
-    await new Promise<void>((done) => (this.plane.orchestratorServer ? this.plane.orchestratorServer.close(() => done()) : done()));
-    await Promise.all([...this.plane.services.values()].map((s) => s.terminate().catch(() => undefined)));
-    await this.plane.observer?.close().catch(() => undefined);
-    await this.plane.bus?.close().catch(() => undefined);
-    await this.plane.postgresProxy?.close().catch(() => undefined);
+    await stopCampaignPlane(this.plane);
     await Promise.all([...this.machineLogs.values()].map((log) => new Promise((done) => log.end(done))));
   }
 

@@ -21,11 +21,17 @@ export const say = (line: string) => process.stdout.write(`[example] ${line}\n`)
 
 /** deploy/local/vllm.sh ensure (torch, Ray; a few minutes the first time), then the venv's python. */
 export function projectPython(what: string): string {
+  return projectPythonAndModel(what).python;
+}
+
+/** The same, and the GRPO example's base model (made locally by vllm.sh, examples/grpo). */
+export function projectPythonAndModel(what: string): { python: string; model: string } {
   say(`${what}: deploy/local/vllm.sh ensure (the project’s Python environment; a few minutes the first time)`);
   execFileSync('bash', [join(REPO, 'deploy', 'local', 'vllm.sh'), 'ensure'], { stdio: ['ignore', 'ignore', 'inherit'] });
-  return execFileSync('bash', [join(REPO, 'deploy', 'local', 'vllm.sh'), 'status'], { encoding: 'utf8' })
+  const [python, model] = execFileSync('bash', [join(REPO, 'deploy', 'local', 'vllm.sh'), 'status'], { encoding: 'utf8' })
     .trim()
-    .split('\n')[0]!;
+    .split('\n');
+  return { python: python!, model: model! };
 }
 
 export interface ExamplePlane {

@@ -47,8 +47,12 @@ A worker is an actor class whose ``run()`` does its work (a trainer's training l
 serving) and returns when it is done; it runs on one thread of a threaded actor (``max_concurrency`` 4
 unless ``actor_options`` say otherwise), so the worker's other methods stay callable. A worker may define
 ``stop()``: it is called (``stop_grace_s``) before the actor is killed, so a worker
-that runs an engine as a child process can end it. Ray's drain notices are read by ``draining()``; acting
-on them is the planned-failure path (DESIGN "Planned failures"), not this group's.
+that runs an engine as a child process can end it.
+
+- **Drains as evidence** (``ray_drains.py``): a node Ray drains (``DrainNode``, a preemption with a
+  deadline) is reported to its machine's agent as ``node-draining`` while its workers still run; the
+  controller replaces the machine. Planning around the deadline is the planned-failure path (DESIGN
+  "Planned failures"), not this group's.
 """
 
 from __future__ import annotations
@@ -67,6 +71,7 @@ from robustrl_agent import AgentClient, AgentError
 
 from robustrl.cooperate import CommandFollower
 from robustrl.ray_agent_relay import relayed_client
+from robustrl.ray_drains import DrainWatcher, machines_by_node
 from robustrl.ray_placement import RESOURCE_PREFIX, ROLES, Machine, machine_resource, trainer_worker_env
 
 __all__ = ["Machine", "ElasticWorkerGroup", "machine_resource", "trainer_worker_env", "RESOURCE_PREFIX"]
@@ -106,6 +111,7 @@ class ElasticWorkerGroup:
         follower_wait_s: float = 20.0,
         report_retry_s: float = 60.0,
         agents_on_nodes: bool = False,
+        drain_poll_s: float = 5.0,
     ) -> None:
         if trainer_procs_per_machine < 1:
             raise ValueError("trainer_procs_per_machine must be >= 1, got {!r}".format(trainer_procs_per_machine))
@@ -127,6 +133,12 @@ class ElasticWorkerGroup:
         self._finished: List[_Worker] = []
         self._stopping = threading.Event()
         self._watcher: Optional[threading.Thread] = None
+        # Ray's node drains, reported to the drained machine's agent (ray_drains.py); 0 turns it off.
+        self._drains: Optional[DrainWatcher] = (
+            DrainWatcher(self.draining, lambda: machines_by_node(ray.nodes()), self._machine_ids, self._report_drain, poll_s=drain_poll_s)
+            if drain_poll_s > 0
+            else None
+        )
         # What the group reported and carried out, in order, for those who watch it (tests, logs).
         self.events: List[Dict[str, Any]] = []
         for machine in machines:
@@ -141,6 +153,8 @@ class ElasticWorkerGroup:
             raise RuntimeError("Ray is not initialized: call ray.init(...) before starting the worker group")
         self._watcher = threading.Thread(target=self._watch, name="robustrl-ray-watch", daemon=True)
         self._watcher.start()
+        if self._drains is not None:
+            self._drains.start()
         with self._lock:
             machines = list(self._machines.values())
         for machine in machines:
@@ -187,6 +201,8 @@ class ElasticWorkerGroup:
     def stop(self) -> None:
         """Stops following the agents and removes every worker."""
         self._stopping.set()
+        if self._drains is not None:
+            self._drains.stop()
         with self._lock:
             followers = list(self._followers.values())
             machine_ids = list(self._machines)
@@ -415,6 +431,19 @@ class ElasticWorkerGroup:
                     logger.warning("could not report to %s's agent: %s", machine_id, err)
                     return
             time.sleep(1.0)
+
+    def _machine_ids(self) -> set:
+        with self._lock:
+            return set(self._machines)
+
+    def _report_drain(self, machine_id: str, detail: str) -> None:
+        with self._lock:
+            client = self._clients.get(machine_id)
+        if client is None:
+            return
+        client.error("node-draining", detail)
+        logger.warning(detail)
+        self._note("drain-reported", machine_id, detail=detail)
 
     def _note(self, event: str, machine_id: str, **fields: Any) -> None:
         self.events.append(dict(fields, event=event, machine=machine_id, at=time.time()))

@@ -249,6 +249,8 @@ describe('explicit signals confirm at once', () => {
     ['step-exception', false],
     ['ecc-error', true],
     ['xid-error', true],
+    // The machine's node is being drained: it is going, whatever its processes do.
+    ['node-draining', true],
     // The engine, not the machine: an engine restart answers it.
     ['weight-load-stalled', false],
   ] as const)('%s → confirmed immediately (machine faulty: %s)', (signal, machineFaulty) => {

@@ -6,8 +6,11 @@ export interface ExplicitSignalState {
   signal: { kind: FaultSignal; at: number; since?: number; detail: string; exitCode: number | null } | null;
 }
 
-/** ECC and XID errors are the GPU's own hardware evidence: the machine, not the process, must go. */
-const HARDWARE_SIGNALS: ReadonlySet<FaultSignal> = new Set(['ecc-error', 'xid-error']);
+/**
+ * ECC and XID errors are the GPU's own hardware evidence, and a drained node is leaving: the machine, not
+ * the process, must go.
+ */
+const MACHINE_SIGNALS: ReadonlySet<FaultSignal> = new Set(['ecc-error', 'xid-error', 'node-draining']);
 
 /**
  * Explicit signals from the agent (role process exited, ECC/XID error, exception in the step)
@@ -35,7 +38,7 @@ export const ExplicitSignalRule: DetectionRule<ExplicitSignalState> = {
     return {
       verdict: 'confirm',
       since,
-      machineFaulty: HARDWARE_SIGNALS.has(s.kind),
+      machineFaulty: MACHINE_SIGNALS.has(s.kind),
       evidence: {
         signal: s.kind,
         faultEvidenceSince: new Date(since).toISOString(),

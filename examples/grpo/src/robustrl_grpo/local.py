@@ -51,13 +51,14 @@ def wait_healthy(url: str, process: Optional[subprocess.Popen] = None, timeout: 
 class EngineProcess:
     """A vLLM engine in its own process group (its API server, engine core and worker go together)."""
 
-    def __init__(self, model_dir: str, log_path: Path, port: int = 0) -> None:
+    def __init__(self, model_dir: str, log_path: Path, port: int = 0, die_with_parent: bool = False) -> None:
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = open(log_path, "ab")
-        self.process = subprocess.Popen(
-            engine_command(model_dir, self.port), env=engine_env(), stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
-        )
+        command = engine_command(model_dir, self.port)
+        if die_with_parent:  # ended with this process, however it ends (engine_guard.py)
+            command = [sys.executable, "-m", "robustrl_grpo.engine_guard", str(os.getpid()), *command]
+        self.process = subprocess.Popen(command, env=engine_env(), stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
 
     def wait(self, timeout: float = 300.0) -> float:
         return wait_healthy(self.url, self.process, timeout)

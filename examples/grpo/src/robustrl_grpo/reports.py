@@ -35,8 +35,9 @@ class NoReports:
 
 def reports_for(env: Mapping[str, str]) -> Reports:
     """The agent's client when the agent started this process (``ROBUSTRL_AGENT_URL``), else nothing.
-    A report that fails is logged, never raised: the agent's absence must not stop training."""
-    if not env.get("ROBUSTRL_AGENT_URL"):
+    A machine's phase is one phase: with several ranks on a machine (``LOCAL_RANK``), its first tells
+    it. A report that fails is logged, never raised: the agent's absence must not stop training."""
+    if not env.get("ROBUSTRL_AGENT_URL") or env.get("LOCAL_RANK", "0") != "0":
         return NoReports()
     from robustrl_agent import AgentClient
 

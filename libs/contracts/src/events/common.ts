@@ -39,6 +39,8 @@ export type RolePhase = z.infer<typeof RolePhase>;
  * `engine-unresponsive`: an engine whose process runs did not answer its agent's look (its version, its activity) within that deadline.
  * `lease-expired`: the agent stopped its trainer itself after it could not reach the broker for its lease
  * (a partition): the role is down, the machine is not at fault.
+ * `node-draining`: the machine's node is being drained (Ray's DrainNode, a preemption with a deadline in
+ * the detail): the machine is going, so it is judged as the machine's fault, as the GPU's own errors are.
  */
 export const FaultSignal = z.enum([
   'process-exited',
@@ -48,6 +50,7 @@ export const FaultSignal = z.enum([
   'weight-load-stalled',
   'engine-unresponsive',
   'lease-expired',
+  'node-draining',
 ]);
 export type FaultSignal = z.infer<typeof FaultSignal>;
 

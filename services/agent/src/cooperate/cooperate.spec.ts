@@ -272,4 +272,21 @@ describe('an agent in cooperate mode (the framework owns its processes)', () => 
     expect(issues).toEqual(expect.arrayContaining(['engines.0.name', 'engines.0.url', 'engines']));
     expect(published('MachineRegistered')).toHaveLength(2);
   });
+
+  it('the engines it told are forgotten when it restarts them: registered again with none, until it tells the new ones', async () => {
+    await start({ ROBUSTRL_ENGINE_WEIGHTS: 'vllm' });
+    await http('PUT', '/v1/engines', { engines: [{ name: 'vllm', url: 'http://127.0.0.1:18000' }] });
+    expect(published('MachineRegistered')[1].data.engines).toEqual([{ engineId: 'm-1/vllm', url: 'http://127.0.0.1:18000' }]);
+    await bus.publish(command('RestartRolloutEngine', { recoveryId: 'r-9', commandId: 'r-9/1', machineId: 'm-1', attempt: 1, budget: 2 }));
+    await poll(2_000);
+    await http('POST', `/v1/commands/${id('r-9/1')}/ack`);
+    await http('POST', `/v1/commands/${id('r-9/1')}/outcome`, { outcome: 'succeeded' });
+    const afterRestart = await eventually('registered again', () => published('MachineRegistered')[2]);
+    // The old address may be a server shutting down: the router must not be sent there.
+    expect(afterRestart.data.engines).toBeUndefined();
+    expect(afterRestart.data.inferenceUrl).toBeUndefined();
+    expect((await http('GET', '/v1/status')).body.engines).toEqual([]);
+    await http('PUT', '/v1/engines', { engines: [{ name: 'vllm', url: 'http://127.0.0.1:18007' }] });
+    expect(published('MachineRegistered')[3].data.engines).toEqual([{ engineId: 'm-1/vllm', url: 'http://127.0.0.1:18007' }]);
+  });
 });

@@ -11,6 +11,8 @@ import { EnginePhase, HeldVersion, LoadDeadline } from './engine-weight-sync';
  */
 export class MachineEngines {
   private list: EngineEndpoint[];
+  /** The list is the framework's (PUT /v1/engines), not the agent's settings. */
+  private told = false;
   private managed?: EngineSet;
 
   constructor(
@@ -55,6 +57,7 @@ export class MachineEngines {
   /** The framework's engines replace the list (and the syncs follow). */
   set(engines: EngineEndpoint[]): void {
     this.list = engines;
+    this.told = true;
     this.logger.log(`engines on this machine: ${engines.map((e) => `${e.engineId} at ${e.url}`).join(', ')}`);
     this.start();
   }
@@ -63,9 +66,17 @@ export class MachineEngines {
     this.managed?.stop();
   }
 
-  /** The role process restarted its engines. */
+  /**
+   * The role's engines restarted. In cooperate mode the engines the framework told are unknown again
+   * until it tells them: it started new ones, perhaps at other addresses, and the old address may hold a
+   * process shutting down (the registration that follows lists none, so the router stops sending there).
+   */
   restarted(): void {
-    this.managed?.engineRestarted();
+    if (!this.told || !this.loads.toldLater) return this.managed?.engineRestarted();
+    this.list = [];
+    this.told = false;
+    this.logger.log('the framework restarts its engines: none known until it tells them again (PUT /v1/engines)');
+    this.start();
   }
 
   /** What the registration says: one engine under the machine's own id is its `inferenceUrl`, as agents always registered it. */

@@ -54,6 +54,12 @@ export function selectEngine(engines: readonly EngineView[], options: { stickyId
 /** A request's hold on an engine: counts toward its load until released (once). */
 export interface EngineLease {
   readonly engine: EngineView;
+  /**
+   * Aborted when the engine leaves the pool or moves to another address while the request is on it: a
+   * request there waits on a process that is no longer the engine (one shutting down may hold its
+   * connections open for good), so it fails over now rather than after the idle timeout.
+   */
+  readonly left: AbortSignal;
   release(): void;
 }
 
@@ -83,7 +89,12 @@ interface EngineRecord {
   alive: boolean;
   stickyCount: number;
   deadReason: string | null;
+  /** Aborted when this engine, at this address, leaves the pool (EngineLease.left). */
+  left: AbortController;
 }
+
+// eslint-disable-next-line @typescript-eslint/no-unused-vars -- `left` is the pool's own, not a view's
+const viewOf = ({ left, ...view }: EngineRecord): EngineView => view;
 
 /** The rollout engines the router may use, their load, liveness, and the sticky trajectory map. */
 export class EnginePool {
@@ -108,7 +119,12 @@ export class EnginePool {
   add(spec: EngineSpec): void {
     const existing = this.engines.get(spec.id);
     if (existing) {
-      existing.baseUrl = spec.baseUrl.replace(/\/+$/, '');
+      const baseUrl = spec.baseUrl.replace(/\/+$/, '');
+      if (baseUrl !== existing.baseUrl) {
+        existing.left.abort(new Error(`engine ${spec.id} moved from ${existing.baseUrl} to ${baseUrl}`));
+        existing.left = new AbortController();
+      }
+      existing.baseUrl = baseUrl;
       existing.kind = spec.kind ?? existing.kind;
       existing.weightVersion = spec.weightVersion ?? existing.weightVersion;
       return;
@@ -123,10 +139,12 @@ export class EnginePool {
       alive: true,
       stickyCount: 0,
       deadReason: null,
+      left: new AbortController(),
     });
   }
 
   remove(id: string): void {
+    this.engines.get(id)?.left.abort(new Error(`engine ${id} left the pool`));
     this.engines.delete(id);
     for (const [trajectoryId, engineId] of this.sticky) if (engineId === id) this.sticky.delete(trajectoryId);
   }
@@ -137,12 +155,12 @@ export class EnginePool {
   }
 
   snapshot(): EngineView[] {
-    return [...this.engines.values()].map((e) => ({ ...e }));
+    return [...this.engines.values()].map(viewOf);
   }
 
   get(id: string): EngineView | undefined {
     const e = this.engines.get(id);
-    return e ? { ...e } : undefined;
+    return e ? viewOf(e) : undefined;
   }
 
   stickyEngineOf(trajectoryId: string): string | undefined {
@@ -164,7 +182,8 @@ export class EnginePool {
     record.inFlight += 1;
     let released = false;
     return {
-      engine: { ...record },
+      engine: viewOf(record),
+      left: record.left.signal,
       release: () => {
         if (released) return;
         released = true;
@@ -207,7 +226,7 @@ export class EnginePool {
     const wasAlive = e.alive;
     e.alive = false;
     e.deadReason = reason;
-    if (wasAlive) this.options.onChange?.({ ...e }, 'dead');
+    if (wasAlive) this.options.onChange?.(viewOf(e), 'dead');
     void this.probe(id);
   }
 
@@ -217,7 +236,7 @@ export class EnginePool {
     if (running) return running;
     const e = this.engines.get(id);
     if (!e) return Promise.resolve(false);
-    const p = this.probeFn({ ...e }, this.probeTimeoutMs, !e.alive)
+    const p = this.probeFn(viewOf(e), this.probeTimeoutMs, !e.alive)
       .catch(() => false)
       .then((ok) => {
         this.probing.delete(id);
@@ -226,11 +245,11 @@ export class EnginePool {
         if (ok && !current.alive) {
           current.alive = true;
           current.deadReason = null;
-          this.options.onChange?.({ ...current }, 'alive');
+          this.options.onChange?.(viewOf(current), 'alive');
         } else if (!ok && current.alive) {
           current.alive = false;
           current.deadReason = 'liveness probe failed';
-          this.options.onChange?.({ ...current }, 'dead');
+          this.options.onChange?.(viewOf(current), 'dead');
         }
         return ok;
       });

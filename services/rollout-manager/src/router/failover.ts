@@ -99,9 +99,16 @@ export class Failover {
       let outcome: AttemptOutcome;
       const evidence = this.evidence;
       if (ctx.stream) evidence.opened(engine.id, Date.now());
+      // The attempt ends when the caller goes away or the engine leaves the pool (EngineLease.left).
+      const attemptAbort = new AbortController();
+      const stop = () => attemptAbort.abort();
+      for (const signal of [ctx.abort.signal, lease.left]) {
+        if (signal.aborted) stop();
+        else signal.addEventListener('abort', stop, { once: true });
+      }
       try {
         outcome = await attemptOn(
-          ctx,
+          { ...ctx, abort: attemptAbort },
           engine,
           splice,
           { agent: this.o.agent, idleTimeoutMs: this.o.upstreamIdleTimeoutMs, maxAnswerBytes: this.o.maxAnswerBytes ?? DEFAULT_ENGINE_ANSWER_BYTES },
@@ -110,14 +117,15 @@ export class Failover {
           () => evidence.progressed(engine.id, Date.now()),
         );
       } finally {
+        for (const signal of [ctx.abort.signal, lease.left]) signal.removeEventListener('abort', stop);
         lease.release();
         if (ctx.stream) evidence.closed(engine.id);
       }
       const busy = outcome.kind === 'failed' && queuedOnBusyEngine(outcome, evidence.lastTokenAt(engine.id), Date.now(), this.o.upstreamIdleTimeoutMs);
       if (outcome.kind !== 'failed') evidence.ended(engine.id, { ok: true });
       // A 4xx (a refused continuation) is about the request, a wait in a busy engine's queue about its
-      // load; everything else is the engine's failure.
-      else if (!ctx.abort.signal.aborted && !busy && (outcome.engineDown || (outcome.status ?? 500) >= 500)) {
+      // load; everything else is the engine's failure — unless it left the pool (or moved) mid-request.
+      else if (!ctx.abort.signal.aborted && !lease.left.aborted && !busy && (outcome.engineDown || (outcome.status ?? 500) >= 500)) {
         evidence.ended(engine.id, { ok: false, reason: outcome.reason });
       }
       if (outcome.kind === 'relayed') return null;
@@ -129,7 +137,9 @@ export class Failover {
       if (ctx.abort.signal.aborted) return null;
       if (splice.tokens > tokensBefore) contributors.push(engine);
       log.warn('engine failed during a request', { engine: engine.id, reason: outcome.reason, trajectoryId, forwardedTokens: splice.tokens });
-      if (outcome.engineDown && !busy) pool.markDead(engine.id, outcome.reason);
+      if (lease.left.aborted) {
+        // Left the pool or moved: the next attempt picks again (the engine at its new address, or another).
+      } else if (outcome.engineDown && !busy) pool.markDead(engine.id, outcome.reason);
       else {
         skipped.add(engine.id);
         lastErrorAnswer = outcome;
