@@ -4,7 +4,7 @@ import { MessageBus } from '@robustrl/bus';
 import { createMessage, RobustrlMessage } from '@robustrl/contracts';
 import { ControllerModule } from '@robustrl/controller';
 import { DetectorModule } from '@robustrl/detector';
-import { LocalProcessSupervisor } from '@robustrl/orchestrator';
+import { LocalProcessSupervisor, MachineSpec } from '@robustrl/orchestrator';
 import { MESSAGE_BUS, RunningService, runService } from '@robustrl/service-kit';
 import { freePorts, PrivateInfra } from '../chaos/private-infra';
 
@@ -34,6 +34,8 @@ export function projectPythonAndModel(what: string): { python: string; model: st
   return { python: python!, model: model! };
 }
 
+type ServiceModules = Parameters<typeof runService>[1];
+
 export interface ExamplePlane {
   infra: PrivateInfra;
   supervisor: LocalProcessSupervisor;
@@ -42,8 +44,15 @@ export interface ExamplePlane {
   close(): Promise<void>;
 }
 
-/** The broker and database of the run's own, agents in cooperate mode (`ROBUSTRL_TRAINER_WORLD_SIZE` 2), the detector and controller. */
-export async function startExamplePlane(name: string, agentEnv: Record<string, string> = {}): Promise<ExamplePlane> {
+/**
+ * The broker and database of the run's own, agents in cooperate mode (`ROBUSTRL_TRAINER_WORLD_SIZE` 2),
+ * and the services of `modules` in this process: by default the detector and controller.
+ */
+export async function startExamplePlane(
+  name: string,
+  agentEnv: Record<string, string> | ((m: MachineSpec) => Record<string, string>) = {},
+  modules: (supervisor: LocalProcessSupervisor) => ServiceModules = (supervisor) => [DetectorModule, ControllerModule.withOrchestrator(supervisor)],
+): Promise<ExamplePlane> {
   const infra = await PrivateInfra.create();
   say(`a Kafka broker and a PostgreSQL server of this run's own (${infra.dir})`);
   infra.startKafka();
@@ -67,7 +76,7 @@ export async function startExamplePlane(name: string, agentEnv: Record<string, s
         ROBUSTRL_GPU_SOURCE: 'emulated',
         ROBUSTRL_GPU_SAMPLE_SECONDS: '1',
         ROBUSTRL_WEIGHTS_PORT: '0',
-        ...agentEnv,
+        ...(typeof agentEnv === 'function' ? agentEnv(m) : agentEnv),
       },
     }),
   });
@@ -78,7 +87,7 @@ export async function startExamplePlane(name: string, agentEnv: Record<string, s
       store: { kind: 'postgres', url: infra.databaseUrl },
       httpPort: 0,
     },
-    [DetectorModule, ControllerModule.withOrchestrator(supervisor)],
+    modules(supervisor),
     { logLevels: ['error'] },
   );
   const bus = service.app.get<MessageBus>(MESSAGE_BUS);
