@@ -40,3 +40,21 @@ export async function runCampaignCommand<T>(script: string, args: string[], time
     rmSync(dir, { recursive: true, force: true });
   }
 }
+
+/**
+ * Runs an example as a user runs it — `node bench/dist/examples/<script> <args>` — to its exit, killed at
+ * `timeoutMs`, and returns what it printed (stdout and stderr, in order). Throws with the output's tail
+ * when it does not exit 0: an example checks its own run.
+ */
+export async function runExampleCommand(script: string, args: string[], timeoutMs: number): Promise<string> {
+  const child = spawn(process.execPath, [join(REPO_ROOT, 'bench', 'dist', 'examples', script), ...args], { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  const code = await new Promise<number | null>((done) => {
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.once('exit', (c) => (clearTimeout(timer), done(c)));
+  });
+  if (code !== 0) throw new Error(`${script} ${args.join(' ')} exited with ${code}:\n${output.slice(-8000)}`);
+  return output;
+}

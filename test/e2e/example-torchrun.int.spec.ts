@@ -1,29 +1,15 @@
-import { spawn } from 'node:child_process';
-import { join, resolve } from 'node:path';
+import { runExampleCommand } from './campaign-command';
 
 /**
  * The torchrun example as a user runs it (examples/torchrun/README.md): `node
  * bench/dist/examples/torchrun-example.js`, a child process that must exit 0 by itself, having killed a
  * worker, restarted the trainer group (not the task) and finished every step from the checkpoint.
  */
-const REPO = resolve(__dirname, '..', '..');
-
 jest.setTimeout(300_000);
 
 describe('examples/torchrun: one command runs a real torchrun job under robustrl through a fault', () => {
   it('exits 0 after the worker killed at step 4 was recovered by a group restart and the 12 steps finished', async () => {
-    const child = spawn(process.execPath, [join(REPO, 'bench', 'dist', 'examples', 'torchrun-example.js'), '--steps', '12', '--kill-at', '4'], {
-      cwd: REPO,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let output = '';
-    child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    const code = await new Promise<number | null>((done) => {
-      const timer = setTimeout(() => child.kill('SIGKILL'), 280_000);
-      child.once('exit', (c) => (clearTimeout(timer), done(c)));
-    });
-    if (code !== 0) throw new Error(`the example exited with ${code}:\n${output.slice(-6000)}`);
+    const output = await runExampleCommand('torchrun-example.js', ['--steps', '12', '--kill-at', '4'], 280_000);
     expect(output).toMatch(/FAULT: kill -9 worker rank 3/);
     // Reported by the failed torchrun's launcher (process-exited), or first by a peer whose collective broke (step-exception).
     expect(output).toMatch(/trainer-[01] reports (process-exited|step-exception): /);

@@ -1,5 +1,4 @@
-import { spawn } from 'node:child_process';
-import { join, resolve } from 'node:path';
+import { runExampleCommand } from './campaign-command';
 
 /**
  * The verl example as a user runs it (examples/verl/README.md): `node bench/dist/examples/verl-example.js`,
@@ -9,24 +8,11 @@ import { join, resolve } from 'node:path';
  * pulls), bit for bit, and the rollout's agent loads it into a real vLLM engine, which then answers as
  * transformers does on the actor's weights.
  */
-const REPO = resolve(__dirname, '..', '..');
-
 jest.setTimeout(600_000);
 
 describe('examples/verl: one command moves versions through verl’s checkpoint engine and robustrl’s agents into vLLM', () => {
   it('exits 0 after two versions were received bit for bit and served by the engine', async () => {
-    const child = spawn(process.execPath, [join(REPO, 'bench', 'dist', 'examples', 'verl-example.js'), '--versions', '2'], {
-      cwd: REPO,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let output = '';
-    child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    const code = await new Promise<number | null>((done) => {
-      const timer = setTimeout(() => child.kill('SIGKILL'), 580_000);
-      child.once('exit', (c) => (clearTimeout(timer), done(c)));
-    });
-    if (code !== 0) throw new Error(`the example exited with ${code}:\n${output.slice(-6000)}`);
+    const output = await runExampleCommand('verl-example.js', ['--versions', '2'], 580_000);
     const lines = [...output.matchAll(/^\[example\] [\d.]+ s {2}(\{"version".*\})$/gm)].map((m) => JSON.parse(m[1]!) as Record<string, unknown>);
     expect(lines.map((l) => [l.version, l.receivedBitForBit, l.engineAnswersAsTransformers])).toEqual([
       [1, true, true],

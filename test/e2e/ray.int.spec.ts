@@ -1,7 +1,7 @@
-import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
+import { runExampleCommand } from './campaign-command';
 
 /**
  * The real GRPO job as a Ray job under robustrl, as a user runs it (examples/ray/README.md):
@@ -16,8 +16,6 @@ import { join, resolve } from 'node:path';
  * actor is killed: robustrl restarts that engine, and the group replaces that actor only. The driver never
  * restarts. The job's own ledger (`--state-dir`) says where each actor ran and what was trained.
  */
-const REPO = resolve(__dirname, '..', '..');
-
 jest.setTimeout(1_200_000);
 
 interface Line {
@@ -45,25 +43,11 @@ describe('Ray: the real GRPO job in an elastic worker group driven by robustrl (
   const fourTrainers = ['trainer-0 rank 0/4 local 0', 'trainer-0 rank 1/4 local 1', 'trainer-1 rank 2/4 local 0', 'trainer-1 rank 3/4 local 1'];
 
   beforeAll(async () => {
-    const child = spawn(
-      process.execPath,
-      [join(REPO, 'bench', 'dist', 'examples', 'ray-example.js'), '--steps', '14', '--kill-at', '4', '--kill-rollout-at', '9', '--state-dir', dir],
-      { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    const code = await new Promise<number | null>((done) => {
-      const timer = setTimeout(() => child.kill('SIGKILL'), 1_140_000);
-      child.once('exit', (c) => (clearTimeout(timer), done(c)));
-    });
-    const path = join(dir, 'ledger.jsonl');
-    ledger = existsSync(path)
-      ? readFileSync(path, 'utf8')
-          .split('\n')
-          .filter(Boolean)
-          .map((l) => JSON.parse(l) as Line)
-      : [];
-    if (code !== 0) throw new Error(`the example exited with ${code}:\n${output.slice(-8000)}`);
+    output = await runExampleCommand('ray-example.js', ['--steps', '14', '--kill-at', '4', '--kill-rollout-at', '9', '--state-dir', dir], 1_140_000);
+    ledger = readFileSync(join(dir, 'ledger.jsonl'), 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as Line);
   }, 1_200_000);
 
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
