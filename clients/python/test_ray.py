@@ -59,6 +59,20 @@ class Worker:
         self.stopped = True
 
 
+def _group(agents: Dict[str, Any], **options: Any) -> "ElasticWorkerGroup":
+    """The tests' worker group: one machine per fake agent (its role from its name), quick timeouts."""
+    return ElasticWorkerGroup(
+        [Machine(m, a.url, "rollout" if m.startswith("rollout") else "trainer") for m, a in agents.items()],
+        trainer=Worker,
+        rollout=Worker,
+        actor_options={"trainer": {"num_cpus": 0.1}, "rollout": {"num_cpus": 0.1}},
+        ready_timeout_s=60,
+        stop_grace_s=2,
+        follower_wait_s=0.2,
+        **options,
+    )
+
+
 @needs_ray
 class ElasticWorkerGroupTest(unittest.TestCase):
     cluster: Any
@@ -86,16 +100,7 @@ class ElasticWorkerGroupTest(unittest.TestCase):
         self.agents = {m: CommandAgent() for m in ("trainer-0", "trainer-1", "rollout-0")}
         for rank, m in enumerate(("trainer-0", "trainer-1")):
             self.agents[m].launch = {"group": {"rank": rank, "worldSize": 2}, "env": {"RANK": rank, "WORLD_SIZE": 2, "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": 29500}}
-        self.group = ElasticWorkerGroup(
-            [Machine(m, a.url, "rollout" if m.startswith("rollout") else "trainer") for m, a in self.agents.items()],
-            trainer=Worker,
-            rollout=Worker,
-            trainer_procs_per_machine=2,
-            actor_options={"trainer": {"num_cpus": 0.1}, "rollout": {"num_cpus": 0.1}},
-            ready_timeout_s=60,
-            stop_grace_s=2,
-            follower_wait_s=0.2,
-        )
+        self.group = _group(self.agents, trainer_procs_per_machine=2)
 
     def tearDown(self) -> None:
         self.group.stop()
@@ -154,16 +159,7 @@ class ElasticWorkerGroupTest(unittest.TestCase):
         self.assertEqual([e for a in self.agents.values() for e in a.errors], [], "a removed worker's death is not a fault")
 
     def test_agents_on_their_nodes_are_called_through_a_relay_there(self) -> None:
-        group = ElasticWorkerGroup(
-            [Machine(m, a.url, "rollout" if m.startswith("rollout") else "trainer") for m, a in self.agents.items()],
-            trainer=Worker,
-            rollout=Worker,
-            actor_options={"trainer": {"num_cpus": 0.1}, "rollout": {"num_cpus": 0.1}},
-            ready_timeout_s=60,
-            stop_grace_s=2,
-            follower_wait_s=0.2,
-            agents_on_nodes=True,
-        )
+        group = _group(self.agents, agents_on_nodes=True)
         try:
             group.start(launch_poll_s=0.05)
             relays = {m: group._clients[m]._relay for m in self.agents}  # type: ignore[attr-defined]
@@ -254,16 +250,7 @@ class DrainTest(unittest.TestCase):
         ray.init(address=cluster.address, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
         agents = {m: CommandAgent() for m in ("trainer-0", "rollout-0")}
         agents["trainer-0"].launch = {"group": {"rank": 0, "worldSize": 1}, "env": {"RANK": 0, "WORLD_SIZE": 1, "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": 29500}}
-        group = ElasticWorkerGroup(
-            [Machine("trainer-0", agents["trainer-0"].url, "trainer"), Machine("rollout-0", agents["rollout-0"].url, "rollout")],
-            trainer=Worker,
-            rollout=Worker,
-            actor_options={"trainer": {"num_cpus": 0.1}, "rollout": {"num_cpus": 0.1}},
-            ready_timeout_s=60,
-            stop_grace_s=2,
-            follower_wait_s=0.2,
-            drain_poll_s=0.5,
-        )
+        group = _group(agents, drain_poll_s=0.5)
         try:
             group.start(launch_poll_s=0.05)
             node = next(n["NodeID"] for n in ray.nodes() if machine_resource("rollout-0") in n["Resources"])
