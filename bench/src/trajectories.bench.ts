@@ -25,7 +25,7 @@ import { performance } from 'node:perf_hooks';
 import { Client } from 'pg';
 import { EventStore } from '@robustrl/store';
 import { TurnInput } from '@robustrl/contracts';
-import { REQUEST_MANAGER_MIGRATIONS, TrajectoryStore, TurnWriter } from '@robustrl/request-manager';
+import { TRAJECTORY_STORE_MIGRATIONS, TrajectoryStore, TurnWriter } from '@robustrl/request-manager';
 
 const BASELINE_BATCH = 500;
 const progress = (line: string) => process.stderr.write(`[bench:trajectories] ${line}\n`);
@@ -157,7 +157,7 @@ async function main(): Promise<void> {
   await admin.query(`CREATE DATABASE ${dbName}`);
   const url = new URL(baseUrl);
   url.pathname = `/${dbName}`;
-  const store = await EventStore.open({ kind: 'postgres', url: url.toString() }, { migrations: REQUEST_MANAGER_MIGRATIONS });
+  const store = await EventStore.open({ kind: 'postgres', url: url.toString() }, { migrations: TRAJECTORY_STORE_MIGRATIONS });
   const plain = new Client({ connectionString: url.toString() });
   await plain.connect();
   const serverVersion = ((await plain.query('SHOW server_version')).rows[0] as { server_version: string }).server_version;

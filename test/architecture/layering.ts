@@ -46,17 +46,20 @@ export const LAYERS: readonly Layer[] = [
     mayImport: ['kernel', 'infrastructure'],
     pure: false,
   },
+  // Persistence shared by services: the trajectory store is written by the request manager's API and by the
+  // router, which records turns in the store itself (docs/router.md "Recording").
+  { name: 'stores', folders: ['libs/trajectory-store'], mayImport: ['kernel', 'domain', 'infrastructure'], pure: false },
   { name: 'simulator', folders: ['sim'], mayImport: ['kernel', 'domain'], pure: true },
   {
     name: 'services',
     folders: ['services/detector', 'services/controller', 'services/request-manager', 'services/rollout-manager', 'services/weight-registry', 'services/agent'],
-    mayImport: ['kernel', 'domain', 'native', 'infrastructure'],
+    mayImport: ['kernel', 'domain', 'native', 'infrastructure', 'stores'],
     pure: false,
   },
   {
     name: 'composition',
     folders: ['services/embedded', 'cli', 'bench'],
-    mayImport: ['kernel', 'domain', 'native', 'infrastructure', 'simulator', 'services', 'composition'],
+    mayImport: ['kernel', 'domain', 'native', 'infrastructure', 'stores', 'simulator', 'services', 'composition'],
     pure: false,
   },
   { name: 'test-support', folders: ['libs/testing'], mayImport: ['kernel', 'infrastructure', 'test-support'], pure: false },

@@ -3,10 +3,8 @@ import { Test } from '@nestjs/testing';
 import { EventStore } from '@robustrl/store';
 import { freshPostgresStore } from '@robustrl/testing/databases';
 import { RecordingBus, trajectory, turn } from '@robustrl/testing/trajectory-fixtures';
-import { REQUEST_MANAGER_MIGRATIONS } from './migrations';
+import { TRAJECTORY_STORE_MIGRATIONS, TrajectoryStore, TurnWriter } from '@robustrl/trajectory-store';
 import { TrajectoriesController } from './trajectories.controller';
-import { TrajectoryStore } from './trajectory-store/trajectory-store';
-import { TurnWriter } from './trajectory-store/turn-writer';
 
 /**
  * A caller's bad input is that caller's problem only: on the real PostgreSQL, a value its column cannot
@@ -20,7 +18,7 @@ describe('bad input on the trajectory API (PostgreSQL)', () => {
   let base: string;
 
   beforeAll(async () => {
-    db = await freshPostgresStore({ migrations: REQUEST_MANAGER_MIGRATIONS });
+    db = await freshPostgresStore({ migrations: TRAJECTORY_STORE_MIGRATIONS });
     const trajectories = new TrajectoryStore(db.store, new RecordingBus());
     // One flush takes every append of the burst: a bad row in it would fail all of them.
     writer = new TurnWriter(trajectories, { flushIntervalMs: 20, maxBatch: 500 });

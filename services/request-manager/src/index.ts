@@ -1,5 +1,4 @@
 export * from './request-manager.module';
-export * from './trajectory-store';
+export * from '@robustrl/trajectory-store';
 export * from './trajectories.controller';
 export * from './retention';
-export * from './migrations';

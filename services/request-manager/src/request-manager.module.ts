@@ -3,10 +3,9 @@ import { MessageBus, Subscription } from '@robustrl/bus';
 import { Topics } from '@robustrl/contracts';
 import { EVENT_STORE, EventRecorder, MESSAGE_BUS } from '@robustrl/service-kit';
 import { EventStore } from '@robustrl/store';
-import { REQUEST_MANAGER_MIGRATIONS } from './migrations';
+import { TRAJECTORY_STORE_MIGRATIONS, TrajectoryStore, TurnWriter } from '@robustrl/trajectory-store';
 import { retentionStepsFromEnv } from './retention';
 import { TrajectoriesController } from './trajectories.controller';
-import { TrajectoryStore, TurnWriter } from './trajectory-store';
 
 /**
  * Request manager: the trajectory store, every tool iteration preserved (paper §3, §5.2.2).
@@ -31,7 +30,7 @@ export const REQUEST_MANAGER_INPUTS = [Topics.trajectories, Topics.training] as 
     {
       provide: TrajectoryStore,
       useFactory: async (store: EventStore, bus: MessageBus) => {
-        await store.migrate(REQUEST_MANAGER_MIGRATIONS);
+        await store.migrate(TRAJECTORY_STORE_MIGRATIONS);
         return new TrajectoryStore(store, bus);
       },
       inject: [EVENT_STORE, MESSAGE_BUS],

@@ -10,11 +10,9 @@ import {
   TrajectoryWithTurns,
 } from '@robustrl/contracts';
 import { EventStore } from '@robustrl/store';
-import { REQUEST_MANAGER_MIGRATIONS } from './migrations';
+import { TRAJECTORY_STORE_MIGRATIONS, TrajectoryStore, TurnWriter } from '@robustrl/trajectory-store';
 import { TrajectoriesController } from './trajectories.controller';
 import { RecordingBus, trajectory, turn } from '@robustrl/testing/trajectory-fixtures';
-import { TrajectoryStore } from './trajectory-store/trajectory-store';
-import { TurnWriter } from './trajectory-store/turn-writer';
 // The router's side of this API (rollout manager): its recorder must read and drive what this controller serves.
 import { HttpTrajectoryRecorder } from '../../rollout-manager/src/router/http-trajectory-recorder';
 
@@ -24,7 +22,7 @@ describe('trajectories HTTP API', () => {
   let base: string;
 
   beforeAll(async () => {
-    store = await EventStore.open({ kind: 'pglite' }, { migrations: REQUEST_MANAGER_MIGRATIONS });
+    store = await EventStore.open({ kind: 'pglite' }, { migrations: TRAJECTORY_STORE_MIGRATIONS });
     const trajectories = new TrajectoryStore(store, new RecordingBus());
     const moduleRef = await Test.createTestingModule({
       controllers: [TrajectoriesController],

@@ -31,7 +31,7 @@ import {
   TurnInput,
 } from '@robustrl/contracts';
 import { StoreUnavailableFilter } from './store-unavailable.filter';
-import { InvalidTransitionError, TrajectoryNotFoundError, TrajectoryStore, TurnRejectedError, TurnWriter } from './trajectory-store';
+import { InvalidTransitionError, TrajectoryNotFoundError, TrajectoryStore, TurnRejectedError, TurnWriter } from '@robustrl/trajectory-store';
 
 /**
  * The request manager's HTTP API: AgentWorkers store every tool iteration here, the rollout manager

@@ -12,6 +12,7 @@ import {
   GatewayMirror,
   HttpTrajectoryRecorder,
   isEngineKind,
+  LazyStoreRecorder,
   ModelGatewayClient,
   OpenAiRouter,
   RequestEvidence,
@@ -19,6 +20,7 @@ import {
   RouterLogger,
   ThroughputMeter,
   throughputSampled,
+  TrajectoryRecorder,
 } from './router';
 
 export interface RouterConfig {
@@ -41,7 +43,12 @@ export interface RouterConfig {
    * (restarting anyway when they alone are beyond maxStaleness) or `restart-from-prompt`.
    */
   continuationPolicy: ContinuationPolicy;
-  /** The request manager's base URL; without it the router serves and fails over but records nothing. */
+  /**
+   * The trajectory store's PostgreSQL (ROBUSTRL_TRAJECTORY_DATABASE_URL): the router records there itself,
+   * one statement for many requests (docs/router.md "Recording"). Preferred over requestManagerUrl.
+   */
+  trajectoryDatabaseUrl?: string | null;
+  /** The request manager's base URL: recording over its HTTP API, when no trajectory database is given; without either the router records nothing. */
   requestManagerUrl: string | null;
   /** The bearer token the request manager asks for (ROBUSTRL_REQUEST_MANAGER_TOKEN), if it asks for one. */
   requestManagerToken?: string;
@@ -62,7 +69,8 @@ const Engine = /^(?<id>[^=@,\s]+)(@(?<machine>[^=,\s]+))?=(?<url>https?:\/\/\S+)
  * engine's URL (ROBUSTRL_INFERENCE_URL) join as they come. ROBUSTRL_ROUTER_PORT (default 8000),
  * ROBUSTRL_ROUTER_HOST (default ROBUSTRL_HTTP_HOST, loopback; on a cluster the pod's address, since
  * agent loops run elsewhere — and then ROBUSTRL_ROUTER_TOKENS or _TOKENS_FILE, the loops' API key),
- * ROBUSTRL_REQUEST_MANAGER_URL and ROBUSTRL_REQUEST_MANAGER_TOKEN,
+ * ROBUSTRL_TRAJECTORY_DATABASE_URL (the trajectory store's PostgreSQL: the router records there itself),
+ * else ROBUSTRL_REQUEST_MANAGER_URL and ROBUSTRL_REQUEST_MANAGER_TOKEN (recording over its HTTP API),
  * ROBUSTRL_JOB_ID, ROBUSTRL_THROUGHPUT_SECONDS (default 10), ROBUSTRL_MAX_STALENESS (default 1; 0
  * for a synchronous job), ROBUSTRL_CONTINUATION_POLICY (keep, the default, or restart-from-prompt),
  * ROBUSTRL_ROUTER_ENGINE_KIND (vllm, the default, sglang or llama.cpp: the engines' API beyond OpenAI's),
@@ -70,6 +78,15 @@ const Engine = /^(?<id>[^=@,\s]+)(@(?<machine>[^=,\s]+))?=(?<url>https?:\/\/\S+)
  * reported to the detector), ROBUSTRL_EXTERNAL_ROUTER_URL and _API_KEY (an SGLang Model Gateway the
  * agent loops use instead: its workers follow the engines this router would route to).
  */
+/** ROBUSTRL_TRAJECTORY_DATABASE_URL: the trajectory store's PostgreSQL, where the router records itself. */
+function trajectoryDatabaseUrlFromEnv(env: NodeJS.ProcessEnv): string | null {
+  const url = env.ROBUSTRL_TRAJECTORY_DATABASE_URL?.trim();
+  if (!url) return null;
+  if (!/^postgres(ql)?:\/\//.test(url))
+    throw new Error(`ROBUSTRL_TRAJECTORY_DATABASE_URL must be a postgres:// URL, got '${url.replace(/:[^:@/]*@/, ':***@')}'`);
+  return url;
+}
+
 export function routerConfigFromEnv(env: NodeJS.ProcessEnv): RouterConfig | null {
   const list = env.ROBUSTRL_ROUTER_ENGINES?.trim() ?? '';
   const on = env.ROBUSTRL_ROUTER?.trim().toLowerCase();
@@ -121,6 +138,7 @@ export function routerConfigFromEnv(env: NodeJS.ProcessEnv): RouterConfig | null
     maxStaleness: staleness.data,
     continuationPolicy: policy.data,
     requestManagerUrl: env.ROBUSTRL_REQUEST_MANAGER_URL ?? null,
+    trajectoryDatabaseUrl: trajectoryDatabaseUrlFromEnv(env),
     throughputSeconds: seconds.data,
     evidenceSeconds: evidence.data,
     engineKind,
@@ -173,6 +191,10 @@ export class RouterRuntime {
   /** Keeps an external gateway's workers equal to the pool, when one is configured. */
   private readonly mirror: GatewayMirror | null;
 
+  /** Where recorded trajectories go: the store itself, the request manager's API, or nowhere. */
+  private readonly recorder: TrajectoryRecorder | null;
+  private readonly storeRecorder: LazyStoreRecorder | null;
+
   /** The operator's engines by machine: they come back when their machine serves again. */
   private readonly listed = new Map<string, EngineSpec[]>();
 
@@ -195,6 +217,9 @@ export class RouterRuntime {
       error: (m, f) => this.logger.error(`${m} ${f ? JSON.stringify(f) : ''}`),
     };
     this.auth = config.auth ?? httpAuthFromEnv({}, config.host, 'ROBUSTRL_ROUTER');
+    this.storeRecorder = config.trajectoryDatabaseUrl ? new LazyStoreRecorder(config.trajectoryDatabaseUrl, bus) : null;
+    this.recorder =
+      this.storeRecorder ?? (config.requestManagerUrl ? new HttpTrajectoryRecorder(config.requestManagerUrl, { token: config.requestManagerToken }) : null);
     this.router = new OpenAiRouter({
       pool: this.pool,
       bus,
@@ -203,7 +228,7 @@ export class RouterRuntime {
       defaultEngineKind: kind,
       source: 'rollout-manager/router',
       auth: this.auth,
-      ...(config.requestManagerUrl ? { recorder: new HttpTrajectoryRecorder(config.requestManagerUrl, { token: config.requestManagerToken }) } : {}),
+      ...(this.recorder ? { recorder: this.recorder } : {}),
       continuation: { policy: config.continuationPolicy, maxStaleness: config.maxStaleness },
       logger: log,
     });
@@ -227,7 +252,10 @@ export class RouterRuntime {
       this.mirrorTimer = setInterval(() => void this.mirror?.sync(this.pool.snapshot()), 10_000);
       this.logger.log(`keeping the workers of the gateway at ${this.config.externalRouter!.url} equal to this router's engines`);
     }
-    if (!this.config.requestManagerUrl) this.logger.warn('ROBUSTRL_REQUEST_MANAGER_URL is not set: trajectories are routed but not recorded');
+    if (this.storeRecorder && !(await this.storeRecorder.warm()))
+      this.logger.warn('the trajectory store could not be opened yet: recorded requests are answered 503 until it opens');
+    if (!this.recorder)
+      this.logger.warn('neither ROBUSTRL_TRAJECTORY_DATABASE_URL nor ROBUSTRL_REQUEST_MANAGER_URL is set: trajectories are routed but not recorded');
     this.logger.log(`routing ${this.pool.snapshot().length} engine(s) for job ${this.config.jobId} at ${url}; more join as rollout machines register`);
     return url;
   }
@@ -238,6 +266,7 @@ export class RouterRuntime {
     clearInterval(this.evidenceTimer);
     clearInterval(this.mirrorTimer);
     await this.router.close();
+    await this.storeRecorder?.close();
     await this.pool.stop();
   }
 

@@ -240,20 +240,34 @@ async function pipeStream(
     }
     for (const c of out) writeEvent(res, c);
   };
+  let drainDeadline: NodeJS.Timeout | undefined;
   try {
     for await (const piece of upstream) {
+      // After [DONE] the rest is read to its end, not cut: a response aborted mid-way destroys its
+      // keep-alive socket, and every stream would then pay a new connection (docs/router.md "The lean path").
+      if (done) continue;
       onProgress();
       buffer += decoder.write(piece as Buffer).replace(/\r\n/g, '\n');
-      let end: number;
-      while (!done && (end = buffer.indexOf('\n\n')) >= 0) {
-        const raw = buffer.slice(0, end);
-        buffer = buffer.slice(end + 2);
-        handleEvent(raw);
+      // One write for all the events of a piece: the socket gets one writev, not one per token.
+      res.cork();
+      try {
+        let end: number;
+        while (!done && (end = buffer.indexOf('\n\n')) >= 0) {
+          const raw = buffer.slice(0, end);
+          buffer = buffer.slice(end + 2);
+          handleEvent(raw);
+        }
+      } finally {
+        res.uncork();
       }
-      if (done) break;
+      // An engine that says [DONE] and keeps the response open gets a moment to end it, then loses the connection.
+      if (done) drainDeadline = setTimeout(() => upstream.destroy(), DRAIN_AFTER_DONE_MS);
     }
     if (!done && buffer.trim() !== '') handleEvent(buffer);
   } catch (err) {
+    clearTimeout(drainDeadline);
+    // Cut while reading what followed [DONE]: the answer was whole, only the connection is lost.
+    if (done) return finishStream(ctx, engine, upstream, splice, before);
     upstream.destroy();
     onAbandon();
     if (err instanceof UpstreamError || err instanceof SyntaxError) return { kind: 'failed', reason: err.message, engineDown: false };
@@ -261,7 +275,23 @@ async function pipeStream(
       return { kind: 'failed', reason: 'stream cut: the engine sent nothing for the idle timeout', engineDown: true, silent: true };
     return { kind: 'failed', reason: `stream cut: ${errorText(err)}`, engineDown: true };
   }
+  clearTimeout(drainDeadline);
   if (!done) return { kind: 'failed', reason: 'stream ended before [DONE]', engineDown: true };
+  return finishStream(ctx, engine, upstream, splice, before);
+}
+
+/** How long an engine may keep a response open after its [DONE] before the router closes the connection. */
+const DRAIN_AFTER_DONE_MS = 1_000;
+
+/** The stream reached [DONE]: record the answer, then end the caller's stream. */
+async function finishStream(
+  ctx: RequestContext,
+  engine: EngineView,
+  upstream: IncomingMessage,
+  splice: StreamSplice,
+  before: readonly EngineView[],
+): Promise<AttemptOutcome> {
+  const res = ctx.res;
   if (!res.headersSent) res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', [ROLLOUT_HEADER]: engine.id });
   const answer: Answer = { ...streamAnswer(ctx.api, splice), engines: [...before, servedBy(engine, upstream, splice.ledger.versions())] };
   if (!(await answerStored(ctx, answer))) return { kind: 'relayed' };

@@ -53,11 +53,11 @@ describe('EnginePool', () => {
     up.add('b');
   });
 
-  it('counts leases as load, releases once, and spreads new trajectories', () => {
+  it('counts leases as load, releases once, and spreads requests of no trajectory', () => {
     const p = pool();
-    const first = p.acquire('t1')!;
+    const first = p.acquire(null)!;
     expect(first.engine.id).toBe('a');
-    expect(p.acquire('t2')!.engine.id).toBe('b');
+    expect(p.acquire(null)!.engine.id).toBe('b');
     expect(p.get('a')?.inFlight).toBe(1);
     first.release();
     first.release();

@@ -30,14 +30,28 @@ export interface EngineSpec {
 }
 
 /**
- * The selection rule, without I/O: the sticky engine if it is alive (its KV cache holds the
- * trajectory's prefix), else the least loaded living one; ties go to the engine with fewer sticky
- * trajectories, then to the smaller id so the choice is reproducible.
+ * The selection rule, without I/O (docs/router.md "Routing for the cache"): the sticky engine if it is
+ * alive (its KV cache holds the trajectory's prefix); else, for a trajectory, its engine by rendezvous
+ * hashing — the same on every router replica, so all of a trajectory's turns meet one engine wherever
+ * they enter — passing over an engine that is more than LOAD_BOUND above the mean load (consistent
+ * hashing with bounded loads: imbalance stays bounded while most trajectories keep their engine); a
+ * request of no trajectory goes to the least loaded. Ties go to the engine with fewer sticky
+ * trajectories, then to the smaller id, so the choice is reproducible.
  */
-export function selectEngine(engines: readonly EngineView[], options: { stickyId?: string; exclude?: ReadonlySet<string> } = {}): EngineView | undefined {
+export function selectEngine(
+  engines: readonly EngineView[],
+  options: { stickyId?: string; exclude?: ReadonlySet<string>; key?: string | null } = {},
+): EngineView | undefined {
   const usable = engines.filter((e) => e.alive && !options.exclude?.has(e.id));
   const sticky = options.stickyId === undefined ? undefined : usable.find((e) => e.id === options.stickyId);
   if (sticky) return sticky;
+  if (options.key !== undefined && options.key !== null && usable.length > 1) {
+    const load = usable.reduce((sum, e) => sum + e.inFlight, 0);
+    const bound = Math.ceil((LOAD_BOUND * (load + 1)) / usable.length);
+    const ranked = usable.map((e) => ({ e, score: rendezvousScore(options.key!, e.id) })).sort((a, b) => b.score - a.score || (a.e.id < b.e.id ? -1 : 1));
+    const fit = ranked.find(({ e }) => e.inFlight + 1 <= bound);
+    if (fit) return fit.e;
+  }
   let best: EngineView | undefined;
   for (const e of usable) {
     if (
@@ -49,6 +63,25 @@ export function selectEngine(engines: readonly EngineView[], options: { stickyId
     }
   }
   return best;
+}
+
+/** How far above the mean an engine's load may be before a trajectory placed by its hash passes it over (1.25: at most 25 %). */
+export const LOAD_BOUND = 1.25;
+
+/** A trajectory's score on an engine: the engine with the highest is its own (FNV-1a, then a finaliser to spread the bits). */
+export function rendezvousScore(key: string, engineId: string): number {
+  let h = 0x811c9dc5;
+  const text = `${key}\u0000${engineId}`;
+  for (let i = 0; i < text.length; i++) {
+    h ^= text.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  h ^= h >>> 16;
+  return h >>> 0;
 }
 
 /** A request's hold on an engine: counts toward its load until released (once). */
@@ -170,7 +203,7 @@ export class EnginePool {
   /** Select without taking a lease (no load counted, stickiness unchanged). */
   pick(trajectoryId: string | null, exclude?: ReadonlySet<string>): EngineView | undefined {
     const stickyId = trajectoryId === null ? undefined : this.sticky.get(trajectoryId);
-    return selectEngine(this.snapshot(), { stickyId, exclude });
+    return selectEngine(this.snapshot(), { stickyId, exclude, key: trajectoryId });
   }
 
   /** Select an engine, count the request on it, and (for a trajectory) make it the sticky one. */

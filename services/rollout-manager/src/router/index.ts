@@ -11,3 +11,5 @@ export * from './request-evidence';
 export * from './worker-membership';
 export * from './model-gateway-client';
 export * from './gateway-mirror';
+export * from './store-trajectory-recorder';
+export * from './recording-store';

@@ -146,6 +146,19 @@ export interface TrajectoryStoreOptions {
   source?: string;
   clock?: () => Date;
   logger?: Pick<Logger, 'warn'>;
+  /**
+   * Writes return once committed, and their events go to the bus behind them (in commit order, many
+   * per publish). The router records so (docs/router.md "Recording"): the events are notifications,
+   * and a caller's answer must not wait for the broker. Default false: a write returns once its events
+   * are published too.
+   */
+  publishInBackground?: boolean;
+}
+
+/** One trajectory's current attempt and its turns, as `prefixes` reads them. */
+export interface AttemptPrefix {
+  attempt: number;
+  turns: StoredTurn[];
 }
 
 /** What the store publishes (the request manager's topic rights, libs/bus/src/kafka/topic-acls.ts). */
@@ -169,6 +182,9 @@ export class TrajectoryStore {
   private readonly clock: () => Date;
   private readonly logger: Pick<Logger, 'warn'>;
   private publishing: Promise<void> = Promise.resolve();
+  private readonly publishInBackground: boolean;
+  /** Events waiting for the publish in flight to end (background publishing sends them in one call). */
+  private queued: RobustrlMessage[] = [];
   /** Statements that appended turns (one per appendTurns call); the TurnWriter's batching shows here. */
   appendStatements = 0;
 
@@ -180,6 +196,7 @@ export class TrajectoryStore {
     this.source = options.source ?? 'request-manager';
     this.clock = options.clock ?? (() => new Date());
     this.logger = options.logger ?? new Logger('trajectory-store');
+    this.publishInBackground = options.publishInBackground ?? false;
   }
 
   /** Idempotent: a trajectory id already stored for the same slot is `existing`; another id in that slot is a `conflict`. */
@@ -372,6 +389,29 @@ export class TrajectoryStore {
     });
   }
 
+  /**
+   * The current attempt and its turns of each trajectory stored, in ONE statement (a consistent snapshot
+   * without a transaction): what the router compares a request with. Trajectories not stored are absent.
+   */
+  async prefixes(trajectoryIds: readonly string[]): Promise<Map<string, AttemptPrefix>> {
+    const found = new Map<string, AttemptPrefix>();
+    if (trajectoryIds.length === 0) return found;
+    const rows: Array<TurnRow & { t_id: string; t_attempt: number }> = await this.store.dataSource.query(
+      `SELECT t.trajectory_id AS t_id, t.attempt AS t_attempt, ${TURN_COLUMNS}
+         FROM robustrl_trajectories t
+         LEFT JOIN robustrl_trajectory_turns u ON u.trajectory_id = t.trajectory_id AND u.attempt = t.attempt
+        WHERE t.trajectory_id = ANY($1::text[])
+        ORDER BY t.trajectory_id, u.turn_index`,
+      [trajectoryIds],
+    );
+    for (const r of rows) {
+      let prefix = found.get(r.t_id);
+      if (!prefix) found.set(r.t_id, (prefix = { attempt: r.t_attempt, turns: [] }));
+      if (r.turn_id !== null) prefix.turns.push(toStoredTurn(r));
+    }
+    return found;
+  }
+
   /** What a continuation on another rollout starts from: the prompt (in the summary) and the turns so far. */
   async prefix(trajectoryId: string): Promise<TrajectoryPrefix> {
     const found = await this.trajectory(trajectoryId);
@@ -502,15 +542,31 @@ export class TrajectoryStore {
     return createMessage('TrajectoryRestartedFromPrompt', data, { jobId: t.jobId, source: this.source, occurredAt: this.clock().toISOString() });
   }
 
+  /**
+   * Events go out in commit order. In the background, what piles up while one publish is in flight goes
+   * out in the next, in one call: the broker sees a few large publishes, not one per write.
+   */
   private publish(events: readonly RobustrlMessage[]): Promise<void> {
-    if (!this.bus || events.length === 0) return this.publishing;
+    if (!this.bus || events.length === 0) return this.publishInBackground ? Promise.resolve() : this.publishing;
     const bus = this.bus;
-    this.publishing = this.publishing.then(() =>
-      bus.publish(events).catch((err: unknown) => {
-        this.logger.warn(`could not publish ${events.length} trajectory event(s); the store has them: ${err instanceof Error ? err.message : String(err)}`);
-      }),
-    );
-    return this.publishing;
+    const send = (batch: readonly RobustrlMessage[]) =>
+      bus.publish(batch).catch((err: unknown) => {
+        this.logger.warn(`could not publish ${batch.length} trajectory event(s); the store has them: ${err instanceof Error ? err.message : String(err)}`);
+      });
+    if (!this.publishInBackground) {
+      this.publishing = this.publishing.then(() => send(events));
+      return this.publishing;
+    }
+    const first = this.queued.length === 0;
+    this.queued.push(...events);
+    if (first) {
+      this.publishing = this.publishing.then(() => {
+        const batch = this.queued;
+        this.queued = [];
+        return send(batch);
+      });
+    }
+    return Promise.resolve();
   }
 }
 

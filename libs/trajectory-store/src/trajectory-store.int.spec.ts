@@ -1,7 +1,7 @@
 import { EventStore } from '@robustrl/store';
 import { freshPostgresStore } from '@robustrl/testing/databases';
 import { RecordingBus, trajectory, turn } from '@robustrl/testing/trajectory-fixtures';
-import { REQUEST_MANAGER_MIGRATIONS } from '../migrations';
+import { TRAJECTORY_STORE_MIGRATIONS } from './migrations';
 import { TrajectoryStore } from './trajectory-store';
 import { TurnWriter } from './turn-writer';
 
@@ -10,7 +10,7 @@ describe('TrajectoryStore on PostgreSQL', () => {
   let url: string;
 
   beforeAll(async () => {
-    db = await freshPostgresStore({ migrations: REQUEST_MANAGER_MIGRATIONS });
+    db = await freshPostgresStore({ migrations: TRAJECTORY_STORE_MIGRATIONS });
     url = (db.store.dataSource.options as { url: string }).url;
   });
   afterAll(() => db.drop());
@@ -83,7 +83,7 @@ describe('TrajectoryStore on PostgreSQL', () => {
     }
 
     // The trainer restarts: a fresh process, a fresh connection pool on the same database.
-    const reopened = await EventStore.open({ kind: 'postgres', url }, { migrations: REQUEST_MANAGER_MIGRATIONS });
+    const reopened = await EventStore.open({ kind: 'postgres', url }, { migrations: TRAJECTORY_STORE_MIGRATIONS });
     try {
       const after = new TrajectoryStore(reopened);
       const all = await after.completedOfBatch('job-1', 'batch-7', { currentWeightVersion: 10, acceptance: { maxStaleness: 3 } });

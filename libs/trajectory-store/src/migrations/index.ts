@@ -8,7 +8,7 @@ import { TrajectoryOutcome1795600000000 } from './0005-trajectory-outcome';
  * core migrations; the names keep the timestamps they had when the store ran them, so a database
  * that already has them does not run them again.
  */
-export const REQUEST_MANAGER_MIGRATIONS: readonly StoreMigration[] = [
+export const TRAJECTORY_STORE_MIGRATIONS: readonly StoreMigration[] = [
   TrajectoryStore1763900000000,
   TurnTokenSpans1795500000000,
   TrajectoryOutcome1795600000000,

@@ -1,5 +1,5 @@
 import { EventStore } from '@robustrl/store';
-import { REQUEST_MANAGER_MIGRATIONS } from '../migrations';
+import { TRAJECTORY_STORE_MIGRATIONS } from './migrations';
 import { RecordingBus, trajectory, turn } from '@robustrl/testing/trajectory-fixtures';
 import { TrajectoryStore } from './trajectory-store';
 import { TurnRejectedError, TurnWriter } from './turn-writer';
@@ -10,7 +10,7 @@ describe('TurnWriter', () => {
   let bus: RecordingBus;
 
   beforeAll(async () => {
-    store = await EventStore.open({ kind: 'pglite' }, { migrations: REQUEST_MANAGER_MIGRATIONS });
+    store = await EventStore.open({ kind: 'pglite' }, { migrations: TRAJECTORY_STORE_MIGRATIONS });
   });
   afterAll(() => store.close());
   beforeEach(async () => {

@@ -1,2 +1,4 @@
 export * from './trajectory-store';
 export * from './turn-writer';
+export * from './migrations';
+export * from './group-batch';

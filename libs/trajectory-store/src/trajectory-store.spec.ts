@@ -1,5 +1,5 @@
 import { EventStore } from '@robustrl/store';
-import { REQUEST_MANAGER_MIGRATIONS } from '../migrations';
+import { TRAJECTORY_STORE_MIGRATIONS } from './migrations';
 import { RecordingBus, trajectory, turn } from '@robustrl/testing/trajectory-fixtures';
 import { InvalidTransitionError, TrajectoryStore } from './trajectory-store';
 
@@ -9,7 +9,7 @@ describe('TrajectoryStore (PGlite)', () => {
   let trajectories: TrajectoryStore;
 
   beforeAll(async () => {
-    store = await EventStore.open({ kind: 'pglite' }, { migrations: REQUEST_MANAGER_MIGRATIONS });
+    store = await EventStore.open({ kind: 'pglite' }, { migrations: TRAJECTORY_STORE_MIGRATIONS });
   });
   afterAll(() => store.close());
   beforeEach(async () => {

@@ -1,0 +1,88 @@
+import { MessageBus } from '@robustrl/bus';
+import { EventStore } from '@robustrl/store';
+import { TRAJECTORY_STORE_MIGRATIONS, TrajectoryStore } from '@robustrl/trajectory-store';
+import { StoreTrajectoryRecorder } from './store-trajectory-recorder';
+import { ContinuationRequest, RecordedTurn, StoredPrefix, TrajectoryRecorder, TrajectoryStart } from './trajectory-recorder';
+
+/**
+ * The trajectory store's PostgreSQL as the router opens it. Its session asks for synchronous commit
+ * whatever the server's default: a turn the router acknowledged must survive the database's crash,
+ * which an asynchronous commit (a server tuned for speed, as deploy/local's is) would not promise.
+ */
+export function recordingDatabaseUrl(url: string): string {
+  const parsed = new URL(url);
+  const options = parsed.searchParams.get('options') ?? '';
+  if (!/synchronous_commit/.test(options)) parsed.searchParams.set('options', `${options} -c synchronous_commit=on`.trim());
+  return parsed.toString();
+}
+
+/**
+ * The store recorder, opened on first use and again after a failed open: a router whose database is
+ * down or not migrated yet starts anyway, and answers recorded requests with 503 (ask again) until the
+ * store opens — a broken dependency is waited for, never a crash (README "Bad input and broken dependencies").
+ */
+export class LazyStoreRecorder implements TrajectoryRecorder {
+  private opening: Promise<{ store: EventStore; recorder: StoreTrajectoryRecorder }> | null = null;
+  private lastFailure = 0;
+
+  constructor(
+    private readonly url: string,
+    private readonly bus: MessageBus | undefined,
+    private readonly options: { poolSize?: number; retryAfterMs?: number; onOpen?: () => void } = {},
+  ) {}
+
+  start(t: TrajectoryStart): Promise<void> {
+    return this.open().then((r) => r.start(t));
+  }
+
+  appendTurns(turns: RecordedTurn[]): Promise<void> {
+    return this.open().then((r) => r.appendTurns(turns));
+  }
+
+  prefix(trajectoryId: string): Promise<StoredPrefix> {
+    return this.open().then((r) => r.prefix(trajectoryId));
+  }
+
+  continueWith(trajectoryId: string, request: ContinuationRequest) {
+    return this.open().then((r) => r.continueWith(trajectoryId, request));
+  }
+
+  /** Open it now (the router's start), without failing when it cannot be: the first request tries again. */
+  warm(): Promise<boolean> {
+    return this.open().then(
+      () => true,
+      () => false,
+    );
+  }
+
+  async close(): Promise<void> {
+    const opening = this.opening;
+    this.opening = null;
+    if (!opening) return;
+    const opened = await opening.catch(() => null);
+    if (!opened) return;
+    await opened.recorder.close();
+    await opened.store.close();
+  }
+
+  private async open(): Promise<StoreTrajectoryRecorder> {
+    if (!this.opening) {
+      const wait = this.lastFailure + (this.options.retryAfterMs ?? 1_000) - Date.now();
+      if (this.lastFailure > 0 && wait > 0) throw new Error(`the trajectory store could not be opened; trying again in ${wait} ms`);
+      this.opening = (async () => {
+        const store = await EventStore.open(
+          { kind: 'postgres', url: recordingDatabaseUrl(this.url), poolSize: this.options.poolSize ?? 8 },
+          { migrations: TRAJECTORY_STORE_MIGRATIONS },
+        );
+        const trajectories = new TrajectoryStore(store, this.bus, { source: 'rollout-manager/router', publishInBackground: true });
+        this.options.onOpen?.();
+        return { store, recorder: new StoreTrajectoryRecorder(trajectories) };
+      })();
+      this.opening.catch(() => {
+        this.opening = null;
+        this.lastFailure = Date.now();
+      });
+    }
+    return (await this.opening).recorder;
+  }
+}
