@@ -26,6 +26,11 @@ export interface FakeEngineOptions {
   /** Answer generation requests with this HTTP status instead (a 5xx to test failover). */
   failStatus?: number;
   weightVersion?: number;
+  /**
+   * `random`: each chat answer differs, as a sampling model's does (no continuation of partial answers).
+   * A test then tells an answer replayed from the store from one generated again.
+   */
+  sampling?: 'greedy' | 'random';
 }
 
 export interface ChatMessage {
@@ -237,7 +242,8 @@ export class FakeInferenceEngine {
     const messages = (body.messages as ChatMessage[]) ?? [];
     const continuing = body.continue_final_message === true && messages[messages.length - 1]?.role === 'assistant';
     const conversation = continuing ? messages.slice(0, -1) : messages;
-    const reply = chatReplyFor(conversation, this.options);
+    const sampled = this.options.sampling === 'random' ? [{ role: 'system', content: `sample ${Math.random()}` }, ...conversation] : conversation;
+    const reply = chatReplyFor(sampled, this.options);
     let tokens = reply.tokens;
     if (continuing) {
       const partial = messages[messages.length - 1].content;

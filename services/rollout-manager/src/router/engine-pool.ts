@@ -33,8 +33,8 @@ export interface EngineSpec {
  * The selection rule, without I/O (docs/router.md "Routing for the cache"): the sticky engine if it is
  * alive (its KV cache holds the trajectory's prefix); else, for a trajectory, its engine by rendezvous
  * hashing — the same on every router replica, so all of a trajectory's turns meet one engine wherever
- * they enter — passing over an engine that is more than LOAD_BOUND above the mean load (consistent
- * hashing with bounded loads: imbalance stays bounded while most trajectories keep their engine); a
+ * they enter — passing over an engine loaded beyond `loadBound` (consistent hashing with bounded loads:
+ * imbalance stays bounded while most trajectories keep their engine); a
  * request of no trajectory goes to the least loaded. Ties go to the engine with fewer sticky
  * trajectories, then to the smaller id, so the choice is reproducible.
  */
@@ -46,8 +46,10 @@ export function selectEngine(
   const sticky = options.stickyId === undefined ? undefined : usable.find((e) => e.id === options.stickyId);
   if (sticky) return sticky;
   if (options.key !== undefined && options.key !== null && usable.length > 1) {
-    const load = usable.reduce((sum, e) => sum + e.inFlight, 0);
-    const bound = Math.ceil((LOAD_BOUND * (load + 1)) / usable.length);
+    const bound = loadBound(
+      usable.reduce((sum, e) => sum + e.inFlight, 0),
+      usable.length,
+    );
     const ranked = usable.map((e) => ({ e, score: rendezvousScore(options.key!, e.id) })).sort((a, b) => b.score - a.score || (a.e.id < b.e.id ? -1 : 1));
     const fit = ranked.find(({ e }) => e.inFlight + 1 <= bound);
     if (fit) return fit.e;
@@ -65,8 +67,16 @@ export function selectEngine(
   return best;
 }
 
-/** How far above the mean an engine's load may be before a trajectory placed by its hash passes it over (1.25: at most 25 %). */
+/** How far above the mean an engine's load may be before a trajectory placed by its hash passes it over (1.25: 25 %)... */
 export const LOAD_BOUND = 1.25;
+/** ...and by at least this many requests: a few requests more is noise, not imbalance (SGLang's cache-aware policy has an absolute threshold too). */
+export const LOAD_SLACK = 8;
+
+/** The most requests an engine may carry, the new one counted, and still take a trajectory its hash places there. */
+export function loadBound(inFlight: number, engines: number): number {
+  const mean = (inFlight + 1) / engines;
+  return Math.ceil(Math.max(LOAD_BOUND * mean, mean + LOAD_SLACK));
+}
 
 /** A trajectory's score on an engine: the engine with the highest is its own (FNV-1a, then a finaliser to spread the bits). */
 export function rendezvousScore(key: string, engineId: string): number {
