@@ -17,7 +17,8 @@ import { e2eServiceEnv, ServiceProcess } from './fixtures/service-process';
 
 /**
  * The router's recording guarantee (docs/router.md "Recording") with the real things: two router replicas
- * (the rollout-manager's built main, each its own process) serve one job behind a round-robin balancer —
+ * (the rollout-manager's built main in replica mode, each its own process, following the engines the
+ * rollout manager announces) serve one job behind a round-robin balancer —
  * the agent loops below, which send each request to the next replica and, like an agent whose request
  * failed, send it again to the other one — and record into the trajectory store on a real PostgreSQL.
  * The engines sample (every answer differs), so an answer given twice would show.
@@ -43,6 +44,7 @@ describe('router replicas: kill -9 of a replica and of the store under load lose
   let pgEnv: NodeJS.ProcessEnv;
   let databaseUrl: string;
   let engines: FakeInferenceEngine[];
+  let manager: ServiceProcess;
   let replicas: ServiceProcess[];
   let urls: string[];
   const postgres = (command: 'start' | 'stop' | 'env') =>
@@ -58,24 +60,36 @@ describe('router replicas: kill -9 of a replica and of the store under load lose
     // The services' own state (pool, inbox) on the shared server; the trajectories on the test's own.
     const own = await freshDatabaseUrl('robustrl_replicas');
     const topicPrefix = `replicas-${randomUUID()}.`;
+    const service = {
+      ...e2eServiceEnv(BROKERS, own.url, topicPrefix),
+      ROBUSTRL_ORCHESTRATOR: 'none',
+      ROBUSTRL_JOB_ID: JOB,
+      ROBUSTRL_TRAJECTORY_DATABASE_URL: databaseUrl,
+    };
+    // The rollout manager: its pool holds the engines (listed here; registered by agents in a deployment) and announces them.
+    manager = new ServiceProcess('rollout-manager', {
+      ...service,
+      ROBUSTRL_ROUTER_ENGINES: engines.map((e) => `${e.id}=${e.url}`).join(','),
+      ROBUSTRL_ROUTER_PORT: String(await freePort()),
+    });
+    manager.start();
+    // Two router replicas, no engine of their own: they route to what the rollout manager announces.
     const ports = [await freePort(), await freePort()];
     urls = ports.map((p) => `http://127.0.0.1:${p}`);
     replicas = ports.map(
-      (port) =>
+      (port, i) =>
         new ServiceProcess('rollout-manager', {
-          ...e2eServiceEnv(BROKERS, own.url, topicPrefix),
-          ROBUSTRL_ORCHESTRATOR: 'none',
-          ROBUSTRL_JOB_ID: JOB,
-          ROBUSTRL_ROUTER_ENGINES: engines.map((e) => `${e.id}=${e.url}`).join(','),
+          ...service,
+          ROBUSTRL_ROUTER_REPLICA: 'on',
+          ROBUSTRL_ROUTER_REPLICA_ID: `r${i}`,
           ROBUSTRL_ROUTER_PORT: String(port),
-          ROBUSTRL_TRAJECTORY_DATABASE_URL: databaseUrl,
         }),
     );
-    await Promise.all(replicas.map((r) => startRouter(r)));
+    await Promise.all(replicas.map((r) => startReplica(r)));
   });
 
   afterAll(async () => {
-    await Promise.all((replicas ?? []).map((r) => r.kill()));
+    await Promise.all([...(replicas ?? []), manager].map((r) => r?.kill()));
     await Promise.all((engines ?? []).map((e) => e.close()));
     try {
       postgres('stop');
@@ -138,7 +152,7 @@ describe('router replicas: kill -9 of a replica and of the store under load lose
     await replicas[0].kill('SIGKILL');
     const afterReplicaKill = answered;
     await eventually('answers flowing through the other replica', () => (answered >= afterReplicaKill + 60 ? true : undefined), 60_000);
-    await startRouter(replicas[0]);
+    await startReplica(replicas[0]);
     killPostgres(localDir);
     await sleep(1_000);
     postgres('start');
@@ -174,9 +188,14 @@ describe('router replicas: kill -9 of a replica and of the store under load lose
   });
 });
 
-async function startRouter(replica: ServiceProcess): Promise<void> {
+/** Start a replica and wait until it routes the engines the rollout manager announced. */
+async function startReplica(replica: ServiceProcess): Promise<void> {
   replica.start();
-  await eventually('the router routing', () => (replica.lines.some((l) => /routing \d+ engine\(s\)/.test(l)) ? true : undefined), 60_000);
+  await eventually(
+    'the replica following the announced engines',
+    () => (replica.lines.some((l) => /following the rollout manager's engines: 4 announced/.test(l)) ? true : undefined),
+    90_000,
+  );
 }
 
 /** kill -9 of the PostgreSQL server: the postmaster and every backend, no shutdown, crash recovery at the next start. */

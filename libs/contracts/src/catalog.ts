@@ -17,6 +17,7 @@ export const MessageCatalog = {
   MachineRegistered: membership.MachineRegistered,
   MachineRoleChanged: membership.MachineRoleChanged,
   MachineDeregistered: membership.MachineDeregistered,
+  RouterEnginesAnnounced: membership.RouterEnginesAnnounced,
   GpuActivitySampled: telemetry.GpuActivitySampled,
   RolePhaseChanged: telemetry.RolePhaseChanged,
   RolloutThroughputSampled: telemetry.RolloutThroughputSampled,

@@ -26,6 +26,8 @@ import {
 } from '@robustrl/contracts';
 import { EventStore } from '@robustrl/store';
 import { encodeNul } from './jsonb-nul';
+import { AttemptPrefix, OpenResult, openTrajectories, readPrefixes } from './trajectory-reads';
+import { APPEND_SQL, AppendRow, classify } from './turn-append-sql';
 import { AcceptanceBound, decideContinuation, isAcceptable, staleness, trainingSample } from '@robustrl/request-manager-domain';
 import { toStoredTurn, toSummary, TRAJECTORY_COLUMNS, TrajectoryRow, trajectoryRef, TURN_COLUMNS, TurnRow } from './trajectory-rows';
 
@@ -63,84 +65,6 @@ const TRANSITIONS: Record<TrajectoryStatus, readonly TrajectoryStatus[]> = {
   aborted: [],
 };
 
-/**
- * One statement appends a whole batch of turns and keeps each trajectory's summary current:
- *  - `locked` takes the trajectories' row locks in id order, so concurrent appends (writer flushes, HTTP
- *    calls) touching the same trajectories queue instead of deadlocking, and read their latest status;
- *  - `ins` stores the turns of open trajectories (right attempt) and skips any turn id or index already
- *    stored (ON CONFLICT DO NOTHING: a redelivered append is a no-op);
- *  - `updated` folds only what was inserted into last turn index, owner, weight versions;
- *  - the final SELECT says, per input turn, what happened. Its sub-selects see the table as it was before
- *    the statement, which is what tells a duplicate (turn id already there) from a refused turn.
- */
-const APPEND_SQL = `
-WITH input AS (
-  SELECT * FROM jsonb_to_recordset($1::jsonb) AS v(
-    ord int, trajectory_id text, turn_id text, turn_index int, kind text, content jsonb, rollout_id text,
-    weight_version int, tokens int, attempt int, spans jsonb)
-),
-locked AS (
-  SELECT t.trajectory_id, t.job_id, t.batch_id, t.step, t.prompt_id, t.sample_index, t.status, t.attempt
-    FROM robustrl_trajectories t
-   WHERE t.trajectory_id IN (SELECT trajectory_id FROM input)
-   ORDER BY t.trajectory_id
-     FOR UPDATE
-),
-ins AS (
-  INSERT INTO robustrl_trajectory_turns (trajectory_id, attempt, turn_index, turn_id, kind, content, rollout_id, weight_version, tokens, spans)
-  SELECT i.trajectory_id, l.attempt, i.turn_index, i.turn_id, i.kind, i.content, i.rollout_id, i.weight_version, i.tokens, i.spans
-    FROM input i JOIN locked l ON l.trajectory_id = i.trajectory_id
-   WHERE l.status IN ('in-flight', 'reassigned') AND (i.attempt IS NULL OR i.attempt = l.attempt)
-   ORDER BY i.ord
-  ON CONFLICT DO NOTHING
-  RETURNING trajectory_id, turn_id, turn_index, kind, rollout_id, weight_version
-),
-summary AS (
-  SELECT trajectory_id,
-         max(turn_index) AS last_index,
-         (array_agg(rollout_id ORDER BY turn_index DESC) FILTER (WHERE rollout_id IS NOT NULL))[1] AS newest_rollout,
-         max(turn_index) FILTER (WHERE rollout_id IS NOT NULL) AS newest_rollout_index,
-         min(weight_version) FILTER (WHERE kind <> 'tool-result') AS min_v,
-         max(weight_version) FILTER (WHERE kind <> 'tool-result') AS max_v,
-         array_agg(DISTINCT weight_version) AS versions
-    FROM ins GROUP BY trajectory_id
-),
-updated AS (
-  UPDATE robustrl_trajectories t
-     SET last_turn_index = GREATEST(t.last_turn_index, s.last_index),
-         owner_rollout_id = CASE WHEN s.newest_rollout_index >= t.last_turn_index THEN s.newest_rollout ELSE t.owner_rollout_id END,
-         min_weight_version = LEAST(t.min_weight_version, s.min_v),
-         max_weight_version = GREATEST(t.max_weight_version, s.max_v),
-         weight_versions = ARRAY(SELECT DISTINCT w FROM unnest(t.weight_versions || s.versions) AS w ORDER BY w),
-         updated_at = now()
-    FROM summary s
-   WHERE t.trajectory_id = s.trajectory_id
-  RETURNING t.trajectory_id
-)
-SELECT i.ord, (ins.turn_id IS NOT NULL) AS inserted, (l.trajectory_id IS NOT NULL) AS known,
-       l.status, l.attempt, l.job_id, l.batch_id, l.step, l.prompt_id, l.sample_index,
-       EXISTS (SELECT 1 FROM robustrl_trajectory_turns e WHERE e.turn_id = i.turn_id) AS existed,
-       EXISTS (SELECT 1 FROM robustrl_trajectory_turns e
-                WHERE e.trajectory_id = i.trajectory_id AND e.attempt = l.attempt AND e.turn_index = i.turn_index) AS index_taken,
-       (SELECT count(*) FROM updated) AS updated_count
-  FROM input i LEFT JOIN ins ON ins.turn_id = i.turn_id LEFT JOIN locked l ON l.trajectory_id = i.trajectory_id
- ORDER BY i.ord`;
-
-interface AppendRow {
-  ord: number;
-  inserted: boolean;
-  known: boolean;
-  status: TrajectoryStatus | null;
-  attempt: number | null;
-  job_id: string | null;
-  batch_id: string | null;
-  step: number | null;
-  prompt_id: string | null;
-  sample_index: number | null;
-  existed: boolean;
-  index_taken: boolean;
-}
-
 export interface TrajectoryStoreOptions {
   /** `source` of the events it publishes. */
   source?: string;
@@ -153,13 +77,15 @@ export interface TrajectoryStoreOptions {
    * are published too.
    */
   publishInBackground?: boolean;
+  /**
+   * What the store announces on the bus. `every-change` (default): each trajectory started and each turn
+   * appended. `ownership`: only what moves a trajectory in the rollout pool's eyes — a turn generated by
+   * another rollout than the one that held it (its first generated turn among them); the router's store
+   * announces so (docs/router.md "Recording"): the store is the record, the bus carries what the pool needs.
+   */
+  notify?: 'every-change' | 'ownership';
 }
 
-/** One trajectory's current attempt and its turns, as `prefixes` reads them. */
-export interface AttemptPrefix {
-  attempt: number;
-  turns: StoredTurn[];
-}
 
 /** What the store publishes (the request manager's topic rights, libs/bus/src/kafka/topic-acls.ts). */
 export const TRAJECTORY_STORE_OUTPUT_TYPES = ['TrajectoryTurnAppended', 'TrajectoryStatusChanged', 'TrajectoryRestartedFromPrompt'] as const;
@@ -183,6 +109,7 @@ export class TrajectoryStore {
   private readonly logger: Pick<Logger, 'warn'>;
   private publishing: Promise<void> = Promise.resolve();
   private readonly publishInBackground: boolean;
+  private readonly notify: 'every-change' | 'ownership';
   /** Events waiting for the publish in flight to end (background publishing sends them in one call). */
   private queued: RobustrlMessage[] = [];
   /** Statements that appended turns (one per appendTurns call); the TurnWriter's batching shows here. */
@@ -197,6 +124,7 @@ export class TrajectoryStore {
     this.clock = options.clock ?? (() => new Date());
     this.logger = options.logger ?? new Logger('trajectory-store');
     this.publishInBackground = options.publishInBackground ?? false;
+    this.notify = options.notify ?? 'every-change';
   }
 
   /** Idempotent: a trajectory id already stored for the same slot is `existing`; another id in that slot is a `conflict`. */
@@ -239,7 +167,7 @@ export class TrajectoryStore {
       outcome: (r.inserted ? 'created' : r.same_id ? 'existing' : 'conflict') as StartOutcome,
     }));
     const created = trajectories.filter((_, i) => results[i].outcome === 'created');
-    await this.publish(created.map((t) => this.statusEvent(t, 'in-flight')));
+    if (this.notify === 'every-change') await this.publish(created.map((t) => this.statusEvent(t, 'in-flight')));
     return results;
   }
 
@@ -280,13 +208,15 @@ export class TrajectoryStore {
       });
     });
     this.appendStatements += 1;
-    const rows: AppendRow[] = await this.store.dataSource.query(APPEND_SQL, [JSON.stringify(payload)]);
+    const ids = [...new Set(payload.map((p) => p.trajectory_id as string))];
+    const rows: AppendRow[] = await this.store.dataSource.query(APPEND_SQL, [JSON.stringify(payload), ids]);
     const events: RobustrlMessage[] = [];
     for (const r of rows) {
       const turn = turns[r.ord];
       const outcome = classify(r, turn);
       outcomes[r.ord] = outcome;
-      if (outcome === 'new' && this.bus) {
+      const announced = this.notify === 'every-change' || (turn.rolloutId !== null && turn.rolloutId !== r.prior_owner);
+      if (outcome === 'new' && this.bus && announced) {
         events.push(
           createMessage(
             'TrajectoryTurnAppended',
@@ -389,27 +319,20 @@ export class TrajectoryStore {
     });
   }
 
+  /** The current attempt and its turns of each trajectory stored, in one statement (trajectory-reads.ts). */
+  prefixes(trajectoryIds: readonly string[]): Promise<Map<string, AttemptPrefix>> {
+    return readPrefixes(this.store.dataSource, trajectoryIds);
+  }
+
   /**
-   * The current attempt and its turns of each trajectory stored, in ONE statement (a consistent snapshot
-   * without a transaction): what the router compares a request with. Trajectories not stored are absent.
+   * Start the trajectories not stored and read the prefixes of those that are, in one statement
+   * (trajectory-reads.ts). Created ones are announced as startTrajectories does, unless notifications
+   * are for ownership only.
    */
-  async prefixes(trajectoryIds: readonly string[]): Promise<Map<string, AttemptPrefix>> {
-    const found = new Map<string, AttemptPrefix>();
-    if (trajectoryIds.length === 0) return found;
-    const rows: Array<TurnRow & { t_id: string; t_attempt: number }> = await this.store.dataSource.query(
-      `SELECT t.trajectory_id AS t_id, t.attempt AS t_attempt, ${TURN_COLUMNS}
-         FROM robustrl_trajectories t
-         LEFT JOIN robustrl_trajectory_turns u ON u.trajectory_id = t.trajectory_id AND u.attempt = t.attempt
-        WHERE t.trajectory_id = ANY($1::text[])
-        ORDER BY t.trajectory_id, u.turn_index`,
-      [trajectoryIds],
-    );
-    for (const r of rows) {
-      let prefix = found.get(r.t_id);
-      if (!prefix) found.set(r.t_id, (prefix = { attempt: r.t_attempt, turns: [] }));
-      if (r.turn_id !== null) prefix.turns.push(toStoredTurn(r));
-    }
-    return found;
+  async openTrajectories(trajectories: readonly NewTrajectory[]): Promise<OpenResult[]> {
+    const results = await openTrajectories(this.store.dataSource, trajectories);
+    if (this.notify === 'every-change') await this.publish(trajectories.filter((_, i) => results[i].outcome === 'created').map((t) => this.statusEvent(t, 'in-flight')));
+    return results;
   }
 
   /** What a continuation on another rollout starts from: the prompt (in the summary) and the turns so far. */
@@ -568,15 +491,4 @@ export class TrajectoryStore {
     }
     return Promise.resolve();
   }
-}
-
-function classify(r: AppendRow, turn: TurnInput): AppendOutcome {
-  if (r.inserted) return 'new';
-  if (r.existed) return 'duplicate';
-  if (!r.known) return 'unknown-trajectory';
-  if (r.status !== 'in-flight' && r.status !== 'reassigned') return 'closed';
-  if (turn.attempt !== undefined && turn.attempt !== r.attempt) return 'stale-attempt';
-  if (r.index_taken) return 'index-taken';
-  // Not visible before the statement, yet not inserted: a concurrent append of the same turn id committed first.
-  return 'duplicate';
 }

@@ -19,7 +19,8 @@ export const ROLLOUT_MANAGER_INPUTS = [Topics.membership, Topics.telemetry, Topi
 
 @Module({})
 export class RolloutManagerModule implements OnApplicationBootstrap, OnModuleDestroy {
-  readonly consumer: DecidingConsumer<RolloutPoolState, RolloutPoolEvent, RolloutPoolInput>;
+  /** The rollout pool's deciding consumer; none in a router replica (ROBUSTRL_ROUTER_REPLICA=on), which decides nothing. */
+  readonly consumer: DecidingConsumer<RolloutPoolState, RolloutPoolEvent, RolloutPoolInput> | null;
   /** The OpenAI-compatible router, when this deployment routes the job's engines (ROBUSTRL_ROUTER, ROBUSTRL_ROUTER_ENGINES). */
   readonly router: RouterRuntime | null;
   /** Carries out ScaleRolloutPool when an orchestrator is configured (ROBUSTRL_ORCHESTRATOR). */
@@ -37,7 +38,12 @@ export class RolloutManagerModule implements OnApplicationBootstrap, OnModuleDes
     @Optional() @Inject(CLOCK) clock: (() => number) | null,
   ) {
     const routerConfig = routerConfigFromEnv(process.env);
-    this.router = routerConfig ? new RouterRuntime(bus, routerConfig, (jobId) => this.consumer.stateOf(jobId)) : null;
+    this.router = routerConfig ? new RouterRuntime(bus, routerConfig, (jobId) => this.consumer?.stateOf(jobId)) : null;
+    if (routerConfig?.replica) {
+      this.consumer = null;
+      this.scaler = null;
+      return;
+    }
     this.consumer = new DecidingConsumer(bus, store, {
       consumer: 'rollout-manager',
       topics: ROLLOUT_MANAGER_INPUTS,
@@ -48,19 +54,20 @@ export class RolloutManagerModule implements OnApplicationBootstrap, OnModuleDes
       onApplied: (input, emitted) => this.router?.follow(input, emitted),
     });
     const chosen = orchestrator ?? orchestratorFromEnv(process.env);
-    this.scaler = chosen ? new PoolScaler(bus, store, chosen, (jobId) => this.consumer.stateOf(jobId)) : null;
+    this.scaler = chosen ? new PoolScaler(bus, store, chosen, (jobId) => this.consumer?.stateOf(jobId)) : null;
   }
 
   async onApplicationBootstrap(): Promise<void> {
-    await this.consumer.start();
+    await this.consumer?.start();
     await this.router?.start();
-    if (this.scaler) await this.scaler.start();
+    if (!this.consumer) new Logger('rollout-manager').log('a router replica: no rollout pool consumer, no scaler');
+    else if (this.scaler) await this.scaler.start();
     else new Logger('rollout-manager').log('no orchestrator (ROBUSTRL_ORCHESTRATOR=none): ScaleRolloutPool commands are not carried out');
   }
 
   async onModuleDestroy(): Promise<void> {
     await this.scaler?.stop();
     await this.router?.stop();
-    await this.consumer.stop();
+    await this.consumer?.stop();
   }
 }

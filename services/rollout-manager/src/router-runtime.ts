@@ -1,3 +1,5 @@
+import { hostname } from 'node:os';
+import { TRAJECTORY_STORE_OUTPUT_TYPES } from '@robustrl/trajectory-store';
 import { Logger } from '@nestjs/common';
 import { MessageBus } from '@robustrl/bus';
 import { ContinuationPolicy, createMessage, RobustrlMessage } from '@robustrl/contracts';
@@ -10,6 +12,8 @@ import {
   EnginePool,
   EngineSpec,
   GatewayMirror,
+  EngineAnnouncer,
+  EngineFollower,
   HttpTrajectoryRecorder,
   isEngineKind,
   LazyStoreRecorder,
@@ -57,6 +61,12 @@ export interface RouterConfig {
   evidenceSeconds?: number;
   /** The kind of every engine (the listed ones and those machines register): how to read and continue them. Default vllm. */
   engineKind?: EngineKind;
+  /**
+   * A router replica (ROBUSTRL_ROUTER_REPLICA=on): it routes and records, and its engines are the ones the
+   * rollout manager announces (engine-announcements.ts); it decides nothing. `replicaId` names its
+   * consumer group (ROBUSTRL_ROUTER_REPLICA_ID, default the host name: a pod's name).
+   */
+  replica?: { replicaId: string };
   /** An SGLang Model Gateway whose workers are kept equal to the engines this router routes to (ROBUSTRL_EXTERNAL_ROUTER_URL). */
   externalRouter?: { url: string; apiKey?: string };
 }
@@ -89,7 +99,10 @@ function trajectoryDatabaseUrlFromEnv(env: NodeJS.ProcessEnv): string | null {
 
 export function routerConfigFromEnv(env: NodeJS.ProcessEnv): RouterConfig | null {
   const list = env.ROBUSTRL_ROUTER_ENGINES?.trim() ?? '';
-  const on = env.ROBUSTRL_ROUTER?.trim().toLowerCase();
+  const replica = env.ROBUSTRL_ROUTER_REPLICA?.trim().toLowerCase();
+  if (replica !== undefined && replica !== '' && replica !== 'on' && replica !== 'off')
+    throw new Error(`ROBUSTRL_ROUTER_REPLICA must be on or off, got '${env.ROBUSTRL_ROUTER_REPLICA}'`);
+  const on = replica === 'on' ? 'on' : env.ROBUSTRL_ROUTER?.trim().toLowerCase();
   if (on !== undefined && on !== '' && on !== 'on' && on !== 'off') throw new Error(`ROBUSTRL_ROUTER must be on or off, got '${env.ROBUSTRL_ROUTER}'`);
   if (on === 'off' || (!list && on !== 'on')) return null;
   const engines = (list ? list.split(',') : []).map((item) => {
@@ -139,6 +152,7 @@ export function routerConfigFromEnv(env: NodeJS.ProcessEnv): RouterConfig | null
     continuationPolicy: policy.data,
     requestManagerUrl: env.ROBUSTRL_REQUEST_MANAGER_URL ?? null,
     trajectoryDatabaseUrl: trajectoryDatabaseUrlFromEnv(env),
+    ...(replica === 'on' ? { replica: { replicaId: env.ROBUSTRL_ROUTER_REPLICA_ID?.trim() || hostname() } } : {}),
     throughputSeconds: seconds.data,
     evidenceSeconds: evidence.data,
     engineKind,
@@ -164,8 +178,12 @@ const MEMBERSHIP_INPUTS = new Set<RobustrlMessage['type']>([
   'WeightVersionPublished',
 ]);
 
-/** What the router publishes: each engine's throughput, for the detector (the rollout manager's topic rights). */
-export const ROUTER_OUTPUT_TYPES = ['RolloutThroughputSampled', 'RolloutRequestsObserved'] as const;
+/**
+ * What the router publishes (the rollout manager's topic rights): each engine's throughput and request
+ * evidence for the detector, its engines for router replicas, and — recording in the trajectory store
+ * itself — the store's notifications.
+ */
+export const ROUTER_OUTPUT_TYPES = ['RolloutThroughputSampled', 'RolloutRequestsObserved', 'RouterEnginesAnnounced', ...TRAJECTORY_STORE_OUTPUT_TYPES] as const;
 
 /**
  * The router inside the rollout manager: it serves the agent loops, publishes each engine's
@@ -194,6 +212,8 @@ export class RouterRuntime {
   /** Where recorded trajectories go: the store itself, the request manager's API, or nowhere. */
   private readonly recorder: TrajectoryRecorder | null;
   private readonly storeRecorder: LazyStoreRecorder | null;
+  private readonly follower: EngineFollower | null;
+  private readonly announcer: EngineAnnouncer | null;
 
   /** The operator's engines by machine: they come back when their machine serves again. */
   private readonly listed = new Map<string, EngineSpec[]>();
@@ -232,6 +252,11 @@ export class RouterRuntime {
       continuation: { policy: config.continuationPolicy, maxStaleness: config.maxStaleness },
       logger: log,
     });
+    // A replica follows the engines the rollout manager announces; the rollout manager's router announces them.
+    this.follower = config.replica
+      ? new EngineFollower(bus, config.jobId, this.pool, engines, log, `robustrl-rollout-manager-router-${config.replica.replicaId}`)
+      : null;
+    this.announcer = config.replica ? null : new EngineAnnouncer(bus, config.jobId, this.pool, log);
     this.mirror = config.externalRouter
       ? new GatewayMirror(new ModelGatewayClient(config.externalRouter.url, { apiKey: config.externalRouter.apiKey }), log)
       : null;
@@ -242,6 +267,8 @@ export class RouterRuntime {
     const state = this.poolOf(this.config.jobId);
     if (state) for (const machineId of Object.keys(state.machines)) this.reconcile(state, machineId);
     this.pool.startProbing();
+    await this.follower?.start();
+    this.announcer?.start();
     const url = await this.router.listen(this.config.port, this.config.host);
     this.stopReload = reloadTokens(this.auth, this.config.authSettings ?? {}, 'ROBUSTRL_ROUTER', { log: (m) => this.logger.log(m) });
     this.timer = setInterval(() => void this.publishThroughput(), this.config.throughputSeconds * 1000);
@@ -256,7 +283,10 @@ export class RouterRuntime {
       this.logger.warn('the trajectory store could not be opened yet: recorded requests are answered 503 until it opens');
     if (!this.recorder)
       this.logger.warn('neither ROBUSTRL_TRAJECTORY_DATABASE_URL nor ROBUSTRL_REQUEST_MANAGER_URL is set: trajectories are routed but not recorded');
-    this.logger.log(`routing ${this.pool.snapshot().length} engine(s) for job ${this.config.jobId} at ${url}; more join as rollout machines register`);
+    this.logger.log(
+      `routing ${this.pool.snapshot().length} engine(s) for job ${this.config.jobId} at ${url}; ` +
+        (this.follower ? 'a replica: its engines are the ones the rollout manager announces' : 'more join as rollout machines register'),
+    );
     return url;
   }
 
@@ -265,6 +295,8 @@ export class RouterRuntime {
     clearInterval(this.timer);
     clearInterval(this.evidenceTimer);
     clearInterval(this.mirrorTimer);
+    this.announcer?.stop();
+    await this.follower?.stop();
     await this.router.close();
     await this.storeRecorder?.close();
     await this.pool.stop();

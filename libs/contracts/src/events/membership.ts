@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { event } from '../define-message';
 import { Topics } from '../topics';
-import { MachineId, Role, TrainerEpoch, TrainingMode } from './common';
+import { IsoTime, MachineId, Role, TrainerEpoch, TrainingMode } from './common';
 
 /**
  * Per-job detection settings (paper §4 defaults when absent). Carried by the job's own JobStarted
@@ -135,4 +135,28 @@ export const MachineDeregistered = event(
   Topics.membership,
   'A machine left the job: isolated after a fault, replaced, or scaled down.',
   z.object({ machineId: MachineId, reason: z.string().min(1) }),
+);
+
+/** The engine kinds the router speaks (services/rollout-manager router/engines). */
+export const RoutedEngineKind = z.enum(['vllm', 'sglang', 'llama.cpp']);
+
+export const RouterEnginesAnnounced = event(
+  'RouterEnginesAnnounced',
+  Topics.membership,
+  "The engines the job's router routes to now, as the rollout manager's pool decided them: router replicas follow it (README \"Routing\", docs/router.md \"Scaling out\"). Announced on every change and again every few seconds, so a replica that starts late catches up.",
+  z.object({
+    engines: z
+      .array(
+        z.object({
+          engineId: z.string().min(1).max(300),
+          machineId: MachineId,
+          url: z.url({ protocol: /^https?$/ }),
+          kind: RoutedEngineKind,
+          /** The weight version the engine's machine holds: the version its turns are tagged with. */
+          weightVersion: z.int().nonnegative(),
+        }),
+      )
+      .max(10_000),
+    announcedAt: IsoTime,
+  }),
 );

@@ -49,6 +49,12 @@ export class HttpTrajectoryRecorder implements TrajectoryRecorder {
     }
   }
 
+  /** Two calls over HTTP: the start (idempotent), then the prefix. */
+  async open(t: TrajectoryStart): Promise<StoredPrefix> {
+    await this.start(t);
+    return this.prefix(t.trajectoryId);
+  }
+
   async prefix(trajectoryId: string): Promise<StoredPrefix> {
     const found = await this.call('GET', `/v1/trajectories/${encodeURIComponent(trajectoryId)}/prefix`, undefined, { notFound: null });
     if (found === null) return { attempt: 0, turns: [] };

@@ -13,3 +13,4 @@ export * from './model-gateway-client';
 export * from './gateway-mirror';
 export * from './store-trajectory-recorder';
 export * from './recording-store';
+export * from './engine-announcements';

@@ -32,24 +32,28 @@ export class LazyStoreRecorder implements TrajectoryRecorder {
   ) {}
 
   start(t: TrajectoryStart): Promise<void> {
-    return this.open().then((r) => r.start(t));
+    return this.recorder().then((r) => r.start(t));
   }
 
   appendTurns(turns: RecordedTurn[]): Promise<void> {
-    return this.open().then((r) => r.appendTurns(turns));
+    return this.recorder().then((r) => r.appendTurns(turns));
   }
 
   prefix(trajectoryId: string): Promise<StoredPrefix> {
-    return this.open().then((r) => r.prefix(trajectoryId));
+    return this.recorder().then((r) => r.prefix(trajectoryId));
+  }
+
+  open(t: TrajectoryStart): Promise<StoredPrefix> {
+    return this.recorder().then((r) => r.open(t));
   }
 
   continueWith(trajectoryId: string, request: ContinuationRequest) {
-    return this.open().then((r) => r.continueWith(trajectoryId, request));
+    return this.recorder().then((r) => r.continueWith(trajectoryId, request));
   }
 
   /** Open it now (the router's start), without failing when it cannot be: the first request tries again. */
   warm(): Promise<boolean> {
-    return this.open().then(
+    return this.recorder().then(
       () => true,
       () => false,
     );
@@ -65,7 +69,7 @@ export class LazyStoreRecorder implements TrajectoryRecorder {
     await opened.store.close();
   }
 
-  private async open(): Promise<StoreTrajectoryRecorder> {
+  private async recorder(): Promise<StoreTrajectoryRecorder> {
     if (!this.opening) {
       const wait = this.lastFailure + (this.options.retryAfterMs ?? 1_000) - Date.now();
       if (this.lastFailure > 0 && wait > 0) throw new Error(`the trajectory store could not be opened; trying again in ${wait} ms`);
@@ -74,7 +78,7 @@ export class LazyStoreRecorder implements TrajectoryRecorder {
           { kind: 'postgres', url: recordingDatabaseUrl(this.url), poolSize: this.options.poolSize ?? 8 },
           { migrations: TRAJECTORY_STORE_MIGRATIONS },
         );
-        const trajectories = new TrajectoryStore(store, this.bus, { source: 'rollout-manager/router', publishInBackground: true });
+        const trajectories = new TrajectoryStore(store, this.bus, { source: 'rollout-manager/router', publishInBackground: true, notify: 'ownership' });
         this.options.onOpen?.();
         return { store, recorder: new StoreTrajectoryRecorder(trajectories) };
       })();

@@ -14,7 +14,8 @@ describe('StoreTrajectoryRecorder', () => {
   beforeAll(async () => {
     store = await EventStore.open({ kind: 'pglite' }, { migrations: TRAJECTORY_STORE_MIGRATIONS });
     bus = new RecordingBus();
-    trajectories = new TrajectoryStore(store, bus, { publishInBackground: true });
+    // As the router opens it (recording-store.ts).
+    trajectories = new TrajectoryStore(store, bus, { publishInBackground: true, notify: 'ownership' });
     recorder = new StoreTrajectoryRecorder(trajectories);
   });
   afterAll(async () => {
@@ -80,11 +81,29 @@ describe('StoreTrajectoryRecorder', () => {
     expect([...stored.values()].map((p) => p.turns.length)).toEqual(Array(60).fill(1));
   });
 
-  it('publishes its notifications behind the writes, in commit order', async () => {
-    await recorder.start(trajectory('s3', { promptId: 'p-s3' }));
-    await recorder.appendTurns([turn('s3', 0, { attempt: 0 })]);
+  it('opens in one call: a new trajectory is started with no turns, a stored one comes with its turns, another id in its slot is a conflict', async () => {
+    expect(await recorder.open(trajectory('o1', { promptId: 'p-o1' }))).toEqual({ attempt: 0, turns: [] });
+    await recorder.appendTurns([turn('o1', 0, { attempt: 0, weightVersion: 2 })]);
+    expect(await recorder.open(trajectory('o1', { promptId: 'p-o1' }))).toMatchObject({ attempt: 0, turns: [{ turnIndex: 0, weightVersion: 2 }] });
+    await expect(recorder.open(trajectory('o1-twin', { promptId: 'p-o1' }))).rejects.toThrow(TurnConflictError);
+    await expect(recorder.open(trajectory('o1', { promptId: 'p-other' }))).rejects.toThrow(TurnConflictError);
+    const many = await Promise.all(Array.from({ length: 20 }, (_, i) => recorder.open(trajectory(`o-many-${i}`, { promptId: `p-o-many-${i}` }))));
+    expect(many.every((p) => p.turns.length === 0)).toBe(true);
+    expect((await trajectories.prefixes(['o-many-0', 'o-many-19'])).size).toBe(2);
+  });
+
+  it('announces ownership only, behind the writes: the first generated turn, and a turn from another rollout', async () => {
+    await recorder.open(trajectory('s3', { promptId: 'p-s3' }));
+    await recorder.appendTurns([turn('s3', 0, { attempt: 0, kind: 'tool-call', rolloutId: 'e0' })]);
+    await recorder.appendTurns([turn('s3', 1, { attempt: 0, kind: 'tool-result', rolloutId: null })]);
+    await recorder.appendTurns([turn('s3', 2, { attempt: 0, kind: 'tool-call', rolloutId: 'e0' })]);
+    await recorder.appendTurns([turn('s3', 3, { attempt: 0, kind: 'tool-result', rolloutId: null })]);
+    await recorder.appendTurns([turn('s3', 4, { attempt: 0, kind: 'model-output', rolloutId: 'e1' })]);
     await trajectories.drainPublishes();
-    const mine = bus.published.filter((m) => 'trajectoryId' in m.data && m.data.trajectoryId === 's3').map((m) => m.type);
-    expect(mine).toEqual(['TrajectoryStatusChanged', 'TrajectoryTurnAppended']);
+    const mine = bus.published.filter((m) => 'trajectoryId' in m.data && m.data.trajectoryId === 's3');
+    expect(mine.map((m) => [m.type, 'turnIndex' in m.data ? m.data.turnIndex : null])).toEqual([
+      ['TrajectoryTurnAppended', 0],
+      ['TrajectoryTurnAppended', 4],
+    ]);
   });
 });

@@ -1,5 +1,5 @@
 import { AppendResult, ContinuationDecision, NewTrajectory, StartResult, StatusChange, TurnInput } from '@robustrl/contracts';
-import { AttemptPrefix, GroupBatch, TrajectoryNotFoundError, TrajectoryStore } from '@robustrl/trajectory-store';
+import { AttemptPrefix, GroupBatch, OpenResult, TrajectoryNotFoundError, TrajectoryStore } from '@robustrl/trajectory-store';
 import {
   ContinuationRequest,
   RecordedTurn,
@@ -28,6 +28,7 @@ import {
 export class StoreTrajectoryRecorder implements TrajectoryRecorder {
   private readonly reads: GroupBatch<string, AttemptPrefix | undefined>;
   private readonly starts: GroupBatch<NewTrajectory, StartResult>;
+  private readonly opens: GroupBatch<NewTrajectory, OpenResult>;
   private readonly appends: GroupBatch<RecordedTurn, AppendResult>;
 
   constructor(private readonly store: TrajectoryStore) {
@@ -36,16 +37,22 @@ export class StoreTrajectoryRecorder implements TrajectoryRecorder {
       return ids.map((id) => found.get(id));
     });
     this.starts = new GroupBatch((trajectories) => store.startTrajectories(trajectories));
+    this.opens = new GroupBatch((trajectories) => store.openTrajectories(trajectories));
     this.appends = new GroupBatch((turns) => store.appendTurns(turns));
   }
 
   async start(t: TrajectoryStart): Promise<void> {
-    const parsed = NewTrajectory.safeParse(t);
-    if (!parsed.success) throw new RecordRefusedError(`the trajectory's start cannot be stored: ${parsed.error.message}`);
-    const result = await this.starts.submit(parsed.data);
-    if (result.outcome === 'conflict') {
-      throw new TurnConflictError(`another trajectory id holds job ${t.jobId}, batch ${t.batchId}, prompt ${t.promptId}, sample ${t.sampleIndex}`);
-    }
+    const result = await this.starts.submit(checked(t));
+    if (result.outcome === 'conflict') throw slotConflict(t);
+  }
+
+  /** Start and read in one statement, shared with every other request opening a trajectory now. */
+  async open(t: TrajectoryStart): Promise<StoredPrefix> {
+    const result = await this.opens.submit(checked(t));
+    if (result.outcome === 'created' || result.outcome === 'existing') return result.prefix;
+    if (result.outcome === 'conflict') throw slotConflict(t);
+    // Opened by another replica in the same instant (a retry racing its original): asking again reads it.
+    throw new Error(`trajectory ${t.trajectoryId} is being opened by another request`);
   }
 
   async appendTurns(turns: RecordedTurn[]): Promise<void> {
@@ -85,6 +92,16 @@ export class StoreTrajectoryRecorder implements TrajectoryRecorder {
 
   /** Write what was handed in, then refuse more: the router's shutdown. */
   async close(): Promise<void> {
-    await Promise.all([this.reads.close(), this.starts.close(), this.appends.close()]);
+    await Promise.all([this.reads.close(), this.starts.close(), this.opens.close(), this.appends.close()]);
   }
+}
+
+function checked(t: TrajectoryStart): NewTrajectory {
+  const parsed = NewTrajectory.safeParse(t);
+  if (!parsed.success) throw new RecordRefusedError(`the trajectory's start cannot be stored: ${parsed.error.message}`);
+  return parsed.data;
+}
+
+function slotConflict(t: TrajectoryStart): TurnConflictError {
+  return new TurnConflictError(`another trajectory id holds job ${t.jobId}, batch ${t.batchId}, prompt ${t.promptId}, sample ${t.sampleIndex}`);
 }

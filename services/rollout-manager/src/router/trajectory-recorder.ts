@@ -20,6 +20,8 @@ export type { TurnKind } from '@robustrl/contracts';
  *    requests of one trajectory). A different `turnId` at an index already stored is a conflict.
  *  - `prefix` returns the stored turns of the trajectory's current attempt in `turnIndex` order (what a
  *    resumed trajectory continues from) and the attempt (0 until it is first restarted from its prompt).
+ *  - `open` is `start` then `prefix` as one call (one statement where the store allows): a start that
+ *    contradicts a stored trajectory (another id in its slot) is a TurnConflictError.
  *  - `continueWith` hands the store the job's continuation policy for a trajectory that goes on with
  *    newer weights; the store decides (staleness-policy.ts `decideContinuation`, on the oldest version
  *    it holds) and, on restart-from-prompt, drops the attempt's turns in the same transaction. Returns
@@ -52,6 +54,7 @@ export interface TrajectoryRecorder {
   start(t: TrajectoryStart): Promise<void>;
   appendTurns(turns: RecordedTurn[]): Promise<void>;
   prefix(trajectoryId: string): Promise<StoredPrefix>;
+  open(t: TrajectoryStart): Promise<StoredPrefix>;
   continueWith(trajectoryId: string, request: ContinuationRequest): Promise<ContinuationDecision>;
 }
 
@@ -106,6 +109,11 @@ export class InMemoryTrajectoryRecorder implements TrajectoryRecorder {
       stored.push(structuredClone(turn));
       this.turnsByTrajectory.set(turn.trajectoryId, stored);
     }
+  }
+
+  async open(t: TrajectoryStart): Promise<StoredPrefix> {
+    await this.start(t);
+    return this.prefix(t.trajectoryId);
   }
 
   async prefix(trajectoryId: string): Promise<StoredPrefix> {

@@ -5,7 +5,7 @@ import { Answer } from './request-context';
 import { RouterLogger, RouterStats } from './router-reporting';
 import { Api, Json } from './stream-splice';
 import { TrajectoryIdentity } from './trajectory-identity';
-import { PrefixTurn, RecordedTurn, RecordRefusedError, TrajectoryRecorder } from './trajectory-recorder';
+import { PrefixTurn, RecordedTurn, RecordRefusedError, TrajectoryRecorder, TurnConflictError } from './trajectory-recorder';
 import { isOutputKind, planTurns, splitChatConversation, splitCompletionPrompt, TurnDraft, turnIdOf, TurnPlan } from './turn-plan';
 import { splitTokenPrompt } from './token-prompt';
 import { isIdList } from './engines/engine-adapter';
@@ -85,20 +85,26 @@ export class TrajectoryRecording {
    * trajectory's start and the new inputs (tool results) — if everything dies now, they are kept.
    */
   async prepare(api: Api, body: Json, identity: TrajectoryIdentity): Promise<RecordingPlan> {
+    const { trajectoryId, jobId, batchId, step, promptId, sampleIndex } = identity;
+    // A chat's prompt is the messages before its first answer, whatever is stored: the start and the read
+    // go as one call (`open`). A completion's prompt splits against the stored turns: read first.
+    const chat = api === 'chat' ? splitChatConversation(body.messages as Parameters<typeof splitChatConversation>[0]) : null;
     let stored;
     try {
-      stored = await this.recorder.prefix(identity.trajectoryId);
+      stored = chat
+        ? await this.recorder.open({ trajectoryId, jobId, batchId, step, promptId, sampleIndex, prompt: chat.prompt })
+        : await this.recorder.prefix(identity.trajectoryId);
     } catch (err) {
       this.failed('prefix', identity, err);
       if (err instanceof RecordRefusedError) return { kind: 'refused', message: err.message };
+      if (err instanceof TurnConflictError) return { kind: 'conflict', message: err.message };
       return { kind: 'store-unavailable', message: `the trajectory store could not be read: ${String(err)}` };
     }
     let prompt: unknown;
     let plan: TurnPlan;
-    if (api === 'chat') {
-      const split = splitChatConversation(body.messages as Parameters<typeof splitChatConversation>[0]);
-      prompt = split.prompt;
-      plan = planTurns(split.turns, stored.turns);
+    if (chat) {
+      prompt = chat.prompt;
+      plan = planTurns(chat.turns, stored.turns);
     } else if (isIdList(body.prompt)) {
       const split = splitTokenPrompt(body.prompt, stored.turns, this.tokenBases.get(identity.trajectoryId));
       if ('conflict' in split) plan = { kind: 'conflict', message: split.conflict };
@@ -137,8 +143,7 @@ export class TrajectoryRecording {
     const inputVersion = engine?.weightVersion ?? 0;
     const { attempt } = stored;
     try {
-      const { trajectoryId, jobId, batchId, step, promptId, sampleIndex } = identity;
-      await this.recorder.start({ trajectoryId, jobId, batchId, step, promptId, sampleIndex, prompt });
+      if (!chat) await this.recorder.start({ trajectoryId, jobId, batchId, step, promptId, sampleIndex, prompt });
       if (append.length > 0) {
         await this.recorder.appendTurns(append.map((t) => turn(identity, attempt, t.turnIndex, t, null, inputVersion, 0)));
       }

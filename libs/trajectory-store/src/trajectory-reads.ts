@@ -1,0 +1,111 @@
+import { NewTrajectory, StoredTurn } from '@robustrl/contracts';
+import { DataSource } from 'typeorm';
+import { encodeNul } from './jsonb-nul';
+import { toStoredTurn, TURN_COLUMNS, TurnRow } from './trajectory-rows';
+
+/** One trajectory's current attempt and its turns, as the router reads them. */
+export interface AttemptPrefix {
+  attempt: number;
+  turns: StoredTurn[];
+}
+
+/**
+ * What opening a trajectory found: it was `created` now (no turns yet), or `existing` with its prefix;
+ * `conflict`: another trajectory id holds its slot (job, batch, prompt, sample) or the id holds another
+ * slot; `busy`: an open of the same id by someone else committed while this one ran (ask again).
+ */
+export type OpenResult = { outcome: 'created' | 'existing'; prefix: AttemptPrefix } | { outcome: 'conflict' | 'busy' };
+
+/**
+ * The current attempt and its turns of each trajectory stored, in ONE statement (a consistent snapshot
+ * without a transaction): what the router compares a request with. Trajectories not stored are absent.
+ */
+export async function readPrefixes(dataSource: DataSource, trajectoryIds: readonly string[]): Promise<Map<string, AttemptPrefix>> {
+  const found = new Map<string, AttemptPrefix>();
+  if (trajectoryIds.length === 0) return found;
+  const rows: Array<TurnRow & { t_id: string; t_attempt: number }> = await dataSource.query(
+    `SELECT t.trajectory_id AS t_id, t.attempt AS t_attempt, ${TURN_COLUMNS}
+       FROM robustrl_trajectories t
+       LEFT JOIN robustrl_trajectory_turns u ON u.trajectory_id = t.trajectory_id AND u.attempt = t.attempt AND u.trajectory_id = ANY($1::text[])
+      WHERE t.trajectory_id = ANY($1::text[])
+      ORDER BY t.trajectory_id, u.turn_index`,
+    [trajectoryIds],
+  );
+  for (const r of rows) {
+    let prefix = found.get(r.t_id);
+    if (!prefix) found.set(r.t_id, (prefix = { attempt: r.t_attempt, turns: [] }));
+    if (r.turn_id !== null) prefix.turns.push(toStoredTurn(r));
+  }
+  return found;
+}
+
+/**
+ * Start each trajectory that is not stored and read the prefix of each that is, in ONE statement: the
+ * router's first call for a request (docs/router.md "Recording"). The SELECT sees the tables as they were
+ * before the statement, so an existing trajectory comes with its turns and a created one has none. A
+ * trajectory id given twice is opened once (the later ones read what the first found).
+ */
+export async function openTrajectories(dataSource: DataSource, trajectories: readonly NewTrajectory[]): Promise<OpenResult[]> {
+  if (trajectories.length === 0) return [];
+  const firstOf = new Map<string, number>();
+  trajectories.forEach((t, i) => {
+    if (!firstOf.has(t.trajectoryId)) firstOf.set(t.trajectoryId, i);
+  });
+  const unique = [...firstOf.values()].map((i) => trajectories[i]);
+  const rows: Array<TurnRow & { ord: number; inserted: boolean; seen: boolean; same_slot: boolean | null; slot_taken: boolean; t_attempt: number | null }> =
+    await dataSource.query(
+    `WITH input AS (
+       SELECT * FROM jsonb_to_recordset($1::jsonb) AS v(
+         ord int, trajectory_id text, job_id text, batch_id text, step int, prompt_id text, sample_index int, prompt jsonb, owner_rollout_id text)
+     ),
+     ins AS (
+       INSERT INTO robustrl_trajectories (trajectory_id, job_id, batch_id, step, prompt_id, sample_index, prompt, owner_rollout_id)
+       SELECT trajectory_id, job_id, batch_id, step, prompt_id, sample_index, prompt, owner_rollout_id FROM input ORDER BY ord
+       ON CONFLICT DO NOTHING
+       RETURNING trajectory_id
+     )
+     SELECT i.ord, (ins.trajectory_id IS NOT NULL) AS inserted, (t.trajectory_id IS NOT NULL) AS seen,
+            (t.job_id = i.job_id AND t.batch_id = i.batch_id AND t.prompt_id = i.prompt_id AND t.sample_index = i.sample_index) AS same_slot,
+            EXISTS (SELECT 1 FROM robustrl_trajectories e
+                     WHERE e.job_id = i.job_id AND e.batch_id = i.batch_id AND e.prompt_id = i.prompt_id
+                       AND e.sample_index = i.sample_index AND e.trajectory_id <> i.trajectory_id) AS slot_taken,
+            t.attempt AS t_attempt, ${TURN_COLUMNS}
+       FROM input i
+       LEFT JOIN ins ON ins.trajectory_id = i.trajectory_id
+       LEFT JOIN robustrl_trajectories t ON t.trajectory_id = i.trajectory_id AND t.trajectory_id = ANY($2::text[])
+       LEFT JOIN robustrl_trajectory_turns u ON u.trajectory_id = t.trajectory_id AND u.attempt = t.attempt AND u.trajectory_id = ANY($2::text[])
+      ORDER BY i.ord, u.turn_index`,
+    [
+      JSON.stringify(
+        unique.map((t, ord) => ({
+          ord,
+          trajectory_id: t.trajectoryId,
+          job_id: t.jobId,
+          batch_id: t.batchId,
+          step: t.step,
+          prompt_id: t.promptId,
+          sample_index: t.sampleIndex,
+          prompt: encodeNul(t.prompt),
+          owner_rollout_id: t.ownerRolloutId ?? null,
+        })),
+      ),
+      // The ids again, as an array: the keys the planner looks up (turn-append-sql.ts says why).
+      unique.map((t) => t.trajectoryId),
+    ],
+  );
+  const byOrd = new Map<number, OpenResult>();
+  for (const r of rows) {
+    let result = byOrd.get(r.ord);
+    if (!result) {
+      if (r.inserted) result = { outcome: 'created', prefix: { attempt: 0, turns: [] } };
+      else if (r.seen && r.same_slot) result = { outcome: 'existing', prefix: { attempt: r.t_attempt!, turns: [] } };
+      else if (r.seen || r.slot_taken) result = { outcome: 'conflict' };
+      // Not inserted, yet no row of that id or slot before the statement: a concurrent open of the same id committed first.
+      else result = { outcome: 'busy' };
+      byOrd.set(r.ord, result);
+    }
+    if (result.outcome === 'existing' && r.turn_id !== null) result.prefix.turns.push(toStoredTurn(r));
+  }
+  const ordOf = new Map([...firstOf.keys()].map((id, ord) => [id, ord]));
+  return trajectories.map((t) => byOrd.get(ordOf.get(t.trajectoryId)!)!);
+}
