@@ -54,7 +54,7 @@ export async function openTrajectories(dataSource: DataSource, trajectories: rea
   const unique = [...firstOf.values()].map((i) => trajectories[i]);
   const rows: Array<TurnRow & { ord: number; inserted: boolean; seen: boolean; same_slot: boolean | null; slot_taken: boolean; t_attempt: number | null }> =
     await dataSource.query(
-    `WITH input AS (
+      `WITH input AS (
        SELECT * FROM jsonb_to_recordset($1::jsonb) AS v(
          ord int, trajectory_id text, job_id text, batch_id text, step int, prompt_id text, sample_index int, prompt jsonb, owner_rollout_id text)
      ),
@@ -75,24 +75,24 @@ export async function openTrajectories(dataSource: DataSource, trajectories: rea
        LEFT JOIN robustrl_trajectories t ON t.trajectory_id = i.trajectory_id AND t.trajectory_id = ANY($2::text[])
        LEFT JOIN robustrl_trajectory_turns u ON u.trajectory_id = t.trajectory_id AND u.attempt = t.attempt AND u.trajectory_id = ANY($2::text[])
       ORDER BY i.ord, u.turn_index`,
-    [
-      JSON.stringify(
-        unique.map((t, ord) => ({
-          ord,
-          trajectory_id: t.trajectoryId,
-          job_id: t.jobId,
-          batch_id: t.batchId,
-          step: t.step,
-          prompt_id: t.promptId,
-          sample_index: t.sampleIndex,
-          prompt: encodeNul(t.prompt),
-          owner_rollout_id: t.ownerRolloutId ?? null,
-        })),
-      ),
-      // The ids again, as an array: the keys the planner looks up (turn-append-sql.ts says why).
-      unique.map((t) => t.trajectoryId),
-    ],
-  );
+      [
+        JSON.stringify(
+          unique.map((t, ord) => ({
+            ord,
+            trajectory_id: t.trajectoryId,
+            job_id: t.jobId,
+            batch_id: t.batchId,
+            step: t.step,
+            prompt_id: t.promptId,
+            sample_index: t.sampleIndex,
+            prompt: encodeNul(t.prompt),
+            owner_rollout_id: t.ownerRolloutId ?? null,
+          })),
+        ),
+        // The ids again, as an array: the keys the planner looks up (turn-append-sql.ts says why).
+        unique.map((t) => t.trajectoryId),
+      ],
+    );
   const byOrd = new Map<number, OpenResult>();
   for (const r of rows) {
     let result = byOrd.get(r.ord);

@@ -86,7 +86,6 @@ export interface TrajectoryStoreOptions {
   notify?: 'every-change' | 'ownership';
 }
 
-
 /** What the store publishes (the request manager's topic rights, libs/bus/src/kafka/topic-acls.ts). */
 export const TRAJECTORY_STORE_OUTPUT_TYPES = ['TrajectoryTurnAppended', 'TrajectoryStatusChanged', 'TrajectoryRestartedFromPrompt'] as const;
 
@@ -331,7 +330,8 @@ export class TrajectoryStore {
    */
   async openTrajectories(trajectories: readonly NewTrajectory[]): Promise<OpenResult[]> {
     const results = await openTrajectories(this.store.dataSource, trajectories);
-    if (this.notify === 'every-change') await this.publish(trajectories.filter((_, i) => results[i].outcome === 'created').map((t) => this.statusEvent(t, 'in-flight')));
+    if (this.notify === 'every-change')
+      await this.publish(trajectories.filter((_, i) => results[i].outcome === 'created').map((t) => this.statusEvent(t, 'in-flight')));
     return results;
   }
 

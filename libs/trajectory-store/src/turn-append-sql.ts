@@ -82,7 +82,6 @@ export interface AppendRow {
   prior_owner: string | null;
 }
 
-
 /** What happened to one input turn of APPEND_SQL, from its result row. */
 export function classify(r: AppendRow, turn: TurnInput): AppendOutcome {
   if (r.inserted) return 'new';
