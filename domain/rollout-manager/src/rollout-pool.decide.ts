@@ -42,6 +42,7 @@ export function decideRolloutPool(command: RolloutPoolCommand, state: RolloutPoo
       return state.orphans.length > 0 ? orphansAdopted(state) : [];
     case 'RolloutThroughputSampled':
     case 'TrajectoryTurnAppended':
+    case 'TrajectoryTurnsAppended':
     case 'TrajectoryStatusChanged':
     case 'WeightVersionPublished':
       return []; // the picture changes (evolve), nothing moves

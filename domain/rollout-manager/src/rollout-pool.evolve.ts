@@ -1,3 +1,4 @@
+import type { DataOf } from '@robustrl/contracts';
 import { assertNever } from '@robustrl/domain-kit';
 import { agentOf, RolloutPoolEvent, RolloutPoolState, machineOfInstance, servingInstances, stranded, weightsAfterRegistration } from './rollout-pool.state';
 import { Trajectories } from './trajectory-table';
@@ -105,23 +106,12 @@ function evolveFacts(state: RolloutPoolState, event: RolloutPoolEvent): void {
       // The newest, not the highest: a trainer restarted from a checkpoint publishes a lower version again.
       state.publishedVersion = event.data.version;
       return;
-    case 'TrajectoryTurnAppended': {
-      const d = event.data;
-      const prior = Trajectories.get(state.trajectories, d.trajectoryId);
-      if (prior) {
-        // Model output is what ties a trajectory to the instance generating it.
-        if (d.rolloutId !== null && d.rolloutId !== undefined) prior.owner = d.rolloutId;
-        prior.lastTurnIndex = Math.max(prior.lastTurnIndex, d.turnIndex);
-      } else {
-        Trajectories.put(state.trajectories, {
-          trajectoryId: d.trajectoryId,
-          owner: d.rolloutId ?? null,
-          lastTurnIndex: Math.max(-1, d.turnIndex),
-          status: 'in-flight',
-        });
-      }
+    case 'TrajectoryTurnsAppended':
+      for (const d of event.data.turns) turnAppended(state, d);
       return;
-    }
+    case 'TrajectoryTurnAppended':
+      turnAppended(state, event.data);
+      return;
     case 'TrajectoryStatusChanged': {
       const prior = Trajectories.get(state.trajectories, event.data.trajectoryId);
       if (event.data.status === 'completed' || event.data.status === 'aborted') {
@@ -153,5 +143,22 @@ function evolveFacts(state: RolloutPoolState, event: RolloutPoolEvent): void {
     }
     default:
       return assertNever(event, 'rollout pool event');
+  }
+}
+
+/** What one stored turn tells the pool: the trajectory is in flight, and a generated turn names its rollout. */
+function turnAppended(state: RolloutPoolState, d: DataOf<'TrajectoryTurnAppended'>): void {
+  const prior = Trajectories.get(state.trajectories, d.trajectoryId);
+  if (prior) {
+    // Model output is what ties a trajectory to the instance generating it.
+    if (d.rolloutId !== null && d.rolloutId !== undefined) prior.owner = d.rolloutId;
+    prior.lastTurnIndex = Math.max(prior.lastTurnIndex, d.turnIndex);
+  } else {
+    Trajectories.put(state.trajectories, {
+      trajectoryId: d.trajectoryId,
+      owner: d.rolloutId ?? null,
+      lastTurnIndex: Math.max(-1, d.turnIndex),
+      status: 'in-flight',
+    });
   }
 }

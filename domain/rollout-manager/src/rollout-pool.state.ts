@@ -18,6 +18,7 @@ export const ROLLOUT_POOL_INPUT_TYPES = [
   'FaultConfirmed',
   'PromoteRolloutToTrainer',
   'TrajectoryTurnAppended',
+  'TrajectoryTurnsAppended',
   'TrajectoryStatusChanged',
   'RelayJoined',
   'WeightVersionPublished',

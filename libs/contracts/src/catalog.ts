@@ -43,6 +43,7 @@ export const MessageCatalog = {
   RolloutPoolScaled: control.RolloutPoolScaled,
   RolloutPoolScaleFailed: control.RolloutPoolScaleFailed,
   TrajectoryTurnAppended: trajectories.TrajectoryTurnAppended,
+  TrajectoryTurnsAppended: trajectories.TrajectoryTurnsAppended,
   TrajectoryStatusChanged: trajectories.TrajectoryStatusChanged,
   TrajectoriesReassigned: trajectories.TrajectoriesReassigned,
   TrajectoryRestartedFromPrompt: trajectories.TrajectoryRestartedFromPrompt,

@@ -57,6 +57,7 @@ export function decideRolloutPool(command: RolloutPoolCommand, state: RolloutPoo
       return state.orphans.length > 0 ? orphansAdopted(evolveRolloutPool(state, m)) : [];
     case 'RolloutThroughputSampled':
     case 'TrajectoryTurnAppended':
+    case 'TrajectoryTurnsAppended':
     case 'TrajectoryStatusChanged':
     case 'WeightVersionPublished':
       return []; // the picture changes (evolve), nothing moves

@@ -5,6 +5,7 @@
  * implementation, with the rules changed since applied to both (issue 14: a rollout takes work only
  * once it holds weights).
  */
+import type { DataOf } from '@robustrl/contracts';
 import { assertNever } from '@robustrl/domain-kit';
 import { PoolTrajectory, RolloutPoolEvent, RolloutPoolState, machineOfInstance, servingInstances, stranded, withMachine } from './rollout-pool.state';
 import { Trajectories } from './trajectory-table';
@@ -105,18 +106,10 @@ function evolveFacts(state: RolloutPoolState, event: RolloutPoolEvent): RolloutP
     }
     case 'WeightVersionPublished':
       return { ...state, publishedVersion: event.data.version };
-    case 'TrajectoryTurnAppended': {
-      const d = event.data;
-      const prior = Trajectories.get(state.trajectories, d.trajectoryId);
-      const t: PoolTrajectory = {
-        trajectoryId: d.trajectoryId,
-        // Model output is what ties a trajectory to the instance generating it.
-        owner: d.rolloutId ?? prior?.owner ?? null,
-        lastTurnIndex: Math.max(prior?.lastTurnIndex ?? -1, d.turnIndex),
-        status: prior?.status ?? 'in-flight',
-      };
-      return { ...state, trajectories: Trajectories.set(state.trajectories, t) };
-    }
+    case 'TrajectoryTurnsAppended':
+      return event.data.turns.reduce(turnAppended, state);
+    case 'TrajectoryTurnAppended':
+      return turnAppended(state, event.data);
     case 'TrajectoryStatusChanged': {
       if (event.data.status === 'completed' || event.data.status === 'aborted') {
         // Finished trajectories never move again: forget them, so the state is what is in flight (a
@@ -145,4 +138,16 @@ function evolveFacts(state: RolloutPoolState, event: RolloutPoolEvent): RolloutP
     default:
       return assertNever(event, 'rollout pool event');
   }
+}
+
+function turnAppended(state: RolloutPoolState, d: DataOf<'TrajectoryTurnAppended'>): RolloutPoolState {
+  const prior = Trajectories.get(state.trajectories, d.trajectoryId);
+  const t: PoolTrajectory = {
+    trajectoryId: d.trajectoryId,
+    // Model output is what ties a trajectory to the instance generating it.
+    owner: d.rolloutId ?? prior?.owner ?? null,
+    lastTurnIndex: Math.max(prior?.lastTurnIndex ?? -1, d.turnIndex),
+    status: prior?.status ?? 'in-flight',
+  };
+  return { ...state, trajectories: Trajectories.set(state.trajectories, t) };
 }

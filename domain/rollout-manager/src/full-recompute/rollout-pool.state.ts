@@ -25,6 +25,7 @@ export const ROLLOUT_POOL_INPUT_TYPES = [
   'FaultConfirmed',
   'PromoteRolloutToTrainer',
   'TrajectoryTurnAppended',
+  'TrajectoryTurnsAppended',
   'TrajectoryStatusChanged',
   'RelayJoined',
   'WeightVersionPublished',

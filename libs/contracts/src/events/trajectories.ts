@@ -46,6 +46,13 @@ export const TrajectoryTurnAppended = event(
   }),
 );
 
+export const TrajectoryTurnsAppended = event(
+  'TrajectoryTurnsAppended',
+  Topics.trajectories,
+  'Turns stored together, each as TrajectoryTurnAppended would say it, one record for many: the router\'s store announces so the turns that change a trajectory\'s rollout (docs/router.md "Recording"), at thousands a second.',
+  z.object({ turns: z.array(TrajectoryTurnAppended.schema.shape.data).min(1).max(1_000) }),
+);
+
 export const TrajectoryStatusChanged = event(
   'TrajectoryStatusChanged',
   Topics.trajectories,

@@ -3,7 +3,7 @@ import { Agent, IncomingMessage } from 'node:http';
 import { StringDecoder } from 'node:string_decoder';
 import { EngineView } from './engine-pool';
 import { BodyTooLargeError, errorText, readAll, send, wentSilent } from './http-transport';
-import { endStream, relay, sendError, writeEvent } from './openai-responses';
+import { endStream, relay, sendError } from './openai-responses';
 import { Answer, RequestContext, WEIGHT_VERSION_HEADER } from './request-context';
 import { adapterFor } from './engines/adapters';
 import { ContinuationPlan, EngineAdapter, EngineCalls, isIdList } from './engines/engine-adapter';
@@ -218,12 +218,18 @@ async function pipeStream(
   const decoder = new StringDecoder('utf8');
   let buffer = '';
   let done = false;
+  /** What the events of the piece being read come to: written in one go once the piece is read. */
+  let out = '';
   const handleEvent = (raw: string): void => {
-    const data = raw
-      .split('\n')
-      .filter((line) => line.startsWith('data:'))
-      .map((line) => line.slice(5).replace(/^ /, ''))
-      .join('\n');
+    // An engine's event is one `data: {...}` line; anything else (several data lines, comments, ids) the general way.
+    const data =
+      raw.startsWith('data: ') && raw.indexOf('\n') < 0
+        ? raw.slice(6)
+        : raw
+            .split('\n')
+            .filter((line) => line.startsWith('data:'))
+            .map((line) => line.slice(5).replace(/^ /, ''))
+            .join('\n');
     if (data === '') return;
     if (data === '[DONE]') {
       done = true;
@@ -234,11 +240,11 @@ async function pipeStream(
     const chunk = plan.translate ? plan.translate(native) : native;
     const sampled = adapter.read(plan.answersAs, chunk);
     adapter.strip(chunk, ctx);
-    const out = splice.accept(plan.answersAs === ctx.api ? chunk : completionChunkAsChat(chunk), sampled);
-    if (out.length > 0 && !res.headersSent) {
+    const forwarded = splice.accept(plan.answersAs === ctx.api ? chunk : completionChunkAsChat(chunk), sampled);
+    if (forwarded.length > 0 && !res.headersSent) {
       res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive', [ROLLOUT_HEADER]: engine.id });
     }
-    for (const c of out) writeEvent(res, c);
+    for (const c of forwarded) out += `data: ${JSON.stringify(c)}\n\n`;
   };
   let drainDeadline: NodeJS.Timeout | undefined;
   try {
@@ -247,9 +253,9 @@ async function pipeStream(
       // keep-alive socket, and every stream would then pay a new connection (docs/router.md "The lean path").
       if (done) continue;
       onProgress();
-      buffer += decoder.write(piece as Buffer).replace(/\r\n/g, '\n');
-      // One write for all the events of a piece: the socket gets one writev, not one per token.
-      res.cork();
+      const text = decoder.write(piece as Buffer);
+      buffer += text.includes('\r') ? text.replace(/\r\n/g, '\n') : text;
+      // One write for all the events of a piece: one chunk on the socket, not one per token.
       try {
         let end: number;
         while (!done && (end = buffer.indexOf('\n\n')) >= 0) {
@@ -258,12 +264,17 @@ async function pipeStream(
           handleEvent(raw);
         }
       } finally {
-        res.uncork();
+        if (out !== '' && !res.destroyed && !res.writableEnded) res.write(out);
+        out = '';
       }
       // An engine that says [DONE] and keeps the response open gets a moment to end it, then loses the connection.
       if (done) drainDeadline = setTimeout(() => upstream.destroy(), DRAIN_AFTER_DONE_MS);
     }
-    if (!done && buffer.trim() !== '') handleEvent(buffer);
+    if (!done && buffer.trim() !== '') {
+      handleEvent(buffer);
+      if (out !== '' && !res.destroyed && !res.writableEnded) res.write(out);
+      out = '';
+    }
   } catch (err) {
     clearTimeout(drainDeadline);
     // Cut while reading what followed [DONE]: the answer was whole, only the connection is lost.

@@ -100,10 +100,12 @@ describe('StoreTrajectoryRecorder', () => {
     await recorder.appendTurns([turn('s3', 3, { attempt: 0, kind: 'tool-result', rolloutId: null })]);
     await recorder.appendTurns([turn('s3', 4, { attempt: 0, kind: 'model-output', rolloutId: 'e1' })]);
     await trajectories.drainPublishes();
-    const mine = bus.published.filter((m) => 'trajectoryId' in m.data && m.data.trajectoryId === 's3');
-    expect(mine.map((m) => [m.type, 'turnIndex' in m.data ? m.data.turnIndex : null])).toEqual([
-      ['TrajectoryTurnAppended', 0],
-      ['TrajectoryTurnAppended', 4],
+    // Many per record: TrajectoryTurnsAppended, nothing per turn or per start.
+    expect(bus.published.filter((m) => m.type === 'TrajectoryTurnAppended' || m.type === 'TrajectoryStatusChanged')).toEqual([]);
+    const mine = bus.published.flatMap((m) => (m.type === 'TrajectoryTurnsAppended' ? m.data.turns : [])).filter((t) => t.trajectoryId === 's3');
+    expect(mine.map((t) => [t.turnIndex, t.rolloutId])).toEqual([
+      [0, 'e0'],
+      [4, 'e1'],
     ]);
   });
 });
