@@ -37,7 +37,7 @@ check(
 const services = controlPlane.filter((d) => !['kafka', 'postgresql', ...jobParts].includes(component(d)));
 const probes = (c) => c.readinessProbe?.httpGet?.path === '/readyz' && c.livenessProbe?.httpGet?.path === '/healthz';
 check(
-  services.length === 5 && services.every((d) => d.spec.template.spec.containers.every(probes)),
+  services.filter((d) => component(d) !== 'router').length === 5 && services.every((d) => d.spec.template.spec.containers.every(probes)),
   'every service is probed on /readyz (ready) and /healthz (alive)',
 );
 check(
@@ -133,14 +133,30 @@ if (jobWorkers.length > 0) {
 const router = docs.find((d) => d.kind === 'Service' && component(d) === 'router');
 if (router) {
   const rm = services.find((d) => component(d) === 'rollout-manager');
-  const c = rm.spec.template.spec.containers[0];
+  const replicas = services.find((d) => component(d) === 'router');
+  // The pods behind the router Service: the router replicas when there are any, else the rollout manager.
+  const serving = replicas ?? rm;
+  const c = serving.spec.template.spec.containers[0];
+  const secretEnv = (container, name) => (container.env ?? []).find((e) => e.name === name)?.valueFrom?.secretKeyRef?.key;
   check(
-    envOf(c).ROBUSTRL_ROUTER === 'on' &&
+    envOf(rm.spec.template.spec.containers[0]).ROBUSTRL_ROUTER === 'on' &&
       c.ports.some((p) => p.name === 'router') &&
       router.spec.ports[0].targetPort === 'router' &&
-      sameLabels(router.spec.selector, rm.spec.selector.matchLabels),
-    `the router is served by the rollout manager and exposed (${router.spec.type ?? 'ClusterIP'} :${router.spec.ports[0].port})`,
+      sameLabels(router.spec.selector, serving.spec.selector.matchLabels) &&
+      secretEnv(c, 'ROBUSTRL_TRAJECTORY_DATABASE_URL') === 'database-url',
+    `the router is exposed (${router.spec.type ?? 'ClusterIP'} :${router.spec.ports[0].port}), served by ${
+      replicas ? `${replicas.spec.replicas} router replicas` : 'the rollout manager'
+    }, recording in the trajectory store`,
   );
+  if (replicas) {
+    const env = envOf(c);
+    check(
+      env.ROBUSTRL_ROUTER_REPLICA === 'on' &&
+        (c.env ?? []).some((e) => e.name === 'ROBUSTRL_ROUTER_REPLICA_ID' && e.valueFrom?.fieldRef?.fieldPath === 'metadata.name') &&
+        c.args[0] === 'rollout-manager',
+      'each router replica is the rollout manager in replica mode, named by its pod (its own consumer group)',
+    );
+  }
 }
 function sameLabels(a, b) {
   return JSON.stringify(Object.entries(a).sort()) === JSON.stringify(Object.entries(b).sort());
