@@ -91,7 +91,12 @@ export interface TrajectoryStoreOptions {
 }
 
 /** What the store publishes (the request manager's topic rights, libs/bus/src/kafka/topic-acls.ts). */
-export const TRAJECTORY_STORE_OUTPUT_TYPES = ['TrajectoryTurnAppended', 'TrajectoryTurnsAppended', 'TrajectoryStatusChanged', 'TrajectoryRestartedFromPrompt'] as const;
+export const TRAJECTORY_STORE_OUTPUT_TYPES = [
+  'TrajectoryTurnAppended',
+  'TrajectoryTurnsAppended',
+  'TrajectoryStatusChanged',
+  'TrajectoryRestartedFromPrompt',
+] as const;
 
 /**
  * The request manager's trajectory store (paper §3, §5.2.2): every trajectory of an RL batch, turn by
@@ -239,7 +244,8 @@ export class TrajectoryStore {
         weightVersion: turn.weightVersion,
         tokens: turn.tokens,
       };
-      if (this.notify === 'every-change') events.push(createMessage('TrajectoryTurnAppended', data, { jobId: r.job_id!, source: this.source, occurredAt: this.clock().toISOString() }));
+      if (this.notify === 'every-change')
+        events.push(createMessage('TrajectoryTurnAppended', data, { jobId: r.job_id!, source: this.source, occurredAt: this.clock().toISOString() }));
       else if (turn.rolloutId !== null && turn.rolloutId !== r.prior_owner) this.ownership.note(r.job_id!, data);
     }
     await this.publish(events);

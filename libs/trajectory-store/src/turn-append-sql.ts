@@ -58,9 +58,10 @@ updated AS (
 )
 SELECT i.ord, (ins.turn_id IS NOT NULL) AS inserted, (l.trajectory_id IS NOT NULL) AS known,
        l.status, l.attempt, l.job_id, l.batch_id, l.step, l.prompt_id, l.sample_index, l.owner_rollout_id AS prior_owner,
-       EXISTS (SELECT 1 FROM robustrl_trajectory_turns e WHERE e.turn_id = i.turn_id) AS existed,
+       EXISTS (SELECT 1 FROM robustrl_trajectory_turns e WHERE e.turn_id = i.turn_id AND e.trajectory_id = ANY($2::text[])) AS existed,
        EXISTS (SELECT 1 FROM robustrl_trajectory_turns e
-                WHERE e.trajectory_id = i.trajectory_id AND e.attempt = l.attempt AND e.turn_index = i.turn_index) AS index_taken,
+                WHERE e.trajectory_id = i.trajectory_id AND e.attempt = l.attempt AND e.turn_index = i.turn_index
+                  AND e.trajectory_id = ANY($2::text[])) AS index_taken,
        (SELECT count(*) FROM updated) AS updated_count
   FROM input i LEFT JOIN ins ON ins.turn_id = i.turn_id LEFT JOIN locked l ON l.trajectory_id = i.trajectory_id
  ORDER BY i.ord`;

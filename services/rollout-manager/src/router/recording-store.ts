@@ -5,14 +5,20 @@ import { StoreTrajectoryRecorder } from './store-trajectory-recorder';
 import { ContinuationRequest, RecordedTurn, StoredPrefix, TrajectoryRecorder, TrajectoryStart } from './trajectory-recorder';
 
 /**
- * The trajectory store's PostgreSQL as the router opens it. Its session asks for synchronous commit
- * whatever the server's default: a turn the router acknowledged must survive the database's crash,
- * which an asynchronous commit (a server tuned for speed, as deploy/local's is) would not promise.
+ * The trajectory store's PostgreSQL as the router opens it, with two settings for its sessions whatever
+ * the server's defaults:
+ *  - synchronous commit: a turn the router acknowledged must survive the database's crash, which an
+ *    asynchronous commit (a server tuned for speed, as deploy/local's is) would not promise;
+ *  - no sequential scan where an index serves: every statement of the router looks rows up by key, and
+ *    on a young table (no statistics until autoanalyze runs) the planner would scan it whole per batch.
+ * A setting the URL already names is left as given.
  */
 export function recordingDatabaseUrl(url: string): string {
   const parsed = new URL(url);
-  const options = parsed.searchParams.get('options') ?? '';
-  if (!/synchronous_commit/.test(options)) parsed.searchParams.set('options', `${options} -c synchronous_commit=on`.trim());
+  let options = parsed.searchParams.get('options') ?? '';
+  if (!/synchronous_commit/.test(options)) options = `${options} -c synchronous_commit=on`;
+  if (!/enable_seqscan/.test(options)) options = `${options} -c enable_seqscan=off`;
+  parsed.searchParams.set('options', options.trim());
   return parsed.toString();
 }
 
