@@ -15,6 +15,11 @@ interface RobustrlOptions {
   /** off: no recorder; http: through a request manager process; store: the router writes the trajectory store itself (extraEnv). */
   recording: 'off' | 'http' | 'store';
   extraEnv?: (ctx: TargetContext) => Record<string, string>;
+  /**
+   * Router replicas (ROBUSTRL_ROUTER_REPLICA=on) the load is spread over, each its own process following
+   * the engines the rollout manager announces; 0 (default): the rollout manager's own router serves.
+   */
+  replicas?: number;
 }
 
 function mainOf(service: 'rollout-manager' | 'request-manager'): string {
@@ -99,17 +104,38 @@ async function startRobustrl(options: RobustrlOptions, ctx: TargetContext): Prom
     // Ready means recording too: a recorded request goes through first (the run's topics are made by the
     // first events, which would otherwise take the warm-up's first seconds).
     let attempt = 0;
-    await waitServing(url, started, START_TIMEOUT_MS, () => ({
+    const identity = () => ({
       [IDENTITY_HEADERS.job]: ctx.jobId,
       [IDENTITY_HEADERS.prompt]: `ready-${options.name}-${Date.now()}-${++attempt}`,
       [IDENTITY_HEADERS.sample]: '0',
-    }));
-    const processes: RunningTarget['processes'] = [{ role: 'router', pids: pidOf(router) }];
-    if (started.length > 1) processes.push({ role: 'request manager', pids: pidOf(started[0]) });
+    });
+    await waitServing(url, started, START_TIMEOUT_MS, identity);
+    const replicas: BenchChild[] = [];
+    const urls: string[] = [];
+    for (let i = 0; i < (options.replicas ?? 0); i++) {
+      const port = await ctx.freePort();
+      const env = {
+        ...routerEnv,
+        ROBUSTRL_ROUTER_ENGINES: undefined,
+        ROBUSTRL_ROUTER_REPLICA: 'on',
+        ROBUSTRL_ROUTER_REPLICA_ID: `${ctx.topicPrefix}r${i}`,
+        ROBUSTRL_ROUTER_PORT: String(port),
+      };
+      const replica = new BenchChild(`router replica ${i}`, process.execPath, [...nodeArgs, mainOf('rollout-manager')], env);
+      started.push(replica);
+      replicas.push(replica);
+      urls.push(`http://127.0.0.1:${port}`);
+      launch.push(`ROBUSTRL_ROUTER_REPLICA=on ROBUSTRL_ROUTER_PORT=${port} … node services/rollout-manager/dist/main.js`);
+    }
+    // A replica serves once the rollout manager's announcement gave it the engines.
+    for (const u of urls) await waitServing(u, started, START_TIMEOUT_MS, identity);
+    const routers = [router, ...replicas];
+    const processes: RunningTarget['processes'] = [{ role: 'router', pids: () => routers.flatMap((r) => pidOf(r)()) }];
+    if (options.recording === 'http') processes.push({ role: 'request manager', pids: pidOf(started[0]) });
     // Every robustrl service keeps its events in PostgreSQL and on Kafka, recording or not.
     processes.push({ role: 'PostgreSQL', pids: () => postgresProcessesOf(ctx.databaseName) });
     processes.push({ role: 'Kafka broker', pids: kafkaBrokerPids });
-    return { urls: [url], processes, launch, stop };
+    return { urls: urls.length > 0 ? urls : [url], processes, launch, stop };
   } catch (err) {
     await stop();
     throw err;

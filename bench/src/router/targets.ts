@@ -65,6 +65,15 @@ export const TARGETS: readonly Target[] = [
   robustrlRouter({ name: 'robustrl-off', label: 'robustrl router, recording off', recording: 'off' }),
   robustrlRouter({ name: 'robustrl-on-http', label: 'robustrl router, recording via request manager (HTTP)', recording: 'http' }),
   robustrlRouter({ name: 'robustrl-on', label: 'robustrl router, recording on (into the store)', recording: 'store', extraEnv: STORE_RECORDING_ENV }),
+  // Scaled out: two router replicas (docs/router.md "Scaling out") the load generator spreads requests over, as a balancer would.
+  robustrlRouter({ name: 'robustrl-off-x2', label: 'robustrl, 2 router replicas, recording off', recording: 'off', replicas: 2 }),
+  robustrlRouter({
+    name: 'robustrl-on-x2',
+    label: 'robustrl, 2 router replicas, recording on',
+    recording: 'store',
+    extraEnv: STORE_RECORDING_ENV,
+    replicas: 2,
+  }),
 ];
 
 /** The baselines the ratios are taken against. */

@@ -1,5 +1,5 @@
 import { AppendResult, ContinuationDecision, NewTrajectory, StartResult, StatusChange, TurnInput } from '@robustrl/contracts';
-import { AttemptPrefix, GroupBatch, OpenResult, TrajectoryNotFoundError, TrajectoryStore } from '@robustrl/trajectory-store';
+import { AttemptPrefix, GroupBatch, GroupBatchOptions, OpenResult, TrajectoryNotFoundError, TrajectoryStore } from '@robustrl/trajectory-store';
 import {
   ContinuationRequest,
   RecordedTurn,
@@ -31,14 +31,18 @@ export class StoreTrajectoryRecorder implements TrajectoryRecorder {
   private readonly opens: GroupBatch<NewTrajectory, OpenResult>;
   private readonly appends: GroupBatch<RecordedTurn, AppendResult>;
 
-  constructor(private readonly store: TrajectoryStore) {
+  constructor(
+    private readonly store: TrajectoryStore,
+    /** How the statements of requests in flight are grouped (group-batch.ts; its defaults measured best in bench:router). */
+    batching: GroupBatchOptions = {},
+  ) {
     this.reads = new GroupBatch(async (ids) => {
       const found = await store.prefixes([...new Set(ids)]);
       return ids.map((id) => found.get(id));
-    });
-    this.starts = new GroupBatch((trajectories) => store.startTrajectories(trajectories));
-    this.opens = new GroupBatch((trajectories) => store.openTrajectories(trajectories));
-    this.appends = new GroupBatch((turns) => store.appendTurns(turns));
+    }, batching);
+    this.starts = new GroupBatch((trajectories) => store.startTrajectories(trajectories), batching);
+    this.opens = new GroupBatch((trajectories) => store.openTrajectories(trajectories), batching);
+    this.appends = new GroupBatch((turns) => store.appendTurns(turns), batching);
   }
 
   async start(t: TrajectoryStart): Promise<void> {
