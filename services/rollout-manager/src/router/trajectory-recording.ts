@@ -42,9 +42,9 @@ export interface ContinuationSettings {
 
 /**
  * Recording (paper §5.2.2, "preserve the trajectories"): each recorded request's turns go to the
- * request manager's trajectory store through the recorder port — the new inputs before generation,
- * the answer after it. A store failure is logged and counted, never answered: the agent's progress
- * comes first, and the store's own retries are its business.
+ * trajectory store through the recorder port — the new inputs before generation, the answer before the
+ * caller has its end (docs/router.md "Recording"). A store failure is logged, counted and answered as
+ * the plan says: ask again (503), a conflict (409) or a refusal (400), never an answer the store lacks.
  */
 export class TrajectoryRecording {
   /** Completions: each trajectory's first prompt, so later prompts split into segments unambiguously. */
