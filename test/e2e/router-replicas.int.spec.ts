@@ -23,7 +23,8 @@ import { e2eServiceEnv, ServiceProcess } from './fixtures/service-process';
  * failed, send it again to the other one — and record into the trajectory store on a real PostgreSQL.
  * The engines sample (every answer differs), so an answer given twice would show.
  *
- * Under load, a replica is killed with kill -9, and then the store's PostgreSQL server itself. Afterwards
+ * Under load, a replica is killed with kill -9, and then the store's PostgreSQL server itself; the replica
+ * comes back while the store is down and opens it when it is back. Afterwards
  * every trajectory holds exactly the turns its agent loop was answered with: none lost, none twice, none
  * the loop never saw. And all turns of a trajectory met one engine, whichever replica they entered by.
  */
@@ -152,8 +153,13 @@ describe('router replicas: kill -9 of a replica and of the store under load lose
     await replicas[0].kill('SIGKILL');
     const afterReplicaKill = answered;
     await eventually('answers flowing through the other replica', () => (answered >= afterReplicaKill + 60 ? true : undefined), 60_000);
-    await startReplica(replicas[0]);
     killPostgres(localDir);
+    // The killed replica starts again while the store is down: it serves (503 to recorded requests) and
+    // opens the store once it is back.
+    await startReplica(replicas[0]);
+    await eventually('the replica saying the store is not open yet', () =>
+      replicas[0].lines.some((l) => /the trajectory store could not be opened yet/.test(l)) ? true : undefined,
+    );
     await sleep(1_000);
     postgres('start');
     const afterStoreKill = answered;
