@@ -6,7 +6,8 @@
  *  - the SGLang Model Gateway (sglang-router 0.3.2), with a TCP_NODELAY shim and as shipped;
  *  - the Shepherd Model Gateway (smg 1.13.0), its successor;
  *  - robustrl's router (the rollout manager service) without recording, recording through the request
- *    manager over HTTP, and recording into the trajectory store itself (STORE_RECORDING_ENV, targets.ts).
+ *    manager over HTTP, and recording into the trajectory store itself (STORE_RECORDING_ENV, targets.ts),
+ *    with one router and with two router replicas the load is spread over (docs/router.md "Scaling out").
  * Each target runs two workloads — `single` (every request a new trajectory) and `multi-turn` (trajectories
  * of several turns, for prefix-cache affinity) — at each level: streamed at concurrency 1, 64, 256 and not
  * streamed at 64, a closed loop (load-generator.ts) with a warm-up and a timed window. Reported: requests/s,
