@@ -26,7 +26,8 @@ import { e2eServiceEnv, ServiceProcess } from './fixtures/service-process';
  * Under load, a replica is killed with kill -9, and then the store's PostgreSQL server itself; the replica
  * comes back while the store is down and opens it when it is back. Afterwards
  * every trajectory holds exactly the turns its agent loop was answered with: none lost, none twice, none
- * the loop never saw. And all turns of a trajectory met one engine, whichever replica they entered by.
+ * the loop never saw. And all turns of a trajectory met one engine, whichever replica they entered by,
+ * unless a replica logged an engine failure that moved it.
  */
 const BROKERS = process.env.KAFKA_BROKERS!.split(',');
 const POSTGRES = join(__dirname, '..', '..', 'deploy', 'local', 'postgres.sh');
@@ -186,8 +187,20 @@ describe('router replicas: kill -9 of a replica and of the store under load lose
       // The kills were felt: requests in flight failed and were asked again.
       expect(retried).toBeGreaterThan(0);
       expect(turns).toBeGreaterThan(180);
-      // Affinity: every trajectory's turns met one engine, whichever replica they entered by (no engine failed).
-      expect([...seen.values()].filter((v) => v.engines.size > 1).map((v) => v.messages[0].content)).toEqual([]);
+      // Affinity: every trajectory's turns met one engine, whichever replica they entered by — unless a
+      // replica logged why it moved: a request of the trajectory failed on its engine, or one of its engines
+      // left selection (on a loaded host an engine's answer or probe can miss its deadline).
+      const logged = replicas.flatMap((r) => r.history);
+      const unexplained = [...seen.entries()]
+        .filter(([, v]) => v.engines.size > 1)
+        .filter(
+          ([id, v]) =>
+            !logged.some(
+              (l) => (l.includes('engine failed during a request') && l.includes(id)) || [...v.engines].some((e) => l.includes(`engine ${e} out of selection`)),
+            ),
+        )
+        .map(([, v]) => v.messages[0].content);
+      expect(unexplained).toEqual([]);
     } finally {
       await store.close();
     }

@@ -230,7 +230,14 @@ export class RouterRuntime {
       const machineId = e.machineId ?? e.id;
       this.listed.set(machineId, [...(this.listed.get(machineId) ?? []), e]);
     }
-    this.pool = new EnginePool(engines, { probeIntervalMs: 5_000 });
+    this.pool = new EnginePool(engines, {
+      probeIntervalMs: 5_000,
+      // Every move in or out of selection is in the log: it is why a trajectory left its engine's cache.
+      onChange: (e, change) =>
+        change === 'dead'
+          ? this.logger.warn(`engine ${e.id} out of selection: ${e.deadReason ?? 'unknown'}`)
+          : this.logger.log(`engine ${e.id} back in selection`),
+    });
     const log: RouterLogger = {
       info: (m, f) => this.logger.log(`${m} ${f ? JSON.stringify(f) : ''}`),
       warn: (m, f) => this.logger.warn(`${m} ${f ? JSON.stringify(f) : ''}`),

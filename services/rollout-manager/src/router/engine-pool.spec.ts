@@ -93,6 +93,31 @@ describe('EnginePool', () => {
     expect(p.get('a')?.alive).toBe(true);
   });
 
+  it('the periodic sweep takes a living engine out on its second failed probe in a row; a check, on one', async () => {
+    const changes: string[] = [];
+    const p = new EnginePool([{ id: 'a', baseUrl: 'http://a' }], {
+      probeIntervalMs: 0,
+      probe: async (e) => up.has(e.id),
+      onChange: (e, change) => changes.push(`${e.id} ${change}`),
+    });
+    up.delete('a');
+    await p.probeAll('periodic');
+    expect(p.get('a')?.alive).toBe(true);
+    up.add('a');
+    await p.probeAll('periodic');
+    up.delete('a');
+    await p.probeAll('periodic');
+    expect(p.get('a')?.alive).toBe(true);
+    await p.probeAll('periodic');
+    expect(p.get('a')).toMatchObject({ alive: false, deadReason: 'liveness probe failed' });
+    up.add('a');
+    await p.probeAll('periodic');
+    up.delete('a');
+    await p.probe('a');
+    expect(p.get('a')?.alive).toBe(false);
+    expect(changes).toEqual(['a dead', 'a alive', 'a dead']);
+  });
+
   it('forgets the oldest sticky trajectories beyond its limit', () => {
     const p = new EnginePool([{ id: 'a', baseUrl: 'http://a' }], { probeIntervalMs: 0, maxStickyTrajectories: 2, probe: async () => true });
     for (const t of ['t1', 't2', 't3']) p.acquire(t)!.release();

@@ -116,6 +116,12 @@ export interface EnginePoolOptions {
   /** Period of the liveness probe of every engine; 0 disables the timer (probes still run after failures). */
   probeIntervalMs?: number;
   probeTimeoutMs?: number;
+  /**
+   * Failed periodic probes in a row that take a living engine out of selection (default 2). One /health that misses
+   * its timeout on a loaded host is weak evidence, and taking the engine out moves its trajectories off
+   * their KV cache for good; a request that fails on the engine still takes it out at once (markDead).
+   */
+  probeFailuresToLeave?: number;
   /** Sticky assignments kept; the oldest is forgotten beyond it (a finished trajectory never says so). */
   maxStickyTrajectories?: number;
   probe?: ProbeFn;
@@ -132,12 +138,14 @@ interface EngineRecord {
   alive: boolean;
   stickyCount: number;
   deadReason: string | null;
+  /** Failed probes since the last one that passed (probeFailuresToLeave). */
+  failedProbes: number;
   /** Aborted when this engine, at this address, leaves the pool (EngineLease.left). */
   left: AbortController;
 }
 
-// eslint-disable-next-line @typescript-eslint/no-unused-vars -- `left` is the pool's own, not a view's
-const viewOf = ({ left, ...view }: EngineRecord): EngineView => view;
+// eslint-disable-next-line @typescript-eslint/no-unused-vars -- `left` and `failedProbes` are the pool's own, not a view's
+const viewOf = ({ left, failedProbes, ...view }: EngineRecord): EngineView => view;
 
 /** The rollout engines the router may use, their load, liveness, and the sticky trajectory map. */
 export class EnginePool {
@@ -148,6 +156,7 @@ export class EnginePool {
   private readonly probeFn: ProbeFn;
   private readonly probeTimeoutMs: number;
   private readonly maxSticky: number;
+  private readonly probeFailuresToLeave: number;
 
   constructor(
     specs: readonly EngineSpec[] = [],
@@ -156,6 +165,7 @@ export class EnginePool {
     this.probeFn = options.probe ?? httpProbe;
     this.probeTimeoutMs = options.probeTimeoutMs ?? 1_000;
     this.maxSticky = options.maxStickyTrajectories ?? 100_000;
+    this.probeFailuresToLeave = Math.max(1, options.probeFailuresToLeave ?? 2);
     for (const s of specs) this.add(s);
   }
 
@@ -182,6 +192,7 @@ export class EnginePool {
       alive: true,
       stickyCount: 0,
       deadReason: null,
+      failedProbes: 0,
       left: new AbortController(),
     });
   }
@@ -273,10 +284,27 @@ export class EnginePool {
     void this.probe(id);
   }
 
-  /** Probe one engine and set its liveness from the answer. Concurrent probes of one engine share one request. */
-  probe(id: string): Promise<boolean> {
-    const running = this.probing.get(id);
-    if (running) return running;
+  /**
+   * Probe one engine and set its liveness from the answer. Concurrent probes of one engine share one
+   * request. `check`: a trajectory is about to go there (after a tool iteration, a failed request), so one
+   * failed probe takes it out; `periodic`: the background sweep, which needs probeFailuresToLeave in a row.
+   */
+  probe(id: string, mode: 'check' | 'periodic' = 'check'): Promise<boolean> {
+    const shared = this.probing.get(id) ?? this.probeOnce(id);
+    return shared.then((ok) => {
+      const current = this.engines.get(id);
+      if (!current) return false;
+      if (!ok && current.alive && current.failedProbes >= (mode === 'check' ? 1 : this.probeFailuresToLeave)) {
+        current.alive = false;
+        current.deadReason = 'liveness probe failed';
+        this.options.onChange?.(viewOf(current), 'dead');
+      }
+      return ok;
+    });
+  }
+
+  /** One probe request: counts a failure, or brings a dead engine back. */
+  private probeOnce(id: string): Promise<boolean> {
     const e = this.engines.get(id);
     if (!e) return Promise.resolve(false);
     const p = this.probeFn(viewOf(e), this.probeTimeoutMs, !e.alive)
@@ -285,14 +313,11 @@ export class EnginePool {
         this.probing.delete(id);
         const current = this.engines.get(id);
         if (!current) return false;
+        current.failedProbes = ok ? 0 : current.failedProbes + 1;
         if (ok && !current.alive) {
           current.alive = true;
           current.deadReason = null;
           this.options.onChange?.(viewOf(current), 'alive');
-        } else if (!ok && current.alive) {
-          current.alive = false;
-          current.deadReason = 'liveness probe failed';
-          this.options.onChange?.(viewOf(current), 'dead');
         }
         return ok;
       });
@@ -300,8 +325,8 @@ export class EnginePool {
     return p;
   }
 
-  probeAll(): Promise<boolean[]> {
-    return Promise.all([...this.engines.keys()].map((id) => this.probe(id)));
+  probeAll(mode: 'check' | 'periodic' = 'check'): Promise<boolean[]> {
+    return Promise.all([...this.engines.keys()].map((id) => this.probe(id, mode)));
   }
 
   probeDead(): Promise<boolean[]> {
@@ -311,7 +336,7 @@ export class EnginePool {
   startProbing(): void {
     const every = this.options.probeIntervalMs ?? 5_000;
     if (this.timer || every <= 0) return;
-    this.timer = setInterval(() => void this.probeAll(), every);
+    this.timer = setInterval(() => void this.probeAll('periodic'), every);
     this.timer.unref();
   }
 
