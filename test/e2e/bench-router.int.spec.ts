@@ -43,7 +43,7 @@ describe('bench:router, short (real Kafka and PostgreSQL, the router and its rep
       '--levels',
       's1,s8',
       '--targets',
-      'direct,robustrl-on,robustrl-off-x2',
+      'direct,node-passthrough,robustrl-on,robustrl-off-x2',
       '--workloads',
       'multi-turn',
     ];
@@ -57,6 +57,7 @@ describe('bench:router, short (real Kafka and PostgreSQL, the router and its rep
   it('every configuration started and answered every request', () => {
     expect(runs.map((r) => [r.target, r.error])).toEqual([
       ['direct', null],
+      ['node-passthrough', null],
       ['robustrl-on', null],
       ['robustrl-off-x2', null],
     ]);
@@ -82,6 +83,7 @@ describe('bench:router, short (real Kafka and PostgreSQL, the router and its rep
       expect(rate('robustrl-on', c)).toBe(1);
       expect(rate('robustrl-off-x2', c)).toBe(1);
       expect(rate('direct', c)).toBeLessThan(0.5);
+      expect(rate('node-passthrough', c)).toBeLessThan(0.5);
     }
   });
 });

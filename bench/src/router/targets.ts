@@ -1,4 +1,7 @@
+import { resolve } from 'node:path';
+import { BenchChild } from './bench-child';
 import { sglangGateway, smg } from './gateway-targets';
+import { waitServing } from './serving-check';
 import { robustrlRouter } from './robustrl-targets';
 import type { Workload } from './workloads';
 
@@ -56,12 +59,37 @@ const direct: Target = {
   }),
 };
 
+/** node-passthrough.ts: Node's HTTP stack and nothing else, the floor of a router written on it. */
+const nodePassthrough: Target = {
+  name: 'node-passthrough',
+  label: 'Node.js pass-through proxy (no parsing, round robin)',
+  start: async (ctx) => {
+    const port = await ctx.freePort();
+    const args = [resolve(__dirname, 'node-passthrough.js'), '--engines', ctx.engineUrls.join(','), '--port', String(port)];
+    const child = new BenchChild('node-passthrough', process.execPath, args);
+    const url = `http://127.0.0.1:${port}`;
+    try {
+      await waitServing(url, [child], 30_000);
+    } catch (err) {
+      await child.stop();
+      throw err;
+    }
+    return {
+      urls: [url],
+      processes: [{ role: 'router', pids: () => (child.pid !== undefined && child.running ? [child.pid] : []) }],
+      launch: [`node ${args.join(' ')}`],
+      stop: () => child.stop(),
+    };
+  },
+};
+
 /** Every target, in the order they run and are tabled; `--targets` picks a subset. Add one here. */
 export const TARGETS: readonly Target[] = [
   direct,
   sglangGateway({ name: 'sglang-gateway', label: 'SGLang Model Gateway (TCP_NODELAY shim)', shim: true }),
   sglangGateway({ name: 'sglang-gateway-plain', label: 'SGLang Model Gateway, as shipped', shim: false }),
   smg({ name: 'smg', label: 'Shepherd Model Gateway (smg)', policyFor: { 'multi-turn': 'cache_aware' } }),
+  nodePassthrough,
   robustrlRouter({ name: 'robustrl-off', label: 'robustrl router, recording off', recording: 'off' }),
   robustrlRouter({ name: 'robustrl-on-http', label: 'robustrl router, recording via request manager (HTTP)', recording: 'http' }),
   robustrlRouter({ name: 'robustrl-on', label: 'robustrl router, recording on (into the store)', recording: 'store', extraEnv: STORE_RECORDING_ENV }),

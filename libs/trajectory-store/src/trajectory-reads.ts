@@ -1,7 +1,6 @@
 import { NewTrajectory, StoredTurn } from '@robustrl/contracts';
 import { DataSource } from 'typeorm';
-import { encodeNul } from './jsonb-nul';
-import { toStoredTurn, TURN_COLUMNS, TurnRow } from './trajectory-rows';
+import { START_CTES, toStoredTurn, trajectoryPayload, TURN_COLUMNS, TurnRow } from './trajectory-rows';
 
 /** One trajectory's current attempt and its turns, as the router reads them. */
 export interface AttemptPrefix {
@@ -54,16 +53,7 @@ export async function openTrajectories(dataSource: DataSource, trajectories: rea
   const unique = [...firstOf.values()].map((i) => trajectories[i]);
   const rows: Array<TurnRow & { ord: number; inserted: boolean; seen: boolean; same_slot: boolean | null; slot_taken: boolean; t_attempt: number | null }> =
     await dataSource.query(
-      `WITH input AS (
-       SELECT * FROM jsonb_to_recordset($1::jsonb) AS v(
-         ord int, trajectory_id text, job_id text, batch_id text, step int, prompt_id text, sample_index int, prompt jsonb, owner_rollout_id text)
-     ),
-     ins AS (
-       INSERT INTO robustrl_trajectories (trajectory_id, job_id, batch_id, step, prompt_id, sample_index, prompt, owner_rollout_id)
-       SELECT trajectory_id, job_id, batch_id, step, prompt_id, sample_index, prompt, owner_rollout_id FROM input ORDER BY ord
-       ON CONFLICT DO NOTHING
-       RETURNING trajectory_id
-     )
+      `WITH ${START_CTES}
      SELECT i.ord, (ins.trajectory_id IS NOT NULL) AS inserted, (t.trajectory_id IS NOT NULL) AS seen,
             (t.job_id = i.job_id AND t.batch_id = i.batch_id AND t.prompt_id = i.prompt_id AND t.sample_index = i.sample_index) AS same_slot,
             EXISTS (SELECT 1 FROM robustrl_trajectories e
@@ -76,19 +66,7 @@ export async function openTrajectories(dataSource: DataSource, trajectories: rea
        LEFT JOIN robustrl_trajectory_turns u ON u.trajectory_id = t.trajectory_id AND u.attempt = t.attempt AND u.trajectory_id = ANY($2::text[])
       ORDER BY i.ord, u.turn_index`,
       [
-        JSON.stringify(
-          unique.map((t, ord) => ({
-            ord,
-            trajectory_id: t.trajectoryId,
-            job_id: t.jobId,
-            batch_id: t.batchId,
-            step: t.step,
-            prompt_id: t.promptId,
-            sample_index: t.sampleIndex,
-            prompt: encodeNul(t.prompt),
-            owner_rollout_id: t.ownerRolloutId ?? null,
-          })),
-        ),
+        trajectoryPayload(unique),
         // The ids again, as an array: the keys the planner looks up (turn-append-sql.ts says why).
         unique.map((t) => t.trajectoryId),
       ],

@@ -1,5 +1,5 @@
-import type { StoredTurn, TokenSpan, TrajectoryStatus, TrajectorySummary, TurnKind } from '@robustrl/contracts';
-import { decodeNul } from './jsonb-nul';
+import type { NewTrajectory, StoredTurn, TokenSpan, TrajectoryStatus, TrajectorySummary, TurnKind } from '@robustrl/contracts';
+import { decodeNul, encodeNul } from './jsonb-nul';
 
 /** The trajectory store's rows as the drivers hand them back, and how they become the contract's shapes. */
 export interface TrajectoryRow {
@@ -96,4 +96,36 @@ export function toStoredTurn(r: TurnRow): StoredTurn {
     spans: r.spans,
     createdAt: iso(r.created_at),
   };
+}
+
+/**
+ * `input` (the trajectories of $1, a JSON array as `trajectoryPayload` makes it) and `ins` (those of them
+ * this statement inserted): how both starting and opening trajectories begin.
+ */
+export const START_CTES = `input AS (
+       SELECT * FROM jsonb_to_recordset($1::jsonb) AS v(
+         ord int, trajectory_id text, job_id text, batch_id text, step int, prompt_id text, sample_index int, prompt jsonb, owner_rollout_id text)
+     ),
+     ins AS (
+       INSERT INTO robustrl_trajectories (trajectory_id, job_id, batch_id, step, prompt_id, sample_index, prompt, owner_rollout_id)
+       SELECT trajectory_id, job_id, batch_id, step, prompt_id, sample_index, prompt, owner_rollout_id FROM input ORDER BY ord
+       ON CONFLICT DO NOTHING
+       RETURNING trajectory_id
+     )`;
+
+/** START_CTES's $1: the trajectories in order, `ord` their position. */
+export function trajectoryPayload(trajectories: readonly NewTrajectory[]): string {
+  return JSON.stringify(
+    trajectories.map((t, ord) => ({
+      ord,
+      trajectory_id: t.trajectoryId,
+      job_id: t.jobId,
+      batch_id: t.batchId,
+      step: t.step,
+      prompt_id: t.promptId,
+      sample_index: t.sampleIndex,
+      prompt: encodeNul(t.prompt),
+      owner_rollout_id: t.ownerRolloutId ?? null,
+    })),
+  );
 }

@@ -1,7 +1,8 @@
 import { EventStore } from '@robustrl/store';
 import { TRAJECTORY_STORE_MIGRATIONS } from './migrations';
 import { RecordingBus, trajectory, turn } from '@robustrl/testing/trajectory-fixtures';
-import { InvalidTransitionError, TrajectoryStore } from './trajectory-store';
+import { TrajectoryStore } from './trajectory-store';
+import { InvalidTransitionError } from './trajectory-errors';
 
 describe('TrajectoryStore (PGlite)', () => {
   let store: EventStore;

@@ -72,7 +72,7 @@ export async function attemptOn(
   if (ctx.api === 'completions' && isIdList(ctx.body.prompt)) splice.ledger.promptTokenIds ??= ctx.body.prompt as number[];
   let upstream: IncomingMessage;
   for (;;) {
-    const body = adapter.decorate(plan.answersAs, plan.body, requestId);
+    const body = adapter.decorate(plan.answersAs, plan.body, requestId, { logprobs: ctx.beforeAnswer !== undefined });
     try {
       upstream = await send(`${engine.baseUrl}${plan.path}`, 'POST', JSON.stringify(body), {
         agent: transport.agent,

@@ -25,7 +25,7 @@ interface ToolCallAccumulator {
 export class StreamSplice {
   /** Text of choice 0 forwarded to the caller so far. */
   text = '';
-  /** Tokens of choice 0 forwarded so far (logprobs entries when present, else one per non-empty delta). */
+  /** Tokens of choice 0 forwarded so far (the ids the engine reported, else log-prob entries, else one per non-empty delta). */
   tokens = 0;
   finishReason: string | null = null;
   /** Tool calls of choice 0 as finally forwarded. */
@@ -72,7 +72,7 @@ export class StreamSplice {
     const primary = ((chunk.choices as Json[] | undefined) ?? []).find((c) => (c.index ?? 0) === 0);
     // Tokens of a tool call are held back with it (a dead engine's half call is generated again).
     const heldBack = this.api === 'chat' && (Array.isArray((primary?.delta as Json | undefined)?.tool_calls) || this.pendingToolCalls.size > 0);
-    const out = this.acceptChunk(chunk);
+    const out = this.acceptChunk(chunk, sampled.ids.length);
     this.ledger.add(sampled, this.tokens - tokensBefore, heldBack);
     if (this.toolCallsReleased) this.ledger.releaseHeld();
     if (sampled.sampledSoFar !== null) this.tokens = Math.max(this.tokens, this.tokensBeforeAttempt + sampled.sampledSoFar);
@@ -82,7 +82,8 @@ export class StreamSplice {
     return out;
   }
 
-  private acceptChunk(chunk: Json): Json[] {
+  /** `sampledIds`: the ids the engine reported in the chunk, its token count where it reports any. */
+  private acceptChunk(chunk: Json, sampledIds: number): Json[] {
     if (this.meta === null) this.meta = { id: chunk.id, created: chunk.created, model: chunk.model };
     else Object.assign(chunk, this.meta);
     const out: Json[] = [];
@@ -98,7 +99,7 @@ export class StreamSplice {
         }
         if (primary && typeof delta.content === 'string' && delta.content !== '') {
           this.text += delta.content;
-          this.tokens += tokenCount(choice);
+          this.tokens += tokenCount(choice, sampledIds);
         }
         if (primary && Array.isArray(delta.tool_calls)) {
           this.holdToolCalls(delta.tool_calls as Json[]);
@@ -108,7 +109,7 @@ export class StreamSplice {
         meaningful ||= hasPayload(delta);
       } else if (primary && typeof choice.text === 'string' && choice.text !== '') {
         this.text += choice.text;
-        this.tokens += tokenCount(choice);
+        this.tokens += tokenCount(choice, sampledIds);
         meaningful = true;
       } else if (typeof choice.text === 'string' && choice.text !== '') {
         meaningful = true;
@@ -189,7 +190,9 @@ export class StreamSplice {
   }
 }
 
-function tokenCount(choice: Json): number {
+/** Tokens in a choice's delta: the ids the engine reported, else its log-prob entries, else one. */
+function tokenCount(choice: Json, sampledIds: number): number {
+  if (sampledIds > 0) return sampledIds;
   const logprobs = choice.logprobs as Json | null | undefined;
   if (logprobs && Array.isArray(logprobs.content)) return logprobs.content.length;
   if (logprobs && Array.isArray(logprobs.tokens)) return logprobs.tokens.length;

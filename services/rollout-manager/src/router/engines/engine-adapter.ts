@@ -75,10 +75,23 @@ export interface EngineCalls {
   postJson(path: string, body: Json): Promise<{ status: number; body: Json | null }>;
 }
 
+/**
+ * What the router itself needs of an answer, beyond what the caller asked. Log-probs are for the record
+ * (a turn keeps what was sampled, with its log-probs); an answer nobody records needs only token ids,
+ * and a chunk without log-probs is several times smaller to parse (docs/router.md "The lean path").
+ */
+export interface AnswerNeeds {
+  logprobs: boolean;
+}
+
 export interface EngineAdapter {
   readonly kind: EngineKind;
-  /** The request as sent to the engine: with what the router needs to record token ids, and the request's id where the engine takes it in the body. */
-  decorate(api: Api, body: Json, requestId: string): Json;
+  /**
+   * The request as sent to the engine: with what the router needs (token ids for failover and the
+   * ledger; log-probs when `needs.logprobs`, the answer being recorded), and the request's id where the
+   * engine takes it in the body. An engine whose ids come only with log-probs asks for them regardless.
+   */
+  decorate(api: Api, body: Json, requestId: string, needs?: AnswerNeeds): Json;
   /** Removes from a chunk or answer (in place) what `decorate` made the engine add and the caller (its API and body) did not ask for. */
   strip(chunk: Json, caller: { api: Api; body: Json }): void;
   read(api: Api, chunk: Json): ChunkTokens;

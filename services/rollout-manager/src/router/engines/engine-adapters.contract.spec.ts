@@ -60,6 +60,18 @@ describe('every adapter keeps the port contract', () => {
 describe('vLLM (protocol.py: return_token_ids, return_tokens_as_token_ids, continue_final_message)', () => {
   const vllm = new VllmAdapter();
 
+  it('asks for log-probs only for an answer that is recorded, or that the caller asked them for', () => {
+    const unrecorded = vllm.decorate('chat', chatRequest, 'req-1', { logprobs: false });
+    expect(unrecorded).toMatchObject({ return_token_ids: true });
+    expect(unrecorded.logprobs).toBeUndefined();
+    expect(vllm.decorate('completions', completionRequest, 'req-1', { logprobs: false }).logprobs).toBeUndefined();
+    expect(vllm.decorate('chat', { ...chatRequest, logprobs: true, top_logprobs: 2 }, 'req-1', { logprobs: false })).toMatchObject({
+      logprobs: true,
+      top_logprobs: 2,
+    });
+    expect(vllm.decorate('chat', chatRequest, 'req-1', { logprobs: true })).toMatchObject({ return_token_ids: true, logprobs: true });
+  });
+
   it('asks for token ids and log-probs, and strips what the caller did not ask for', () => {
     expect(vllm.decorate('chat', chatRequest, 'req-1')).toMatchObject({ return_token_ids: true, logprobs: true });
     expect(vllm.decorate('completions', { ...completionRequest, logprobs: 3 }, 'req-1')).toMatchObject({ return_token_ids: true, logprobs: 3 });

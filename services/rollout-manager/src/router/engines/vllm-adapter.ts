@@ -1,5 +1,6 @@
 import type { Api, Json } from '../stream-splice';
 import {
+  AnswerNeeds,
   asSent,
   askedLogprobs,
   chatPrefillBody,
@@ -44,10 +45,12 @@ export class VllmAdapter implements EngineAdapter {
   readonly generateProbe = { method: 'POST' as const, path: '/v1/completions', body: { prompt: [0], max_tokens: 1, temperature: 0 } };
   readonly requestIdHeader = 'x-request-id';
 
-  decorate(api: Api, body: Json, requestId: string): Json {
+  decorate(api: Api, body: Json, requestId: string, needs: AnswerNeeds = { logprobs: true }): Json {
     // A generate body (vllm-generate.ts) is complete but for the request's id.
     if (body.sampling_params !== undefined) return { ...body, request_id: requestId };
+    // Token ids come with return_token_ids: log-probs only where the answer is recorded.
     const out: Json = { ...body, return_token_ids: true };
+    if (!needs.logprobs) return out;
     if (api === 'chat' && out.logprobs !== true) out.logprobs = true;
     if (api === 'completions' && typeof out.logprobs !== 'number') out.logprobs = 0;
     return out;
