@@ -5,6 +5,7 @@
  *  - direct: the load generator spreads requests over the engines itself, no router (the floor);
  *  - the SGLang Model Gateway (sglang-router 0.3.2), with a TCP_NODELAY shim and as shipped;
  *  - the Shepherd Model Gateway (smg 1.13.0), its successor;
+ *  - a Node.js proxy that passes bytes through untouched (node-passthrough.ts): the floor of a Node router;
  *  - robustrl's router (the rollout manager service) without recording, recording through the request
  *    manager over HTTP, and recording into the trajectory store itself (STORE_RECORDING_ENV, targets.ts),
  *    with one router and with two router replicas the load is spread over (docs/router.md "Scaling out").
