@@ -1,5 +1,5 @@
 import { BenchChild } from './bench-child';
-import { waitServing } from './serving-check';
+import { oneProcessRouter } from './serving-check';
 import type { RunningTarget, Target, TargetContext } from './targets';
 import type { Workload } from './workloads';
 
@@ -50,19 +50,7 @@ async function startGateway(module: string, options: GatewayOptions, ctx: Target
   const env = options.shim ? { LD_PRELOAD: ctx.baselines.shim } : {};
   const child = new BenchChild(options.name, ctx.baselines.python, args, env);
   const launch = [`${options.shim ? `LD_PRELOAD=${ctx.baselines.shim} ` : ''}${ctx.baselines.python} ${args.join(' ')}`];
-  const url = `http://127.0.0.1:${port}`;
-  try {
-    await waitServing(url, [child], START_TIMEOUT_MS);
-  } catch (err) {
-    await child.stop();
-    throw err;
-  }
-  return {
-    urls: [url],
-    processes: [{ role: 'router', pids: () => (child.pid !== undefined && child.running ? [child.pid] : []) }],
-    launch,
-    stop: () => child.stop(),
-  };
+  return oneProcessRouter(child, `http://127.0.0.1:${port}`, launch, START_TIMEOUT_MS);
 }
 
 /** The SGLang Model Gateway (PyPI's sglang-router): the router SGLang deployments put in front of engines. */

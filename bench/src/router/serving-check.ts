@@ -1,5 +1,6 @@
 import { request } from 'node:http';
 import type { BenchChild } from './bench-child';
+import type { RunningTarget } from './targets';
 
 /** One small chat request; its status, or 0 when nothing answered. */
 function tryChat(url: string, headers: Record<string, string>): Promise<{ status: number; body: string }> {
@@ -54,4 +55,20 @@ export async function waitServing(
     }
     await new Promise((r) => setTimeout(r, 250));
   }
+}
+
+/** A router that is one process: serving at `url` within `timeoutMs`, or stopped and the reason thrown. */
+export async function oneProcessRouter(child: BenchChild, url: string, launch: string[], timeoutMs: number): Promise<RunningTarget> {
+  try {
+    await waitServing(url, [child], timeoutMs);
+  } catch (err) {
+    await child.stop();
+    throw err;
+  }
+  return {
+    urls: [url],
+    processes: [{ role: 'router', pids: () => (child.pid !== undefined && child.running ? [child.pid] : []) }],
+    launch,
+    stop: () => child.stop(),
+  };
 }

@@ -1,7 +1,7 @@
 import { resolve } from 'node:path';
 import { BenchChild } from './bench-child';
 import { sglangGateway, smg } from './gateway-targets';
-import { waitServing } from './serving-check';
+import { oneProcessRouter } from './serving-check';
 import { robustrlRouter } from './robustrl-targets';
 import type { Workload } from './workloads';
 
@@ -67,19 +67,7 @@ const nodePassthrough: Target = {
     const port = await ctx.freePort();
     const args = [resolve(__dirname, 'node-passthrough.js'), '--engines', ctx.engineUrls.join(','), '--port', String(port)];
     const child = new BenchChild('node-passthrough', process.execPath, args);
-    const url = `http://127.0.0.1:${port}`;
-    try {
-      await waitServing(url, [child], 30_000);
-    } catch (err) {
-      await child.stop();
-      throw err;
-    }
-    return {
-      urls: [url],
-      processes: [{ role: 'router', pids: () => (child.pid !== undefined && child.running ? [child.pid] : []) }],
-      launch: [`node ${args.join(' ')}`],
-      stop: () => child.stop(),
-    };
+    return oneProcessRouter(child, `http://127.0.0.1:${port}`, [`node ${args.join(' ')}`], 30_000);
   },
 };
 
