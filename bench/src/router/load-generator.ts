@@ -66,7 +66,15 @@ async function run(config: LoadConfig): Promise<void> {
   const windowStart = start + config.warmupSeconds * 1000;
   const windowEnd = windowStart + config.seconds * 1000;
   setTimeout(() => emit({ event: 'window-start' }), Math.max(0, windowStart - performance.now()));
-  setTimeout(() => emit({ event: 'window-end' }), Math.max(0, windowEnd - performance.now()));
+  // The workers may see the window's end before its timer runs (an answer read just after it, then the
+  // result and the exit): whichever comes first says it, once.
+  let windowEnded = false;
+  const endWindow = () => {
+    if (windowEnded) return;
+    windowEnded = true;
+    emit({ event: 'window-end' });
+  };
+  const windowTimer = setTimeout(endWindow, Math.max(0, windowEnd - performance.now()));
 
   let latencies = new Float64Array(1 << 16);
   let counted = 0;
@@ -129,6 +137,8 @@ async function run(config: LoadConfig): Promise<void> {
   };
 
   await Promise.all(Array.from({ length: config.concurrency }, (_, w) => worker(w)));
+  clearTimeout(windowTimer);
+  endWindow();
   const sorted = latencies.slice(0, counted).sort();
   emit({
     event: 'result',

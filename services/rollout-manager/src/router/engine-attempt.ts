@@ -246,6 +246,10 @@ async function pipeStream(
     }
     for (const c of forwarded) out += `data: ${JSON.stringify(c)}\n\n`;
   };
+  const flush = (): void => {
+    if (out !== '' && !res.destroyed && !res.writableEnded) res.write(out);
+    out = '';
+  };
   let drainDeadline: NodeJS.Timeout | undefined;
   try {
     for await (const piece of upstream) {
@@ -264,21 +268,21 @@ async function pipeStream(
           handleEvent(raw);
         }
       } finally {
-        if (out !== '' && !res.destroyed && !res.writableEnded) res.write(out);
-        out = '';
+        // The piece that holds [DONE] goes out with the end of the stream, in one write (finishStream):
+        // one write fewer a request, and its last events leave once the answer is stored.
+        if (!done) flush();
       }
       // An engine that says [DONE] and keeps the response open gets a moment to end it, then loses the connection.
       if (done) drainDeadline = setTimeout(() => upstream.destroy(), DRAIN_AFTER_DONE_MS);
     }
     if (!done && buffer.trim() !== '') {
       handleEvent(buffer);
-      if (out !== '' && !res.destroyed && !res.writableEnded) res.write(out);
-      out = '';
+      if (!done) flush();
     }
   } catch (err) {
     clearTimeout(drainDeadline);
     // Cut while reading what followed [DONE]: the answer was whole, only the connection is lost.
-    if (done) return finishStream(ctx, engine, upstream, splice, before);
+    if (done) return finishStream(ctx, engine, upstream, splice, before, out);
     upstream.destroy();
     onAbandon();
     if (err instanceof UpstreamError || err instanceof SyntaxError) return { kind: 'failed', reason: err.message, engineDown: false };
@@ -288,7 +292,7 @@ async function pipeStream(
   }
   clearTimeout(drainDeadline);
   if (!done) return { kind: 'failed', reason: 'stream ended before [DONE]', engineDown: true };
-  return finishStream(ctx, engine, upstream, splice, before);
+  return finishStream(ctx, engine, upstream, splice, before, out);
 }
 
 /** How long an engine may keep a response open after its [DONE] before the router closes the connection. */
@@ -301,12 +305,14 @@ async function finishStream(
   upstream: IncomingMessage,
   splice: StreamSplice,
   before: readonly EngineView[],
+  /** The events of the piece that held [DONE], not yet written: they end the stream with it. */
+  last = '',
 ): Promise<AttemptOutcome> {
   const res = ctx.res;
   if (!res.headersSent) res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', [ROLLOUT_HEADER]: engine.id });
   const answer: Answer = { ...streamAnswer(ctx.api, splice), engines: [...before, servedBy(engine, upstream, splice.ledger.versions())] };
   if (!(await answerStored(ctx, answer))) return { kind: 'relayed' };
-  endStream(res);
+  endStream(res, last);
   return { kind: 'done', answer };
 }
 

@@ -10,8 +10,8 @@ export function writeEvent(res: ServerResponse, data: unknown): void {
   if (!res.destroyed && !res.writableEnded) res.write(`data: ${JSON.stringify(data)}\n\n`);
 }
 
-export function endStream(res: ServerResponse): void {
-  if (!res.destroyed && !res.writableEnded) res.end('data: [DONE]\n\n');
+export function endStream(res: ServerResponse, before = ''): void {
+  if (!res.destroyed && !res.writableEnded) res.end(`${before}data: [DONE]\n\n`);
 }
 
 /** An error once the stream began: an SSE error event (the status line is already sent). */
