@@ -364,6 +364,40 @@ describe('straggler rule: reported, not restarted', () => {
   });
 });
 
+describe('throughput seen by several router replicas', () => {
+  const peers = ['rollout-0', 'rollout-1', 'rollout-2', 'rollout-3'];
+  /** A sample of one router's share: the same rollout, as one replica counted it. */
+  const share = (s: number, machineId: string, tokensPerSecond: number, source: string) => ({
+    ...throughput(s, machineId, tokensPerSecond, { inFlight: 4 }),
+    source,
+  });
+
+  it("the rollout manager's own router, serving none of the requests, does not hide a straggler", () => {
+    const h: DetectorEvent[] = [job, ...peers.map((p) => register(p, 'rollout'))];
+    for (let s = 0; s <= 500; s += 10)
+      for (const p of peers) {
+        const whole = p === 'rollout-3' && s >= 100 ? 50 : 1000;
+        h.push(share(s, p, whole / 2, 'rollout-manager/router/r0'), share(s + 3, p, whole / 2, 'rollout-manager/router/r1'));
+        // Its sample says nothing in flight: alone, it would read as a rollout with no work.
+        h.push({ ...throughput(s + 6, p, 0, { inFlight: 0 }), source: 'rollout-manager/router' });
+      }
+    const suspected = run(h, 500).filter((e) => (e.draft.data as { rule?: string }).rule === 'straggler');
+    expect(suspected.map((e) => (e.draft.data as { machineId: string }).machineId)).toEqual(['rollout-3']);
+  });
+
+  it('a rollout slow in the sum is still found', () => {
+    const h: DetectorEvent[] = [job, ...peers.map((p) => register(p, 'rollout'))];
+    for (let s = 0; s <= 500; s += 10)
+      for (const p of peers) {
+        const whole = p === 'rollout-3' && s >= 100 ? 50 : 1000;
+        h.push(share(s, p, whole / 2, 'rollout-manager/router/r0'), share(s + 3, p, whole / 2, 'rollout-manager/router/r1'));
+      }
+    const suspected = run(h, 500).filter((e) => (e.draft.data as { rule?: string }).rule === 'straggler');
+    expect(suspected.map((e) => (e.draft.data as { machineId: string }).machineId)).toEqual(['rollout-3']);
+    expect(suspected[0].draft.data).toMatchObject({ evidence: { observed: 50, peerMedian: 1000 } });
+  });
+});
+
 describe('pluggable rules', () => {
   it('a new rule is added without touching the core', () => {
     const sdc: DetectionRule<{ mismatch: boolean }> = {

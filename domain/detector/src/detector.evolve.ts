@@ -5,6 +5,7 @@ import { reindexAll, reindexMachine } from './detector.index';
 import { DetectorConfig, DetectorEvent, DetectorState, freshRuleStates, contextFor, rulesFor, seqOf, suspicionKey } from './detector.state';
 import { AgentSilentRule, BlindInterval, MachineObservation, WatchedMachine } from './rules';
 import type { AgentSilentState } from './rules/agent-silent.rule';
+import { combineShares } from './throughput-shares';
 
 /**
  * Folds one event into the detector state at `at` — the event's own time — updating `state` in place
@@ -204,6 +205,7 @@ function observeMachine(config: DetectorConfig, state: DetectorState, message: M
       watchedSince: at,
       lastActivityAt: null,
       lastThroughput: null,
+      throughputShares: undefined,
     };
     state.machines[id] = machine;
     const heard = state.ruleStates[id]?.[AgentSilentRule.name] as AgentSilentState | undefined;
@@ -225,9 +227,16 @@ function observeMachine(config: DetectorConfig, state: DetectorState, message: M
     machine = rearm(state, prior, at);
     if (machine.status === 'watching') ruleStates = state.ruleStates[id] = freshRuleStates(config, machine, at);
   }
+  // Several routers may each sample a share of a rollout's requests: rules see the rollout's whole.
+  let observed: MachineObservation = message;
+  if (message.type === 'RolloutThroughputSampled') {
+    const { shares, combined } = combineShares(machine.throughputShares, message.source, at, message.data);
+    machine.throughputShares = shares;
+    if (combined !== message.data) observed = { ...message, data: combined };
+  }
   // Rules see the machine as it was before this message (e.g. the phase being left).
   const ctx = contextFor(state, machine, at);
-  for (const rule of rulesFor(config, machine)) ruleStates[rule.name] = rule.observe(ruleStates[rule.name] ?? rule.initialState(at), message, at, ctx);
+  for (const rule of rulesFor(config, machine)) ruleStates[rule.name] = rule.observe(ruleStates[rule.name] ?? rule.initialState(at), observed, at, ctx);
   switch (message.type) {
     case 'RolePhaseChanged':
       machine = { ...machine, phase: message.data.phase, phaseSince: at };
@@ -238,7 +247,7 @@ function observeMachine(config: DetectorConfig, state: DetectorState, message: M
       if (message.data.tensorActive > 0 && (machine.lastActivityAt === null || at > machine.lastActivityAt)) machine.lastActivityAt = at;
       break;
     case 'RolloutThroughputSampled': {
-      const d = message.data;
+      const d = (observed as typeof message).data;
       if (machine.lastThroughput !== null && at < machine.lastThroughput.at) break;
       machine.lastThroughput = {
         at,
@@ -259,7 +268,7 @@ function observeMachine(config: DetectorConfig, state: DetectorState, message: M
 /** A confirmed machine is watched again once it shows life after the verdict (re-registered, or its restarted role reports a phase). */
 function rearm(state: DetectorState, m: WatchedMachine, at: number): WatchedMachine {
   if (m.status !== 'confirmed' || at <= (state.confirmedAt[m.machineId] ?? Infinity)) return m;
-  return { ...m, status: 'watching', watchedSince: at, lastActivityAt: null, lastThroughput: null };
+  return { ...m, status: 'watching', watchedSince: at, lastActivityAt: null, lastThroughput: null, throughputShares: undefined };
 }
 
 function dropSuspicionsOf(config: DetectorConfig, state: DetectorState, machineId: string): void {

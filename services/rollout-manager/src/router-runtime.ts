@@ -197,6 +197,13 @@ export const ROUTER_OUTPUT_TYPES = ['RolloutThroughputSampled', 'RolloutRequests
  */
 export class RouterRuntime {
   private readonly logger = new Logger('router');
+  /**
+   * The `source` of its telemetry: each router samples only the requests it forwarded, so the detector
+   * adds up one share per source (throughput-shares.ts in the detector) — a replica names itself.
+   */
+  private get telemetrySource(): string {
+    return this.config.replica ? `rollout-manager/router/${this.config.replica.replicaId}` : 'rollout-manager/router';
+  }
   readonly pool: EnginePool;
   readonly router: OpenAiRouter;
   private readonly meter = new ThroughputMeter(Date.now());
@@ -253,7 +260,7 @@ export class RouterRuntime {
       meter: this.meter,
       evidence: this.evidence,
       defaultEngineKind: kind,
-      source: 'rollout-manager/router',
+      source: this.telemetrySource,
       auth: this.auth,
       ...(this.recorder ? { recorder: this.recorder } : {}),
       continuation: { policy: config.continuationPolicy, maxStaleness: config.maxStaleness },
@@ -397,7 +404,7 @@ export class RouterRuntime {
     const messages = samples.map((s) =>
       createMessage('RolloutThroughputSampled', throughputSampled(s, new Date(now).toISOString()), {
         jobId: this.config.jobId,
-        source: 'rollout-manager/router',
+        source: this.telemetrySource,
         occurredAt: new Date(now).toISOString(),
       }),
     );
@@ -411,7 +418,7 @@ export class RouterRuntime {
     const messages = this.evidence
       .take(now, this.pool.snapshot())
       .map((r) =>
-        createMessage('RolloutRequestsObserved', requestsObserved(r, at), { jobId: this.config.jobId, source: 'rollout-manager/router', occurredAt: at }),
+        createMessage('RolloutRequestsObserved', requestsObserved(r, at), { jobId: this.config.jobId, source: this.telemetrySource, occurredAt: at }),
       );
     if (messages.length === 0) return;
     await this.bus.publish(messages as RobustrlMessage[]).catch((err) => this.logger.warn(`request evidence not published: ${String(err)}`));

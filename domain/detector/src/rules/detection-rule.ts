@@ -1,6 +1,7 @@
 import type { Evidence, MessageOf, Role, RolePhase } from '@robustrl/contracts';
 import type { ResolvedDetectionSettings } from '../detection-settings';
 import type { BlindInterval } from './blind-interval';
+import type { ThroughputShares } from '../throughput-shares';
 
 /** Messages the detector learns from (all carry the machine they are about). */
 export const MACHINE_OBSERVATIONS = [
@@ -44,7 +45,10 @@ export interface WatchedMachine {
    */
   watchedSince: number;
   lastActivityAt: number | null;
+  /** The rollout's throughput as last combined from its routers' shares (throughput-shares.ts). */
   lastThroughput: ThroughputReading | null;
+  /** Each router's latest sample of this rollout: router replicas each see a share of its requests. */
+  throughputShares?: ThroughputShares;
 }
 
 /** Only rollouts with generation work to do are comparable: waiting on tools or idle is not slowness. */
