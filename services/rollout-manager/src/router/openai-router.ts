@@ -25,6 +25,14 @@ export type { RouterLogger, RouterStats } from './router-reporting';
 export type { ContinuationSettings } from './trajectory-recording';
 
 /**
+ * How long the router keeps an idle caller connection open: longer than the pools of its callers and
+ * their balancers (httpx and undici expire idle sockets after 4–5 s, load balancers after about 60 s).
+ * A server that closes first races a caller reusing the socket at that moment, and the caller's
+ * request fails with a reset connection (docs/router.md "The lean path").
+ */
+export const ROUTER_KEEP_ALIVE_MS = 65_000;
+
+/**
  * The OpenAI-compatible endpoint agent loops point at instead of a rollout engine (paper §3: the
  * AgentWorker calls the inference engine; §5.2.2: a rollout that dies mid-trajectory loses nothing).
  *
@@ -137,7 +145,10 @@ export class OpenAiRouter {
       backoff: config.backoff ?? { initialMs: 50, maxMs: 1_000 },
     });
     this.recording = config.recorder ? new TrajectoryRecording(config.recorder, this.pool, this.stats, this.log, config.continuation) : undefined;
-    this.server = limitServer(createServer((req, res) => void this.handle(req, res)));
+    this.server = limitServer(
+      createServer((req, res) => void this.handle(req, res)),
+      { keepAliveTimeoutMs: ROUTER_KEEP_ALIVE_MS },
+    );
   }
 
   async listen(port = 0, host = '127.0.0.1'): Promise<string> {
