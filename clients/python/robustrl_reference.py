@@ -85,6 +85,16 @@ class Settings:
             if getattr(self, name) < 1:
                 raise ValueError("{} must be at least 1, got {}".format(name, getattr(self, name)))
 
+    def target_steps(self) -> int:
+        """The job's step count now: ``steps``, or more where ``<state_dir>/steps`` says so. A harness may
+        raise it while the job runs (the chaos campaign does, so that every planned fault lands before the
+        end); it never falls below ``steps``, and every process reads it at its step boundaries."""
+        try:
+            with open(os.path.join(self.state_dir, "steps")) as f:
+                return max(self.steps, int(f.read().strip()))
+        except (OSError, ValueError):
+            return self.steps
+
     @classmethod
     def from_env(cls, env: Dict[str, str], overrides: Optional[Dict[str, Any]] = None) -> "Settings":
         values = {name: env.get("ROBUSTRL_REF_" + name.upper()) for name in cls.FIELDS}
@@ -281,7 +291,8 @@ class TrainerRank:
             self.reconcile_ledger(start - 1)
             self.publish(start - 1)
         barrier = StepBarrier(self.rank, self.world, self.master[0], self.master[1])
-        for step in range(start, self.s.steps + 1):
+        step = start
+        while step <= self.s.target_steps():
             batch = self.wait_for_batch(step)
             with self.agent.training_step(step, "step-{}".format(step)):
                 # The step's first collective: a dead peer hangs this rank here, in the training phase, as NCCL would.
@@ -290,8 +301,9 @@ class TrainerRank:
             if self.rank == 0:
                 self.checkpoint(step, digest)
                 self.publish(step)
-        self.agent.phase("idle", self.s.steps)
-        logger.info("rank %s: all %s steps trained", self.rank, self.s.steps)
+            step += 1
+        self.agent.phase("idle", step - 1)
+        logger.info("rank %s: all %s steps trained", self.rank, step - 1)
 
     def reconcile_ledger(self, step: int) -> None:
         """The checkpoint file is a step's commit; its ledger line follows it. A kill -9 between the two
@@ -501,7 +513,9 @@ class AgentLoops:
         return max(versions) if versions else None
 
     def run(self) -> None:
-        for step in range(1, self.s.steps + 1):
+        step = 0
+        while step < self.s.target_steps():
+            step += 1
             retrying("an engine serving version {}".format(step - 2), lambda: True if (self.served_version() or 0) >= step - 2 else None, 24 * 3600, self.stop)
             prompts = list(range(self.s.batch_size))
             threads = [threading.Thread(target=self._worker, args=(step, prompts)) for _ in range(self.s.concurrency)]

@@ -119,6 +119,16 @@ class PolicyTest(unittest.TestCase):
         s = ref.Settings.from_env({"ROBUSTRL_REF_STATE_DIR": "/tmp/x", "ROBUSTRL_REF_STEPS": "5"}, {"steps": 7})
         self.assertEqual((s.steps, s.batch_size), (7, 8))
 
+    def test_the_step_count_may_be_raised_while_the_job_runs_never_lowered(self) -> None:
+        folder = tempfile.mkdtemp(prefix="robustrl-ref-")
+        self.addCleanup(shutil.rmtree, folder, True)
+        s = ref.Settings(state_dir=folder, steps=5)
+        self.assertEqual(s.target_steps(), 5)
+        for written, expected in (("9\n", 9), ("3", 5), ("nine", 5), ("", 5)):
+            with open(os.path.join(folder, "steps"), "w") as f:
+                f.write(written)
+            self.assertEqual(s.target_steps(), expected, written)
+
 
 class EngineTest(ReferenceTestCase):
     def test_serves_nothing_before_weights_then_the_version_its_agent_holds_and_refuses_a_corrupt_copy(self) -> None:
@@ -175,8 +185,11 @@ class TrainerTest(ReferenceTestCase):
         self.assertEqual([b["version"] for b in published], [0, 1, 2])
         self.assertEqual([p for p, _ in self.agent.posted()].count("/v1/steps/end"), 2)
 
-        # A restarted trainer resumes after its last checkpoint: step 3 only, after publishing version 2 again.
-        ref.TrainerRank(self.settings(request_manager_url=rm.http.url, steps=3), AgentClient(self.agent.url), env={"ROBUSTRL_RESTART_COUNT": "1"}).run()
+        # A restarted trainer resumes after its last checkpoint: step 3 only (the job's count raised to 3 in
+        # its state folder), after publishing version 2 again.
+        with open(os.path.join(self.dir, "steps"), "w") as f:
+            f.write("3\n")
+        ref.TrainerRank(self.settings(request_manager_url=rm.http.url), AgentClient(self.agent.url), env={"ROBUSTRL_RESTART_COUNT": "1"}).run()
         trained = [(r["step"], r["attempt"]) for r in ref.Ledger.read(self.dir) if r["kind"] == "trained"]
         self.assertEqual(trained, [(1, 0), (2, 0), (3, 1)])
 

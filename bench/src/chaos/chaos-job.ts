@@ -66,6 +66,11 @@ export interface ChaosJob {
   agentEnv(m: MachineSpec, ctx: ChaosJobContext): Record<string, string>;
   /** The agent loops: every step's trajectories through the router. */
   loops(ctx: ChaosJobContext): ProcessSpec;
+  /**
+   * Raises the running job's step count (its processes read it at each step boundary; step-target.ts
+   * says when it is safe). Absent where the count is fixed at launch.
+   */
+  raiseSteps?(ctx: ChaosJobContext, steps: number): void;
   /** The newest step the job committed (its checkpoint), from its own record. */
   committed(ctx: ChaosJobContext): number;
   /** The invariants of the run, on what it left. */

@@ -1,5 +1,5 @@
 import { noSplitBrain } from './cluster-invariants';
-import { existsSync } from 'node:fs';
+import { existsSync, renameSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { MachineSpec } from '@robustrl/orchestrator';
 import { ChaosJob, ChaosJobContext, ObservedRun, ProcessSpec, readJobLedger } from './chaos-job';
@@ -53,6 +53,13 @@ export class ReferenceJob implements ChaosJob {
 
   committed(ctx: ChaosJobContext): number {
     return Math.max(0, ...readLedger(ctx.stateDir).flatMap((r) => (r.kind === 'checkpoint' ? [r.step ?? 0] : [])));
+  }
+
+  /** `<state dir>/steps`, written whole (a rename): the reference job reads it at each step boundary. */
+  raiseSteps(ctx: ChaosJobContext, steps: number): void {
+    const file = join(ctx.stateDir, 'steps');
+    writeFileSync(`${file}.tmp`, `${steps}\n`);
+    renameSync(`${file}.tmp`, file);
   }
 
   async checks(ctx: ChaosJobContext, run: ObservedRun) {

@@ -7,6 +7,7 @@ import { MachineSpec } from '@robustrl/orchestrator';
 import { NetnsHosts } from '../hosts/netns-hosts';
 import { ChaosJob, ChaosJobContext, machinesOf } from './chaos-job';
 import { openRecoveries, unsettled } from './campaign-view';
+import { raisedStepTarget } from './step-target';
 import { waitUntil } from './wait-until';
 import { agentEnvOf } from './campaign-env';
 import { CampaignPlane, planeReadiness, startCampaignPlane, stopCampaignPlane } from './campaign-plane';
@@ -106,6 +107,8 @@ class CampaignRun {
   private readonly injected: InjectedFault[] = [];
   private readonly notes: string[] = [];
   private jobStartedAt = 0;
+  /** The job's step count now: the steps asked for, raised while faults are still to come (step-target.ts). */
+  private steps: number;
   private readonly enginePortOf = new Map<string, number>();
   private readonly job: ChaosJob;
   /** The machines cut off right now (network-namespace hosts only). */
@@ -122,6 +125,7 @@ class CampaignRun {
     private readonly hosts: NetnsHosts | null,
   ) {
     this.job = options.job;
+    this.steps = options.steps;
     this.partitions = new Partitions(hosts);
     this.jobId = `chaos-s${options.seed}-${randomUUID().slice(0, 6)}`;
     this.logDir = join(infra.dir, 'logs');
@@ -152,7 +156,7 @@ class CampaignRun {
     return {
       jobId: this.jobId,
       seed: this.options.seed,
-      steps: this.options.steps,
+      steps: this.steps,
       stateDir: this.stateDir,
       logDir: this.logDir,
       requestManagerUrl: `http://${this.reachable}:${this.plane.ports!.http['request-manager']}`,
@@ -188,18 +192,42 @@ class CampaignRun {
     await this.bringUp();
     await this.startJob();
     this.progress(
-      `${this.job.name} job ${this.jobId}: ${this.options.steps} steps, ${this.job.trainers} trainer ranks, ${this.job.rollouts} rollouts` +
+      `${this.job.name} job ${this.jobId}: ${this.steps} steps, ${this.job.trainers} trainer ranks, ${this.job.rollouts} rollouts` +
         `${this.hosts ? ' on network-namespace hosts' : ''}; waiting for step 1 (faults start after the first iteration)`,
     );
     await this.until('step 1 committed', () => this.committed() >= 1, Math.max(0, deadline - Date.now()));
 
+    const raising = setInterval(() => this.raiseSteps(), 1_000);
+    try {
+      await this.injectAll(deadline);
+    } finally {
+      clearInterval(raising);
+    }
+    this.progress(`${this.injected.length} faults injected; waiting for the job to finish`);
+    const trained = await this.until('every step committed', () => this.committed() >= this.steps, Math.max(0, deadline - Date.now())).catch(() => false);
+    // The control plane's ETTR and the processes' over the same window, read as the last step commits:
+    // after it the job's machines count differently in each (idle in the control plane's view, gone in
+    // the processes' once the trainer exits).
+    const ettr = await this.ettrAtEnd();
+    const finished =
+      trained !== false &&
+      (await this.until('the job finished', () => this.agentLoopsExit !== undefined, Math.max(0, deadline - Date.now())).catch(() => false));
+    const jobSeconds = Math.round((Date.now() - this.jobStartedAt) / 1000);
+    // Recoveries still open (a fault late in the run) are given their time to complete.
+    await this.until('every recovery completed', () => this.openRecoveries().length === 0, 120_000 + this.job.restartSeconds * 1000).catch(() => undefined);
+    await sleep(3_000);
+    return this.scorecard(finished !== false, jobSeconds, ettr);
+  }
+
+  /** The schedule, fault after fault, each on a settled system unless drawn on top of the previous one. */
+  private async injectAll(deadline: number): Promise<void> {
     let lastCommitted = this.committed();
     for (const fault of this.schedule) {
       if (Date.now() > deadline) {
         this.notes.push(`deadline reached before fault ${fault.index + 1}`);
         break;
       }
-      if (this.committed() >= this.options.steps) {
+      if (this.committed() >= this.steps) {
         this.notes.push(`the job finished before fault ${fault.index + 1} of ${this.schedule.length}: run more steps (--steps)`);
         break;
       }
@@ -216,22 +244,21 @@ class CampaignRun {
       // Said in the fault's row: a fault on an unsettled system overlaps what came before (README: each waits).
       await this.inject(fault, settled.ok ? null : `before the system settled: ${settled.why}`);
     }
-    this.progress(`${this.injected.length} faults injected; waiting for the job to finish`);
-    const trained = await this.until('every step committed', () => this.committed() >= this.options.steps, Math.max(0, deadline - Date.now())).catch(
-      () => false,
-    );
-    // The control plane's ETTR and the processes' over the same window, read as the last step commits:
-    // after it the job's machines count differently in each (idle in the control plane's view, gone in
-    // the processes' once the trainer exits).
-    const ettr = await this.ettrAtEnd();
-    const finished =
-      trained !== false &&
-      (await this.until('the job finished', () => this.agentLoopsExit !== undefined, Math.max(0, deadline - Date.now())).catch(() => false));
-    const jobSeconds = Math.round((Date.now() - this.jobStartedAt) / 1000);
-    // Recoveries still open (a fault late in the run) are given their time to complete.
-    await this.until('every recovery completed', () => this.openRecoveries().length === 0, 120_000 + this.job.restartSeconds * 1000).catch(() => undefined);
-    await sleep(3_000);
-    return this.scorecard(finished !== false, jobSeconds, ettr);
+  }
+
+  /** A job ending before its last fault is lengthened while it runs, where it can be (step-target.ts). */
+  private raiseSteps(): void {
+    if (!this.job.raiseSteps) return;
+    const next = raisedStepTarget({
+      committed: this.committed(),
+      target: this.steps,
+      asked: this.options.steps,
+      faultsLeft: this.schedule.length - this.injected.length,
+    });
+    if (next === null) return;
+    this.job.raiseSteps(this.ctx, next);
+    this.progress(`  steps raised from ${this.steps} to ${next}: faults are still to come`);
+    this.steps = next;
   }
 
   // ── bring-up ────────────────────────────────────────────────────────────────────────────────
@@ -350,7 +377,9 @@ class CampaignRun {
 
   private async inject(fault: ScheduledFault, unsettled: string | null): Promise<void> {
     const at = Math.round((Date.now() - this.jobStartedAt) / 1000);
-    this.progress(`fault ${fault.index + 1}/${this.schedule.length} at ${at} s: ${fault.kind}${fault.overlaps ? ' (on top of the previous fault)' : ''}…`);
+    this.progress(
+      `fault ${fault.index + 1}/${this.schedule.length} at ${at} s, step ${this.committed()} of ${this.steps}: ${fault.kind}${fault.overlaps ? ' (on top of the previous fault)' : ''}…`,
+    );
     let hit = await injectFault(this.faultHost, fault);
     // On top of the previous fault its targets may be down for a while (a restart, a replacement): it
     // waits for one rather than not happening.
@@ -384,7 +413,7 @@ class CampaignRun {
             .supervisor!.machines()
             .filter((m) => m.jobId === this.jobId && m.status === 'exited')
             .map((m) => m.machineId),
-          moved: this.committed() > committedBefore || this.committed() >= this.options.steps,
+          moved: this.committed() > committedBefore || this.committed() >= this.steps,
         });
         return why === '';
       },
@@ -405,7 +434,7 @@ class CampaignRun {
     return scoreRun(
       {
         seed: this.options.seed,
-        steps: this.options.steps,
+        steps: this.steps,
         policy: this.options.policy ?? 'role-based',
         job: this.job,
         ctx: this.ctx,
@@ -417,7 +446,10 @@ class CampaignRun {
         visibleAt: this.visibleAt,
         roleRestarts: this.roleRestarts,
         injected: this.injected,
-        notes: this.notes,
+        notes:
+          this.steps > this.options.steps
+            ? [...this.notes, `steps raised from ${this.options.steps} to ${this.steps} while faults were still to come`]
+            : this.notes,
         planned: this.schedule.length,
         agentLoopsExit: this.agentLoopsExit,
         committed: this.committed(),
