@@ -6,7 +6,7 @@ import { BodyTooLargeError, errorText, readAll, send, wentSilent } from './http-
 import { endStream, relay, sendError } from './openai-responses';
 import { Answer, RequestContext, WEIGHT_VERSION_HEADER } from './request-context';
 import { adapterFor } from './engines/adapters';
-import { ContinuationPlan, EngineAdapter, EngineCalls, isIdList } from './engines/engine-adapter';
+import { AnswerNeeds, ContinuationPlan, EngineAdapter, EngineCalls, isIdList } from './engines/engine-adapter';
 import { completionChunkAsChat } from './engines/completion-as-chat';
 import type { VersionSpan } from './engines/vllm-generate';
 import { Api, Json, StreamSplice } from './stream-splice';
@@ -71,8 +71,10 @@ export async function attemptOn(
   // A caller's token prompt is the prompt's ids, whatever the engine reports (tokens in, tokens out).
   if (ctx.api === 'completions' && isIdList(ctx.body.prompt)) splice.ledger.promptTokenIds ??= ctx.body.prompt as number[];
   let upstream: IncomingMessage;
+  const recorded = ctx.beforeAnswer !== undefined;
+  const needs: AnswerNeeds = { logprobs: recorded, tokenIds: recorded || ctx.stream };
   for (;;) {
-    const body = adapter.decorate(plan.answersAs, plan.body, requestId, { logprobs: ctx.beforeAnswer !== undefined });
+    const body = adapter.decorate(plan.answersAs, plan.body, requestId, needs);
     try {
       upstream = await send(`${engine.baseUrl}${plan.path}`, 'POST', JSON.stringify(body), {
         agent: transport.agent,
@@ -126,14 +128,16 @@ export async function attemptOn(
     } catch {
       return { kind: 'failed', reason: 'the engine answered with invalid JSON', engineDown: false, status: 502, body: raw };
     }
+    // The engine answered as the caller asked (nothing added, nothing translated): relayed byte for byte.
+    const asAsked = !plan.translate && plan.answersAs === ctx.api && adapter.answersAsAsked?.(needs) === true;
     if (plan.translate) parsed = plan.translate(parsed);
     const sampled = adapter.read(ctx.api, parsed);
-    adapter.strip(parsed, ctx);
+    if (!asAsked) adapter.strip(parsed, ctx);
     const answered = answerOf(ctx.api, parsed);
     splice.ledger.add(sampled, answered.tokens);
     const answer: Answer = { ...answered, engines: [...before, servedBy(engine, upstream, splice.ledger.versions())], spans: splice.ledger.record() };
     if (!(await answerStored(ctx, answer))) return { kind: 'relayed' };
-    relay(ctx.res, status, Buffer.from(JSON.stringify(parsed)), engine.id);
+    relay(ctx.res, status, asAsked ? raw : Buffer.from(JSON.stringify(parsed)), engine.id);
     return { kind: 'done', answer };
   }
   return pipeStream(ctx, engine, upstream, splice, before, adapter, plan, onProgress, () => abandon(engine, adapter, requestId, transport.agent));

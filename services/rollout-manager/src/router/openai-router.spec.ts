@@ -177,6 +177,22 @@ describe('OpenAiRouter', () => {
     expect(after.total).toBe(engines.length + 1);
   });
 
+  it('a whole answer nobody records: sent to the engine as the caller sent it, no ids asked for', async () => {
+    await start();
+    const body = { model: 'fake-model', messages: prompt('lean') };
+    const res = await post(url, '/v1/chat/completions', body, {});
+    const text = await res.text();
+    const engine = engineById(res.headers.get('x-robustrl-rollout'));
+    const sent = engine.requests.at(-1)!.body;
+    expect(sent).toEqual(body);
+    const answer = JSON.parse(text) as { choices: Array<{ message: { content: string } }> };
+    expect(answer.choices[0].message.content).not.toBe('');
+    // A stream may be continued on another engine from the ids: those are asked for, and stripped again.
+    await streamChat(url, { ...body, stream: true }, {});
+    const streamedTo = engines.find((e) => e.requests.some((r) => r.body.stream === true))!;
+    expect(streamedTo.requests.find((r) => r.body.stream === true)!.body.return_token_ids).toBe(true);
+  });
+
   it('answers completions, streaming and not, exactly as an engine does', async () => {
     await start();
     const body = { model: 'fake-model', prompt: 'Q: two plus two?\nA:' };

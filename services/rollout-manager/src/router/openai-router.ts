@@ -198,12 +198,13 @@ export class OpenAiRouter {
         const verdict = checkBearer(this.config.auth, req.headers.authorization, need);
         if (!verdict.ok) return this.unauthorized(res, verdict);
       }
-      if (req.method === 'GET' && path === '/v1/models') return await this.models(res);
-      if (req.method === 'GET' && path === '/v1/engines') return this.engines(res);
-      if (await handleMembership(req, res, path, this.pool, this.config.defaultEngineKind ?? 'vllm')) return;
+      // Generation first: it is nearly every request.
       if (req.method === 'POST' && (path === '/v1/chat/completions' || path === '/v1/completions')) {
         return await this.generation(path === '/v1/chat/completions' ? 'chat' : 'completions', path, req, res);
       }
+      if (req.method === 'GET' && path === '/v1/models') return await this.models(res);
+      if (req.method === 'GET' && path === '/v1/engines') return this.engines(res);
+      if (await handleMembership(req, res, path, this.pool, this.config.defaultEngineKind ?? 'vllm')) return;
       sendError(res, 404, 'NotFoundError', `no route ${req.method} ${path}`);
     } catch (err) {
       this.log.error('request failed', { error: String(err) });

@@ -79,9 +79,13 @@ export interface EngineCalls {
  * What the router itself needs of an answer, beyond what the caller asked. Log-probs are for the record
  * (a turn keeps what was sampled, with its log-probs); an answer nobody records needs only token ids,
  * and a chunk without log-probs is several times smaller to parse (docs/router.md "The lean path").
+ * Token ids are for the record and for continuing a stream on another engine: a whole answer nobody
+ * records needs neither (a failed attempt is simply sent again).
  */
 export interface AnswerNeeds {
   logprobs: boolean;
+  /** Absent: needed. */
+  tokenIds?: boolean;
 }
 
 export interface EngineAdapter {
@@ -92,6 +96,11 @@ export interface EngineAdapter {
    * engine takes it in the body. An engine whose ids come only with log-probs asks for them regardless.
    */
   decorate(api: Api, body: Json, requestId: string, needs?: AnswerNeeds): Json;
+  /**
+   * Whether `decorate` with these needs leaves the engine's answer as the caller asked for it, so it may
+   * be relayed byte for byte, without `strip` (the lean path of a whole answer nobody records).
+   */
+  answersAsAsked?(needs: AnswerNeeds): boolean;
   /** Removes from a chunk or answer (in place) what `decorate` made the engine add and the caller (its API and body) did not ask for. */
   strip(chunk: Json, caller: { api: Api; body: Json }): void;
   read(api: Api, chunk: Json): ChunkTokens;

@@ -72,6 +72,18 @@ describe('vLLM (protocol.py: return_token_ids, return_tokens_as_token_ids, conti
     expect(vllm.decorate('chat', chatRequest, 'req-1', { logprobs: true })).toMatchObject({ return_token_ids: true, logprobs: true });
   });
 
+  it('a whole answer nobody records needs nothing added: the body goes as sent and its answer is relayed as is', () => {
+    const needs = { logprobs: false, tokenIds: false };
+    expect(vllm.answersAsAsked(needs)).toBe(true);
+    expect(vllm.decorate('chat', chatRequest, 'req-1', needs)).toBe(chatRequest);
+    expect(vllm.decorate('completions', completionRequest, 'req-1', needs)).toBe(completionRequest);
+    // Ids or log-probs wanted (a stream that may be continued elsewhere, a recorded answer): added, and stripped again.
+    expect(vllm.answersAsAsked({ logprobs: false, tokenIds: true })).toBe(false);
+    expect(vllm.answersAsAsked({ logprobs: true, tokenIds: false })).toBe(false);
+    expect(vllm.answersAsAsked({ logprobs: false })).toBe(false);
+    expect(vllm.decorate('chat', chatRequest, 'req-1', { logprobs: false, tokenIds: true })).toMatchObject({ return_token_ids: true });
+  });
+
   it('asks for token ids and log-probs, and strips what the caller did not ask for', () => {
     expect(vllm.decorate('chat', chatRequest, 'req-1')).toMatchObject({ return_token_ids: true, logprobs: true });
     expect(vllm.decorate('completions', { ...completionRequest, logprobs: 3 }, 'req-1')).toMatchObject({ return_token_ids: true, logprobs: 3 });

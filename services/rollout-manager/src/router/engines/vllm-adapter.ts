@@ -48,12 +48,18 @@ export class VllmAdapter implements EngineAdapter {
   decorate(api: Api, body: Json, requestId: string, needs: AnswerNeeds = { logprobs: true }): Json {
     // A generate body (vllm-generate.ts) is complete but for the request's id.
     if (body.sampling_params !== undefined) return { ...body, request_id: requestId };
+    if (this.answersAsAsked(needs)) return body;
     // Token ids come with return_token_ids: log-probs only where the answer is recorded.
     const out: Json = { ...body, return_token_ids: true };
     if (!needs.logprobs) return out;
     if (api === 'chat' && out.logprobs !== true) out.logprobs = true;
     if (api === 'completions' && typeof out.logprobs !== 'number') out.logprobs = 0;
     return out;
+  }
+
+  /** Neither ids nor log-probs asked for: the body goes as the caller sent it, and so does the answer. */
+  answersAsAsked(needs: AnswerNeeds): boolean {
+    return needs.tokenIds === false && !needs.logprobs;
   }
 
   strip(chunk: Json, caller: { api: Api; body: Json }): void {
