@@ -17,15 +17,18 @@ export interface Options {
   turns: number;
   /** Where to write the results as JSON (else CHAOS_SCORECARD_JSON, when set). */
   json: string | null;
+  /** Every target run this many times, round after round (rounds.ts); the report gives medians. */
+  rounds: number;
 }
 
-export const USAGE = `usage: node bench/dist/router/router.bench.js [--seconds S] [--warmup-seconds W] [--levels L] [--targets T] [--workloads K] [--turns N] [--json FILE]
+export const USAGE = `usage: node bench/dist/router/router.bench.js [--seconds S] [--warmup-seconds W] [--levels L] [--targets T] [--workloads K] [--turns N] [--rounds N] [--json FILE]
   --seconds S          timed window of each level (default 15)
   --warmup-seconds W   warm-up before it (default 3)
   --levels L           comma-separated, s<N> streamed or n<N> not streamed at concurrency N (default s1,s64,s256,n64)
   --targets T          comma-separated, of: ${TARGETS.map((t) => t.name).join(', ')} (default all)
   --workloads K        comma-separated, of: ${WORKLOADS.join(', ')} (default both)
   --turns N            turns of a multi-turn trajectory (default 4)
+  --rounds N           run every target N times, round after round; medians and per-round ratios (default 1)
   --json FILE          write the results there as JSON`;
 
 export function levelName(l: Level): string {
@@ -79,6 +82,7 @@ export function parseOptions(argv: readonly string[]): Options {
     workloads: [...WORKLOADS],
     turns: 4,
     json: null,
+    rounds: 1,
   };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
@@ -111,6 +115,9 @@ export function parseOptions(argv: readonly string[]): Options {
         break;
       case 'json':
         out.json = value;
+        break;
+      case 'rounds':
+        out.rounds = number('rounds', value, 1, true);
         break;
       default:
         throw new Error(`unknown option '--${m[1]}'\n${USAGE}`);

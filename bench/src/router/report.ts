@@ -1,5 +1,6 @@
 import { CPU_ROLES, LevelResult } from './measure';
 import { Level, levelName } from './options';
+import { median, mergeRounds, roundRatios } from './rounds';
 import { RATIO_BASES } from './targets';
 import type { Workload } from './workloads';
 
@@ -17,6 +18,10 @@ export interface TargetRun {
   launch: string[];
   error: string | null;
   levels: Array<LevelResult | LevelFailure>;
+  /** Which round of `--rounds` it ran in (0-based); absent in a merged run. */
+  round?: number;
+  /** In a merged run: how many rounds it merges (rounds.ts). */
+  rounds?: number;
 }
 
 const fmtInt = (x: number) => Math.round(x).toLocaleString('en-US');
@@ -56,23 +61,29 @@ function throughputTable(runs: readonly TargetRun[], levels: readonly Level[]): 
   return lines;
 }
 
-function ratio(run: TargetRun, base: TargetRun, level: Level): string {
+/** Over several rounds the requests/s ratio is the median of the rounds' own ratios, with their range. */
+function ratio(run: TargetRun, base: TargetRun, level: Level, raw: readonly TargetRun[]): string {
   const a = run.levels.find((l) => l.level === level);
   const b = base.levels.find((l) => l.level === level);
   if (!measured(a) || !measured(b) || b.load.requestsPerSecond === 0) return '–';
   const p50 = a.load.p50Ms !== null && b.load.p50Ms ? a.load.p50Ms / b.load.p50Ms : null;
-  return `${fmtRatio(a.load.requestsPerSecond / b.load.requestsPerSecond)} · ${fmtRatio(p50)}`;
+  const perRound = roundRatios(raw, run.target, base.target, level);
+  const rate =
+    perRound.length > 1
+      ? `${fmtRatio(median(perRound))} (${Math.min(...perRound).toFixed(2)}–${Math.max(...perRound).toFixed(2)})`
+      : fmtRatio(a.load.requestsPerSecond / b.load.requestsPerSecond);
+  return `${rate} · ${fmtRatio(p50)}`;
 }
 
 /** Each robustrl configuration against each base (robustrl without recording, the SGLang gateway with the shim). */
-function ratioTable(runs: readonly TargetRun[], levels: readonly Level[]): string[] {
+function ratioTable(runs: readonly TargetRun[], levels: readonly Level[], raw: readonly TargetRun[]): string[] {
   const lines = header('configuration vs base (requests/s ratio · p50 ratio)', levels);
   for (const baseName of RATIO_BASES) {
     const base = runs.find((r) => r.target === baseName && r.error === null);
     if (!base) continue;
     for (const run of runs) {
       if (!run.target.startsWith('robustrl') || run === base || run.error !== null) continue;
-      lines.push(`| ${run.target} vs ${base.target} | ${levels.map((l) => ratio(run, base, l)).join(' | ')} |`);
+      lines.push(`| ${run.target} vs ${base.target} | ${levels.map((l) => ratio(run, base, l, raw)).join(' | ')} |`);
     }
   }
   return lines.length > 2 ? lines : [];
@@ -110,10 +121,20 @@ function affinityTable(runs: readonly TargetRun[], levels: readonly Level[]): st
 export function renderReport(runs: readonly TargetRun[], levels: readonly Level[], workloads: readonly Workload[], preamble: string[]): string {
   const out: string[] = [...preamble, ''];
   for (const workload of workloads) {
-    const mine = runs.filter((r) => r.workload === workload);
-    out.push(`### Workload \`${workload}\`: requests/s · p50 · p99 latency (ms)`, '', ...throughputTable(mine, levels), '');
-    const ratios = ratioTable(mine, levels);
-    if (ratios.length > 0) out.push(`Ratios (\`${workload}\`): above 1× req/s is faster, below 1× p50 is quicker`, '', ...ratios, '');
+    const raw = runs.filter((r) => r.workload === workload);
+    // Several rounds: every figure is the median over them (rounds.ts).
+    const mine = mergeRounds(raw);
+    const rounds = Math.max(1, ...mine.map((r) => r.rounds ?? 1));
+    const over = rounds > 1 ? `, medians over ${rounds} rounds` : '';
+    out.push(`### Workload \`${workload}\`: requests/s · p50 · p99 latency (ms)${over}`, '', ...throughputTable(mine, levels), '');
+    const ratios = ratioTable(mine, levels, raw);
+    if (ratios.length > 0)
+      out.push(
+        `Ratios (\`${workload}\`): above 1× req/s is faster, below 1× p50 is quicker${rounds > 1 ? "; req/s: the median of the rounds' ratios (their range)" : ''}`,
+        '',
+        ...ratios,
+        '',
+      );
     const cpu = cpuTable(mine, levels);
     if (cpu.length > 0)
       out.push(

@@ -16,7 +16,7 @@
  * ratios of robustrl's configurations to robustrl without recording and to the SGLang gateway.
  *
  *   npm run bench:router -- [--seconds 15] [--warmup-seconds 3] [--levels s1,s64,s256,n64] [--targets a,b]
- *                           [--workloads single,multi-turn] [--turns 4] [--json FILE]
+ *                           [--workloads single,multi-turn] [--turns 4] [--rounds 1] [--json FILE]
  *
  * Needs the local Kafka and PostgreSQL (KAFKA_BROKERS / DATABASE_URL, else deploy/local/services.sh is
  * started) and the gateways (deploy/local/router-baselines.sh ensure; the npm script runs it). A target
@@ -132,10 +132,14 @@ async function main(): Promise<void> {
       freePort,
       progress,
     };
-    for (const target of opts.targets) {
-      for (const workload of opts.workloads) {
-        current = target.name;
-        runs.push(await runTarget(target, workload, ctx, engines, opts, runId));
+    for (let round = 0; round < opts.rounds; round++) {
+      if (opts.rounds > 1) progress(`round ${round + 1} of ${opts.rounds}`);
+      for (const target of opts.targets) {
+        for (const workload of opts.workloads) {
+          current = target.name;
+          // Each round's batches are its own: a recorded trajectory of round 1 is not "already stored" in round 2.
+          runs.push({ ...(await runTarget(target, workload, ctx, engines, opts, opts.rounds > 1 ? `${runId}r${round + 1}` : runId)), round });
+        }
       }
     }
   } finally {
@@ -144,7 +148,8 @@ async function main(): Promise<void> {
     await deleteTopics(kafkaBrokers, topicPrefix).catch((err: unknown) => progress(`could not delete the ${topicPrefix}* topics: ${message(err)}`));
   }
   const preamble = [
-    `## bench:router — ${ENGINES} fake vLLM engines (16 tokens, answered at once), closed loop; ${opts.warmupSeconds} s warm-up + ${opts.seconds} s per level`,
+    `## bench:router — ${ENGINES} fake vLLM engines (16 tokens, answered at once), closed loop; ${opts.warmupSeconds} s warm-up + ${opts.seconds} s per level` +
+      (opts.rounds > 1 ? `; ${opts.rounds} rounds, every target once a round` : ''),
     '',
     `Node ${process.version}; CPU per request from /proc (user + system) over the timed window. Multi-turn trajectories have ${opts.turns} turns.`,
   ];
