@@ -3,8 +3,10 @@ import { z } from 'zod';
 import { machineKeyFromEnv, roleCertificateFromEnv } from '@robustrl/bus';
 import { Role } from '@robustrl/contracts';
 import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
 import { SCOPE_SETTINGS } from '@robustrl/service-kit';
 import { EngineEndpoint, enginesFromEnv } from './engine-endpoints';
+import { NoticeSource, parseNoticeSources } from './notices/cloud-notices';
 
 /** Everything an agent needs to know about its machine and its role process, validated at start. */
 export interface AgentConfig {
@@ -82,6 +84,11 @@ export interface AgentConfig {
   machineKey: Buffer | undefined;
   /** The operator's certificate for this machine's starting role (ROBUSTRL_ROLE_CERTIFICATE), shown in its registration. */
   roleCertificate: string | undefined;
+  /**
+   * The cloud's notices that this machine is about to go (notices/cloud-notices.ts), read from its
+   * metadata endpoint and reported as `node-draining` with their deadline; no sources: none read.
+   */
+  notices: { sources: NoticeSource[]; pollMs: number; vmName: string };
   /** The UCX weight server and pull limits (paper §5.2.1). */
   weights: {
     bindHost: string | null;
@@ -160,6 +167,11 @@ const Env = z.object({
     .optional(),
   // Several engines on the machine: name=url, comma separated (engine-endpoints.ts checks the list).
   ROBUSTRL_ENGINES: z.string().optional(),
+  // Cloud notices: format=url, comma separated (notices/cloud-notices.ts checks the list).
+  ROBUSTRL_AGENT_NOTICES: z.string().optional(),
+  ROBUSTRL_AGENT_NOTICE_POLL_SECONDS: z.coerce.number().positive().default(5),
+  // Azure's scheduled events name the VMs they concern: this one's name (default: the host name).
+  ROBUSTRL_AGENT_AZURE_VM_NAME: z.string().trim().min(1).optional(),
   ROBUSTRL_ENGINE_WEIGHTS: z
     .enum(['off', 'vllm'], { error: "'off' (the framework loads versions) or 'vllm' (the agent loads them into its vLLM engine)" })
     .default('off'),
@@ -189,8 +201,10 @@ export function agentConfigFromEnv(env: NodeJS.ProcessEnv): AgentConfig {
       `agent configuration is invalid: ${given.join(', ')}: not with ROBUSTRL_INTEGRATION=cooperate, where the framework starts its own processes`,
     );
   let engines: EngineEndpoint[];
+  let noticeSources: NoticeSource[];
   try {
     engines = enginesFromEnv(e.ROBUSTRL_MACHINE_ID, e);
+    noticeSources = parseNoticeSources(e.ROBUSTRL_AGENT_NOTICES ?? '');
   } catch (err) {
     throw new Error(`agent configuration is invalid: ${(err as Error).message}`);
   }
@@ -225,6 +239,11 @@ export function agentConfigFromEnv(env: NodeJS.ProcessEnv): AgentConfig {
     commandClockSkewMs: Math.round(e.ROBUSTRL_COMMAND_CLOCK_SKEW_SECONDS * 1000),
     machineKey: machineKeyFromEnv(env),
     roleCertificate: roleCertificateFromEnv(env, e.ROBUSTRL_MACHINE_ID, e.ROBUSTRL_ROLE),
+    notices: {
+      sources: noticeSources,
+      pollMs: Math.round(e.ROBUSTRL_AGENT_NOTICE_POLL_SECONDS * 1000),
+      vmName: e.ROBUSTRL_AGENT_AZURE_VM_NAME ?? hostname(),
+    },
     weights: {
       bindHost: e.ROBUSTRL_WEIGHTS_BIND_HOST ?? null,
       port: e.ROBUSTRL_WEIGHTS_PORT,

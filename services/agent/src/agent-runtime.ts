@@ -22,6 +22,7 @@ import { MachineCommand, staleness } from './command-staleness';
 import { WeightPlane } from './weights/weight-plane';
 import { MachineEngines } from './engine-weights/machine-engines';
 import { EngineEndpoint } from './engine-endpoints';
+import { NoticeWatcher } from './notices/notice-watcher';
 
 export { AGENT_OUTPUT_TYPES, AgentOutputType } from './agent-outputs';
 
@@ -58,6 +59,8 @@ export class AgentRuntime {
   private readonly engines: MachineEngines;
   /** The trainer role held on broker contact (broker-lease.ts). */
   private readonly leaseGuard: RoleLeaseGuard;
+  /** The cloud's notices that this machine is about to go (notices/), reported as node-draining. */
+  private readonly notices: NoticeWatcher;
   /**
    * The trainer epoch this machine's trainer was started at (trainer-fence.ts), which its manifests
    * carry: a first launch's group's or the last group restart's. Unknown (manifests carry none, the
@@ -99,6 +102,12 @@ export class AgentRuntime {
       stop: () => this.executor.stop(`lease/${Date.now()}`, 'this machine lost its lease on the broker: a replacement may be training'),
       report: (detail) => this.emit('AgentFaultSignalled', faultSignal(this.config.machineId, this.role, 'lease-expired', detail)).then(() => undefined),
       logger: this.logger,
+    });
+    this.notices = new NoticeWatcher(config.notices.sources, {
+      pollMs: config.notices.pollMs,
+      vmName: config.notices.vmName,
+      report: (detail) => this.emit('AgentFaultSignalled', faultSignal(this.config.machineId, this.role, 'node-draining', detail)).then(() => undefined),
+      logger: { log: (line) => this.logger.log(line), warn: (line) => this.logger.warn(line) },
     });
     this.gpu = new GpuSampler(
       {
@@ -163,6 +172,7 @@ export class AgentRuntime {
     }
     this.gpu.start();
     this.leaseGuard.start();
+    this.notices.start();
   }
 
   /**
@@ -236,6 +246,7 @@ export class AgentRuntime {
     this.closing = true;
     this.gpu.stop();
     this.leaseGuard.stop();
+    await this.notices.stop();
     this.engines.stop();
     await this.subscription?.close();
     await this.executor.close();

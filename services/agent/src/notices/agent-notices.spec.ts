@@ -1,0 +1,68 @@
+import { createServer, Server } from 'node:http';
+import { AddressInfo } from 'node:net';
+import { InProcessBus } from '@robustrl/bus';
+import { decodeMessage, RobustrlMessage, Topics } from '@robustrl/contracts';
+import { eventually } from '@robustrl/testing/eventually';
+import { agentConfigFromEnv } from '../agent-config';
+import { AgentRuntime } from '../agent-runtime';
+
+/**
+ * An agent whose machine a stand-in Compute Engine metadata server preempts: the notice is on the bus as
+ * the machine's `node-draining` signal while the machine still runs (the detector confirms that signal at
+ * once as the machine's fault: detector.decider.spec.ts "explicit signals confirm at once").
+ */
+describe('an agent reads its cloud notices', () => {
+  let preempted = false;
+  let server: Server;
+  let bus: InProcessBus;
+  let runtime: AgentRuntime;
+
+  beforeAll(async () => {
+    server = createServer((req, res) => {
+      if (req.headers['metadata-flavor'] !== 'Google') return void res.writeHead(403).end('missing Metadata-Flavor');
+      res.writeHead(200, { 'content-type': 'application/text' }).end(preempted ? 'TRUE' : 'FALSE');
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    bus = new InProcessBus();
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/computeMetadata/v1/instance/preempted`;
+    runtime = new AgentRuntime(
+      bus,
+      agentConfigFromEnv({
+        ROBUSTRL_JOB_ID: 'job-1',
+        ROBUSTRL_MACHINE_ID: 'm-1',
+        ROBUSTRL_ROLE: 'rollout',
+        ROBUSTRL_GPU_SOURCE: 'emulated',
+        ROBUSTRL_GPU_SAMPLE_SECONDS: '3600',
+        ROBUSTRL_WEIGHTS_PORT: '0',
+        ROBUSTRL_WEIGHTS_BIND_HOST: '127.0.0.1',
+        ROBUSTRL_AGENT_NOTICES: `gce-preempted=${url}`,
+        ROBUSTRL_AGENT_NOTICE_POLL_SECONDS: '0.1',
+      }),
+    );
+    await runtime.start('http://127.0.0.1:1');
+  });
+
+  afterAll(async () => {
+    await runtime.stop();
+    await bus.close();
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  const signals = () =>
+    Object.values(Topics)
+      .flatMap((t) => bus.read(t))
+      .map((r) => decodeMessage(r.value))
+      .filter((d): d is { ok: true; message: RobustrlMessage } => d.ok && d.message.type === 'AgentFaultSignalled')
+      .map((d) => d.message);
+
+  it('nothing while the cloud says nothing; once preempted, one node-draining signal with its deadline, and only one', async () => {
+    await new Promise((r) => setTimeout(r, 400));
+    expect(signals()).toEqual([]);
+    preempted = true;
+    const signal = await eventually('node-draining reported', () => signals()[0]);
+    expect(signal.data).toMatchObject({ machineId: 'm-1', role: 'rollout', signal: 'node-draining' });
+    expect((signal.data as { detail: string }).detail).toMatch(/^Compute Engine preemption: this machine goes by \S+ \(in 30 s\)$/);
+    await new Promise((r) => setTimeout(r, 400));
+    expect(signals()).toHaveLength(1);
+  });
+});
