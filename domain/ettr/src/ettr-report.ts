@@ -51,6 +51,8 @@ export interface DowntimeRow {
   role: 'trainer' | 'rollout' | null;
   /** The machine the fault was confirmed on. */
   faultMachineId: string | null;
+  /** The outage was announced (a drain or preemption notice); false for startup and unannounced faults. */
+  planned: boolean;
   outageId: string | null;
   /** The machine whose GPUs were lost. */
   machineId: string;
@@ -69,6 +71,7 @@ export function downtimeLedger(view: EttrView): DowntimeRow[] {
         decisionRule: o?.decisionRule ?? null,
         role: o?.handledAs ?? null,
         faultMachineId: o?.machineId ?? null,
+        planned: o?.planned ?? false,
         outageId: e.outageId,
         machineId: e.machineId,
         gpuHours: round4(e.gpuMs / HOUR_MS),
@@ -136,6 +139,8 @@ export interface EttrReport {
   faults: number;
   downtimeByCategory: Array<{ category: DowntimeCategory; gpuHours: number }>;
   downtimeByAction: Array<{ action: string; gpuHours: number }>;
+  /** GPU-hours lost to faults announced before they happened (drains, preemption notices) and to the others. */
+  downtimeByNotice: { plannedGpuHours: number; unplannedGpuHours: number };
   stages: StageStats[];
 }
 
@@ -157,6 +162,10 @@ export function ettrReport(view: EttrView): EttrReport {
       rows.filter((r) => r.action !== null),
       'action',
     ).map((r) => ({ action: r.key as string, gpuHours: r.gpuHours })),
+    downtimeByNotice: {
+      plannedGpuHours: round4(rows.filter((r) => r.outageId !== null && r.planned).reduce((s, r) => s + r.gpuHours, 0)),
+      unplannedGpuHours: round4(rows.filter((r) => r.outageId !== null && !r.planned).reduce((s, r) => s + r.gpuHours, 0)),
+    },
     stages: recoveryStages(view),
   };
 }

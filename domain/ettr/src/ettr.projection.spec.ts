@@ -58,6 +58,7 @@ const workingJob = (mode: 'sync' | 'semi-sync' | 'async' = 'semi-sync', rolloutP
   ...['r1', 'r2', 'r3'].map((r) => phase(0, r, 'rollout', rolloutPhase)),
 ];
 
+const round4 = (x: number) => Math.round(x * 10_000) / 10_000;
 const spec = (settings = {}) => ProjectionSpecification.for(createEttrProjection(settings));
 const gpuSeconds = (rows: ReturnType<typeof downtimeLedger>, category: string) =>
   Math.round(rows.filter((r) => r.category === category).reduce((a, r) => a + r.gpuHours, 0) * 3600);
@@ -379,6 +380,29 @@ describe('ETTR projection', () => {
         expect(view.machines.r10.heldBy).toBeNull();
         // r2's slot down from 100 to 150; r10 effective from 200 (4 machines until 200, 5 after).
         expect(ettrOf(view)).toBeCloseTo(1 - (8 * 50) / (32 * 300 + 8 * 100), 6);
+      });
+  });
+
+  it('an outage a notice announced (node-draining) is planned downtime; one found by silence is not', () => {
+    const drained = at(100, 'FaultConfirmed', {
+      verdictId: 'r1/explicit-signal/1',
+      machineId: 'r1',
+      role: 'rollout',
+      rule: 'explicit-signal',
+      evidence: { signal: 'node-draining', detail: 'EC2 spot instance action terminate: this machine goes by … (in 120 s)' },
+      handledAs: 'rollout',
+      machineFaulty: true,
+      detectionLatencyMs: 0,
+    });
+    spec()
+      .given([...workingJob(), drained, rolloutLost(100, 'r2/rollout-silent/1', 'r2', 'rollout-silent', 30_000), tick(160)])
+      .then((view) => {
+        const rows = downtimeLedger(view);
+        const machines = (planned: boolean) => [...new Set(rows.filter((r) => r.outageId !== null && r.planned === planned).map((r) => r.machineId))];
+        expect(machines(true)).toEqual(['r1']);
+        expect(machines(false)).toEqual(['r2']);
+        // r1 down 60 s from its notice, r2 90 s from the silence its verdict reaches back to; 8 GPUs each.
+        expect(ettrReport(view).downtimeByNotice).toEqual({ plannedGpuHours: round4((8 * 60) / 3600), unplannedGpuHours: round4((8 * 90) / 3600) });
       });
   });
 

@@ -37,6 +37,9 @@ export const ETTR_INPUT_TYPES = [
 ] as const;
 export type EttrInput = MessageOf<(typeof ETTR_INPUT_TYPES)[number]>;
 
+/** Signals that announce a machine's departure before it happens (a drain, a preemption notice): their outages are planned. */
+const PLANNED_SIGNALS: ReadonlySet<string> = new Set(['node-draining']);
+
 const timeOf = (iso: string) => Date.parse(iso);
 const isTrainer = (m: MachineView) => m.role !== 'rollout';
 
@@ -155,6 +158,7 @@ function apply(view: EttrView, event: EttrInput, at: number): void {
         machineId: d.machineId,
         handledAs: d.handledAs,
         detectionRule: d.rule,
+        planned: d.evidence.signal !== undefined && PLANNED_SIGNALS.has(d.evidence.signal),
         action: null,
         decisionRule: null,
         startedAt: at - d.detectionLatencyMs,

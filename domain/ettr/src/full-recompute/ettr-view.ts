@@ -63,6 +63,8 @@ export interface Outage {
   handledAs: 'trainer' | 'rollout';
   /** The detection rule that confirmed the fault (`explicit-signal`, `trainer-idle`, …). */
   detectionRule: string;
+  /** Announced before it happened (a drain or preemption notice confirmed it). */
+  planned: boolean;
   action: RecoveryAction | null;
   decisionRule: DecisionRule | null;
   startedAt: number;

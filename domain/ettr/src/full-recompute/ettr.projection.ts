@@ -136,6 +136,7 @@ function apply(view: EttrView, event: EttrInput, at: number): void {
         machineId: d.machineId,
         handledAs: d.handledAs,
         detectionRule: d.rule,
+        planned: d.evidence.signal === 'node-draining',
         action: null,
         decisionRule: null,
         startedAt: at - d.detectionLatencyMs,
