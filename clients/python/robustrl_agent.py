@@ -239,14 +239,18 @@ class AgentClient:
             body["perGpu"] = [_unit("per_gpu[{}]".format(i), value) for i, value in enumerate(per_gpu)]
         return self._post("/v1/gpu-activity", body)
 
-    def error(self, signal: str, detail: str) -> Optional[Dict[str, Any]]:
+    def error(self, signal: str, detail: str, departs_in_s: Optional[float] = None) -> Optional[Dict[str, Any]]:
         """An explicit fault (``step-exception``, ``ecc-error``, ``xid-error``, or ``node-draining``: the
-        machine's node is being drained); the detector confirms it at once."""
+        machine's node is being drained); the detector confirms it at once. ``departs_in_s``: a notice's
+        time left (a drain's or a preemption's deadline), seconds from now."""
         if signal not in ERROR_SIGNALS:
             raise ValueError("unknown error signal {!r}; expected one of: {}".format(signal, ", ".join(ERROR_SIGNALS)))
         if not isinstance(detail, str):
             raise ValueError("detail must be a string, got {!r}".format(detail))
-        return self._post("/v1/errors", {"signal": signal, "detail": _truncate(detail)})
+        body: Dict[str, Any] = {"signal": signal, "detail": _truncate(detail)}
+        if departs_in_s is not None:
+            body["departsInSeconds"] = _non_negative("departs_in_s", departs_in_s)
+        return self._post("/v1/errors", body)
 
     def status(self) -> Optional[Dict[str, Any]]:
         """The agent's view: machineId, role, jobId, phase, step, roleProcess, gpuActivitySource."""

@@ -5,7 +5,7 @@ Run: cd clients/python && python -m unittest -v test_ray_drains
 """
 
 import unittest
-from typing import Dict, List, Set, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
 from robustrl.ray_drains import DrainWatcher, drain_detail, machines_by_node
 
@@ -16,12 +16,14 @@ class DrainWatcherTest(unittest.TestCase):
         self.nodes = {"n0": "trainer-0", "n1": "rollout-0", "n9": "another-job"}
         self.mine: Set[str] = {"trainer-0", "rollout-0"}
         self.reports: List[Tuple[str, str]] = []
+        self.departs: List[Optional[float]] = []
         self.failing = False
 
-        def report(machine: str, detail: str) -> None:
+        def report(machine: str, detail: str, departs_in_s: Optional[float]) -> None:
             if self.failing:
                 raise ConnectionError("agent restarting")
             self.reports.append((machine, detail))
+            self.departs.append(departs_in_s)
 
         self.watcher = DrainWatcher(lambda: self.drains, lambda: self.nodes, lambda: self.mine, report, clock=lambda: 1_000.0)
 
@@ -31,6 +33,7 @@ class DrainWatcherTest(unittest.TestCase):
         self.assertEqual(self.watcher.poll(), [("rollout-0", "Ray node n1 of rollout-0 is being drained: it goes by 1970-01-01T00:17:10+00:00 (in 30 s)")])
         self.assertEqual(self.watcher.poll(), [])
         self.assertEqual(len(self.reports), 1)
+        self.assertEqual(self.departs, [30.0])
         # Drained again with another deadline: a new notice.
         self.drains["n1"] = 1_060_000
         self.assertEqual([m for m, _ in self.watcher.poll()], ["rollout-0"])
@@ -45,6 +48,7 @@ class DrainWatcherTest(unittest.TestCase):
         self.assertEqual(self.watcher.poll(), [])
         self.failing = False
         self.assertEqual(self.watcher.poll(), [("trainer-0", "Ray node n0 of trainer-0 is being drained (no deadline)")])
+        self.assertEqual(self.departs, [None])
 
     def test_nodes_map_to_the_machine_whose_resource_they_offer(self) -> None:
         nodes = [

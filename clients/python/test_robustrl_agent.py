@@ -166,6 +166,10 @@ class ReportsTest(AgentTestCase):
         self.client.error("xid-error", "Xid 79: GPU has fallen off the bus")
         self.assertEqual(self.agent.posted(), [("/v1/errors", {"signal": "xid-error", "detail": "Xid 79: GPU has fallen off the bus"})])
 
+    def test_a_drain_notice_carries_its_time_left(self) -> None:
+        self.client.error("node-draining", "preempted", departs_in_s=30)
+        self.assertEqual(self.agent.last()["body"], {"signal": "node-draining", "detail": "preempted", "departsInSeconds": 30})
+
     def test_error_detail_is_truncated_to_what_the_agent_accepts(self) -> None:
         detail = "head " + "x" * 10000 + " tail"
         self.client.error("step-exception", detail)
@@ -384,6 +388,7 @@ class ArgumentValidationTest(AgentTestCase):
         self.assertRejected(r"per_gpu must be a sequence of numbers", c.gpu_activity, 0.5, per_gpu="0.5")
         self.assertRejected(r"unknown error signal 'process-exited'; expected one of: step-exception, ecc-error, xid-error", c.error, "process-exited", "x")
         self.assertRejected(r"detail must be a string", c.error, "ecc-error", None)
+        self.assertRejected(r"departs_in_s must be a number >= 0, got -1", c.error, "node-draining", "x", -1)
         self.assertEqual(self.agent.requests, [])
 
 

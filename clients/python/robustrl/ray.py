@@ -436,12 +436,12 @@ class ElasticWorkerGroup:
         with self._lock:
             return set(self._machines)
 
-    def _report_drain(self, machine_id: str, detail: str) -> None:
+    def _report_drain(self, machine_id: str, detail: str, departs_in_s: Optional[float] = None) -> None:
         with self._lock:
             client = self._clients.get(machine_id)
         if client is None:
             return
-        client.error("node-draining", detail)
+        client.error("node-draining", detail, departs_in_s=departs_in_s)
         logger.warning(detail)
         self._note("drain-reported", machine_id, detail=detail)
 

@@ -45,15 +45,16 @@ def drain_detail(node_id: str, machine_id: str, deadline_ms: int, now_s: float) 
 
 
 class DrainWatcher:
-    """Polls ``draining()`` every ``poll_s`` and calls ``report(machine_id, detail)`` once per drain of a
-    node that hosts one of ``machines()``. A report that raises is tried again at the next poll."""
+    """Polls ``draining()`` every ``poll_s`` and calls ``report(machine_id, detail, departs_in_s)`` (the
+    time left, None without a deadline) once per drain of a node that hosts one of ``machines()``. A
+    report that raises is tried again at the next poll."""
 
     def __init__(
         self,
         draining: Callable[[], Mapping[str, int]],
         nodes: Callable[[], Dict[str, str]],
         machines: Callable[[], Set[str]],
-        report: Callable[[str, str], None],
+        report: Callable[[str, str, Optional[float]], None],
         poll_s: float = 5.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -76,9 +77,11 @@ class DrainWatcher:
             key = (node_id, int(deadline_ms))
             if machine_id is None or machine_id not in mine or key in self._reported:
                 continue
-            detail = drain_detail(node_id, machine_id, int(deadline_ms), self._clock())
+            now = self._clock()
+            detail = drain_detail(node_id, machine_id, int(deadline_ms), now)
+            departs_in_s = max(0.0, int(deadline_ms) / 1000 - now) if int(deadline_ms) > 0 else None
             try:
-                self._report(machine_id, detail)
+                self._report(machine_id, detail, departs_in_s)
             except Exception as err:  # the agent restarting: the next poll tries again
                 logger.warning("could not report the drain of %s to its agent (will retry): %s", machine_id, err)
                 continue

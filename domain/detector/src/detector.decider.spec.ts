@@ -312,6 +312,37 @@ describe('explicit signals confirm at once', () => {
       );
   });
 
+  it("a drain notice's time left becomes its deadline on the detector's clock, in the verdict's evidence", () => {
+    const signalled = msg(200, 'AgentFaultSignalled', {
+      machineId: 'rollout-0',
+      role: 'rollout',
+      signal: 'node-draining',
+      detail: 'EC2 spot instance action terminate',
+      exitCode: null,
+      // The agent's own clock is off: its observedAt is not used, only the duration it reported.
+      observedAt: iso(9_999),
+      departsInMs: 120_000,
+    });
+    spec
+      .given([job, register('rollout-0', 'rollout')])
+      .when({ kind: 'observe', message: signalled, now: at(200) })
+      .then(
+        [
+          draft('FaultConfirmed', {
+            verdictId: 'rollout-0/explicit-signal/1',
+            machineId: 'rollout-0',
+            role: 'rollout',
+            rule: 'explicit-signal',
+            handledAs: 'rollout',
+            machineFaulty: true,
+            detectionLatencyMs: 0,
+            evidence: { signal: 'node-draining', faultEvidenceSince: iso(200), detail: 'EC2 spot instance action terminate', departsAt: iso(320) },
+          }),
+        ],
+        eq,
+      );
+  });
+
   it('a machine already confirmed is not confirmed again', () => {
     const first = msg(42, 'AgentFaultSignalled', {
       machineId: 'rollout-0',

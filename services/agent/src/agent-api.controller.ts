@@ -54,7 +54,13 @@ const Bodies = {
     perGpu: z.array(z.number().min(0).max(1)).optional(),
   }),
   // process-exited is the agent's own report of a process it supervises; a cooperating framework reports its own.
-  error: z.object({ signal: FaultSignal, detail: z.string().max(4000), exitCode: z.int().nullable().default(null) }),
+  error: z.object({
+    signal: FaultSignal,
+    detail: z.string().max(4000),
+    exitCode: z.int().nullable().default(null),
+    // A notice's time left (node-draining: a drain's or a preemption's deadline), in seconds from now.
+    departsInSeconds: z.number().nonnegative().optional(),
+  }),
   /**
    * A trainer rank's shard of a version in /dev/shm (shmName + bucketSizes), or in device memory (buckets
    * as CUDA IPC handles); optionally the named tensors in its buckets and which shard of how many it is
@@ -261,6 +267,7 @@ export class AgentApiController {
         detail: b.detail,
         exitCode: b.exitCode,
         observedAt: new Date().toISOString(),
+        ...(b.departsInSeconds !== undefined ? { departsInMs: Math.round(b.departsInSeconds * 1000) } : {}),
       }),
     );
   }

@@ -106,7 +106,11 @@ export class AgentRuntime {
     this.notices = new NoticeWatcher(config.notices.sources, {
       pollMs: config.notices.pollMs,
       vmName: config.notices.vmName,
-      report: (detail) => this.emit('AgentFaultSignalled', faultSignal(this.config.machineId, this.role, 'node-draining', detail)).then(() => undefined),
+      report: (detail, notice) =>
+        this.emit('AgentFaultSignalled', {
+          ...faultSignal(this.config.machineId, this.role, 'node-draining', detail),
+          departsInMs: Math.max(0, notice.deadline.getTime() - Date.now()),
+        }).then(() => undefined),
       logger: { log: (line) => this.logger.log(line), warn: (line) => this.logger.warn(line) },
     });
     this.gpu = new GpuSampler(

@@ -113,6 +113,14 @@ describe('agent', () => {
     });
     expect(tput.status).toBe(202);
     expect(published('RolloutThroughputSampled')[0].data).toMatchObject({ machineId: 'm-1', rolloutId: 'm-1', awaitingTools: 1 });
+
+    // A drain notice with its time left; a negative one is refused, naming the field.
+    const post = (body: object) => fetch(`${url}/v1/errors`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const refused = await post({ signal: 'node-draining', detail: 'preempted', departsInSeconds: -5 });
+    expect(refused.status).toBe(400);
+    expect(((await refused.json()) as { issues: Array<{ path: string }> }).issues.map((i) => i.path)).toEqual(['departsInSeconds']);
+    expect((await post({ signal: 'node-draining', detail: 'preempted', departsInSeconds: 29.5 })).status).toBe(202);
+    expect(published('AgentFaultSignalled').map((m) => m.data)).toEqual([expect.objectContaining({ signal: 'node-draining', departsInMs: 29_500 })]);
   });
 
   it('answers probes while its role process lives; reports the process exit and stops answering', async () => {

@@ -3,7 +3,7 @@ import { DetectionRule } from './detection-rule';
 
 export interface ExplicitSignalState {
   /** `since`: when the evidence began (absent in a state folded before signals carried it). */
-  signal: { kind: FaultSignal; at: number; since?: number; detail: string; exitCode: number | null } | null;
+  signal: { kind: FaultSignal; at: number; since?: number; detail: string; exitCode: number | null; departsAt?: number } | null;
 }
 
 /**
@@ -28,7 +28,9 @@ export const ExplicitSignalRule: DetectionRule<ExplicitSignalState> = {
     const d = message.data;
     // The fault began when the agent's evidence did (a load's start), not when it gave up waiting: the
     // verdict's detection latency, and the outage ETTR charges, run from there (paper §7).
-    return { signal: { kind: d.signal, at, since: at - (d.evidenceForMs ?? 0), detail: d.detail, exitCode: d.exitCode } };
+    // A notice's deadline on the detector's clock: the arrival plus the time left the agent reported.
+    const departsAt = d.departsInMs !== undefined ? { departsAt: at + d.departsInMs } : {};
+    return { signal: { kind: d.signal, at, since: at - (d.evidenceForMs ?? 0), detail: d.detail, exitCode: d.exitCode, ...departsAt } };
   },
 
   evaluate(state) {
@@ -43,6 +45,7 @@ export const ExplicitSignalRule: DetectionRule<ExplicitSignalState> = {
         signal: s.kind,
         faultEvidenceSince: new Date(since).toISOString(),
         detail: s.exitCode === null ? s.detail : `${s.detail} (exit code ${s.exitCode})`,
+        ...(s.departsAt !== undefined ? { departsAt: new Date(s.departsAt).toISOString() } : {}),
       },
     };
   },

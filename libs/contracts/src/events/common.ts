@@ -63,6 +63,11 @@ export const Evidence = z
     probe: z.object({ probeId: z.string(), result: z.enum(['acked', 'timed-out']), latencyMs: z.number().nonnegative().optional() }).optional(),
     signal: FaultSignal.optional(),
     detail: z.string().max(4000).optional(),
+    /**
+     * A notice's deadline (`node-draining`): when the machine goes, as the detector reckons it — the
+     * signal's arrival plus the time left the agent reported, so an agent's skewed clock cannot move it.
+     */
+    departsAt: IsoTime.optional(),
     peerMedian: z.number().nonnegative().optional(),
     observed: z.number().nonnegative().optional(),
   })

@@ -95,5 +95,10 @@ export const AgentFaultSignalled = event(
      * time, so an agent's skewed clock cannot move the fault. Absent: the fault is the signal's moment.
      */
     evidenceForMs: z.int().nonnegative().optional(),
+    /**
+     * A notice of departure (`node-draining`: a drain, a preemption): how long the machine has left as of
+     * the signal. A duration, like `evidenceForMs`. Absent: no deadline was given.
+     */
+    departsInMs: z.int().nonnegative().optional(),
   }),
 );

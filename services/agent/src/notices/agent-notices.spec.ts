@@ -61,6 +61,10 @@ describe('an agent reads its cloud notices', () => {
     preempted = true;
     const signal = await eventually('node-draining reported', () => signals()[0]);
     expect(signal.data).toMatchObject({ machineId: 'm-1', role: 'rollout', signal: 'node-draining' });
+    // Compute Engine gives 30 s: the time left as the agent reported it, a little less for the time since the read.
+    const left = (signal.data as { departsInMs: number }).departsInMs;
+    expect(left).toBeGreaterThan(25_000);
+    expect(left).toBeLessThanOrEqual(30_000);
     expect((signal.data as { detail: string }).detail).toMatch(/^Compute Engine preemption: this machine goes by \S+ \(in 30 s\)$/);
     await new Promise((r) => setTimeout(r, 400));
     expect(signals()).toHaveLength(1);
