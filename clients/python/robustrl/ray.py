@@ -51,8 +51,8 @@ that runs an engine as a child process can end it.
 
 - **Drains as evidence** (``ray_drains.py``): a node Ray drains (``DrainNode``, a preemption with a
   deadline) is reported to its machine's agent as ``node-draining`` while its workers still run; the
-  controller replaces the machine. Planning around the deadline is the planned-failure path (DESIGN
-  "Planned failures"), not this group's.
+  controller replaces the machine. Planning around the deadline is the planned-failure path
+  (``docs/planned-failures.md``), not this group's.
 """
 
 from __future__ import annotations

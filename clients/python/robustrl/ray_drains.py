@@ -6,7 +6,7 @@ on and reports each to that machine's agent as the ``node-draining`` signal, onc
 deadline in the detail: the detector confirms it at once as the machine's fault, and the controller's
 rules replace the machine (or lend a warm standby) while its workers still run, rather than after they
 are gone. Acting on the deadline itself (checkpoint first, hand trajectories over) is the planned-failure
-path (DESIGN "Planned failures"), not this module's.
+path (``docs/planned-failures.md``), not this module's.
 """
 
 from __future__ import annotations
