@@ -3,7 +3,7 @@
 A node Ray drains (``DrainNode``: autoscaler preemption, a spot reclaim, ``ray drain-node``) is leaving,
 with a deadline or without one. The elastic worker group watches for drains of the nodes its machines run
 on and reports each to that machine's agent as the ``node-draining`` signal, once per drain, with the
-deadline in the detail: the detector confirms it at once as the machine's fault, and the controller's
+deadline in the detail and the time left beside it: the detector confirms it at once as the machine's fault, and the controller's
 rules replace the machine (or lend a warm standby) while its workers still run, rather than after they
 are gone. Acting on the deadline itself (checkpoint first, hand trajectories over) is the planned-failure
 path (``docs/planned-failures.md``), not this module's.
