@@ -19,6 +19,7 @@ import { verdictFailsCommand, verdictMeansMachineGone } from './machine-gone';
 import { machineRestartBudgetSpent, stoppedByItsLease, trainerRestartsInWindow } from './machine-restart-budget';
 import { engineRestartBudgetSpent, engineRestartsInWindow } from './rollout-engine-restarts';
 import { coveringRecovery, faultyTrainerMachine } from './recovery-plans';
+import { departureEvidence, plannedDeparture } from './planned-departures';
 
 /**
  * The controller's decisions (paper Figure 7), one named step per input:
@@ -173,6 +174,19 @@ const verdictForFormerRole: FaultPolicy = ({ state, verdict, decided }) => {
   ];
 };
 
+/**
+ * A machine that announced its departure (planned-departures.ts): replaced before it goes, never an
+ * escalation — a rollout by a new machine, a trainer by a warm standby or a new machine.
+ */
+const plannedDepartureOf: FaultPolicy = ({ state, verdict, recovery, now, decided }) => {
+  const rule = plannedDeparture(verdict.evidence, verdict.handledAs);
+  if (!rule) return null;
+  const evidence = departureEvidence(verdict.evidence, now);
+  if (verdict.handledAs === 'trainer') return faultyTrainerMachine(state, recovery, 1, verdict.machineId, evidence, rule);
+  const m = state.machines[verdict.machineId] ?? unknownMachine(verdict.machineId, verdict.role);
+  return [decided('replace-rollout', rule, evidence), replaceMachine(recovery.recoveryId, 1, m, 'rollout')];
+};
+
 /** The baseline policy: every fault restarts the whole task. */
 const taskRestartPolicy: FaultPolicy = ({ settings, state, recovery, decided }) =>
   settings.policy === 'task-restart'
@@ -245,6 +259,7 @@ export const FAULT_POLICIES: readonly FaultPolicy[] = [
   coveredByActiveRecovery,
   verdictForFormerRole,
   taskRestartPolicy,
+  plannedDepartureOf,
   trainerRestartBudgetSpent,
   escalation,
   rolloutProcessFault,

@@ -45,6 +45,12 @@ export const DecisionRule = z.enum([
    * every restart): it is retired as a faulty machine is — warm standby or a new machine — not restarted again.
    */
   'machine-restart-budget-spent',
+  /**
+   * A machine announced its departure (a drain, preemption or maintenance notice): it is replaced before
+   * it goes, and the escalation rules do not apply — a notice is not a fault of code or configuration.
+   */
+  'planned-trainer-departure',
+  'planned-rollout-departure',
 ]);
 export type DecisionRule = z.infer<typeof DecisionRule>;
 
