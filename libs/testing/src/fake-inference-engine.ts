@@ -31,6 +31,12 @@ export interface FakeEngineOptions {
    * A test then tells an answer replayed from the store from one generated again.
    */
   sampling?: 'greedy' | 'random';
+  /**
+   * Answer `return_token_ids` as vLLM ≥ 0.10.2 does (`token_ids` per choice, `prompt_token_ids` once), and
+   * continue a token-id prompt made of a prompt's ids and sampled ones (`tokenIdOf`). Off: as an older
+   * vLLM, which ignores the field.
+   */
+  tokenIds?: boolean;
 }
 
 export interface ChatMessage {
@@ -58,6 +64,30 @@ export function deterministicTokens(seed: string, n: number): string[] {
     out.push(' ' + (h.readUInt32BE(0) % 36 ** 5).toString(36).padStart(5, '0'));
   }
   return out;
+}
+
+/**
+ * The fake's token ids. A content token's id is its five base-36 characters read as a number; a prompt's
+ * ids are its characters, numbered past every token id. So a token-id prompt reads back as the prompt's
+ * text (a chat's: its messages as JSON) followed by the tokens already sampled.
+ */
+export function tokenIdOf(token: string): number {
+  return parseInt(token.slice(1), 36);
+}
+
+const PROMPT_ID_BASE = 36 ** 5;
+
+export function promptIdsOf(text: string): number[] {
+  return [...text].map((c) => PROMPT_ID_BASE + c.codePointAt(0)!);
+}
+
+/** A prompt of prompt ids then token ids, read back; null for any other list (it stands for its ids' text). */
+function decodeIds(ids: readonly number[]): { text: string; tokens: string[] } | null {
+  let at = 0;
+  while (at < ids.length && ids[at]! >= PROMPT_ID_BASE) at += 1;
+  if (at === 0 || ids.slice(at).some((id) => id >= PROMPT_ID_BASE)) return null;
+  const text = String.fromCodePoint(...ids.slice(0, at).map((id) => id - PROMPT_ID_BASE));
+  return { text, tokens: ids.slice(at).map((id) => ' ' + id.toString(36).padStart(TOKEN_LENGTH - 1, '0')) };
 }
 
 /** What the engine answers to a conversation: content tokens, then maybe one tool call. */
@@ -112,6 +142,8 @@ interface Plan {
   toolCall: ToolCall | null;
   finishReason: 'stop' | 'length' | 'tool_calls';
   promptTokens: number;
+  /** The prompt's ids (`tokenIds`): its text's, as `promptIdsOf` numbers them. */
+  promptIds: number[];
 }
 
 export class FakeInferenceEngine {
@@ -250,10 +282,13 @@ export class FakeInferenceEngine {
       const k = typeof partial === 'string' ? tokensMatched(reply.tokens, partial) : -1;
       if (k >= 0) tokens = tokens.slice(k);
     }
-    return this.limit(tokens, reply.toolCall, maxTokensOf(body), JSON.stringify(messages).length);
+    return this.limit(tokens, reply.toolCall, maxTokensOf(body), JSON.stringify(messages).length, JSON.stringify(conversation));
   }
 
   private completionPlan(body: Record<string, unknown>): Plan {
+    const ids = Array.isArray(body.prompt) && body.prompt.every((t) => Number.isInteger(t)) ? (body.prompt as number[]) : null;
+    const decoded = this.options.tokenIds && ids ? decodeIds(ids) : null;
+    if (decoded) return this.continuedFromIds(decoded.text, decoded.tokens, body);
     // A token-id prompt (as vLLM takes, and the router's generate probe sends) stands for its ids' text.
     const prompt = Array.isArray(body.prompt) && body.prompt.every((t) => Number.isInteger(t)) ? `ids:${body.prompt.join(',')}` : body.prompt;
     if (typeof prompt !== 'string') throw new Error('the fake engine takes a string or token-id prompt');
@@ -262,16 +297,40 @@ export class FakeInferenceEngine {
     for (let k = Math.min(n, Math.floor(prompt.length / TOKEN_LENGTH)); k > 0; k--) {
       const base = prompt.slice(0, prompt.length - k * TOKEN_LENGTH);
       const full = completionReplyFor(base, n);
-      if (full.slice(0, k).join('') === prompt.slice(base.length)) return this.limit(full.slice(k), null, maxTokensOf(body), prompt.length);
+      if (full.slice(0, k).join('') === prompt.slice(base.length)) return this.limit(full.slice(k), null, maxTokensOf(body), prompt.length, prompt);
     }
-    return this.limit(completionReplyFor(prompt, n), null, maxTokensOf(body), prompt.length);
+    return this.limit(completionReplyFor(prompt, n), null, maxTokensOf(body), prompt.length, prompt);
   }
 
-  private limit(tokens: string[], toolCall: ToolCall | null, maxTokens: number | undefined, promptChars: number): Plan {
+  /**
+   * A continuation from exact ids: the reply to the prompt's text (a chat's messages, or a completion's
+   * prompt) after the tokens already sampled, as greedy decoding would go on. A reply's tool call is not
+   * continued this way (the router continues a chat with tools from its text).
+   */
+  private continuedFromIds(text: string, sampled: string[], body: Record<string, unknown>): Plan {
+    let messages: ChatMessage[] | null = null;
+    try {
+      const parsed: unknown = JSON.parse(text);
+      if (Array.isArray(parsed)) messages = parsed as ChatMessage[];
+    } catch {
+      messages = null;
+    }
+    const reply = messages ? chatReplyFor(messages, this.options).tokens : completionReplyFor(text, this.options.tokensPerReply ?? 12);
+    const k = sampled.length <= reply.length && sampled.every((t, i) => t === reply[i]) ? sampled.length : 0;
+    return this.limit(reply.slice(k), null, maxTokensOf(body), text.length + sampled.length * 4, text);
+  }
+
+  private limit(tokens: string[], toolCall: ToolCall | null, maxTokens: number | undefined, promptChars: number, promptText: string): Plan {
     const promptTokens = Math.ceil(promptChars / 4);
+    const promptIds = this.options.tokenIds ? promptIdsOf(promptText) : [];
     if (maxTokens !== undefined && maxTokens < tokens.length)
-      return { tokens: tokens.slice(0, maxTokens), toolCall: null, finishReason: 'length', promptTokens };
-    return { tokens, toolCall, finishReason: toolCall ? 'tool_calls' : 'stop', promptTokens };
+      return { tokens: tokens.slice(0, maxTokens), toolCall: null, finishReason: 'length', promptTokens, promptIds };
+    return { tokens, toolCall, finishReason: toolCall ? 'tool_calls' : 'stop', promptTokens, promptIds };
+  }
+
+  /** Whether this request's answer carries ids (vLLM's return_token_ids). */
+  private idsAsked(body: Record<string, unknown>): boolean {
+    return this.options.tokenIds === true && body.return_token_ids === true;
   }
 
   private async chat(body: Record<string, unknown>, res: ServerResponse): Promise<void> {
@@ -293,20 +352,22 @@ export class FakeInferenceEngine {
         usage,
       });
     }
-    const chunk = (delta: Record<string, unknown>, finish: string | null = null) => ({
+    const ids = this.idsAsked(body);
+    const chunk = (delta: Record<string, unknown>, finish: string | null = null, tokenIds?: number[]) => ({
       id,
       object: 'chat.completion.chunk',
       created,
       model: this.model,
-      choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+      choices: [{ index: 0, delta, logprobs: null, finish_reason: finish, ...(ids && tokenIds ? { token_ids: tokenIds } : {}) }],
     });
     startSse(res);
     const alive = () => !this.killed && !res.destroyed;
-    sse(res, chunk({ role: 'assistant', content: '' }));
+    // vLLM's first chunk: the role, and the prompt's ids at the top level when asked.
+    sse(res, { ...chunk({ role: 'assistant', content: '' }), ...(ids ? { prompt_token_ids: plan.promptIds } : {}) });
     for (const token of plan.tokens) {
       await sleep(this.options.tokenIntervalMs ?? 5);
       if (!alive()) return;
-      sse(res, chunk({ content: token }));
+      sse(res, chunk({ content: token }, null, [tokenIdOf(token)]));
     }
     if (plan.toolCall) {
       // The arguments arrive in pieces, as from a real tool parser: a kill can land inside the call.
@@ -346,13 +407,14 @@ export class FakeInferenceEngine {
         usage,
       });
     }
-    const chunk = (text: string, finish: string | null = null) => ({
-      id,
-      object: 'text_completion',
-      created,
-      model: this.model,
-      choices: [{ index: 0, text, logprobs: null, finish_reason: finish }],
-    });
+    const ids = this.idsAsked(body);
+    let first = true;
+    const chunk = (text: string, finish: string | null = null) => {
+      // vLLM's completions chunks carry both lists in the choice, the prompt's on the first one only.
+      const tokenIds = ids ? { token_ids: text === '' ? [] : [tokenIdOf(text)], ...(first ? { prompt_token_ids: plan.promptIds } : {}) } : {};
+      first = false;
+      return { id, object: 'text_completion', created, model: this.model, choices: [{ index: 0, text, logprobs: null, finish_reason: finish, ...tokenIds }] };
+    };
     startSse(res);
     for (const token of plan.tokens) {
       await sleep(this.options.tokenIntervalMs ?? 5);

@@ -61,6 +61,8 @@ export interface StreamAnswer extends ChatAnswer {
   done: boolean;
   ids: Set<string>;
   roleChunks: number;
+  /** Every event's data as received, `[DONE]` included. */
+  events: string[];
 }
 
 /** An OpenAI streaming client: accumulates the deltas; `then` runs once after `afterChunks` content chunks. */
@@ -80,7 +82,9 @@ export async function streamChat(
   let roleChunks = 0;
   const ids = new Set<string>();
   const calls = new Map<number, ToolCall>();
+  const events: string[] = [];
   for await (const data of sseEvents(res)) {
+    events.push(data);
     if (data === '[DONE]') {
       done = true;
       continue;
@@ -114,7 +118,7 @@ export async function streamChat(
   }
   const message: ChatMessage = { role: 'assistant', content: text === '' && calls.size > 0 ? null : text };
   if (calls.size > 0) message.tool_calls = [...calls.values()];
-  return { message, finishReason, engineId, text, done, ids, roleChunks };
+  return { message, finishReason, engineId, text, done, ids, roleChunks, events };
 }
 
 export async function streamCompletion(

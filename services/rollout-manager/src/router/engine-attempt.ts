@@ -10,6 +10,8 @@ import { AnswerNeeds, ContinuationPlan, EngineAdapter, EngineCalls, isIdList } f
 import { completionChunkAsChat } from './engines/completion-as-chat';
 import type { VersionSpan } from './engines/vllm-generate';
 import { Api, Json, StreamSplice } from './stream-splice';
+import { streamAnswer } from './stream-answer';
+import { LeanRelay } from './lean-relay';
 import { ROLLOUT_HEADER } from './trajectory-identity';
 
 /**
@@ -205,7 +207,10 @@ export async function answerStored(ctx: RequestContext, answer: Answer): Promise
   }
 }
 
-/** Forward the engine's SSE stream through the splice, which drops what the caller already has. */
+/**
+ * Forward the engine's SSE stream through the splice, which drops what the caller already has; a
+ * stream nobody records first goes the lean way (lean-relay.ts), its events relayed unparsed.
+ */
 async function pipeStream(
   ctx: RequestContext,
   engine: EngineView,
@@ -220,6 +225,11 @@ async function pipeStream(
 ): Promise<AttemptOutcome> {
   const res = ctx.res;
   const decoder = new StringDecoder('utf8');
+  const lean = LeanRelay.of(ctx, plan, adapter, splice);
+  const head = () => {
+    if (!res.headersSent)
+      res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive', [ROLLOUT_HEADER]: engine.id });
+  };
   let buffer = '';
   let done = false;
   /** What the events of the piece being read come to: written in one go once the piece is read. */
@@ -239,20 +249,31 @@ async function pipeStream(
       done = true;
       return;
     }
+    if (lean?.active) {
+      const forward = lean.accept(data);
+      if (forward !== null) {
+        head();
+        out += `data: ${forward}\n\n`;
+        return;
+      }
+    }
     const native = JSON.parse(data) as Json;
     if (native.error) throw new UpstreamError(`the engine reported an error mid-stream: ${JSON.stringify(native.error)}`);
     const chunk = plan.translate ? plan.translate(native) : native;
     const sampled = adapter.read(plan.answersAs, chunk);
     adapter.strip(chunk, ctx);
     const forwarded = splice.accept(plan.answersAs === ctx.api ? chunk : completionChunkAsChat(chunk), sampled);
-    if (forwarded.length > 0 && !res.headersSent) {
-      res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive', [ROLLOUT_HEADER]: engine.id });
-    }
+    if (forwarded.length > 0) head();
     for (const c of forwarded) out += `data: ${JSON.stringify(c)}\n\n`;
   };
   const flush = (): void => {
     if (out !== '' && !res.destroyed && !res.writableEnded) res.write(out);
     out = '';
+  };
+  /** Ended without an answer: the splice must know what the caller has, for a continuation. */
+  const failed = (failure: AttemptFailure): AttemptFailure => {
+    lean?.settle();
+    return failure;
   };
   let drainDeadline: NodeJS.Timeout | undefined;
   try {
@@ -286,17 +307,17 @@ async function pipeStream(
   } catch (err) {
     clearTimeout(drainDeadline);
     // Cut while reading what followed [DONE]: the answer was whole, only the connection is lost.
-    if (done) return finishStream(ctx, engine, upstream, splice, before, out);
+    if (done) return finishStream(ctx, engine, upstream, splice, before, lean, out);
     upstream.destroy();
     onAbandon();
-    if (err instanceof UpstreamError || err instanceof SyntaxError) return { kind: 'failed', reason: err.message, engineDown: false };
+    if (err instanceof UpstreamError || err instanceof SyntaxError) return failed({ kind: 'failed', reason: err.message, engineDown: false });
     if (wentSilent(err, upstream))
-      return { kind: 'failed', reason: 'stream cut: the engine sent nothing for the idle timeout', engineDown: true, silent: true };
-    return { kind: 'failed', reason: `stream cut: ${errorText(err)}`, engineDown: true };
+      return failed({ kind: 'failed', reason: 'stream cut: the engine sent nothing for the idle timeout', engineDown: true, silent: true });
+    return failed({ kind: 'failed', reason: `stream cut: ${errorText(err)}`, engineDown: true });
   }
   clearTimeout(drainDeadline);
-  if (!done) return { kind: 'failed', reason: 'stream ended before [DONE]', engineDown: true };
-  return finishStream(ctx, engine, upstream, splice, before, out);
+  if (!done) return failed({ kind: 'failed', reason: 'stream ended before [DONE]', engineDown: true });
+  return finishStream(ctx, engine, upstream, splice, before, lean, out);
 }
 
 /** How long an engine may keep a response open after its [DONE] before the router closes the connection. */
@@ -309,25 +330,19 @@ async function finishStream(
   upstream: IncomingMessage,
   splice: StreamSplice,
   before: readonly EngineView[],
+  /** The lean relay, when the stream went (part of) the lean way. */
+  lean: LeanRelay | null,
   /** The events of the piece that held [DONE], not yet written: they end the stream with it. */
   last = '',
 ): Promise<AttemptOutcome> {
   const res = ctx.res;
   if (!res.headersSent) res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', [ROLLOUT_HEADER]: engine.id });
-  const answer: Answer = { ...streamAnswer(ctx.api, splice), engines: [...before, servedBy(engine, upstream, splice.ledger.versions())] };
+  // A stream that ended on the lean path has no weight versions to say (only generate's answers do: never lean).
+  const engines = () => [...before, servedBy(engine, upstream, splice.ledger.versions())];
+  const answer: Answer = lean?.active ? lean.answer(engines()) : { ...streamAnswer(ctx.api, splice), engines: engines() };
   if (!(await answerStored(ctx, answer))) return { kind: 'relayed' };
   endStream(res, last);
   return { kind: 'done', answer };
-}
-
-/** The answer a (possibly spliced) stream amounts to, in the shape a non-streaming answer is recorded in. */
-export function streamAnswer(api: Api, splice: StreamSplice): Omit<Answer, 'engines'> {
-  const tokens = typeof splice.usage?.completion_tokens === 'number' ? (splice.usage.completion_tokens as number) : splice.tokens;
-  const spans = splice.ledger.record();
-  if (api === 'completions') return { content: splice.text, finishReason: splice.finishReason, tokens, spans };
-  const message: Json = { role: 'assistant', content: splice.text === '' && splice.toolCalls.length > 0 ? null : splice.text };
-  if (splice.toolCalls.length > 0) message.tool_calls = splice.toolCalls;
-  return { content: message, finishReason: splice.finishReason, tokens, spans };
 }
 
 function answerOf(api: Api, response: Json): Omit<Answer, 'engines' | 'spans'> {

@@ -1,13 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import { Agent } from 'node:http';
 import { EnginePool, EngineView } from './engine-pool';
-import { answerStored, AttemptFailure, AttemptOutcome, attemptOn, streamAnswer } from './engine-attempt';
+import { answerStored, AttemptFailure, AttemptOutcome, attemptOn } from './engine-attempt';
 import { endStream, relay, sendError, streamError, writeEvent } from './openai-responses';
 import { ReassignmentEvents } from './reassignment-events';
 import { RequestEvidence } from './request-evidence';
 import { Answer, RequestContext } from './request-context';
 import { RouterLogger, RouterStats } from './router-reporting';
 import { Json, resumable, StreamSplice } from './stream-splice';
+import { streamAnswer } from './stream-answer';
 import { DEFAULT_ENGINE_ANSWER_BYTES } from './http-transport';
 import { ThroughputMeter } from './throughput-meter';
 import { ToolIterationLiveness } from './tool-liveness';
@@ -168,10 +169,10 @@ export class Failover {
   }
 
   /** Throughput per engine for the detector; a trajectory answered with a tool call now waits on its tool (and is checked on return). */
-  private metered(ctx: RequestContext, engine: EngineView, answer: { content: unknown; tokens: number }): void {
+  private metered(ctx: RequestContext, engine: EngineView, answer: Answer): void {
     this.o.meter?.answered(engine.id, answer.tokens);
     if (ctx.identity === null) return;
-    const toolCall = ctx.api === 'chat' && Array.isArray((answer.content as Json | null)?.tool_calls);
+    const toolCall = ctx.api === 'chat' && (answer.toolCalls ?? Array.isArray((answer.content as Json | null)?.tool_calls));
     this.o.meter?.awaitingTools(ctx.identity.trajectoryId, toolCall ? engine.id : null);
     if (toolCall) this.o.liveness.awaitingTool(ctx.identity.trajectoryId, engine.id);
   }

@@ -43,6 +43,8 @@ export interface Answer {
   engines: EngineView[];
   /** What each engine sampled of it (token ids, log-probs), when they reported ids; empty otherwise. */
   spans: TokenSpan[];
+  /** Whether it holds tool calls, where that is known without reading `content` (a stream relayed unparsed: lean-relay.ts). */
+  toolCalls?: boolean;
 }
 
 /** Engines that hot-swap weights say which version produced an answer: the router tags the turn with it. */

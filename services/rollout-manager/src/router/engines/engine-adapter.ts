@@ -1,5 +1,6 @@
 import type { Api, Json } from '../stream-splice';
 import type { VersionSpan } from './vllm-generate';
+import type { LeanEvent } from './lean-event';
 
 /**
  * The port between the router and one kind of inference engine (issue 17). The router speaks the
@@ -101,6 +102,13 @@ export interface EngineAdapter {
    * be relayed byte for byte, without `strip` (the lean path of a whole answer nobody records).
    */
   answersAsAsked?(needs: AnswerNeeds): boolean;
+  /**
+   * The lean path of a stream nobody records (lean-event.ts): one event's data, as the engine sent it, to
+   * what the caller gets — what `strip` would leave, cut from the text — with the number of token ids
+   * it carries for choice 0; null where the event must be parsed (a tool call, an error, a field in a
+   * form it does not read as text). Absent: every event is parsed.
+   */
+  leanEvent?(data: string, caller: { api: Api; body: Json }): LeanEvent | null;
   /** Removes from a chunk or answer (in place) what `decorate` made the engine add and the caller (its API and body) did not ask for. */
   strip(chunk: Json, caller: { api: Api; body: Json }): void;
   read(api: Api, chunk: Json): ChunkTokens;

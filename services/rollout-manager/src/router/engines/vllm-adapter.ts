@@ -16,6 +16,7 @@ import {
   textPromptBody,
 } from './engine-adapter';
 import { generateAsCompletion, generateBody, versionSpansOf } from './vllm-generate';
+import { carriesText, cutSpans, fieldSpan, LeanEvent } from './lean-event';
 
 const GENERATE = '/inference/v1/generate';
 
@@ -71,6 +72,29 @@ export class VllmAdapter implements EngineAdapter {
       }
     }
     if (!askedLogprobs(caller)) for (const c of (chunk.choices as Json[] | undefined) ?? []) if ('logprobs' in c) c.logprobs = null;
+  }
+
+  /**
+   * vLLM's events as text: the ids it was asked for (`token_ids` in the choice, `prompt_token_ids` on the
+   * first event) are cut out unless the caller asked for them too. Log-probs are not asked for on this
+   * path (nothing is recorded), so there are none to strip.
+   */
+  leanEvent(data: string, caller: { api: Api; body: Json }): LeanEvent | null {
+    if (data.includes('"tool_calls"') || data.includes('"error"')) return null;
+    const ids = fieldSpan(data, 'token_ids');
+    const prompt = fieldSpan(data, 'prompt_token_ids');
+    if (ids === 'unread' || prompt === 'unread') return null;
+    // Text without ids: the full path counts its tokens its own way.
+    if (ids === 'absent' && carriesText(data)) return null;
+    const count = ids === 'absent' ? 0 : ids.count;
+    if (caller.body.return_token_ids === true) return { forward: data, ids: count };
+    return {
+      forward: cutSpans(
+        data,
+        [ids, prompt].flatMap((s) => (typeof s === 'string' ? [] : [s])),
+      ),
+      ids: count,
+    };
   }
 
   read(_api: Api, chunk: Json): ChunkTokens {
