@@ -27,6 +27,8 @@ export async function runService(
     logLevels?: LogLevel[];
     /** Largest JSON request body; Nest's own default (100 kB) is too small for batched trajectory turns. */
     jsonBodyLimit?: string;
+    /** The signals that close the application at once (default SIGINT and SIGTERM); a service may handle others itself. */
+    shutdownSignals?: NodeJS.Signals[];
   } = {},
 ): Promise<RunningService> {
   const telemetry = await setupTelemetry(`robustrl-${config.serviceName}`);
@@ -37,7 +39,7 @@ export async function runService(
   const app = await NestFactory.create<NestExpressApplication>(ProcessModule, { logger: options.logLevels ?? ['log', 'warn', 'error'] });
   app.useBodyParser('json', { limit: options.jsonBodyLimit ?? '1mb' });
   limitServer(app.getHttpServer());
-  app.enableShutdownHooks(['SIGINT', 'SIGTERM']);
+  app.enableShutdownHooks(options.shutdownSignals ?? ['SIGINT', 'SIGTERM']);
   let stopReload: () => void = () => undefined;
   if (config.httpPort !== null) {
     const host = config.httpHost ?? DEFAULT_HTTP_HOST;

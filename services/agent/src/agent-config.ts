@@ -89,6 +89,8 @@ export interface AgentConfig {
    * metadata endpoint and reported as `node-draining` with their deadline; no sources: none read.
    */
   notices: { sources: NoticeSource[]; pollMs: number; vmName: string };
+  /** SIGTERM to SIGKILL (the pod's termination grace period): a SIGTERM while roles run is then a notice (notices/termination-notice.ts). 0: none. */
+  terminationGraceMs: number;
   /** The UCX weight server and pull limits (paper §5.2.1). */
   weights: {
     bindHost: string | null;
@@ -170,6 +172,8 @@ const Env = z.object({
   // Cloud notices: format=url, comma separated (notices/cloud-notices.ts checks the list).
   ROBUSTRL_AGENT_NOTICES: z.string().optional(),
   ROBUSTRL_AGENT_NOTICE_POLL_SECONDS: z.coerce.number().positive().default(5),
+  // The pod's terminationGracePeriodSeconds: SIGTERM is then a notice with that much time (0: SIGTERM stops at once).
+  ROBUSTRL_AGENT_TERMINATION_GRACE_SECONDS: z.coerce.number().nonnegative().default(0),
   // Azure's scheduled events name the VMs they concern: this one's name (default: the host name).
   ROBUSTRL_AGENT_AZURE_VM_NAME: z.string().trim().min(1).optional(),
   ROBUSTRL_ENGINE_WEIGHTS: z
@@ -244,6 +248,7 @@ export function agentConfigFromEnv(env: NodeJS.ProcessEnv): AgentConfig {
       pollMs: Math.round(e.ROBUSTRL_AGENT_NOTICE_POLL_SECONDS * 1000),
       vmName: e.ROBUSTRL_AGENT_AZURE_VM_NAME ?? hostname(),
     },
+    terminationGraceMs: Math.round(e.ROBUSTRL_AGENT_TERMINATION_GRACE_SECONDS * 1000),
     weights: {
       bindHost: e.ROBUSTRL_WEIGHTS_BIND_HOST ?? null,
       port: e.ROBUSTRL_WEIGHTS_PORT,

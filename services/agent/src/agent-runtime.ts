@@ -23,10 +23,11 @@ import { WeightPlane } from './weights/weight-plane';
 import { MachineEngines } from './engine-weights/machine-engines';
 import { EngineEndpoint } from './engine-endpoints';
 import { NoticeWatcher } from './notices/notice-watcher';
+import { TerminationNotice } from './notices/termination-notice';
 
 export { AGENT_OUTPUT_TYPES, AgentOutputType } from './agent-outputs';
 
-type AgentCommand = MachineCommand | MessageOf<'HeartbeatProbeRequested'>;
+type AgentCommand = MachineCommand | MessageOf<'HeartbeatProbeRequested'> | MessageOf<'ReplaceMachine'>;
 
 /**
  * The agent on one GPU machine (paper §3, §4): registers the machine, samples GPU activity, relays
@@ -61,6 +62,10 @@ export class AgentRuntime {
   private readonly leaseGuard: RoleLeaseGuard;
   /** The cloud's notices that this machine is about to go (notices/), reported as node-draining. */
   private readonly notices: NoticeWatcher;
+  /** SIGTERM with a grace period, as a notice (notices/termination-notice.ts). */
+  private readonly termination: TerminationNotice;
+  /** The control plane ordered this machine replaced (its ReplaceMachine): a SIGTERM after it is that order carried out. */
+  private replacementOrdered: string | null = null;
   /**
    * The trainer epoch this machine's trainer was started at (trainer-fence.ts), which its manifests
    * carry: a first launch's group's or the last group restart's. Unknown (manifests carry none, the
@@ -113,6 +118,19 @@ export class AgentRuntime {
         }).then(() => undefined),
       logger: { log: (line) => this.logger.log(line), warn: (line) => this.logger.warn(line) },
     });
+    this.termination = new TerminationNotice({
+      graceMs: config.terminationGraceMs,
+      rolesRunning: () => this.executor.running(),
+      expected: () =>
+        this.closing
+          ? 'the agent is already stopping'
+          : this.replacementOrdered
+            ? `the control plane replaced this machine (${this.replacementOrdered})`
+            : null,
+      report: (detail, departsInMs) =>
+        this.emit('AgentFaultSignalled', { ...faultSignal(this.config.machineId, this.role, 'node-draining', detail), departsInMs }).then(() => undefined),
+      log: (line) => this.logger.log(line),
+    });
     this.gpu = new GpuSampler(
       {
         machineId: config.machineId,
@@ -152,7 +170,7 @@ export class AgentRuntime {
     this.subscription = await this.bus.subscribe({
       groupId: `robustrl-agent-${this.config.machineId}`,
       topics: [Topics.control, Topics.heartbeat],
-      types: ['RestartTrainerGroup', 'PromoteRolloutToTrainer', 'RestartRolloutEngine', 'HeartbeatProbeRequested'],
+      types: ['RestartTrainerGroup', 'PromoteRolloutToTrainer', 'RestartRolloutEngine', 'HeartbeatProbeRequested', 'ReplaceMachine'],
       handler: (d) => this.onCommand(d as Delivery<AgentCommand>),
     });
     // Without UCX the machine registers without a weight server: the registry leaves it out of weight
@@ -244,6 +262,14 @@ export class AgentRuntime {
       },
       cause,
     );
+  }
+
+  /**
+   * The process got SIGTERM: resolves when it may stop (notices/termination-notice.ts) — at once, or
+   * after reporting the machine's departure and keeping its roles running while they are moved.
+   */
+  terminate(): Promise<void> {
+    return this.termination.terminate();
   }
 
   async stop(): Promise<void> {
@@ -345,6 +371,11 @@ export class AgentRuntime {
       // The agent vouches for its role: a dead role process, or a framework no longer following commands, is not alive.
       if (!this.executor.vouches()) return;
       await this.emit('HeartbeatAcked', { probeId: m.data.probeId, machineId: me, ackedAt: new Date().toISOString() }, m);
+      return;
+    }
+    // Carried out by the orchestrator, not here; the agent only remembers that its stop was ordered.
+    if (m.type === 'ReplaceMachine') {
+      if (m.data.machineId === me) this.replacementOrdered ??= m.data.commandId;
       return;
     }
     if (m.type === 'RestartTrainerGroup') await this.fenceAgainst(m);

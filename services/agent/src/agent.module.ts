@@ -26,6 +26,11 @@ export class AgentModule implements OnModuleDestroy {
     await this.runtime.start(apiUrl);
   }
 
+  /** SIGTERM: resolves when the agent may stop (a notice first, when the pod's grace period is known). */
+  terminate(): Promise<void> {
+    return this.runtime.terminate();
+  }
+
   onModuleDestroy(): Promise<void> {
     return this.runtime.stop();
   }

@@ -17,9 +17,20 @@ async function main(): Promise<void> {
     );
   // The role process's own token is one of the API's caller tokens (agent-config.ts `apiToken`).
   const apiEnv = agentApiEnv(process.env, agent.apiToken);
-  const service = await runService({ ...serviceConfigFromEnv(`agent-${agent.machineId}`, agent.apiPort, apiEnv), httpPort: agent.apiPort, identity }, [
-    AgentModule,
-  ]);
+  const service = await runService(
+    { ...serviceConfigFromEnv(`agent-${agent.machineId}`, agent.apiPort, apiEnv), httpPort: agent.apiPort, identity },
+    [AgentModule],
+    { shutdownSignals: ['SIGINT'] },
+  );
+  // SIGTERM may be a notice (an eviction with a grace period): the agent reports it and keeps its roles
+  // running while they are moved, then stops as on SIGINT and ends by the signal, as Nest's hook would.
+  process.once('SIGTERM', () => {
+    void service.app
+      .get(AgentModule)
+      .terminate()
+      .catch((err: unknown) => console.error(`agent: ${String(err)}`))
+      .finally(() => void service.stop().finally(() => process.kill(process.pid, 'SIGTERM')));
+  });
   const url = (await service.app.getUrl()).replace('[::1]', '127.0.0.1');
   if (agent.apiSocket) {
     // The same application on the socket; closed (and its file removed) when the API's server closes.
