@@ -22,8 +22,7 @@ import { MachineCommand, staleness } from './command-staleness';
 import { WeightPlane } from './weights/weight-plane';
 import { MachineEngines } from './engine-weights/machine-engines';
 import { EngineEndpoint } from './engine-endpoints';
-import { NoticeWatcher } from './notices/notice-watcher';
-import { TerminationNotice } from './notices/termination-notice';
+import { MachineNotices } from './notices/machine-notices';
 
 export { AGENT_OUTPUT_TYPES, AgentOutputType } from './agent-outputs';
 
@@ -60,12 +59,8 @@ export class AgentRuntime {
   private readonly engines: MachineEngines;
   /** The trainer role held on broker contact (broker-lease.ts). */
   private readonly leaseGuard: RoleLeaseGuard;
-  /** The cloud's notices that this machine is about to go (notices/), reported as node-draining. */
-  private readonly notices: NoticeWatcher;
-  /** SIGTERM with a grace period, as a notice (notices/termination-notice.ts). */
-  private readonly termination: TerminationNotice;
-  /** The control plane ordered this machine replaced (its ReplaceMachine): a SIGTERM after it is that order carried out. */
-  private replacementOrdered: string | null = null;
+  /** The cloud's notices and SIGTERM: this machine is about to go (notices/), reported as node-draining. */
+  private readonly notices: MachineNotices;
   /**
    * The trainer epoch this machine's trainer was started at (trainer-fence.ts), which its manifests
    * carry: a first launch's group's or the last group restart's. Unknown (manifests carry none, the
@@ -108,28 +103,12 @@ export class AgentRuntime {
       report: (detail) => this.emit('AgentFaultSignalled', faultSignal(this.config.machineId, this.role, 'lease-expired', detail)).then(() => undefined),
       logger: this.logger,
     });
-    this.notices = new NoticeWatcher(config.notices.sources, {
-      pollMs: config.notices.pollMs,
-      vmName: config.notices.vmName,
-      report: (detail, notice) =>
-        this.emit('AgentFaultSignalled', {
-          ...faultSignal(this.config.machineId, this.role, 'node-draining', detail),
-          departsInMs: Math.max(0, notice.deadline.getTime() - Date.now()),
-        }).then(() => undefined),
-      logger: { log: (line) => this.logger.log(line), warn: (line) => this.logger.warn(line) },
-    });
-    this.termination = new TerminationNotice({
-      graceMs: config.terminationGraceMs,
-      rolesRunning: () => this.executor.running(),
-      expected: () =>
-        this.closing
-          ? 'the agent is already stopping'
-          : this.replacementOrdered
-            ? `the control plane replaced this machine (${this.replacementOrdered})`
-            : null,
+    this.notices = new MachineNotices(config, {
       report: (detail, departsInMs) =>
         this.emit('AgentFaultSignalled', { ...faultSignal(this.config.machineId, this.role, 'node-draining', detail), departsInMs }).then(() => undefined),
-      log: (line) => this.logger.log(line),
+      rolesRunning: () => this.executor.running(),
+      closing: () => this.closing,
+      logger: { log: (line) => this.logger.log(line), warn: (line) => this.logger.warn(line) },
     });
     this.gpu = new GpuSampler(
       {
@@ -269,7 +248,7 @@ export class AgentRuntime {
    * after reporting the machine's departure and keeping its roles running while they are moved.
    */
   terminate(): Promise<void> {
-    return this.termination.terminate();
+    return this.notices.terminate();
   }
 
   async stop(): Promise<void> {
@@ -375,7 +354,7 @@ export class AgentRuntime {
     }
     // Carried out by the orchestrator, not here; the agent only remembers that its stop was ordered.
     if (m.type === 'ReplaceMachine') {
-      if (m.data.machineId === me) this.replacementOrdered ??= m.data.commandId;
+      if (m.data.machineId === me) this.notices.replacementOrderedBy(m.data.commandId);
       return;
     }
     if (m.type === 'RestartTrainerGroup') await this.fenceAgainst(m);
