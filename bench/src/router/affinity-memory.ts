@@ -6,7 +6,7 @@ interface Said {
   content: string;
 }
 
-/** The counters a fake engine answers `GET /stats` with (reset by `POST /stats/reset`). */
+/** The counters a fake engine answers `GET /stats` with (reset by `POST /stats/reset`; `POST /stats/forget` also empties its memory). */
 export interface AffinityStats {
   requests: number;
   /** Chat requests that go on a conversation (they carry an assistant message). */
@@ -25,7 +25,12 @@ export class AffinityMemory {
   private readonly served = new Map<string, true>();
   private counters: AffinityStats = { requests: 0, multiTurnRequests: 0, hits: 0 };
 
-  constructor(private readonly capacity = 200_000) {}
+  /**
+   * Ten thousand conversations: far more than are in flight (a few hundred trajectories, each needing
+   * only its latest turn), and small enough that an engine's heap — and so the CPU its collector takes —
+   * does not grow run after run. A memory that grew made every configuration measured later pay more.
+   */
+  constructor(private readonly capacity = 10_000) {}
 
   /** Count a generation request; `messages` for a chat request, null for a completions one. */
   observe(messages: readonly unknown[] | null): void {
@@ -54,6 +59,12 @@ export class AffinityMemory {
   /** Counters back to zero; the conversations stay remembered, as a real engine's cache would. */
   reset(): void {
     this.counters = { requests: 0, multiTurnRequests: 0, hits: 0 };
+  }
+
+  /** Every conversation forgotten and the counters at zero: a cold engine for the next configuration. */
+  forget(): void {
+    this.served.clear();
+    this.reset();
   }
 }
 

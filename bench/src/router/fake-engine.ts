@@ -2,7 +2,8 @@
  * A fake vLLM engine for bench:router, one process each: an OpenAI-compatible server that answers at
  * once with 16 tokens, streamed (one SSE chunk a token) or not, in vLLM's shapes (vllm-answers.ts). It
  * costs next to nothing, so what a router adds is what the benchmark sees. It also measures prefix-cache
- * affinity (affinity-memory.ts): `GET /stats` → {requests, multiTurnRequests, hits}, `POST /stats/reset`.
+ * affinity (affinity-memory.ts): `GET /stats` → {requests, multiTurnRequests, hits}, `POST /stats/reset`,
+ * `POST /stats/forget` (a cold engine for the next configuration).
  *
  *   node bench/dist/router/fake-engine.js [--port P]   (0, the default: any free port)
  *
@@ -62,6 +63,10 @@ async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> 
   if (method === 'GET' && path === '/stats') return sendJson(res, 200, memory.stats());
   if (method === 'POST' && path === '/stats/reset') {
     memory.reset();
+    return sendJson(res, 200, memory.stats());
+  }
+  if (method === 'POST' && path === '/stats/forget') {
+    memory.forget();
     return sendJson(res, 200, memory.stats());
   }
   if (method === 'POST' && path === '/tokenize') {

@@ -40,6 +40,11 @@ async function engineStats(engines: Engines, reset: boolean): Promise<AffinitySt
   });
 }
 
+/** Every engine forgets the conversations it served: each configuration starts on cold engines. */
+export async function enginesForget(engines: Engines): Promise<void> {
+  await Promise.all(engines.urls.map((u) => engineCall(`${u}/stats/forget`, 'POST')));
+}
+
 /**
  * One level against a running target: a load-generator process for its warm-up and timed window. The
  * processes' CPU is read and the engines' counters reset when the window opens, read again when it

@@ -2,7 +2,7 @@ import type { LevelResult } from './measure';
 import type { Level } from './options';
 import type { TargetRun } from './report';
 import { renderReport } from './report';
-import { median, mergeRounds, roundRatios } from './rounds';
+import { median, mergeRounds, roundOrder, roundRatios } from './rounds';
 
 const n64: Level = { stream: false, concurrency: 64 };
 const s64: Level = { stream: true, concurrency: 64 };
@@ -39,6 +39,15 @@ describe('bench:router rounds: medians over rounds, ratios per round', () => {
     run('sglang-gateway', 2, [2_500, 1_000]),
     run('robustrl-off', 2, [1_900, 700], 0.7),
   ];
+
+  it('runs the targets in the given order, then reversed, by turns', () => {
+    expect([0, 1, 2, 3].map((r) => roundOrder(['gateway', 'off', 'on'], r))).toEqual([
+      ['gateway', 'off', 'on'],
+      ['on', 'off', 'gateway'],
+      ['gateway', 'off', 'on'],
+      ['on', 'off', 'gateway'],
+    ]);
+  });
 
   it('median of an odd and an even count', () => {
     expect(median([3, 1, 2])).toBe(2);

@@ -5,10 +5,16 @@ import type { LevelFailure, TargetRun } from './report';
 /**
  * Rounds of bench:router (`--rounds N`). One run of a configuration varies by ±10–20 % on a shared
  * two-core host (docs/benchmarks.md "The router on every request"), more than most changes it is asked
- * to judge. Each round runs every target once, in the same order, so a round's ratios compare runs made
- * minutes apart; the report gives the median of each figure over the rounds and, for ratios, the median
+ * to judge. Each round runs every target once, so a round's ratios compare runs made minutes apart,
+ * in the given order and its reverse by turns (`roundOrder`), so a drift of the shared host over a run
+ * does not always favour the targets measured first; the report gives the median of each figure over the rounds and, for ratios, the median
  * of the per-round ratios with their range. Pure: runs in, runs or numbers out.
  */
+
+/** The targets in the order round `round` (from 0) runs them: as given, then reversed, by turns. */
+export function roundOrder<T>(targets: readonly T[], round: number): T[] {
+  return round % 2 === 0 ? [...targets] : [...targets].reverse();
+}
 
 export function median(xs: readonly number[]): number {
   if (xs.length === 0) return Number.NaN;

@@ -28,7 +28,8 @@ import { IDENTITY_HEADERS } from '@robustrl/rollout-manager';
 import { freePort } from '../chaos/private-infra';
 import { exitWhenDone, localServiceSetting, writeScorecardJson } from '../bench-kit';
 import { createBenchDatabase, deleteTopics, Engines, recordedTrajectories, routerBaselines, startEngines } from './bench-infra';
-import { CPU_ROLES, LevelResult, runLevel } from './measure';
+import { CPU_ROLES, enginesForget, LevelResult, runLevel } from './measure';
+import { roundOrder } from './rounds';
 import { levelName, Options, parseOptions } from './options';
 import { renderReport, TargetRun } from './report';
 import { Target, TargetContext } from './targets';
@@ -56,6 +57,7 @@ function levelLine(name: string, workload: Workload, r: LevelResult): string {
 async function runTarget(target: Target, workload: Workload, ctx: TargetContext, engines: Engines, opts: Options, runId: string): Promise<TargetRun> {
   const run: TargetRun = { target: target.name, label: target.label, workload, launch: [], error: null, levels: [] };
   progress(`${target.name} (${workload}): starting`);
+  await enginesForget(engines);
   let running;
   try {
     running = await target.start(ctx, workload);
@@ -134,7 +136,7 @@ async function main(): Promise<void> {
     };
     for (let round = 0; round < opts.rounds; round++) {
       if (opts.rounds > 1) progress(`round ${round + 1} of ${opts.rounds}`);
-      for (const target of opts.targets) {
+      for (const target of roundOrder(opts.targets, round)) {
         for (const workload of opts.workloads) {
           current = target.name;
           // Each round's batches are its own: a recorded trajectory of round 1 is not "already stored" in round 2.
