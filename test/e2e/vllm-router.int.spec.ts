@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { BatchSample, CompletedBatchResponse } from '@robustrl/contracts';
 import { RequestManagerModule } from '@robustrl/request-manager';
-import { EnginePool, HttpTrajectoryRecorder, OpenAiRouter } from '@robustrl/rollout-manager';
+import { adapterFor, EnginePool, HttpTrajectoryRecorder, OpenAiRouter } from '@robustrl/rollout-manager';
 import { httpAuthFromEnv, RunningService, runService } from '@robustrl/service-kit';
 import { freshDatabaseUrl } from '@robustrl/testing/databases';
 import { startVllmEngine, VllmEngine, vllmPaths } from '@robustrl/bench/engines/vllm-server';
@@ -120,6 +120,48 @@ describe('router on a real vLLM engine: token prompts, engine-reported versions,
     }
     return { ids, logprobs, text, trajectoryId: res.headers.get('x-robustrl-trajectory')! };
   }
+
+  it('a stream nobody records is relayed as vLLM wrote it, less the ids the router asked for (the lean path)', async () => {
+    const ask = { model: 'grpo', prompt: 'Seven plus five is', max_tokens: 6, temperature: 1, seed: 5, stream: true };
+    const read = async (base: string, extra: Record<string, unknown> = {}) => {
+      const res = await fetch(`${base}/v1/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ ...ask, ...extra }),
+      });
+      expect(res.status).toBe(200);
+      const raw = await res.text();
+      let text = '';
+      const ids: number[] = [];
+      for (const event of raw.split('\n\n')) {
+        const data = event.replace(/^data: /, '').trim();
+        if (data === '' || data === '[DONE]') continue;
+        for (const c of (JSON.parse(data) as { choices: Array<{ text: string; token_ids?: number[] }> }).choices) {
+          text += c.text;
+          ids.push(...(c.token_ids ?? []));
+        }
+      }
+      return { raw, text, ids };
+    };
+    const direct = await read(engine.url, { return_token_ids: true });
+    expect(direct.ids.length).toBeGreaterThan(0);
+    // Every event vLLM wrote is read as text (none falls back to parsing): the cut knows vLLM's own form.
+    const events = direct.raw
+      .split('\n\n')
+      .map((e) => e.replace(/^data: /, '').trim())
+      .filter((d) => d !== '' && d !== '[DONE]');
+    const cut = events.map((data) => adapterFor('vllm').leanEvent?.(data, { api: 'completions', body: ask }) ?? null);
+    expect(cut.every((e) => e !== null)).toBe(true);
+    expect(cut.reduce((n, e) => n + e!.ids, 0)).toBe(direct.ids.length);
+    // The router asks vLLM for the ids (a failover would continue from them) and cuts them from the text.
+    const lean = await read(router.url);
+    expect(lean.text).toBe(direct.text);
+    expect(lean.raw).not.toContain('token_ids');
+    // Asked for by the caller, they stay: the same ids vLLM sent.
+    const asked = await read(router.url, { return_token_ids: true });
+    expect(asked.ids).toEqual(direct.ids);
+    expect(asked.raw).toContain('"prompt_token_ids":[');
+  });
 
   it('records what vLLM sampled with the version vLLM says, and hands it back as a training sample', async () => {
     const first = await tokenize('3+4=');

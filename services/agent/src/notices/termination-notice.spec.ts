@@ -51,7 +51,8 @@ describe('SIGTERM as a notice: the rule', () => {
     expect(lines.at(-1)).toBe('SIGTERM: the grace is nearly over; stopping the roles');
   });
 
-  it.each([
+  type Case = { graceMs: number; running: () => boolean; expected?: string };
+  it.each<[string, Case]>([
     ['no grace period is known', { graceMs: 0, running: () => true }],
     ['no role runs (the job finished here)', { graceMs: 30_000, running: () => false }],
     ['the control plane ordered the stop', { graceMs: 30_000, running: () => true, expected: 'the control plane replaced this machine (c-1)' }],
