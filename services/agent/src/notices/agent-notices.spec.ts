@@ -1,7 +1,7 @@
 import { createServer, Server } from 'node:http';
 import { AddressInfo } from 'node:net';
 import { InProcessBus } from '@robustrl/bus';
-import { decodeMessage, RobustrlMessage, Topics } from '@robustrl/contracts';
+import { messagesOf } from '@robustrl/testing/bus-messages';
 import { eventually } from '@robustrl/testing/eventually';
 import { agentConfigFromEnv } from '../agent-config';
 import { AgentRuntime } from '../agent-runtime';
@@ -48,12 +48,7 @@ describe('an agent reads its cloud notices', () => {
     await new Promise((resolve) => server.close(resolve));
   });
 
-  const signals = () =>
-    Object.values(Topics)
-      .flatMap((t) => bus.read(t))
-      .map((r) => decodeMessage(r.value))
-      .filter((d): d is { ok: true; message: RobustrlMessage } => d.ok && d.message.type === 'AgentFaultSignalled')
-      .map((d) => d.message);
+  const signals = () => messagesOf(bus, 'AgentFaultSignalled');
 
   it('nothing while the cloud says nothing; once preempted, one node-draining signal with its deadline, and only one', async () => {
     await new Promise((r) => setTimeout(r, 400));

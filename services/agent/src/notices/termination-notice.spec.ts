@@ -1,5 +1,6 @@
 import { InProcessBus } from '@robustrl/bus';
-import { createMessage, decodeMessage, RobustrlMessage, Topics } from '@robustrl/contracts';
+import { createMessage } from '@robustrl/contracts';
+import { messagesOf } from '@robustrl/testing/bus-messages';
 import { eventually } from '@robustrl/testing/eventually';
 import { agentConfigFromEnv } from '../agent-config';
 import { AgentRuntime } from '../agent-runtime';
@@ -92,12 +93,7 @@ describe('SIGTERM as a notice: an agent with a role running', () => {
     await bus.close();
   });
 
-  const signals = () =>
-    Object.values(Topics)
-      .flatMap((t) => bus.read(t))
-      .map((r) => decodeMessage(r.value))
-      .filter((d): d is { ok: true; message: RobustrlMessage } => d.ok && d.message.type === 'AgentFaultSignalled')
-      .map((d) => d.message);
+  const signals = () => messagesOf(bus, 'AgentFaultSignalled');
 
   it('reports node-draining with the grace as the time left, and holds the stop while the role runs', async () => {
     await start('2');
