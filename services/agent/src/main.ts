@@ -24,13 +24,20 @@ async function main(): Promise<void> {
   );
   // SIGTERM may be a notice (an eviction with a grace period): the agent reports it and keeps its roles
   // running while they are moved, then stops as on SIGINT and ends by the signal, as Nest's hook would.
-  process.once('SIGTERM', () => {
-    void service.app
+  // A second SIGTERM meanwhile changes nothing (the roles are stopped in order either way).
+  let stopping: Promise<void> | null = null;
+  const onSigterm = (): void => {
+    stopping ??= service.app
       .get(AgentModule)
       .terminate()
-      .catch((err: unknown) => console.error(`agent: ${String(err)}`))
-      .finally(() => void service.stop().finally(() => process.kill(process.pid, 'SIGTERM')));
-  });
+      .then(() => service.stop())
+      .catch((err: unknown) => console.error(`agent: stopping: ${String(err)}`))
+      .finally(() => {
+        process.removeListener('SIGTERM', onSigterm);
+        process.kill(process.pid, 'SIGTERM');
+      });
+  };
+  process.on('SIGTERM', onSigterm);
   const url = (await service.app.getUrl()).replace('[::1]', '127.0.0.1');
   if (agent.apiSocket) {
     // The same application on the socket; closed (and its file removed) when the API's server closes.
