@@ -1,4 +1,5 @@
-import { ChatMessage, chatReplyFor, FakeInferenceEngine, promptIdsOf, tokenIdOf } from '@robustrl/testing/fake-inference-engine';
+import { ChatMessage, chatReplyFor, FakeInferenceEngine } from '@robustrl/testing/fake-inference-engine';
+import { promptIdsOf, tokenIdOf } from '@robustrl/testing/fake-token-ids';
 import { streamChat, streamCompletion } from '@robustrl/testing/openai-client';
 import { EnginePool } from './engine-pool';
 import { OpenAiRouter, RouterLogger } from './openai-router';
