@@ -62,9 +62,10 @@ describe('router on real llama.cpp engines: one killed and one hung mid-stream (
     router = new OpenAiRouter({
       pool,
       recorder: new HttpTrajectoryRecorder(storeUrl, { token: storeToken }),
-      // A hung engine is given up on after 4 s without a byte (the default is minutes: prefills can be
-      // long). Shorter, a loaded machine's merely slow engine is taken for hung now and then.
-      upstreamIdleTimeoutMs: 4_000,
+      // A hung engine is given up on after 8 s without a byte (the default is minutes: prefills can be
+      // long). Shorter, a loaded machine's merely slow engine is taken for hung now and then: with 4 s, a
+      // CI run beside other suites had the one engine left answer a new stream's headers too late.
+      upstreamIdleTimeoutMs: 8_000,
       logger: { info: () => undefined, warn: () => undefined, error: (m, f) => process.stderr.write(`router: ${m} ${JSON.stringify(f)}\n`) },
     });
     await router.listen(0, '127.0.0.1');
