@@ -10,3 +10,4 @@ export * from './scratch-database';
 export * from './dead-letter-claims';
 export * from './snapshots';
 export * from './decision-write';
+export * from './prepared-query';

@@ -1,4 +1,5 @@
 import { NewTrajectory, StoredTurn } from '@robustrl/contracts';
+import { queryPrepared } from '@robustrl/store';
 import { DataSource } from 'typeorm';
 import { START_CTES, toStoredTurn, trajectoryPayload, TURN_COLUMNS, TurnRow } from './trajectory-rows';
 
@@ -22,7 +23,9 @@ export type OpenResult = { outcome: 'created' | 'existing'; prefix: AttemptPrefi
 export async function readPrefixes(dataSource: DataSource, trajectoryIds: readonly string[]): Promise<Map<string, AttemptPrefix>> {
   const found = new Map<string, AttemptPrefix>();
   if (trajectoryIds.length === 0) return found;
-  const rows: Array<TurnRow & { t_id: string; t_attempt: number }> = await dataSource.query(
+  const rows = await queryPrepared<TurnRow & { t_id: string; t_attempt: number }>(
+    dataSource.manager,
+    'robustrl_trajectory_prefixes',
     `SELECT t.trajectory_id AS t_id, t.attempt AS t_attempt, ${TURN_COLUMNS}
        FROM robustrl_trajectories t
        LEFT JOIN robustrl_trajectory_turns u ON u.trajectory_id = t.trajectory_id AND u.attempt = t.attempt AND u.trajectory_id = ANY($1::text[])
@@ -43,6 +46,11 @@ export async function readPrefixes(dataSource: DataSource, trajectoryIds: readon
  * router's first call for a request (docs/router.md "Recording"). The SELECT sees the tables as they were
  * before the statement, so an existing trajectory comes with its turns and a created one has none. A
  * trajectory id given twice is opened once (the later ones read what the first found).
+ *
+ * Who holds the slot is asked only of a trajectory neither inserted nor stored under its id (CASE is
+ * evaluated lazily): on a young table the planner answered that sub-select through the (job, batch,
+ * status) index and filtered every trajectory of the batch, once per trajectory opened — a statement
+ * of 30 opens took 46 ms at 4,500 trajectories a batch (docs/benchmarks.md "The router on every request").
  */
 export async function openTrajectories(dataSource: DataSource, trajectories: readonly NewTrajectory[]): Promise<OpenResult[]> {
   if (trajectories.length === 0) return [];
@@ -51,26 +59,31 @@ export async function openTrajectories(dataSource: DataSource, trajectories: rea
     if (!firstOf.has(t.trajectoryId)) firstOf.set(t.trajectoryId, i);
   });
   const unique = [...firstOf.values()].map((i) => trajectories[i]);
-  const rows: Array<TurnRow & { ord: number; inserted: boolean; seen: boolean; same_slot: boolean | null; slot_taken: boolean; t_attempt: number | null }> =
-    await dataSource.query(
-      `WITH ${START_CTES}
+  const rows = await queryPrepared<
+    TurnRow & { ord: number; inserted: boolean; seen: boolean; same_slot: boolean | null; slot_taken: boolean | null; t_attempt: number | null }
+  >(
+    dataSource.manager,
+    'robustrl_trajectory_open',
+    `WITH ${START_CTES}
      SELECT i.ord, (ins.trajectory_id IS NOT NULL) AS inserted, (t.trajectory_id IS NOT NULL) AS seen,
             (t.job_id = i.job_id AND t.batch_id = i.batch_id AND t.prompt_id = i.prompt_id AND t.sample_index = i.sample_index) AS same_slot,
-            EXISTS (SELECT 1 FROM robustrl_trajectories e
-                     WHERE e.job_id = i.job_id AND e.batch_id = i.batch_id AND e.prompt_id = i.prompt_id
-                       AND e.sample_index = i.sample_index AND e.trajectory_id <> i.trajectory_id) AS slot_taken,
+            CASE WHEN ins.trajectory_id IS NULL AND t.trajectory_id IS NULL THEN
+              EXISTS (SELECT 1 FROM robustrl_trajectories e
+                       WHERE e.job_id = i.job_id AND e.batch_id = i.batch_id AND e.prompt_id = i.prompt_id
+                         AND e.sample_index = i.sample_index AND e.trajectory_id <> i.trajectory_id)
+            END AS slot_taken,
             t.attempt AS t_attempt, ${TURN_COLUMNS}
        FROM input i
        LEFT JOIN ins ON ins.trajectory_id = i.trajectory_id
        LEFT JOIN robustrl_trajectories t ON t.trajectory_id = i.trajectory_id AND t.trajectory_id = ANY($2::text[])
        LEFT JOIN robustrl_trajectory_turns u ON u.trajectory_id = t.trajectory_id AND u.attempt = t.attempt AND u.trajectory_id = ANY($2::text[])
       ORDER BY i.ord, u.turn_index`,
-      [
-        trajectoryPayload(unique),
-        // The ids again, as an array: the keys the planner looks up (turn-append-sql.ts says why).
-        unique.map((t) => t.trajectoryId),
-      ],
-    );
+    [
+      trajectoryPayload(unique),
+      // The ids again, as an array: the keys the planner looks up (turn-append-sql.ts says why).
+      unique.map((t) => t.trajectoryId),
+    ],
+  );
   const byOrd = new Map<number, OpenResult>();
   for (const r of rows) {
     let result = byOrd.get(r.ord);

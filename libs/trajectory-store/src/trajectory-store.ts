@@ -19,7 +19,7 @@ import {
   TrajectoryWithTurns,
   TurnInput,
 } from '@robustrl/contracts';
-import { EventStore } from '@robustrl/store';
+import { EventStore, queryPrepared } from '@robustrl/store';
 import { encodeNul } from './jsonb-nul';
 import { AttemptPrefix, OpenResult, openTrajectories, readPrefixes } from './trajectory-reads';
 import { AppendedTurn, TrajectoryEventOptions, TrajectoryEvents } from './trajectory-events';
@@ -68,9 +68,11 @@ export class TrajectoryStore {
     const rows: Array<{ ord: number; inserted: boolean; same_id: boolean }> = await this.store.dataSource.query(
       `WITH ${START_CTES}
        SELECT i.ord, (ins.trajectory_id IS NOT NULL) AS inserted,
-              EXISTS (SELECT 1 FROM robustrl_trajectories e
-                       WHERE e.trajectory_id = i.trajectory_id AND e.job_id = i.job_id AND e.batch_id = i.batch_id
-                         AND e.prompt_id = i.prompt_id AND e.sample_index = i.sample_index) AS same_id
+              CASE WHEN ins.trajectory_id IS NULL THEN
+                EXISTS (SELECT 1 FROM robustrl_trajectories e
+                         WHERE e.trajectory_id = i.trajectory_id AND e.job_id = i.job_id AND e.batch_id = i.batch_id
+                           AND e.prompt_id = i.prompt_id AND e.sample_index = i.sample_index)
+              END AS same_id
          FROM input i LEFT JOIN ins ON ins.trajectory_id = i.trajectory_id ORDER BY i.ord`,
       [trajectoryPayload(trajectories)],
     );
@@ -120,7 +122,7 @@ export class TrajectoryStore {
     });
     this.appendStatements += 1;
     const ids = [...new Set(payload.map((p) => p.trajectory_id as string))];
-    const rows: AppendRow[] = await this.store.dataSource.query(APPEND_SQL, [JSON.stringify(payload), ids]);
+    const rows = await queryPrepared<AppendRow>(this.store.dataSource.manager, 'robustrl_trajectory_append', APPEND_SQL, [JSON.stringify(payload), ids]);
     const appended: AppendedTurn[] = [];
     for (const r of rows) {
       const turn = turns[r.ord];

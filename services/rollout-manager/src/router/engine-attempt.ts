@@ -46,22 +46,36 @@ export interface EngineTransport {
 /** An engine that reports an error in its stream is unfit for the request, not dead. */
 class UpstreamError extends Error {}
 
+/** What one attempt carries besides the request: who came before, its name, and what ends it. */
+export interface AttemptSpec {
+  /** Engines that generated earlier parts of the answer (a stream continued here). */
+  before?: readonly EngineView[];
+  /** Names the attempt on the engine (its request-id header; SGLang's `rid`). */
+  requestId?: string;
+  /** Called whenever the engine sends part of a streamed answer (the router's evidence of its progress). */
+  onProgress?: () => void;
+  /**
+   * The attempt ends when any of these aborts (the caller gone, the engine out of the pool); default
+   * the request's own. Handed to each call to the engine as they are, not joined into one controller.
+   */
+  ends?: readonly AbortSignal[];
+}
+
 export async function attemptOn(
   ctx: RequestContext,
   engine: EngineView,
   splice: StreamSplice,
   transport: EngineTransport,
-  /** Engines that generated earlier parts of the answer (a stream continued here). */
-  before: readonly EngineView[] = [],
-  /** Names the attempt on the engine (its request-id header; SGLang's `rid`). */
-  requestId = `robustrl-${randomUUID()}`,
-  /** Called whenever the engine sends part of a streamed answer (the router's evidence of its progress). */
-  onProgress: () => void = () => undefined,
+  spec: AttemptSpec = {},
 ): Promise<AttemptOutcome> {
+  const before = spec.before ?? [];
+  const requestId = spec.requestId ?? `robustrl-${randomUUID()}`;
+  const onProgress = spec.onProgress ?? (() => undefined);
+  const ends = spec.ends ?? [ctx.abort.signal];
   const adapter = adapterFor(engine.kind);
   let plan: ContinuationPlan;
   try {
-    const calls = engineCalls(engine, transport, ctx.abort.signal);
+    const calls = engineCalls(engine, transport, ends);
     if (!ctx.stream) plan = adapter.unary?.(ctx.api, ctx.body) ?? { path: ctx.path, body: ctx.body, context: 'tokens', answersAs: ctx.api };
     else if (splice.started) plan = await adapter.continuation(ctx.api, ctx.body, splice.continuationPrefix(), calls);
     else plan = await adapter.generation(ctx.api, ctx.body, calls);
@@ -81,7 +95,7 @@ export async function attemptOn(
       upstream = await send(`${engine.baseUrl}${plan.path}`, 'POST', JSON.stringify(body), {
         agent: transport.agent,
         idleTimeoutMs: transport.idleTimeoutMs,
-        signal: ctx.abort.signal,
+        signals: ends,
         headers: { [adapter.requestIdHeader]: requestId },
       });
     } catch (err) {
@@ -146,13 +160,13 @@ export async function attemptOn(
 }
 
 /** The engine's own endpoints a continuation may call first (llama.cpp's template and tokenizer). */
-function engineCalls(engine: EngineView, transport: EngineTransport, signal: AbortSignal): EngineCalls {
+function engineCalls(engine: EngineView, transport: EngineTransport, signals: readonly AbortSignal[]): EngineCalls {
   return {
     async postJson(path, body) {
       const res = await send(`${engine.baseUrl}${path}`, 'POST', JSON.stringify(body), {
         agent: transport.agent,
         idleTimeoutMs: Math.min(transport.idleTimeoutMs, 30_000),
-        signal,
+        signals,
       });
       const raw = await readAll(res, transport.maxAnswerBytes);
       let parsed: Json | null = null;

@@ -100,25 +100,21 @@ export class Failover {
       let outcome: AttemptOutcome;
       const evidence = this.evidence;
       if (ctx.stream) evidence.opened(engine.id, Date.now());
-      // The attempt ends when the caller goes away or the engine leaves the pool (EngineLease.left).
-      const attemptAbort = new AbortController();
-      const stop = () => attemptAbort.abort();
-      for (const signal of [ctx.abort.signal, lease.left]) {
-        if (signal.aborted) stop();
-        else signal.addEventListener('abort', stop, { once: true });
-      }
       try {
         outcome = await attemptOn(
-          { ...ctx, abort: attemptAbort },
+          ctx,
           engine,
           splice,
           { agent: this.o.agent, idleTimeoutMs: this.o.upstreamIdleTimeoutMs, maxAnswerBytes: this.o.maxAnswerBytes ?? DEFAULT_ENGINE_ANSWER_BYTES },
-          contributors,
-          requestIdOf(ctx, attempt),
-          () => evidence.progressed(engine.id, Date.now()),
+          {
+            before: contributors,
+            requestId: requestIdOf(ctx, attempt),
+            onProgress: () => evidence.progressed(engine.id, Date.now()),
+            // The attempt ends when the caller goes away or the engine leaves the pool (EngineLease.left).
+            ends: [ctx.abort.signal, lease.left],
+          },
         );
       } finally {
-        for (const signal of [ctx.abort.signal, lease.left]) signal.removeEventListener('abort', stop);
         lease.release();
         if (ctx.stream) evidence.closed(engine.id);
       }
