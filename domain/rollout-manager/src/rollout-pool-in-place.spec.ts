@@ -105,7 +105,8 @@ function randomJob(seed: number, inputs = 600) {
         handledAs: asRollout || rnd() < 0.3 ? 'rollout' : 'trainer',
         machineFaulty: true,
         detectionLatencyMs: 1000,
-        evidence: {},
+        // A notice's verdict now and then: the machine's departure is kept with it.
+        evidence: rnd() < 0.3 ? { signal: 'node-draining', departsAt: new Date(t + 30_000).toISOString() } : {},
       });
     }
     if (r < 0.75) return msg(t, 'MachineDeregistered', { machineId: pick(machines)!, reason: 'replaced' });

@@ -77,7 +77,9 @@ function evolveFacts(state: RolloutPoolState, event: RolloutPoolEvent): void {
     case 'FaultConfirmed': {
       if (event.type === 'FaultConfirmed' && event.data.handledAs !== 'rollout' && event.data.role !== 'rollout') return;
       const machine = state.machines[event.data.machineId];
-      if (machine && machine.status === 'serving') machine.status = 'down';
+      if (!machine || machine.status !== 'serving') return;
+      machine.status = 'down';
+      if (event.type === 'FaultConfirmed' && event.data.evidence.departsAt !== undefined) machine.departsAt = event.data.evidence.departsAt;
       return;
     }
     case 'PromoteRolloutToTrainer': {

@@ -47,6 +47,12 @@ export interface PoolMachine {
   inferenceUrl: string | null;
   /** The engines it hosts when it told several (each its own id and URL); absent: the one of `inferenceUrl`. */
   engines?: Array<{ engineId: string; url: string }>;
+  /**
+   * A machine that announced its departure (a notice's verdict, docs/planned-failures.md): when it goes.
+   * It is `down` — no new trajectories, its in-flight ones reassigned — but its engines finish the
+   * requests they hold until shortly before then (the router drains them).
+   */
+  departsAt?: string;
   /** The agent process that registered it and its weight server (absent from older snapshots and agents). */
   agent?: { incarnation: string | null; weightsAddress: string | null };
 }

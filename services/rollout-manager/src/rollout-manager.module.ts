@@ -6,7 +6,8 @@ import { CLOCK, DecidingConsumer, EVENT_STORE, MESSAGE_BUS } from '@robustrl/ser
 import { EventStore } from '@robustrl/store';
 import { createRolloutPoolDecider, ROLLOUT_POOL_INPUT_TYPES, RolloutPoolEvent, RolloutPoolInput, RolloutPoolState } from '@robustrl/rollout-manager-domain';
 import { PoolScaler } from './elastic/pool-scaler';
-import { routerConfigFromEnv, RouterRuntime } from './router-runtime';
+import { routerConfigFromEnv } from './router-config';
+import { RouterRuntime } from './router-runtime';
 
 export const ROLLOUT_ORCHESTRATOR = Symbol('ROLLOUT_ORCHESTRATOR');
 

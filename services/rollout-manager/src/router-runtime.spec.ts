@@ -2,11 +2,12 @@ import { InProcessBus } from '@robustrl/bus';
 import { createMessage, decodeMessage, MessageOf, RobustrlMessage, Topics } from '@robustrl/contracts';
 import { eventually } from '@robustrl/testing/eventually';
 import { FakeInferenceEngine } from '@robustrl/testing/fake-inference-engine';
-import { chat } from '@robustrl/testing/openai-client';
+import { chat, ChatAnswer, streamChat } from '@robustrl/testing/openai-client';
 import { RolloutPoolDecider, RolloutPoolInput, RolloutPoolState } from '@robustrl/rollout-manager-domain';
 import { createServer, Server } from 'node:http';
 import { AddressInfo } from 'node:net';
-import { routerConfigFromEnv, RouterRuntime } from './router-runtime';
+import { routerConfigFromEnv } from './router-config';
+import { RouterRuntime } from './router-runtime';
 
 describe('router runtime in the rollout manager', () => {
   let engines: FakeInferenceEngine[];
@@ -284,6 +285,52 @@ describe('router membership follows the rollout pool (issue 14)', () => {
     expect(routed()).toEqual([]);
     apply(relay('m1', 1));
     expect(routed()).toEqual(['m1@v1']);
+  });
+
+  it('a machine leaving on a notice keeps the stream it serves to its end, takes no new request, and leaves when it holds none', async () => {
+    const slow = await FakeInferenceEngine.start({ id: 'm3', toolRounds: 0, tokensPerReply: 20, tokenIntervalMs: 20 });
+    try {
+      apply(register('m3', slow));
+      apply(published(1));
+      apply(relay('m3', 1));
+      apply(register('m2', engines[1]));
+      apply(relay('m2', 1));
+      let second: Promise<ChatAnswer> | undefined;
+      const body = { model: 'm', stream: true, messages: [{ role: 'user', content: 'a long one' }] };
+      // Trajectory d1's hash places it on m3 or m2; the notice names the machine serving it.
+      const first = await streamChat(url, body, headers('d1'), {
+        afterChunks: 2,
+        then: (engineId) => {
+          const leaving = engineId === 'm3' ? 'm3' : 'm2';
+          apply(
+            createMessage(
+              'FaultConfirmed',
+              {
+                verdictId: 'notice',
+                machineId: leaving,
+                role: 'rollout',
+                rule: 'explicit-signal',
+                handledAs: 'rollout',
+                machineFaulty: false,
+                detectionLatencyMs: 0,
+                evidence: { signal: 'node-draining', departsAt: new Date(Date.now() + 30_000).toISOString() },
+              },
+              at(),
+            ),
+          );
+          expect(runtime.pool.get(leaving)).toMatchObject({ leavesAt: expect.any(Number), inFlight: 1 });
+          second = chat(url, { model: 'm', messages: [{ role: 'user', content: 'a new one' }] }, headers('d2'));
+        },
+      });
+      const staying = first.engineId === 'm3' ? 'm2' : 'm3';
+      expect(first).toMatchObject({ done: true, finishReason: 'stop' });
+      expect((await second!).engineId).toBe(staying);
+      // One generation each: the stream was never cut and continued elsewhere.
+      expect([slow.generationRequests, engines[1].generationRequests]).toEqual([1, 1]);
+      expect(routed()).toEqual([`${staying}@v1`]);
+    } finally {
+      slow.kill();
+    }
   });
 
   it('a machine hosting several engines routes each by its own id; they leave with their machine, and one it stops listing leaves', async () => {

@@ -82,7 +82,9 @@ function evolveFacts(state: RolloutPoolState, event: RolloutPoolEvent): RolloutP
     case 'FaultConfirmed': {
       if (event.type === 'FaultConfirmed' && event.data.handledAs !== 'rollout' && event.data.role !== 'rollout') return state;
       const machine = state.machines[event.data.machineId];
-      return machine && machine.status === 'serving' ? withMachine(state, { ...machine, status: 'down' }) : state;
+      if (!machine || machine.status !== 'serving') return state;
+      const departsAt = event.type === 'FaultConfirmed' ? event.data.evidence.departsAt : undefined;
+      return withMachine(state, { ...machine, status: 'down', ...(departsAt !== undefined ? { departsAt } : {}) });
     }
     case 'PromoteRolloutToTrainer': {
       const machine = state.machines[event.data.rolloutMachineId];

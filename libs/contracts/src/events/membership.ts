@@ -154,6 +154,11 @@ export const RouterEnginesAnnounced = event(
           kind: RoutedEngineKind,
           /** The weight version the engine's machine holds: the version its turns are tagged with. */
           weightVersion: z.int().nonnegative(),
+          /**
+           * Its machine is leaving (a notice, docs/planned-failures.md): a replica sends it no new request
+           * and lets it go at this time, or once it holds none of the replica's requests. Absent: it routes.
+           */
+          leavesAt: IsoTime.optional(),
         }),
       )
       .max(10_000),

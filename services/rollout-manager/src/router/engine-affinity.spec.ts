@@ -8,6 +8,7 @@ const engine = (id: string, over: Partial<EngineView> = {}): EngineView => ({
   weightVersion: 0,
   inFlight: 0,
   alive: true,
+  leavesAt: null,
   stickyCount: 0,
   deadReason: null,
   ...over,

@@ -46,6 +46,45 @@ describe('router replicas follow the engines the rollout manager announces', () 
     await follower.stop();
   });
 
+  it('a leaving engine drains on the replica too: no new request there, kept for the ones it holds, never added anew', async () => {
+    const primary = pool([
+      { id: 'e0', baseUrl: 'http://e0' },
+      { id: 'e1', baseUrl: 'http://e1' },
+    ]);
+    const announcer = new EngineAnnouncer(bus, 'job-a', primary, quiet);
+    const replica = pool();
+    const follower = new EngineFollower(bus, 'job-a', replica, [], quiet, 'robustrl-rollout-manager-router-r2');
+    await follower.start();
+    await announcer.tick();
+    await eventually('both adopted', () => (replica.snapshot().length === 2 ? true : undefined));
+    const onReplica = replica.acquire(null)!;
+    const leaving = onReplica.engine.id;
+    const staying = leaving === 'e0' ? 'e1' : 'e0';
+    // The primary drains it (it holds a request there too).
+    primary.acquire(null, new Set([staying]));
+    primary.drain(leaving, Date.now() + 60_000);
+    await announcer.tick();
+    await eventually('drained on the replica', () => (replica.get(leaving)?.leavesAt !== null ? true : undefined));
+    expect(replica.get(leaving)?.leavesAt).toBe(primary.get(leaving)?.leavesAt);
+    expect(replica.acquire(null)!.engine.id).toBe(staying);
+    // Announced again while it drains: it stays draining; once the replica's request ends it leaves, and is not added back.
+    await announcer.tick();
+    onReplica.release();
+    expect(replica.get(leaving)).toBeUndefined();
+    follower.adopt([
+      {
+        engineId: leaving,
+        machineId: leaving,
+        url: `http://${leaving}`,
+        kind: 'vllm',
+        weightVersion: 0,
+        leavesAt: new Date(Date.now() + 60_000).toISOString(),
+      },
+    ]);
+    expect(replica.get(leaving)).toBeUndefined();
+    await follower.stop();
+  });
+
   it('announces on a change at once, and otherwise again once a period passed, so a late replica catches up', async () => {
     let now = 1_000;
     const published: string[] = [];

@@ -13,7 +13,7 @@ import { RouterLogger } from './router-reporting';
 
 type AnnouncedEngine = DataOf<'RouterEnginesAnnounced'>['engines'][number];
 
-const fingerprint = (engines: readonly AnnouncedEngine[]) => JSON.stringify(engines.map((e) => [e.engineId, e.url, e.kind, e.weightVersion]));
+const fingerprint = (engines: readonly AnnouncedEngine[]) => JSON.stringify(engines.map((e) => [e.engineId, e.url, e.kind, e.weightVersion, e.leavesAt]));
 
 /** The announcing side, in the rollout manager's router. */
 export class EngineAnnouncer {
@@ -44,9 +44,14 @@ export class EngineAnnouncer {
   /** Announce when the engines changed, or when the period passed since the last announcement. */
   async tick(): Promise<void> {
     const now = (this.options.now ?? Date.now)();
-    const engines: AnnouncedEngine[] = this.pool
-      .snapshot()
-      .map((e) => ({ engineId: e.id, machineId: e.machineId, url: e.baseUrl, kind: e.kind, weightVersion: e.weightVersion }));
+    const engines: AnnouncedEngine[] = this.pool.snapshot().map((e) => ({
+      engineId: e.id,
+      machineId: e.machineId,
+      url: e.baseUrl,
+      kind: e.kind,
+      weightVersion: e.weightVersion,
+      ...(e.leavesAt !== null ? { leavesAt: new Date(e.leavesAt).toISOString() } : {}),
+    }));
     const print = fingerprint(engines);
     if (print === this.last && now - this.lastAt < (this.options.periodMs ?? 5_000)) return;
     try {
@@ -99,11 +104,21 @@ export class EngineFollower {
     await this.subscription?.close();
   }
 
-  /** The pool becomes the announced engines (and the listed ones); counts and liveness of those kept stay. */
+  /**
+   * The pool becomes the announced engines (and the listed ones); counts and liveness of those kept stay.
+   * A leaving engine drains here as in the rollout manager's router: kept for this replica's requests on
+   * it, never added anew.
+   */
   adopt(engines: readonly AnnouncedEngine[]): void {
     const keep = new Set([...engines.map((e) => e.engineId), ...this.listed.map((e) => e.id)]);
     for (const e of this.pool.snapshot()) if (!keep.has(e.id)) this.pool.remove(e.id);
-    for (const e of engines) this.pool.add({ id: e.engineId, machineId: e.machineId, baseUrl: e.url, kind: e.kind, weightVersion: e.weightVersion });
+    for (const e of engines) {
+      if (e.leavesAt !== undefined) {
+        if (this.pool.get(e.engineId)) this.pool.drain(e.engineId, Date.parse(e.leavesAt));
+        continue;
+      }
+      this.pool.add({ id: e.engineId, machineId: e.machineId, baseUrl: e.url, kind: e.kind, weightVersion: e.weightVersion });
+    }
     if (this.adopted === 0) this.log.info(`following the rollout manager's engines: ${engines.length} announced`);
     this.adopted += 1;
   }

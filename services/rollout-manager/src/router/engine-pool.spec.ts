@@ -8,6 +8,7 @@ const engine = (id: string, over: Partial<EngineView> = {}): EngineView => ({
   weightVersion: 0,
   inFlight: 0,
   alive: true,
+  leavesAt: null,
   stickyCount: 0,
   deadReason: null,
   ...over,
@@ -116,6 +117,42 @@ describe('EnginePool', () => {
     await p.probe('a');
     expect(p.get('a')?.alive).toBe(false);
     expect(changes).toEqual(['a dead', 'a alive', 'a dead']);
+  });
+
+  it('drains a leaving engine: no new request, its own kept until it holds none, its trajectories elsewhere from their next turn', () => {
+    const p = pool();
+    const held = p.acquire('t1')!;
+    expect(held.engine.id).toBe(p.stickyEngineOf('t1'));
+    const leaving = held.engine.id;
+    const other = leaving === 'a' ? 'b' : 'a';
+    p.drain(leaving, Date.now() + 60_000);
+    expect(p.get(leaving)).toMatchObject({ leavesAt: expect.any(Number), inFlight: 1 });
+    expect(held.left.aborted).toBe(false);
+    // Its trajectory's next turn, and any new request, go to the other engine.
+    expect(p.stickyEngineOf('t1')).toBeUndefined();
+    const next = p.acquire('t1')!;
+    expect(next.engine.id).toBe(other);
+    expect(p.acquire(null)!.engine.id).toBe(other);
+    // Added again while it drains (its machine registered anew): it routes again.
+    p.add({ id: leaving, baseUrl: `http://${leaving}` });
+    expect(p.get(leaving)?.leavesAt).toBeNull();
+    p.drain(leaving, Date.now() + 60_000);
+    held.release();
+    expect(p.get(leaving)).toBeUndefined();
+    expect(held.left.aborted).toBe(true);
+  });
+
+  it('drains until the deadline, then the requests still on the engine fail over; one holding nothing leaves at once', async () => {
+    const p = pool();
+    const held = p.acquire(null)!;
+    p.drain(held.engine.id, Date.now() + 30);
+    expect(p.get(held.engine.id)?.leavesAt).toEqual(expect.any(Number));
+    await new Promise((r) => setTimeout(r, 60));
+    expect(p.get(held.engine.id)).toBeUndefined();
+    expect(held.left.aborted).toBe(true);
+    const idle = p.snapshot()[0].id;
+    p.drain(idle, Date.now() + 60_000);
+    expect(p.get(idle)).toBeUndefined();
   });
 
   it('forgets the oldest sticky trajectories beyond its limit', () => {

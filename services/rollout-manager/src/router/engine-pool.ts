@@ -1,7 +1,5 @@
-import { request as httpRequest } from 'node:http';
-import { request as httpsRequest } from 'node:https';
-import { adapterFor } from './engines/adapters';
 import { EngineKind } from './engines/engine-adapter';
+import { httpProbe } from './engine-probe';
 
 /** A rollout engine (one vLLM / SGLang server) as the router sees it. */
 export interface EngineView {
@@ -15,6 +13,11 @@ export interface EngineView {
   /** Requests the router has in flight on it. */
   readonly inFlight: number;
   readonly alive: boolean;
+  /**
+   * Its machine is leaving (a notice): when the engine leaves the pool (ms since the epoch), null when
+   * it is not. Until then it takes no new request and keeps the ones it holds (`EnginePool.drain`).
+   */
+  readonly leavesAt: number | null;
   /** Trajectories that currently stick to it: the tie-breaker that spreads idle trajectories. */
   readonly stickyCount: number;
   readonly deadReason: string | null;
@@ -42,7 +45,7 @@ export function selectEngine(
   engines: readonly EngineView[],
   options: { stickyId?: string; exclude?: ReadonlySet<string>; key?: string | null } = {},
 ): EngineView | undefined {
-  const usable = engines.filter((e) => e.alive && !options.exclude?.has(e.id));
+  const usable = engines.filter((e) => e.alive && e.leavesAt === null && !options.exclude?.has(e.id));
   const sticky = options.stickyId === undefined ? undefined : usable.find((e) => e.id === options.stickyId);
   if (sticky) return sticky;
   if (options.key !== undefined && options.key !== null && usable.length > 1) {
@@ -138,14 +141,17 @@ interface EngineRecord {
   alive: boolean;
   stickyCount: number;
   deadReason: string | null;
+  leavesAt: number | null;
   /** Failed probes since the last one that passed (probeFailuresToLeave). */
   failedProbes: number;
   /** Aborted when this engine, at this address, leaves the pool (EngineLease.left). */
   left: AbortController;
+  /** While draining: removes it at the drain's deadline. */
+  leaveTimer: NodeJS.Timeout | null;
 }
 
-// eslint-disable-next-line @typescript-eslint/no-unused-vars -- `left` and `failedProbes` are the pool's own, not a view's
-const viewOf = ({ left, failedProbes, ...view }: EngineRecord): EngineView => view;
+// eslint-disable-next-line @typescript-eslint/no-unused-vars -- `left`, `failedProbes` and `leaveTimer` are the pool's own, not a view's
+const viewOf = ({ left, failedProbes, leaveTimer, ...view }: EngineRecord): EngineView => view;
 
 /** The rollout engines the router may use, their load, liveness, and the sticky trajectory map. */
 export class EnginePool {
@@ -180,6 +186,8 @@ export class EnginePool {
       existing.baseUrl = baseUrl;
       existing.kind = spec.kind ?? existing.kind;
       existing.weightVersion = spec.weightVersion ?? existing.weightVersion;
+      // Added again: its machine serves again (registered anew), so it is no longer leaving.
+      this.stopDraining(existing);
       return;
     }
     this.engines.set(spec.id, {
@@ -194,13 +202,39 @@ export class EnginePool {
       deadReason: null,
       failedProbes: 0,
       left: new AbortController(),
+      leavesAt: null,
+      leaveTimer: null,
     });
   }
 
   remove(id: string): void {
-    this.engines.get(id)?.left.abort(new Error(`engine ${id} left the pool`));
+    const e = this.engines.get(id);
+    if (e) this.stopDraining(e);
+    e?.left.abort(new Error(`engine ${id} left the pool`));
     this.engines.delete(id);
     for (const [trajectoryId, engineId] of this.sticky) if (engineId === id) this.sticky.delete(trajectoryId);
+  }
+
+  /**
+   * Its machine is leaving at a known time (docs/planned-failures.md): the engine takes no new request
+   * from now — its trajectories go elsewhere from their next turn — and keeps the requests it holds
+   * until `leaveAtMs`, when it is removed (the requests still on it then fail over, continued at the
+   * token level), or until it holds none. Draining again keeps the earlier deadline.
+   */
+  drain(id: string, leaveAtMs: number, now = Date.now()): void {
+    const e = this.engines.get(id);
+    if (!e || e.leavesAt !== null) return;
+    if (e.inFlight === 0 || leaveAtMs <= now) return this.remove(id);
+    e.leavesAt = leaveAtMs;
+    for (const [trajectoryId, engineId] of this.sticky) if (engineId === id) this.forget(trajectoryId);
+    e.leaveTimer = setTimeout(() => this.remove(id), leaveAtMs - now);
+    e.leaveTimer.unref();
+  }
+
+  private stopDraining(e: EngineRecord): void {
+    if (e.leaveTimer) clearTimeout(e.leaveTimer);
+    e.leaveTimer = null;
+    e.leavesAt = null;
   }
 
   setWeightVersion(id: string, weightVersion: number): void {
@@ -242,6 +276,8 @@ export class EnginePool {
         if (released) return;
         released = true;
         record.inFlight = Math.max(0, record.inFlight - 1);
+        // A leaving engine goes as soon as it holds nothing more.
+        if (record.leavesAt !== null && record.inFlight === 0 && this.engines.get(record.id) === record) this.remove(record.id);
       },
     };
   }
@@ -343,6 +379,7 @@ export class EnginePool {
   async stop(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
+    for (const e of this.engines.values()) if (e.leaveTimer) clearTimeout(e.leaveTimer);
     await Promise.all([...this.probing.values()]);
   }
 
@@ -361,42 +398,4 @@ export class EnginePool {
       this.forget(oldest);
     }
   }
-}
-
-/**
- * GET /health (vLLM, SGLang, llama.cpp); an engine without it (404) is asked GET /v1/models. 2xx within
- * the timeout = alive. A deep probe (the engine failed a request) then runs its adapter's one-token
- * generation (engines/), with at least GENERATE_PROBE_TIMEOUT_MS (a queue behind running requests is
- * not death), and wants an answer below 500.
- */
-export const httpProbe: ProbeFn = async (engine, timeoutMs, deep) => {
-  const health = await httpStatus(`${engine.baseUrl}/health`, 'GET', null, timeoutMs);
-  const alive = health === 404 ? isOk(await httpStatus(`${engine.baseUrl}/v1/models`, 'GET', null, timeoutMs)) : isOk(health);
-  if (!alive || !deep) return alive;
-  const probe = adapterFor(engine.kind).generateProbe;
-  const generated = await httpStatus(`${engine.baseUrl}${probe.path}`, probe.method, probe.body, Math.max(timeoutMs, GENERATE_PROBE_TIMEOUT_MS));
-  // A 4xx is the engine refusing the probe's request (no completions endpoint, a model name it wants):
-  // it answered, which a wedged engine does not. Only no answer or a 5xx keeps it out.
-  return generated !== null && generated < 500;
-};
-
-export const GENERATE_PROBE_TIMEOUT_MS = 10_000;
-
-const isOk = (status: number | null) => status !== null && status >= 200 && status < 300;
-
-function httpStatus(url: string, method: 'GET' | 'POST', body: unknown, timeoutMs: number): Promise<number | null> {
-  return new Promise((resolve) => {
-    const request = url.startsWith('https:') ? httpsRequest : httpRequest;
-    const payload = body === null ? null : JSON.stringify(body);
-    const headers = payload === null ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) };
-    // A fresh connection per probe (agent: false): a pooled keep-alive socket would prove nothing about the server now.
-    const req = request(url, { method, headers, agent: false, timeout: timeoutMs }, (res) => {
-      res.resume();
-      res.on('end', () => resolve(res.statusCode ?? null));
-      res.on('error', () => resolve(null));
-    });
-    req.on('timeout', () => req.destroy(new Error('probe timed out')));
-    req.on('error', () => resolve(null));
-    req.end(payload ?? undefined);
-  });
 }

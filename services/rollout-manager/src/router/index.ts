@@ -1,6 +1,7 @@
 export * from './trajectory-recorder';
 export * from './trajectory-identity';
 export * from './engine-pool';
+export * from './engine-probe';
 export * from './turn-plan';
 export * from './stream-splice';
 export * from './openai-router';

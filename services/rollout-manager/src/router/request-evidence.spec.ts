@@ -9,6 +9,7 @@ const engine = (id: string): EngineView => ({
   weightVersion: 1,
   inFlight: 0,
   alive: true,
+  leavesAt: null,
   stickyCount: 0,
   deadReason: null,
 });

@@ -9,6 +9,7 @@ const engine = (id: string, inFlight = 0): EngineView => ({
   weightVersion: 1,
   inFlight,
   alive: true,
+  leavesAt: null,
   stickyCount: 0,
   deadReason: null,
 });
