@@ -1,7 +1,7 @@
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { adapterFor } from './engines/adapters';
-import type { ProbeFn } from './engine-pool';
+import type { EngineKind } from './engines/engine-adapter';
 
 /**
  * GET /health (vLLM, SGLang, llama.cpp); an engine without it (404) is asked GET /v1/models. 2xx within
@@ -9,7 +9,7 @@ import type { ProbeFn } from './engine-pool';
  * generation (engines/), with at least GENERATE_PROBE_TIMEOUT_MS (a queue behind running requests is
  * not death), and wants an answer below 500.
  */
-export const httpProbe: ProbeFn = async (engine, timeoutMs, deep) => {
+export const httpProbe = async (engine: { baseUrl: string; kind: EngineKind }, timeoutMs: number, deep: boolean): Promise<boolean> => {
   const health = await httpStatus(`${engine.baseUrl}/health`, 'GET', null, timeoutMs);
   const alive = health === 404 ? isOk(await httpStatus(`${engine.baseUrl}/v1/models`, 'GET', null, timeoutMs)) : isOk(health);
   if (!alive || !deep) return alive;
