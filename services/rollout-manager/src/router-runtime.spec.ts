@@ -288,26 +288,26 @@ describe('router membership follows the rollout pool (issue 14)', () => {
   });
 
   it('a machine leaving on a notice keeps the stream it serves to its end, takes no new request, and leaves when it holds none', async () => {
-    const slow = await FakeInferenceEngine.start({ id: 'm3', toolRounds: 0, tokensPerReply: 20, tokenIntervalMs: 20 });
+    // Long enough (1.2 s) that the notice, given after two chunks, always finds the stream still on the engine.
+    const slow = await FakeInferenceEngine.start({ id: 'm3', toolRounds: 0, tokensPerReply: 120, tokenIntervalMs: 10 });
     try {
       apply(register('m3', slow));
       apply(published(1));
       apply(relay('m3', 1));
-      apply(register('m2', engines[1]));
-      apply(relay('m2', 1));
       let second: Promise<ChatAnswer> | undefined;
       const body = { model: 'm', stream: true, messages: [{ role: 'user', content: 'a long one' }] };
-      // Trajectory d1's hash places it on m3 or m2; the notice names the machine serving it.
       const first = await streamChat(url, body, headers('d1'), {
         afterChunks: 2,
-        then: (engineId) => {
-          const leaving = engineId === 'm3' ? 'm3' : 'm2';
+        then: () => {
+          // m2 joins, then m3's machine gives notice while its stream runs.
+          apply(register('m2', engines[1]));
+          apply(relay('m2', 1));
           apply(
             createMessage(
               'FaultConfirmed',
               {
                 verdictId: 'notice',
-                machineId: leaving,
+                machineId: 'm3',
                 role: 'rollout',
                 rule: 'explicit-signal',
                 handledAs: 'rollout',
@@ -318,16 +318,16 @@ describe('router membership follows the rollout pool (issue 14)', () => {
               at(),
             ),
           );
-          expect(runtime.pool.get(leaving)).toMatchObject({ leavesAt: expect.any(Number), inFlight: 1 });
+          expect(runtime.pool.get('m3')).toMatchObject({ leavesAt: expect.any(Number), inFlight: 1 });
           second = chat(url, { model: 'm', messages: [{ role: 'user', content: 'a new one' }] }, headers('d2'));
         },
       });
-      const staying = first.engineId === 'm3' ? 'm2' : 'm3';
-      expect(first).toMatchObject({ done: true, finishReason: 'stop' });
-      expect((await second!).engineId).toBe(staying);
-      // One generation each: the stream was never cut and continued elsewhere.
+      expect(first).toMatchObject({ engineId: 'm3', done: true, finishReason: 'stop' });
+      expect(first.text.trim().split(' ')).toHaveLength(120);
+      expect((await second!).engineId).toBe('m2');
+      // One generation each: the stream was never cut and continued on m2.
       expect([slow.generationRequests, engines[1].generationRequests]).toEqual([1, 1]);
-      expect(routed()).toEqual([`${staying}@v1`]);
+      expect(routed()).toEqual(['m2@v1']);
     } finally {
       slow.kill();
     }
