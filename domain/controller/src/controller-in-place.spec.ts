@@ -19,7 +19,7 @@ type Options = { mode: 'sync' | 'semi-sync' | 'async'; policy: ControllerSetting
 /**
  * One random job, driven through both controllers: machines register (some only after a verdict about
  * them), change role and leave; steps and checkpoints go by; faults are confirmed on trainers and
- * rollouts, with or without hardware evidence; commands succeed per machine or at once, fail, or get no
+ * rollouts, with or without hardware evidence, some of them notices with a deadline; commands succeed per machine or at once, fail, or get no
  * answer until a tick times them out; restarted machines report in; inputs are redelivered; once in a
  * while an input is only folded (a history), not decided on.
  */
@@ -60,7 +60,8 @@ function randomJob(seed: number, options: Options, inputs = 500) {
       handledAs,
       machineFaulty: rnd() < 0.4,
       detectionLatencyMs: Math.floor(rnd() * 5000),
-      evidence: { signal: 'process-exited' },
+      // Some are notices: the machine leaves within a minute and a half (a trainer's group may wait for its checkpoint).
+      evidence: rnd() < 0.3 ? { signal: 'node-draining', departsAt: new Date(at(t + Math.floor(rnd() * 90))).toISOString() } : { signal: 'process-exited' },
     });
 
   const next = (): ControllerInput | 'tick' => {
@@ -68,6 +69,9 @@ function randomJob(seed: number, options: Options, inputs = 500) {
     const machines = Object.values(expected.machines);
     const open = Object.values(expected.recoveries).filter((x) => !x.done);
     const pending = open.flatMap((x) => Object.values(x.commands).filter((c) => c.status === 'pending'));
+    // A departing trainer's group waits for the step's checkpoint: it often comes in time.
+    if (open.some((x) => x.handover?.status === 'waiting') && rnd() < 0.04)
+      return msg(t, 'CheckpointSaved', { step: step_, uri: `file:///ckpt/${step_}`, blockingMs: 10 });
     if (r < 0.25 && pending.length > 0) {
       const c = pick(pending)!;
       const recoveryId = c.commandId.slice(0, c.commandId.lastIndexOf('/'));
@@ -183,6 +187,7 @@ function statsOf(data: ControllerData) {
   const commands = recoveries.flatMap((r) => Object.values(r.commands));
   return {
     actions: new Set(recoveries.map((r) => r.action)),
+    handovers: new Set(recoveries.flatMap((r) => (r.handover ? [r.handover.status] : []))),
     completed: recoveries.filter((r) => r.done && r.action !== 'report-only').length,
     failed: commands.filter((c) => c.status === 'failed').length,
     reportedIn: recoveries.filter((r) => Object.keys(r.reportedIn).length > 0).length,
@@ -221,8 +226,14 @@ describe('controller in place (issue 13): decides as the full recomputation did'
 
   it('the random jobs reach every kind of recovery', () => {
     const actions = new Set<string>();
-    for (const seed of [1, 2, 3, 5, 6, 7, 8])
-      for (const a of randomJob(seed, { mode: seed % 3 === 0 ? 'sync' : 'semi-sync', policy: 'role-based' }).stats.actions) actions.add(a);
+    const handovers = new Set<string>();
+    for (const seed of [1, 2, 3, 5, 6, 7, 8]) {
+      const { stats } = randomJob(seed, { mode: seed % 3 === 0 ? 'sync' : 'semi-sync', policy: 'role-based' });
+      for (const a of stats.actions) actions.add(a);
+      for (const h of stats.handovers) handovers.add(h);
+    }
+    // Departing trainers whose group moved at the checkpoint, and whose wait ran out or ended with a fault.
+    expect([...handovers].sort()).toEqual(expect.arrayContaining(['given-up', 'saved']));
     expect([...actions].sort()).toEqual([
       'replace-rollout',
       'report-only',

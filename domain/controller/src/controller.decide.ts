@@ -20,6 +20,15 @@ import { machineRestartBudgetSpent, stoppedByItsLease, trainerRestartsInWindow }
 import { engineRestartBudgetSpent, engineRestartsInWindow } from './rollout-engine-restarts';
 import { coveringRecovery, faultyTrainerMachine } from './recovery-plans';
 import { departureEvidence, plannedDeparture } from './planned-departures';
+import {
+  awaitingCheckpoint,
+  checkpointForHandover,
+  handoverEnded,
+  handoverEvidence,
+  handoverPastDeadline,
+  moveFromDepartingMachine,
+  planHandover,
+} from './planned-handover';
 
 /**
  * The controller's decisions (paper Figure 7), one named step per input:
@@ -28,7 +37,8 @@ import { departureEvidence, plannedDeparture } from './planned-departures';
  *   RecoveryCommandSucceeded  → commandSucceeded: the recovery's next command, or its completion
  *   RecoveryCommandFailed     → commandFailed: retry, escalate (rule 3), or a faulty trainer machine
  *   MachineRegistered / RolePhaseChanged → lifeSign: a restarted machine reported in (reconnect stage)
- *   tick                      → timedOutCommands: a command with no answer in time has failed
+ *   CheckpointSaved           → checkpointForHandover: a departing trainer's step is saved, the group moves
+ *   tick                      → handoverPastDeadline, timedOutCommands: a wait or a command ran out of time
  *
  * The controller evolves in place, so decide reads the state with the message folded in. Outcomes and
  * life signs are decided on just that; a fault on the state before it, which differs only when the
@@ -39,7 +49,7 @@ import { departureEvidence, plannedDeparture } from './planned-departures';
  */
 export function decideController(settings: ControllerSettings) {
   return (command: ControllerCommand, state: ControllerState): ControllerDraft[] => {
-    if (command.kind === 'tick') return timedOutCommands(settings, state, command.now);
+    if (command.kind === 'tick') return handoverPastDeadline(state, command.now, regroup) ?? timedOutCommands(settings, state, command.now);
     const { message, now } = command;
     switch (message.type) {
       case 'FaultConfirmed':
@@ -51,13 +61,14 @@ export function decideController(settings: ControllerSettings) {
       case 'RolePhaseChanged':
       case 'MachineRegistered':
         return lifeSign(state, message.data.machineId, now);
+      case 'CheckpointSaved':
+        return checkpointForHandover(state, message.data.step, now, regroup);
       case 'JobStarted':
       case 'MachineRoleChanged':
       case 'MachineDeregistered':
       case 'RolloutThroughputSampled':
       case 'TrainingStepStarted':
       case 'TrainingStepCompleted':
-      case 'CheckpointSaved':
       case 'FaultSuspected':
       case 'SuspicionCleared':
         return []; // the picture changes (evolve), nothing to decide
@@ -150,6 +161,29 @@ const restartedMachineGone: FaultPolicy = ({ state, verdict, decided }) => {
   ];
 };
 
+/**
+ * A fault of the departing machine while its group waits for the step's checkpoint (planned-handover.ts):
+ * the checkpoint will not come, so the group moves now and the step in progress is retried. Another
+ * notice for it changes nothing.
+ */
+const departingMachineFailed: FaultPolicy = ({ state, verdict, decided, now }) => {
+  const covering = coveringRecovery(state, verdict.machineId, verdict.handledAs);
+  if (!covering || !awaitingCheckpoint(covering) || covering.machineId !== verdict.machineId) return null;
+  if (plannedDeparture(verdict.evidence, verdict.handledAs)) return null;
+  const h = covering.handover!;
+  return [
+    decided('report-only', 'covered-by-active-recovery', { ...verdict.evidence, detail: `covered by ${covering.recoveryId} (${covering.action})` }),
+    ...handoverEnded(
+      state,
+      covering,
+      { ...h, status: 'given-up' },
+      `${verdict.machineId} failed (${verdict.rule}) before the checkpoint of step ${h.checkpointStep}`,
+      now,
+      regroup,
+    ),
+  ];
+};
+
 /** A fault on a machine an unfinished recovery already covers (a rank hanging on its dead peer) is recorded, not acted on. */
 const coveredByActiveRecovery: FaultPolicy = ({ state, verdict, decided }) => {
   const covering = coveringRecovery(state, verdict.machineId, verdict.handledAs);
@@ -182,7 +216,11 @@ const plannedDepartureOf: FaultPolicy = ({ state, verdict, recovery, now, decide
   const rule = plannedDeparture(verdict.evidence, verdict.handledAs);
   if (!rule) return null;
   const evidence = departureEvidence(verdict.evidence, now);
-  if (verdict.handledAs === 'trainer') return faultyTrainerMachine(state, recovery, 1, verdict.machineId, evidence, rule);
+  if (verdict.handledAs === 'trainer') {
+    const plan = planHandover(state, Date.parse(verdict.evidence.departsAt ?? ''), now);
+    const handover = 'wait' in plan ? plan.wait : undefined;
+    return faultyTrainerMachine(state, recovery, 1, verdict.machineId, handoverEvidence(evidence, plan), rule, handover);
+  }
   const m = state.machines[verdict.machineId] ?? unknownMachine(verdict.machineId, verdict.role);
   return [decided('replace-rollout', rule, evidence), replaceMachine(recovery.recoveryId, 1, m, 'rollout')];
 };
@@ -256,6 +294,7 @@ const trainerFault: FaultPolicy = ({ state, recovery, decided }) => [
 export const FAULT_POLICIES: readonly FaultPolicy[] = [
   restartWaitsOnFaultyMachine,
   restartedMachineGone,
+  departingMachineFailed,
   coveredByActiveRecovery,
   verdictForFormerRole,
   taskRestartPolicy,
@@ -297,6 +336,8 @@ function commandSucceeded(state: ControllerState, commandId: string, now: number
   const next = recovery.commandSeq + 1;
   switch (cmd.type) {
     case 'PromoteRolloutToTrainer':
+      // A departing trainer's group moves at its step's checkpoint, and takes its machine out then (planned-handover.ts).
+      if (recovery.handover) return awaitingCheckpoint(recovery) ? [] : moveFromDepartingMachine(state, recovery, now, regroup);
       return restartGroupOf(state, recovery, next, now);
     case 'ReplaceMachine':
       if (cmd.background) return [];
@@ -400,6 +441,9 @@ function restartGroupOf(state: ControllerState, recovery: Recovery, seq: number,
   const view = { ...state, trainerEpoch: restart.data.trainerEpoch, recoveries: { ...state.recoveries, [issued.recoveryId]: issued } };
   return [restart, failed, ...failedIn(view, issued, failure, now)];
 }
+
+/** restartGroupOf as the handover moves a group (planned-handover.ts). */
+const regroup = (state: ControllerState, r: Recovery, seq: number, now: number) => restartGroupOf(state, r, seq, now);
 
 /** A command unanswered past the timeout has failed (a dead agent cannot say so itself); one per tick, so each decision sees the last. */
 function timedOutCommands(settings: ControllerSettings, state: ControllerState, now: number): ControllerDraft[] {

@@ -4,6 +4,7 @@ import { verdictMeansMachineGone } from './machine-gone';
 import { restartsItsMachine, withTrainerRestart } from './machine-restart-budget';
 import { batchOfStep, ControllerFact, ControllerState, IssuedCommand, overtaken, ownerOf, Recovery, trainerGroup, unknownMachine } from './controller.state';
 import { settle, suspect } from './open-suspicions';
+import { afterHandover, handoverOf } from './planned-handover';
 
 /**
  * Folds one fact into the controller state at `at` — in place (the decider's evolution is `in-place`):
@@ -71,14 +72,17 @@ export function evolveController(state: ControllerState, fact: ControllerFact, a
     case 'TrainingStepStarted':
       state.step = fact.data.step;
       state.stepBatch = { step: fact.data.step, batchId: fact.data.batchId };
+      state.stepStartedAt = at;
       return state;
     case 'TrainingStepCompleted':
       state.firstIteration = false;
+      state.lastStepMs = fact.data.durationMs;
       state.lastStepCompletedAt = Math.max(state.lastStepCompletedAt ?? at, at);
       state.step = Math.max(state.step, fact.data.step + 1);
       return state;
     case 'CheckpointSaved':
       state.lastCheckpointStep = Math.max(state.lastCheckpointStep ?? -1, fact.data.step);
+      state.lastCheckpointBlockingMs = fact.data.blockingMs;
       return state;
     case 'RolePhaseChanged':
       lifeSign(state, fact.data.machineId, heardAt);
@@ -137,6 +141,8 @@ function onDecided(state: ControllerState, fact: Draft<'RecoveryDecided'>, at: n
   if (existing) {
     existing.action = d.action;
     existing.rule = d.rule;
+    // The handover ended: a saved checkpoint moves the group to the step after it (planned-handover.ts).
+    if (d.handover) Object.assign(existing, afterHandover(state, existing, handoverOf(d.handover)));
     return state;
   }
   const acted = d.action !== 'report-only';
@@ -163,6 +169,7 @@ function onDecided(state: ControllerState, fact: Draft<'RecoveryDecided'>, at: n
     restartedMachines: {},
     reportedIn: {},
     done: !acted,
+    ...(d.handover ? { handover: handoverOf(d.handover) } : {}),
   };
   if (acted && recovery.handledAs === 'trainer' && d.action !== 'restart-task') {
     state.trainerFaultsInStep = { step: state.step, count: state.trainerFaultsInStep.step === state.step ? state.trainerFaultsInStep.count + 1 : 1 };

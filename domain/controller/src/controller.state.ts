@@ -1,4 +1,4 @@
-import type { DecisionRule, Draft, MessageOf, RecoveryAction, Role, TrainingMode } from '@robustrl/contracts';
+import type { DecisionRule, Draft, Handover, MessageOf, RecoveryAction, Role, TrainingMode } from '@robustrl/contracts';
 import type { JobCommand } from '@robustrl/domain-kit';
 import type { OpenSuspicions } from './open-suspicions';
 
@@ -110,6 +110,13 @@ export interface IssuedCommand {
   replaces?: string | null;
 }
 
+/** A departing trainer's handover as the controller keeps it (planned-handover.ts): the deadline as a time. */
+export interface HandoverState {
+  checkpointStep: number;
+  by: number;
+  status: Handover['status'];
+}
+
 export interface Recovery {
   recoveryId: string;
   verdictId: string;
@@ -128,6 +135,8 @@ export interface Recovery {
   checkpointStep: number | null;
   /** The retried step's batch, kept for it (null when the step had not started when the fault came). */
   batchId?: string | null;
+  /** A planned trainer departure moved at the checkpoint of the step in progress (planned-handover.ts). */
+  handover?: HandoverState;
   /** The trainer group as this recovery rebuilds it (standby in, faulty machine out). */
   trainerGroup: string[];
   /** When the restart stage ended (the role is back up); the reconnect stage runs until it reports in. */
@@ -149,6 +158,10 @@ export interface ControllerData {
   lastCheckpointStep: number | null;
   /** The batch the trainer began its latest step on (TrainingStepStarted): what a restart keeps. */
   stepBatch?: { step: number; batchId: string } | null;
+  /** When the latest step began, how long the last completed one took and its checkpoint blocked: what a handover expects (planned-handover.ts). */
+  stepStartedAt?: number;
+  lastStepMs?: number;
+  lastCheckpointBlockingMs?: number;
   /** Trainer faults acted on in `step`: a second one escalates (rule 2). */
   trainerFaultsInStep: { step: number; count: number };
   machines: Record<string, RosterMachine>;

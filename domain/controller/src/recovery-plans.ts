@@ -2,6 +2,7 @@ import { DecisionRule, Evidence } from '@robustrl/contracts';
 import { ControllerDraft, ControllerState, Recovery, unknownMachine } from './controller.state';
 import { decision, promoteRollout, replaceMachine } from './recovery-commands';
 import { chooseWarmStandby } from './warm-standby';
+import { HandoverState, handoverRecord } from './planned-handover';
 
 /**
  * Plans the controller's decisions share (controller.decide.ts): replacing a trainer machine that must
@@ -20,17 +21,18 @@ export function faultyTrainerMachine(
   machineId: string,
   evidence: Evidence,
   rule: DecisionRule = 'trainer-machine-faulty',
+  /** A departing machine moved at its step's checkpoint: it is isolated (refilled, replaced) only when the group moves (planned-handover.ts). */
+  handover?: HandoverState,
 ): ControllerDraft[] {
   const faulty = state.machines[machineId] ?? unknownMachine(machineId, 'trainer');
   const standby = state.mode !== 'sync' ? chooseWarmStandby(state, faulty) : null;
+  const record = handover && handoverRecord(handover);
   if (standby) {
-    return [
-      decision(state, recovery, 'warm-standby-from-rollout', rule, evidence),
-      promoteRollout(recovery.recoveryId, seq, standby, machineId),
-      replaceMachine(recovery.recoveryId, seq + 1, faulty, 'rollout'),
-    ];
+    const lent = [decision(state, recovery, 'warm-standby-from-rollout', rule, evidence, record), promoteRollout(recovery.recoveryId, seq, standby, machineId)];
+    return handover ? lent : [...lent, replaceMachine(recovery.recoveryId, seq + 1, faulty, 'rollout')];
   }
-  return [decision(state, recovery, 'request-new-trainer-machine', rule, evidence), replaceMachine(recovery.recoveryId, seq, faulty, faulty.role)];
+  const decided = decision(state, recovery, 'request-new-trainer-machine', rule, evidence, record);
+  return handover ? [decided] : [decided, replaceMachine(recovery.recoveryId, seq, faulty, faulty.role)];
 }
 
 /**

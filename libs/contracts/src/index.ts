@@ -5,7 +5,7 @@ export * from './catalog';
 export * from './create-message';
 export * from './json-schemas';
 export * from './events/common';
-export { RecoveryAction, DecisionRule } from './events/control';
+export { RecoveryAction, DecisionRule, Handover } from './events/control';
 export * from './format-message';
 export * from './draft';
 export { DetectionSettings, restartsTask } from './events/membership';

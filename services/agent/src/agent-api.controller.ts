@@ -217,7 +217,7 @@ export class AgentApiController {
   @HttpCode(202)
   async checkpoint(@Body() body: unknown) {
     const b = parse(Bodies.checkpoint, body);
-    return accepted(await this.agent.emit('CheckpointSaved', b));
+    return accepted(await this.agent.checkpointSaved(b));
   }
 
   @Post('throughput')

@@ -305,6 +305,20 @@ export class AgentRuntime {
   }
 
   /** Publish a fact observed on this machine; returns its event id. */
+  /**
+   * The trainer saved a checkpoint. On a machine leaving, that ends the step in progress: the trainer
+   * stops there, and the group that takes its place begins at the next step (docs/planned-failures.md
+   * "A trainer moves at its checkpoint").
+   */
+  async checkpointSaved(data: DataOf<'CheckpointSaved'>): Promise<string> {
+    const eventId = await this.emit('CheckpointSaved', data);
+    if (this.notices.departing && this.role === 'trainer' && this.executor.running()) {
+      const why = `this machine is leaving: its trainer stops at the checkpoint of step ${data.step}, where its replacement begins`;
+      void this.executor.stop(`departing/${data.step}`, why).catch((err: unknown) => this.logger.error(`stopping the trainer: ${String(err)}`));
+    }
+    return eventId;
+  }
+
   async emit<T extends AgentOutputType>(type: T, data: DataOf<T>, cause?: RobustrlMessage): Promise<string> {
     const ctx = { source: `agent/${this.config.machineId}`, occurredAt: new Date().toISOString() };
     const message = cause ? createCausedMessage(type, data, cause, ctx) : createMessage(type, data, { jobId: this.config.jobId, ...ctx });

@@ -27,6 +27,8 @@ import { verdictFailsCommand, verdictMeansMachineGone } from '../machine-gone';
 import { machineRestartBudgetSpent, stoppedByItsLease, trainerRestartsInWindow } from '../machine-restart-budget';
 import { engineRestartBudgetSpent, engineRestartsInWindow } from '../rollout-engine-restarts';
 import { departureEvidence, plannedDeparture } from '../planned-departures';
+import { handoverEvidence, handoverRecord, planHandover } from '../planned-handover';
+import type { HandoverState } from '../controller.state';
 import { chooseWarmStandby } from './warm-standby';
 
 /**
@@ -43,7 +45,7 @@ import { chooseWarmStandby } from './warm-standby';
  */
 export function decideController(settings: ControllerSettings) {
   return (command: ControllerCommand, state: ControllerState): ControllerDraft[] => {
-    if (command.kind === 'tick') return timedOutCommands(settings, state, command.now);
+    if (command.kind === 'tick') return handoverPastDeadline(state, command.now) ?? timedOutCommands(settings, state, command.now);
     const { message, now } = command;
     const folded = () => evolveController(state, message, Date.parse(message.occurredAt), now);
     switch (message.type) {
@@ -56,13 +58,14 @@ export function decideController(settings: ControllerSettings) {
       case 'RolePhaseChanged':
       case 'MachineRegistered':
         return lifeSign(folded(), message.data.machineId, now);
+      case 'CheckpointSaved':
+        return checkpointForHandover(folded(), message.data.step, now);
       case 'JobStarted':
       case 'MachineRoleChanged':
       case 'MachineDeregistered':
       case 'RolloutThroughputSampled':
       case 'TrainingStepStarted':
       case 'TrainingStepCompleted':
-      case 'CheckpointSaved':
       case 'FaultSuspected':
       case 'SuspicionCleared':
         return []; // the picture changes (evolve), nothing to decide
@@ -139,6 +142,24 @@ const restartedMachineGone: FaultPolicy = ({ state, verdict, decided }) => {
   ];
 };
 
+/** A fault of the departing machine while its group waits for the step's checkpoint: the group moves now. */
+const departingMachineFailed: FaultPolicy = ({ state, verdict, decided, now }) => {
+  const covering = coveringRecovery(state, verdict.machineId, verdict.handledAs);
+  if (!covering || covering.handover?.status !== 'waiting' || covering.machineId !== verdict.machineId) return null;
+  if (plannedDeparture(verdict.evidence, verdict.handledAs)) return null;
+  const h = covering.handover;
+  return [
+    decided('report-only', 'covered-by-active-recovery', { ...verdict.evidence, detail: `covered by ${covering.recoveryId} (${covering.action})` }),
+    ...handoverEnded(
+      state,
+      covering,
+      { ...h, status: 'given-up' },
+      `${verdict.machineId} failed (${verdict.rule}) before the checkpoint of step ${h.checkpointStep}`,
+      now,
+    ),
+  ];
+};
+
 /** A fault on a machine an unfinished recovery already covers (a rank hanging on its dead peer) is recorded, not acted on. */
 const coveredByActiveRecovery: FaultPolicy = ({ state, verdict, decided }) => {
   const covering = coveringRecovery(state, verdict.machineId, verdict.handledAs);
@@ -171,7 +192,10 @@ const plannedDepartureOf: FaultPolicy = ({ state, verdict, recovery, now, decide
   const rule = plannedDeparture(verdict.evidence, verdict.handledAs);
   if (!rule) return null;
   const evidence = departureEvidence(verdict.evidence, now);
-  if (verdict.handledAs === 'trainer') return faultyTrainerMachine(state, recovery, 1, verdict.machineId, evidence, rule);
+  if (verdict.handledAs === 'trainer') {
+    const plan = planHandover(state, Date.parse(verdict.evidence.departsAt ?? ''), now);
+    return faultyTrainerMachine(state, recovery, 1, verdict.machineId, handoverEvidence(evidence, plan), rule, 'wait' in plan ? plan.wait : undefined);
+  }
   const m = state.machines[verdict.machineId] ?? unknownMachine(verdict.machineId, verdict.role);
   return [decided('replace-rollout', rule, evidence), replaceMachine(recovery.recoveryId, 1, m, 'rollout')];
 };
@@ -240,6 +264,7 @@ const trainerFault: FaultPolicy = ({ state, recovery, decided }) => [
 export const FAULT_POLICIES: readonly FaultPolicy[] = [
   restartWaitsOnFaultyMachine,
   restartedMachineGone,
+  departingMachineFailed,
   coveredByActiveRecovery,
   verdictForFormerRole,
   taskRestartPolicy,
@@ -283,17 +308,55 @@ function faultyTrainerMachine(
   machineId: string,
   evidence: Evidence,
   rule: DecisionRule = 'trainer-machine-faulty',
+  handover?: HandoverState,
 ): ControllerDraft[] {
   const faulty = state.machines[machineId] ?? unknownMachine(machineId, 'trainer');
   const standby = state.mode !== 'sync' ? chooseWarmStandby(state, faulty) : null;
+  const record = handover && handoverRecord(handover);
   if (standby) {
-    return [
-      decision(state, recovery, 'warm-standby-from-rollout', rule, evidence),
-      promoteRollout(recovery.recoveryId, seq, standby, machineId),
-      replaceMachine(recovery.recoveryId, seq + 1, faulty, 'rollout'),
-    ];
+    const lent = [decision(state, recovery, 'warm-standby-from-rollout', rule, evidence, record), promoteRollout(recovery.recoveryId, seq, standby, machineId)];
+    return handover ? lent : [...lent, replaceMachine(recovery.recoveryId, seq + 1, faulty, 'rollout')];
   }
-  return [decision(state, recovery, 'request-new-trainer-machine', rule, evidence), replaceMachine(recovery.recoveryId, seq, faulty, faulty.role)];
+  const decided = decision(state, recovery, 'request-new-trainer-machine', rule, evidence, record);
+  return handover ? [decided] : [decided, replaceMachine(recovery.recoveryId, seq, faulty, faulty.role)];
+}
+
+// ── a departing trainer's handover (../planned-handover.ts) ───────────────────────────────────
+
+function checkpointForHandover(state: ControllerState, step: number, now: number): ControllerDraft[] {
+  const r = Object.values(state.recoveries).find((x) => !x.done && x.handover?.status === 'waiting' && step >= x.handover.checkpointStep);
+  if (!r) return [];
+  return handoverEnded(
+    state,
+    r,
+    { ...r.handover!, checkpointStep: step, status: 'saved' },
+    `the checkpoint of step ${step} is saved: the trainer group moves to step ${step + 1}, no step retried`,
+    now,
+  );
+}
+
+function handoverPastDeadline(state: ControllerState, now: number): ControllerDraft[] | null {
+  const r = Object.values(state.recoveries).find((x) => !x.done && x.handover?.status === 'waiting' && now >= x.handover.by);
+  if (!r) return null;
+  const h = r.handover!;
+  const why = `no checkpoint of step ${h.checkpointStep} by the handover deadline (${new Date(h.by).toISOString()}): the group moves now, step ${r.step} is retried`;
+  return handoverEnded(state, r, { ...h, status: 'given-up' }, why, now);
+}
+
+function handoverEnded(state: ControllerState, r: Recovery, h: HandoverState, detail: string, now: number): ControllerDraft[] {
+  const decided = decision(state, r, r.action, r.rule, { signal: 'node-draining', detail }, handoverRecord(h));
+  const after = evolveController(state, decided, now);
+  return [decided, ...moveGroup(after, after.recoveries[r.recoveryId], now)];
+}
+
+function moveGroup(state: ControllerState, r: Recovery, now: number): ControllerDraft[] {
+  const next = r.commandSeq + 1;
+  const faulty = state.machines[r.machineId] ?? unknownMachine(r.machineId, 'trainer');
+  const promote = Object.values(r.commands).find((c) => c.type === 'PromoteRolloutToTrainer');
+  if (!promote) return [replaceMachine(r.recoveryId, next, faulty, faulty.role)];
+  if (promote.status !== 'succeeded') return [];
+  const refilled = Object.values(r.commands).some((c) => c.type === 'ReplaceMachine' && c.subject === r.machineId);
+  return refilled ? restartGroupOf(state, r, next, now) : [replaceMachine(r.recoveryId, next, faulty, 'rollout'), ...restartGroupOf(state, r, next + 1, now)];
 }
 
 /** An unfinished recovery that already covers this fault: the same machine, or the trainer group it is restarting. */
@@ -318,6 +381,7 @@ function commandSucceeded(state: ControllerState, commandId: string, now: number
   const next = recovery.commandSeq + 1;
   switch (cmd.type) {
     case 'PromoteRolloutToTrainer':
+      if (recovery.handover) return recovery.handover.status === 'waiting' ? [] : moveGroup(state, recovery, now);
       return restartGroupOf(state, recovery, next, now);
     case 'ReplaceMachine':
       if (cmd.background) return [];

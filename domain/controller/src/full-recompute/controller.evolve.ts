@@ -15,6 +15,7 @@ import {
   unknownMachine,
 } from './controller.state';
 import { OpenSuspicions, settle, suspect } from '../open-suspicions';
+import { afterHandover, handoverOf } from '../planned-handover';
 
 /**
  * Folds one fact into the controller state at `at`: the event's own time, or `now` for an output the
@@ -73,16 +74,17 @@ export function evolveController(state: ControllerState, fact: ControllerFact, a
       return withMachine(state, { ...m, inFlightRequests: fact.data.inFlightRequests });
     }
     case 'TrainingStepStarted':
-      return { ...state, step: fact.data.step, stepBatch: { step: fact.data.step, batchId: fact.data.batchId } };
+      return { ...state, step: fact.data.step, stepBatch: { step: fact.data.step, batchId: fact.data.batchId }, stepStartedAt: at };
     case 'TrainingStepCompleted':
       return {
         ...state,
         firstIteration: false,
+        lastStepMs: fact.data.durationMs,
         step: Math.max(state.step, fact.data.step + 1),
         lastStepCompletedAt: Math.max(state.lastStepCompletedAt ?? at, at),
       };
     case 'CheckpointSaved':
-      return { ...state, lastCheckpointStep: Math.max(state.lastCheckpointStep ?? -1, fact.data.step) };
+      return { ...state, lastCheckpointStep: Math.max(state.lastCheckpointStep ?? -1, fact.data.step), lastCheckpointBlockingMs: fact.data.blockingMs };
     case 'RolePhaseChanged':
       return lifeSign(state, fact.data.machineId, heardAt);
     case 'FaultConfirmed': {
@@ -134,7 +136,10 @@ function onDecided(state: ControllerState, fact: Draft<'RecoveryDecided'>, at: n
   const d = fact.data;
   const existing = state.recoveries[d.recoveryId];
   const decidedVerdicts = { ...state.decidedVerdicts, [d.verdictId]: d.recoveryId };
-  if (existing) return withRecovery({ ...state, decidedVerdicts }, { ...existing, action: d.action, rule: d.rule });
+  if (existing) {
+    const decided = { ...existing, action: d.action, rule: d.rule };
+    return withRecovery({ ...state, decidedVerdicts }, d.handover ? afterHandover(state, decided, handoverOf(d.handover)) : decided);
+  }
   const acted = d.action !== 'report-only';
   const fault = state.faults[d.verdictId];
   const recovery: Recovery = {
@@ -159,6 +164,7 @@ function onDecided(state: ControllerState, fact: Draft<'RecoveryDecided'>, at: n
     restartedMachines: {},
     reportedIn: {},
     done: !acted,
+    ...(d.handover ? { handover: handoverOf(d.handover) } : {}),
   };
   const countsAsTrainerFault = acted && recovery.handledAs === 'trainer' && d.action !== 'restart-task';
   const trainerFaultsInStep = countsAsTrainerFault

@@ -8,6 +8,7 @@
 import type { DecisionRule, Draft, MessageOf, RecoveryAction, Role, TrainingMode } from '@robustrl/contracts';
 import type { JobCommand } from '@robustrl/domain-kit';
 import type { OpenSuspicions } from '../open-suspicions';
+import type { HandoverState } from '../controller.state';
 
 /**
  * The controller's view of one job (paper Figure 7): the roster of machines, the step and checkpoint,
@@ -133,6 +134,7 @@ export interface Recovery {
   /** The step retried and the checkpoint reloaded, fixed when the recovery is decided. */
   step: number;
   checkpointStep: number | null;
+  handover?: HandoverState;
   /** The retried step's batch, kept for it (null when the step had not started when the fault came). */
   batchId?: string | null;
   /** The trainer group as this recovery rebuilds it (standby in, faulty machine out). */
@@ -156,6 +158,9 @@ export interface ControllerState {
   /** The batch the trainer began its latest step on (TrainingStepStarted): what a restart keeps. */
   stepBatch?: { step: number; batchId: string } | null;
   /** Trainer faults acted on in `step`: a second one escalates (rule 2). */
+  stepStartedAt?: number;
+  lastStepMs?: number;
+  lastCheckpointBlockingMs?: number;
   trainerFaultsInStep: { step: number; count: number };
   machines: Record<string, RosterMachine>;
   recoveries: Record<string, Recovery>;

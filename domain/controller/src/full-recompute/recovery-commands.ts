@@ -1,4 +1,4 @@
-import { DecisionRule, Draft, draft, Evidence, RecoveryAction } from '@robustrl/contracts';
+import { DecisionRule, Draft, draft, Evidence, Handover, RecoveryAction } from '@robustrl/contracts';
 import { batchOfStep, ControllerDraft, ControllerState, Recovery, RosterMachine } from './controller.state';
 
 /**
@@ -13,8 +13,18 @@ export function decision(
   action: RecoveryAction,
   rule: DecisionRule,
   evidence: Evidence,
+  handover?: Handover,
 ): ControllerDraft {
-  return draft('RecoveryDecided', { recoveryId: r.recoveryId, verdictId: r.verdictId, machineId: r.machineId, action, rule, step: state.step, evidence });
+  return draft('RecoveryDecided', {
+    recoveryId: r.recoveryId,
+    verdictId: r.verdictId,
+    machineId: r.machineId,
+    action,
+    rule,
+    step: state.step,
+    evidence,
+    ...(handover ? { handover } : {}),
+  });
 }
 
 /**

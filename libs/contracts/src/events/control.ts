@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { command, event } from '../define-message';
 import { Topics } from '../topics';
-import { Evidence, MachineId, Role, Step, TrainerEpoch } from './common';
+import { Evidence, IsoTime, MachineId, Role, Step, TrainerEpoch } from './common';
 
 /** The recovery actions of paper Figure 7, plus `report-only` for rules that must not restart (stragglers). */
 export const RecoveryAction = z.enum([
@@ -54,6 +54,20 @@ export const DecisionRule = z.enum([
 ]);
 export type DecisionRule = z.infer<typeof DecisionRule>;
 
+/**
+ * A trainer machine that announced its departure is moved at the checkpoint of the step in progress
+ * (docs/planned-failures.md "A trainer moves at its checkpoint"). `waiting`: the group restart waits for
+ * the checkpoint of `checkpointStep` until `by` (a warm standby is promoted meanwhile); `saved`: it came,
+ * and the group restarts at the step after it, none retried; `given-up`: it did not come by `by`, or the
+ * machine failed first, and the step in progress is retried, as after an unplanned loss.
+ */
+export const Handover = z.object({
+  checkpointStep: Step,
+  by: IsoTime,
+  status: z.enum(['waiting', 'saved', 'given-up']),
+});
+export type Handover = z.infer<typeof Handover>;
+
 export const RecoveryDecided = event(
   'RecoveryDecided',
   Topics.control,
@@ -66,6 +80,7 @@ export const RecoveryDecided = event(
     rule: DecisionRule,
     step: Step,
     evidence: Evidence,
+    handover: Handover.optional(),
   }),
 );
 

@@ -65,3 +65,54 @@ describe('an agent reads its cloud notices', () => {
     expect(signals()).toHaveLength(1);
   });
 });
+
+/**
+ * A trainer machine that announced its departure stops its trainer at the next checkpoint: the step in
+ * progress ends and is saved there, and the group that replaces it begins at the next step
+ * (docs/planned-failures.md "A trainer moves at its checkpoint"). The stop is the agent's own: no fault.
+ */
+describe('a departing trainer stops at its checkpoint', () => {
+  it('keeps training through checkpoints until the notice; after it, stops at the first one without reporting a fault', async () => {
+    let preempted = false;
+    const server = createServer((_req, res) => void res.writeHead(200).end(preempted ? 'TRUE' : 'FALSE'));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const bus = new InProcessBus();
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/computeMetadata/v1/instance/preempted`;
+    const runtime = new AgentRuntime(
+      bus,
+      agentConfigFromEnv({
+        ROBUSTRL_JOB_ID: 'job-2',
+        ROBUSTRL_MACHINE_ID: 't-0',
+        ROBUSTRL_ROLE: 'trainer',
+        ROBUSTRL_GPU_SOURCE: 'emulated',
+        ROBUSTRL_GPU_SAMPLE_SECONDS: '3600',
+        ROBUSTRL_TRAINER_COMMAND: 'exec sleep 60',
+        ROBUSTRL_STOP_GRACE_SECONDS: '1',
+        ROBUSTRL_WEIGHTS_PORT: '0',
+        ROBUSTRL_WEIGHTS_BIND_HOST: '127.0.0.1',
+        ROBUSTRL_AGENT_NOTICES: `gce-preempted=${url}`,
+        ROBUSTRL_AGENT_NOTICE_POLL_SECONDS: '0.1',
+      }),
+    );
+    const running = () => runtime.status().roleProcess!.running;
+    try {
+      await runtime.start('http://127.0.0.1:1');
+      await eventually('the trainer running', () => running() || undefined);
+      await runtime.checkpointSaved({ step: 4, uri: 'file:///ckpt/4', blockingMs: 5 });
+      await new Promise((r) => setTimeout(r, 300));
+      expect(running()).toBe(true);
+
+      preempted = true;
+      await eventually('node-draining reported', () => messagesOf(bus, 'AgentFaultSignalled')[0]);
+      await runtime.checkpointSaved({ step: 5, uri: 'file:///ckpt/5', blockingMs: 5 });
+      await eventually('the trainer stopped', () => !running() || undefined);
+      expect(messagesOf(bus, 'CheckpointSaved').map((m) => m.data.step)).toEqual([4, 5]);
+      await new Promise((r) => setTimeout(r, 300));
+      expect(messagesOf(bus, 'AgentFaultSignalled').map((m) => m.data.signal)).toEqual(['node-draining']);
+    } finally {
+      await runtime.stop();
+      await bus.close();
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+});

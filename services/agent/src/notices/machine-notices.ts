@@ -12,6 +12,8 @@ export class MachineNotices {
   private readonly termination: TerminationNotice;
   /** The control plane ordered this machine replaced: a SIGTERM after it is that order carried out. */
   private replacementOrdered: string | null = null;
+  /** A notice was reported: this machine is leaving, its roles are being moved. */
+  private reported = false;
 
   constructor(
     config: Pick<AgentConfig, 'notices' | 'terminationGraceMs'>,
@@ -23,10 +25,11 @@ export class MachineNotices {
       logger: { log: (line: string) => void; warn: (line: string) => void };
     },
   ) {
+    const report = (detail: string, departsInMs: number) => agent.report(detail, departsInMs).then(() => void (this.reported = true));
     this.cloud = new NoticeWatcher(config.notices.sources, {
       pollMs: config.notices.pollMs,
       vmName: config.notices.vmName,
-      report: (detail, notice) => agent.report(detail, Math.max(0, notice.deadline.getTime() - Date.now())),
+      report: (detail, notice) => report(detail, Math.max(0, notice.deadline.getTime() - Date.now())),
       logger: agent.logger,
     });
     this.termination = new TerminationNotice({
@@ -38,9 +41,14 @@ export class MachineNotices {
           : this.replacementOrdered
             ? `the control plane replaced this machine (${this.replacementOrdered})`
             : null,
-      report: agent.report,
+      report,
       log: agent.logger.log,
     });
+  }
+
+  /** Whether this machine announced its departure (a notice was reported): its trainer stops at its next checkpoint. */
+  get departing(): boolean {
+    return this.reported;
   }
 
   start(): void {
