@@ -19,6 +19,8 @@ export interface AgentSite {
   trainers: number;
   /** The clock preload (skewed-clock.ts) and this machine's offset file, when the build has one. */
   clock: { preload: string; file: string } | null;
+  /** The pod's termination grace period: SIGTERM is then a notice (planned-faults.ts); 0 stops at once. */
+  terminationGraceSeconds: number;
 }
 
 /**
@@ -42,6 +44,7 @@ export function agentEnvOf(m: MachineSpec & { jobId: string }, common: NodeJS.Pr
     ROBUSTRL_AGENT_PORT: '0',
     ROBUSTRL_GPU_SAMPLE_SECONDS: '1',
     ROBUSTRL_STOP_GRACE_SECONDS: '1',
+    ROBUSTRL_AGENT_TERMINATION_GRACE_SECONDS: String(site.terminationGraceSeconds),
     ROBUSTRL_AGENT_LEASE_SECONDS: String(site.timings.leaseSeconds),
     ROBUSTRL_WEIGHTS_PORT: '0',
     ROBUSTRL_WEIGHTS_SHM_DIR: site.shmDir,

@@ -8,6 +8,7 @@ import { clusterFault, CLUSTER_FAULTS } from './cluster-faults';
 import { PARTITION_FAULTS, partitionFault, Partitions } from './partition-faults';
 import { killEngineDuringLoad, killTrainerAtCheckpoint } from './timed-faults';
 import { DEGRADED_FAULTS, degradedFault, DegradedHost } from './degraded-faults';
+import { isPlanned, plannedFault } from './planned-faults';
 
 /**
  * How the whole-system campaign injects each kind of fault (fault-schedule.ts) into the processes it
@@ -92,6 +93,7 @@ export async function injectFault(host: FaultHost, fault: ScheduledFault): Promi
       if ((CLUSTER_FAULTS as readonly string[]).includes(fault.kind)) return clusterFault(host, fault);
       if ((PARTITION_FAULTS as readonly string[]).includes(fault.kind)) return partitionFault(host, host.partitions, fault);
       if ((DEGRADED_FAULTS as readonly string[]).includes(fault.kind)) return degradedFault(host, fault);
+      if (isPlanned(fault.kind)) return plannedFault(host, { ...fault, kind: fault.kind });
       throw new Error(`no injector for fault kind ${fault.kind}`);
   }
 }

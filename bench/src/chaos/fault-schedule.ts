@@ -48,6 +48,14 @@ export const FAULT_KINDS = [
   'clock-skew',
   /** SIGSTOP of a rollout's engine as its agent begins a weight load (jobs whose agents load engines). */
   'stop-engine-during-load',
+  /** SIGTERM to a trainer machine's agent with a pod's grace period, the machine gone when it ends (planned-faults.ts). */
+  'drain-trainer-machine',
+  /** The same drain of a rollout machine. */
+  'drain-rollout-machine',
+  /** A preemption notice with its deadline reported on a trainer machine, the machine gone at the deadline. */
+  'preempt-trainer-machine',
+  /** The same preemption of a rollout machine. */
+  'preempt-rollout-machine',
 ] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
@@ -79,6 +87,11 @@ export const DEFAULT_FAULT_WEIGHTS: Record<FaultKind, number> = {
   'slow-postgres': 1,
   'clock-skew': 1,
   'stop-engine-during-load': 0,
+  // Planned failures: a campaign that compares them with machine losses gives them weight (--mix; docs/planned-failures.md).
+  'drain-trainer-machine': 0,
+  'drain-rollout-machine': 0,
+  'preempt-trainer-machine': 0,
+  'preempt-rollout-machine': 0,
 };
 
 export const CONTROL_PLANE_SERVICES = ['detector', 'controller', 'request-manager', 'rollout-manager', 'weight-registry'] as const;

@@ -10,6 +10,7 @@ import { openRecoveries, unsettled } from './campaign-view';
 import { raisedStepTarget } from './step-target';
 import { waitUntil } from './wait-until';
 import { agentEnvOf } from './campaign-env';
+import { DRAIN_GRACE_SECONDS, isPlanned } from './planned-faults';
 import { CampaignPlane, planeReadiness, startCampaignPlane, stopCampaignPlane } from './campaign-plane';
 import { EttrAtEnd, reportedEttr, scoreRun } from './campaign-record';
 import { campaignTimings, DEFAULT_TIME_SCALE } from './campaign-settings';
@@ -300,6 +301,8 @@ class CampaignRun {
       rendezvousPort: this.plane.ports!.rendezvous,
       trainers: this.job.trainers,
       clock: this.clockPreload ? { preload: this.clockPreload, file: this.clockFile(m.machineId) } : null,
+      // A pod's grace period, when the mix drains machines (planned-faults.ts); else SIGTERM stops an agent at once, as before.
+      terminationGraceSeconds: this.schedule.some((f) => isPlanned(f.kind)) ? DRAIN_GRACE_SECONDS : 0,
     };
     return { ...agentEnvOf(m, common, site), ...this.job.agentEnv(m, this.ctx) };
   }

@@ -1,5 +1,6 @@
 import { request } from 'node:http';
 import { ClassRow, formatClassScorecard } from './class-scorecard';
+import { formatPlannedComparison, plannedAgainstUnplanned } from './planned-scorecard';
 import type { FaultKind } from './fault-schedule';
 import type { Check } from './system-invariants';
 
@@ -111,6 +112,7 @@ export function formatSystemScorecard(card: SystemScorecard): string {
     '',
     formatClassScorecard(card.classes ?? []),
     '',
+    ...(plannedAgainstUnplanned(card.classes ?? []).length > 0 ? [formatPlannedComparison(plannedAgainstUnplanned(card.classes ?? [])), ''] : []),
     'decisions (action (rule): count): ' +
       Object.entries(card.decisionsByRule)
         .map(([k, n]) => `${k}: ${n}`)

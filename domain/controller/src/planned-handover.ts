@@ -1,8 +1,8 @@
 import type { Evidence, Handover } from '@robustrl/contracts';
 import { batchOfStep, ControllerData, ControllerDraft, ControllerState, HandoverState, Recovery, unknownMachine } from './controller.state';
+import { decision, replaceMachine } from './recovery-commands';
 
 export type { HandoverState } from './controller.state';
-import { decision, replaceMachine } from './recovery-commands';
 
 /**
  * A trainer machine that announced its departure moves at the checkpoint of the step in progress

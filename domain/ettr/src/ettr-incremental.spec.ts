@@ -52,6 +52,7 @@ function randomJob(seed: number, events: number) {
   const someMachine = () => pick([...machines.keys()]);
   const recoveryCommand = () => ({ recoveryId: pick(recoveries) ?? 'unknown/recovery', commandId: `c${fresh++}` });
 
+  const HANDOVERS = ['waiting', 'saved', 'given-up'] as const;
   const next = (): EttrInput => {
     const r = rnd();
     if (r < 0.06 || machines.size < 3)
@@ -67,7 +68,8 @@ function randomJob(seed: number, events: number) {
         machineId,
         role: machines.get(machineId) ?? 'rollout',
         rule: 'explicit-signal',
-        evidence: {},
+        // Some are notices: a departing trainer's group is held from its move, not its notice.
+        evidence: rnd() < 0.2 ? { signal: 'node-draining' } : {},
         handledAs: rnd() < 0.5 ? 'trainer' : 'rollout',
         machineFaulty: false,
         detectionLatencyMs: Math.floor(rnd() * 120_000),
@@ -80,7 +82,18 @@ function randomJob(seed: number, events: number) {
         const recoveryId = `${o.outageId}/recovery`;
         recoveries.push(recoveryId);
         const action = rnd() < 0.5 ? 'report-only' : pick(ACTIONS)!;
-        return msg('RecoveryDecided', { recoveryId, verdictId: o.outageId, machineId: o.machineId, action, rule: 'trainer-fault', step: 0, evidence: {} });
+        // A departing trainer's decision may wait for its checkpoint, and is decided again when the wait ends.
+        const handover = o.planned && rnd() < 0.7 ? { handover: { checkpointStep: 1, by: new Date(T0 + t).toISOString(), status: pick(HANDOVERS)! } } : {};
+        return msg('RecoveryDecided', {
+          recoveryId,
+          verdictId: o.outageId,
+          machineId: o.machineId,
+          action,
+          rule: 'trainer-fault',
+          step: 0,
+          evidence: {},
+          ...handover,
+        });
       }
     }
     if (r < 0.7) {

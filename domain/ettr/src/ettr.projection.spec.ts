@@ -406,6 +406,58 @@ describe('ETTR projection', () => {
       });
   });
 
+  it('a departing trainer counts as working while its group waits for the step’s checkpoint; down from the move on', () => {
+    const verdictId = 't0/explicit-signal/1';
+    const notice = at(100, 'FaultConfirmed', {
+      verdictId,
+      machineId: 't0',
+      role: 'trainer',
+      rule: 'explicit-signal',
+      evidence: { signal: 'node-draining', departsAt: iso(130) },
+      handledAs: 'trainer',
+      machineFaulty: true,
+      detectionLatencyMs: 0,
+    });
+    const handover = (s: number, status: 'waiting' | 'saved') =>
+      at(s, 'RecoveryDecided', {
+        recoveryId: `${verdictId}/recovery`,
+        verdictId,
+        machineId: 't0',
+        action: 'request-new-trainer-machine',
+        rule: 'planned-trainer-departure',
+        step: 3,
+        evidence: { signal: 'node-draining' },
+        handover: { checkpointStep: 3, by: iso(127), status },
+      });
+    spec()
+      .given([
+        ...workingJob(),
+        notice,
+        handover(100, 'waiting'),
+        phase(110, 't0', 'trainer', 'checkpoint', 3),
+        handover(120, 'saved'),
+        restartGroup(120, verdictId),
+        phase(160, 't0', 'trainer', 'training', 4),
+        tick(300),
+      ])
+      .then((view) => {
+        // Down from the move (120) until it trained again (160), not from the notice (100): 8 GPUs for 40 s, planned.
+        expect(ettrReport(view).downtimeByNotice).toEqual({ plannedGpuHours: round4((8 * 40) / 3600), unplannedGpuHours: 0 });
+        expect(ettrOf(view)).toBeCloseTo(1 - (8 * 40) / (32 * 300), 6);
+      });
+    // Without a handover (moved at once), the decision holds it at once.
+    spec()
+      .given([
+        ...workingJob(),
+        notice,
+        decided(100, verdictId, 't0', 'request-new-trainer-machine', 'planned-trainer-departure'),
+        restartGroup(100, verdictId),
+        phase(160, 't0', 'trainer', 'training', 4),
+        tick(300),
+      ])
+      .then((view) => expect(ettrReport(view).downtimeByNotice).toEqual({ plannedGpuHours: round4((8 * 60) / 3600), unplannedGpuHours: 0 }));
+  });
+
   it('a verdict covered by an active recovery adds no downtime of its own', () => {
     spec()
       .given([

@@ -169,6 +169,9 @@ function apply(view: EttrView, event: EttrInput, at: number): void {
       };
       view.outages[o.outageId] = o;
       openOutage(view, o);
+      // A trainer machine that announced its departure trains on until its group moves: the decision to
+      // move it holds the group (docs/planned-failures.md "A trainer moves at its checkpoint").
+      if (o.planned && d.handledAs === 'trainer') return;
       // A trainer fault stops the whole trainer group (its ranks hang on the dead one); a rollout fault, its machine.
       const hit = d.handledAs === 'trainer' ? trainersToHold(view) : [view.machines[d.machineId]].filter(Boolean);
       if (!view.machines[d.machineId] && d.handledAs === 'rollout') return;
@@ -191,6 +194,10 @@ function apply(view: EttrView, event: EttrInput, at: number): void {
       view.recoveries[d.recoveryId] = o.outageId;
       if (d.action === 'report-only') close(view, o, at);
       else if (d.action === 'restart-task') startTaskRestart(view, o);
+      else if (o.planned && o.handledAs === 'trainer' && d.handover?.status !== 'waiting') {
+        // The group moves now (at once, or its handover ended): from here it is down.
+        for (const m of trainersToHold(view)) if (!heldByOpenOutage(view, m)) hold(view, m, o);
+      }
       return;
     }
     case 'RestartTask': {

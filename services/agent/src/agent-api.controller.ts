@@ -259,17 +259,17 @@ export class AgentApiController {
           { path: 'signal', message: 'process-exited is reported by the agent itself for the role process it supervises (ROBUSTRL_INTEGRATION=supervise)' },
         ],
       });
-    return accepted(
-      await this.agent.emit('AgentFaultSignalled', {
-        machineId: this.agent.config.machineId,
-        role: this.agent.role,
-        signal: b.signal,
-        detail: b.detail,
-        exitCode: b.exitCode,
-        observedAt: new Date().toISOString(),
-        ...(b.departsInSeconds !== undefined ? { departsInMs: Math.round(b.departsInSeconds * 1000) } : {}),
-      }),
-    );
+    const eventId = await this.agent.emit('AgentFaultSignalled', {
+      machineId: this.agent.config.machineId,
+      role: this.agent.role,
+      signal: b.signal,
+      detail: b.detail,
+      exitCode: b.exitCode,
+      observedAt: new Date().toISOString(),
+      ...(b.departsInSeconds !== undefined ? { departsInMs: Math.round(b.departsInSeconds * 1000) } : {}),
+    });
+    if (b.signal === 'node-draining') this.agent.departureAnnounced();
+    return accepted(eventId);
   }
 
   // ── weights (paper §5.2.1): the framework hands versions over through named /dev/shm regions ─────

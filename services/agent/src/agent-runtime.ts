@@ -305,6 +305,11 @@ export class AgentRuntime {
   }
 
   /** Publish a fact observed on this machine; returns its event id. */
+  /** The framework reported this machine's departure (`POST /v1/errors` with `node-draining`), as a notice the agent read would. */
+  departureAnnounced(): void {
+    this.notices.announced();
+  }
+
   /**
    * The trainer saved a checkpoint. On a machine leaving, that ends the step in progress: the trainer
    * stops there, and the group that takes its place begins at the next step (docs/planned-failures.md

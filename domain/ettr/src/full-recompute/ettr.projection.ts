@@ -146,6 +146,8 @@ function apply(view: EttrView, event: EttrInput, at: number): void {
         closedAt: null,
       };
       view.outages[o.outageId] = o;
+      // A departing trainer trains on until its group moves: the decision holds the group.
+      if (o.planned && d.handledAs === 'trainer') return;
       // A trainer fault stops the whole trainer group (its ranks hang on the dead one); a rollout fault, its machine.
       const hit = d.handledAs === 'trainer' ? Object.values(view.machines).filter(isTrainer) : [view.machines[d.machineId]].filter(Boolean);
       if (!view.machines[d.machineId] && d.handledAs === 'rollout') return;
@@ -167,6 +169,9 @@ function apply(view: EttrView, event: EttrInput, at: number): void {
       view.recoveries[d.recoveryId] = o.outageId;
       if (d.action === 'report-only') close(view, o, at);
       else if (d.action === 'restart-task') startTaskRestart(view, o);
+      else if (o.planned && o.handledAs === 'trainer' && d.handover?.status !== 'waiting') {
+        for (const m of Object.values(view.machines).filter(isTrainer)) if (!(m.heldBy && view.outages[m.heldBy]?.closedAt === null)) hold(m, o);
+      }
       return;
     }
     case 'RestartTask': {

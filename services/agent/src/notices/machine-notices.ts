@@ -51,6 +51,11 @@ export class MachineNotices {
     return this.reported;
   }
 
+  /** The framework reported the departure itself (`POST /v1/errors` with `node-draining`): the same as a notice read here. */
+  announced(): void {
+    this.reported = true;
+  }
+
   start(): void {
     this.cloud.start();
   }
