@@ -304,7 +304,6 @@ export class AgentRuntime {
     return this.emit('RolePhaseChanged', { machineId: this.config.machineId, role: this.role, phase, step, changedAt: new Date().toISOString() });
   }
 
-  /** Publish a fact observed on this machine; returns its event id. */
   /** The framework reported this machine's departure (`POST /v1/errors` with `node-draining`), as a notice the agent read would. */
   departureAnnounced(): void {
     this.notices.announced();
@@ -324,6 +323,7 @@ export class AgentRuntime {
     return eventId;
   }
 
+  /** Publish a fact observed on this machine; returns its event id. */
   async emit<T extends AgentOutputType>(type: T, data: DataOf<T>, cause?: RobustrlMessage): Promise<string> {
     const ctx = { source: `agent/${this.config.machineId}`, occurredAt: new Date().toISOString() };
     const message = cause ? createCausedMessage(type, data, cause, ctx) : createMessage(type, data, { jobId: this.config.jobId, ...ctx });

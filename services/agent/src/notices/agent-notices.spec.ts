@@ -1,8 +1,10 @@
 import { createServer, Server } from 'node:http';
 import { AddressInfo } from 'node:net';
+import { Test } from '@nestjs/testing';
 import { InProcessBus } from '@robustrl/bus';
 import { messagesOf } from '@robustrl/testing/bus-messages';
 import { eventually } from '@robustrl/testing/eventually';
+import { AgentApiController } from '../agent-api.controller';
 import { agentConfigFromEnv } from '../agent-config';
 import { AgentRuntime } from '../agent-runtime';
 
@@ -113,6 +115,52 @@ describe('a departing trainer stops at its checkpoint', () => {
       await runtime.stop();
       await bus.close();
       await new Promise((resolve) => server.close(resolve));
+    }
+  });
+});
+
+describe('a departure the framework reports through the API', () => {
+  it('stops the trainer at its next checkpoint too (POST /v1/errors with node-draining)', async () => {
+    const bus = new InProcessBus();
+    const runtime = new AgentRuntime(
+      bus,
+      agentConfigFromEnv({
+        ROBUSTRL_JOB_ID: 'job-3',
+        ROBUSTRL_MACHINE_ID: 't-0',
+        ROBUSTRL_ROLE: 'trainer',
+        ROBUSTRL_GPU_SOURCE: 'emulated',
+        ROBUSTRL_GPU_SAMPLE_SECONDS: '3600',
+        ROBUSTRL_TRAINER_COMMAND: 'exec sleep 60',
+        ROBUSTRL_STOP_GRACE_SECONDS: '1',
+        ROBUSTRL_WEIGHTS_PORT: '0',
+        ROBUSTRL_WEIGHTS_BIND_HOST: '127.0.0.1',
+      }),
+    );
+    const moduleRef = await Test.createTestingModule({
+      controllers: [AgentApiController],
+      providers: [{ provide: AgentRuntime, useValue: runtime }],
+    }).compile();
+    const app = moduleRef.createNestApplication({ logger: false });
+    await app.listen(0, '127.0.0.1');
+    const url = (await app.getUrl()).replace('[::1]', '127.0.0.1');
+    const post = (path: string, body: object) =>
+      fetch(`${url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const running = () => runtime.status().roleProcess!.running;
+    try {
+      await runtime.start(url);
+      await eventually('the trainer running', () => running() || undefined);
+      // Another fault is not a departure: the trainer goes on through its checkpoint.
+      expect((await post('/v1/errors', { signal: 'step-exception', detail: 'a bad batch' })).status).toBe(202);
+      expect((await post('/v1/checkpoints', { step: 1, uri: 'file:///ckpt/1', blockingMs: 5 })).status).toBe(202);
+      await new Promise((r) => setTimeout(r, 300));
+      expect(running()).toBe(true);
+      expect((await post('/v1/errors', { signal: 'node-draining', detail: 'Ray drain', departsInSeconds: 60 })).status).toBe(202);
+      expect((await post('/v1/checkpoints', { step: 2, uri: 'file:///ckpt/2', blockingMs: 5 })).status).toBe(202);
+      await eventually('the trainer stopped', () => !running() || undefined);
+    } finally {
+      await runtime.stop();
+      await app.close();
+      await bus.close();
     }
   });
 });
