@@ -48,7 +48,11 @@ export async function plannedFault(host: FaultHost, fault: ScheduledFault & { ki
   }
   // The machine goes at its deadline, moved or not; an agent that stopped by itself before is gone already.
   const deadline = setTimeout(() => {
-    if (host.supervisor.pidOf(target) === pid) host.supervisor.killMachine(target, 'SIGKILL');
+    try {
+      if (host.supervisor.pidOf(target) === pid) host.supervisor.killMachine(target, 'SIGKILL');
+    } catch {
+      // The run ended and its supervisor with it: nothing is left to kill.
+    }
   }, seconds * 1000);
   deadline.unref();
   return { target, note: `${fault.kind.startsWith('drain') ? 'SIGTERM to its agent' : 'preemption notice'}, gone in ${seconds} s` };
