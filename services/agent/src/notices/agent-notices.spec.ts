@@ -68,6 +68,24 @@ describe('an agent reads its cloud notices', () => {
   });
 });
 
+/** A trainer machine's agent whose trainer is a process that sleeps: what stops it is the agent. */
+function trainerAgent(bus: InProcessBus, env: Record<string, string>): AgentRuntime {
+  return new AgentRuntime(
+    bus,
+    agentConfigFromEnv({
+      ROBUSTRL_MACHINE_ID: 't-0',
+      ROBUSTRL_ROLE: 'trainer',
+      ROBUSTRL_GPU_SOURCE: 'emulated',
+      ROBUSTRL_GPU_SAMPLE_SECONDS: '3600',
+      ROBUSTRL_TRAINER_COMMAND: 'exec sleep 60',
+      ROBUSTRL_STOP_GRACE_SECONDS: '1',
+      ROBUSTRL_WEIGHTS_PORT: '0',
+      ROBUSTRL_WEIGHTS_BIND_HOST: '127.0.0.1',
+      ...env,
+    }),
+  );
+}
+
 /**
  * A trainer machine that announced its departure stops its trainer at the next checkpoint: the step in
  * progress ends and is saved there, and the group that replaces it begins at the next step
@@ -80,22 +98,7 @@ describe('a departing trainer stops at its checkpoint', () => {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const bus = new InProcessBus();
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/computeMetadata/v1/instance/preempted`;
-    const runtime = new AgentRuntime(
-      bus,
-      agentConfigFromEnv({
-        ROBUSTRL_JOB_ID: 'job-2',
-        ROBUSTRL_MACHINE_ID: 't-0',
-        ROBUSTRL_ROLE: 'trainer',
-        ROBUSTRL_GPU_SOURCE: 'emulated',
-        ROBUSTRL_GPU_SAMPLE_SECONDS: '3600',
-        ROBUSTRL_TRAINER_COMMAND: 'exec sleep 60',
-        ROBUSTRL_STOP_GRACE_SECONDS: '1',
-        ROBUSTRL_WEIGHTS_PORT: '0',
-        ROBUSTRL_WEIGHTS_BIND_HOST: '127.0.0.1',
-        ROBUSTRL_AGENT_NOTICES: `gce-preempted=${url}`,
-        ROBUSTRL_AGENT_NOTICE_POLL_SECONDS: '0.1',
-      }),
-    );
+    const runtime = trainerAgent(bus, { ROBUSTRL_JOB_ID: 'job-2', ROBUSTRL_AGENT_NOTICES: `gce-preempted=${url}`, ROBUSTRL_AGENT_NOTICE_POLL_SECONDS: '0.1' });
     const running = () => runtime.status().roleProcess!.running;
     try {
       await runtime.start('http://127.0.0.1:1');
@@ -122,20 +125,7 @@ describe('a departing trainer stops at its checkpoint', () => {
 describe('a departure the framework reports through the API', () => {
   it('stops the trainer at its next checkpoint too (POST /v1/errors with node-draining)', async () => {
     const bus = new InProcessBus();
-    const runtime = new AgentRuntime(
-      bus,
-      agentConfigFromEnv({
-        ROBUSTRL_JOB_ID: 'job-3',
-        ROBUSTRL_MACHINE_ID: 't-0',
-        ROBUSTRL_ROLE: 'trainer',
-        ROBUSTRL_GPU_SOURCE: 'emulated',
-        ROBUSTRL_GPU_SAMPLE_SECONDS: '3600',
-        ROBUSTRL_TRAINER_COMMAND: 'exec sleep 60',
-        ROBUSTRL_STOP_GRACE_SECONDS: '1',
-        ROBUSTRL_WEIGHTS_PORT: '0',
-        ROBUSTRL_WEIGHTS_BIND_HOST: '127.0.0.1',
-      }),
-    );
+    const runtime = trainerAgent(bus, { ROBUSTRL_JOB_ID: 'job-3' });
     const moduleRef = await Test.createTestingModule({
       controllers: [AgentApiController],
       providers: [{ provide: AgentRuntime, useValue: runtime }],
