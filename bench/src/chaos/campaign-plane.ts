@@ -11,7 +11,7 @@ import { CONTROL_PLANE_SERVICES, ControlPlaneService } from './fault-schedule';
 import { LatencyProxy } from './latency-proxy';
 import { PartitionedOrchestrator, Partitions } from './partition-faults';
 import { freePorts, PrivateInfra, ServiceProcess } from './private-infra';
-import { waitUntil } from './wait-until';
+import { awaitServicesReady } from './services-ready';
 
 const AGENT_MAIN = join(resolve(__dirname, '..', '..', '..'), 'services', 'agent', 'dist', 'main.js');
 const quiet: BusLogger = { info: () => undefined, warn: () => undefined, error: () => undefined };
@@ -120,7 +120,7 @@ export async function startCampaignPlane(site: PlaneSite, into: Partial<Campaign
   const services = (into.services ??= new Map<ControlPlaneService, ServiceProcess>());
   for (const name of CONTROL_PLANE_SERVICES) services.set(name, new ServiceProcess(name, ports.http[name], { ...common, ...bind, ...own[name] }, site.logDir));
   for (const s of services.values()) s.start();
-  await waitUntil('every service ready', async () => (await planeReadiness(services)).every((c) => c === 200), 120_000);
+  await awaitServicesReady([...services.values()], { timeoutMs: 180_000, progress: site.progress });
   site.progress('detector, controller, request manager, rollout manager (router), weight registry: ready');
 
   const observer = (into.observer = await bus.subscribe({

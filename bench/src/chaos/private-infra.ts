@@ -1,5 +1,5 @@
 import { ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { closeSync, existsSync, mkdtempSync, openSync, rmSync } from 'node:fs';
+import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { get } from 'node:http';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -141,15 +141,42 @@ export class ServiceProcess {
   }
 
   /** GET /readyz: its status code, or 0 when the process does not answer. */
-  readiness(): Promise<number> {
+  async readiness(): Promise<number> {
+    return (await this.readinessAnswer()).status;
+  }
+
+  /** GET /readyz: its status and body (which says what is not ready), or 0 and why nothing answered. */
+  readinessAnswer(): Promise<{ status: number; body: string }> {
     return new Promise((done) => {
       const req = get({ host: '127.0.0.1', port: this.httpPort, path: '/readyz', timeout: 5_000 }, (res) => {
-        res.resume();
-        done(res.statusCode ?? 0);
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => (body += chunk));
+        res.on('end', () => done({ status: res.statusCode ?? 0, body }));
+        res.on('error', (err) => done({ status: res.statusCode ?? 0, body: String(err) }));
       });
-      req.on('timeout', () => req.destroy());
-      req.on('error', () => done(0));
+      req.on('timeout', () => req.destroy(new Error('no answer within 5 s')));
+      req.on('error', (err) => done({ status: 0, body: err.message }));
     });
+  }
+
+  /** How the current incarnation ended (`exit code 1`, `signal SIGKILL`), or null while it runs. */
+  get ended(): string | null {
+    if (!this.child || this.running) return null;
+    return this.child.signalCode ? `signal ${this.child.signalCode}` : `exit code ${this.child.exitCode}`;
+  }
+
+  /** The last `lines` lines of its log (every incarnation appends to one file). */
+  logTail(lines = 20): string {
+    try {
+      return readFileSync(join(this.logDir, `${this.name}.log`), 'utf8')
+        .trimEnd()
+        .split('\n')
+        .slice(-lines)
+        .join('\n');
+    } catch {
+      return '(no log)';
+    }
   }
 
   private async stopWith(signal: NodeJS.Signals, timeoutMs: number): Promise<void> {
