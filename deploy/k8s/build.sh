@@ -42,12 +42,43 @@ if [[ ! -x "${BUILD}/bin/kwok" ]]; then
   go install "sigs.k8s.io/kwok/cmd/kwok@${KWOK_VERSION}" >&2
   cp "${GO_DIR}/bin/kwok" "${BUILD}/bin/kwok"
 fi
-# kwok needs stages (what a fake kubelet does to nodes and pods): they come with its module.
-if [[ ! -f "${BUILD}/kwok-stages.yaml" ]]; then
+# kwok needs stages (what a fake kubelet does to nodes and pods): they come with its module. A deleted
+# pod goes at once, as kwok's fast stage has it, unless it carries robustrl.io/kwok-honour-grace: then it
+# stays until its grace period ends (its deletionTimestamp), as a pod whose process takes its whole
+# grace would — what a drain test needs to act before the pod goes.
+STAGES="${BUILD}/kwok-stages.v2.yaml"
+if [[ ! -f "${STAGES}" ]]; then
   mod="$(go env GOMODCACHE)/sigs.k8s.io/kwok@${KWOK_VERSION}/kustomize/stage"
-  for s in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+  for s in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml; do
     cat "${mod}/${s}"
     echo '---'
-  done >"${BUILD}/kwok-stages.yaml"
+  done >"${STAGES}.tmp"
+  cat >>"${STAGES}.tmp" <<'STAGE'
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-delete
+spec:
+  resourceRef: { apiGroup: v1, kind: Pod }
+  selector:
+    matchExpressions:
+      - { key: '.metadata.deletionTimestamp', operator: 'Exists' }
+      - { key: '.metadata.annotations["robustrl.io/kwok-honour-grace"]', operator: 'DoesNotExist' }
+  next: { finalizers: { empty: true }, delete: true }
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-delete-after-grace
+spec:
+  resourceRef: { apiGroup: v1, kind: Pod }
+  selector:
+    matchExpressions:
+      - { key: '.metadata.deletionTimestamp', operator: 'Exists' }
+      - { key: '.metadata.annotations["robustrl.io/kwok-honour-grace"]', operator: 'Exists' }
+  delay: { durationMilliseconds: 0, durationFrom: { expressionFrom: '.metadata.deletionTimestamp' } }
+  next: { finalizers: { empty: true }, delete: true }
+STAGE
+  mv "${STAGES}.tmp" "${STAGES}"
 fi
 echo "[k8s] binaries in ${BUILD}/bin" >&2

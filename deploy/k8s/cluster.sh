@@ -68,7 +68,7 @@ KUBECONFIG
     --service-account-private-key-file "${STATE}/sa.key" --root-ca-file "${STATE}/certs/apiserver.crt" \
     --leader-elect=false --secure-port 0 --use-service-account-credentials=false
   start kube-scheduler "${BIN}/kube-scheduler" --kubeconfig "${KUBECONFIG_FILE}" --leader-elect=false --secure-port 0
-  start kwok "${BIN}/kwok" --kubeconfig "${KUBECONFIG_FILE}" --config "${BUILD}/kwok-stages.yaml" \
+  start kwok "${BIN}/kwok" --kubeconfig "${KUBECONFIG_FILE}" --config "${BUILD}/kwok-stages.v2.yaml" \
     --manage-all-nodes=true --cidr 10.0.0.1/24 --node-ip 10.0.0.1
   # gpu-0 is the trainer pool's, gpu-1 and gpu-2 the rollout pool's (robustrl.io/pool), 8 GPUs each.
   for node in gpu-0 gpu-1 gpu-2 cpu-0 cpu-1; do

@@ -1,7 +1,7 @@
 import { SERVICE_ROLES, ServiceRole, TOPIC_RIGHTS } from '@robustrl/bus';
 import { DEAD_LETTER_TOPIC, MessageType, topicOf, TopicName } from '@robustrl/contracts';
 import { AGENT_OUTPUT_TYPES } from '@robustrl/agent';
-import { CONTROLLER_INPUTS, RecoveryExecutor } from '@robustrl/controller';
+import { CONTROLLER_INPUTS, DepartureRelay, RecoveryExecutor } from '@robustrl/controller';
 import { CONTROLLER_OUTPUT_TYPES } from '@robustrl/controller-domain';
 import { DETECTOR_INPUTS } from '@robustrl/detector';
 import { DETECTOR_HOST_INPUT_TYPES, DETECTOR_OUTPUT_TYPES } from '@robustrl/detector-domain';
@@ -25,9 +25,9 @@ const sorted = (topics: Iterable<string>) => [...new Set(topics)].sort();
 const CODE: Record<ServiceRole | 'agent', { reads: readonly string[]; emits: readonly MessageType[] }> = {
   detector: { reads: DETECTOR_INPUTS, emits: [...DETECTOR_OUTPUT_TYPES, ...DETECTOR_HOST_INPUT_TYPES] },
   controller: {
-    // The deciding consumer, the ETTR projection, the orchestrator executor.
+    // The deciding consumer, the ETTR projection, the orchestrator executor, the platform's departure notices.
     reads: [...CONTROLLER_INPUTS, ...topicsOf(ETTR_INPUT_TYPES), ...RecoveryExecutor.INPUT_TOPICS],
-    emits: [...CONTROLLER_OUTPUT_TYPES, ...RecoveryExecutor.OUTPUT_TYPES],
+    emits: [...CONTROLLER_OUTPUT_TYPES, ...RecoveryExecutor.OUTPUT_TYPES, ...DepartureRelay.OUTPUT_TYPES],
   },
   'request-manager': { reads: REQUEST_MANAGER_INPUTS, emits: TRAJECTORY_STORE_OUTPUT_TYPES },
   'rollout-manager': {

@@ -54,7 +54,7 @@ describe('awaitServicesReady', () => {
     const error = await awaitServicesReady(services, { timeoutMs: 20, everyMs: 5 }).catch((e: Error) => e);
     expect(error).toBeInstanceOf(Error);
     const message = (error as Error).message;
-    expect(message).toMatch(/timed out after 0 s waiting for every service ready; not ready:\n  controller: \/readyz 503 .*reachable":false/);
+    expect(message).toMatch(/timed out after 0 s waiting for every service ready; not ready:\n {2}controller: \/readyz 503 .*reachable":false/);
     expect(message).toContain('EADDRINUSE (controller)');
     expect(message).not.toContain('detector');
   });

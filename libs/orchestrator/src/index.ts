@@ -1,4 +1,6 @@
 export * from './orchestrator';
+export * from './departures';
+export { DEFAULT_NOTICE_TAINTS, departuresOf, type DisruptionReading } from './kubernetes/disruption-notices';
 export {
   KubernetesOrchestrator,
   type KubernetesOrchestratorOptions,

@@ -34,12 +34,22 @@ export interface FakePod {
     resourceVersion: string;
     creationTimestamp: string;
     deletionTimestamp?: string;
+    deletionGracePeriodSeconds?: number;
     labels: Record<string, string>;
     annotations?: Record<string, string>;
     ownerReferences?: Array<{ apiVersion: string; kind: string; name: string; uid: string; controller: boolean }>;
   };
-  spec: { nodeName?: string; containers: Array<{ name: string; image: string }> };
-  status: { phase: 'Pending' | 'Running' | 'Succeeded' | 'Failed' };
+  spec: {
+    nodeName?: string;
+    containers: Array<{ name: string; image: string }>;
+    terminationGracePeriodSeconds?: number;
+    tolerations?: Array<{ key?: string; operator?: 'Exists' | 'Equal'; value?: string; effect?: string; tolerationSeconds?: number }>;
+  };
+  status: {
+    phase: 'Pending' | 'Running' | 'Succeeded' | 'Failed';
+    /** Set by a test the way the eviction API, the scheduler or the taint manager would (`DisruptionTarget`). */
+    conditions?: Array<{ type: string; status: 'True' | 'False'; reason?: string; lastTransitionTime?: string }>;
+  };
 }
 
 export type WorkloadKind = 'Deployment' | 'ReplicaSet' | 'StatefulSet';
@@ -67,7 +77,10 @@ export interface FakeNode {
   apiVersion: 'v1';
   kind: 'Node';
   metadata: { name: string; uid: string; resourceVersion: string; labels: Record<string, string>; annotations?: Record<string, string> };
-  spec: { unschedulable?: boolean };
+  spec: {
+    unschedulable?: boolean;
+    taints?: Array<{ key: string; value?: string; effect: 'NoSchedule' | 'PreferNoSchedule' | 'NoExecute'; timeAdded?: string }>;
+  };
 }
 
 export interface RecordedRequest {

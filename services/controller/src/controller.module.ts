@@ -1,10 +1,11 @@
 import { DynamicModule, Inject, Logger, Module, OnApplicationBootstrap, OnModuleDestroy, Optional } from '@nestjs/common';
 import { certifyPromotions, identitySecretFromEnv, MessageBus } from '@robustrl/bus';
 import { Topics } from '@robustrl/contracts';
-import { Orchestrator, orchestratorFromEnv } from '@robustrl/orchestrator';
+import { departureSourceOf, Orchestrator, orchestratorFromEnv } from '@robustrl/orchestrator';
 import { CLOCK, DecidingConsumer, EVENT_STORE, MESSAGE_BUS } from '@robustrl/service-kit';
 import { EventStore } from '@robustrl/store';
 import { z } from 'zod';
+import { DepartureRelay } from './executor/departure-relay';
 import { RecoveryExecutor } from './executor/recovery-executor';
 import { EttrController } from './ettr/ettr.controller';
 import { JobStartController } from './jobs/job-start.controller';
@@ -32,6 +33,18 @@ function commandTimeoutMs(env: NodeJS.ProcessEnv): number {
   if (raw === undefined || raw === '') return DEFAULT_CONTROLLER_SETTINGS.commandTimeoutMs;
   const parsed = z.coerce.number().positive().safeParse(raw);
   if (!parsed.success) throw new Error(`ROBUSTRL_COMMAND_TIMEOUT_SECONDS must be a positive number, got '${raw}'`);
+  return Math.round(parsed.data * 1000);
+}
+
+/**
+ * ROBUSTRL_DEPARTURE_POLL_SECONDS (default 2; 0 = off): how often the orchestrator's platform is read
+ * for departures it announces (a drain's eviction, a preemption, a removal taint), when it has them.
+ */
+function departurePollMs(env: NodeJS.ProcessEnv): number {
+  const raw = env.ROBUSTRL_DEPARTURE_POLL_SECONDS;
+  if (raw === undefined || raw === '') return 2_000;
+  const parsed = z.coerce.number().nonnegative().safeParse(raw);
+  if (!parsed.success) throw new Error(`ROBUSTRL_DEPARTURE_POLL_SECONDS must be a number of seconds ≥ 0 (0 turns it off), got '${raw}'`);
   return Math.round(parsed.data * 1000);
 }
 
@@ -87,6 +100,8 @@ function promotionCertificates(env: NodeJS.ProcessEnv) {
 export class ControllerModule implements OnApplicationBootstrap, OnModuleDestroy {
   readonly consumer: DecidingConsumer<ControllerState, ControllerEvent, ControllerInput>;
   readonly executor: RecoveryExecutor | null;
+  /** The platform's departure notices as evidence, when the orchestrator's platform announces them. */
+  readonly departures: DepartureRelay | null;
 
   /** The controller with an orchestrator given in code (the local process supervisor in tests and the demo). */
   static withOrchestrator(orchestrator: Orchestrator): DynamicModule {
@@ -117,18 +132,23 @@ export class ControllerModule implements OnApplicationBootstrap, OnModuleDestroy
       onEmitted: (messages) => metrics.observe(messages),
     });
     this.executor = chosen ? new RecoveryExecutor(bus, store, chosen, (jobId) => this.consumer.stateOf(jobId)) : null;
+    const source = chosen ? departureSourceOf(chosen) : null;
+    const pollMs = departurePollMs(process.env);
+    this.departures = source && pollMs > 0 ? new DepartureRelay(bus, source, { intervalMs: pollMs }) : null;
   }
 
   async onApplicationBootstrap(): Promise<void> {
     await this.consumer.start();
     if (this.executor) await this.executor.start();
-    else
+    this.departures?.start();
+    if (!this.executor)
       new Logger('controller').warn(
         'no orchestrator (ROBUSTRL_ORCHESTRATOR=none): ReplaceMachine and RestartTask are decided but not carried out, and time out as failed',
       );
   }
 
   async onModuleDestroy(): Promise<void> {
+    await this.departures?.stop();
     await this.executor?.stop();
     await this.consumer.stop();
   }

@@ -1,3 +1,4 @@
 export * from './controller.module';
+export * from './executor/departure-relay';
 export * from './executor/recovery-executor';
 export * from './metrics/recovery-metrics';

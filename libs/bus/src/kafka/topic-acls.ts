@@ -49,8 +49,9 @@ export const TOPIC_RIGHTS: Readonly<Record<ClientRole, TopicRights>> = {
   controller: {
     read: [Topics.membership, Topics.telemetry, Topics.verdicts, Topics.control, Topics.replies, Topics.training],
     // Decisions and commands; the orchestrator executor's answers; a replaced machine's deregistration
-    // and a restarted task's JobStarted.
-    write: [Topics.control, Topics.replies, Topics.membership, DEAD_LETTER_TOPIC],
+    // and a restarted task's JobStarted; the platform's departure notices, as the agents' are sent
+    // (docs/planned-failures.md).
+    write: [Topics.control, Topics.replies, Topics.membership, Topics.heartbeat, DEAD_LETTER_TOPIC],
   },
   'request-manager': {
     read: [Topics.trajectories, Topics.training],

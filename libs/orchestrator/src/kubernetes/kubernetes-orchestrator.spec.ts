@@ -198,6 +198,27 @@ describe('KubernetesOrchestrator', () => {
       expect(fake.node(pod.spec.nodeName!)!.spec.unschedulable).toBeUndefined();
     });
 
+    it('returns the replacement the owner made before the isolation, for a pod a drain was already deleting', async () => {
+      // Evicted with a 30 s grace: the ReplicaSet replaced it at once, before the controller isolated it.
+      await new Promise((r) => setTimeout(r, 5));
+      const evicted = fake.pod(NAMESPACE, 'job-1-rollout-a')!;
+      evicted.metadata.deletionTimestamp = new Date(Date.now() + 30_000).toISOString();
+      evicted.metadata.deletionGracePeriodSeconds = 30;
+      await new Promise((r) => setTimeout(r, 5));
+      fake.addPod({
+        name: 'job-1-rollout-c',
+        namespace: NAMESPACE,
+        nodeName: 'node-spare',
+        owner: { kind: 'ReplicaSet', name: 'job-1-rollout-5c8d' },
+        labels: { ...evicted.metadata.labels },
+      });
+      await orchestrator.isolateMachine({ operationId: 'op-isolate', jobId: 'job-1', machineId: 'job-1-rollout-a', reason: 'drained' });
+
+      const machine = await orchestrator.requestMachine({ ...request, operationId: 'op-request', replaces: 'job-1-rollout-a' });
+
+      expect(machine.machineId).toBe('job-1-rollout-c');
+    });
+
     it('recognises a StatefulSet replacement, which keeps the name, by its new UID', async () => {
       const oldUid = fake.pod(NAMESPACE, 'job-1-trainer-0')!.metadata.uid;
       await orchestrator.isolateMachine({ operationId: 'op-isolate', jobId: 'job-1', machineId: 'job-1-trainer-0', reason: 'ecc' });

@@ -31,6 +31,10 @@ import { AppsV1Api, CoreV1Api, HttpError, KubeConfig, PatchUtils, V1Deployment, 
 import { Role } from '@robustrl/contracts';
 import { MachineSpec, Orchestrator, OrchestratorError } from '../orchestrator';
 import { BoundedMap, MAX_REMEMBERED_OPERATIONS, OperationKind, OperationMemo } from '../operation-memo';
+import { Departure, DepartureSource } from '../departures';
+import { statusOf, toOrchestratorError } from './api-errors';
+import { DEFAULT_NOTICE_TAINTS } from './disruption-notices';
+import { KubernetesDepartures } from './kubernetes-departures';
 
 export const PodLabels = {
   job: 'robustrl.io/job',
@@ -66,6 +70,8 @@ export interface KubernetesOrchestratorOptions {
   /** How long requestMachine / restartMachines / restartTask wait for replacements to be Running. */
   readyTimeoutMs?: number;
   pollIntervalMs?: number;
+  /** Taint keys that announce a node's removal (kubernetes/disruption-notices.ts); default DEFAULT_NOTICE_TAINTS. */
+  noticeTaints?: readonly string[];
 }
 
 const DEFAULT_READY_TIMEOUT_MS = 10 * 60_000;
@@ -73,7 +79,6 @@ const DEFAULT_POLL_INTERVAL_MS = 2_000;
 /** Node annotations are size-limited in total; a reason is for humans, its head is enough. */
 const MAX_REASON_LENGTH = 1_024;
 const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
-const RETRIABLE_STATUS = new Set([408, 409, 429]);
 /** The pod-deletion-cost range is int32; the minimum puts the released pod first in line. */
 const LOWEST_DELETION_COST = String(-(2 ** 31));
 /** Optimistic replicas patches lost to concurrent writers before giving up (retriably). */
@@ -108,7 +113,7 @@ interface PodRef {
   uid?: string;
 }
 
-export class KubernetesOrchestrator implements Orchestrator {
+export class KubernetesOrchestrator implements Orchestrator, DepartureSource {
   readonly kind = 'kubernetes' as const;
   private readonly core: CoreV1Api;
   private readonly apps: AppsV1Api;
@@ -126,6 +131,9 @@ export class KubernetesOrchestrator implements Orchestrator {
   /** Per job/role/zone/class, the owner found for it: a pool scaled down to zero pods has no pod left to find it from. */
   private readonly knownOwners = new BoundedMap<string, Owner>(MAX_REMEMBERED_OPERATIONS);
   private readonly closing = new AbortController();
+  /** Pods this adapter ended (isolated, restarted, released), by UID or `name:<pod>`: their end is no notice. */
+  private readonly endedHere = new BoundedMap<string, true>(MAX_REMEMBERED_OPERATIONS);
+  private readonly announced: KubernetesDepartures;
 
   constructor(options: KubernetesOrchestratorOptions) {
     let kubeConfig = options.kubeConfig;
@@ -138,11 +146,23 @@ export class KubernetesOrchestrator implements Orchestrator {
     this.namespace = options.namespace;
     this.readyTimeoutMs = options.readyTimeoutMs ?? DEFAULT_READY_TIMEOUT_MS;
     this.pollIntervalMs = options.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS;
+    this.announced = new KubernetesDepartures({
+      core: this.core,
+      namespace: this.namespace,
+      jobLabel: PodLabels.job,
+      roleLabel: PodLabels.role,
+      noticeTaints: options.noticeTaints ?? DEFAULT_NOTICE_TAINTS,
+      causedHere: (pod) =>
+        this.endedHere.has(pod.metadata?.uid ?? '') ||
+        this.endedHere.has(`name:${pod.metadata?.name}`) ||
+        !!pod.metadata?.annotations?.[PodAnnotations.releaseReason],
+    });
   }
 
   /**
    * ROBUSTRL_K8S_NAMESPACE (else the kubeconfig context's namespace, which in a pod is the service
-   * account's), ROBUSTRL_K8S_READY_TIMEOUT_MS, ROBUSTRL_K8S_POLL_INTERVAL_MS.
+   * account's), ROBUSTRL_K8S_READY_TIMEOUT_MS, ROBUSTRL_K8S_POLL_INTERVAL_MS, ROBUSTRL_K8S_NOTICE_TAINTS
+   * (taint keys, comma-separated, that announce a node's removal besides DEFAULT_NOTICE_TAINTS).
    */
   static fromEnv(env: NodeJS.ProcessEnv = process.env, kubeConfig?: KubeConfig): KubernetesOrchestrator {
     if (!kubeConfig) {
@@ -158,7 +178,20 @@ export class KubernetesOrchestrator implements Orchestrator {
       namespace,
       readyTimeoutMs: positiveIntegerFromEnv(env, 'ROBUSTRL_K8S_READY_TIMEOUT_MS'),
       pollIntervalMs: positiveIntegerFromEnv(env, 'ROBUSTRL_K8S_POLL_INTERVAL_MS'),
+      noticeTaints: [
+        ...DEFAULT_NOTICE_TAINTS,
+        ...(env.ROBUSTRL_K8S_NOTICE_TAINTS ?? '')
+          .split(',')
+          .map((k) => k.trim())
+          .filter(Boolean),
+      ],
     });
+  }
+
+  /** Departures the cluster announces for the namespace's job pods (the DepartureSource port, ../departures.ts). */
+  departures(): Promise<Departure[]> {
+    this.assertOpen();
+    return this.announced.departures();
   }
 
   async listMachines(jobId: string): Promise<MachineSpec[]> {
@@ -173,8 +206,12 @@ export class KubernetesOrchestrator implements Orchestrator {
       // Looked up within the job's pods, so a machine id that names another job's pod is "vanished", never deleted.
       const pod = pods.find((p) => p.metadata?.name === request.machineId);
       if (!pod) return;
-      // Taken before the delete so that the owner's replacement can never be in it.
-      this.isolationBaselines.set(isolationKey(request.jobId, request.machineId), new Set(pods.map(podUid)));
+      // Taken before the delete so that the owner's replacement can never be in it. A pod already being
+      // deleted (evicted by a drain, docs/planned-failures.md) may have its replacement already: the
+      // baseline is then the pods that existed before that deletion began.
+      const deletionBegan = deletionStart(pod);
+      const before = deletionBegan === null ? pods : pods.filter((p) => creationTime(p) < deletionBegan);
+      this.isolationBaselines.set(isolationKey(request.jobId, request.machineId), new Set(before.map(podUid)));
       const nodeName = pod.spec?.nodeName;
       // Cordon first: once the pod is gone its replacement may be scheduled at once, and must not land here.
       if (nodeName) await this.cordonNode(nodeName, request);
@@ -349,7 +386,9 @@ export class KubernetesOrchestrator implements Orchestrator {
     const name = `${owner.name}-${start + scaled.replicasAfter}`;
     // Its UID as listed before the patch; without one (a concurrent change) the wait goes by name, which a
     // scaled-down StatefulSet does not reuse.
-    return { name, uid: jobPods.find((p) => p.metadata?.name === name)?.metadata?.uid };
+    const released = { name, uid: jobPods.find((p) => p.metadata?.name === name)?.metadata?.uid };
+    this.endedHere.set(released.uid ?? `name:${name}`, true);
+    return released;
   }
 
   /**
@@ -503,6 +542,7 @@ export class KubernetesOrchestrator implements Orchestrator {
    * the incarnation is already gone.
    */
   private async deletePod(pod: PodRef): Promise<void> {
+    this.endedHere.set(pod.uid ?? `name:${pod.name}`, true);
     try {
       await this.core.deleteNamespacedPod(
         pod.name,
@@ -619,6 +659,13 @@ function podUid(pod: V1Pod): string {
   return pod.metadata?.uid ?? `${pod.metadata?.namespace}/${pod.metadata?.name}`;
 }
 
+/** When a pod's deletion began (its deletionTimestamp less its grace period), or null when it is not being deleted. */
+function deletionStart(pod: V1Pod): number | null {
+  const deadline = pod.metadata?.deletionTimestamp;
+  if (!deadline) return null;
+  return new Date(deadline).getTime() - (pod.metadata?.deletionGracePeriodSeconds ?? 0) * 1000;
+}
+
 function creationTime(pod: V1Pod): number {
   return pod.metadata?.creationTimestamp ? new Date(pod.metadata.creationTimestamp).getTime() : 0;
 }
@@ -649,27 +696,6 @@ function labelValue(what: string, value: string): string {
     );
   }
   return value;
-}
-
-function statusOf(error: unknown): number | undefined {
-  return error instanceof HttpError ? error.statusCode : undefined;
-}
-
-/** 409/429/408/5xx and network failures are worth retrying; 401/403/422 and other 4xx will fail the same way again. */
-function toOrchestratorError(error: unknown, action: string): OrchestratorError {
-  if (error instanceof OrchestratorError) return error;
-  const status = statusOf(error);
-  if (status !== undefined) {
-    const body = (error as HttpError).body as { message?: string; reason?: string } | undefined;
-    const detail = body?.message ?? body?.reason ?? '';
-    const retriable = RETRIABLE_STATUS.has(status) || status >= 500;
-    return new OrchestratorError(`kubernetes: ${action} failed with HTTP ${status}${detail ? `: ${detail}` : ''}`, retriable, { cause: error });
-  }
-  const code = (error as { code?: unknown } | null)?.code;
-  if (typeof code === 'string') {
-    return new OrchestratorError(`kubernetes: ${action} failed: API server unreachable (${code})`, true, { cause: error });
-  }
-  return new OrchestratorError(`kubernetes: ${action} failed: ${error instanceof Error ? error.message : String(error)}`, false, { cause: error });
 }
 
 function positiveIntegerFromEnv(env: NodeJS.ProcessEnv, name: string): number | undefined {
