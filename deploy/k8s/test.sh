@@ -23,6 +23,15 @@ pass "kube-apiserver, controller-manager, scheduler and 5 kwok nodes up: $(k get
 grep -Eq '^Tests: +[0-9]+ passed, [0-9]+ total' /tmp/robustrl-k8s-orchestrator.log &&
   pass "the Kubernetes orchestrator's suite on the real API server: $(grep 'Tests:' /tmp/robustrl-k8s-orchestrator.log)" || fail "orchestrator suite: $(cat /tmp/robustrl-k8s-orchestrator.log)"
 
+# A drain, end to end: the eviction of a rollout pod (kubectl drain's cordon and eviction API) is read by
+# the controller's orchestrator from the cluster and replaces the machine before the pod's grace ends
+# (test/e2e/kwok-drain.int.spec.ts: the integration tier's own Kafka and PostgreSQL, agents as local processes).
+(cd "${ROOT}" && ROBUSTRL_K8S_KUBECONFIG="${KUBECONFIG}" NODE_OPTIONS=--experimental-vm-modules \
+  npx jest --selectProjects integration --testPathPatterns kwok-drain 2>&1 | tail -40) >/tmp/robustrl-k8s-drain.log
+grep -Eq '^Tests: +1 passed, 1 total' /tmp/robustrl-k8s-drain.log &&
+  pass "a drain's eviction is the notice, and the machine is replaced before its grace ends: $(grep -o 'kwok-drain: .*' /tmp/robustrl-k8s-drain.log | head -1)" ||
+  fail "kwok drain: $(cat /tmp/robustrl-k8s-drain.log)"
+
 [[ -x "${HELM}" ]] || bash "${ROOT}/deploy/helm/test.sh" >/dev/null # builds helm
 "${HELM}" install rl "${ROOT}/deploy/helm/robustrl" --kubeconfig "${KUBECONFIG}" -n robustrl --create-namespace \
   -f "${ROOT}/deploy/helm/test/values-external.yaml" --wait --timeout 120s >/dev/null || fail "helm install: $(k -n robustrl get pods -o wide 2>&1)"

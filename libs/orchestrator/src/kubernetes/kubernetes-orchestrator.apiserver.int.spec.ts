@@ -59,9 +59,9 @@ describeWithCluster('KubernetesOrchestrator on a real API server (kwok nodes)', 
 
   afterAll(async () => {
     await orchestrator?.close();
-    // The cordons this suite made go, so the next suite (the chart's install) finds both GPU nodes.
+    // The cordons this suite made go, so the next suite (the chart's install) finds every GPU node (the victim may have been on any).
     const uncordon = { headers: { 'Content-Type': PatchUtils.PATCH_FORMAT_JSON_MERGE_PATCH } };
-    for (const node of ['gpu-0', 'gpu-1'])
+    for (const node of ['gpu-0', 'gpu-1', 'gpu-2'])
       await core?.patchNode(node, { spec: { unschedulable: false } }, undefined, undefined, undefined, undefined, undefined, uncordon).catch(() => undefined);
     await core?.deleteNamespace(namespace).catch(() => undefined);
   });
