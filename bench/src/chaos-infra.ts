@@ -1,5 +1,5 @@
 /**
- * `npm run chaos:infra` — the infrastructure fault-injection campaign (issue 12): a broker and a
+ * `npm run chaos:infra` — the infrastructure fault-injection campaign: a broker and a
  * PostgreSQL server of its own, the detector, controller and rollout manager as their own processes, a
  * healthy job reporting throughout; then an oversized record, malformed records on every topic, a
  * PostgreSQL outage under load, a broker outage, and kill -9 / SIGTERM restarts. Prints a scorecard

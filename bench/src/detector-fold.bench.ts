@@ -9,7 +9,7 @@
  * through the kit's `step` — exactly what the hosts do (smaller jobs run more rounds: at least 40,000
  * samples are timed per size); then K ticks with nothing due. Reports the
  * mean cost of one sample and of one tick, and the ratio 8,192 vs. 128 machines: flat (≈1) means the
- * per-message cost does not grow with the job (issue 13). Progress on stderr, the table (markdown)
+ * per-message cost does not grow with the job. Progress on stderr, the table (markdown)
  * on stdout.
  */
 import { performance } from 'node:perf_hooks';

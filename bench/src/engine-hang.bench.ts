@@ -1,5 +1,5 @@
 /**
- * `npm run bench:engine-hang` (issue 17) — how long a hung inference engine takes to be confirmed faulty
+ * `npm run bench:engine-hang` — how long a hung inference engine takes to be confirmed faulty
  * from the router's evidence of its real requests, against the paper's rollout rule alone.
  *
  *   node bench/dist/engine-hang.bench.js [--runs N] [--baseline-runs B] [--baseline-cap-s S]

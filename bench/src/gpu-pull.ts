@@ -1,6 +1,6 @@
 /**
  * Device-to-device weight pulls through the agent, checked and measured — the agent-level part of
- * native/ucx/gpu/check.sh (issue 16), which runs it on a GPU machine:
+ * native/ucx/gpu/check.sh, which runs it on a GPU machine:
  *
  *   node bench/dist/gpu-pull.js [--exporter torch|node] [--buckets 8] [--bucket-mib 256] [--rounds 3] [--perftest-memory cuda]
  *

@@ -1,6 +1,6 @@
 /**
  * `npm run bench:ingest` — how fast the deciding services take a large job's telemetry, against a bare
- * kafkajs consumer of the same topic in the same run (issue 13: ≥ 50k records/s and ≥ 0.5x the bare
+ * kafkajs consumer of the same topic in the same run (≥ 50k records/s and ≥ 0.5x the bare
  * consumer for one 1,024-machine job).
  *
  *   node bench/dist/ingest.bench.js [--records N] [--steady-seconds S] [--parallel-jobs J] [--shards K]

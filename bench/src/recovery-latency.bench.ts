@@ -1,5 +1,5 @@
 /**
- * `npm run bench:recovery-latency` (issue 13) — an explicit fault signal published → the controller's
+ * `npm run bench:recovery-latency` — an explicit fault signal published → the controller's
  * command consumed, against a bare kafkajs produce → consume round trip on the same broker in the same run.
  *
  *   node bench/dist/recovery-latency.bench.js [--faults N] [--faults-per-job F] [--gap-ms MS] [--telemetry-ms MS]
@@ -44,7 +44,7 @@
  * command the time the controller began handling the verdict.
  *
  * Reports p50/p99/max of each and the ratio p99(fault → command) / (2 × p50(round trip)) — the path is two
- * hops through the broker (signal → detector, verdict → controller) — against the issue's goal of ≤ 3;
+ * hops through the broker (signal → detector, verdict → controller) — against the goal of ≤ 3;
  * the same ratio for the bare relay chain, and what robustrl adds over the chain (p50 difference, p99 ratio);
  * the same ratio for the single bare and durable relays; the five slowest faults with their stages.
  * Progress on stderr, markdown on stdout; exits 1 if a fault got no command within 30 s. Ctrl-C (or
@@ -63,7 +63,7 @@ const options = parseIntegerOptions(process.argv.slice(2), process.env, 'bench/d
   'telemetry-ms': { env: 'BENCH_TELEMETRY_MS', fallback: 1_000, min: 0, placeholder: 'MS' },
 });
 
-/** The issue's goal: p99 of fault → command at most this many times two bare round trips. */
+/** The goal: p99 of fault → command at most this many times two bare round trips. */
 const GOAL_RATIO = 3;
 
 async function main(): Promise<void> {

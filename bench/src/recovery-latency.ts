@@ -72,7 +72,7 @@ export interface RecoveryLatencyResult {
 const COMMAND_TYPES = new Set(['RestartRolloutEngine', 'ReplaceMachine', 'RestartTrainerGroup', 'PromoteRolloutToTrainer', 'RestartTask']);
 /**
  * The controller's answers to a rollout's exited engine that leave the job running: the engine restarted
- * in place while the machine has restarts left in its budget (issue 14; every fault here hits a machine
+ * in place while the machine has restarts left in its budget (every fault here hits a machine
  * once), else the machine replaced. A RestartTask instead means the controller had not read the job's step.
  */
 export const ROLLOUT_ANSWERS: ReadonlySet<string> = new Set(['RestartRolloutEngine', 'ReplaceMachine']);

@@ -1,6 +1,6 @@
 /**
  * `npm run bench:restart` — a detector killed with kill -9 after a job sent 10k, 100k and 1M samples:
- * from the new process's start to consuming again (issue 13: ≤ 3 s, and flat in the job's age).
+ * from the new process's start to consuming again (≤ 3 s, and flat in the job's age).
  *
  *   node bench/dist/restart.bench.js [--machines M] [--max-samples N]
  *

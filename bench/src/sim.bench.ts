@@ -9,7 +9,7 @@
  * over running the job (the baseline the simulator replaces). Also the messages decided on per second.
  * Progress on stderr, the table (markdown) on stdout.
  *
- * Then the scaling table (issue 13: jobs of 1,000–10,000 GPUs): the same job grown to 1,000 / 2,500 /
+ * Then the scaling table (jobs of 1,000–10,000 GPUs): the same job grown to 1,000 / 2,500 /
  * 5,000 / 10,000 GPUs (`scaledScenario`: 8 GPUs a machine, the batch grown with the rollouts) for S
  * steps (default 100), role-based recovery once each, with the wall time and the cost per GPU·step —
  * flat when the simulator's cost is linear in the job's size. `--scale-max-gpus G` stops after the

@@ -185,7 +185,7 @@ class ReportsTest(AgentTestCase):
 
 
 class RestartTest(AgentTestCase):
-    """Issue 14: a restarted trainer learns its group and fetches its kept batch through the agent."""
+    """A restarted trainer learns its group and fetches its kept batch through the agent."""
 
     def test_restart_context_and_kept_batch(self) -> None:
         context = {"step": 7, "batchId": "b-7", "group": {"rank": 1, "worldSize": 2, "masterAddr": "10.0.0.7", "masterPort": 29500}}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A real inference engine on a CPU machine (issue 17): llama.cpp's own server, built from the source
+# A real inference engine on a CPU machine: llama.cpp's own server, built from the source
 # that PyPI's llama-cpp-python sdist carries (vendor/llama.cpp; no other download), and a tiny
 # random-weight model written with PyPI's `gguf` package (llama/make-tiny-model.py, 25 MB).
 #

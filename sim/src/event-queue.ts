@@ -12,7 +12,7 @@ export class EventQueue<T> {
 
   // Sifting moves the other nodes into the hole and writes the node once at the end: the same heap as
   // swapping at every level, without the swaps (the agenda holds tens of thousands of actions at
-  // 10,000 GPUs, and its pushes and pops showed in profiles, issue 13).
+  // 10,000 GPUs, and its pushes and pops showed in profiles).
   push(at: number, item: T): void {
     const node = { at, seq: this.seq++, item };
     const h = this.heap;

@@ -102,7 +102,7 @@ describe('simulator', () => {
     expect(r.downtimeByCategory.find((c) => c.category === 'detection')!.gpuHours).toBeGreaterThan(0);
   });
 
-  describe('the recoveries beyond a trainer process restart (issue 14)', () => {
+  describe('the recoveries beyond a trainer process restart', () => {
     /** Every message of one run as `type` plus what tells it apart: the decision's action and rule, the command's machine. */
     function run(scenario: Scenario, seed: number) {
       const decisions: Array<[string, string]> = [];

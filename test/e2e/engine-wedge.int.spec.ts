@@ -9,7 +9,7 @@ import { eventually } from '@robustrl/testing/eventually';
 import { LlamaEngine, startLlamaEngines } from '@robustrl/bench/engines/llama-server';
 
 /**
- * A wedged engine found from the router's evidence, end to end (issue 17): the rollout manager's router
+ * A wedged engine found from the router's evidence, end to end: the rollout manager's router
  * (RouterRuntime, as deployed) in front of two real llama.cpp servers publishes each engine's request
  * evidence on the real Kafka broker; the real detector service consumes it. One engine is SIGSTOPped
  * under load while the machines' "agents" keep reporting GPU activity — the machine lives, the engine

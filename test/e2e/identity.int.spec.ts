@@ -24,7 +24,7 @@ import { eventually } from '@robustrl/testing/eventually';
 import { KafkaTopicReader } from '@robustrl/testing/kafka-topic-reader';
 
 /**
- * Issue 15, "a machine speaks only for itself", end to end on the real broker and database: the control
+ * "A machine speaks only for itself" (README "Who speaks on the bus"), end to end on the real broker and database: the control
  * plane holds the identity secret, each agent process only its own machine key and the controller's
  * public key. A compromised agent (rollout-a's key, used from this process) tries to speak for another
  * machine and to issue commands; the control plane and the agents drop what it sends, with the reason

@@ -2,7 +2,7 @@ import { DEFAULT_CHAOS_OPTIONS, Scorecard } from '../../bench/src/chaos/infra-ch
 import { runCampaignCommand } from './campaign-command';
 
 /**
- * Issue 12's fault classes against the running control plane, with the issue's durations: the same
+ * The infrastructure's fault classes against the running control plane, with their stated durations: the same
  * campaign as `npm run chaos:infra` (bench/src/chaos/infra-chaos.ts), run as that command
  * (`node bench/dist/chaos-infra.js`, a child process that must exit when done) — a broker and PostgreSQL
  * server of its own, the detector, controller and rollout manager as their own processes (built by

@@ -8,7 +8,7 @@ import { eventually } from '@robustrl/testing/eventually';
 import { freePort } from '@robustrl/testing/free-port';
 
 /**
- * Issue 15 on a real broker: deploy/local/kafka.sh with KAFKA_SECURITY=sasl-ssl (TLS, SCRAM-SHA-512
+ * Kafka security on a real broker: deploy/local/kafka.sh with KAFKA_SECURITY=sasl-ssl (TLS, SCRAM-SHA-512
  * logins, the StandardAuthorizer) on ports of its own, a login per client made by `kafka.sh principal`
  * with its role's topic ACLs (libs/bus/src/kafka/topic-acls.ts), and the bus configured from the
  * settings `principal` prints, as a service or an agent is.

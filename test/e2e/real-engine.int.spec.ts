@@ -10,7 +10,7 @@ import { ChatMessage } from '@robustrl/testing/fake-inference-engine';
 import { streamChat } from '@robustrl/testing/openai-client';
 
 /**
- * The router on real inference engines (issue 17): four llama.cpp servers (deploy/local/llama.sh, a tiny
+ * The router on real inference engines: four llama.cpp servers (deploy/local/llama.sh, a tiny
  * random model), each behind a tap that writes down the token ids it forwards — the ground truth of what
  * the engines sampled. 32 agent loops of three model turns each stream through the router, which records
  * every turn in the request manager's store on the real PostgreSQL server. Mid-stream, one engine is

@@ -10,7 +10,7 @@ import { eventually } from '@robustrl/testing/eventually';
 
 const DETECTOR_MAIN = join(__dirname, '..', '..', 'services', 'detector', 'dist', 'main.js');
 
-/** Issue 12, item 7: a restarted service consumes again within seconds — measured here from process start. */
+/** A restarted service consumes again within seconds — measured here from process start. */
 const RESTART_BUDGET_MS = 5_000;
 
 /**

@@ -15,7 +15,7 @@ import { freePort } from '../../bench/src/chaos/private-infra';
 const POSTGRES = join(__dirname, '..', '..', 'deploy', 'local', 'postgres.sh');
 
 /**
- * A PostgreSQL outage under steady load (issue 12, item 2): a deciding service (the detector's shell
+ * A PostgreSQL outage under steady load (item 2): a deciding service (the detector's shell
  * around the real detector) on the real broker, its store a PostgreSQL server of the test's own that is
  * stopped for 20 s while telemetry keeps arriving and then started again. Nothing may be lost or
  * dead-lettered: every published sample ends up applied (in the consumer's inbox), once.

@@ -1,7 +1,7 @@
 import { SeededRandom } from '@robustrl/sim';
 
 /**
- * The seeded fault schedule of the whole-system chaos campaign (issue 14): which fault comes next and
+ * The seeded fault schedule of the whole-system chaos campaign: which fault comes next and
  * how long after the system settled from the previous one. Pure: the same seed and mix give the same
  * schedule, so a failing campaign can be run again fault for fault.
  */

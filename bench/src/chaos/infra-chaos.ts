@@ -9,7 +9,7 @@ import { freePort, PrivateInfra, ServiceProcess } from './private-infra';
 import { SyntheticJob } from './synthetic-job';
 
 /**
- * The infrastructure fault-injection campaign (issue 12; `npm run chaos:infra`, and with the issue's
+ * The infrastructure fault-injection campaign (`npm run chaos:infra`, and with the stated
  * durations in `test/e2e/infra-chaos.int.spec.ts`): a real broker and PostgreSQL server of its own, the
  * detector, controller and rollout manager as their own processes, and a healthy synthetic job sending
  * telemetry throughout. Faults of the control plane's own infrastructure are injected one after the

@@ -1,7 +1,7 @@
 import type { BatchSample, MessageOf, RobustrlMessage, TrajectoryWithTurns } from '@robustrl/contracts';
 
 /**
- * The invariants of the whole-system chaos campaign (issue 14), checked after the run on what it left:
+ * The invariants of the whole-system chaos campaign, checked after the run on what it left:
  * the reference job's ledger, the trajectory store's batches, the events on the bus and the agents'
  * own account of the restarts they carried out. Pure: every check is a function of those facts, so
  * each is tested on a made-up run that breaks it (system-invariants.spec.ts).

@@ -3,7 +3,7 @@ import { resolve } from 'node:path';
 import { freePort } from '../chaos/private-infra';
 
 /**
- * Real inference engines for benchmarks and tests (issue 17; tests import it as
+ * Real inference engines for benchmarks and tests (tests import it as
  * `@robustrl/bench/engines/llama-server`): llama.cpp's `llama-server` processes serving the tiny
  * random model that `deploy/local/llama.sh ensure` builds and writes (the integration tier's global
  * setup runs it). Each is a separate OS process, so a test can SIGKILL one mid-stream or SIGSTOP it to

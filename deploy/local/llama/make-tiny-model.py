@@ -1,5 +1,5 @@
 """A tiny llama-architecture model with random weights, as GGUF, for tests that need a real inference
-engine on a CPU machine (issue 17): no download beyond PyPI's `gguf` and `numpy`, about 0.6 MB, a few
+engine on a CPU machine: no download beyond PyPI's `gguf` and `numpy`, about 0.6 MB, a few
 milliseconds per token on llama.cpp. Its SentencePiece vocabulary (350 tokens) has byte fallback, single
 letters and multi-letter pieces, so a text prefix re-tokenises into other ids than were sampled, as it
 does with real models. The text it writes is noise; what matters is that it is a real engine's output.

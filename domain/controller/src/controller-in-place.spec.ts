@@ -7,7 +7,7 @@ import { createControllerDecider as createFullRecompute } from './full-recompute
 import { prng } from '@robustrl/testing/seeded-random';
 
 /**
- * Issue 13 (scale): the controller evolves in place and keeps its unfinished recoveries indexed. These
+ * At scale: the controller evolves in place and keeps its unfinished recoveries indexed. These
  * specs hold it to the controller as it was (`full-recompute/`: every fold a new state, every decision
  * a walk over every recovery) on random jobs: the same drafts for every input, the same facts after,
  * an index equal to one rebuilt from the facts, and a snapshot that decodes to a controller deciding
@@ -205,7 +205,7 @@ function sortKeys(x: unknown): unknown {
   return x;
 }
 
-describe('controller in place (issue 13): decides as the full recomputation did', () => {
+describe('controller in place: decides as the full recomputation did', () => {
   it.each([
     [1, { mode: 'semi-sync', policy: 'role-based' }],
     [2, { mode: 'async', policy: 'role-based' }],

@@ -257,7 +257,7 @@ const escalation: FaultPolicy = ({ state, verdict, recovery, decided }) => {
 /**
  * A rollout's engine process failed with no hardware evidence (it exited or raised): restart it in place,
  * unless the machine used its in-place restarts within the window — then it is replaced, and the decision
- * says why (issue 14).
+ * says why.
  */
 const rolloutProcessFault: FaultPolicy = ({ settings, state, verdict, recovery, now, decided }) => {
   if (verdict.handledAs !== 'rollout' || verdict.machineFaulty || settings.engineRestartBudget <= 0) return null;

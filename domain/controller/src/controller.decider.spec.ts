@@ -45,7 +45,7 @@ describe('trainer fault → restart only the trainer group', () => {
             step: 3,
             checkpointStep: 2,
             keepBatch: true,
-            // Issue 14: the group is told where each member's agent is (rank 0 = first is where it meets)
+            // The group is told where each member's agent is (rank 0 = first is where it meets)
             // and which batch the retried step keeps.
             agentAddresses: { 'trainer-0': 'trainer-0:7070', 'trainer-1': 'trainer-1:7070' },
             batchId: 'b3',
@@ -285,7 +285,7 @@ describe('faulty trainer machine → a rollout as warm standby (semi-sync/async)
       );
   });
 
-  it('a fault between steps keeps no batch: the next step had not begun on one (issue 14)', () => {
+  it('a fault between steps keeps no batch: the next step had not begun on one', () => {
     const between = [...jobAtStep3(), msg(390, 'TrainingStepCompleted', { step: 3, batchId: 'b3', durationMs: 1 })];
     const restart = play(between, [fault(400, 'trainer-1')]).emitted.find((d) => d.type === 'RestartTrainerGroup')!;
     expect(restart.data).toMatchObject({ step: 4, keepBatch: true });
@@ -473,7 +473,7 @@ describe('rollout fault → replace that machine only', () => {
   });
 });
 
-describe('rollout engine process fault → restart it in place first, within a budget (issue 14)', () => {
+describe('rollout engine process fault → restart it in place first, within a budget', () => {
   const restartDecided = (s: number, machineId: string) =>
     draft('RecoveryDecided', {
       recoveryId: `${machineId}/v${s}/recovery`,

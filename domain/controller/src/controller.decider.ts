@@ -29,7 +29,7 @@ export * from './controller.state';
  * and the decision steps live in `controller.state.ts`, `controller.evolve.ts` and `controller.decide.ts`;
  * the fault policies are listed in order in `FAULT_POLICIES`, the escalation rules in `escalation-rules.ts`.
  *
- * It evolves in place (issue 13: a job of thousands of machines) and keeps its unfinished recoveries
+ * It evolves in place (a job of thousands of machines) and keeps its unfinished recoveries
  * indexed (`ControllerIndex`); a snapshot holds the facts and decoding rebuilds the index.
  */
 export function createControllerDecider(

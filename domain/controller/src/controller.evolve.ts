@@ -14,7 +14,7 @@ import { afterHandover, handoverOf } from './planned-handover';
  * life sign heard after the restart's outcome counts as the new process's.
  *
  * In place because a job of thousands of machines cannot copy its roster for every throughput sample
- * nor its recovery table for every command outcome (issue 13). What evolve writes is the state's own:
+ * nor its recovery table for every command outcome. What evolve writes is the state's own:
  * records are updated in place, but an array a draft may have been built from (a trainer group, a
  * command's awaited machines) is replaced, never changed, so an output already published stays as it was.
  * `index.open` follows `done`; phase changes and registrations look only at the open recoveries.

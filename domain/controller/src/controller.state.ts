@@ -53,7 +53,7 @@ export interface ControllerSettings {
   policy: 'role-based' | 'task-restart';
   /**
    * In-place restarts of a rollout engine a machine may have within `engineRestartWindowMs` before a
-   * process fault replaces the machine instead (issue 14): a crashing engine restarts in seconds, a
+   * process fault replaces the machine instead: a crashing engine restarts in seconds, a
    * machine that keeps crashing it is not healthy. 0 replaces at once (every rollout fault is a replacement).
    */
   engineRestartBudget: number;
@@ -191,7 +191,7 @@ export interface ControllerData {
 }
 
 /**
- * What the controller keeps beside its facts so that an input costs what it concerns (issue 13). A job
+ * What the controller keeps beside its facts so that an input costs what it concerns. A job
  * of thousands of machines accumulates a recovery per confirmed verdict — most of them report-only,
  * done from the start — and phase changes, faults and ticks only ever concern the unfinished ones.
  */

@@ -108,7 +108,7 @@ export function replaceMachine(recoveryId: string, seq: number, m: RosterMachine
   return draft('ReplaceMachine', { recoveryId, commandId: `${recoveryId}/${seq}`, machineId: m.machineId, role, zone: m.zone, hardwareClass: m.hardwareClass });
 }
 
-/** Restart the rollout engine on its machine in place (issue 14): `attempt` of the machine's `budget` within the window. */
+/** Restart the rollout engine on its machine in place: `attempt` of the machine's `budget` within the window. */
 export function restartRolloutEngine(recoveryId: string, seq: number, m: RosterMachine, attempt: number, budget: number): ControllerDraft {
   return draft('RestartRolloutEngine', {
     recoveryId,

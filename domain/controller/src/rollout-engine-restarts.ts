@@ -2,7 +2,7 @@ import type { DecisionRule } from '@robustrl/contracts';
 import type { ControllerData, ControllerSettings } from './controller.state';
 
 /**
- * The in-place restart budget of rollout engines (issue 14). A crashed engine on a healthy machine
+ * The in-place restart budget of rollout engines. A crashed engine on a healthy machine
  * restarts in seconds where a replacement takes minutes (paper: 119 s); but a machine whose engine
  * keeps crashing is not healthy, so past the budget its next process fault replaces it.
  */

@@ -23,7 +23,7 @@ export interface ResolvedDetectionSettings {
  * minutes is "far below" without reacting to one long prompt. The liveness window is ours too: six
  * of the agent's default 10 s GPU reports missed, the same minute the paper gives a silent rollout.
  * The grace after a blind interval is also ours: 30 s lets every agent's first samples after the gap
- * (its producer reconnecting) arrive. The router's evidence (issue 17): 10 s without a token while
+ * (its producer reconnecting) arrive. The router's evidence: 10 s without a token while
  * requests are open is far past a decode step and a queue wait behind running requests (those progress);
  * 3 failed requests in a row is NeMo-RL's count.
  */

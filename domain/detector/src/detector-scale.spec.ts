@@ -8,7 +8,7 @@ import { DEFAULT_DETECTION_RULES, DetectionRule } from './rules';
 import { prng } from '@robustrl/testing/seeded-random';
 
 /**
- * Issue 13 (scale): the detector evolves in place, evaluates on a tick only the machines due, ranks
+ * At scale: the detector evolves in place, evaluates on a tick only the machines due, ranks
  * peers instead of sorting them, and leaves its derived index out of snapshots. These specs hold the
  * new machinery to the behaviour of the simple one (every machine evaluated on every tick) and to the
  * order-insensitivity of sample folding that a restart relies on. Times are seconds since T0.

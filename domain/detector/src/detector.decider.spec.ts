@@ -480,7 +480,7 @@ describe('pluggable rules', () => {
 });
 
 /**
- * Issue 14: a trainer that died silently outside the training phase (weight update, checkpoint,
+ * A trainer that died silently outside the training phase (weight update, checkpoint,
  * waiting for its batch) was never detected: the trainer rule pauses there and no other rule covered it.
  */
 describe('liveness rule: an agent whose reports stop is probed, in every role and phase', () => {

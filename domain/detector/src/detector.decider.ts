@@ -35,7 +35,7 @@ export function createDetectorDecider(options: Partial<DetectorConfig> = {}): De
       encode: ({ index: _derived, ...state }) => JSON_STATE_CODEC.encode(state),
       decode: (data) => {
         const state = JSON_STATE_CODEC.decode(data) as DetectorState;
-        // A snapshot taken before a setting existed (rolloutStallWindowMs came with issue 17) gets its default.
+        // A snapshot taken before a setting existed (rolloutStallWindowMs came later) gets its default.
         state.settings = { ...config.defaults, ...state.settings };
         return rebuildIndex(config, state);
       },

@@ -242,7 +242,7 @@ function observeMachine(config: DetectorConfig, state: DetectorState, message: M
       machine = { ...machine, phase: message.data.phase, phaseSince: at };
       break;
     // Samples, tens of thousands a step at 10,000 GPUs, update the machine's entry in place (the
-    // state is the host's: the decider evolves in place) rather than copy it per sample (issue 13).
+    // state is the host's: the decider evolves in place) rather than copy it per sample.
     case 'GpuActivitySampled':
       if (message.data.tensorActive > 0 && (machine.lastActivityAt === null || at > machine.lastActivityAt)) machine.lastActivityAt = at;
       break;

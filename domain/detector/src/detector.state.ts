@@ -83,7 +83,7 @@ export const windowsMayConclude = (state: DetectorState, now: number): boolean =
   state.blind === null && (state.graceUntil === null || now >= state.graceUntil);
 
 /**
- * `<machine>|<rule>`, the key of a suspicion. Looked up per rule on every sample (issue 13: tens of
+ * `<machine>|<rule>`, the key of a suspicion. Looked up per rule on every sample (tens of
  * thousands a step): the keys are made once per machine and rule, and a made string keeps its hash.
  */
 export function suspicionKey(machineId: string, rule: string): string {

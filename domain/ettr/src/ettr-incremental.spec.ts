@@ -8,7 +8,7 @@ import { prng } from '@robustrl/testing/seeded-random';
 import { RecoveryAction, type Role, RolePhase } from '@robustrl/contracts';
 
 /**
- * Issue 13 (scale): the ETTR projection accounts a machine when it changes, not on every event, and
+ * At scale: the ETTR projection accounts a machine when it changes, not on every event, and
  * keeps its open outages and held machines indexed. These specs hold it to the projection as it was
  * (`full-recompute/`: every event accounted every machine) on random jobs: after every event the same
  * totals, sliding series and ledger (to the GPU-millisecond: the sums are of whole numbers), the same

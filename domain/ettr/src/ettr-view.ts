@@ -49,7 +49,7 @@ export interface MachineView {
   /**
    * The machine's GPU time is accounted up to here (null: from the job's start). `effectiveSince`,
    * `atRisk` and its ledger rows are as of this time: a machine is accounted when it changes (or an
-   * outage it may wait on does), not on every event (issue 13: thousands of machines, millions of
+   * outage it may wait on does), not on every event (thousands of machines, millions of
    * events). `settle` brings it up to the clock.
    */
   accountedTo: number | null;
@@ -143,7 +143,7 @@ export interface EttrView {
 }
 
 /**
- * What the incremental accounting keeps beside the view's facts (issue 13): an event accounts the time
+ * What the incremental accounting keeps beside the view's facts: an event accounts the time
  * since the previous one for the job as a whole from the GPU totals here, and touches only the machines
  * it changes. Machines are objects of `machines` (a structured clone keeps them shared).
  */

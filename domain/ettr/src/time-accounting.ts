@@ -4,7 +4,7 @@ import type { DowntimeCategory, EttrIndex, EttrView, IdleWait, LedgerEntry, Mach
 const GENERATING = new Set(['rollout', 'awaiting-tools']);
 
 /*
- * Incremental accounting (issue 13). Between two events every machine counts the same way, so the
+ * Incremental accounting. Between two events every machine counts the same way, so the
  * job's GPU time over the gap is (GPUs) × gap and its effective time (effective GPUs) × gap: `advance`
  * adds those from the index's totals. A machine's own share (its ledger rows, `effectiveSince`,
  * `atRisk`) is written when it is about to change (`settle`: from `accountedTo` to the clock, as it

@@ -8,7 +8,7 @@ import type { RolloutPoolState as ReferenceState } from './full-recompute/rollou
 import { prng } from '@robustrl/testing/seeded-random';
 
 /**
- * Issue 13 (scale): the rollout pool evolves in place. These specs hold it to the pool as it was
+ * At scale: the rollout pool evolves in place. These specs hold it to the pool as it was
  * (`full-recompute/`: every fold a new state) on random jobs: the same drafts for every input and the
  * same facts after it, and a snapshot that decodes to a pool deciding the same.
  */
@@ -47,7 +47,7 @@ function randomJob(seed: number, inputs = 600) {
       gpus: 8,
       agentAddress: `${machineId}:8086`,
       dpRank: 0,
-      // Half take part in weight transfer: they take work only once they hold weights (issue 14).
+      // Half take part in weight transfer: they take work only once they hold weights.
       ...(rnd() < 0.5 ? { weightsAddress: `${machineId}:13337`, inferenceUrl: `http://${machineId}:8000` } : {}),
     });
   const ref = (trajectoryId: string) => ({ trajectoryId, batchId: 'b', step: 1, promptId: trajectoryId.split('/')[0], sampleIndex: 0 });
@@ -169,7 +169,7 @@ function envelope(msg: ReturnType<typeof timeline>, t: number) {
 const show = (ds: Draft[]) => ds.map((d) => `${d.type}${JSON.stringify(d.data)}`).join(' ');
 const facts = ({ stoppedServing: _transient, ...data }: RolloutPoolState): ReferenceState => data;
 
-describe('rollout pool in place (issue 13): decides as the copying pool did', () => {
+describe('rollout pool in place: decides as the copying pool did', () => {
   it.each(Array.from({ length: 12 }, (_, i) => i + 1))('seed %i: same drafts and same facts after every input', (seed) => {
     const { mismatches } = randomJob(seed);
     expect(mismatches).toEqual([]);

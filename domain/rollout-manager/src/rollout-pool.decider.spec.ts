@@ -214,7 +214,7 @@ describe('rollout pool: a rollout that stops serving hands its in-flight traject
   });
 });
 
-describe('rollout pool: a rollout takes work only once it holds weights (issue 14)', () => {
+describe('rollout pool: a rollout takes work only once it holds weights', () => {
   /** A machine with a weight server: its holdings are known from the relays it joins. */
   const withWeights = (machineId: string, s = 0) =>
     msg(s, 'MachineRegistered', {

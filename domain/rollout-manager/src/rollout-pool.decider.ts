@@ -12,7 +12,7 @@ export * from './rollout-pool.state';
  * nowhere to go wait for the next instance to join. State, evolve and the decision steps live in
  * `rollout-pool.state.ts`, `rollout-pool.evolve.ts` and `rollout-pool.decide.ts`.
  *
- * It evolves in place (issue 13: a job of thousands of machines); the previous, copying pool is kept
+ * It evolves in place (a job of thousands of machines); the previous, copying pool is kept
  * under `full-recompute/` as the reference `rollout-pool-in-place.spec.ts` holds it to.
  */
 export function createRolloutPoolDecider(): Decider<RolloutPoolState, RolloutPoolCommand, RolloutPoolEvent, RolloutPoolDraft> {

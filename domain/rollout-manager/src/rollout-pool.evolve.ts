@@ -4,7 +4,7 @@ import { agentOf, RolloutPoolEvent, RolloutPoolState, machineOfInstance, serving
 import { Trajectories } from './trajectory-table';
 
 /**
- * Folds one event into the pool, in place (issue 13: a job of thousands of machines cannot copy its
+ * Folds one event into the pool, in place (a job of thousands of machines cannot copy its
  * machine table for every weight version a relay reports, nor a shard of trajectories for every turn);
  * then, if it made the last serving machine stop serving, keeps what it had in flight as orphans for
  * the next rollout to join. Notes in `stoppedServing` which machine it took out of serving, if any.

@@ -1,5 +1,5 @@
 /**
- * When a rollout machine may take work (issue 14: a new rollout served before it held weights). Pure.
+ * When a rollout machine may take work (a new rollout served before it held weights). Pure.
  *
  * A machine that takes part in weight transfer (it registered a weight server) is known to hold a
  * version once it relays it whole (`RelayJoined`). One that does not (no UCX there) gets its weights

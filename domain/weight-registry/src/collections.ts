@@ -7,7 +7,7 @@
 /**
  * The scheduler's tie-break between sources of equal load (as it always was: the locale's order). One
  * collator for every comparison: `localeCompare` is defined as comparing with a new default collator,
- * and looking one up per call was a visible part of keeping the idle lists sorted (issue 13).
+ * and looking one up per call was a visible part of keeping the idle lists sorted.
  */
 const LOCALE_ORDER = new Intl.Collator();
 export const byId = (a: string, b: string) => LOCALE_ORDER.compare(a, b);

@@ -144,7 +144,7 @@ class Takes {
  * best there is: the first idle reachable holder, else the first idle reachable trainer rank (the index
  * lists them in id order). Otherwise every candidate is compared, as the rule reads — in one pass: at
  * thousands of machines some source is nearly always reported unreachable, and sorting every holder of
- * the bucket for each pull made a weight update quadratic in the rollouts (issue 13).
+ * the bucket for each pull made a weight update quadratic in the rollouts.
  */
 function chooseSource(
   state: WeightRegistryState,

@@ -8,7 +8,7 @@ import { RegistryData, WeightRegistryEvent, WeightRegistryInput, WeightRegistryS
 import { prng } from '@robustrl/testing/seeded-random';
 
 /**
- * Issue 13 (scale): the registry evolves in place, keeps a derived index, and decides from it — folding
+ * At scale: the registry evolves in place, keeps a derived index, and decides from it — folding
  * its steps' drafts on a copy only when one step can change what a later one decides. These specs hold
  * it to the registry as it was (`full-recompute/`: every step recomputed from the whole state, every
  * fold a new state) on random jobs: the same drafts for every input, the same facts after, an index
@@ -229,7 +229,7 @@ function normalise(x: unknown): unknown {
   return x;
 }
 
-describe('weight registry index (issue 13): decides as the full recomputation did', () => {
+describe('weight registry index: decides as the full recomputation did', () => {
   const authority = { refused: 0, adopted: 0 };
   it.each([
     [1, { pullWindow: 1, relays: true, async: false }],

@@ -156,7 +156,7 @@ function joinsMayLeadFurther(state: WeightRegistryState, joins: readonly WeightR
  * A copy of the facts with its own index, as far down as evolve writes: the records whose entries it
  * sets or deletes are copied, the entries themselves shared (machines, versions, pulls and relays are
  * replaced, never written); holdings and attempt counters, written inside, are copied whole. Cloning
- * everything copied every version the job ever published, with its trainer sources (issue 13: 625
+ * everything copied every version the job ever published, with its trainer sources (625
  * sources a version at 10,000 GPUs), on every reconciliation: a cost growing with the job's length.
  */
 function copyState(state: WeightRegistryState): WeightRegistryState {

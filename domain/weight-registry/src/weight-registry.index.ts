@@ -14,7 +14,7 @@ import {
 
 /**
  * What the registry derives from its facts so that deciding on one message costs what the message
- * touches, not the job (issue 13: before it, every pull completion re-checked every rollout, relay and
+ * touches, not the job (before it, every pull completion re-checked every rollout, relay and
  * pull, and scheduling compared every holder of a bucket). Each member answers one question a decision
  * step used to scan the state for:
  *
@@ -107,7 +107,7 @@ export function rebuildRegistryIndex(data: RegistryData): WeightRegistryState {
   }
   const instances = new Set([...ix.rollouts, ...ix.relaysOf.keys(), ...ix.pullsOfPuller.keys(), ...ix.pullsOfSourceMachine.keys()]);
   // The idle holders of a bucket listed in any order, then sorted once: inserting each in its place kept
-  // a rebuild (several a step at thousands of rollouts) searching and splicing (issue 13).
+  // a rebuild (several a step at thousands of rollouts) searching and splicing.
   for (const id of instances) indexInstance(s, id, undefined, true);
   for (const list of ix.idleHolders.values()) list.sort(byId);
   return s;
@@ -117,7 +117,7 @@ export function rebuildRegistryIndex(data: RegistryData): WeightRegistryState {
  * After a change to what one instance holds, relays or is (a rollout or not): its part of the index
  * again. The bucket lists (`holders`, `idleHolders`) change only where its holdings did: a completed
  * pull adds one bucket, and taking every held bucket out of the sorted idle lists and putting it back
- * cost a search and a splice per bucket per pull (issue 13).
+ * cost a search and a splice per bucket per pull.
  */
 export function refreshInstance(s: WeightRegistryState, id: string): void {
   const before = s.index.heldKeys.get(id);

@@ -7,7 +7,7 @@ import type { z } from 'zod';
  * which decides and explains — a `false` is never a rejection.
  *
  * Why: zod's parse is about half of reading a telemetry sample (it validates and then builds a copy
- * of every object), and the detector reads tens of thousands a second (issue 13, `bench:ingest`).
+ * of every object), and the detector reads tens of thousands a second (`bench:ingest`).
  *
  * What it covers is what the catalog's schemas use: objects without catchall (unknown keys, or keys
  * out of the schema's order, answer `false`: zod would strip or reorder them), strings with length

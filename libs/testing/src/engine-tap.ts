@@ -4,7 +4,7 @@ import { StringDecoder } from 'node:string_decoder';
 
 /**
  * A transparent HTTP proxy in front of one inference engine that writes down what the engine sent: the
- * ground truth a test compares the router's records with (issue 17: "the stored token ids equal the
+ * ground truth a test compares the router's records with ("the stored token ids equal the
  * concatenation of what the engines sampled"). A streamed answer is forwarded event by event, each
  * complete SSE event as the engine sent it, and the sampled token ids it carries
  * (`logprobs.content[].id`, as llama.cpp and OpenAI chat log-probs give them) are appended to the

@@ -22,7 +22,7 @@ export default async function globalSetup(): Promise<void> {
 }
 
 /**
- * The router's end-to-end tests run real inference engines (issue 17): llama.cpp's server, built once
+ * The router's end-to-end tests run real inference engines: llama.cpp's server, built once
  * from PyPI's llama-cpp-python sdist with a tiny model written by the `gguf` package (about 3 minutes
  * the first time on 2 cores; cached in .local/llama after that).
  */

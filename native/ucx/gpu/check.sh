@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU data plane on a GPU machine with no network (issue 16), from the repo root of a checkout:
+# The GPU data plane on a GPU machine with no network, from the repo root of a checkout:
 #
 #   bash native/ucx/gpu/check.sh            # after native/ucx/gpu/bundle.sh filled .gpu/ elsewhere
 #

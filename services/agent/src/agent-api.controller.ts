@@ -148,7 +148,7 @@ export class AgentApiController {
   }
 
   /**
-   * A restarted trainer (issue 14): the step it retries, the checkpoint to reload, the batch it keeps and
+   * A restarted trainer: the step it retries, the checkpoint to reload, the batch it keeps and
    * its group — members in rank order, its rank, where the group meets (rank 0's host and the job's port).
    * 404 before this machine carried out a group restart.
    */

@@ -46,7 +46,7 @@ export interface AgentConfig {
   commandClockSkewMs: number;
   /**
    * Base URL of this rollout machine's inference engine, as the router reaches it: registered so the
-   * engine joins the router once the machine holds weights (issue 14).
+   * engine joins the router once the machine holds weights.
    */
   inferenceUrl: string | undefined;
   /**

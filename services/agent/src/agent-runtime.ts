@@ -424,7 +424,7 @@ export class AgentRuntime {
     }
     // The engine is back with no weights loaded: the machine joins the job again (after its answer, so
     // the answer is not taken back if this fails), the registry has it pull the current version, and
-    // the router takes it once it holds that version (issue 14).
+    // the router takes it once it holds that version.
     if (m.type === 'RestartRolloutEngine' && carriedOut)
       await this.register(m).catch((err) => this.logger.error(`could not register ${me} again after its engine restart: ${String(err)}`));
   }
@@ -454,7 +454,7 @@ export class AgentRuntime {
   }
 
   /**
-   * Restart the rollout engine in place (issue 14): a crashed engine on a healthy machine is back in
+   * Restart the rollout engine in place: a crashed engine on a healthy machine is back in
    * seconds, where replacing the machine takes minutes. Its pulled weights are dropped — the new engine
    * holds none until it pulls the current version again.
    */

@@ -137,7 +137,7 @@ describe('agent', () => {
     expect(published('HeartbeatAcked').map((a) => (a.data as { probeId: string }).probeId)).toEqual(['p-1']);
   });
 
-  it('restarts its crashed rollout engine in place when told, answers, and registers again so the machine rejoins (issue 14)', async () => {
+  it('restarts its crashed rollout engine in place when told, answers, and registers again so the machine rejoins', async () => {
     const firstPid = runtime.status().roleProcess!.pid!;
     signalAll(treeOf(firstPid), 'SIGKILL');
     await eventually('exit reported', () => published('AgentFaultSignalled')[0]);
@@ -202,7 +202,7 @@ describe('agent', () => {
     await eventually('trainer started', () => (starts('trainer').length === 1 ? true : undefined));
     await eventually('answered', () => published('RecoveryCommandSucceeded').find((m) => (m.data as { commandId: string }).commandId === 'r-1/3'));
     await new Promise((r) => setTimeout(r, 300));
-    // Issue 14: the re-formed group is told its members, this machine's rank and where to meet (rank 0's host).
+    // The re-formed group is told its members, this machine's rank and where to meet (rank 0's host).
     expect(starts('trainer')).toEqual(['trainer retry=7 ckpt=6 rank=1/2 master=10.0.0.7:29500 batch=b-7']);
     expect(await (await fetch(`${url}/v1/restart`)).json()).toEqual({
       recoveryId: 'r-1',
@@ -318,7 +318,7 @@ describe('agent', () => {
   });
 });
 
-describe('a restarted trainer fetches its kept batch through its agent (issue 14)', () => {
+describe('a restarted trainer fetches its kept batch through its agent', () => {
   it('from the request manager, with the staleness bound it asks for', async () => {
     const asked: string[] = [];
     const credentials: Array<string | undefined> = [];

@@ -139,11 +139,11 @@ describe('router runtime in the rollout manager', () => {
 });
 
 /**
- * Issue 14: router membership follows the rollout pool. On main the engine list was static: a
+ * Router membership follows the rollout pool. On main the engine list was static: a
  * replacement rollout's engine never joined, a fresh one would have served before it held weights,
  * and every turn was tagged weight version 0.
  */
-describe('router membership follows the rollout pool (issue 14)', () => {
+describe('router membership follows the rollout pool', () => {
   const job = 'job-m';
   let engines: FakeInferenceEngine[];
   let bus: InProcessBus;

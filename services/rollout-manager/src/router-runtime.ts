@@ -45,7 +45,7 @@ export const ROUTER_OUTPUT_TYPES = ['RolloutThroughputSampled', 'RolloutRequests
 
 /**
  * The router inside the rollout manager: it serves the agent loops, publishes each engine's
- * throughput for the detector, and follows the pool (issue 14: router membership was static).
+ * throughput for the detector, and follows the pool (router membership was static).
  *
  * An engine routes while its machine serves and holds weights within the job's staleness bound
  * (`holdsServableWeights`): a new or re-admitted rollout joins once it pulled a current version, one

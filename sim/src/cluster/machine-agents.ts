@@ -25,7 +25,7 @@ export class MachineAgents {
   /**
    * The trainers and the rollouts, in the order the machines were added; rebuilt when a machine joins,
    * leaves or changes role (a rollout lent to the trainer as warm standby). The pipeline asks for them on every completed sample: filtering the
-   * whole roster each time made a step cost O(machines × samples) (issue 13).
+   * whole roster each time made a step cost O(machines × samples).
    */
   private byRole: { trainers: Machine[]; rollouts: Machine[]; rolloutOrder: Map<Machine, number> } | null = null;
 

@@ -78,7 +78,7 @@ export class Orchestrator {
   }
 
   /**
-   * A crashed engine restarted in place on its healthy machine (issue 14): no scheduling, no container,
+   * A crashed engine restarted in place on its healthy machine: no scheduling, no container,
    * the engine starts and pulls the current weights again — the machine re-registers and the registry
    * has it pull, as after a replacement.
    */

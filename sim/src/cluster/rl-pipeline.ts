@@ -20,7 +20,7 @@ export class RlPipeline {
   /**
    * Rollouts that may have a free slot: every rollout that has one is in here (added when it comes up
    * or a sample leaves it; dropped by dispatch once it has none), so a dispatch looks at those, not at
-   * every rollout — it runs once per completed sample (issue 13).
+   * every rollout — it runs once per completed sample.
    */
   private readonly mayTakeMore = new Set<Machine>();
   /** weights version → the number of steps trained into it. */
@@ -251,7 +251,7 @@ export class RlPipeline {
   /**
    * The newest weights (in steps trained) a machine holds whole, of the versions still usable. Asked
    * for every free rollout on every completed sample, and a machine keeps every version it ever held:
-   * remembered until its holdings or the usable versions change (issue 13: otherwise each call walked
+   * remembered until its holdings or the usable versions change (otherwise each call walked
    * every version of the job so far). A version's step never changes once published.
    */
   private weightsStepOf(m: Machine): number {
@@ -279,7 +279,7 @@ export class RlPipeline {
   /**
    * The rollouts with a free slot, with the weights each holds and its place in the roster (ties in
    * load go to the first). Not sorted: dispatch compares places, and sorting the free rollouts on every
-   * completed sample (hundreds of them at thousands of GPUs) showed in profiles (issue 13).
+   * completed sample (hundreds of them at thousands of GPUs) showed in profiles.
    */
   private freeRollouts(): Array<{ m: Machine; weights: number; place: number }> {
     const order = this.agents.rolloutOrder();

@@ -5,7 +5,7 @@ import type { Sample } from './cluster-model';
  * weights generate them). A dispatch hands out the oldest samples that some free rollout can take;
  * samples needing weights no free rollout holds yet only wait on. With one queue, every dispatch — one
  * per completed sample — walked past all of those (a whole batch waiting for the next weights), and
- * rebuilt the queue: O(batch) per sample, quadratic in the job (issue 13). Here a dispatch touches
+ * rebuilt the queue: O(batch) per sample, quadratic in the job. Here a dispatch touches
  * only what it hands out or drops; the oldest-first order is kept across the queues by a sequence number.
  */
 export class WaitingSamples {

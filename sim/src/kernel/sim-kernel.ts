@@ -49,7 +49,7 @@ export class SimKernel {
 
   /**
    * Per message type, its subscribers in the order they subscribed: asking every subscriber about every
-   * message (ten million at 10,000 GPUs) showed in profiles (issue 13). Subscribers come at set-up; one
+   * message (ten million at 10,000 GPUs) showed in profiles. Subscribers come at set-up; one
    * added while a message is being delivered gets the messages published after it.
    */
   private readonly byType = new Map<string, Subscriber[]>();
@@ -83,7 +83,7 @@ export class SimKernel {
 
   /**
    * `now` as the envelope's ISO time, formatted once per instant: many messages share one (a telemetry
-   * round, a decision and its commands), and formatting a date per message showed in profiles (issue 13).
+   * round, a decision and its commands), and formatting a date per message showed in profiles.
    */
   private isoAt = NaN;
   private iso = '';
@@ -99,7 +99,7 @@ export class SimKernel {
   private idPrefix = '';
   private nextEventId(): string {
     // The counter's 15 hex digits: the first 10 change once per 16^5 ids, so their part of the id is
-    // made then and kept (building every id from its 15 digits showed in profiles, issue 13).
+    // made then and kept (building every id from its 15 digits showed in profiles).
     const seq = ++this.seq;
     const high = Math.floor(seq / 0x100000);
     if (high !== this.idHigh) {

@@ -149,8 +149,8 @@ function scaleScenario(): Scenario {
 /**
  * The 256-GPU benchmark job grown (or shrunk) to `gpus` GPUs, 8 a machine, half trainers and half
  * rollouts, with the batch grown with the rollouts (32 responses a rollout machine, as at 256 GPUs) so a
- * step takes about as long and every machine is as busy: the simulator's scaling benchmark (issue 13:
- * jobs of 1,000–10,000 GPUs). Not a built-in scenario (`simulate --all` stays as it is).
+ * step takes about as long and every machine is as busy: the simulator's scaling benchmark
+ * (jobs of 1,000–10,000 GPUs). Not a built-in scenario (`simulate --all` stays as it is).
  */
 export function scaledScenario(gpus: number, steps = 100): Scenario {
   const base = scaleScenario();

@@ -1,8 +1,8 @@
 /**
- * The controller as it was before it evolved in place (issue 13): every fold a new state, every decision
+ * The controller as it was before it evolved in place: every fold a new state, every decision
  * a walk over every recovery. Kept, out of the build, as the reference the in-place controller is held
  * to (`controller-in-place.spec.ts`): these files are the previous implementation, with the
- * rules changed since applied to both (issue 14: a restarted group is told its members' addresses and
+ * rules changed since applied to both (a restarted group is told its members' addresses and
  * the batch it keeps).
  */
 import type { DecisionRule, Draft, MessageOf, RecoveryAction, Role, TrainingMode } from '@robustrl/contracts';
@@ -61,7 +61,7 @@ export interface ControllerSettings {
   policy: 'role-based' | 'task-restart';
   /**
    * In-place restarts of a rollout engine a machine may have within `engineRestartWindowMs` before a
-   * process fault replaces the machine instead (issue 14): a crashing engine restarts in seconds, a
+   * process fault replaces the machine instead: a crashing engine restarts in seconds, a
    * machine that keeps crashing it is not healthy. 0 replaces at once (every rollout fault is a replacement).
    */
   engineRestartBudget: number;

@@ -10,7 +10,7 @@ export interface AgentSilentState {
 }
 
 /**
- * Liveness rule (issue 14): the agent on every GPU machine reports GPU activity on a fixed period
+ * Liveness rule: the agent on every GPU machine reports GPU activity on a fixed period
  * whatever its role and phase, so a report that stops, then an unanswered heartbeat probe, means the
  * machine (or its agent) is gone. It covers what the role rules pause for: a trainer that dies during a
  * weight update, a checkpoint or while waiting for its batch, and a rollout whose engine the router

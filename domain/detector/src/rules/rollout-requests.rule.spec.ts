@@ -4,7 +4,7 @@ import { at, iso, published, timeline } from '@robustrl/testing/job-timeline';
 import { DETECTOR_INPUT_TYPES, DetectorDecider, DetectorEvent } from '../detector.decider';
 
 /**
- * The rollout-requests rule (issue 17): the router's evidence of an engine's real requests finds a
+ * The rollout-requests rule: the router's evidence of an engine's real requests finds a
  * wedged engine in seconds — even while the machine's agent answers every heartbeat — and never flags
  * an engine whose trajectories are all waiting on tools.
  */

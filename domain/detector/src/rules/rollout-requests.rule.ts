@@ -13,7 +13,7 @@ export interface RolloutRequestsState {
 }
 
 /**
- * Rollout rule from the router's evidence (issue 17; NeMo-RL condemns a generation shard after 3 failed
+ * Rollout rule from the router's evidence (NeMo-RL condemns a generation shard after 3 failed
  * requests, vLLM and SGLang health endpoints answer from a thread that outlives a wedged scheduler): an
  * engine is confirmed faulty when the router reports that it produced no token for the stall window
  * while requests were open at it, or that its requests failed the threshold times in a row. The agent's

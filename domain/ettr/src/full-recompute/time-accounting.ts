@@ -1,5 +1,5 @@
 /**
- * The ETTR projection as it was before its accounting went incremental (issue 13): every event
+ * The ETTR projection as it was before its accounting went incremental: every event
  * accounted every machine, and looked for the outage an idle machine waits on among every outage the
  * job ever had. Kept, out of the build, as the reference the incremental projection is held to
  * (`ettr-incremental.spec.ts`): these files are the previous implementation, changed since only where

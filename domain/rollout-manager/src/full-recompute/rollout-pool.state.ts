@@ -1,8 +1,8 @@
 /**
- * The rollout pool as it was before it evolved in place (issue 13): every fold a new state, the machine
+ * The rollout pool as it was before it evolved in place: every fold a new state, the machine
  * table copied on every weight version a relay reports. Kept, out of the build, as the reference the
  * in-place pool is held to (`rollout-pool-in-place.spec.ts`): these files are the previous
- * implementation, with the rules changed since applied to both (issue 14: a rollout takes work only
+ * implementation, with the rules changed since applied to both (a rollout takes work only
  * once it holds weights).
  */
 import type { Draft, MessageOf } from '@robustrl/contracts';

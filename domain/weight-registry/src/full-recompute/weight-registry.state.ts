@@ -1,5 +1,5 @@
 /**
- * The registry as it was before the index (issue 13): every decision recomputed from the whole state,
+ * The registry as it was before the index: every decision recomputed from the whole state,
  * every fold a new state. Kept, out of the build, as the reference the indexed registry is held to
  * (`weight-registry-index.spec.ts`): these files are the previous implementation, unchanged but for
  * this module, which gives them the facts without the derived index, and the shard dimension of named,

@@ -2,7 +2,7 @@ import { createHmac } from 'node:crypto';
 import type { RobustrlMessage } from '@robustrl/contracts';
 
 /**
- * Who speaks on the bus (issue 15: "a machine speaks only for itself"). Every record a process publishes
+ * Who speaks on the bus ("a machine speaks only for itself"). Every record a process publishes
  * carries who signed it and a signature over its topic, key and bytes; consumers that can check it drop
  * (dead-letter, with the reason) a record whose signature does not hold or whose content claims someone
  * else than its signer. Keys: identity-keys.ts; the rules each side applies: the verifiers beside this file.

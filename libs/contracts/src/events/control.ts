@@ -9,7 +9,7 @@ export const RecoveryAction = z.enum([
   'warm-standby-from-rollout',
   'request-new-trainer-machine',
   'replace-rollout',
-  /** A rollout engine process failed on a healthy machine: restart it in place (seconds) before replacing the machine (issue 14). */
+  /** A rollout engine process failed on a healthy machine: restart it in place (seconds) before replacing the machine. */
   'restart-rollout-engine',
   'restart-task',
   'report-only',
@@ -102,7 +102,7 @@ export const RestartTrainerGroup = command(
     incarnations: z.record(MachineId, z.string().min(1)).optional(),
     /**
      * Per member, its agent's address (when the controller knows it). `machines` is the group in rank
-     * order: rank 0's host is where the group meets again (issue 14: a re-formed group was not told).
+     * order: rank 0's host is where the group meets again (a re-formed group was not told).
      */
     agentAddresses: z.record(MachineId, z.string().min(1)).optional(),
     /** Per member, the address other machines reach it at (MachineRegistered.hostAddress): rank 0's is where the group meets. */

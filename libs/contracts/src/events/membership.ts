@@ -91,7 +91,7 @@ export const MachineRegistered = event(
     incarnation: z.string().min(1).max(200).optional(),
     /**
      * Base URL of the OpenAI-compatible inference engine this rollout machine serves (vLLM, SGLang):
-     * the router routes to it once the machine holds servable weights (issue 14), and stops when the
+     * the router routes to it once the machine holds servable weights, and stops when the
      * machine is faulty, lent or gone. Absent: the engine joins the router only by its static list.
      */
     inferenceUrl: z.url({ protocol: /^https?$/ }).optional(),

@@ -45,7 +45,7 @@ export const RolloutThroughputSampled = event(
 export const RolloutRequestsObserved = event(
   'RolloutRequestsObserved',
   Topics.telemetry,
-  "What the router saw of one engine's real requests over a window (issue 17): a wedged engine still answers /health and its agent still acks, but its requests stall or fail — evidence that finds it in seconds. Requests waiting on tools are not open at the engine, so they never count.",
+  "What the router saw of one engine's real requests over a window: a wedged engine still answers /health and its agent still acks, but its requests stall or fail — evidence that finds it in seconds. Requests waiting on tools are not open at the engine, so they never count.",
   z.object({
     machineId: MachineId,
     rolloutId: z.string().min(1),

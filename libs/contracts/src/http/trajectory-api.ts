@@ -48,7 +48,7 @@ export const SpanContext = z.enum(['prompt', 'tokens', 'text']);
 export type SpanContext = z.infer<typeof SpanContext>;
 
 /**
- * One engine's contiguous part of a generated turn (issue 17, token-level preservation): the token ids it
+ * One engine's contiguous part of a generated turn (token-level preservation): the token ids it
  * sampled, in order, with their log-probs, and which engine and weight version sampled them. A turn that
  * failed over mid-stream has several; their ids concatenated are the turn's tokens, none lost or repeated.
  */

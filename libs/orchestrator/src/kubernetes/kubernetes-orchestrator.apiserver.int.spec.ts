@@ -4,7 +4,7 @@ import { eventually } from '@robustrl/testing/eventually';
 import { KubernetesOrchestrator, NodeAnnotations, PodLabels } from './kubernetes-orchestrator';
 
 /**
- * The Kubernetes orchestrator against a real API server (issue 15): kube-apiserver, controller-manager
+ * The Kubernetes orchestrator against a real API server: kube-apiserver, controller-manager
  * and scheduler built from the Kubernetes modules, kwok's fake kubelets on four nodes
  * (deploy/k8s/cluster.sh; `npm run test:deploy` brings it up and sets ROBUSTRL_K8S_KUBECONFIG). The
  * real Deployment, ReplicaSet and StatefulSet controllers and the real scheduler answer what the

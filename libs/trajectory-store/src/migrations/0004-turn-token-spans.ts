@@ -1,7 +1,7 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
 
 /**
- * Token-level preservation (issue 17): a generated turn keeps what each engine sampled — token ids,
+ * Token-level preservation: a generated turn keeps what each engine sampled — token ids,
  * log-probs, the engine and weight version of each span (contracts `TokenSpan`). Nullable: tool results
  * and turns from engines that report no token ids have none, and rows stored before this migration keep
  * their text alone.

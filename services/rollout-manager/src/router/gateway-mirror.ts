@@ -3,8 +3,8 @@ import { ModelGatewayClient } from './model-gateway-client';
 import { RouterLogger } from './router-reporting';
 
 /**
- * Keeps an external SGLang Model Gateway's workers equal to the engines robustrl routes to (issue 17:
- * "robustrl can also drive an existing router instead of its own"): an engine that joins the pool (its
+ * Keeps an external SGLang Model Gateway's workers equal to the engines robustrl routes to, so that
+ * robustrl can drive an existing router instead of its own (docs/router.md): an engine that joins the pool (its
  * machine registered, serves current weights) is added; one that leaves (its machine was confirmed
  * faulty, lent to the trainer, fell behind) is removed. Only workers this mirror added are removed, so
  * the gateway's own workers are left alone. Syncs are serialised; one that fails is logged and the next

@@ -2,7 +2,7 @@ import { EngineKind } from './engines';
 
 /**
  * Drives an existing SGLang Model Gateway (sgl-router) the way its operators do, so robustrl can keep an
- * external router's membership right instead of routing itself (issue 17). Both API generations:
+ * external router's membership right instead of routing itself. Both API generations:
  * the REST one (`POST /workers`, `DELETE /workers/{url}`, `GET /workers`; newer gateways answer 202 and
  * apply in the background) and the legacy one (`/add_worker?url=`, `/remove_worker?url=`,
  * `/list_workers`), used when the gateway has no REST route (404 without a JSON error). Shapes in

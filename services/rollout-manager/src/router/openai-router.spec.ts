@@ -439,7 +439,7 @@ describe('OpenAiRouter', () => {
   });
 
   /**
-   * Issue 14, gap 4: on main the continuation policy was reachable only through the request manager's
+   * On main the continuation policy was reachable only through the request manager's
    * HTTP status change; a trajectory that moved to an engine with newer weights simply went on.
    */
   describe('a trajectory that goes on with newer weights than its turns (the continuation policy)', () => {
@@ -535,7 +535,7 @@ describe('OpenAiRouter', () => {
 });
 
 /**
- * What the whole-system chaos campaign found (issue 14): the caller had the answer before the store had
+ * What the whole-system chaos campaign found: the caller had the answer before the store had
  * its turn, completed the trajectory, and the final turn was refused as closed; and the turn was tagged
  * with the version the pool believed the engine held, while the engine had already swapped weights.
  */

@@ -32,7 +32,7 @@ interface EngineRequests {
 }
 
 /**
- * What the router sees of each engine's real requests (issue 17, "detection from real requests"): which
+ * What the router sees of each engine's real requests ("detection from real requests"): which
  * are open at it, when it last produced a token, which failed and why. A wedged engine answers /health
  * and its machine's agent acks heartbeats, but its requests stall; this is the evidence that finds it
  * in seconds. An engine is judged only once it served since it joined the pool: before, it is starting.

@@ -6,7 +6,7 @@ import { readAll } from './http-transport';
 
 /**
  * The router's membership API in the shape of SGLang's Model Gateway (sgl-router), so the tools and
- * scripts users already drive a gateway with drive this router too (issue 17; shapes in
+ * scripts users already drive a gateway with drive this router too (shapes in
  * docs/engine-api-shapes.md §3):
  *
  *   POST   /workers            {"url", "runtime"?, "model_id"?, "labels"?{"machine_id"}}  → 202 {"status":"accepted","worker_id","message"}

@@ -3,7 +3,7 @@ import type { VersionSpan } from './vllm-generate';
 import type { LeanEvent } from './lean-event';
 
 /**
- * The port between the router and one kind of inference engine (issue 17). The router speaks the
+ * The port between the router and one kind of inference engine. The router speaks the
  * OpenAI API to callers; engines differ exactly where fault tolerance is hard — how they report the
  * token ids they sampled, how a request is continued on them after another engine died, how to tell a
  * wedged engine from a healthy one, how to abort a request. Each adapter answers those questions for

@@ -27,7 +27,7 @@ interface OpenSpan {
 }
 
 /**
- * What each engine sampled for one answer, span by span (pure; issue 17, token-level preservation). The
+ * What each engine sampled for one answer, span by span (pure; token-level preservation, docs/router.md). The
  * splice feeds it what each forwarded chunk carried; failover opens a span per attempt. What it yields
  * is exactly the tokens the caller received, attributed to the engine and weight version that sampled
  * them: a span's ids are complete when the engine's own count agrees with them, and the continuation
