@@ -27,7 +27,7 @@
  *    done, but a restart whose pods were already deleted resumes waiting instead of deleting the
  *    replacements.
  */
-import { AppsV1Api, CoreV1Api, HttpError, KubeConfig, PatchUtils, V1Deployment, V1Pod, V1StatefulSet } from '@kubernetes/client-node';
+import { AppsV1Api, CoreV1Api, KubeConfig, PatchUtils, V1Pod, V1StatefulSet } from '@kubernetes/client-node';
 import { Role } from '@robustrl/contracts';
 import { MachineSpec, Orchestrator, OrchestratorError } from '../orchestrator';
 import { BoundedMap, MAX_REMEMBERED_OPERATIONS, OperationKind, OperationMemo } from '../operation-memo';
@@ -35,33 +35,28 @@ import { Departure, DepartureSource } from '../departures';
 import { statusOf, toOrchestratorError } from './api-errors';
 import { DEFAULT_NOTICE_TAINTS } from './disruption-notices';
 import { KubernetesDepartures } from './kubernetes-departures';
+import { NodeAnnotations, PodAnnotations, PodLabels } from './pod-labels';
+import { MAX_REASON_LENGTH, PodOwners } from './pod-owners';
+import {
+  creationTime,
+  deletionStart,
+  isLive,
+  isolationKey,
+  isPreconditionFailure,
+  isRunning,
+  isTerminating,
+  labelValue,
+  PodRef,
+  podRef,
+  podUid,
+  poolKey,
+  poolSelector,
+  positiveIntegerFromEnv,
+  sleep,
+  toMachineSpec,
+} from './pods';
 
-export const PodLabels = {
-  job: 'robustrl.io/job',
-  role: 'robustrl.io/role',
-  zone: 'robustrl.io/zone',
-  hardwareClass: 'robustrl.io/hardware-class',
-} as const;
-
-export const NodeAnnotations = {
-  operation: 'robustrl.io/operation',
-  isolatedMachine: 'robustrl.io/isolated-machine',
-  isolationReason: 'robustrl.io/isolation-reason',
-} as const;
-
-/** Written on a StatefulSet or Deployment whose replicas this adapter changed: the last such change. */
-export const OwnerAnnotations = {
-  operation: 'robustrl.io/operation',
-  scaleReason: 'robustrl.io/scale-reason',
-} as const;
-
-/** Written on a pod that releaseMachine gives back. */
-export const PodAnnotations = {
-  /** Read by the ReplicaSet controller (PodDeletionCost, on by default since Kubernetes 1.22): lowest goes first on scale-down. */
-  deletionCost: 'controller.kubernetes.io/pod-deletion-cost',
-  operation: 'robustrl.io/operation',
-  releaseReason: 'robustrl.io/release-reason',
-} as const;
+export { NodeAnnotations, OwnerAnnotations, PodAnnotations, PodLabels } from './pod-labels';
 
 export interface KubernetesOrchestratorOptions {
   /** Defaults to `KubeConfig.loadFromDefault()`: $KUBECONFIG, ~/.kube/config, or the in-cluster service account. */
@@ -76,17 +71,8 @@ export interface KubernetesOrchestratorOptions {
 
 const DEFAULT_READY_TIMEOUT_MS = 10 * 60_000;
 const DEFAULT_POLL_INTERVAL_MS = 2_000;
-/** Node annotations are size-limited in total; a reason is for humans, its head is enough. */
-const MAX_REASON_LENGTH = 1_024;
-const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
 /** The pod-deletion-cost range is int32; the minimum puts the released pod first in line. */
 const LOWEST_DELETION_COST = String(-(2 ** 31));
-/** Optimistic replicas patches lost to concurrent writers before giving up (retriably). */
-const MAX_SCALE_ATTEMPTS = 20;
-
-type OwnerKind = 'Deployment' | 'StatefulSet';
-type Owner = { kind: OwnerKind; name: string };
-type OwnerObject = V1Deployment | V1StatefulSet;
 
 /** What a scale-up has done, so a retry of the operation after a timed-out wait does not scale again. */
 interface ScaleUpProgress {
@@ -108,15 +94,10 @@ interface RestartProgress {
   stillToDelete: PodRef[];
 }
 
-interface PodRef {
-  name: string;
-  uid?: string;
-}
-
 export class KubernetesOrchestrator implements Orchestrator, DepartureSource {
   readonly kind = 'kubernetes' as const;
   private readonly core: CoreV1Api;
-  private readonly apps: AppsV1Api;
+  private readonly owners: PodOwners;
   private readonly namespace: string;
   private readonly readyTimeoutMs: number;
   private readonly pollIntervalMs: number;
@@ -128,8 +109,6 @@ export class KubernetesOrchestrator implements Orchestrator, DepartureSource {
   private readonly claimedPodUids = new BoundedMap<string, true>(MAX_REMEMBERED_OPERATIONS);
   private readonly scaleUpProgress = new BoundedMap<string, ScaleUpProgress>(MAX_REMEMBERED_OPERATIONS);
   private readonly releaseProgress = new BoundedMap<string, ReleaseProgress>(MAX_REMEMBERED_OPERATIONS);
-  /** Per job/role/zone/class, the owner found for it: a pool scaled down to zero pods has no pod left to find it from. */
-  private readonly knownOwners = new BoundedMap<string, Owner>(MAX_REMEMBERED_OPERATIONS);
   private readonly closing = new AbortController();
   /** Pods this adapter ended (isolated, restarted, released), by UID or `name:<pod>`: their end is no notice. */
   private readonly endedHere = new BoundedMap<string, true>(MAX_REMEMBERED_OPERATIONS);
@@ -142,10 +121,10 @@ export class KubernetesOrchestrator implements Orchestrator, DepartureSource {
       kubeConfig.loadFromDefault();
     }
     this.core = kubeConfig.makeApiClient(CoreV1Api);
-    this.apps = kubeConfig.makeApiClient(AppsV1Api);
     this.namespace = options.namespace;
     this.readyTimeoutMs = options.readyTimeoutMs ?? DEFAULT_READY_TIMEOUT_MS;
     this.pollIntervalMs = options.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS;
+    this.owners = new PodOwners(kubeConfig.makeApiClient(AppsV1Api), this.namespace, () => this.assertOpen());
     this.announced = new KubernetesDepartures({
       core: this.core,
       namespace: this.namespace,
@@ -235,9 +214,9 @@ export class KubernetesOrchestrator implements Orchestrator, DepartureSource {
         if (!progress) {
           // Taken before the patch, so the pod the owner adds for it cannot be among them.
           const pods = await this.listPods(selector);
-          const owner = await this.ownerOfPool(request, pods);
+          const owner = await this.owners.ownerOfPool(request, pods);
           progress = { podsBefore: new Set(pods.map(podUid)) };
-          await this.scaleOwner(
+          await this.owners.scaleOwner(
             owner,
             +1,
             request.operationId,
@@ -358,8 +337,8 @@ export class KubernetesOrchestrator implements Orchestrator, DepartureSource {
   /** Does the scale-down for releaseMachine and says which pod incarnation leaves. */
   private async startRelease(pod: V1Pod, jobPods: V1Pod[], request: { operationId: string; machineId: string; reason: string }): Promise<PodRef> {
     const reason = `release ${request.machineId}: ${request.reason}`.slice(0, MAX_REASON_LENGTH);
-    const owner = await this.ownerOfPod(pod);
-    if (owner) this.knownOwners.set(poolKey(toMachineSpec(pod), pod.metadata?.labels?.[PodLabels.job] ?? ''), owner);
+    const owner = await this.owners.ownerOfPod(pod);
+    if (owner) this.owners.known.set(poolKey(toMachineSpec(pod), pod.metadata?.labels?.[PodLabels.job] ?? ''), owner);
     if (!owner) {
       // Nothing would recreate a bare pod: deleting it (with its grace period) is the scale-down.
       await this.deletePod(podRef(pod));
@@ -377,10 +356,10 @@ export class KubernetesOrchestrator implements Orchestrator, DepartureSource {
           },
         },
       });
-      if (annotated) await this.scaleOwner(owner, -1, request.operationId, reason);
+      if (annotated) await this.owners.scaleOwner(owner, -1, request.operationId, reason);
       return podRef(pod);
     }
-    const scaled = await this.scaleOwner(owner, -1, request.operationId, reason);
+    const scaled = await this.owners.scaleOwner(owner, -1, request.operationId, reason);
     // The ordinals are start..start+replicas-1; the scale-down removed the one at start+replicas.
     const start = (scaled.object as V1StatefulSet).spec?.ordinals?.start ?? 0;
     const name = `${owner.name}-${start + scaled.replicasAfter}`;
@@ -389,114 +368,6 @@ export class KubernetesOrchestrator implements Orchestrator, DepartureSource {
     const released = { name, uid: jobPods.find((p) => p.metadata?.name === name)?.metadata?.uid };
     this.endedHere.set(released.uid ?? `name:${name}`, true);
     return released;
-  }
-
-  /**
-   * The StatefulSet or Deployment that owns the pool (job/role/zone/class), found through its pods'
-   * controller references (a Deployment's through their ReplicaSet). Remembered per pool, for when
-   * the pool has been scaled down to no pods.
-   */
-  private async ownerOfPool(pool: { jobId: string; role: Role; zone: string; hardwareClass: string }, pods: V1Pod[]): Promise<Owner> {
-    const key = poolKey(pool, pool.jobId);
-    const describe = `the pods of job ${pool.jobId} role ${pool.role} zone ${pool.zone} hardware class ${pool.hardwareClass} in namespace ${this.namespace}`;
-    const owners = new Map<string, Owner>();
-    for (const pod of pods) {
-      const owner = await this.ownerOfPod(pod);
-      if (owner) owners.set(`${owner.kind}/${owner.name}`, owner);
-    }
-    if (owners.size > 1) {
-      throw new OrchestratorError(
-        `cannot scale up: ${describe} belong to several owners (${[...owners.keys()].join(', ')}); which one to scale is ambiguous`,
-        false,
-      );
-    }
-    const [owner] = owners.values();
-    if (owner) {
-      this.knownOwners.set(key, owner);
-      return owner;
-    }
-    const known = this.knownOwners.get(key);
-    if (known) return known;
-    if (pods.length > 0) {
-      throw new OrchestratorError(`cannot scale up: ${describe} are bare pods, owned by no StatefulSet or Deployment whose replicas could be raised`, false);
-    }
-    throw new OrchestratorError(`cannot scale up: there are no ${describe}, so there is no owner to find through them`, false);
-  }
-
-  /** The pod's StatefulSet or Deployment (through its ReplicaSet); undefined for a bare pod. */
-  private async ownerOfPod(pod: V1Pod): Promise<Owner | undefined> {
-    const controller = pod.metadata?.ownerReferences?.find((o) => o.controller);
-    if (!controller) return undefined;
-    if (controller.kind === 'StatefulSet') return { kind: 'StatefulSet', name: controller.name };
-    if (controller.kind === 'ReplicaSet') {
-      let replicaSetOwner;
-      try {
-        const { body } = await this.apps.readNamespacedReplicaSet(controller.name, this.namespace);
-        replicaSetOwner = body.metadata?.ownerReferences?.find((o) => o.controller);
-      } catch (error) {
-        throw toOrchestratorError(error, `read replicaset ${this.namespace}/${controller.name} (owner of pod ${pod.metadata?.name})`);
-      }
-      if (replicaSetOwner?.kind === 'Deployment') return { kind: 'Deployment', name: replicaSetOwner.name };
-    }
-    // Scaling a bare ReplicaSet, a Job or a DaemonSet is not what a pool's replicas mean.
-    throw new OrchestratorError(
-      `pod ${this.namespace}/${pod.metadata?.name} is owned by ${controller.kind} ${controller.name}, not by a StatefulSet or a Deployment; robustrl scales only those`,
-      false,
-    );
-  }
-
-  /**
-   * Changes the owner's replicas by `delta` with a merge patch that carries the resourceVersion read
-   * just before: a concurrent change (another scale-up, an autoscaler) makes it fail with 409, and it
-   * is re-read and tried again, so concurrent scale-ups each add one instead of all writing the same
-   * number. The owner is annotated with the operation and why.
-   */
-  private async scaleOwner(owner: Owner, delta: number, operationId: string, reason: string): Promise<{ object: OwnerObject; replicasAfter: number }> {
-    const what = `${owner.kind.toLowerCase()} ${this.namespace}/${owner.name}`;
-    for (let attempt = 0; attempt < MAX_SCALE_ATTEMPTS; attempt++) {
-      this.assertOpen();
-      const current = await this.readOwner(owner);
-      const replicas = current.spec?.replicas ?? 1;
-      // This operation's patch already went through (e.g. before this controller restarted): do not scale twice.
-      if (current.metadata?.annotations?.[OwnerAnnotations.operation] === operationId) return { object: current, replicasAfter: replicas };
-      if (replicas + delta < 0) throw new OrchestratorError(`cannot scale ${what} below 0 replicas`, false);
-      const patch = {
-        metadata: {
-          resourceVersion: current.metadata?.resourceVersion,
-          annotations: { [OwnerAnnotations.operation]: operationId, [OwnerAnnotations.scaleReason]: reason.slice(0, MAX_REASON_LENGTH) },
-        },
-        spec: { replicas: replicas + delta },
-      };
-      try {
-        return { object: await this.patchOwner(owner, patch), replicasAfter: replicas + delta };
-      } catch (error) {
-        if (statusOf(error) === 409) continue;
-        throw toOrchestratorError(error, `scale ${what} from ${replicas} to ${replicas + delta} replicas`);
-      }
-    }
-    throw new OrchestratorError(`scale ${what}: ${MAX_SCALE_ATTEMPTS} attempts in a row lost to concurrent changes`, true);
-  }
-
-  private async readOwner(owner: Owner): Promise<OwnerObject> {
-    try {
-      const { body } =
-        owner.kind === 'Deployment'
-          ? await this.apps.readNamespacedDeployment(owner.name, this.namespace)
-          : await this.apps.readNamespacedStatefulSet(owner.name, this.namespace);
-      return body;
-    } catch (error) {
-      throw toOrchestratorError(error, `read ${owner.kind.toLowerCase()} ${this.namespace}/${owner.name}`);
-    }
-  }
-
-  /** Throws the raw error, so that the caller can tell a conflict (409) from the rest. */
-  private async patchOwner(owner: Owner, patch: object): Promise<OwnerObject> {
-    const options = { headers: { 'Content-Type': PatchUtils.PATCH_FORMAT_JSON_MERGE_PATCH } };
-    const { body } =
-      owner.kind === 'Deployment'
-        ? await this.apps.patchNamespacedDeployment(owner.name, this.namespace, patch, undefined, undefined, undefined, undefined, undefined, options)
-        : await this.apps.patchNamespacedStatefulSet(owner.name, this.namespace, patch, undefined, undefined, undefined, undefined, undefined, options);
-    return body;
   }
 
   /** False when the pod no longer exists. */
@@ -611,111 +482,4 @@ export class KubernetesOrchestrator implements Orchestrator, DepartureSource {
   private assertOpen(): void {
     if (this.closing.signal.aborted) throw new OrchestratorError('the Kubernetes orchestrator is closed', false);
   }
-}
-
-function toMachineSpec(pod: V1Pod): MachineSpec {
-  const name = pod.metadata?.name ?? '(unnamed)';
-  const labels = pod.metadata?.labels ?? {};
-  const role = Role.safeParse(labels[PodLabels.role]);
-  const zone = labels[PodLabels.zone];
-  const hardwareClass = labels[PodLabels.hardwareClass];
-  // A mislabelled pod is a deployment error; skipping it would hide a machine from the controller.
-  if (!role.success || !zone || !hardwareClass) {
-    throw new OrchestratorError(
-      `pod ${pod.metadata?.namespace}/${name} needs labels ${PodLabels.role} (one of ${Role.options.join(', ')}), ${PodLabels.zone} and ${PodLabels.hardwareClass}; it has ${JSON.stringify(labels)}`,
-      false,
-    );
-  }
-  return { machineId: name, role: role.data, zone, hardwareClass };
-}
-
-function isTerminating(pod: V1Pod): boolean {
-  return pod.metadata?.deletionTimestamp != null;
-}
-
-/**
- * Running or starting. A Failed pod (e.g. evicted) stays in the API until garbage-collected, but its
- * owner has already replaced it, so it is no machine.
- */
-function isLive(pod: V1Pod): boolean {
-  return !isTerminating(pod) && pod.status?.phase !== 'Failed' && pod.status?.phase !== 'Succeeded';
-}
-
-function isRunning(pod: V1Pod): boolean {
-  return !isTerminating(pod) && pod.status?.phase === 'Running';
-}
-
-function podRef(pod: V1Pod): PodRef {
-  return { name: pod.metadata?.name ?? '', uid: pod.metadata?.uid };
-}
-
-/** A 409 is either a failed precondition (the object is not the one meant) or a write conflict, which is worth retrying. */
-function isPreconditionFailure(error: unknown): boolean {
-  const message = ((error as HttpError).body as { message?: string } | undefined)?.message ?? '';
-  return /precondition/i.test(message);
-}
-
-function podUid(pod: V1Pod): string {
-  return pod.metadata?.uid ?? `${pod.metadata?.namespace}/${pod.metadata?.name}`;
-}
-
-/** When a pod's deletion began (its deletionTimestamp less its grace period), or null when it is not being deleted. */
-function deletionStart(pod: V1Pod): number | null {
-  const deadline = pod.metadata?.deletionTimestamp;
-  if (!deadline) return null;
-  return new Date(deadline).getTime() - (pod.metadata?.deletionGracePeriodSeconds ?? 0) * 1000;
-}
-
-function creationTime(pod: V1Pod): number {
-  return pod.metadata?.creationTimestamp ? new Date(pod.metadata.creationTimestamp).getTime() : 0;
-}
-
-function poolSelector(pool: { jobId: string; role: Role; zone: string; hardwareClass: string }): Record<string, string> {
-  return {
-    [PodLabels.job]: labelValue('job id', pool.jobId),
-    [PodLabels.role]: labelValue('role', pool.role),
-    [PodLabels.zone]: labelValue('zone', pool.zone),
-    [PodLabels.hardwareClass]: labelValue('hardware class', pool.hardwareClass),
-  };
-}
-
-function poolKey(pool: { role: Role; zone: string; hardwareClass: string }, jobId: string): string {
-  return [jobId, pool.role, pool.zone, pool.hardwareClass].join('/');
-}
-
-function isolationKey(jobId: string, machineId: string): string {
-  return `${jobId}/${machineId}`;
-}
-
-/** Values go into label selectors, where an invalid one would make the API server answer 400 for every call. */
-function labelValue(what: string, value: string): string {
-  if (value.length > 63 || !LABEL_VALUE.test(value)) {
-    throw new OrchestratorError(
-      `${what} '${value}' cannot be a Kubernetes label value (at most 63 characters: letters, digits, '-', '_', '.', starting and ending alphanumeric)`,
-      false,
-    );
-  }
-  return value;
-}
-
-function positiveIntegerFromEnv(env: NodeJS.ProcessEnv, name: string): number | undefined {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return undefined;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value <= 0) throw new Error(`${name} must be a positive integer (milliseconds), got '${raw}'`);
-  return value;
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(new OrchestratorError('the Kubernetes orchestrator was closed while waiting', true));
-    };
-    const timer = setTimeout(() => {
-      signal.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
 }
