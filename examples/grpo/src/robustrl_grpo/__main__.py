@@ -95,7 +95,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     result = run_local(cfg, ranks=args.ranks)
     for step, rate in result["evals"]:  # type: ignore[union-attr]
         print(f"step {step:>3}: greedy pass rate {rate:.2f}")
-    return 0
+    # Preempted: EX_TEMPFAIL, "run again" (the state is saved; the next run resumes).
+    return 75 if result["preempted"] is not None else 0
 
 
 if __name__ == "__main__":

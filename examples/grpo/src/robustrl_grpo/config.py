@@ -37,6 +37,9 @@ class JobConfig:
     # Where a new version goes: "engine" (rank 0 loads it into the engine: the local job) or "agent"
     # (each rank publishes its shard through its machine's robustrl agent).
     publish: str = "engine"
+    # What SIGTERM does to a trainer rank: "exit" (at once, the default) or "finish-step" (the step in
+    # progress is saved, then every rank stops: whole-job preemption, preemption.py).
+    on_sigterm: str = "exit"
     # Under robustrl (agent loops and the trainer's kept batches).
     job_id: str = ""
     router_url: str = ""
@@ -54,6 +57,8 @@ class JobConfig:
             raise ValueError(f"batches must be 'engine' or 'robustrl', got {self.batches!r}")
         if self.publish not in ("engine", "agent"):
             raise ValueError(f"publish must be 'engine' or 'agent', got {self.publish!r}")
+        if self.on_sigterm not in ("exit", "finish-step"):
+            raise ValueError(f"on_sigterm must be 'exit' or 'finish-step', got {self.on_sigterm!r}")
         if self.keep_checkpoints < 0:
             raise ValueError(f"keep_checkpoints must be >= 0 (0 keeps every one), got {self.keep_checkpoints}")
         if self.max_staleness < 0:

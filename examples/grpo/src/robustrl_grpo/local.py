@@ -96,10 +96,21 @@ def run_local(cfg: JobConfig, ranks: int = 2, log: Callable[[str], None] = print
             sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(ranks),
             "--master-addr", "127.0.0.1", "--master-port", str(free_port()), "-m", "robustrl_grpo", "trainer",
         ]  # fmt: skip
-        code = subprocess.call(command, env={**os.environ, **run.to_env(), "OMP_NUM_THREADS": "1"})
-        if code != 0:
+        preempted_before = len(Ledger(cfg.state_dir).records("preempted"))
+        ranks_process = subprocess.Popen(command, env={**os.environ, **run.to_env(), "OMP_NUM_THREADS": "1"})
+        # A SIGTERM to the job goes to torchrun, which passes it to every rank (preemption.py).
+        previous = signal.signal(signal.SIGTERM, lambda signum, frame: ranks_process.send_signal(signal.SIGTERM))
+        try:
+            code = ranks_process.wait()
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+        preempted = Ledger(cfg.state_dir).records("preempted")[preempted_before:]
+        if preempted:
+            log(f"preempted after step {preempted[0]['step']}; run again over {cfg.state_dir} to resume at step {preempted[0]['step'] + 1}")
+        elif code != 0:
             raise RuntimeError(f"the trainer ranks exited with {code}")
     finally:
         engine.stop()
     evals = Ledger(cfg.state_dir).records("eval")
-    return {"evals": [(r["step"], r["passRate"]) for r in evals]}
+    # The step this run was preempted after (None: it ran to the end).
+    return {"evals": [(r["step"], r["passRate"]) for r in evals], "preempted": preempted[0]["step"] if preempted else None}

@@ -28,6 +28,7 @@ from .grpo import Sample, group_advantages, grpo_loss, pack, token_logprobs
 from .kept_batches import KeptBatches
 from .ledger import Ledger
 from .model import load_model, load_tokenizer
+from .preemption import StepEndStop, prompt_digest, restore_rng, save_rng
 from .publish import AgentPublisher, EnginePublisher, ShardWriter
 from .reports import reports_for
 from .rollouts import greedy_pass_rate, sample_batch
@@ -91,6 +92,8 @@ def run_trainer(cfg: JobConfig) -> None:
         raise SystemExit("trainer: --state-dir and --model-dir are required")
     if (cfg.batches == "engine" or cfg.publish == "engine") and not cfg.engine_url:
         raise SystemExit("trainer: --engine-url is required to sample from or load into the engine itself (--batches engine / --publish engine)")
+    # Before the group forms: a SIGTERM while it forms already finds the handler.
+    preemption = StepEndStop(cfg.on_sigterm)
     dist.init_process_group("gloo", timeout=timedelta(seconds=600))
     torch.manual_seed(cfg.seed)
     ledger = Ledger(cfg.state_dir)
@@ -113,7 +116,9 @@ def run_trainer(cfg: JobConfig) -> None:
         # Every rank's "resumed" line follows that checkpoint line: a reader of the ledger in order (the
         # campaign's resume invariant) then finds the digest a rank resumed before the rank's line.
         dist.barrier()
-        ledger.append("resumed", rank=rank, step=start, digest=digest)
+        # After a preemption, the RNG state it kept: the resume continues the same stream.
+        rng = restore_rng(cfg.state_dir, start, rank)
+        ledger.append("resumed", rank=rank, step=start, digest=digest, **({"rng": rng} if rng else {}))
     # Evaluations ask an engine directly, or through robustrl's router (unrecorded: no trajectory headers).
     eval_url = cfg.engine_url or cfg.router_url
     # Through the router, "no engine yet" (503) is waited out; an engine asked directly fails at once.
@@ -141,14 +146,23 @@ def run_trainer(cfg: JobConfig) -> None:
         else KeptBatches(cfg, cfg.job_id, cfg.request_manager_url, os.environ.get("ROBUSTRL_GRPO_TOKEN") or None)
     )
 
+    last = start
     for step in range(start + 1, cfg.steps + 1):
+        last = step
         began = time.monotonic()
         reports.phase("idle", step)  # waiting for the step's batch
         samples = batches.batch(step)
         with reports.training_step(step, f"step-{step}"):
             stats = train_step(ddp, optimizer, samples, rank, world, tokenizer.pad_token_id, cfg.clip_eps)
         ledger.append(
-            "trained", rank=rank, step=step, batch=batch_digest(samples), sampleIds=sorted(s.id for s in samples), staleIds=batches.excluded(step), **stats
+            "trained",
+            rank=rank,
+            step=step,
+            batch=batch_digest(samples),
+            prompts=prompt_digest(samples),
+            sampleIds=sorted(s.id for s in samples),
+            staleIds=batches.excluded(step),
+            **stats,
         )
         reports.phase("checkpoint", step)
         saving = time.monotonic()
@@ -170,7 +184,13 @@ def run_trainer(cfg: JobConfig) -> None:
                 ledger.append("eval", step=step, version=step, passRate=rate)
                 line += f", greedy pass rate {rate:.2f}"
             print(f"{line} ({time.monotonic() - began:.1f} s)", flush=True)
-    reports.phase("idle", cfg.steps)
+        if step < cfg.steps and preemption.agreed():
+            rng = save_rng(cfg.state_dir, step, rank)
+            ledger.append("preempted", rank=rank, step=step, resumeStep=step + 1, rng=rng)
+            if rank == 0:
+                print(f"preempted after step {step}, saved: run again over {cfg.state_dir} to resume at step {step + 1}", flush=True)
+            break
+    reports.phase("idle", last)
     dist.barrier()
     # DDP's reducer holds the gloo group; released with the interpreter, its destructor joined a gloo
     # thread that waited for the GIL the finalizer held (a rank hung at exit, seen in about one run in
