@@ -40,11 +40,13 @@ const OWN_EXAMPLES = 'test/architecture/doc-paths.spec.ts';
 
 /** The tracked files that cite paths, read from `root` (generated schemas and build output left out). */
 export function citingFiles(root: string): Array<{ path: string; text: string }> {
-  return execFileSync('git', ['ls-files'], { cwd: root, encoding: 'utf8' })
-    .split('\n')
-    // The check's own spec cites broken paths and issue numbers on purpose, as its examples.
-    .filter((f) => CITING.test(f) && !f.startsWith('schemas/') && !f.includes('/dist/') && f !== OWN_EXAMPLES && existsSync(join(root, f)))
-    .map((f) => ({ path: f, text: readFileSync(join(root, f), 'utf8') }));
+  return (
+    execFileSync('git', ['ls-files'], { cwd: root, encoding: 'utf8' })
+      .split('\n')
+      // The check's own spec cites broken paths and issue numbers on purpose, as its examples.
+      .filter((f) => CITING.test(f) && !f.startsWith('schemas/') && !f.includes('/dist/') && f !== OWN_EXAMPLES && existsSync(join(root, f)))
+      .map((f) => ({ path: f, text: readFileSync(join(root, f), 'utf8') }))
+  );
 }
 
 /** A path exists in the checkout, or is one the project makes when it runs (ignored by git: `deploy/compose/secrets/`). */

@@ -282,6 +282,52 @@ describe('ETTR projection', () => {
       });
   });
 
+  it("a task restart that subsumes a rollout's replacement ends once the replacement works, not never", () => {
+    // As a campaign on the real job had it: a rollout lost and its replacement asked for, then, in the same
+    // instant, another fault escalated to a task restart; the lost machine deregistered, its replacement
+    // registered, and every machine came back. Before, the restart waited for the lost machine for ever,
+    // and every idle machine counted as waiting on it to the end of the job.
+    const lost = 'r2/rollout-silent/1';
+    const escalated = 't0/explicit-signal/1';
+    spec()
+      .given([
+        ...workingJob(),
+        rolloutLost(100, lost, 'r2', 'rollout-silent'),
+        decided(100, lost, 'r2', 'replace-rollout', 'rollout-fault'),
+        at(100, 'ReplaceMachine', {
+          recoveryId: `${lost}/recovery`,
+          commandId: `${lost}/recovery/1`,
+          machineId: 'r2',
+          role: 'rollout',
+          zone: 'z',
+          hardwareClass: 'h20',
+        }),
+        trainerFault(100, 0, escalated),
+        decided(100, escalated, 't0', 'restart-task', 'escalate-restart-failed-twice'),
+        at(100, 'RestartTask', { recoveryId: `${escalated}/recovery`, commandId: `${escalated}/recovery/1`, rule: 'escalate-restart-failed-twice' }),
+        at(101, 'MachineDeregistered', { machineId: 'r2', reason: 'replaced' }),
+        registered(120, 'r4', 'rollout'),
+        ...['t0', 'r1', 'r3', 'r4'].map((m) => phase(130, m, m === 't0' ? 'trainer' : 'rollout', 'initializing')),
+        phase(150, 't0', 'trainer', 'training'),
+        ...['r1', 'r3', 'r4'].map((r) => phase(150, r, 'rollout', 'rollout')),
+        // Later the trainer idles between batches: with every machine back, that is the pipeline at work.
+        phase(200, 't0', 'trainer', 'idle'),
+        tick(400),
+      ])
+      .then((view) => {
+        const rows = downtimeLedger(view);
+        expect(Object.values(view.outages).every((o) => o.closedAt !== null)).toBe(true);
+        expect(gpuSeconds(rows, 'waiting-on-dead-role')).toBe(0);
+        // Four slots down from the restart to t=150, none after; r2's slot until its replacement r4 worked.
+        expect(gpuSeconds(rows, 'restart') + gpuSeconds(rows, 'reinitialization')).toBe(32 * 50);
+        const slot = rows.filter((r) => r.machineId === 'r2' || r.machineId === 'r4').filter((r) => r.category !== 'lost-rollout');
+        expect(Math.round(slot.reduce((a, r) => a + r.gpuHours, 0) * 3600)).toBe(8 * 50);
+        // Besides, the batch in progress was lost (every rollout's work since t=0).
+        expect(gpuSeconds(rows, 'lost-rollout')).toBe(24 * 100);
+        expect(ettrOf(view)).toBeCloseTo((32 * 400 - 32 * 50 - 24 * 100) / (32 * 400), 3);
+      });
+  });
+
   it("a replaced rollout machine's slot is down from the fault until its replacement generates", () => {
     const verdict = 'r2/rollout-silent/1';
     spec()

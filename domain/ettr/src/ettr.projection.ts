@@ -243,8 +243,10 @@ function apply(view: EttrView, event: EttrInput, at: number): void {
       return;
     }
     case 'ReplaceMachine': {
-      const o = outageOf(view, event.data.recoveryId);
-      if (!o) return;
+      const own = outageOf(view, event.data.recoveryId);
+      if (!own) return;
+      // An outage a task restart subsumed (closed by it): the replacement is the restart's to wait for.
+      const o = own.closedAt === null ? own : (openTaskRestart(view) ?? own);
       // A replacement asked for again (the first request failed) is still one machine to replace: a second
       // slot would be taken by the next unrelated machine to register, leaving the outage it belongs to open.
       if (!o.awaitingReplacement.some((r) => r.machineId === event.data.machineId))
@@ -338,10 +340,22 @@ function startTaskRestart(view: EttrView, o: Outage): void {
   for (const m of Object.values(view.machines)) {
     if (m.heldBy === o.outageId) continue;
     const other = m.heldBy ? view.outages[m.heldBy] : undefined;
-    if (other && other.closedAt === null && other !== o) close(view, other, view.clock ?? 0); // the task restart subsumes it
+    if (other && other.closedAt === null && other !== o) {
+      // The task restart subsumes it, and the replacements it waits for: a new machine takes the lost
+      // one's slot in the restart, which ends once that machine works, not never.
+      o.awaitingReplacement.push(...other.awaitingReplacement.filter((r) => !o.awaitingReplacement.some((a) => a.machineId === r.machineId)));
+      other.awaitingReplacement = [];
+      close(view, other, view.clock ?? 0);
+    }
     hold(view, m, o);
     // Re-held machines keep no effective streak: nothing to reach back to.
   }
+}
+
+/** The task restart in progress, if any. */
+function openTaskRestart(view: EttrView): Outage | undefined {
+  for (const o of view.index.open.values()) if (o.taskRestart) return o;
+  return undefined;
 }
 
 /** A new machine of the role an outage waits a replacement for takes over the replaced machine's slot. */
