@@ -1,15 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { AppsV1Api, CoreV1Api, KubeConfig, PatchUtils, V1Pod } from '@kubernetes/client-node';
-import { MessageBus, Subscription } from '@robustrl/bus';
-import { createMessage, MessageOf, MessageType, RobustrlMessage, Topics } from '@robustrl/contracts';
-import { ControllerModule } from '@robustrl/controller';
-import { DetectorModule } from '@robustrl/detector';
+import { MessageOf, MessageType, RobustrlMessage } from '@robustrl/contracts';
 import { KubernetesOrchestrator, LocalProcessSupervisor, PodLabels } from '@robustrl/orchestrator';
-import { MESSAGE_BUS, RunningService, runService } from '@robustrl/service-kit';
 import { agentMachines } from '@robustrl/testing/agent-machines';
 import { freshDatabaseUrl } from '@robustrl/testing/databases';
 import { eventually } from '@robustrl/testing/eventually';
 import { KwokAgents } from '@robustrl/testing/kwok-agents';
+import { InProcessControlPlane, jobStarted, startInProcessControlPlane } from './in-process-control-plane';
 
 /**
  * A drain on a Kubernetes cluster, end to end (docs/planned-failures.md "Notices are evidence"): a real
@@ -40,20 +37,20 @@ describeWithCluster('a kubectl-drain eviction of a rollout pod (kwok cluster, re
   let supervisor: LocalProcessSupervisor;
   let kubelet: KwokAgents;
   let orchestrator: KubernetesOrchestrator;
-  let service: RunningService;
-  let observer: Subscription;
-  let bus: MessageBus;
+  let plane: InProcessControlPlane;
   const cordoned = new Set<string>();
-  const seen: RobustrlMessage[] = [];
+  const seen = (): RobustrlMessage[] => plane?.seen ?? [];
   const machineOutput: string[] = [];
 
   const all = <T extends MessageType>(type: T, where: (m: MessageOf<T>) => boolean = () => true): MessageOf<T>[] =>
-    seen.filter((m): m is MessageOf<T> => m.jobId === jobId && m.type === type && where(m as MessageOf<T>));
+    seen().filter((m): m is MessageOf<T> => m.jobId === jobId && m.type === type && where(m as MessageOf<T>));
   async function waitFor<T extends MessageType>(type: T, what: string, where?: (m: MessageOf<T>) => boolean, timeoutMs = 60_000) {
     try {
       return await eventually(what, () => all(type, where)[0], timeoutMs);
     } catch (err) {
-      const events = seen.filter((m) => m.jobId === jobId).map((m) => `${m.occurredAt} ${m.type} ${m.source} ${JSON.stringify(m.data)}`);
+      const events = seen()
+        .filter((m) => m.jobId === jobId)
+        .map((m) => `${m.occurredAt} ${m.type} ${m.source} ${JSON.stringify(m.data)}`);
       process.stderr.write(
         `--- machine output ---\n${machineOutput.slice(-40).join('\n')}\n--- kubelet errors ---\n${kubelet?.errors.join('\n')}\n--- events ---\n${events.join('\n')}\n`,
       );
@@ -97,30 +94,9 @@ describeWithCluster('a kubectl-drain eviction of a rollout pod (kwok cluster, re
     orchestrator = new KubernetesOrchestrator({ kubeConfig, namespace, readyTimeoutMs: 60_000, pollIntervalMs: 250 });
     process.env.ROBUSTRL_DEPARTURE_POLL_SECONDS = '0.5';
     process.env.ROBUSTRL_COMMAND_TIMEOUT_SECONDS = '60';
-    service = await runService(
-      {
-        serviceName: 'e2e-kwok-drain-control-plane',
-        bus: { adapter: 'kafka', brokers, clientId: 'e2e-kwok-drain', topicPrefix },
-        store: { kind: 'postgres', url: database.url },
-        httpPort: 0,
-      },
-      [DetectorModule, ControllerModule.withOrchestrator(orchestrator)],
-      { logLevels: ['error'] },
-    );
-    bus = service.app.get<MessageBus>(MESSAGE_BUS);
-    observer = await bus.subscribe({ groupId: 'e2e-kwok-drain-observer', topics: Object.values(Topics), handler: async (d) => void seen.push(d.message) });
-    await bus.publish(
-      createMessage(
-        'JobStarted',
-        {
-          mode: 'semi-sync',
-          resumedFromStep: null,
-          trainerMachines: 1,
-          rolloutMachines: 2,
-          detection: { trainerIdleWindowSeconds: 20, rolloutSilentWindowSeconds: 5, probeTimeoutSeconds: 2 },
-        },
-        { jobId, source: 'e2e', occurredAt: new Date().toISOString() },
-      ),
+    plane = await startInProcessControlPlane({ name: 'e2e-kwok-drain', brokers, topicPrefix, databaseUrl: database.url, orchestrator });
+    await plane.bus.publish(
+      jobStarted(jobId, { trainers: 1, rollouts: 2 }, { trainerIdleWindowSeconds: 20, rolloutSilentWindowSeconds: 5, probeTimeoutSeconds: 2 }),
     );
     kubelet = new KwokAgents(core, namespace, jobId, supervisor);
     kubelet.start();
@@ -129,8 +105,7 @@ describeWithCluster('a kubectl-drain eviction of a rollout pod (kwok cluster, re
 
   afterAll(async () => {
     await kubelet?.stop();
-    await observer?.close();
-    await service?.stop();
+    await plane?.stop();
     await orchestrator?.close();
     await supervisor?.close();
     await database?.drop();

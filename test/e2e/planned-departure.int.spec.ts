@@ -1,13 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import { MessageBus, Subscription } from '@robustrl/bus';
-import { createMessage, MessageOf, MessageType, RobustrlMessage, Topics } from '@robustrl/contracts';
-import { ControllerModule } from '@robustrl/controller';
-import { DetectorModule } from '@robustrl/detector';
+import { createMessage, MessageOf, MessageType, RobustrlMessage } from '@robustrl/contracts';
 import { LocalProcessSupervisor, MachineSpec } from '@robustrl/orchestrator';
-import { MESSAGE_BUS, RunningService, runService } from '@robustrl/service-kit';
 import { freshDatabaseUrl } from '@robustrl/testing/databases';
 import { agentMachines } from '@robustrl/testing/agent-machines';
 import { eventually } from '@robustrl/testing/eventually';
+import { InProcessControlPlane, jobStarted, startInProcessControlPlane } from './in-process-control-plane';
 
 /**
  * A planned departure end to end (docs/planned-failures.md "A trainer moves at its checkpoint"): the
@@ -26,10 +23,8 @@ describe('SIGTERM to the trainer machine with a 30 s grace (real Kafka, PostgreS
   const jobId = `job-drain-${randomBytes(3).toString('hex')}`;
   let database: { url: string; drop(): Promise<void> };
   let supervisor: LocalProcessSupervisor;
-  let service: RunningService;
-  let observer: Subscription;
-  let bus: MessageBus;
-  const seen: RobustrlMessage[] = [];
+  let plane: InProcessControlPlane;
+  const seen = (): RobustrlMessage[] => plane?.seen ?? [];
   const machineOutput: string[] = [];
   const machines: MachineSpec[] = [
     { machineId: 'trainer-0', role: 'trainer', zone: 'az-1', hardwareClass: 'cpu-e2e' },
@@ -38,12 +33,14 @@ describe('SIGTERM to the trainer machine with a 30 s grace (real Kafka, PostgreS
   ];
 
   const all = <T extends MessageType>(type: T, where: (m: MessageOf<T>) => boolean = () => true): MessageOf<T>[] =>
-    seen.filter((m): m is MessageOf<T> => m.jobId === jobId && m.type === type && where(m as MessageOf<T>));
+    seen().filter((m): m is MessageOf<T> => m.jobId === jobId && m.type === type && where(m as MessageOf<T>));
   async function waitFor<T extends MessageType>(type: T, what: string, where?: (m: MessageOf<T>) => boolean, timeoutMs = 45_000) {
     try {
       return await eventually(what, () => all(type, where)[0], timeoutMs);
     } catch (err) {
-      const events = seen.filter((m) => m.jobId === jobId).map((m) => `${m.occurredAt} ${m.type} ${JSON.stringify(m.data)}`);
+      const events = seen()
+        .filter((m) => m.jobId === jobId)
+        .map((m) => `${m.occurredAt} ${m.type} ${JSON.stringify(m.data)}`);
       process.stderr.write(`--- last machine output ---\n${machineOutput.slice(-60).join('\n')}\n--- events ---\n${events.join('\n')}\n`);
       throw err;
     }
@@ -60,30 +57,9 @@ describe('SIGTERM to the trainer machine with a 30 s grace (real Kafka, PostgreS
       env: () => ({ E2E_STEP_SECONDS: '3', ROBUSTRL_AGENT_TERMINATION_GRACE_SECONDS: String(GRACE_SECONDS) }),
     });
     process.env.ROBUSTRL_COMMAND_TIMEOUT_SECONDS = '30';
-    service = await runService(
-      {
-        serviceName: 'e2e-drain-control-plane',
-        bus: { adapter: 'kafka', brokers, clientId: 'e2e-drain-control-plane', topicPrefix },
-        store: { kind: 'postgres', url: database.url },
-        httpPort: 0,
-      },
-      [DetectorModule, ControllerModule.withOrchestrator(supervisor)],
-      { logLevels: ['error'] },
-    );
-    bus = service.app.get<MessageBus>(MESSAGE_BUS);
-    observer = await bus.subscribe({ groupId: 'e2e-drain-observer', topics: Object.values(Topics), handler: async (d) => void seen.push(d.message) });
-    await bus.publish(
-      createMessage(
-        'JobStarted',
-        {
-          mode: 'semi-sync',
-          resumedFromStep: null,
-          trainerMachines: 1,
-          rolloutMachines: 2,
-          detection: { trainerIdleWindowSeconds: 20, rolloutSilentWindowSeconds: 3, probeTimeoutSeconds: 2 },
-        },
-        { jobId, source: 'e2e', occurredAt: new Date().toISOString() },
-      ),
+    plane = await startInProcessControlPlane({ name: 'e2e-drain-control-plane', brokers, topicPrefix, databaseUrl: database.url, orchestrator: supervisor });
+    await plane.bus.publish(
+      jobStarted(jobId, { trainers: 1, rollouts: 2 }, { trainerIdleWindowSeconds: 20, rolloutSilentWindowSeconds: 3, probeTimeoutSeconds: 2 }),
     );
     await supervisor.launchJob(jobId, machines);
     for (const m of machines) await waitFor('MachineRegistered', `${m.machineId} registered`, (r) => r.data.machineId === m.machineId);
@@ -91,7 +67,7 @@ describe('SIGTERM to the trainer machine with a 30 s grace (real Kafka, PostgreS
 
   afterAll(async () => {
     for (const m of (await supervisor?.listMachines(jobId)) ?? []) {
-      await bus.publish(
+      await plane.bus.publish(
         createMessage(
           'MachineDeregistered',
           { machineId: m.machineId, reason: 'job finished' },
@@ -100,9 +76,8 @@ describe('SIGTERM to the trainer machine with a 30 s grace (real Kafka, PostgreS
       );
       await supervisor.isolateMachine({ operationId: `cleanup-${m.machineId}`, jobId, machineId: m.machineId, reason: 'job finished' });
     }
-    await observer?.close();
     await supervisor?.close();
-    await service?.stop();
+    await plane?.stop();
     await database?.drop();
     delete process.env.ROBUSTRL_COMMAND_TIMEOUT_SECONDS;
   });

@@ -125,7 +125,17 @@ export async function startCampaignPlane(site: PlaneSite, into: Partial<Campaign
 
   const observer = (into.observer = await bus.subscribe({
     groupId: `system-chaos-observer-${randomUUID()}`,
-    topics: [Topics.membership, Topics.verdicts, Topics.control, Topics.replies, Topics.training, Topics.trajectories, Topics.weights, Topics.telemetry],
+    topics: [
+      Topics.membership,
+      Topics.verdicts,
+      Topics.control,
+      Topics.replies,
+      Topics.training,
+      Topics.trajectories,
+      Topics.weights,
+      Topics.telemetry,
+      Topics.heartbeat,
+    ],
     types: OBSERVED,
     fromBeginning: true,
     handler: async ({ message }) => site.observe(message),

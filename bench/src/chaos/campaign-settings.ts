@@ -69,4 +69,9 @@ export const OBSERVED: MessageType[] = [
   'TrajectoriesReassigned',
   'WeightVersionPublished',
   'GpuActivitySampled',
+  // The heartbeat topic's notices and probes: a probe unanswered confirms a silent rollout, and a run
+  // kept (--keep) must show which probe went unanswered.
+  'AgentFaultSignalled',
+  'HeartbeatProbeRequested',
+  'HeartbeatAcked',
 ];

@@ -148,8 +148,17 @@ export function story(m: RobustrlMessage, executor: string): string | null {
 }
 
 /** Runs an example's main and exits with its code (1 and the error when it throws). */
-export function runExample(main: () => Promise<number>): void {
-  main().then(
+export function runExample(main: (stopped: AbortSignal) => Promise<number>): void {
+  // SIGTERM or Ctrl-C (a test's timeout, an operator) aborts the run: the example stops waiting and
+  // goes through its own clean-up (its driver, services, broker and database) instead of leaving them.
+  const stop = new AbortController();
+  const abort = (signal: NodeJS.Signals) => {
+    process.stderr.write(`${signal}: stopping the example and what it started\n`);
+    stop.abort(new Error(`stopped by ${signal}`));
+  };
+  process.once('SIGTERM', abort);
+  process.once('SIGINT', abort);
+  main(stop.signal).then(
     (code) => process.exit(code),
     (err: unknown) => {
       process.stderr.write(`example failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);

@@ -76,7 +76,7 @@ const MACHINES: MachineSpec[] = [
   { machineId: 'rollout-0', role: 'rollout', zone: 'other', hardwareClass: 'cpu' },
 ];
 
-async function main(): Promise<number> {
+async function main(stopped: AbortSignal): Promise<number> {
   const o = options(process.argv.slice(2));
   const started = Date.now();
   const since = () => `${((Date.now() - started) / 1000).toFixed(1)} s`;
@@ -225,7 +225,7 @@ async function main(): Promise<number> {
     }
     writeFileSync(`${machinesFile}.tmp`, JSON.stringify(MACHINES.map((m) => ({ machineId: m.machineId, agentUrl: agents.get(m.machineId), role: m.role }))));
     renameSync(`${machinesFile}.tmp`, machinesFile);
-    const exit = await driverExit;
+    const exit = await Promise.race([driverExit, abortedBy(stopped)]);
 
     const ledger = readGrpoLedger(stateDir);
     const checks = rayJobChecks({ steps: o.steps, batchSize: PROMPTS * GROUP, ranks: 2 * o.nproc, maxStaleness: MAX_STALENESS }, ledger);
@@ -242,7 +242,9 @@ async function main(): Promise<number> {
   } finally {
     if (driver && driver.exitCode === null && driver.signalCode === null) {
       driver.kill('SIGTERM');
+      const stubborn = setTimeout(() => driver?.kill('SIGKILL'), 30_000);
       await driverExit;
+      clearTimeout(stubborn);
     }
     await stopCampaignPlane(plane);
     if (ok) infra.destroy();
@@ -254,3 +256,11 @@ async function main(): Promise<number> {
 }
 
 runExample(main);
+
+/** Rejects once `signal` aborts: what a wait races against so that a stopped example cleans up. */
+function abortedBy(signal: AbortSignal): Promise<never> {
+  return new Promise((_, fail) => {
+    if (signal.aborted) fail(signal.reason);
+    signal.addEventListener('abort', () => fail(signal.reason), { once: true });
+  });
+}
