@@ -2,6 +2,35 @@ import { randomUUID } from 'node:crypto';
 import { createServer, IncomingMessage, Server, ServerResponse } from 'node:http';
 import { AddressInfo } from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
+import {
+  LabelRequirement,
+  parseLabelSelector,
+  matches,
+  mergePatch,
+  patchRefusal,
+  compareRanks,
+  workloadKey,
+  podKey,
+  readBody,
+  sendJson,
+  sendStatus,
+  reasonFor,
+} from './fake-kubernetes-http';
+import {
+  OwnerKind,
+  FakePod,
+  WorkloadKind,
+  FakeWorkload,
+  POD_DELETION_COST_ANNOTATION,
+  FakeNode,
+  RecordedRequest,
+  InjectedFailure,
+  FakeApiServerOptions,
+  ZONE_NODE_LABEL,
+  WORKLOAD_RESOURCES,
+} from './fake-kubernetes-objects';
+
+export * from './fake-kubernetes-objects';
 
 /**
  * Test support: an in-process stand-in for the Kubernetes API server, with just the routes the
@@ -21,100 +50,6 @@ import { KubeConfig } from '@kubernetes/client-node';
  * Objects are kept in their JSON wire form so that what the adapter reads is exactly what
  * client-node deserialises from a real server.
  */
-
-export type OwnerKind = 'StatefulSet' | 'ReplicaSet' | 'Deployment';
-
-export interface FakePod {
-  apiVersion: 'v1';
-  kind: 'Pod';
-  metadata: {
-    name: string;
-    namespace: string;
-    uid: string;
-    resourceVersion: string;
-    creationTimestamp: string;
-    deletionTimestamp?: string;
-    deletionGracePeriodSeconds?: number;
-    labels: Record<string, string>;
-    annotations?: Record<string, string>;
-    ownerReferences?: Array<{ apiVersion: string; kind: string; name: string; uid: string; controller: boolean }>;
-  };
-  spec: {
-    nodeName?: string;
-    containers: Array<{ name: string; image: string }>;
-    terminationGracePeriodSeconds?: number;
-    tolerations?: Array<{ key?: string; operator?: 'Exists' | 'Equal'; value?: string; effect?: string; tolerationSeconds?: number }>;
-  };
-  status: {
-    phase: 'Pending' | 'Running' | 'Succeeded' | 'Failed';
-    /** Set by a test the way the eviction API, the scheduler or the taint manager would (`DisruptionTarget`). */
-    conditions?: Array<{ type: string; status: 'True' | 'False'; reason?: string; lastTransitionTime?: string }>;
-  };
-}
-
-export type WorkloadKind = 'Deployment' | 'ReplicaSet' | 'StatefulSet';
-
-export interface FakeWorkload {
-  apiVersion: 'apps/v1';
-  kind: WorkloadKind;
-  metadata: {
-    name: string;
-    namespace: string;
-    uid: string;
-    resourceVersion: string;
-    labels?: Record<string, string>;
-    annotations?: Record<string, string>;
-    ownerReferences?: Array<{ apiVersion: string; kind: string; name: string; uid: string; controller: boolean }>;
-  };
-  spec: { replicas: number; template: { metadata: { labels: Record<string, string> } }; ordinals?: { start: number } };
-}
-
-export const POD_DELETION_COST_ANNOTATION = 'controller.kubernetes.io/pod-deletion-cost';
-
-const WORKLOAD_RESOURCES: Record<string, WorkloadKind> = { deployments: 'Deployment', replicasets: 'ReplicaSet', statefulsets: 'StatefulSet' };
-
-export interface FakeNode {
-  apiVersion: 'v1';
-  kind: 'Node';
-  metadata: { name: string; uid: string; resourceVersion: string; labels: Record<string, string>; annotations?: Record<string, string> };
-  spec: {
-    unschedulable?: boolean;
-    taints?: Array<{ key: string; value?: string; effect: 'NoSchedule' | 'PreferNoSchedule' | 'NoExecute'; timeAdded?: string }>;
-  };
-}
-
-export interface RecordedRequest {
-  method: string;
-  path: string;
-  query: Record<string, string>;
-  contentType?: string;
-  body?: unknown;
-}
-
-export interface InjectedFailure {
-  method?: string;
-  /** Matched against the request path (without the query string). */
-  path?: RegExp;
-  status: number;
-  /** How many matching requests fail; unlimited when absent. */
-  times?: number;
-  message?: string;
-}
-
-export interface FakeApiServerOptions {
-  token?: string;
-  /** Delay between a pod's deletion and its replacement's creation (Pending, unscheduled). */
-  replacementDelayMs?: number;
-  /** Delay between a replacement being scheduled onto a node and it reporting Running. */
-  runningDelayMs?: number;
-  /** How long a deleted pod stays visible with a deletionTimestamp (its grace period); 0 removes it at once. */
-  terminationMs?: number;
-  /** A machine pod asks for all of a node's accelerators, so by default a node holds one pod. */
-  podsPerNode?: number;
-}
-
-/** The node label the simulated scheduler matches against a pod's `robustrl.io/zone` label. */
-export const ZONE_NODE_LABEL = 'topology.kubernetes.io/zone';
 
 export class FakeKubernetesApiServer {
   readonly requests: RecordedRequest[] = [];
@@ -524,123 +459,4 @@ export class FakeKubernetesApiServer {
   private nextResourceVersion(): string {
     return String(++this.resourceVersion);
   }
-}
-
-type LabelRequirement = { key: string; op: '=' | '!=' | 'exists' | '!exists'; value?: string };
-
-/** Equality-based selectors only (`a=b`, `a==b`, `a!=b`, `a`, `!a`); set-based ones are refused rather than misread. */
-function parseLabelSelector(selector: string): LabelRequirement[] {
-  if (selector.trim() === '') return [];
-  return selector.split(',').map((part) => {
-    const term = part.trim();
-    let m: RegExpMatchArray | null;
-    if ((m = term.match(/^([^=!\s]+)\s*!=\s*(\S*)$/))) return { key: m[1], op: '!=', value: m[2] };
-    if ((m = term.match(/^([^=!\s]+)\s*==?\s*(\S*)$/))) return { key: m[1], op: '=', value: m[2] };
-    if ((m = term.match(/^!([^=!\s]+)$/))) return { key: m[1], op: '!exists' };
-    if ((m = term.match(/^([^=!\s]+)$/))) return { key: m[1], op: 'exists' };
-    throw new Error(`unable to parse requirement: "${term}" (the fake API server supports equality-based selectors only)`);
-  });
-}
-
-function matches(requirements: LabelRequirement[], labels: Record<string, string>): boolean {
-  return requirements.every((r) => {
-    switch (r.op) {
-      case '=':
-        return labels[r.key] === r.value;
-      case '!=':
-        return labels[r.key] !== r.value;
-      case 'exists':
-        return r.key in labels;
-      case '!exists':
-        return !(r.key in labels);
-    }
-  });
-}
-
-/** RFC 7386 JSON merge patch: objects merge recursively, null deletes, anything else replaces. */
-function mergePatch(target: unknown, patch: unknown): unknown {
-  if (patch === null || typeof patch !== 'object' || Array.isArray(patch)) return patch;
-  const result: Record<string, unknown> =
-    target !== null && typeof target === 'object' && !Array.isArray(target) ? { ...(target as Record<string, unknown>) } : {};
-  for (const [key, value] of Object.entries(patch as Record<string, unknown>)) {
-    if (value === null) delete result[key];
-    else result[key] = mergePatch(result[key], value);
-  }
-  return result;
-}
-
-/**
- * Why a merge patch is refused, if it is: the wrong content type (415), or a resourceVersion in the
- * patch that is not the object's (409: the API server treats it as an optimistic-concurrency precondition).
- */
-function patchRefusal(
-  resource: string,
-  name: string,
-  resourceVersion: string,
-  contentType: string | undefined,
-  body: unknown,
-): [number, string, string] | undefined {
-  if (contentType !== 'application/merge-patch+json' && contentType !== 'application/strategic-merge-patch+json') {
-    return [
-      415,
-      'UnsupportedMediaType',
-      'the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml',
-    ];
-  }
-  const expected = (body as { metadata?: { resourceVersion?: string } } | undefined)?.metadata?.resourceVersion;
-  if (expected !== undefined && expected !== resourceVersion) {
-    return [
-      409,
-      'Conflict',
-      `Operation cannot be fulfilled on ${resource} "${name}": the object has been modified; please apply your changes to the latest version and try again`,
-    ];
-  }
-  return undefined;
-}
-
-function compareRanks(a: number[], b: number[]): number {
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return a[i] - b[i];
-  return 0;
-}
-
-function workloadKey(kind: WorkloadKind, namespace: string, name: string): string {
-  return `${kind}:${namespace}/${name}`;
-}
-
-function podKey(namespace: string, name: string): string {
-  return `${namespace}/${name}`;
-}
-
-function readBody(req: IncomingMessage): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-    req.on('error', reject);
-  });
-}
-
-function sendJson(res: ServerResponse, status: number, body: unknown): void {
-  const text = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
-  res.end(text);
-}
-
-function sendStatus(res: ServerResponse, code: number, reason: string, message: string): void {
-  sendJson(res, code, { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, code });
-}
-
-function reasonFor(status: number): string {
-  const reasons: Record<number, string> = {
-    400: 'BadRequest',
-    401: 'Unauthorized',
-    403: 'Forbidden',
-    404: 'NotFound',
-    409: 'Conflict',
-    422: 'Invalid',
-    429: 'TooManyRequests',
-    500: 'InternalError',
-    503: 'ServiceUnavailable',
-  };
-  return reasons[status] ?? 'Unknown';
 }
