@@ -1,4 +1,4 @@
-// The CUDA functions of the addon (facade: lib/ucx.ts, `cuda`): what the driver sees, a device's
+// The CUDA functions of the addon (facade: lib/cuda.ts, `cuda`): what the driver sees, a device's
 // context, CUDA IPC export for tests and tools, and copies between device and host memory. Importing a
 // handle for RMA is Worker.mapIpc (worker.cc), which needs UCX.
 #include "cuda_driver.h"

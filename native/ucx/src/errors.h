@@ -1,5 +1,5 @@
 // JS errors of the addon. Every error the native side throws or rejects with carries `ucxKind`, `code` and
-// `status`; the TS facade (lib/ucx.ts) maps ucxKind to its error classes.
+// `status`; the TS facade (lib/errors.ts) maps ucxKind to its error classes.
 #pragma once
 
 #include "common.h"
