@@ -1,7 +1,7 @@
 import type { MessageOf } from '@robustrl/contracts';
 import { completedRecovery, recoveryFor, rolesOf } from './campaign-view';
-import type { FaultHost, Injection } from './fault-injector';
-import { killRoleProcess, machinesWithRoleProcess, runningMachines } from './fault-injector';
+import type { FaultHost, Injection } from './fault-host';
+import { killRoleProcess, machinesWithRoleProcess, runningMachines } from './fault-host';
 import type { ScheduledFault } from './fault-schedule';
 import { pickOf } from './fault-schedule';
 

@@ -1,11 +1,10 @@
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { descendantsOf, signalAll } from '@robustrl/agent';
-import type { FaultHost, Injection } from './fault-injector';
-import { machinesWithRoleProcess, runningMachines, servingEngines } from './fault-injector';
+import type { DegradedHost, FaultHost, Injection } from './fault-host';
+import { machinesWithRoleProcess, runningMachines, servingEngines } from './fault-host';
 import type { ScheduledFault } from './fault-schedule';
 import { pickOf } from './fault-schedule';
-import type { LatencyProxy } from './latency-proxy';
 
 /**
  * Faults where nothing dies (DESIGN §Detection): a dependency or a machine that is slow, wrong or stuck
@@ -15,14 +14,7 @@ import type { LatencyProxy } from './latency-proxy';
 export const DEGRADED_FAULTS = ['slow-postgres', 'clock-skew', 'stop-engine-during-load'] as const;
 export type DegradedFault = (typeof DEGRADED_FAULTS)[number];
 
-/** What the degraded faults need beyond the common host: the relay in front of PostgreSQL, each agent's clock file. */
-export interface DegradedHost {
-  readonly postgresProxy: LatencyProxy | null;
-  /** The file whose number (ms) the machine's agent adds to its clock (skewed-clock.ts). */
-  clockFile(machineId: string): string;
-  /** Whether the agents run with the clock preload (skewedClockPreload found it). */
-  readonly clocksSkewable: boolean;
-}
+export type { DegradedHost } from './fault-host';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

@@ -1,42 +1,19 @@
-import { descendantsOf, signalAll } from '@robustrl/agent';
-import type { RobustrlMessage } from '@robustrl/contracts';
-import type { LocalProcessSupervisor } from '@robustrl/orchestrator';
-import { openRecoveries, phasesOf, rolesOf } from './campaign-view';
-import { CONTROL_PLANE_SERVICES, ControlPlaneService, ScheduledFault, pickOf } from './fault-schedule';
-import type { PrivateInfra, ServiceProcess } from './private-infra';
+import { openRecoveries } from './campaign-view';
+import { CONTROL_PLANE_SERVICES, ScheduledFault, pickOf } from './fault-schedule';
 import { clusterFault, CLUSTER_FAULTS } from './cluster-faults';
-import { PARTITION_FAULTS, partitionFault, Partitions } from './partition-faults';
+import { PARTITION_FAULTS, partitionFault } from './partition-faults';
 import { killEngineDuringLoad, killTrainerAtCheckpoint } from './timed-faults';
-import { DEGRADED_FAULTS, degradedFault, DegradedHost } from './degraded-faults';
+import { DEGRADED_FAULTS, degradedFault } from './degraded-faults';
 import { isPlanned, plannedFault } from './planned-faults';
+import { FaultHost, Injection, killRoleProcess, machinesWithRoleProcess, runningMachines, servingEngines } from './fault-host';
+
+export { FaultHost, Injection, killRoleProcess, machinesWithRoleProcess, runningMachines, servingEngines } from './fault-host';
 
 /**
  * How the whole-system campaign injects each kind of fault (fault-schedule.ts) into the processes it
  * runs (system-chaos.ts). One fault at a time: the kinds of one machine or service here, the kinds
  * that hit several machines or land inside a recovery in cluster-faults.ts.
  */
-
-/** What the campaign lends its faults: its processes, servers and what it observed. */
-export interface FaultHost extends DegradedHost {
-  readonly supervisor: LocalProcessSupervisor;
-  readonly services: ReadonlyMap<ControlPlaneService, ServiceProcess>;
-  readonly infra: PrivateInfra;
-  /** The job's state folder (its trainers' ledger and checkpoints). */
-  readonly stateDir: string;
-  readonly jobId: string;
-  events(): readonly RobustrlMessage[];
-  /** Calls `watcher` with every line of every machine's log until the returned function is called. */
-  watch(watcher: (machineId: string, line: string) => void): () => void;
-  until<T>(what: string, condition: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs: number, everyMs?: number): Promise<T>;
-  /** The run's partitions (network-namespace hosts only). */
-  readonly partitions: Partitions;
-}
-
-/** What an injection hit: `none` when it found no target (it does not count as injected). */
-export interface Injection {
-  target: string;
-  note?: string;
-}
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -122,38 +99,4 @@ async function killControllerMidRecovery(host: FaultHost, fault: ScheduledFault)
       ? `${target} lost first; killed ${stillOpen ? 'while' : 'just after'} ${recovery} ${stillOpen ? 'was open' : 'completed'}, down ${fault.downSeconds} s`
       : `no recovery opened within 45 s of losing ${target}`,
   };
-}
-
-/** Kill -9 of the role process tree under the machine's agent; the agent itself stays. */
-export function killRoleProcess(host: FaultHost, machineId: string): void {
-  const agent = host.supervisor.pidOf(machineId);
-  if (agent === undefined) return;
-  signalAll(descendantsOf(agent), 'SIGKILL');
-}
-
-/** Machines whose current role (by the events) is `role` and whose agent runs; a stable order. */
-export function runningMachines(host: FaultHost, role: 'trainer' | 'rollout'): string[] {
-  const roles = rolesOf(host.events());
-  return host.supervisor
-    .machines()
-    .filter((m) => m.jobId === host.jobId && m.status === 'running' && roles.get(m.machineId) === role)
-    .map((m) => m.machineId)
-    .sort();
-}
-
-/** Machines of `role` whose agent runs a role process. */
-export function machinesWithRoleProcess(host: FaultHost, role: 'trainer' | 'rollout'): string[] {
-  return runningMachines(host, role).filter((id) => {
-    const pid = host.supervisor.pidOf(id);
-    return pid !== undefined && descendantsOf(pid).length > 0;
-  });
-}
-
-/** Rollout machines with a role process whose engine serves: a working phase reported since it (re)started. */
-export function servingEngines(host: FaultHost): string[] {
-  const phase = phasesOf(host.events());
-  return machinesWithRoleProcess(host, 'rollout').filter((id) => {
-    const p = phase.get(id);
-    return p !== undefined && p !== null && p !== 'initializing';
-  });
 }

@@ -1,6 +1,6 @@
 import type { MessageOf } from '@robustrl/contracts';
-import type { FaultHost, Injection } from './fault-injector';
-import { runningMachines } from './fault-injector';
+import type { FaultHost, Injection } from './fault-host';
+import { runningMachines } from './fault-host';
 import type { ScheduledFault } from './fault-schedule';
 import { pickOf } from './fault-schedule';
 

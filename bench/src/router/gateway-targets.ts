@@ -1,6 +1,6 @@
 import { BenchChild } from './bench-child';
 import { oneProcessRouter } from './serving-check';
-import type { RunningTarget, Target, TargetContext } from './targets';
+import type { RunningTarget, Target, TargetContext } from './target-types';
 import type { Workload } from './workloads';
 
 /**

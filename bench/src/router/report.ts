@@ -3,26 +3,9 @@ import { Level, levelName } from './options';
 import { median, mergeRounds, roundRatios } from './rounds';
 import { RATIO_BASES } from './targets';
 import type { Workload } from './workloads';
+import type { LevelFailure, TargetRun } from './run-types';
 
-/** A level that failed to run (its load generator died, the target went away). */
-export interface LevelFailure {
-  level: Level;
-  error: string;
-}
-
-/** One target under one workload: its levels, or why it did not start. */
-export interface TargetRun {
-  target: string;
-  label: string;
-  workload: Workload;
-  launch: string[];
-  error: string | null;
-  levels: Array<LevelResult | LevelFailure>;
-  /** Which round of `--rounds` it ran in (0-based); absent in a merged run. */
-  round?: number;
-  /** In a merged run: how many rounds it merges (rounds.ts). */
-  rounds?: number;
-}
+export { LevelFailure, TargetRun } from './run-types';
 
 const fmtInt = (x: number) => Math.round(x).toLocaleString('en-US');
 const fmtMs = (x: number | null) => (x === null ? '–' : x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(2));

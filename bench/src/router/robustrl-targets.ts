@@ -4,7 +4,7 @@ import { IDENTITY_HEADERS } from '@robustrl/rollout-manager';
 import { BenchChild } from './bench-child';
 import { kafkaBrokerPids, postgresProcessesOf } from './proc-cpu';
 import { waitServing } from './serving-check';
-import type { RunningTarget, Target, TargetContext } from './targets';
+import type { RunningTarget, Target, TargetContext } from './target-types';
 
 const REPO_ROOT = resolve(__dirname, '..', '..', '..');
 const START_TIMEOUT_MS = 120_000;

@@ -1,6 +1,6 @@
 import type { CpuRole, LevelResult } from './measure';
 import type { Level } from './options';
-import type { LevelFailure, TargetRun } from './report';
+import type { LevelFailure, TargetRun } from './run-types';
 
 /**
  * Rounds of bench:router (`--rounds N`). One run of a configuration varies by ±10–20 % on a shared

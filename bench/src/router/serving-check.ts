@@ -1,6 +1,6 @@
 import { request } from 'node:http';
 import type { BenchChild } from './bench-child';
-import type { RunningTarget } from './targets';
+import type { RunningTarget } from './target-types';
 
 /** One small chat request; its status, or 0 when nothing answered. */
 function tryChat(url: string, headers: Record<string, string>): Promise<{ status: number; body: string }> {

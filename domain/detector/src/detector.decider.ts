@@ -1,5 +1,5 @@
 import { Decider, JSON_STATE_CODEC } from '@robustrl/domain-kit';
-import { rebuildIndex } from './detector.index';
+import { rebuildIndex } from './detector-reindex';
 import { decideDetector } from './detector.decide';
 import { evolveDetector } from './detector.evolve';
 import { reportTime } from './report-time';

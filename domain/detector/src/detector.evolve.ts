@@ -1,7 +1,7 @@
 import { assertNever } from '@robustrl/domain-kit';
 import { restartsTask } from '@robustrl/contracts';
 import { resolveDetectionSettings } from './detection-settings';
-import { reindexAll, reindexMachine } from './detector.index';
+import { reindexAll, reindexMachine } from './detector-reindex';
 import { DetectorConfig, DetectorEvent, DetectorState, freshRuleStates, contextFor, rulesFor, seqOf, suspicionKey } from './detector.state';
 import { AgentSilentRule, BlindInterval, MachineObservation, WatchedMachine } from './rules';
 import type { AgentSilentState } from './rules/agent-silent.rule';

@@ -1,7 +1,7 @@
 import type { Draft, Evidence, InputGapReason, MessageOf, Role } from '@robustrl/contracts';
 import type { JobCommand } from '@robustrl/domain-kit';
 import { PAPER_DETECTION_DEFAULTS, ResolvedDetectionSettings } from './detection-settings';
-import { DetectorIndex } from './detector.index';
+import { DetectorIndex } from './detector-index';
 import { DEFAULT_DETECTION_RULES, DetectionRule, MACHINE_OBSERVATIONS, MachineObservation, RuleContext, WatchedMachine } from './rules';
 
 /**
@@ -15,7 +15,7 @@ import { DEFAULT_DETECTION_RULES, DetectionRule, MACHINE_OBSERVATIONS, MachineOb
  */
 export const DETECTOR_INPUT_TYPES = ['JobStarted', ...MACHINE_OBSERVATIONS] as const;
 /**
- * What the detector's host tells it about its own input (README "Detection knows when it is blind"):
+ * What the detector's host tells it about its own input (docs/contributors/detection.md "Detection knows when it is blind"):
  * not read from the bus but recorded by the host when its input has a gap and when the gap closes.
  */
 export const DETECTOR_HOST_INPUT_TYPES = ['DetectionPaused', 'DetectionResumed'] as const;
@@ -61,7 +61,7 @@ export interface DetectorState {
   graceUntil: number | null;
   /** The newest event time folded so far (0 before any): the index's "now" when rebuilt from a snapshot. */
   foldedUntil: number;
-  /** Derived, not in snapshots: see `detector.index.ts`. */
+  /** Derived, not in snapshots: see `detector-index.ts`. */
   index: DetectorIndex;
 }
 

@@ -1,6 +1,8 @@
 import type { Draft, MessageOf } from '@robustrl/contracts';
 import type { JobCommand } from '@robustrl/domain-kit';
-import { Trajectories, TrajectoryTable } from './trajectory-table';
+import { PoolTrajectory, Trajectories, TrajectoryTable } from './trajectory-table';
+
+export type { PoolTrajectory } from './trajectory-table';
 import { holdsWeights } from './weight-readiness';
 
 /**
@@ -73,13 +75,6 @@ export const agentOf = (d: { incarnation?: string; weightsAddress?: string }) =>
   incarnation: d.incarnation ?? null,
   weightsAddress: d.weightsAddress ?? null,
 });
-
-export interface PoolTrajectory {
-  trajectoryId: string;
-  owner: string | null;
-  lastTurnIndex: number;
-  status: 'in-flight' | 'completed' | 'reassigned' | 'aborted';
-}
 
 /** A trajectory leaving an instance that stopped serving, and why. */
 export interface MovingTrajectory {

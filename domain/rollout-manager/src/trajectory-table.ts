@@ -1,4 +1,10 @@
-import type { PoolTrajectory } from './rollout-pool.state';
+/** A trajectory the pool follows: who holds it and how far it got. */
+export interface PoolTrajectory {
+  trajectoryId: string;
+  owner: string | null;
+  lastTurnIndex: number;
+  status: 'in-flight' | 'completed' | 'reassigned' | 'aborted';
+}
 
 /**
  * The pool's in-flight trajectories, sharded by id. The pool folds one event per tool turn; with a flat

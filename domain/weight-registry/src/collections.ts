@@ -1,5 +1,5 @@
 /**
- * The small sorted-list, set and counter helpers the registry's index (weight-registry.index.ts) keeps
+ * The small sorted-list, set and counter helpers the registry's index (registry-index.ts) keeps
  * its maps with: keyed collections that drop a key once it holds nothing, so an index compares equal to
  * one rebuilt from the facts.
  */

@@ -1,4 +1,5 @@
 export * from './weight-registry.state';
+export { initialWeightRegistryState } from './registry-reindex';
 export * from './weight-registry.evolve';
 export * from './weight-registry.decider';
 export * from './pull-scheduler';

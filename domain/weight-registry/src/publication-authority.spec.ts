@@ -6,7 +6,7 @@ import { WeightRegistryDecider } from './weight-registry.decider';
 import { WeightRegistryInput } from './weight-registry.state';
 
 /**
- * Authority follows the roster (README "Security"): a weight version goes live only when the registry's
+ * Authority follows the roster (docs/operators/security.md "Who speaks on the bus"): a weight version goes live only when the registry's
  * roster says its publisher is one of the job's trainers. A publication read before the roster caught up
  * (another topic) waits for it; one whose publisher is not a trainer once the grace ran out is refused.
  */
@@ -123,7 +123,7 @@ describe('weight registry: only the roster’s trainers publish versions', () =>
 });
 
 /**
- * Fencing (README "Fencing"): a trainer that a newer group replaced — cut off from the broker and back, a
+ * Fencing (docs/contributors/recovery.md "Fencing"): a trainer that a newer group replaced — cut off from the broker and back, a
  * process that outlived its restart — publishes at the epoch it was started at, which the registry
  * refuses once it knows of a newer group, whatever the roster says of its machine.
  */

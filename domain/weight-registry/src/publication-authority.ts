@@ -3,7 +3,7 @@ import { foldPublication } from './shard-publication';
 import { machineOf, PendingPublication, RegistryData } from './weight-registry.state';
 
 /**
- * Who may publish a weight version (README "Security": authority follows the roster): only the job's
+ * Who may publish a weight version (docs/operators/security.md "Who speaks on the bus": authority follows the roster): only the job's
  * trainers, as the registry's own roster says — a version from a rollout machine (one compromised agent)
  * would otherwise become the version every rollout pulls and loads. The record's signature already ties
  * its sources to the machine that signed it (libs/bus identity); this decides whether that machine may.
@@ -16,7 +16,7 @@ import { machineOf, PendingPublication, RegistryData } from './weight-registry.s
  * fact, WeightPublicationRefused, with the reason. Folded by the same functions in the indexed registry
  * and its full recomputation (`full-recompute/`), like shard-publication.ts.
  *
- * Fencing (README "Fencing"): a publication names the trainer epoch its publisher was started at. One
+ * Fencing (docs/contributors/recovery.md "Fencing"): a publication names the trainer epoch its publisher was started at. One
  * older than the newest group the registry knows of comes from a trainer that group replaced (a machine
  * cut off and back, a process that outlived its restart): it is refused at once, never held, since a
  * fence only rises. A publication with no epoch (an older agent) is not fenced.

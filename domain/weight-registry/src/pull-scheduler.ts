@@ -1,5 +1,6 @@
 import { draft } from '@robustrl/contracts';
-import { byId, holderKey, pendingKey, RegistryIndex, servingKey, shardKey } from './weight-registry.index';
+import { byId } from './collections';
+import { holderKey, pendingKey, RegistryIndex, servingKey, shardKey } from './registry-index';
 import {
   attemptsOf,
   holdsBucket,

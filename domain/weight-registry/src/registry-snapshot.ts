@@ -10,7 +10,7 @@ interface UnshardedVersion extends Omit<WeightVersion, 'count' | 'shards'> {
 }
 
 /**
- * The facts of a snapshot in today's shape (README "Snapshots and restart": a restarted registry reads
+ * The facts of a snapshot in today's shape (docs/contributors/snapshots.md: a restarted registry reads
  * its last snapshot). A snapshot written before versions were sharded holds every version as one
  * publisher's, holdings and attempt counters per bucket: that is shard 0 of a version of one shard.
  * A snapshot from before publication authority holds no pending publications. Idempotent: a snapshot

@@ -1,5 +1,5 @@
 import { draft } from '@robustrl/contracts';
-import { newestWholeOf, whyNotRelaying } from './weight-registry.index';
+import { newestWholeOf, whyNotRelaying } from './registry-reindex';
 import { WeightRegistryDraft, WeightRegistryState } from './weight-registry.state';
 
 /**

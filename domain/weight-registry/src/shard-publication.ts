@@ -2,7 +2,7 @@ import { DataOf, publicationDigest, SINGLE_SHARD } from '@robustrl/contracts';
 import { RegistryData, shardOf, WeightShard, WeightVersion } from './weight-registry.state';
 
 /**
- * Publications of a named, sharded version (DESIGN "Weights are named and sharded", README "Reconnect"):
+ * Publications of a named, sharded version (DESIGN "Weights are named and sharded", docs/integrators/weights.md):
  * each trainer rank publishes its own shard — its buckets, its weight server — and a version is whole
  * once every one of its `count` shards is. Folded as a function of the facts (a new record where one
  * changes, never a write into one the state shares), so the in-place evolve and the full recomputation

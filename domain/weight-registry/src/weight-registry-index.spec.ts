@@ -3,7 +3,7 @@ import { codecOf, foldInput, settle, step } from '@robustrl/domain-kit';
 import { at, timeline } from '@robustrl/testing/job-timeline';
 import { createWeightRegistryDecider as createFullRecompute } from './full-recompute/weight-registry.decider';
 import { createWeightRegistryDecider } from './weight-registry.decider';
-import { rebuildRegistryIndex } from './weight-registry.index';
+import { rebuildRegistryIndex } from './registry-reindex';
 import { RegistryData, WeightRegistryEvent, WeightRegistryInput, WeightRegistryState } from './weight-registry.state';
 import { prng } from '@robustrl/testing/seeded-random';
 

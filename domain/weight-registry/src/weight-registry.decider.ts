@@ -7,9 +7,8 @@ import { upgradeRegistryData } from './registry-snapshot';
 import { releases } from './releases';
 import { DEFAULT_RETAINED_VERSIONS, retirements } from './retention';
 import { evolveWeightRegistry } from './weight-registry.evolve';
-import { rebuildRegistryIndex } from './weight-registry.index';
+import { initialWeightRegistryState, rebuildRegistryIndex } from './registry-reindex';
 import {
-  initialWeightRegistryState,
   RegistryData,
   RegistryFact,
   trainerCanServe,
@@ -52,7 +51,7 @@ export interface WeightRegistryOptions {
  * Because the decisions are a function of the state alone, a redelivered message (whose effects are
  * already folded in) decides nothing again, and pull ids follow from the attempt counters in state.
  *
- * Each step reads the derived index (see `weight-registry.index.ts`), so a decision costs what it
+ * Each step reads the derived index (see `registry-index.ts`), so a decision costs what it
  * decides. decide may not write the state, so it cannot fold a step's drafts into it; it does not need
  * to in the common case — a pull completes and the next one is assigned, a rollout joins the relays
  * with the version it completed and leaves with the one it had: joins and leaves read nothing the other

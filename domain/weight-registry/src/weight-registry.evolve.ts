@@ -1,7 +1,7 @@
 import { assertNever } from '@robustrl/domain-kit';
 import { adoptPendingPublications, dropPendingPublication, foldAuthorizedPublication, raiseFence } from './publication-authority';
 import { dropCopies, foldTrainerFault } from './shard-publication';
-import { addPull, machineChanged, rebuildRegistryIndex, refreshInstance, removePull } from './weight-registry.index';
+import { addPull, machineChanged, rebuildRegistryIndex, refreshInstance, removePull } from './registry-reindex';
 import {
   attemptKey,
   inFlight,

@@ -1,6 +1,6 @@
 import { DataOf, Draft, MessageOf, Role, TrainingMode } from '@robustrl/contracts';
 import type { JobCommand } from '@robustrl/domain-kit';
-import { RegistryIndex, rebuildRegistryIndex } from './weight-registry.index';
+import type { RegistryIndex } from './registry-index';
 
 /**
  * The weight registry's view of one job (paper §5.2.1, §5.2.2): weight versions and their shards, who
@@ -205,7 +205,7 @@ export interface RegistryData {
   /** Publications whose publishers the roster does not (yet) say are trainers, by event id. */
   pendingPublications: Record<string, PendingPublication>;
   /**
-   * The newest trainer epoch the registry knows of (README "Fencing"): from the controller's group and
+   * The newest trainer epoch the registry knows of (docs/contributors/recovery.md "Fencing"): from the controller's group and
    * task restarts and the publications it made live. A publication of an older epoch is refused. Absent: 0.
    */
   trainerEpoch?: number;
@@ -213,14 +213,12 @@ export interface RegistryData {
 
 /**
  * The state a hosted registry evolves in place: its facts and `index`, what it derives from them to
- * decide on a message without scanning the job (see `weight-registry.index.ts`). The index is left out
+ * decide on a message without scanning the job (see `registry-index.ts`). The index is left out
  * of snapshots and rebuilt from the facts.
  */
 export interface WeightRegistryState extends RegistryData {
   index: RegistryIndex;
 }
-
-export const initialWeightRegistryState = (): WeightRegistryState => rebuildRegistryIndex(initialRegistryData());
 
 export const initialRegistryData = (): RegistryData => ({
   mode: 'sync',

@@ -5,7 +5,7 @@ import { WeightRegistryDecider } from './weight-registry.decider';
 import { holdsBucket, holdsWhole, RegistryData, WeightRegistryEvent, WeightRegistryInput, WeightRegistryState } from './weight-registry.state';
 
 /**
- * Named, sharded versions (DESIGN "Weights are named and sharded", README "Reconnect"): each trainer
+ * Named, sharded versions (DESIGN "Weights are named and sharded", docs/integrators/weights.md): each trainer
  * rank publishes its own shard, pullers pull each shard as soon as it is published, and a rollout holds
  * the version — relays it, counts for the trainer's release — only with every bucket of every shard.
  */

@@ -1,4 +1,5 @@
-import type { DeadLetterKind } from './dead-letter';
+/** `unauthenticated`: valid, but not signed by whom it speaks for (identity/verifiers.ts). */
+export type DeadLetterKind = 'invalid' | 'handler-failed' | 'unauthenticated';
 
 /** Dead letters one bus wrote, for one original topic and reason. */
 export interface DeadLetterCount {

@@ -1,8 +1,8 @@
 import { DEAD_LETTER_TOPIC } from '@robustrl/contracts';
-import { RawRecord, recordBytes } from './message-bus';
+import type { DeadLetterKind } from './dead-letter-counts';
+import { RawRecord, recordBytes } from './raw-record';
 
-/** `unauthenticated`: valid, but not signed by whom it speaks for (identity/verifiers.ts). */
-export type DeadLetterKind = 'invalid' | 'handler-failed' | 'unauthenticated';
+export type { DeadLetterKind } from './dead-letter-counts';
 
 /** Header names of a dead-letter record. The value is the original record's bytes, untouched. */
 export const DeadLetterHeaders = {

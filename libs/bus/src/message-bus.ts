@@ -1,6 +1,9 @@
 import { MessageType, RobustrlMessage } from '@robustrl/contracts';
 import type { DeadLetterCount } from './dead-letter-counts';
+import type { RawRecord } from './raw-record';
 import type { RecordSigner, RecordVerifier } from './identity/record-identity';
+
+export { DEFAULT_MAX_RECORD_BYTES, RawRecord, recordBytes, RecordTooLargeError } from './raw-record';
 
 /**
  * Who this process is on the bus (identity/record-identity.ts): it signs what it publishes with
@@ -60,35 +63,6 @@ export interface BusHealth {
   reachable: boolean;
   error?: string;
   subscriptions: SubscriptionHealth[];
-}
-
-/**
- * Kafka's default limit (`message.max.bytes`, 1 MiB) less room for the record batch's own framing:
- * what both adapters accept unless told otherwise.
- */
-export const DEFAULT_MAX_RECORD_BYTES = 1_000_000;
-
-/** What a record costs against `maxRecordBytes`: its value, key and headers. */
-export function recordBytes(r: { key: string | null; value: Buffer | string | null; headers?: Record<string, string> }): number {
-  let n = (r.value === null ? 0 : Buffer.byteLength(r.value)) + (r.key === null ? 0 : Buffer.byteLength(r.key));
-  for (const [k, v] of Object.entries(r.headers ?? {})) n += Buffer.byteLength(k) + Buffer.byteLength(v);
-  return n;
-}
-
-/** A record larger than the bus accepts: not retriable as it is (the dead-letter path sends a reference instead). */
-export class RecordTooLargeError extends Error {
-  readonly retriable = false;
-  constructor(topic: string, bytes: number, max: number) {
-    super(`record of ${bytes} bytes for ${topic} exceeds the bus's limit of ${max} bytes`);
-    this.name = 'RecordTooLargeError';
-  }
-}
-
-export interface RawRecord {
-  topic: string;
-  key: string | null;
-  value: Buffer | string | null;
-  headers?: Record<string, string>;
 }
 
 export interface Delivery<M extends RobustrlMessage = RobustrlMessage> {

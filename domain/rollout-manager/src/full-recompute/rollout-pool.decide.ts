@@ -18,7 +18,7 @@ import {
   stranded,
   withMachine,
 } from './rollout-pool.state';
-import { Trajectories } from './trajectory-table';
+import { Trajectories } from '../trajectory-table';
 
 /**
  * The pool's decisions (paper §5.2.2: a dead rollout's in-flight trajectories continue elsewhere):

@@ -8,7 +8,7 @@
 import type { DataOf } from '@robustrl/contracts';
 import { assertNever } from '@robustrl/domain-kit';
 import { PoolTrajectory, RolloutPoolEvent, RolloutPoolState, machineOfInstance, servingInstances, stranded, withMachine } from './rollout-pool.state';
-import { Trajectories } from './trajectory-table';
+import { Trajectories } from '../trajectory-table';
 import { agentOf, weightsAfterRegistration } from '../rollout-pool.state';
 
 /**

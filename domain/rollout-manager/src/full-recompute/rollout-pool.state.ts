@@ -7,7 +7,9 @@
  */
 import type { Draft, MessageOf } from '@robustrl/contracts';
 import type { JobCommand } from '@robustrl/domain-kit';
-import { Trajectories, TrajectoryTable } from './trajectory-table';
+import { PoolTrajectory, Trajectories, TrajectoryTable } from '../trajectory-table';
+
+export type { PoolTrajectory } from '../trajectory-table';
 import { holdsWeights } from '../weight-readiness';
 
 /**
@@ -62,13 +64,6 @@ export interface PoolMachine {
   departsAt?: string;
   /** The agent process that registered it and its weight server. */
   agent?: { incarnation: string | null; weightsAddress: string | null };
-}
-
-export interface PoolTrajectory {
-  trajectoryId: string;
-  owner: string | null;
-  lastTurnIndex: number;
-  status: 'in-flight' | 'completed' | 'reassigned' | 'aborted';
 }
 
 /** A trajectory leaving an instance that stopped serving, and why. */

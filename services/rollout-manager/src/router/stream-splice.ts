@@ -1,4 +1,4 @@
-import { isIdList } from './engines/engine-adapter';
+import { isIdList, type Api, type Json } from './engines/wire-types';
 import type { SpanContext } from '@robustrl/contracts';
 import type { ChunkTokens, ContinuationPrefix } from './engines/engine-adapter';
 import { SpanEngine, TokenLedger } from './engines/token-ledger';
@@ -12,8 +12,7 @@ import { SpanEngine, TokenLedger } from './engines/token-ledger';
  * finishes: a half tool call from a dead engine is worthless to the caller, and held back it is simply
  * generated again by the next engine from the text prefix, which the caller has already received.
  */
-export type Api = 'chat' | 'completions';
-export type Json = Record<string, unknown>;
+export type { Api, Json } from './engines/wire-types';
 
 interface ToolCallAccumulator {
   index: number;

@@ -1,4 +1,4 @@
-import type { Json } from '../stream-splice';
+import type { Json } from './wire-types';
 
 /**
  * A completions chunk in the shape of a chat chunk: a chat continued from a token prompt is answered by

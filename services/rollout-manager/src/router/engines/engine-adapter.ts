@@ -1,5 +1,4 @@
-import type { Api, Json } from '../stream-splice';
-import type { VersionSpan } from './vllm-generate';
+import type { Api, Json, VersionSpan } from './wire-types';
 import type { LeanEvent } from './lean-event';
 
 /**
@@ -199,7 +198,7 @@ export function logprobValues(logprobs: Json | null | undefined): Array<number |
 
 export const noTokens = (): ChunkTokens => ({ ids: [], logprobs: [], sampledSoFar: null, promptTokenIds: null });
 
-export const isIdList = (v: unknown): v is number[] => Array.isArray(v) && v.every((x) => Number.isInteger(x) && (x as number) >= 0);
+export { isIdList } from './wire-types';
 
 /** Whether the caller asked for log-probs itself (else the ones the router asked for are stripped). */
 export function askedLogprobs(caller: { api: Api; body: Json }): boolean {

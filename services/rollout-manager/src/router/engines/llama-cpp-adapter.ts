@@ -1,4 +1,4 @@
-import type { Api, Json } from '../stream-splice';
+import type { Api, Json } from './wire-types';
 import {
   asSent,
   askedLogprobs,

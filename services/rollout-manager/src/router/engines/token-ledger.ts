@@ -1,6 +1,6 @@
 import type { SpanContext, TokenSpan } from '@robustrl/contracts';
 import type { ChunkTokens } from './engine-adapter';
-import type { VersionSpan } from './vllm-generate';
+import type { VersionSpan } from './wire-types';
 
 /** The engine a span was sampled on, as the router saw it when the attempt began. */
 export interface SpanEngine {

@@ -1,5 +1,4 @@
-import type { Json } from '../stream-splice';
-import { isIdList } from './engine-adapter';
+import { isIdList, type Json, type VersionSpan } from './wire-types';
 
 /**
  * vLLM's tokens-in, tokens-out endpoint (`POST /inference/v1/generate`, served with
@@ -92,12 +91,7 @@ function legacyLogprobs(logprobs: Json | null): Json | null {
   };
 }
 
-/** A span of output tokens (indexes in this request's output) sampled by one weight version. */
-export interface VersionSpan {
-  version: number;
-  start: number;
-  end: number;
-}
+export type { VersionSpan } from './wire-types';
 
 /**
  * vLLM's version of an engine never stamped. An engine serves the model it started from until its agent

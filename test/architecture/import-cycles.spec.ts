@@ -1,0 +1,60 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { cyclesOf, fileCycles, packageCycles } from './import-cycles';
+
+const ROOT = join(__dirname, '..', '..');
+
+describe('import cycles', () => {
+  it('no file imports itself through others (type-only imports count)', () => {
+    expect(fileCycles(ROOT)).toEqual([]);
+  });
+
+  it('no workspace package imports itself through others', () => {
+    expect(packageCycles(ROOT)).toEqual([]);
+  });
+
+  it('finds each cycle once, whatever node it is entered from, and ignores acyclic paths', () => {
+    const graph = new Map<string, string[]>([
+      ['a', ['b']],
+      ['b', ['c', 'd']],
+      ['c', ['a']],
+      ['d', ['e']],
+      ['e', []],
+      ['x', ['x2']],
+      ['x2', ['x']],
+    ]);
+    expect(cyclesOf(graph)).toEqual([
+      ['a', 'b', 'c'],
+      ['x', 'x2'],
+    ]);
+  });
+
+  describe('flags what it is there to flag (a scratch tree)', () => {
+    let root: string;
+    const write = (path: string, text: string) => {
+      mkdirSync(dirname(join(root, path)), { recursive: true });
+      writeFileSync(join(root, path), text);
+    };
+    beforeAll(() => {
+      root = mkdtempSync(join(tmpdir(), 'robustrl-cycles-'));
+      write('libs/a/package.json', '{"name":"@robustrl/a"}');
+      write('libs/a/src/index.ts', "export * from './state';\n");
+      write('libs/a/src/state.ts', "import type { Index } from './index-of-state';\nexport interface State { index: Index }\n");
+      write('libs/a/src/index-of-state.ts', "import type { State } from './state';\nexport type Index = (s: State) => void;\n");
+      write('libs/a/src/uses-b.ts', "import { b } from '@robustrl/b';\nexport const a = b;\n");
+      write('libs/a/src/state.spec.ts', "import './uses-b';\nimport './state.spec';\n");
+      write('libs/b/package.json', '{"name":"@robustrl/b"}');
+      write('libs/b/src/index.ts', "import { a } from '@robustrl/a/src/uses-b';\nexport const b = 1;\nvoid a;\n");
+    });
+    afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+    it('a type-only cycle between two files, and not a spec importing itself', () => {
+      expect(fileCycles(root)).toEqual([['libs/a/src/index-of-state.ts', 'libs/a/src/state.ts']]);
+    });
+
+    it('two packages importing each other', () => {
+      expect(packageCycles(root)).toEqual([['@robustrl/a', '@robustrl/b']]);
+    });
+  });
+});
