@@ -1,5 +1,5 @@
 /**
- * `npm run bench:identity` — what signed records cost (README "Who speaks on the bus"), per record,
+ * `npm run bench:identity` — what signed records cost (docs/operators/security.md "Who speaks on the bus"), per record,
  * against what a record costs without them, side by side in one run:
  *
  *   node bench/dist/identity.bench.js [--records N] [--runs R]

@@ -7,7 +7,7 @@
  *
  * Cases: one job of 128, 1,024 and 8,192 machines (detector; the controller and the rollout manager too
  * for 1,024), and J jobs of 1,024 machines at once, each on a partition of its own (the detector as one
- * process, then as K shards — K processes, README "Sharding the detector" — on the same backlog).
+ * process, then as K shards — K processes, docs/contributors/snapshots.md "Sharding the detector" — on the same backlog).
  * Each case publishes N telemetry records (default 100,000) to fresh topics, then each consumer works
  * through them as its own process on the real broker and PostgreSQL (KAFKA_BROKERS / DATABASE_URL, else
  * the local services); then S seconds (default 10) of steady load at half the drain rate, sampling the lag.

@@ -115,7 +115,7 @@ job
       topicPrefix: opts.topicPrefix ?? process.env.ROBUSTRL_TOPIC_PREFIX ?? '',
       // kafkajs's start-up notices are noise here; a publish that fails throws, and that is reported.
       logger: { info: () => undefined, warn: () => undefined, error: (m) => process.stderr.write(`${m}\n`) },
-      // A deployment that signs its records takes the operator's only when signed (README "Who speaks on the bus").
+      // A deployment that signs its records takes the operator's only when signed (docs/operators/security.md "Who speaks on the bus").
       identity: busIdentityFromEnv(process.env, { service: 'robustrl-cli' }),
       // A secured broker: TLS and the operator's login (KAFKA_SSL_CA_FILE, KAFKA_SASL_*).
       ...(kafkaSecurityFromEnv(process.env) as Pick<KafkaBusOptions, 'ssl' | 'sasl'>),

@@ -64,7 +64,7 @@ denied="$(timeout 120 bash "${DIR}/compose.sh" -p "${PROJECT}" -f "${DIR}/docker
   run --rm --no-deps -T demo-rollout-0 robustrl tail --topic verdicts --from-beginning 2>&1 || true)"
 grep -qiE 'authoriz|not be allowed' <<<"${denied}" && pass "the broker refuses an agent's login the verdicts topic" || fail "an agent's login tailing verdicts: $(tail -3 <<<"${denied}")"
 
-# A machine added later (README): its login on the running broker, then its ACLs.
+# A machine added later (docs/operators/deploy.md): its login on the running broker, then its ACLs.
 out="$(compose exec -T kafka sh /etc/robustrl/kafka-start.sh add-login agent-demo-rollout-1 2>&1)" &&
   out="$(compose run --rm --no-deps -T kafka-acls robustrl kafka grant agent-demo-rollout-1 --role agent --machine demo-rollout-1 2>&1)" &&
   pass "a login added on the running broker and granted its ACLs" || fail "add-login / grant: $(tail -3 <<<"${out}")"

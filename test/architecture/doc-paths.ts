@@ -77,3 +77,27 @@ export function issueCitations(files: ReadonlyArray<{ path: string; text: string
   }
   return out;
 }
+
+/**
+ * Markdown links that lead nowhere: a relative link (`[text](path)` or `(path#anchor)`) whose file is not
+ * there, from the linking file's folder. Links to the web and to an anchor of the same page are not checked.
+ */
+export function brokenLinks(files: ReadonlyArray<{ path: string; text: string }>, exists: (path: string) => boolean): BrokenPath[] {
+  const out: BrokenPath[] = [];
+  for (const { path: file, text } of files) {
+    if (!file.endsWith('.md')) continue;
+    for (const m of text.matchAll(/\]\(([^)\s]+)\)/g)) {
+      const target = m[1]!.replace(/#.*$/, '');
+      if (target === '' || /^[a-z]+:/i.test(target)) continue;
+      if (exists(join(dirname(file), target))) continue;
+      out.push({ file, line: text.slice(0, m.index).split('\n').length, path: target });
+    }
+  }
+  return out;
+}
+
+/** The documents under `docs/` the README does not link to: each should be one link from the front page. */
+export function docsNotLinkedFrom(readme: string, docs: readonly string[]): string[] {
+  const linked = new Set([...readme.matchAll(/\]\(([^)\s#]+)(#[^)]*)?\)/g)].map((m) => m[1]!.replace(/^\.\//, '')));
+  return docs.filter((d) => d.startsWith('docs/') && d.endsWith('.md') && !linked.has(d));
+}

@@ -4,7 +4,7 @@ import { join, relative, resolve, sep } from 'node:path';
 import * as ts from 'typescript';
 
 /**
- * The dependency rules of the code base (README "Layout"): arrows point down —
+ * The dependency rules of the code base (docs/contributors/architecture.md "Layout"): arrows point down —
  *
  *   contracts, domain-kit  ←  domain/*  ←  sim, services/*  ←  services/embedded, cli, bench, test
  *                              libs/* (infrastructure: bus, store, telemetry, service-kit, …) ← services/*

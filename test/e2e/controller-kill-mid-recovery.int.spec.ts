@@ -10,8 +10,8 @@ import { ServiceProcess } from './fixtures/service-process';
 
 /**
  * The controller killed with kill -9 in the middle of a recovery, as a deployment runs it: its built
- * main in its own process, on the real Kafka broker and a real PostgreSQL database (README "Recovery",
- * "Snapshots and restart"). `services/controller/src/controller-restart.spec.ts` shows the same in one
+ * main in its own process, on the real Kafka broker and a real PostgreSQL database (docs/contributors/recovery.md,
+ * docs/contributors/snapshots.md). `services/controller/src/controller-restart.spec.ts` shows the same in one
  * process with a bus that throws; this shows it with a process that is gone, at the moments that matter:
  *
  *  - after its command went out and before the command's answer came (the answer arrives while it is down);
@@ -22,7 +22,7 @@ import { ServiceProcess } from './fixtures/service-process';
  *
  * Each time the restarted controller finishes the recovery, and no decision, command or outcome exists
  * twice for one cause. "Twice" counts events (distinct event ids): a record relayed again after a crash
- * carries the same event id and consumers apply it once (README "Delivery guarantees"), while a decision
+ * carries the same event id and consumers apply it once (docs/contributors/delivery-guarantees.md), while a decision
  * taken again would be a second event — a second, different command for the same fault.
  *
  * The exact moments inside a write come from a proxy in front of PostgreSQL (`StoreGate`): it recognises
@@ -208,7 +208,7 @@ class Deployment {
 
   /**
    * A job one step in, with a checkpoint — past its first iteration, so a trainer fault restarts the trainer
-   * group rather than the task (README "Recovery") — and the controller having applied all of it: the
+   * group rather than the task (docs/contributors/recovery.md) — and the controller having applied all of it: the
    * fault could otherwise overtake it.
    */
   async startJob(jobId: string, mode: 'sync' | 'async'): Promise<void> {

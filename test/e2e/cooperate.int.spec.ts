@@ -8,7 +8,7 @@ import { eventually } from '@robustrl/testing/eventually';
 import { CooperatingJob } from './fixtures/cooperating-job';
 
 /**
- * Cooperate mode end to end on the real broker and database (README "Integrate your job"): every agent
+ * Cooperate mode end to end on the real broker and database (docs/integrators/integrate-your-job.md): every agent
  * runs with ROBUSTRL_INTEGRATION=cooperate and starts nothing; beside it a framework process
  * (fixtures/cooperating_framework.py, robustrl.cooperate) owns the stand-in trainer or rollout worker,
  * reports its deaths and carries out the agent's commands itself. The detector and controller run here,

@@ -24,7 +24,7 @@ import { eventually } from '@robustrl/testing/eventually';
 import { KafkaTopicReader } from '@robustrl/testing/kafka-topic-reader';
 
 /**
- * "A machine speaks only for itself" (README "Who speaks on the bus"), end to end on the real broker and database: the control
+ * "A machine speaks only for itself" (docs/operators/security.md "Who speaks on the bus"), end to end on the real broker and database: the control
  * plane holds the identity secret, each agent process only its own machine key and the controller's
  * public key. A compromised agent (rollout-a's key, used from this process) tries to speak for another
  * machine and to issue commands; the control plane and the agents drop what it sends, with the reason
@@ -36,7 +36,7 @@ describe('who speaks on the bus, end to end (real Kafka, PostgreSQL, agent proce
   const topicPrefix = `e2e-identity-${randomBytes(4).toString('hex')}.`;
   const brokers = (process.env.KAFKA_BROKERS ?? '').split(',');
   const secret = randomBytes(32).toString('base64url');
-  // The controller's own command key (README "Who speaks on the bus"): the agents check commands against it.
+  // The controller's own command key (docs/operators/security.md "Who speaks on the bus"): the agents check commands against it.
   const commandSecret = randomBytes(32).toString('base64url');
   const jobId = `job-identity-${randomBytes(3).toString('hex')}`;
   const machines: MachineSpec[] = [

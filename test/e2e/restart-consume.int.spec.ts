@@ -89,7 +89,7 @@ describe('a restarted detector consumes again within 5 s (real Kafka, PostgreSQL
           { machineId: 'trainer-0', sampledAt: meta.occurredAt, intervalSeconds: 0.1, tensorActive: 0.6, source: 'emulated' },
           meta,
         );
-        // Samples are kept nowhere (README "Telemetry is not a fact"): a fact beside each one shows what was applied.
+        // Samples are kept nowhere (docs/contributors/snapshots.md "Telemetry is not a fact"): a fact beside each one shows what was applied.
         const beacon = createMessage('HeartbeatAcked', { probeId: `beacon/${randomUUID()}`, machineId: 'e2e-beacon', ackedAt: meta.occurredAt }, meta);
         await bus.publish([sample, beacon]);
         published.push(beacon.eventId);

@@ -11,7 +11,7 @@ import { rolloutJobStart, throughputSample } from './fixtures/rollout-job';
 jest.setTimeout(180_000);
 
 /**
- * The detector in two shards (README "Sharding the detector") on the real broker and PostgreSQL, each
+ * The detector in two shards (docs/contributors/snapshots.md "Sharding the detector") on the real broker and PostgreSQL, each
  * shard its own process (`ROBUSTRL_SHARD=0/2`, `1/2`): jobs on both shards' partitions, each with a
  * rollout that goes silent. Every silent machine is confirmed once, by the shard that owns its job, and
  * a shard neither decides nor holds another's job. (That a shard's lag counts only its own partitions is

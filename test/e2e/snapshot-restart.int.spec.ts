@@ -12,7 +12,7 @@ jest.setTimeout(180_000);
 
 /**
  * Snapshots and restart on the real broker and PostgreSQL, with the real detector and controller as
- * their own processes (README "Snapshots and restart"): a detector killed with kill -9 comes back from
+ * their own processes (docs/contributors/snapshots.md): a detector killed with kill -9 comes back from
  * its snapshot and the records after it — windows exactly where they were, no verdict or command twice,
  * and a start that reads the same few rows however many samples came before.
  */

@@ -66,7 +66,7 @@ describe('store outage under steady load (real Kafka, a real PostgreSQL server s
     const publishFor = async (ms: number) => {
       const end = Date.now() + ms;
       while (Date.now() < end) {
-        // Samples are kept nowhere (README "Telemetry is not a fact"): the fact beside each one is what is checked.
+        // Samples are kept nowhere (docs/contributors/snapshots.md "Telemetry is not a fact"): the fact beside each one is what is checked.
         const beacon = createMessage(
           'HeartbeatAcked',
           { probeId: `beacon/${randomUUID()}`, machineId: 'outage-beacon', ackedAt: new Date().toISOString() },

@@ -10,7 +10,7 @@ import { eventually } from '@robustrl/testing/eventually';
 import { CooperatingJob } from './fixtures/cooperating-job';
 
 /**
- * torchrun under robustrl (README "Integrate your job"): two trainer machines, each an agent in cooperate
+ * torchrun under robustrl (docs/integrators/integrate-your-job.md): two trainer machines, each an agent in cooperate
  * mode and a launcher (`python -m robustrl.torchrun --nproc-per-node 2`) running real torchrun with two
  * PyTorch processes (gloo on CPU) that all-reduce across all four every step. The launcher gets the
  * machine's node rank, the group's size and rendezvous from its agent — on the first launch and after

@@ -25,7 +25,7 @@ export interface AgentSite {
 
 /**
  * An agent's environment in the campaign: the product's settings as a user gives them, the campaign's
- * time scale applied to its lease, and the machine's place in the run (README "The whole system under
+ * time scale applied to its lease, and the machine's place in the run (docs/contributors/chaos.md "The whole system under
  * faults"). `common` is what every process of the run gets (broker, topics, PostgreSQL).
  */
 export function agentEnvOf(m: MachineSpec & { jobId: string }, common: NodeJS.ProcessEnv, site: AgentSite): Record<string, string> {

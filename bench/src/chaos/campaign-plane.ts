@@ -55,7 +55,7 @@ export interface PlaneSite {
 }
 
 /**
- * Brings a campaign's control plane up (README "The whole system under faults"): the run's broker and
+ * Brings a campaign's control plane up (docs/contributors/chaos.md "The whole system under faults"): the run's broker and
  * PostgreSQL (reached through a relay the slow-postgres fault can slow), the five services as processes,
  * the machine host (agents as processes) served to the controller as its orchestrator over HTTP, and an
  * observer reading every topic the checks need. Each part is put `into` as it starts, so that a

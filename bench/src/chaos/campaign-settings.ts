@@ -4,8 +4,8 @@ import { DEFAULT_CONTROLLER_SETTINGS } from '@robustrl/controller-domain';
 import { PAPER_DETECTION_DEFAULTS } from '@robustrl/detector-domain';
 
 /**
- * The campaign runs with the product's defaults, sped up by one stated factor for all of them (README
- * §Chaos): the detection windows a job's JobStarted may set (trainer idle, rollout silent, agent
+ * The campaign runs with the product's defaults, sped up by one stated factor for all of them (docs/contributors/chaos.md,
+ * "Product timings"): the detection windows a job's JobStarted may set (trainer idle, rollout silent, agent
  * silent, the probe, the grace after a blind interval), the detector's input lag tolerance, the
  * controller's command timeout and the agents' trainer lease are the product's divided by `timeScale`. The router's evidence, the straggler rule and the agents' weight
  * load deadline bound real work, not waiting, and keep the product's values.

@@ -51,7 +51,7 @@ export const completedRecovery = (events: readonly RobustrlMessage[], recoveryId
   events.some((m) => m.type === 'RecoveryCompleted' && m.data.recoveryId === recoveryId);
 
 /**
- * Why the run has not settled (README "The whole system under faults": each fault waits for it), or ''
+ * Why the run has not settled (docs/contributors/chaos.md "The whole system under faults": each fault waits for it), or ''
  * when it has: every service ready, no recovery open, every machine up, a step committed since the last
  * fault (or the job done). Machines down are named, not only counted: a machine killed and not yet
  * found has opened no recovery, and replacements of earlier faults can make up the count.

@@ -7,7 +7,7 @@ import { createConnection, createServer, Server, Socket } from 'node:net';
  * is slow stay open when it heals; the ones in flight keep their order.
  *
  * What stays simulated: the latency is per chunk as the relay reads it, not per packet, and the
- * relay itself runs in the campaign's process (one kernel, one clock: README "Tests").
+ * relay itself runs in the campaign's process (one kernel, one clock: docs/contributors/chaos.md).
  */
 export class LatencyProxy {
   private server?: Server;

@@ -1,6 +1,6 @@
 /**
  * The GRPO job's greedy pass rate against its step, one line per run (fault-free, faulted, …), as a
- * self-contained SVG: what README links to show that faults and recoveries left the learning intact.
+ * self-contained SVG: what docs/contributors/chaos.md links to show that faults and recoveries left the learning intact.
  * Pure: series in, markup out.
  */
 export interface PassRateSeries {

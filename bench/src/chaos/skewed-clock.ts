@@ -4,7 +4,7 @@
  * step one machine's clock minutes off and back (degraded-faults.ts) as a broken NTP would. `Date` and
  * `Date.now` move; timers and `performance.now` do not (a wall-clock step does not move monotonic time).
  *
- * A stand-in for a machine with its own clock: every machine here shares one kernel (README "Tests").
+ * A stand-in for a machine with its own clock: every machine here shares one kernel (docs/contributors/chaos.md).
  */
 import { readFileSync } from 'node:fs';
 

@@ -9,7 +9,7 @@ import { createMessage, DataOf, DetectionSettings, isSample, MessageType, Robust
  * false one. Publishing goes through the bus like an agent's; a batch that the broker does not take
  * (it is down) is counted as failed, never as published, and the next one waits for it to finish.
  *
- * Samples are inputs to windows, not facts a consumer keeps (README "Telemetry is not a fact"): what
+ * Samples are inputs to windows, not facts a consumer keeps (docs/contributors/snapshots.md "Telemetry is not a fact"): what
  * can be checked for loss afterwards are facts. So each interval also carries a beacon — a heartbeat
  * ack of a machine that is not in the job, a fact every detector keeps and no rule acts on.
  */

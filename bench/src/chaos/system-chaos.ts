@@ -35,7 +35,7 @@ export type { InjectedFault, SystemScorecard } from './system-scorecard';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
- * The whole-system chaos campaign (README "The whole system under faults"; `npm run chaos`, a short version in
+ * The whole-system chaos campaign (docs/contributors/chaos.md "The whole system under faults"; `npm run chaos`, a short version in
  * test/e2e/system-chaos.int.spec.ts): the six parts of robustrl as a deployment runs them — a broker
  * and a PostgreSQL server of the run's own, the detector, controller (its orchestrator over HTTP),
  * request manager, rollout manager (the router in front of the engines) and weight registry as their
@@ -242,7 +242,7 @@ class CampaignRun {
       if (!settled.ok) this.progress(`  (not settled after ${Math.round(settled.ms / 1000)} s: ${settled.why}; injecting anyway)`);
       await sleep(fault.afterSeconds * 1000);
       lastCommitted = this.committed();
-      // Said in the fault's row: a fault on an unsettled system overlaps what came before (README: each waits).
+      // Said in the fault's row: a fault on an unsettled system overlaps what came before (docs/contributors/chaos.md: each waits).
       await this.inject(fault, settled.ok ? null : `before the system settled: ${settled.why}`);
     }
   }

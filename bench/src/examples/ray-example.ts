@@ -14,7 +14,7 @@ import { projectPythonAndModel, REPO, runExample, say, story } from './example-p
 import { rayJobChecks } from './ray-job-checks';
 
 /**
- * `npm run example:ray` (README "Integrate your job", examples/ray/README.md): the real GRPO job
+ * `npm run example:ray` (docs/integrators/integrate-your-job.md, examples/ray/README.md): the real GRPO job
  * (examples/grpo: PyTorch trainer ranks, vLLM engines) as a Ray job under robustrl, on this machine, CPU
  * only. examples/ray/job.py starts a real Ray cluster of three nodes (two trainer machines, one rollout
  * machine) and keeps its actors in robustrl's elastic worker group; each machine has a robustrl agent in

@@ -8,7 +8,7 @@ import { MachineSpec } from '@robustrl/orchestrator';
 import { announceJob, projectPython, REPO, runExample, say, startExamplePlane, story } from './example-plane';
 
 /**
- * `npm run example:torchrun` (README "Integrate your job", examples/torchrun/README.md): a real torchrun
+ * `npm run example:torchrun` (docs/integrators/integrate-your-job.md, examples/torchrun/README.md): a real torchrun
  * job under robustrl on this machine, CPU only. Two trainer "machines", each a robustrl agent in cooperate
  * mode and `python -m robustrl.torchrun --nproc-per-node 2` running examples/torchrun/train.py (DDP over
  * gloo, four processes in all); the detector and controller in this process on a Kafka broker and a

@@ -49,7 +49,7 @@ describe('trainer fault → restart only the trainer group', () => {
             // and which batch the retried step keeps.
             agentAddresses: { 'trainer-0': 'trainer-0:7070', 'trainer-1': 'trainer-1:7070' },
             batchId: 'b3',
-            // The job's first group was epoch 0: this one fences it (README "Fencing").
+            // The job's first group was epoch 0: this one fences it (docs/contributors/recovery.md "Fencing").
             trainerEpoch: 1,
           }),
         ],

@@ -41,7 +41,7 @@ export function createControllerDecider(
     decide: decideController(settings),
     evolve: (state, event) => evolveController(state, event, Date.parse(event.occurredAt)),
     // A restart and the restarted machine's report-in are timed by when the controller heard them: the
-    // machine's clock may be minutes off (README "Whose clock"). Replays use the facts' own times.
+    // machine's clock may be minutes off (docs/contributors/detection.md "Whose clock"). Replays use the facts' own times.
     observe: (state, event, now) => evolveController(state, event, Date.parse(event.occurredAt), now),
     evolution: 'in-place',
     snapshotCodec: {

@@ -10,7 +10,7 @@ import { afterHandover, handoverOf } from './planned-handover';
  * Folds one fact into the controller state at `at` — in place (the decider's evolution is `in-place`):
  * the event's own time, or `now` for an output the controller just decided. `heardAt` is when the
  * controller observed it (its own clock; `at` in a replay): a command's outcome and a restarted machine's
- * life sign are compared at it, since a machine's clock can be minutes off (README "Whose clock") — a
+ * life sign are compared at it, since a machine's clock can be minutes off (docs/contributors/detection.md "Whose clock") — a
  * life sign heard after the restart's outcome counts as the new process's.
  *
  * In place because a job of thousands of machines cannot copy its roster for every throughput sample

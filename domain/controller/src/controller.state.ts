@@ -180,7 +180,7 @@ export interface ControllerData {
    */
   faultyMachines?: Record<string, number>;
   /**
-   * The trainer epoch of the newest group this controller formed (README "Fencing"): the next group
+   * The trainer epoch of the newest group this controller formed (docs/contributors/recovery.md "Fencing"): the next group
    * restart or task restart carries one more. Absent: 0, the job's first group.
    */
   trainerEpoch?: number;

@@ -5,7 +5,7 @@ import { createDetectorDecider, DetectorInput } from './detector.decider';
 import { PAPER_DETECTION_DEFAULTS } from './detection-settings';
 
 /**
- * Detection knows when it is blind (README "Detection knows when it is blind"): while the
+ * Detection knows when it is blind (docs/contributors/detection.md "Detection knows when it is blind"): while the
  * host reports a gap in the detector's own input (DetectionPaused … DetectionResumed) silence is not
  * counted; after it windows resume where they were (paused, not reset), machines get a grace period,
  * and verdicts come only from evidence and probes seen after the gap. Times are seconds since T0.

@@ -5,7 +5,7 @@ import { DetectorDecider } from './detector.decider';
 import { REPORT_LAG_MS, reportTime } from './report-time';
 
 /**
- * A machine whose clock is minutes off (README "Detection"): the detector times what a machine reports
+ * A machine whose clock is minutes off (docs/contributors/detection.md): the detector times what a machine reports
  * by when it arrived, so a clock behind does not make a healthy machine silent and a clock ahead does
  * not keep a dead one alive. Each case runs the detector as its host does (`observe` at the arrival)
  * and, as the failing case, with reports timed by the machine's clock alone.

@@ -2,7 +2,7 @@ import { MACHINE_OBSERVATIONS } from './rules';
 import type { DetectorEvent } from './detector.state';
 
 /**
- * When the detector heard a report (README "Detection"): the time the machine's clock wrote on it,
+ * When the detector heard a report (docs/contributors/detection.md): the time the machine's clock wrote on it,
  * bounded by when the report arrived (`now`, the detector's own clock) — a machine's clock can be
  * minutes off, the detector judges liveness by its own.
  *

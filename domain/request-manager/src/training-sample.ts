@@ -1,7 +1,7 @@
 import type { StoredTurn, TrainingSample, TrajectoryWithTurns } from '@robustrl/contracts';
 
 /**
- * A stored trajectory as a policy-gradient trainer takes it (README "Tokens in, tokens out"), built from
+ * A stored trajectory as a policy-gradient trainer takes it (docs/integrators/trajectories.md "Tokens in, tokens out"), built from
  * what the router recorded and nothing else — no tokenizer, so a restarted trainer gets exactly the ids
  * the engines sampled:
  *

@@ -3,7 +3,7 @@ import { timeline } from '@robustrl/testing/job-timeline';
 import { RolloutPoolDecider, RolloutPoolEvent, RolloutPoolInput } from './rollout-pool.decider';
 import { machineOfInstance, servingInstances } from './rollout-pool.state';
 
-/** A machine hosting several engines (README "Several engines on a machine"): the pool addresses engines; faults stay per machine. */
+/** A machine hosting several engines (docs/integrators/engines.md): the pool addresses engines; faults stay per machine. */
 const msg = timeline('job-engines');
 const observe = (message: RolloutPoolInput) => ({ kind: 'observe' as const, message, now: Date.parse(message.occurredAt) });
 const d = RolloutPoolDecider;

@@ -11,8 +11,8 @@ export interface WaitOptions {
 }
 
 /**
- * Runs `attempt` until it succeeds while its failures are the infrastructure's (README "Delivery
- * guarantees": the broker or the store down, restarting, unreachable): a service started before its
+ * Runs `attempt` until it succeeds while its failures are the infrastructure's (docs/contributors/delivery-guarantees.md:
+ * the broker or the store down, restarting, unreachable): a service started before its
  * broker or database waits for them, with a log line per attempt and backoff (1 s doubling to 30 s),
  * instead of exiting. Any other failure (a wrong setting, a bug) is rethrown at once.
  */

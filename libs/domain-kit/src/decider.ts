@@ -14,7 +14,7 @@ export interface Decider<State, Command, Event, Output = Event> {
   /**
    * Folds an input the host observed at `now` (its own clock), where that must differ from folding it
    * as a stored fact: a decider that judges liveness by when it heard from a machine bounds the time a
-   * machine's clock wrote on its report by when the report arrived (the detector, README "Detection").
+   * machine's clock wrote on its report by when the report arrived (the detector, docs/contributors/detection.md).
    * `step` calls it for the input it observes; replays of stored facts call `evolve`. Absent: `evolve`.
    */
   observe?(state: State, event: Event, now: number): State;

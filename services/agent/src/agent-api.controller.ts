@@ -30,7 +30,7 @@ const IpcBucket = z.object({
 });
 
 /**
- * The local HTTP API the RL framework talks to (documented in the README with curl examples, and
+ * The local HTTP API the RL framework talks to (documented in docs/integrators/agent-api.md with curl examples, and
  * wrapped by `clients/python/robustrl_agent.py`). Every body is validated; a bad one gets a 400 that
  * names each problem, and nothing is published.
  */
@@ -64,7 +64,7 @@ const Bodies = {
   /**
    * A trainer rank's shard of a version in /dev/shm (shmName + bucketSizes), or in device memory (buckets
    * as CUDA IPC handles); optionally the named tensors in its buckets and which shard of how many it is
-   * (README "Reconnect": what a manifest holds). Without `shard`: the only one.
+   * (docs/integrators/weights.md: what a manifest holds). Without `shard`: the only one.
    */
   publishWeights: z.union([
     z
@@ -275,7 +275,7 @@ export class AgentApiController {
   // ── weights (paper §5.2.1): the framework hands versions over through named /dev/shm regions ─────
   /**
    * Rollout, cooperate mode: the engines the framework started on this machine, each its name and URL
-   * (README "Several engines on a machine"); PUT again replaces them. The machine registers again with them.
+   * (docs/integrators/engines.md); PUT again replaces them. The machine registers again with them.
    */
   @Put('engines')
   async putEngines(@Body() body: unknown) {

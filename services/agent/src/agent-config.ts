@@ -30,7 +30,7 @@ export interface AgentConfig {
   /** Shell command of the role process per role; none means the framework is started by someone else. */
   roleCommands: Partial<Record<Role, string>>;
   /**
-   * Who carries out the controller's commands on the role's processes (README "Integrate your job"):
+   * Who carries out the controller's commands on the role's processes (docs/integrators/integrate-your-job.md):
    * `supervise` — the agent, parent of the role process (its command run again); `cooperate` — the
    * framework, which owns its processes and follows the agent's commands (GET /v1/commands).
    */

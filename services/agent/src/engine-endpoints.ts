@@ -1,6 +1,6 @@
 /**
- * The inference engines a rollout machine hosts, as its agent registers them (README "Several engines
- * on a machine"). One engine is `ROBUSTRL_INFERENCE_URL` and carries the machine's own id; several —
+ * The inference engines a rollout machine hosts, as its agent registers them (docs/integrators/engines.md).
+ * One engine is `ROBUSTRL_INFERENCE_URL` and carries the machine's own id; several —
  * eight TP=1 engines on a node, two TP=4 ones — are `ROBUSTRL_ENGINES=name=url,name=url`, each named
  * `<machineId>/<name>`: the id the router routes by and trajectories are owned by, so a machine's
  * trajectories are found from any of its engines (the pool's `machineOfInstance`).

@@ -35,7 +35,7 @@ describe('the trainer roster (a first launch’s group from the job’s membersh
       ],
       masterAddr: '10.0.0.1',
       masterPort: 29500,
-      // The job's first group (README "Fencing").
+      // The job's first group (docs/contributors/recovery.md "Fencing").
       trainerEpoch: 0,
     });
     // A data-parallel rank orders before ids.
@@ -86,7 +86,7 @@ describe('the trainer roster (a first launch’s group from the job’s membersh
     // An old registration read late (another partition of the topic) does not come back.
     roster.apply(reg(2, 't-0', 'trainer', '10.0.0.1'));
     expect(roster.group('t-2', 2, 1)).toMatchObject({ rank: 1, masterAddr: '10.0.0.2', members: [{ machineId: 't-1' }, { machineId: 't-2' }] });
-    // The restarted task's group starts at the epoch its RestartTask carried (README "Fencing").
+    // The restarted task's group starts at the epoch its RestartTask carried (docs/contributors/recovery.md "Fencing").
     expect(roster.group('t-1', 2, 1)).toMatchObject({ rank: 0, trainerEpoch: 3 });
   });
 

@@ -8,7 +8,7 @@ import { RoleProcess } from './role-process';
 const SECRET = 'the-control-planes-identity-secret-0123456789';
 
 /**
- * Least privilege for the framework process (README "Security"): an agent holding its machine key and
+ * Least privilege for the framework process (docs/operators/security.md): an agent holding its machine key and
  * broker login starts a role process; what the framework code finds in its environment cannot speak for
  * the machine on the bus.
  */

@@ -1,5 +1,5 @@
 /**
- * What the agent holds that its role process must not (README "Security"): whatever lets a process speak
+ * What the agent holds that its role process must not (docs/operators/security.md): whatever lets a process speak
  * for the machine on the bus (its signing key, the broker login), the control plane's secrets should a
  * deployment put them here, the database's address with its password, and the tokens of the agent's API
  * (every scope) and of the request manager. Each also as its `_FILE` form: the path to a mounted secret. The framework

@@ -2,7 +2,7 @@ import type { Role } from '@robustrl/contracts';
 import type { AgentConfig } from './agent-config';
 
 /**
- * The environment the agent gives the framework's process (README "Agent API"): where its agent is and
+ * The environment the agent gives the framework's process (docs/integrators/agent-api.md): where its agent is and
  * how to call it, which job, machine and role it runs, how often it was restarted, and `extra` (a
  * group's rank and rendezvous, trainer-group.ts).
  */

@@ -1,7 +1,7 @@
 import type { MessageOf } from '@robustrl/contracts';
 
 /**
- * Fencing on the agent (README "Fencing"). Every group the controller forms carries a trainer epoch one
+ * Fencing on the agent (docs/contributors/recovery.md "Fencing"). Every group the controller forms carries a trainer epoch one
  * higher than the last (RestartTrainerGroup.trainerEpoch). A trainer started at an older epoch whose
  * machine a newer group left out was replaced — its machine was cut off and a warm standby took its
  * rank, or it was isolated — so it must stop, whether or not its agent's broker lease (broker-lease.ts)

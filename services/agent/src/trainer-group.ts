@@ -17,7 +17,7 @@ export interface TrainerGroup {
   /** Rank 0's host, null when the controller did not know its agent's address. */
   masterAddr: string | null;
   masterPort: number;
-  /** The trainer epoch the group is formed at (README "Fencing"): the command's, or the task's on a first launch. */
+  /** The trainer epoch the group is formed at (docs/contributors/recovery.md "Fencing"): the command's, or the task's on a first launch. */
   trainerEpoch?: number;
 }
 

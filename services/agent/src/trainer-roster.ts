@@ -33,7 +33,7 @@ export class TrainerRoster {
    * deliver an old registration after the restart, so it is compared by time, not by order).
    */
   private since = -Infinity;
-  /** The trainer epoch of the task's first group: a restarted task's (its JobStarted), else 0 (README "Fencing"). */
+  /** The trainer epoch of the task's first group: a restarted task's (its JobStarted), else 0 (docs/contributors/recovery.md "Fencing"). */
   private epoch = 0;
 
   constructor(private readonly jobId: string) {}

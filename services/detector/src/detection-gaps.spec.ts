@@ -8,7 +8,7 @@ import { DETECTOR_INPUTS } from './detector.module';
 import { detectionGaps, detectorFromEnv } from './detector-runtime';
 
 /**
- * The detector's shell watches its own input (README "Detection knows when it is blind"): a broker
+ * The detector's shell watches its own input (docs/contributors/detection.md "Detection knows when it is blind"): a broker
  * outage seen through bus health pauses detection in every job (DetectionPaused on the verdicts topic),
  * no tick runs while blind, and the resume after it discounts the gap — so 90 s of missing input leads
  * to no probe and no verdict, while a machine that really stays silent after the gap is still caught.

@@ -35,12 +35,12 @@ export function detectorFromEnv(env: NodeJS.ProcessEnv) {
   if (watch !== 'on' && watch !== 'off') throw new Error(`ROBUSTRL_DETECTOR_INPUT_GAPS must be 'on' or 'off', got '${watch}'`);
   // `off` brings back counting silence through the detector's own outages: for comparison runs only.
   const inputGaps = watch === 'on' ? detectionGaps(seconds('ROBUSTRL_DETECTOR_INPUT_LAG_TOLERANCE_SECONDS', 10_000)) : undefined;
-  // Jobs spread over detector processes by partition (README "Sharding the detector").
+  // Jobs spread over detector processes by partition (docs/contributors/snapshots.md "Sharding the detector").
   const shard = shardFromEnv(env);
   return { decider: createDetectorDecider({ defaults }), defaults, tickIntervalMs, inputGaps, shard, shardLayoutChange: shardLayoutChangeFromEnv(env) };
 }
 
-/** A gap in the detector's own input becomes DetectionPaused / DetectionResumed in every job (README "Detection knows when it is blind"). */
+/** A gap in the detector's own input becomes DetectionPaused / DetectionResumed in every job (docs/contributors/detection.md "Detection knows when it is blind"). */
 export function detectionGaps(lagToleranceMs: number): InputGapHandling {
   return {
     lagToleranceMs,

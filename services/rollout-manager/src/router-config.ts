@@ -4,7 +4,7 @@ import { HttpAuth, httpAuthFromEnv } from '@robustrl/service-kit';
 import { z } from 'zod';
 import { ENGINE_KINDS, EngineKind, EngineSpec, isEngineKind } from './router';
 
-/** The router's settings (README "Configuration"), read from the environment by routerConfigFromEnv. */
+/** The router's settings (docs/operators/configuration.md), read from the environment by routerConfigFromEnv. */
 export interface RouterConfig {
   jobId: string;
   port: number;

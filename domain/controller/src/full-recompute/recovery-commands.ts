@@ -124,7 +124,7 @@ export function restartTask(state: ControllerState, recoveryId: string, seq: num
   return draft('RestartTask', { recoveryId, commandId: `${recoveryId}/${seq}`, rule, trainerEpoch: nextTrainerEpoch(state) });
 }
 
-/** A newly formed group fences every older one (README "Fencing"): one more than the newest the controller formed. */
+/** A newly formed group fences every older one (docs/contributors/recovery.md "Fencing"): one more than the newest the controller formed. */
 const nextTrainerEpoch = (state: ControllerState): number => (state.trainerEpoch ?? 0) + 1;
 
 /** The end of a recovery with its stage latencies: detect, decide, restart (commands issued → done), reconnect (done → reported in). */

@@ -105,7 +105,7 @@ export interface DetectionRule<State = unknown> {
   /**
    * The rule concludes from how long something lasted (silence, idleness, slowness) rather than from a
    * signal the machine sent. Such a rule cannot conclude anything while the detector is blind to its
-   * input, nor during the grace period after (README "Detection knows when it is blind").
+   * input, nor during the grace period after (docs/contributors/detection.md "Detection knows when it is blind").
    */
   readonly timeWindowed: boolean;
   appliesTo(role: Role): boolean;

@@ -3,7 +3,7 @@ import type { ResolvedDetectionSettings } from '../detection-settings';
 import type { WatchedMachine } from './detection-rule';
 
 /**
- * A machine of a restarted task that never registers again (README "Detection"): every machine is left
+ * A machine of a restarted task that never registers again (docs/contributors/detection.md): every machine is left
  * alone while the task restarts (`restarting`: silence while a process starts says nothing), but one
  * lost just then — killed as its agent came back, its node gone — would otherwise be waited for
  * forever, the rest of its group blocked on it. After `REJOIN_WINDOWS` agent-silent windows without a

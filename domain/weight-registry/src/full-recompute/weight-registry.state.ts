@@ -3,7 +3,7 @@
  * every fold a new state. Kept, out of the build, as the reference the indexed registry is held to
  * (`weight-registry-index.spec.ts`): these files are the previous implementation, unchanged but for
  * this module, which gives them the facts without the derived index, and the shard dimension of named,
- * sharded versions (README "Reconnect"), added the plain way — publications and trainer faults folded by
+ * sharded versions (docs/integrators/weights.md), added the plain way — publications and trainer faults folded by
  * the same functions as the indexed registry (`../shard-publication.ts`).
  */
 export * from '../weight-registry.state';

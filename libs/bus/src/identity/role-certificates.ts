@@ -4,7 +4,7 @@ import { controlPlaneRecordKeyPairOf, machineKeyOf, publicKeyText, publisherKeyP
 import { IdentityHeaders, SignedRecord, signedBytes } from './record-identity';
 
 /**
- * Which machines may train (README "Who can do what"): a machine's key proves which machine speaks, not
+ * Which machines may train (docs/operators/security.md "Who can do what"): a machine's key proves which machine speaks, not
  * which role it was given. A role that publishes weights and hosts the trainer group's rendezvous is
  * therefore claimed only with a role certificate, issued by the operator with the machine's key
  * (`robustrl identity role-certificate <machine> trainer`) or attached by the controller to the

@@ -139,7 +139,7 @@ export class KafkaBus implements MessageBus {
     await this.send([{ topic: record.topic, key: record.key as string, value: record.value as Buffer, headers: record.headers ?? {} }]);
   }
 
-  /** Waits for the broker (README "Delivery guarantees"): a service started before its broker subscribes once it answers. */
+  /** Waits for the broker (docs/contributors/delivery-guarantees.md): a service started before its broker subscribes once it answers. */
   async subscribe(options: SubscribeOptions): Promise<Subscription> {
     if (this.closed) throw new Error('bus is closed');
     return untilAvailable(`the Kafka broker to subscribe ${options.groupId}`, () => this.subscribeNow(options), {

@@ -32,11 +32,11 @@ export interface TopicRights {
 }
 
 /**
- * What each role may do on which topic; the broker enforces it (README "Kafka: TLS, logins and ACLs").
+ * What each role may do on which topic; the broker enforces it (docs/operators/kafka.md).
  * A service reads its inputs and writes its own outputs and nothing else: the request manager cannot
  * write a verdict, the detector cannot write a command. Agents write their own reports and answers and
  * read what addresses machines. Who may say what *within* a topic (a machine only for itself, a
- * command only from the controller) is the identity layer's check (README "Who speaks on the bus").
+ * command only from the controller) is the identity layer's check (docs/operators/security.md "Who speaks on the bus").
  * test/architecture/topic-rights.spec.ts holds every service to its row: its subscriptions are its
  * reads, and every type it can emit lies on a topic it may write.
  */

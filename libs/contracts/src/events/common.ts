@@ -5,7 +5,7 @@ export const MachineId = z.string().min(1).max(200);
 export const IsoTime = z.iso.datetime({ offset: true });
 export const Step = z.int().nonnegative();
 /**
- * The fencing token of the trainer group (README "Fencing"): 0 for the job's first group, one more for
+ * The fencing token of the trainer group (docs/contributors/recovery.md "Fencing"): 0 for the job's first group, one more for
  * every group the controller forms after it. A trainer publishes at the epoch it was started at.
  */
 export const TrainerEpoch = z.int().nonnegative();

@@ -110,7 +110,7 @@ export const RestartTrainerGroup = command(
     /** The batch the retried step began on, which it keeps (absent when the step had not started). */
     batchId: z.string().min(1).optional(),
     /**
-     * The trainer epoch this group is formed at: one more than every group before it (README "Fencing").
+     * The trainer epoch this group is formed at: one more than every group before it (docs/contributors/recovery.md "Fencing").
      * A trainer of an older epoch is stale: its agent stops it once it reads a newer group formed without
      * its machine, and the weight registry refuses its publications. Absent from older controllers.
      */
@@ -170,7 +170,7 @@ export const RestartTask = command(
   z.object({
     ...Target,
     rule: DecisionRule,
-    /** The trainer epoch the restarted task's group starts at (README "Fencing"); the resumed JobStarted carries it. */
+    /** The trainer epoch the restarted task's group starts at (docs/contributors/recovery.md "Fencing"); the resumed JobStarted carries it. */
     trainerEpoch: TrainerEpoch.optional(),
   }),
 );

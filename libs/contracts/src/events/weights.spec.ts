@@ -1,7 +1,7 @@
 import { MessageCatalog } from '../catalog';
 import { TensorDtype, tensorBytes } from './weights';
 
-/** What a named, sharded publication must hold to be trusted (README "Reconnect": what a manifest holds). */
+/** What a named, sharded publication must hold to be trusted (docs/integrators/weights.md: what a manifest holds). */
 describe('WeightVersionPublished: named tensors and shards', () => {
   const schema = MessageCatalog.WeightVersionPublished.data;
   const base = {

@@ -25,7 +25,7 @@ export const TensorDtype = z.enum(Object.keys(TENSOR_DTYPE_BYTES) as [keyof type
 export type TensorDtype = z.infer<typeof TensorDtype>;
 
 /**
- * One named tensor of a publication (README "Reconnect": what a manifest holds): where it lies in the
+ * One named tensor of a publication (docs/integrators/weights.md: what a manifest holds): where it lies in the
  * publisher's own buckets, so an engine reads it as a view of the bytes the agent put in memory.
  */
 export const WeightTensor = z.object({
@@ -92,7 +92,7 @@ export const WeightVersionPublished = event(
       /**
        * Trainer ranks serving it: `address` is the rank agent's UCX weight server (`host:port`). Where
        * the version lies in its memory (the region's address and remote key) is not here: a weight server
-       * tells it only to a puller the registry assigned (README "Reconnect").
+       * tells it only to a puller the registry assigned (docs/integrators/weights.md).
        */
       sources: z.array(z.object({ instanceId: InstanceId, address: z.string().min(1) })),
       /** The named tensors in this publication's buckets; absent: opaque bytes (the engine knows the layout). */
@@ -108,7 +108,7 @@ export const WeightVersionPublished = event(
        */
       publisherCertificate: z.string().min(1).max(200).optional(),
       /**
-       * The trainer epoch its publisher was started at (README "Fencing"): the registry refuses one older
+       * The trainer epoch its publisher was started at (docs/contributors/recovery.md "Fencing"): the registry refuses one older
        * than the newest group it knows of. Absent from older agents: not fenced.
        */
       trainerEpoch: TrainerEpoch.optional(),
@@ -147,7 +147,7 @@ export const WeightPullAssigned = event(
      */
     publication: z.string().min(1).optional(),
     /**
-     * With identity on (README "Who speaks on the bus"): the pull's token sealed for the puller and for
+     * With identity on (docs/operators/security.md "Who speaks on the bus"): the pull's token sealed for the puller and for
      * the source (libs/bus/src/identity/pull-grants.ts). The puller presents it; the source serves its
      * region only against it. `publicationTag`: the registry's tag over this pull and `publication`, under
      * the puller's key (libs/bus/src/identity/publication-vouchers.ts), so the puller knows the digest is
@@ -209,7 +209,7 @@ export const WeightVersionRetired = event(
 /**
  * A publication the registry did not make live: its publisher was not one of the job's trainers by the
  * roster (a rollout, a machine that left, or none of the job's) within the grace the registry gives the
- * roster to catch up (README "Security": authority follows the roster). Nobody is assigned a pull of it.
+ * roster to catch up (docs/operators/security.md "Who speaks on the bus": authority follows the roster). Nobody is assigned a pull of it.
  */
 export const WeightPublicationRefused = event(
   'WeightPublicationRefused',

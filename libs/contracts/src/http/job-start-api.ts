@@ -6,7 +6,7 @@ import { DetectionSettings } from '../events/membership';
 import type { MessageOf } from '../catalog';
 
 /**
- * How a job announces itself (README "Announcing a job"): what `robustrl job start` publishes and what
+ * How a job announces itself (docs/integrators/job-start.md): what `robustrl job start` publishes and what
  * the controller's `POST /v1/jobs/:jobId/start` takes, so a launcher in any language announces a job
  * without the Node CLI. `runId` names this start of the job: the same job and run id give the same
  * event id, so a launcher that retries announces once.

@@ -72,7 +72,7 @@ export const TokenSpan = z
     /**
      * The ids the engine conditioned the turn on (its tokenisation of the prompt, or the token prompt it
      * was given), on a turn's first span when the engine reports them: with the sampled ids, what a
-     * policy-gradient trainer needs without tokenising anything again (README "Tokens in, tokens out").
+     * policy-gradient trainer needs without tokenising anything again (docs/integrators/trajectories.md "Tokens in, tokens out").
      */
     promptTokenIds: z.array(Count).max(1_000_000).optional(),
   })
@@ -272,7 +272,7 @@ export const BatchProgressResponse = BatchProgress.extend({ jobId: Id, batchId: 
 export type BatchProgressResponse = z.infer<typeof BatchProgressResponse>;
 
 /**
- * One trajectory as a policy-gradient trainer takes it (README "Tokens in, tokens out"): the prompt's
+ * One trajectory as a policy-gradient trainer takes it (docs/integrators/trajectories.md "Tokens in, tokens out"): the prompt's
  * ids, then every token after it — sampled by the policy (`lossMask` 1, with its log-prob and the weight
  * version that sampled it) or given by the environment between turns (tool results, 0, nulls).
  */

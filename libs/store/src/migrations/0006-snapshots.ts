@@ -1,7 +1,7 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
 
 /**
- * Snapshots of deciding services (README "Snapshots and restart"): what a service loads on start
+ * Snapshots of deciding services (docs/contributors/snapshots.md): what a service loads on start
  * instead of folding its whole inbox.
  *
  * - `robustrl_job_snapshots`: per consumer and job, the decider state as of `inbox_seq` (the consumer's

@@ -1,7 +1,7 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
 
 /**
- * A completed trajectory's outcome (README "Tokens in, tokens out"): the reward its environment gave it
+ * A completed trajectory's outcome (docs/integrators/trajectories.md "Tokens in, tokens out"): the reward its environment gave it
  * and the job's metadata, handed to the trainer with the kept batch. Nullable: trajectories completed
  * without one, and every row stored before this migration, have none.
  */

@@ -1,6 +1,6 @@
 /**
- * Commands handed to a framework that owns its processes (the agent's *cooperate* mode, README
- * "Integrate your job"): the agent does not restart anything itself; it offers each machine command to
+ * Commands handed to a framework that owns its processes (the agent's *cooperate* mode,
+ * docs/integrators/integrate-your-job.md): the agent does not restart anything itself; it offers each machine command to
  * the framework, which follows them over the local API (`GET /v1/commands`, a long poll), acknowledges
  * each by its id, carries it out and reports the outcome.
  *

@@ -20,7 +20,7 @@ function parse<T extends z.ZodType>(schema: T, input: unknown, what: string): z.
 }
 
 /**
- * The commands of cooperate mode over the agent's local API (README "Integrate your job";
+ * The commands of cooperate mode over the agent's local API (docs/integrators/integrate-your-job.md;
  * command-mailbox.ts has the delivery contract):
  *
  * - `GET /v1/commands?waitMs=N` — the commands not acknowledged yet, oldest first; with none, waits up

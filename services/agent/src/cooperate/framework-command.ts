@@ -3,7 +3,7 @@ import { RestartContext, restartEnv } from '../trainer-group';
 import type { FrameworkCommand } from './command-mailbox';
 
 /**
- * A machine command as a framework that owns its processes gets it (README "Integrate your job"): what
+ * A machine command as a framework that owns its processes gets it (docs/integrators/integrate-your-job.md): what
  * it needs to carry the command out, nothing of the control plane's own (no certificate, no incarnation).
  *
  * - `RestartTrainerGroup`: restart this machine's trainer processes as `restart` says — the same object

@@ -4,7 +4,7 @@ import { EngineSet, managedVllmEngines } from './engine-set';
 import { EnginePhase, HeldVersion, LoadDeadline } from './engine-weight-sync';
 
 /**
- * The inference engines of this machine as its agent knows them (README "Several engines on a machine"):
+ * The inference engines of this machine as its agent knows them (docs/integrators/engines.md):
  * the list from its settings or from its framework (PUT /v1/engines), what the registration says of them,
  * and — with ROBUSTRL_ENGINE_WEIGHTS=vllm — the syncs that load each held version into them, made again
  * whenever the list changes.

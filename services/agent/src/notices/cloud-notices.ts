@@ -1,6 +1,6 @@
 /**
  * A cloud's notice that this machine is about to go — a spot or preemptible VM reclaimed, a host
- * maintenance that stops it — read from the instance's metadata endpoint (README "Cloud notices": a
+ * maintenance that stops it — read from the instance's metadata endpoint (docs/integrators/agent-api.md "Cloud notices": a
  * notice is evidence, reported as `node-draining` with its deadline). Pure: a source's answer in, the
  * notice it gives (or none) out. Each format is the provider's documented one:
  *  - `aws-spot`: EC2's `spot/instance-action`, 404 until the instance is marked, then

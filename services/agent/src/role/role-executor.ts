@@ -2,7 +2,7 @@ import type { MessageOf } from '@robustrl/contracts';
 import type { RestartContext } from '../trainer-group';
 
 /**
- * Who does the process work of the controller's commands on this machine (README "Integrate your job").
+ * Who does the process work of the controller's commands on this machine (docs/integrators/integrate-your-job.md).
  * The agent does its own part of every command around it — records the restart, drops the weights it
  * pulled, switches the role, answers the controller — and asks its executor for the rest:
  *

@@ -14,7 +14,7 @@ export const shardRefOf = (m: Pick<ShardManifest, 'shard'>) => m.shard ?? { inde
  * One shard of a version in this machine's memory: published by a local trainer rank, or pulled
  * (possibly still partial). Its buckets lie in one `/dev/shm` region (`path`) or each in device memory
  * the framework handed over as a CUDA IPC handle (a trainer's published buckets, or a rollout's pull
- * `target`). A version of several shards is several copies, one region each (README "Reconnect").
+ * `target`). A version of several shards is several copies, one region each (docs/integrators/weights.md).
  */
 export interface HeldCopy {
   version: number;

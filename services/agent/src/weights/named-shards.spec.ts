@@ -20,7 +20,7 @@ import { agentConfigFromEnv } from '../agent-config';
 import { AgentRuntime } from '../agent-runtime';
 
 /**
- * Named, sharded versions end to end (DESIGN "Weights are named and sharded", README "Reconnect"): two
+ * Named, sharded versions end to end (DESIGN "Weights are named and sharded", docs/integrators/weights.md): two
  * trainer ranks on two machines each publish their shard of a version through their agent's HTTP API,
  * the weight registry's decider (hosted on the bus here, as its service does) schedules pulls per
  * (shard, bucket), and the rollouts' agents pull over real UCX — one relaying to the other — until

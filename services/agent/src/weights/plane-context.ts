@@ -36,7 +36,7 @@ export interface WeightPlaneConfig {
    * as a trainer), which its manifests carry so other agents keep them (libs/bus role-certificates.ts).
    */
   publisherCertificate?: () => string | undefined;
-  /** The trainer epoch this machine's trainer was started at, which its manifests carry (README "Fencing"). */
+  /** The trainer epoch this machine's trainer was started at, which its manifests carry (docs/contributors/recovery.md "Fencing"). */
   trainerEpoch?: () => number | undefined;
 }
 

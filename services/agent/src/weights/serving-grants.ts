@@ -9,7 +9,7 @@ const MAX_REMEMBERED_ASSIGNMENTS = 100_000;
 
 /**
  * The serving side's memory of the pulls the registry assigned with this machine as their source: whom
- * a shard's region may go to (weight-server.ts; README "Reconnect", "Who may read what"), and with
+ * a shard's region may go to (weight-server.ts; docs/integrators/weights.md "Who may read what"), and with
  * identity on the token the puller must present.
  */
 export class ServingGrants {

@@ -10,7 +10,7 @@ import { Emit, PlaneContext } from './plane-context';
 import { WeightServer } from './weight-server';
 
 /**
- * What a trainer rank publishes besides its bytes (README "Reconnect": what a manifest holds): the named
+ * What a trainer rank publishes besides its bytes (docs/integrators/weights.md: what a manifest holds): the named
  * tensors in its buckets and which shard of the version it is. Both optional: absent, the version is
  * opaque bytes from one publisher, as before shards.
  */
@@ -48,7 +48,7 @@ export class WeightPublisher {
     if (totalBytes === 0) throw new RangeError('a version needs at least one non-empty bucket');
     checkManifest(req, buckets);
     // Peers only ever read a version (they GET from it): registered for remote read only, so an RDMA
-    // NIC refuses a PUT into it (README "Reconnect", "Who may read what").
+    // NIC refuses a PUT into it (docs/integrators/weights.md "Who may read what").
     const region = worker.mapFile(path, totalBytes, { access: 'remote-read' });
     const places = buckets.map((b) => ({ index: b.index, region, offset: b.offset, sizeBytes: b.sizeBytes }));
     let checksums: string[];
@@ -152,7 +152,7 @@ function checkManifest(req: Publication, buckets: ReadonlyArray<{ index: number;
   if (problems.length > 0) throw new RangeError(problems.map((p) => p.message).join('; '));
 }
 
-/** The epoch the registry fences the manifest by (README "Fencing"), where the agent knows one. */
+/** The epoch the registry fences the manifest by (docs/contributors/recovery.md "Fencing"), where the agent knows one. */
 function epochOf(trainerEpoch: number | undefined): { trainerEpoch?: number } {
   return trainerEpoch === undefined ? {} : { trainerEpoch };
 }

@@ -124,7 +124,7 @@ describe('recovery executor', () => {
     expect(calls).toEqual(['restart task']);
     const resumed = onBus('JobStarted');
     expect(resumed).toHaveLength(1);
-    // Its first group starts at the task restart's trainer epoch (README "Fencing").
+    // Its first group starts at the task restart's trainer epoch (docs/contributors/recovery.md "Fencing").
     expect(resumed[0].data).toEqual({ ...started.data, resumedFromStep: 41, trainerEpoch: 3 });
     expect(resumed[0].causationId).toBe(restart.eventId);
     // Announced as of the command, before the machines restart (their registrations come after it), under

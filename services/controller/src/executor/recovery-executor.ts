@@ -113,7 +113,7 @@ export class RecoveryExecutor {
         await context.emit([
           createMessage(
             'JobStarted',
-            // Its first group starts at the command's trainer epoch, which fences every group before it (README "Fencing").
+            // Its first group starts at the command's trainer epoch, which fences every group before it (docs/contributors/recovery.md "Fencing").
             {
               ...previous.data,
               resumedFromStep: checkpoint,

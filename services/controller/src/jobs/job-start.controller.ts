@@ -4,7 +4,7 @@ import { JobIdText, jobStartedMessage, JobStartRequest, RobustrlMessage } from '
 import { MESSAGE_BUS } from '@robustrl/service-kit';
 
 /**
- * `POST /v1/jobs/:jobId/start` (README "Announcing a job"): announces a job as `robustrl job start`
+ * `POST /v1/jobs/:jobId/start` (docs/integrators/job-start.md): announces a job as `robustrl job start`
  * does, for launchers that have no Node (`python -m robustrl.jobs start`). The body is
  * `JobStartRequest` (libs/contracts http/job-start-api.ts); a bad one is a 400 naming each field. The
  * same job and `runId` publish the same event id, so a retried announcement is one. A caller's token

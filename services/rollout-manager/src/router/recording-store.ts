@@ -30,7 +30,7 @@ export function recordingDatabaseUrl(url: string): string {
 /**
  * The store recorder, opened on first use and again after a failed open: a router whose database is
  * down or not migrated yet starts anyway, and answers recorded requests with 503 (ask again) until the
- * store opens — a broken dependency is waited for, never a crash (README "Bad input and broken dependencies").
+ * store opens — a broken dependency is waited for, never a crash (docs/contributors/delivery-guarantees.md).
  */
 export class LazyStoreRecorder implements TrajectoryRecorder {
   private opening: Promise<{ store: EventStore; recorder: StoreTrajectoryRecorder }> | null = null;

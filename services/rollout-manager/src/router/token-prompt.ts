@@ -3,7 +3,7 @@ import { PrefixTurn } from './trajectory-recorder';
 import { isOutputKind, TurnDraft } from './turn-plan';
 
 /**
- * Completions with a token-id prompt (tokens in, tokens out; README "Tokens in, tokens out"): the same
+ * Completions with a token-id prompt (tokens in, tokens out; docs/integrators/trajectories.md "Tokens in, tokens out"): the same
  * split as `splitCompletionPrompt`, on ids instead of text. The trajectory's prompt is the first
  * request's ids; a later request's ids are that prompt, then each stored turn's ids in order — a model
  * turn's are what its engines sampled (its spans), an input's are what the agent appended — then the new
