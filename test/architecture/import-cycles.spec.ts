@@ -1,7 +1,7 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { cyclesOf, fileCycles, packageCycles } from './import-cycles';
+import { cyclesOf, decideReachingEvolve, fileCycles, fileGraph, packageCycles } from './import-cycles';
 
 const ROOT = join(__dirname, '..', '..');
 
@@ -56,5 +56,22 @@ describe('import cycles', () => {
     it('two packages importing each other', () => {
       expect(packageCycles(root)).toEqual([['@robustrl/a', '@robustrl/b']]);
     });
+  });
+
+  it("no domain's decide module reaches its evolve module, directly or through another file", () => {
+    const graph = fileGraph(ROOT, ['domain']);
+    expect([...graph.keys()].filter((f) => f.endsWith('.decide.ts')).length).toBeGreaterThanOrEqual(3);
+    expect(decideReachingEvolve(graph)).toEqual([]);
+  });
+
+  it('flags a decide module that reaches evolve through a helper (a scratch graph)', () => {
+    const graph = new Map<string, string[]>([
+      ['domain/x/src/x.decide.ts', ['domain/x/src/plans.ts', 'domain/x/src/x.state.ts']],
+      ['domain/x/src/plans.ts', ['domain/x/src/x.evolve.ts']],
+      ['domain/x/src/x.evolve.ts', ['domain/x/src/x.state.ts']],
+      ['domain/x/src/x.state.ts', []],
+      ['domain/x/src/full-recompute/x.decide.ts', ['domain/x/src/x.evolve.ts']],
+    ]);
+    expect(decideReachingEvolve(graph)).toEqual([{ decide: 'domain/x/src/x.decide.ts', evolve: 'domain/x/src/x.evolve.ts' }]);
   });
 });

@@ -81,8 +81,8 @@ function resolveRelative(from: string, specifier: string, files: ReadonlySet<str
   return null;
 }
 
-/** The file-level cycles under `root` (paths relative to it). */
-export function fileCycles(root: string, roots: readonly string[] = CHECKED_ROOTS): string[][] {
+/** Each file under `root` (relative to it) with the files it imports by relative path. */
+export function fileGraph(root: string, roots: readonly string[] = CHECKED_ROOTS): Map<string, string[]> {
   const files = roots.filter((r) => existsSync(join(root, r))).flatMap((r) => sourceFiles(join(root, r)));
   const known = new Set(files);
   const graph = new Map<string, string[]>();
@@ -96,7 +96,34 @@ export function fileCycles(root: string, roots: readonly string[] = CHECKED_ROOT
       [...new Set(targets)].map((t) => relative(root, t)),
     );
   }
-  return cyclesOf(graph);
+  return graph;
+}
+
+/** The file-level cycles under `root` (paths relative to it). */
+export function fileCycles(root: string, roots: readonly string[] = CHECKED_ROOTS): string[][] {
+  return cyclesOf(fileGraph(root, roots));
+}
+
+/**
+ * The evolve modules a domain's decide module reaches, directly or through the files it imports: decide
+ * reads the state and returns drafts; how a fact changes the state is evolve's alone (docs/contributors/
+ * architecture.md). A fold both need (a command's outcome) lives in a file of its own that both import.
+ */
+export function decideReachingEvolve(graph: ReadonlyMap<string, readonly string[]>): Array<{ decide: string; evolve: string }> {
+  const out: Array<{ decide: string; evolve: string }> = [];
+  for (const decide of [...graph.keys()].filter((f) => /^domain\/[^/]+\/src\/[^/]+\.decide\.ts$/.test(f)).sort()) {
+    const seen = new Set<string>([decide]);
+    const queue = [decide];
+    while (queue.length > 0) {
+      for (const next of graph.get(queue.shift()!) ?? []) {
+        if (seen.has(next)) continue;
+        seen.add(next);
+        queue.push(next);
+      }
+    }
+    for (const f of [...seen].sort()) if (f.endsWith('.evolve.ts')) out.push({ decide, evolve: f });
+  }
+  return out;
 }
 
 /** The package-level cycles: workspace package A imports B and B (through its files) imports A. */

@@ -1,6 +1,6 @@
 import { DecisionRule, Draft, draft, Evidence, MessageOf, RecoveryAction } from '@robustrl/contracts';
 import { assertNever } from '@robustrl/domain-kit';
-import { applyOutcome } from './controller.evolve';
+import { applyOutcome } from './command-outcome';
 import {
   ControllerCommand,
   ControllerDraft,

@@ -3,6 +3,7 @@ import { assertNever } from '@robustrl/domain-kit';
 import { verdictMeansMachineGone } from './machine-gone';
 import { restartsItsMachine, withTrainerRestart } from './machine-restart-budget';
 import { batchOfStep, ControllerFact, ControllerState, IssuedCommand, overtaken, ownerOf, Recovery, trainerGroup, unknownMachine } from './controller.state';
+import { applyOutcome } from './command-outcome';
 import { settle, suspect } from './open-suspicions';
 import { afterHandover, handoverOf } from './planned-handover';
 
@@ -251,45 +252,6 @@ function onIssued(
 function replanned(r: Recovery, leaving: string): void {
   delete r.restartedMachines[leaving];
   r.restartedAt = null;
-}
-
-/**
- * A command's outcome folded into its recovery `r`, in place. `state` is only read (the roster). decide
- * calls it on a copy of the recovery (`outcomeView`) when it must see an outcome it has just decided.
- */
-export function applyOutcome(state: ControllerState, r: Recovery, fact: Draft<'RecoveryCommandSucceeded' | 'RecoveryCommandFailed'>, at: number): void {
-  const cmd = r.commands[fact.data.commandId];
-  if (!cmd || cmd.status !== 'pending') return;
-  if (fact.type === 'RecoveryCommandFailed') {
-    // A failed pool refill is not a failed restart (rule 3 counts restarts); a standby that could
-    // not be promoted is not part of the trainer group.
-    if (!cmd.background) r.failures += 1;
-    if (cmd.type === 'PromoteRolloutToTrainer') r.trainerGroup = r.trainerGroup.filter((m) => m !== cmd.subject);
-    r.commands[cmd.commandId] = { ...cmd, status: 'failed' };
-    return;
-  }
-  const machineId = fact.data.machineId;
-  const awaiting = machineId === null ? [] : cmd.awaiting.filter((m) => m !== machineId);
-  const finished = awaiting.length === 0;
-  const newMachineId = fact.data.newMachineId ?? cmd.newMachineId;
-  r.commands[cmd.commandId] = { ...cmd, awaiting, status: finished ? 'succeeded' : 'pending', newMachineId };
-  if (cmd.type === 'RestartTrainerGroup') {
-    // Each machine must report in after its own restart: a phase from the process being replaced does not count.
-    if (machineId === null) for (const m of cmd.awaiting) r.restartedMachines[m] = at;
-    else r.restartedMachines[machineId] = at;
-  }
-  const primaryDone =
-    finished &&
-    !cmd.background &&
-    (cmd.type === 'RestartTrainerGroup' || cmd.type === 'RestartRolloutEngine' || (cmd.type === 'ReplaceMachine' && r.handledAs === 'rollout'));
-  if (primaryDone) {
-    r.restartedAt = at;
-    if (cmd.type === 'ReplaceMachine' && newMachineId) {
-      // The new machine's agent may have registered before the orchestrator answered.
-      r.restartedMachines = { [newMachineId]: at };
-      if (state.machines[newMachineId]) r.reportedIn[newMachineId] = true;
-    }
-  }
 }
 
 /** A restarted machine reporting in (registration or a phase) after its restart: the reconnect stage of its recovery ends. */

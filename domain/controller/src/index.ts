@@ -4,3 +4,4 @@ export * from './controller.decide';
 export * from './escalation-rules';
 export * from './recovery-commands';
 export * from './warm-standby';
+export * from './command-outcome';
