@@ -261,7 +261,7 @@ class EnginesTest(AgentTestCase):
 
 
 class NamedWeightsTest(AgentTestCase):
-    """A trainer rank's shard of a version, with the named tensors in its buckets (README "Reconnect")."""
+    """A trainer rank's shard of a version, with the named tensors in its buckets (docs/integrators/weights.md)."""
 
     TENSORS = [
         {"name": "model.embed_tokens.weight", "dtype": "bfloat16", "shape": [128, 64], "bucket": 0, "offset": 0},

@@ -56,7 +56,9 @@ cmd_ensure() {
     echo "${want}" >"${STAMP}"
   fi
   # Editable, so the engine and trainers run the checkout's code; no build isolation (nothing fetched).
-  if ! "${PY}" -c 'import robustrl.vllm_extension, robustrl_grpo' >/dev/null 2>&1; then
+  # Checked from / (not the checkout's folders) and with every top-level module: an editable install
+  # lists the modules it maps, so a module added since is missing until it is installed again.
+  if ! (cd / && "${PY}" -c 'import robustrl.vllm_extension, robustrl_grpo, robustrl_agent, robustrl_reference') >/dev/null 2>&1; then
     "${PY}" -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation \
       -e "${REPO_ROOT}/clients/python" -e "${REPO_ROOT}/examples/grpo" >>"${DIR}/install.log" 2>&1 ||
       { tail -30 "${DIR}/install.log" >&2; die "installing robustrl and robustrl-grpo failed (${DIR}/install.log)"; }

@@ -2,7 +2,7 @@
 
 With ``ROBUSTRL_INTEGRATION=cooperate`` the agent starts and restarts nothing: it hands each of the
 controller's commands to the framework (a Ray driver, a torchrun launcher) and answers the controller with
-the framework's outcome (README "Integrate your job"). ``CommandFollower`` is that loop::
+the framework's outcome (docs/integrators/integrate-your-job.md). ``CommandFollower`` is that loop::
 
     from robustrl import AgentClient
     from robustrl.cooperate import CommandFollower

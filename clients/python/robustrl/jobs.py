@@ -1,4 +1,4 @@
-"""Announce a job from Python, without the Node CLI (README "Announcing a job").
+"""Announce a job from Python, without the Node CLI (docs/integrators/job-start.md).
 
     from robustrl.jobs import start_job
     start_job("http://controller:8082", "job-42", trainers=2, rollouts=4, run_id="launch-1")

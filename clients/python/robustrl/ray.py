@@ -1,5 +1,5 @@
-"""An elastic Ray worker group that robustrl drives (the paper's §6 framework side, README "Integrate
-your job: Ray").
+"""An elastic Ray worker group that robustrl drives (the paper's §6 framework side, docs/integrators/integrate-your-job.md,
+"Ray").
 
 A Ray single-controller job (verl, slime, NeMo-RL, OpenRLHF) owns every worker as an actor of its
 driver. Under robustrl each GPU machine is a Ray node with an agent beside it in cooperate mode

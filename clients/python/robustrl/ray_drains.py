@@ -1,4 +1,4 @@
-"""Ray's node drains as evidence (README "Integrate your job: Ray").
+"""Ray's node drains as evidence (docs/integrators/integrate-your-job.md "Ray").
 
 A node Ray drains (``DrainNode``: autoscaler preemption, a spot reclaim, ``ray drain-node``) is leaving,
 with a deadline or without one. The elastic worker group watches for drains of the nodes its machines run

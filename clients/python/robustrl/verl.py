@@ -1,5 +1,5 @@
 """robustrl as a verl checkpoint engine: weight versions from verl's actor to its rollouts through
-robustrl's agents (README "Integrate your job: verl"; paper §5.2.1).
+robustrl's agents (docs/integrators/integrate-your-job.md "verl"; paper §5.2.1).
 
 verl moves weights with a ``CheckpointEngine`` (``verl.checkpoint_engine``): each actor rank walks the
 model's per-tensor generator in ``send_weights``, each rollout's checkpoint-engine worker yields named
