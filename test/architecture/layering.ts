@@ -40,29 +40,32 @@ export const LAYERS: readonly Layer[] = [
   { name: 'kernel', folders: ['libs/contracts', 'libs/domain-kit'], mayImport: ['kernel'], pure: true },
   { name: 'domain', folders: ['domain/*'], mayImport: ['kernel', 'domain'], pure: true },
   { name: 'native', folders: ['native/*'], mayImport: [], pure: true },
+  // The configuration registry (docs/operators/configuration.md): what processes read from their environment.
+  // The domain and the simulator read no environment, so they may not import it.
+  { name: 'config', folders: ['libs/config'], mayImport: [], pure: true },
   {
     name: 'infrastructure',
     folders: ['libs/bus', 'libs/store', 'libs/telemetry', 'libs/service-kit', 'libs/orchestrator'],
-    mayImport: ['kernel', 'infrastructure'],
+    mayImport: ['kernel', 'config', 'infrastructure'],
     pure: false,
   },
   // Persistence shared by services: the trajectory store is written by the request manager's API and by the
   // router, which records turns in the store itself (docs/router.md "Recording").
-  { name: 'stores', folders: ['libs/trajectory-store'], mayImport: ['kernel', 'domain', 'infrastructure'], pure: false },
+  { name: 'stores', folders: ['libs/trajectory-store'], mayImport: ['kernel', 'config', 'domain', 'infrastructure'], pure: false },
   { name: 'simulator', folders: ['sim'], mayImport: ['kernel', 'domain'], pure: true },
   {
     name: 'services',
     folders: ['services/detector', 'services/controller', 'services/request-manager', 'services/rollout-manager', 'services/weight-registry', 'services/agent'],
-    mayImport: ['kernel', 'domain', 'native', 'infrastructure', 'stores'],
+    mayImport: ['kernel', 'config', 'domain', 'native', 'infrastructure', 'stores'],
     pure: false,
   },
   {
     name: 'composition',
     folders: ['services/embedded', 'cli', 'bench'],
-    mayImport: ['kernel', 'domain', 'native', 'infrastructure', 'stores', 'simulator', 'services', 'composition'],
+    mayImport: ['kernel', 'config', 'domain', 'native', 'infrastructure', 'stores', 'simulator', 'services', 'composition'],
     pure: false,
   },
-  { name: 'test-support', folders: ['libs/testing'], mayImport: ['kernel', 'infrastructure', 'test-support'], pure: false },
+  { name: 'test-support', folders: ['libs/testing'], mayImport: ['kernel', 'config', 'infrastructure', 'test-support'], pure: false },
 ];
 
 export interface Violation {

@@ -1,40 +1,59 @@
-import { z } from 'zod';
+import { onOff, seconds, Setting } from '@robustrl/config';
 import { Draft, draft } from '@robustrl/contracts';
 import { InputGap, InputGapHandling, OutputSpan, shardFromEnv, shardLayoutChangeFromEnv } from '@robustrl/service-kit';
 import { createDetectorDecider } from '@robustrl/detector-domain';
 import { PAPER_DETECTION_DEFAULTS, ResolvedDetectionSettings } from '@robustrl/detector-domain';
 
-const Seconds = z.coerce.number().positive();
+const owner = 'detector';
+const window = (name: string, meaning: string, defaultMs: number) => seconds(name, { owner, meaning, default: defaultMs / 1000 });
+const P = PAPER_DETECTION_DEFAULTS;
+
+export const TRAINER_IDLE_WINDOW = window(
+  'ROBUSTRL_TRAINER_IDLE_WINDOW_SECONDS',
+  "default of the trainer rule's window (a job's own settings override it)",
+  P.trainerIdleWindowMs,
+);
+export const ROLLOUT_SILENT_WINDOW = window('ROBUSTRL_ROLLOUT_SILENT_WINDOW_SECONDS', "default of the rollout rule's window", P.rolloutSilentWindowMs);
+export const AGENT_SILENT_WINDOW = window(
+  'ROBUSTRL_AGENT_SILENT_WINDOW_SECONDS',
+  "default of the liveness rule's window (`agentSilentWindowSeconds` per job)",
+  P.agentSilentWindowMs,
+);
+export const PROBE_TIMEOUT = window('ROBUSTRL_PROBE_TIMEOUT_SECONDS', 'default of the heartbeat probe timeout', P.probeTimeoutMs);
+export const RESUME_GRACE = window(
+  'ROBUSTRL_DETECTOR_RESUME_GRACE_SECONDS',
+  'default of the grace after a gap in its input (no window suspects anyone; never longer than the gap)',
+  P.resumeGraceMs,
+);
+export const TICK = window('ROBUSTRL_DETECTOR_TICK_SECONDS', "how often the detector looks at the clock (and samples the bus's health)", 1000);
+export const INPUT_GAPS = onOff('ROBUSTRL_DETECTOR_INPUT_GAPS', {
+  owner,
+  meaning: '`off`: the detector does not watch its input for gaps and counts its own outages as silence (comparison runs only)',
+  default: true,
+});
+export const INPUT_LAG_TOLERANCE = window(
+  'ROBUSTRL_DETECTOR_INPUT_LAG_TOLERANCE_SECONDS',
+  'records wait and the newest input read is older than this: the detector counts itself blind',
+  10_000,
+);
 
 /**
- * Service-wide detection defaults from the environment (a job's JobStarted settings override them):
- * ROBUSTRL_TRAINER_IDLE_WINDOW_SECONDS, ROBUSTRL_ROLLOUT_SILENT_WINDOW_SECONDS, ROBUSTRL_AGENT_SILENT_WINDOW_SECONDS,
- * ROBUSTRL_PROBE_TIMEOUT_SECONDS, ROBUSTRL_DETECTOR_RESUME_GRACE_SECONDS, ROBUSTRL_DETECTOR_TICK_SECONDS (how
- * often time is checked, default 1), ROBUSTRL_DETECTOR_INPUT_LAG_TOLERANCE_SECONDS (how old the newest input read
- * may be while records wait before the detector counts itself blind, default 10), ROBUSTRL_DETECTOR_INPUT_GAPS
- * (`off`: do not watch the input for gaps — for comparison runs).
+ * Service-wide detection defaults from the environment (a job's JobStarted settings override them), how
+ * often time is checked, and whether the detector watches its own input for gaps (the readers above).
  */
 export function detectorFromEnv(env: NodeJS.ProcessEnv) {
-  const seconds = (name: string, fallbackMs: number) => {
-    const raw = env[name];
-    if (raw === undefined || raw === '') return fallbackMs;
-    const parsed = Seconds.safeParse(raw);
-    if (!parsed.success) throw new Error(`${name} must be a positive number of seconds, got '${raw}'`);
-    return Math.round(parsed.data * 1000);
-  };
+  const ms = (s: Setting<number>) => Math.round(s.read(env) * 1000);
   const defaults: ResolvedDetectionSettings = {
     ...PAPER_DETECTION_DEFAULTS,
-    trainerIdleWindowMs: seconds('ROBUSTRL_TRAINER_IDLE_WINDOW_SECONDS', PAPER_DETECTION_DEFAULTS.trainerIdleWindowMs),
-    rolloutSilentWindowMs: seconds('ROBUSTRL_ROLLOUT_SILENT_WINDOW_SECONDS', PAPER_DETECTION_DEFAULTS.rolloutSilentWindowMs),
-    agentSilentWindowMs: seconds('ROBUSTRL_AGENT_SILENT_WINDOW_SECONDS', PAPER_DETECTION_DEFAULTS.agentSilentWindowMs),
-    probeTimeoutMs: seconds('ROBUSTRL_PROBE_TIMEOUT_SECONDS', PAPER_DETECTION_DEFAULTS.probeTimeoutMs),
-    resumeGraceMs: seconds('ROBUSTRL_DETECTOR_RESUME_GRACE_SECONDS', PAPER_DETECTION_DEFAULTS.resumeGraceMs),
+    trainerIdleWindowMs: ms(TRAINER_IDLE_WINDOW),
+    rolloutSilentWindowMs: ms(ROLLOUT_SILENT_WINDOW),
+    agentSilentWindowMs: ms(AGENT_SILENT_WINDOW),
+    probeTimeoutMs: ms(PROBE_TIMEOUT),
+    resumeGraceMs: ms(RESUME_GRACE),
   };
-  const tickIntervalMs = seconds('ROBUSTRL_DETECTOR_TICK_SECONDS', 1000);
-  const watch = env.ROBUSTRL_DETECTOR_INPUT_GAPS ?? 'on';
-  if (watch !== 'on' && watch !== 'off') throw new Error(`ROBUSTRL_DETECTOR_INPUT_GAPS must be 'on' or 'off', got '${watch}'`);
+  const tickIntervalMs = ms(TICK);
   // `off` brings back counting silence through the detector's own outages: for comparison runs only.
-  const inputGaps = watch === 'on' ? detectionGaps(seconds('ROBUSTRL_DETECTOR_INPUT_LAG_TOLERANCE_SECONDS', 10_000)) : undefined;
+  const inputGaps = INPUT_GAPS.read(env) ? detectionGaps(ms(INPUT_LAG_TOLERANCE)) : undefined;
   // Jobs spread over detector processes by partition (docs/contributors/snapshots.md "Sharding the detector").
   const shard = shardFromEnv(env);
   return { decider: createDetectorDecider({ defaults }), defaults, tickIntervalMs, inputGaps, shard, shardLayoutChange: shardLayoutChangeFromEnv(env) };

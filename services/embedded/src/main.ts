@@ -1,3 +1,4 @@
+import { JOB_ID, SEED, SPEEDUP, STEPS, TIMEOUT, VERBOSE } from './main-job-config';
 import { DEAD_LETTER_TOPIC, MessageOf, RobustrlMessage, Topics, TopicName } from '@robustrl/contracts';
 import { fromDeadLetterRecord, InProcessBus, MessageBus } from '@robustrl/bus';
 import { createEttrProjection, describeDowntime, ETTR_INPUT_TYPES, EttrInput, ettrReport, slidingEttr, viewAt } from '@robustrl/ettr';
@@ -22,11 +23,11 @@ import { LiveClusterEnvironment, ScaledClock } from './scaled-time';
 async function main(): Promise<void> {
   const started = Date.now();
   const env = process.env;
-  const speedup = positiveNumber('ROBUSTRL_SPEEDUP', 120);
-  const steps = Math.round(positiveNumber('ROBUSTRL_STEPS', 8));
-  const seed = Math.round(positiveNumber('ROBUSTRL_SEED', 1));
+  const speedup = SPEEDUP.read(env);
+  const steps = Math.round(STEPS.read(env));
+  const seed = Math.round(SEED.read(env));
   const jobId =
-    env.ROBUSTRL_JOB_ID ??
+    JOB_ID.read(env) ??
     `job-${new Date()
       .toISOString()
       .replace(/[-:.TZ]/g, '')
@@ -39,7 +40,7 @@ async function main(): Promise<void> {
   log(`robustrl main job: the control plane in one process (bus=${config.bus.adapter}, store=${config.store.kind}), job ${jobId}`);
   log(`  emulated cluster: ${scenario.description}; ${steps} steps at ${speedup}x speed (seed ${seed})`);
   const service = await runService(config, EMBEDDED_SERVICE_MODULES, {
-    logLevels: env.ROBUSTRL_VERBOSE === '1' ? ['log', 'warn', 'error'] : ['error'],
+    logLevels: VERBOSE.read(env) ? ['log', 'warn', 'error'] : ['error'],
   });
   const bus = service.app.get<MessageBus>(MESSAGE_BUS);
   const store = service.app.get<EventStore>(EVENT_STORE);
@@ -65,7 +66,7 @@ async function main(): Promise<void> {
   // Bad input is part of the story: a broken exporter's record must be dead-lettered, not block anything.
   await bus.publishRaw({ topic: Topics.telemetry, key: jobId, value: '{"type":"GpuActivitySampled","data":"truncated by a broken exporter' });
 
-  const deadline = Date.now() + positiveNumber('ROBUSTRL_TIMEOUT_SECONDS', 600) * 1000;
+  const deadline = Date.now() + TIMEOUT.read(env) * 1000;
   let lastSteps = -1;
   let stopping = false;
   const stop = () => {
@@ -167,14 +168,6 @@ function storyLine(m: RobustrlMessage): string | null {
     default:
       return null;
   }
-}
-
-function positiveNumber(name: string, fallback: number): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const n = Number(raw);
-  if (!Number.isFinite(n) || n <= 0) throw new Error(`${name} must be a positive number, got '${raw}'`);
-  return n;
 }
 
 function hms(ms: number): string {

@@ -1,3 +1,5 @@
+import { custom } from '@robustrl/config';
+
 /**
  * Retention of the trajectory store: after a training step completes, completed batches older than
  * `ROBUSTRL_TRAJECTORY_RETENTION_STEPS` steps are deleted (see TrajectoryStore.prune).
@@ -8,14 +10,15 @@
  */
 export const DEFAULT_TRAJECTORY_RETENTION_STEPS = 2;
 
+export const TRAJECTORY_RETENTION_STEPS = custom('ROBUSTRL_TRAJECTORY_RETENTION_STEPS', {
+  owner: 'request-manager',
+  meaning: 'after a training step completes, completed batches older than this many steps are deleted from the trajectory store',
+  default: DEFAULT_TRAJECTORY_RETENTION_STEPS as number | null,
+  accepted: "an integer >= 1 or 'off'",
+  parse: (raw): number | null | undefined => (raw === 'off' ? null : /^\d+$/.test(raw) && Number(raw) >= 1 ? Number(raw) : undefined),
+});
+
 /** Steps to keep, or null when retention is off (`ROBUSTRL_TRAJECTORY_RETENTION_STEPS=off`). */
 export function retentionStepsFromEnv(env: NodeJS.ProcessEnv = process.env): number | null {
-  const raw = env.ROBUSTRL_TRAJECTORY_RETENTION_STEPS;
-  if (raw === undefined || raw.trim() === '') return DEFAULT_TRAJECTORY_RETENTION_STEPS;
-  if (raw.trim() === 'off') return null;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < 1) {
-    throw new Error(`ROBUSTRL_TRAJECTORY_RETENTION_STEPS must be an integer >= 1 or 'off', got '${raw}'`);
-  }
-  return n;
+  return TRAJECTORY_RETENTION_STEPS.read(env);
 }

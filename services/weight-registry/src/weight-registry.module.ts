@@ -1,10 +1,13 @@
 import { Inject, Module, OnApplicationBootstrap, OnModuleDestroy, Optional } from '@nestjs/common';
 import { identitySecretFromEnv, MessageBus, PublicationVoucher, PullGrantSealer } from '@robustrl/bus';
 import { DataOf, Draft, Topics } from '@robustrl/contracts';
+import { int, onOff, seconds } from '@robustrl/config';
 import { CLOCK, DecidingConsumer, EVENT_STORE, MESSAGE_BUS } from '@robustrl/service-kit';
 import { EventStore } from '@robustrl/store';
 import {
   createWeightRegistryDecider,
+  DEFAULT_RETAINED_VERSIONS,
+  PUBLICATION_GRACE_MS,
   WEIGHT_REGISTRY_INPUT_TYPES,
   WeightRegistryEvent,
   WeightRegistryInput,
@@ -12,26 +15,31 @@ import {
   WeightRegistryState,
 } from '@robustrl/weight-registry-domain';
 
-/**
- * ROBUSTRL_WEIGHT_RELAYS=off: every rollout pulls from the trainer (the baseline, for comparison);
- * ROBUSTRL_WEIGHT_RETAIN_VERSIONS: how many newest versions are kept (K, default 2);
- * ROBUSTRL_WEIGHT_PUBLICATION_GRACE_SECONDS: how long a publication waits for the roster to say its
- * publisher is a trainer before it is refused (default 30).
- */
+const owner = 'weight-registry';
+export const WEIGHT_RELAYS = onOff('ROBUSTRL_WEIGHT_RELAYS', {
+  owner,
+  meaning: '`off`: every rollout pulls from the trainer (the baseline, for comparison); `on`: rollouts serve what they hold (paper §5.2.1)',
+  default: true,
+});
+export const RETAIN_VERSIONS = int('ROBUSTRL_WEIGHT_RETAIN_VERSIONS', {
+  owner,
+  meaning: 'how many newest weight versions are kept (K)',
+  default: DEFAULT_RETAINED_VERSIONS,
+  min: 1,
+});
+export const PUBLICATION_GRACE = seconds('ROBUSTRL_WEIGHT_PUBLICATION_GRACE_SECONDS', {
+  owner,
+  meaning: 'how long a publication waits for the roster to say its publisher is a trainer before it is refused',
+  default: PUBLICATION_GRACE_MS / 1000,
+});
+
+/** The registry's options from the readers above; a bad value stops start-up naming the variable. */
 export function weightRegistryOptionsFromEnv(env: NodeJS.ProcessEnv): WeightRegistryOptions {
-  const relays = env.ROBUSTRL_WEIGHT_RELAYS ?? 'on';
-  if (relays !== 'on' && relays !== 'off') throw new Error(`ROBUSTRL_WEIGHT_RELAYS must be on or off, got ${JSON.stringify(relays)}`);
-  const retain = env.ROBUSTRL_WEIGHT_RETAIN_VERSIONS;
-  const retainVersions = retain === undefined || retain === '' ? undefined : Number(retain);
-  if (retainVersions !== undefined && !(Number.isInteger(retainVersions) && retainVersions >= 1)) {
-    throw new Error(`ROBUSTRL_WEIGHT_RETAIN_VERSIONS must be a whole number ≥ 1, got ${JSON.stringify(retain)}`);
-  }
-  const grace = env.ROBUSTRL_WEIGHT_PUBLICATION_GRACE_SECONDS;
-  const graceSeconds = grace === undefined || grace === '' ? undefined : Number(grace);
-  if (graceSeconds !== undefined && !(Number.isFinite(graceSeconds) && graceSeconds > 0)) {
-    throw new Error(`ROBUSTRL_WEIGHT_PUBLICATION_GRACE_SECONDS must be a number of seconds > 0, got ${JSON.stringify(grace)}`);
-  }
-  return { relays: relays === 'on', retainVersions, ...(graceSeconds !== undefined ? { publicationGraceMs: Math.round(graceSeconds * 1000) } : {}) };
+  return {
+    relays: WEIGHT_RELAYS.read(env),
+    retainVersions: RETAIN_VERSIONS.read(env),
+    publicationGraceMs: Math.round(PUBLICATION_GRACE.read(env) * 1000),
+  };
 }
 
 /**

@@ -1,4 +1,21 @@
+import { custom, Env } from '@robustrl/config';
 import { DEFAULT_ETTR_SETTINGS, EttrSettings } from '@robustrl/ettr';
+
+const wholeSeconds = (name: string, meaning: string, fallback: number) =>
+  custom(name, {
+    owner: 'controller',
+    meaning,
+    default: fallback,
+    accepted: 'a whole number of seconds greater than 0',
+    parse: (raw) => (/^\d+$/.test(raw) && Number.isSafeInteger(Number(raw)) && Number(raw) > 0 ? Number(raw) : undefined),
+  });
+
+export const ETTR_SAMPLE = wholeSeconds('ROBUSTRL_ETTR_SAMPLE_SECONDS', 'the resolution of the sliding ETTR series', DEFAULT_ETTR_SETTINGS.sampleMs / 1000);
+export const ETTR_WINDOW = wholeSeconds(
+  'ROBUSTRL_ETTR_WINDOW_SECONDS',
+  "the sliding ETTR window (the paper's Fig. 12 uses 5 minutes), a whole multiple of the sample period",
+  DEFAULT_ETTR_SETTINGS.windowMs / 1000,
+);
 
 /**
  * The ETTR read model's settings from the environment:
@@ -10,9 +27,9 @@ import { DEFAULT_ETTR_SETTINGS, EttrSettings } from '@robustrl/ettr';
  * A bad value stops the controller at start-up with the variable named, rather than serving a
  * series that silently means something else.
  */
-export function ettrSettingsFromEnv(env: NodeJS.ProcessEnv): EttrSettings {
-  const sampleSeconds = wholeSeconds(env, 'ROBUSTRL_ETTR_SAMPLE_SECONDS', DEFAULT_ETTR_SETTINGS.sampleMs / 1000);
-  const windowSeconds = wholeSeconds(env, 'ROBUSTRL_ETTR_WINDOW_SECONDS', DEFAULT_ETTR_SETTINGS.windowMs / 1000);
+export function ettrSettingsFromEnv(env: Env): EttrSettings {
+  const sampleSeconds = ETTR_SAMPLE.read(env);
+  const windowSeconds = ETTR_WINDOW.read(env);
   if (windowSeconds % sampleSeconds !== 0) {
     throw new Error(
       `ROBUSTRL_ETTR_WINDOW_SECONDS (${windowSeconds}) must be a whole multiple of ROBUSTRL_ETTR_SAMPLE_SECONDS (${sampleSeconds}): the sliding ETTR sums whole sample periods`,
@@ -26,16 +43,6 @@ export function ettrSettingsFromEnv(env: NodeJS.ProcessEnv): EttrSettings {
     );
   }
   return { windowMs: windowSeconds * 1000, sampleMs: sampleSeconds * 1000, maxBuckets };
-}
-
-function wholeSeconds(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
-  const raw = env[name];
-  if (raw === undefined || raw.trim() === '') return fallback;
-  const value = Number(raw.trim());
-  if (!/^\d+$/.test(raw.trim()) || !Number.isSafeInteger(value) || value <= 0) {
-    throw new Error(`${name} must be a whole number of seconds greater than 0, got '${raw}'`);
-  }
-  return value;
 }
 
 /**
