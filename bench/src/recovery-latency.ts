@@ -1,97 +1,22 @@
-import { ChildProcess, spawn } from 'node:child_process';
+import { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { Admin, Kafka, logLevel, Producer } from 'kafkajs';
 import { Client } from 'pg';
 import { BusLogger, KafkaBus } from '@robustrl/bus';
-import { createMessage, encodeMessage, Topics } from '@robustrl/contracts';
+import { createMessage } from '@robustrl/contracts';
 import { DURABLE_RELAY_TABLE } from './bare-relay-table';
 import { freePorts, PrivateInfra, ServiceProcess } from './chaos/private-infra';
 import { SyntheticJob } from './chaos/synthetic-job';
+import { Bare, BareRoute, bareTrip, startBaseline, stopChild } from './recovery-baseline';
+import { BASELINE_WARMUP, COMMAND_TIMEOUT_MS, FaultSample, RecoveryLatencyOptions, RecoveryLatencyResult, ROLLOUT_ANSWERS } from './recovery-latency-types';
+import { COMMAND_TYPES, observeVerdictsAndCommands, Seen } from './recovery-observer';
 
-/**
- * The run behind `npm run bench:recovery-latency` (see recovery-latency.bench.ts for what it measures
- * and why it is set up this way). Everything it starts — broker, PostgreSQL, service processes,
- * clients — is registered as it starts, so `close()` stops exactly that, at any point.
- */
-export interface RecoveryLatencyOptions {
-  /** Explicit fault signals measured (one round trip each as the baseline, interleaved). */
-  faults: number;
-  /** Faults per job: the rollout machines a job has for them (plus one for its warm-up fault). */
-  faultsPerJob: number;
-  /** Trainer machines per job (they keep reporting; no fault is signalled on them). */
-  trainersPerJob: number;
-  /** Pause after each measured round trip and each fault, plus up to as much again at random. */
-  gapMs: number;
-  /** How often each job's machines report (GPU activity, rollout throughput); 0: they do not (a quiet control plane). */
-  telemetryMs: number;
-  progress: (line: string) => void;
-}
+export { BASELINE_WARMUP, FaultSample, RecoveryLatencyOptions, RecoveryLatencyResult, ROLLOUT_ANSWERS } from './recovery-latency-types';
 
-/** One fault: publish → the controller's command consumed, and where the time went (ms). */
-export interface FaultSample {
-  jobId: string;
-  machineId: string;
-  /** The controller's first command for it (RestartRolloutEngine for a rollout's exited engine, see ROLLOUT_ANSWERS). */
-  command: string;
-  /** The bench's publish call → the command consumed by the bench (performance.now()). */
-  totalMs: number;
-  /** Publish → the detector began handling the signal (FaultConfirmed.occurredAt, the detector's clock = ours). */
-  toDetectorMs: number | null;
-  /** Detector began handling → its FaultConfirmed consumed by the bench (the detector's commit and relay, one hop). */
-  detectorToVerdictMs: number | null;
-  /** Detector began handling → the controller began handling the verdict (the command's occurredAt). */
-  detectorToControllerMs: number | null;
-  /** Controller began handling → its RecoveryDecided (published with the command) consumed by the bench. */
-  controllerToDecisionMs: number | null;
-  /** Controller began handling → the command consumed by the bench. */
-  controllerToConsumedMs: number | null;
-}
-
-export interface RecoveryLatencyResult {
-  /** Bare kafkajs produce → consume round trips (ms). */
-  baselineMs: number[];
-  /** Bare produce → relay process → relay process → consume (ms): the path's three crossings with nothing decided. */
-  chainMs: number[];
-  /** Bare produce → one relay process → consume (ms): two crossings, one process, nothing decided (the goal's two round trips). */
-  relayMs: number[];
-  /** As `relayMs` with the relay committing a row to PostgreSQL before producing (the floor of one crash-safe deciding hop). */
-  durableRelayMs: number[];
-  /** Rows the durable relay committed (one per record it relayed, warm-ups included): proof that it wrote. */
-  durableRelayRows: number;
-  samples: FaultSample[];
-  /** Faults whose command did not arrive within the timeout. */
-  missed: Array<{ jobId: string; machineId: string }>;
-  jobs: number;
-  partitions: number;
-}
-
-/** The controller's commands (control topic): the first one for a fault ends its measurement. */
-const COMMAND_TYPES = new Set(['RestartRolloutEngine', 'ReplaceMachine', 'RestartTrainerGroup', 'PromoteRolloutToTrainer', 'RestartTask']);
-/**
- * The controller's answers to a rollout's exited engine that leave the job running: the engine restarted
- * in place while the machine has restarts left in its budget (every fault here hits a machine
- * once), else the machine replaced. A RestartTask instead means the controller had not read the job's step.
- */
-export const ROLLOUT_ANSWERS: ReadonlySet<string> = new Set(['RestartRolloutEngine', 'ReplaceMachine']);
-/** A fault whose command has not come after this long is counted as missed. */
-const COMMAND_TIMEOUT_MS = 30_000;
-export const BASELINE_WARMUP = 10;
 const quiet: BusLogger = { info: () => undefined, warn: () => undefined, error: () => undefined };
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
-/** What the bench's observer keeps of a record on the verdicts or control topic (plain JSON, no schema). */
-interface Seen {
-  type: string;
-  jobId: string;
-  correlationId: string;
-  occurredAt: number;
-  machineId: string | null;
-  /** performance.now() when the bench's consumer got it. */
-  consumedAt: number;
-}
 
 interface PendingFault {
   jobId: string;
@@ -100,6 +25,11 @@ interface PendingFault {
   done: (command: Seen) => void;
 }
 
+/**
+ * The run behind `npm run bench:recovery-latency` (see recovery-latency.bench.ts for what it measures
+ * and why it is set up this way). Everything it starts — broker, PostgreSQL, service processes,
+ * clients — is registered as it starts, so `close()` stops exactly that, at any point.
+ */
 export class RecoveryLatencyRun {
   private infra?: PrivateInfra;
   private readonly services: ServiceProcess[] = [];
@@ -107,7 +37,7 @@ export class RecoveryLatencyRun {
   private readonly kafka: { clients: Array<{ disconnect(): Promise<void> }> } = { clients: [] };
   private agentBus?: KafkaBus;
   private signalBus?: KafkaBus;
-  private bare?: { producer: Producer; key: string; roundTrip: BareRoute; chain: BareRoute; relay: BareRoute; durableRelay: BareRoute };
+  private bare?: Bare;
   private readonly relays: ChildProcess[] = [];
   private pending: PendingFault | null = null;
   /** FaultConfirmed and RecoveryDecided by correlation id (the fault's story). */
@@ -330,116 +260,26 @@ export class RecoveryLatencyRun {
     };
   }
 
-  /** A plain kafkajs consumer (no robustrl code) on the verdicts and control topics, from their start. */
+  /** The bench's observer (recovery-observer.ts): keeps each fault's story and ends the pending fault's wait. */
   private async startObserver(brokers: string[]): Promise<void> {
-    const kafka = new Kafka({ brokers, clientId: 'bench-recovery-observer', logLevel: logLevel.NOTHING });
-    const consumer = kafka.consumer({ groupId: `bench-recovery-observer-${randomUUID()}`, maxWaitTimeInMs: 1_000 });
-    this.kafka.clients.push(consumer);
-    await consumer.connect();
-    await consumer.subscribe({ topics: [this.topicPrefix + Topics.verdicts, this.topicPrefix + Topics.control], fromBeginning: true });
-    await consumer.run({
-      eachMessage: async ({ message }) => {
-        const consumedAt = performance.now();
-        const seen = parseSeen(message.value, consumedAt);
-        if (!seen) return;
-        if (seen.type === 'FaultConfirmed') this.verdicts.set(seen.correlationId, seen);
-        if (seen.type === 'RecoveryDecided') this.decisions.set(seen.correlationId, seen);
-        const p = this.pending;
-        if (p && COMMAND_TYPES.has(seen.type) && seen.jobId === p.jobId && (seen.correlationId === p.correlationId || seen.machineId === p.machineId)) {
-          this.pending = null;
-          p.done(seen);
-        }
-      },
+    await observeVerdictsAndCommands(brokers, this.topicPrefix, this.kafka.clients, (seen) => {
+      if (seen.type === 'FaultConfirmed') this.verdicts.set(seen.correlationId, seen);
+      if (seen.type === 'RecoveryDecided') this.decisions.set(seen.correlationId, seen);
+      const p = this.pending;
+      if (p && COMMAND_TYPES.has(seen.type) && seen.jobId === p.jobId && (seen.correlationId === p.correlationId || seen.machineId === p.machineId)) {
+        this.pending = null;
+        p.done(seen);
+      }
     });
   }
 
-  // ── the baseline ───────────────────────────────────────────────────────────────────────────
+  // ── the baseline (recovery-baseline.ts) ────────────────────────────────────────────────────
 
-  /**
-   * Topics of their own with as many partitions as the control topic (replication as the bus creates
-   * them), a producer configured as the bus's (idempotent, one request in flight, acks=all) and
-   * consumers polling as the bus's subscriptions do; kafkajs only, nothing of robustrl on the way.
-   * Four routes: the round trip (one topic, produce → consume); the relay chain (three topics, two
-   * bare-relay.ts processes between them: the recovery path's crossings and processes, nothing decided);
-   * one bare relay (two topics, one process: the two crossings the goal allows for); one durable relay
-   * (the same, committing a row to the run's PostgreSQL before producing: one crash-safe hop, nothing decided).
-   */
   private async startBaseline(brokers: string[]): Promise<void> {
-    const kafka = new Kafka({ brokers, clientId: 'bench-recovery-bare', logLevel: logLevel.NOTHING });
-    const admin: Admin = kafka.admin();
-    await admin.connect();
-    const roundTripTopic = `${this.topicPrefix}bench.bare`;
-    const chainTopics = [0, 1, 2].map((i) => `${this.topicPrefix}bench.chain.${i}`);
-    const relayTopics = [0, 1].map((i) => `${this.topicPrefix}bench.relay.${i}`);
-    const durableTopics = [0, 1].map((i) => `${this.topicPrefix}bench.durable-relay.${i}`);
-    try {
-      const meta = await admin.fetchTopicMetadata({ topics: [this.topicPrefix + Topics.control] });
-      this.partitions = meta.topics[0].partitions.length;
-      await admin.createTopics({
-        waitForLeaders: true,
-        topics: [roundTripTopic, ...chainTopics, ...relayTopics, ...durableTopics].map((topic) => ({
-          topic,
-          numPartitions: this.partitions,
-          replicationFactor: -1,
-        })),
-      });
-    } finally {
-      await admin.disconnect();
-    }
-    const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false });
-    this.kafka.clients.push(producer);
-    await producer.connect();
-    const roundTrip = await this.bareRoute(kafka, roundTripTopic, roundTripTopic);
-    for (let hop = 0; hop < 2; hop++) await this.startRelay(brokers, chainTopics[hop], chainTopics[hop + 1]);
-    const chain = await this.bareRoute(kafka, chainTopics[0], chainTopics[2]);
-    await this.startRelay(brokers, relayTopics[0], relayTopics[1]);
-    const relay = await this.bareRoute(kafka, relayTopics[0], relayTopics[1]);
-    await this.startRelay(brokers, durableTopics[0], durableTopics[1], this.infra!.databaseUrl);
-    const durableRelay = await this.bareRoute(kafka, durableTopics[0], durableTopics[1]);
-    this.bare = { producer, key: `bench-bare-${randomUUID().slice(0, 8)}`, roundTrip, chain, relay, durableRelay };
-  }
-
-  /** A consumer of `consumeFrom` that resolves the trips sent to `sendTo` as their records arrive. */
-  private async bareRoute(kafka: Kafka, sendTo: string, consumeFrom: string): Promise<BareRoute> {
-    const consumer = kafka.consumer({ groupId: `bench-recovery-bare-${randomUUID()}`, maxWaitTimeInMs: 1_000 });
-    this.kafka.clients.push(consumer);
-    await consumer.connect();
-    await consumer.subscribe({ topic: consumeFrom, fromBeginning: true });
-    const waiting = new Map<string, (at: number) => void>();
-    await consumer.run({
-      eachMessage: async ({ message }) => {
-        const at = performance.now();
-        const id = message.headers?.['bench-id']?.toString();
-        if (id) waiting.get(id)?.(at);
-      },
-    });
-    return { topic: sendTo, waiting };
-  }
-
-  /**
-   * One bare-relay.ts process from → to, durable when given a database (its stderr goes into the error if
-   * it fails); resolves once its consumer joined.
-   */
-  private async startRelay(brokers: string[], from: string, to: string, databaseUrl?: string): Promise<void> {
-    // The built script, whether this runs built (bench/dist) or from its source (tests).
-    const script = resolve(__dirname, '..', 'dist', 'bare-relay.js');
-    const child = spawn(process.execPath, [script, brokers.join(','), from, to, ...(databaseUrl ? [databaseUrl] : [])], { stdio: ['ignore', 'pipe', 'pipe'] });
-    this.relays.push(child);
-    let stderr = '';
-    child.stderr!.on('data', (b: Buffer) => (stderr += b.toString()));
-    await new Promise<void>((done, fail) => {
-      const timer = setTimeout(() => fail(new Error(`bare relay ${from} → ${to} not ready within 60 s: ${stderr}`)), 60_000);
-      child.stdout!.on('data', (b: Buffer) => {
-        if (b.toString().includes('ready')) {
-          clearTimeout(timer);
-          done();
-        }
-      });
-      child.once('exit', (code) => {
-        clearTimeout(timer);
-        fail(new Error(`bare relay ${from} → ${to} exited (${code}): ${stderr}`));
-      });
-    });
+    const owner = { topicPrefix: this.topicPrefix, clients: this.kafka.clients, relays: this.relays, databaseUrl: () => this.infra!.databaseUrl };
+    const { bare, partitions } = await startBaseline(owner, brokers);
+    this.partitions = partitions;
+    this.bare = bare;
   }
 
   private bareRoutes(): BareRoute[] {
@@ -447,33 +287,9 @@ export class RecoveryLatencyRun {
     return [roundTrip, chain, relay, durableRelay];
   }
 
-  /**
-   * One record (a fault signal's bytes) sent to a route's first topic; ms from the send call to the
-   * eachMessage of the consumer at its end.
-   */
-  private async trip(route: BareRoute): Promise<number> {
-    const { producer, key } = this.bare!;
-    const id = randomUUID();
-    const value = encodeMessage(
-      createMessage(
-        'AgentFaultSignalled',
-        { machineId: 'rollout-0', role: 'rollout', signal: 'process-exited', detail: 'bare round trip', exitCode: 1, observedAt: new Date().toISOString() },
-        { jobId: key, source: 'bench', occurredAt: new Date().toISOString() },
-      ),
-    );
-    let timer: NodeJS.Timeout | undefined;
-    const arrived = new Promise<number>((done, fail) => {
-      route.waiting.set(id, done);
-      timer = setTimeout(() => fail(new Error(`bare trip via ${route.topic}: record not consumed within ${COMMAND_TIMEOUT_MS} ms`)), COMMAND_TIMEOUT_MS);
-    });
-    const t0 = performance.now();
-    await producer.send({ topic: route.topic, acks: -1, messages: [{ key, value, headers: { 'bench-id': id } }] });
-    try {
-      return (await arrived) - t0;
-    } finally {
-      clearTimeout(timer);
-      route.waiting.delete(id);
-    }
+  /** One record through a route: ms from the send call to its consumer (bareTrip). */
+  private trip(route: BareRoute): Promise<number> {
+    return bareTrip(this.bare!, route);
   }
 
   private pause(): Promise<void> {
@@ -483,45 +299,6 @@ export class RecoveryLatencyRun {
 
   private assertOpen(): void {
     if (this.closed) throw new Error('interrupted');
-  }
-}
-
-/** A bare route: the topic a trip is sent to, and the trips waiting for their record at its end. */
-interface BareRoute {
-  topic: string;
-  waiting: Map<string, (at: number) => void>;
-}
-
-function stopChild(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
-  const exited = new Promise<void>((done) => child.once('exit', () => done()));
-  child.kill('SIGTERM');
-  const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
-  return exited.finally(() => clearTimeout(timer));
-}
-
-function parseSeen(value: Buffer | null, consumedAt: number): Seen | null {
-  if (!value) return null;
-  try {
-    const m = JSON.parse(value.toString()) as {
-      type?: unknown;
-      jobId?: unknown;
-      correlationId?: unknown;
-      occurredAt?: unknown;
-      data?: { machineId?: unknown; rolloutMachineId?: unknown };
-    };
-    if (typeof m.type !== 'string' || typeof m.jobId !== 'string' || typeof m.correlationId !== 'string') return null;
-    const machine = m.data?.machineId ?? m.data?.rolloutMachineId;
-    return {
-      type: m.type,
-      jobId: m.jobId,
-      correlationId: m.correlationId,
-      occurredAt: typeof m.occurredAt === 'string' ? Date.parse(m.occurredAt) : NaN,
-      machineId: typeof machine === 'string' ? machine : null,
-      consumedAt,
-    };
-  } catch {
-    return null; // not a robustrl message
   }
 }
 

@@ -18,7 +18,8 @@
       "conditions": [
         ["have_ucx==1", {
           "sources": [
-            "src/module.cc", "src/worker.cc", "src/endpoint.cc", "src/mapping.cc", "src/remote_key.cc",
+            "src/module.cc", "src/worker.cc", "src/worker_progress.cc", "src/worker_connect.cc", "src/worker_memory.cc",
+            "src/worker_tags.cc", "src/endpoint.cc", "src/mapping.cc", "src/remote_key.cc",
             "src/listener.cc", "src/operation.cc", "src/context.cc", "src/errors.cc",
             "src/cuda_driver.cc", "src/cuda_js.cc", "src/nvml.cc"
           ],

@@ -1,12 +1,19 @@
 import { randomUUID } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { Consumer, Kafka, logLevel } from 'kafkajs';
-import { Client } from 'pg';
-import { BusLogger, DeadLetter, fromDeadLetterRecord, KafkaBus, Subscription } from '@robustrl/bus';
-import { ALL_TOPICS, createMessage, DataOf, DEAD_LETTER_TOPIC, encodeMessage, MessageType, RobustrlMessage, Topics } from '@robustrl/contracts';
+import { BusLogger, KafkaBus } from '@robustrl/bus';
+import { ALL_TOPICS, createMessage, encodeMessage, Topics } from '@robustrl/contracts';
+import { agentAfterOldCommands } from './infra-agent-scenario';
+import { InfraChaosOptions } from './infra-chaos-options';
+import { Observer } from './infra-observer';
+import { check, fmt, RestartMeasure, ScenarioResult, Scorecard } from './infra-scorecard';
+import { Database } from './infra-store-reader';
+import { sleep, waitFor } from './infra-wait';
 import { freePort, PrivateInfra, ServiceProcess } from './private-infra';
 import { SyntheticJob } from './synthetic-job';
+
+export { DEFAULT_CHAOS_OPTIONS, InfraChaosOptions } from './infra-chaos-options';
+export { Check, formatScorecard, RestartMeasure, ScenarioResult, Scorecard } from './infra-scorecard';
 
 /**
  * The infrastructure fault-injection campaign (`npm run chaos:infra`, and with the stated
@@ -15,86 +22,17 @@ import { SyntheticJob } from './synthetic-job';
  * telemetry throughout. Faults of the control plane's own infrastructure are injected one after the
  * other; the scorecard says, per scenario, what was published, handled, dead-lettered and lost, which
  * verdicts came out (every machine is healthy, so every verdict is false), and how restarts went.
+ * Beside this file: its settings (infra-chaos-options.ts), the scorecard (infra-scorecard.ts), what it
+ * reads of the topics (infra-observer.ts) and of the store (infra-store-reader.ts), and the agent
+ * scenario (infra-agent-scenario.ts).
  */
-export interface InfraChaosOptions {
-  trainers: number;
-  rollouts: number;
-  /** How long PostgreSQL is down while telemetry keeps arriving. */
-  storeOutageSeconds: number;
-  /** How long the broker is down. */
-  brokerOutageSeconds: number;
-  /** A restarted detector must consume again within this (process start → its first new input applied). */
-  restartBudgetMs: number;
-  progress: (line: string) => void;
-}
-
-export const DEFAULT_CHAOS_OPTIONS: Omit<InfraChaosOptions, 'progress'> = {
-  trainers: 4,
-  rollouts: 16,
-  storeOutageSeconds: 60,
-  brokerOutageSeconds: 90,
-  restartBudgetMs: 5_000,
-};
-
-export interface Check {
-  what: string;
-  ok: boolean;
-  detail: string;
-}
-
-export interface ScenarioResult {
-  name: string;
-  seconds: number;
-  /** Valid inputs the broker acknowledged during the scenario. */
-  published: number;
-  /** Of those, applied by the detector (in its inbox) by the end of the run. */
-  handled: number;
-  /** Of those, never applied: lost. */
-  lost: number;
-  deadLettered: number;
-  verdicts: number;
-  suspicions: number;
-  checks: Check[];
-  notes: string[];
-}
-
-export interface RestartMeasure {
-  service: string;
-  how: 'kill -9' | 'SIGTERM';
-  /** Process start → its first input applied that it had not applied before. */
-  toConsumingMs: number | null;
-  /** Process start → GET /readyz 200. */
-  toReadyMs: number | null;
-}
-
-export interface Scorecard {
-  jobId: string;
-  scenarios: ScenarioResult[];
-  restarts: RestartMeasure[];
-  /** Dead-letter copies per bad record (a record dead-lettered twice shows up here). */
-  duplicateDeadLetters: number;
-  ok: boolean;
-}
-
 const SERVICES = [
   { name: 'detector', consumer: 'detector' },
   { name: 'controller', consumer: 'controller' },
   { name: 'rollout-manager', consumer: 'rollout-manager' },
 ] as const;
 
-/** What the observer keeps of the control plane's output (and the agent's answers) for the checks. */
-const OBSERVED_TYPES: MessageType[] = [
-  'FaultSuspected',
-  'FaultConfirmed',
-  'SuspicionCleared',
-  'DetectionPaused',
-  'DetectionResumed',
-  'MachineRegistered',
-  'RecoveryCommandSucceeded',
-  'RecoveryCommandFailed',
-];
 const quiet: BusLogger = { info: () => undefined, warn: () => undefined, error: () => undefined };
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export async function runInfraChaos(options: InfraChaosOptions): Promise<Scorecard> {
   const { progress } = options;
@@ -181,7 +119,6 @@ export async function runInfraChaos(options: InfraChaosOptions): Promise<Scoreca
       scenarios.push(result);
       for (const c of result.checks) progress(`  ${c.ok ? 'ok  ' : 'FAIL'} ${c.what}: ${c.detail}`);
     };
-    const check = (r: ScenarioResult, what: string, ok: boolean, detail: string) => r.checks.push({ what, ok, detail });
     /** Until the detector applied everything published so far (the load goes on meanwhile). */
     const caughtUp = async (what: string, timeoutMs: number) => {
       const start = Date.now();
@@ -352,63 +289,9 @@ export async function runInfraChaos(options: InfraChaosOptions): Promise<Scoreca
       check(r, 'no dead letter written again', observer.deadLetters.length === dlBefore, `${observer.deadLetters.length - dlBefore} new dead letter(s)`);
     });
 
-    await scenario('an agent started after old commands for its machine', async (r) => {
-      // Its own job, so the detector's view of this machine stays out of the healthy job's numbers.
-      const agentJob = `${job.jobId}-agent`;
-      const machineId = 'chaos-agent-0';
-      const command = <T extends 'RestartTrainerGroup' | 'PromoteRolloutToTrainer'>(type: T, data: DataOf<T>, occurredAt = new Date()) =>
-        createMessage(type, data, { jobId: agentJob, source: 'controller', occurredAt: occurredAt.toISOString() }) as RobustrlMessage;
-      const promotion = (id: string, incarnation: string) =>
-        command('PromoteRolloutToTrainer', { recoveryId: id, commandId: `${id}/1`, rolloutMachineId: machineId, replacesMachineId: 'trainer-9', incarnation });
-      // On the control topic before the agent exists: a restart of its machine issued a minute ago naming no
-      // incarnation (a replay), and a promotion for an earlier incarnation of the machine.
-      await bus.publish([
-        command(
-          'RestartTrainerGroup',
-          { recoveryId: 'old-restart', commandId: 'old-restart/1', machines: [machineId], step: 1, checkpointStep: null, keepBatch: true },
-          new Date(Date.now() - 60_000),
-        ),
-        promotion('old-promotion', 'an-earlier-incarnation'),
-      ]);
-      const agent = new ServiceProcess(
-        'agent',
-        await freePort(),
-        {
-          ...env,
-          ROBUSTRL_JOB_ID: agentJob,
-          ROBUSTRL_MACHINE_ID: machineId,
-          ROBUSTRL_ROLE: 'rollout',
-          ROBUSTRL_AGENT_PORT: String(await freePort()),
-          ROBUSTRL_WEIGHTS_PORT: '0',
-          ROBUSTRL_WEIGHTS_SHM_DIR: infra.dir,
-          ROBUSTRL_GPU_SOURCE: 'emulated',
-        },
-        logDir,
-      );
-      agent.start();
-      try {
-        const registered = await waitFor('the agent registered', async () => observer.count(agentJob, 'MachineRegistered') > 0, 60_000).catch(() => false);
-        const incarnation = observer.seen.find((m) => m.jobId === agentJob && m.type === 'MachineRegistered')?.data as { incarnation?: string } | undefined;
-        check(
-          r,
-          'the agent registered with its incarnation',
-          registered && typeof incarnation?.incarnation === 'string',
-          incarnation?.incarnation ?? 'no registration',
-        );
-        // A command for this incarnation is carried out (answered), so the old ones were read and passed over.
-        await bus.publish(promotion('current-promotion', incarnation?.incarnation ?? 'unknown'));
-        const answered = (commandId: string) =>
-          observer.seen.some(
-            (m) => m.jobId === agentJob && (m.type === 'RecoveryCommandSucceeded' || m.type === 'RecoveryCommandFailed') && m.data.commandId === commandId,
-          );
-        const current = await waitFor('the current command answered', async () => answered('current-promotion/1'), 60_000).catch(() => false);
-        check(r, 'a command for its incarnation is carried out', current, current ? 'answered' : 'never answered');
-        const replayed = ['old-restart/1', 'old-promotion/1'].filter(answered);
-        check(r, 'old commands for its machine ignored', replayed.length === 0, replayed.length === 0 ? 'neither acted on' : `acted on ${replayed.join(', ')}`);
-      } finally {
-        await agent.terminate();
-      }
-    });
+    await scenario('an agent started after old commands for its machine', (r) =>
+      agentAfterOldCommands(r, { bus, observer, env, logDir, infraDir: infra.dir, jobId: job.jobId }),
+    );
 
     await job.stop();
     await caughtUp('everything applied at the end', 60_000);
@@ -443,117 +326,6 @@ export async function runInfraChaos(options: InfraChaosOptions): Promise<Scoreca
       infra.stop();
       progress(`kept ${infra.dir} (ROBUSTRL_CHAOS_KEEP=1): logs and the servers' data; the broker and PostgreSQL are stopped`);
     } else infra.destroy();
-  }
-}
-
-/** The scorecard as a markdown table, one row per scenario, then the restarts. */
-export function formatScorecard(card: Scorecard): string {
-  const lines = [
-    `| scenario | s | facts published | applied | dead-lettered | lost | verdicts | suspicions | checks |`,
-    `|---|---:|---:|---:|---:|---:|---:|---:|---|`,
-    ...card.scenarios.map(
-      (r) =>
-        `| ${r.name} | ${r.seconds} | ${r.published} | ${r.handled} | ${r.deadLettered} | ${r.lost} | ${r.verdicts} | ${r.suspicions} | ${r.checks.map((c) => `${c.ok ? '✓' : '✗'} ${c.what} (${c.detail})`).join('; ')}${r.notes.length ? `; ${r.notes.join('; ')}` : ''} |`,
-    ),
-    `| **total** | ${card.scenarios.reduce((n, r) => n + r.seconds, 0)} | ${sum(card.scenarios, 'published')} | ${sum(card.scenarios, 'handled')} | ${sum(card.scenarios, 'deadLettered')} | ${sum(card.scenarios, 'lost')} | ${sum(card.scenarios, 'verdicts')} | ${sum(card.scenarios, 'suspicions')} | duplicate dead letters: ${card.duplicateDeadLetters} |`,
-    '',
-    `| restart | how | start → consuming | start → ready |`,
-    `|---|---|---:|---:|`,
-    ...card.restarts.map((m) => `| ${m.service} | ${m.how} | ${fmt(m.toConsumingMs)} | ${fmt(m.toReadyMs)} |`),
-  ];
-  return lines.join('\n');
-}
-
-const sum = (rows: ScenarioResult[], key: 'published' | 'handled' | 'deadLettered' | 'lost' | 'verdicts' | 'suspicions') =>
-  rows.reduce((n, r) => n + r[key], 0);
-const fmt = (ms: number | null) => (ms === null ? 'never' : `${(ms / 1000).toFixed(1)} s`);
-
-/** Reads the dead-letter topic (kafkajs, no robustrl code) and the control plane's output (the bus), for the scorecard. */
-class Observer {
-  readonly deadLetters: DeadLetter[] = [];
-  readonly seen: RobustrlMessage[] = [];
-  private consumer?: Consumer;
-  private subscription?: Subscription;
-
-  constructor(
-    private readonly brokers: string[],
-    private readonly topicPrefix: string,
-    private readonly bus: KafkaBus,
-  ) {}
-
-  async start(): Promise<void> {
-    const kafka = new Kafka({ brokers: this.brokers, clientId: 'chaos-observer', logLevel: logLevel.NOTHING });
-    this.consumer = kafka.consumer({ groupId: `chaos-observer-${randomUUID()}` });
-    await this.consumer.connect();
-    await this.consumer.subscribe({ topic: this.topicPrefix + DEAD_LETTER_TOPIC, fromBeginning: true });
-    await this.consumer.run({
-      eachMessage: async ({ message }) => {
-        const headers: Record<string, string> = {};
-        for (const [k, v] of Object.entries(message.headers ?? {})) if (v !== undefined) headers[k] = String(Array.isArray(v) ? v[0] : v);
-        const deadLetter = fromDeadLetterRecord({ key: message.key?.toString() ?? null, value: message.value, headers });
-        // The control plane's dead letters; the run's own readers (agents, this observer) keep no ledger and do not count.
-        if (deadLetter.consumerGroup.startsWith('robustrl-')) this.deadLetters.push(deadLetter);
-      },
-    });
-    this.subscription = await this.bus.subscribe({
-      groupId: `chaos-verdicts-${randomUUID()}`,
-      topics: [Topics.verdicts, Topics.membership, Topics.control, Topics.replies],
-      types: OBSERVED_TYPES,
-      handler: async ({ message }) => void this.seen.push(message),
-    });
-  }
-
-  count(jobId: string, type: MessageType): number {
-    return this.seen.filter((m) => m.jobId === jobId && m.type === type).length;
-  }
-
-  async stop(): Promise<void> {
-    await this.subscription?.close();
-    await this.consumer?.disconnect();
-  }
-}
-
-/**
- * The store, read for the scorecard: one short connection per query, so a PostgreSQL outage (which the
- * run causes) costs a failed query, not a broken client.
- */
-class Database {
-  constructor(private readonly url: string) {}
-
-  /** Ids of the job's messages the detector applied (its inbox). */
-  async handledIds(jobId: string): Promise<Set<string>> {
-    const rows = await this.query<{ event_id: string }>(`SELECT event_id FROM robustrl_inbox WHERE consumer = 'detector' AND job_id = $1`, [jobId]);
-    return new Set((rows ?? []).map((r) => r.event_id));
-  }
-
-  /** When the consumer first moved a checkpoint (every batch it decides does) after `since` (ms since the epoch), or null. */
-  async firstAppliedSince(consumer: string, since: Date): Promise<number | null> {
-    const rows = await this.query<{ first: Date | null }>(
-      `SELECT min(updated_at) AS first FROM robustrl_consumer_checkpoints WHERE consumer = $1 AND updated_at > $2`,
-      [consumer, since],
-    );
-    return rows?.[0]?.first ? rows[0].first.getTime() : null;
-  }
-
-  private async query<R extends object>(sql: string, params: unknown[]): Promise<R[] | null> {
-    const client = new Client({ connectionString: this.url, connectionTimeoutMillis: 3_000 });
-    try {
-      await client.connect();
-      return (await client.query<R>(sql, params)).rows;
-    } catch {
-      return null;
-    } finally {
-      await client.end().catch(() => undefined);
-    }
-  }
-}
-
-async function waitFor(what: string, condition: () => Promise<boolean>, timeoutMs = 60_000, everyMs = 500): Promise<true> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (await condition()) return true;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(everyMs);
   }
 }
 

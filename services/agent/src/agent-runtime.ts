@@ -1,24 +1,21 @@
 import { randomUUID } from 'node:crypto';
 import { Logger } from '@nestjs/common';
-import { SpanStatusCode } from '@opentelemetry/api';
 import { Delivery, MessageBus, Subscription } from '@robustrl/bus';
 import { createCausedMessage, createMessage, DataOf, MessageOf, RobustrlMessage, Role, RolePhase, Topics } from '@robustrl/contracts';
-import { tracer } from '@robustrl/telemetry';
 import { AgentConfig } from './agent-config';
 import type { AgentOutputType } from './agent-outputs';
 import { GpuSampler } from './gpu-activity/gpu-sampler';
 import { BrokerLease, RoleLeaseGuard } from './broker-lease';
 import type { RoleExit } from './role-process';
 import { awaitFirstLaunchGroup } from './first-launch';
-import { groupEnv, RestartContext, restartContextOf, restartEnv, TrainerGroup } from './trainer-group';
+import { groupEnv, RestartContext, restartEnv, TrainerGroup } from './trainer-group';
 import { CommandMailbox } from './cooperate/command-mailbox';
 import { RoleExecutor } from './role/role-executor';
 import { SupervisedRole } from './role/supervised-role';
 import { CooperatingFramework } from './role/cooperating-framework';
-import { fencedOutBy } from './trainer-fence';
 import { fetchKeptBatch } from './kept-batch';
 import { exitCodeOf, faultSignal } from './fault-signal';
-import { MachineCommand, staleness } from './command-staleness';
+import { AgentCommand, AgentCommands } from './agent-commands';
 import { WeightPlane } from './weights/weight-plane';
 import { MachineEngines } from './engine-weights/machine-engines';
 import { EngineEndpoint } from './engine-endpoints';
@@ -26,12 +23,10 @@ import { MachineNotices } from './notices/machine-notices';
 
 export { AGENT_OUTPUT_TYPES, AgentOutputType } from './agent-outputs';
 
-type AgentCommand = MachineCommand | MessageOf<'HeartbeatProbeRequested'> | MessageOf<'ReplaceMachine'>;
-
 /**
  * The agent on one GPU machine (paper §3, §4): registers the machine, samples GPU activity, relays
  * what the framework reports, answers heartbeat probes, reports role-process exits, and carries out
- * the recovery commands addressed to this machine.
+ * the recovery commands addressed to this machine (agent-commands.ts).
  */
 export class AgentRuntime {
   private readonly logger: Logger;
@@ -40,7 +35,8 @@ export class AgentRuntime {
   private readonly supervised: SupervisedRole | null;
   private readonly gpu: GpuSampler;
   private subscription?: Subscription;
-  private readonly executed = new Set<string>();
+  /** The commands addressed to this machine (agent-commands.ts). */
+  private readonly commands: AgentCommands;
   /**
    * This process's registration epoch: when it started and a random part. Commands name the incarnation
    * they were issued for; one for another (a predecessor's, read back from the topic) is not ours to run.
@@ -66,7 +62,7 @@ export class AgentRuntime {
    * carry: a first launch's group's or the last group restart's. Unknown (manifests carry none, the
    * registry does not fence them) for a trainer started without a group of the agent's forming.
    */
-  private trainerEpoch: number | undefined;
+  trainerEpoch: number | undefined;
   /** In cooperate mode (ROBUSTRL_INTEGRATION=cooperate): the commands the framework follows; null when the agent supervises. */
   readonly mailbox: CommandMailbox | null;
 
@@ -139,6 +135,7 @@ export class AgentRuntime {
       bus,
       (type, data, cause) => this.emit(type, data, cause),
     );
+    this.commands = new AgentCommands(this, this.executor, this.engines, this.notices, this.logger);
   }
 
   async start(apiUrl: string): Promise<void> {
@@ -150,7 +147,7 @@ export class AgentRuntime {
       groupId: `robustrl-agent-${this.config.machineId}`,
       topics: [Topics.control, Topics.heartbeat],
       types: ['RestartTrainerGroup', 'PromoteRolloutToTrainer', 'RestartRolloutEngine', 'HeartbeatProbeRequested', 'ReplaceMachine'],
-      handler: (d) => this.onCommand(d as Delivery<AgentCommand>),
+      handler: (d) => this.commands.onCommand(d as Delivery<AgentCommand>),
     });
     // Without UCX the machine registers without a weight server: the registry leaves it out of weight
     // transfer, and the weight endpoints of the API answer 503 with the reason.
@@ -221,7 +218,7 @@ export class AgentRuntime {
   }
 
   /** Announces this machine to the job: on start, and again when its rollout engine restarted in place. */
-  private async register(cause?: MessageOf<'RestartRolloutEngine'>): Promise<void> {
+  async register(cause?: MessageOf<'RestartRolloutEngine'>): Promise<void> {
     const weightsAddress = this.weights.address;
     await this.emit(
       'MachineRegistered',
@@ -359,154 +356,12 @@ export class AgentRuntime {
       evidenceForMs: Math.round(evidenceForMs),
     }).catch((err) => this.logger.error(`could not report the stalled engine: ${String(err)}`));
   }
-
-  private async onCommand(delivery: Delivery<AgentCommand>): Promise<void> {
-    const m = delivery.message;
-    if (m.jobId !== this.config.jobId) return;
-    const me = this.config.machineId;
-    if (m.type === 'HeartbeatProbeRequested') {
-      if (m.data.machineId !== me) return;
-      // The agent vouches for its role: a dead role process, or a framework no longer following commands, is not alive.
-      if (!this.executor.vouches()) return;
-      await this.emit('HeartbeatAcked', { probeId: m.data.probeId, machineId: me, ackedAt: new Date().toISOString() }, m);
-      return;
-    }
-    // Carried out by the orchestrator, not here; the agent only remembers that its stop was ordered.
-    if (m.type === 'ReplaceMachine') {
-      if (m.data.machineId === me) this.notices.replacementOrderedBy(m.data.commandId);
-      return;
-    }
-    if (m.type === 'RestartTrainerGroup') await this.fenceAgainst(m);
-    const mine =
-      m.type === 'RestartTrainerGroup'
-        ? m.data.machines.includes(me)
-        : m.type === 'RestartRolloutEngine'
-          ? m.data.machineId === me
-          : m.data.rolloutMachineId === me;
-    if (!mine || this.executed.has(m.data.commandId)) return;
-    const stale = staleness(m, {
-      machineId: me,
-      incarnation: this.incarnation,
-      startedAt: this.startedAt,
-      clockSkewMs: this.config.commandClockSkewMs,
-    });
-    if (stale) {
-      this.executed.add(m.data.commandId);
-      this.logger.log(`ignoring ${m.type} ${m.data.commandId}: ${stale}`);
-      return;
-    }
-    this.executed.add(m.data.commandId);
-    if (this.executor.mode === 'supervise') return this.answer(m);
-    // The framework answers in its own time: the agent goes on reading commands and probes meanwhile.
-    void this.answer(m).catch((err) => this.logger.error(`answering ${m.data.commandId}: ${String(err)}`));
-  }
-
-  /** Runs a command and tells the controller how it went (paper §5.1: every command is answered). */
-  private async answer(m: MachineCommand): Promise<void> {
-    const me = this.config.machineId;
-    const started = Date.now();
-    const span = tracer().startSpan(SPAN_NAMES[m.type], {
-      attributes: { 'robustrl.machine_id': me, 'robustrl.command_id': m.data.commandId },
-    });
-    const answer = { recoveryId: m.data.recoveryId, commandId: m.data.commandId, machineId: me, executor: `agent/${me}` };
-    let carriedOut = false;
-    try {
-      await this.carryOut(m);
-      await this.emit('RecoveryCommandSucceeded', { ...answer, durationMs: Date.now() - started }, m);
-      carriedOut = true;
-    } catch (err) {
-      const error = err instanceof Error ? err.message : String(err);
-      span.setStatus({ code: SpanStatusCode.ERROR, message: error });
-      this.logger.warn(`${m.type} ${m.data.commandId} failed: ${error}`);
-      await this.emit('RecoveryCommandFailed', { ...answer, durationMs: Date.now() - started, error }, m);
-    } finally {
-      span.end();
-    }
-    // The engine is back with no weights loaded: the machine joins the job again (after its answer, so
-    // the answer is not taken back if this fails), the registry has it pull the current version, and
-    // the router takes it once it holds that version.
-    if (m.type === 'RestartRolloutEngine' && carriedOut)
-      await this.register(m).catch((err) => this.logger.error(`could not register ${me} again after its engine restart: ${String(err)}`));
-  }
-
-  /** The agent's part of a command around its executor's (role/role-executor.ts). */
-  private carryOut(m: MachineCommand): Promise<void> {
-    // Terminate, re-initialise, reload the last checkpoint and retry the same step (paper §5.1.2).
-    if (m.type === 'RestartTrainerGroup') return this.executor.restartTrainer(m, this.restarting(m));
-    if (m.type === 'RestartRolloutEngine') return this.restartEngine(m);
-    return this.promote(m);
-  }
-
-  /** A newer group formed without this machine replaced its trainer (trainer-fence.ts): it stops serving and training. */
-  private async fenceAgainst(m: MessageOf<'RestartTrainerGroup'>): Promise<void> {
-    if (this.role === 'rollout' || !this.executor.running()) return;
-    const why = fencedOutBy(m, {
-      machineId: this.config.machineId,
-      // Unknown: started before any group the controller formed (or a task's first): older than every one.
-      epoch: this.trainerEpoch ?? 0,
-      agentStartedAt: this.startedAt,
-      clockSkewMs: this.config.commandClockSkewMs,
-    });
-    if (!why) return;
-    this.logger.warn(`stopping the ${this.role}: ${why}`);
-    await this.weights.withdrawPublished(why).catch((err) => this.logger.error(`withdrawing weights: ${String(err)}`));
-    await this.executor.stop(`fenced/${m.data.commandId}`, why);
-  }
-
-  /**
-   * Restart the rollout engine in place: a crashed engine on a healthy machine is back in
-   * seconds, where replacing the machine takes minutes. Its pulled weights are dropped — the new engine
-   * holds none until it pulls the current version again.
-   */
-  private async restartEngine(m: MessageOf<'RestartRolloutEngine'>): Promise<void> {
-    if (this.role !== 'rollout') throw new Error(`${this.config.machineId} is a ${this.role} now, not a rollout`);
-    await this.weights.dropPulled(`the rollout engine restarts in place (${m.data.recoveryId})`);
-    await this.executor.restartEngine(m);
-    this.engines.restarted();
-    // Until it answers again (a managed engine's phase is the agent's to report; a framework reports its own).
-    if (this.engines.loading) await this.reportPhase('initializing', this.step);
-  }
-
-  /** Hand this rollout machine to the trainer group: stop generating, switch role; the trainer group restart starts the trainer here. */
-  private async promote(m: MessageOf<'PromoteRolloutToTrainer'>): Promise<void> {
-    await this.executor.yieldToTrainer(m);
-    await this.weights.dropPulled(`lent to the trainer as warm standby for ${m.data.replacesMachineId}`);
-    const from = this.role;
-    this.role = 'trainer';
-    this.phase = null;
-    await this.emit(
-      'MachineRoleChanged',
-      {
-        machineId: this.config.machineId,
-        from,
-        to: 'trainer',
-        reason: `warm standby for ${m.data.replacesMachineId} (${m.data.recoveryId})`,
-        ...(m.data.roleCertificate ? { roleCertificate: m.data.roleCertificate } : {}),
-      },
-      m,
-    );
-    if (m.data.roleCertificate) this.lentCertificate = m.data.roleCertificate;
-  }
-
-  /** Records a group restart: what the restarted trainer asks for (GET /v1/restart), even when no restart follows. */
-  private restarting(m: MessageOf<'RestartTrainerGroup'>): RestartContext {
-    const context = restartContextOf(m.data, this.config.machineId, this.config.rendezvousPort);
-    this.restart = context;
-    this.trainerEpoch = context.group.trainerEpoch ?? this.trainerEpoch;
-    return context;
-  }
-
   /** The certificate this machine shows for `role` (libs/bus role-certificates.ts): the operator's for its starting role, the controller's once lent. */
   private certificateOf(role: string): { roleCertificate?: string } {
     const certificate = role === this.config.role ? this.config.roleCertificate : role === 'trainer' ? this.lentCertificate : undefined;
     return certificate ? { roleCertificate: certificate } : {};
   }
 
-  private lentCertificate: string | undefined;
+  /** The controller's role certificate, once this machine was lent to the trainer (agent-commands.ts). */
+  lentCertificate: string | undefined;
 }
-
-const SPAN_NAMES: Record<MachineCommand['type'], string> = {
-  RestartTrainerGroup: 'restart trainer process',
-  RestartRolloutEngine: 'restart rollout engine in place',
-  PromoteRolloutToTrainer: 'promote rollout to trainer',
-};
