@@ -42,3 +42,14 @@ export function applyOutcome(state: ControllerState, r: Recovery, fact: Draft<'R
     }
   }
 }
+
+/**
+ * `state` with an outcome folded into a copy of its recovery: what decide reads after deciding that
+ * outcome itself. Only that recovery changes (and only its records and counters), so the view shares
+ * everything else — a timeout is rare, so copying the recovery table for it is cheap.
+ */
+export function withOutcome(state: ControllerState, r: Recovery, outcome: Draft<'RecoveryCommandFailed'>, at: number): ControllerState {
+  const copy: Recovery = { ...r, commands: { ...r.commands }, restartedMachines: { ...r.restartedMachines }, reportedIn: { ...r.reportedIn } };
+  applyOutcome(state, copy, outcome, at);
+  return { ...state, recoveries: { ...state.recoveries, [copy.recoveryId]: copy } };
+}

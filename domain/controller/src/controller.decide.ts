@@ -1,8 +1,9 @@
-import { DecisionRule, Draft, draft, Evidence, MessageOf, RecoveryAction } from '@robustrl/contracts';
+import { DecisionRule, draft, Evidence, MessageOf, RecoveryAction } from '@robustrl/contracts';
 import { assertNever } from '@robustrl/domain-kit';
-import { applyOutcome } from './command-outcome';
+import { applyOutcome, withOutcome } from './command-outcome';
 import {
   ControllerCommand,
+  ControllerData,
   ControllerDraft,
   ControllerSettings,
   ControllerState,
@@ -53,7 +54,7 @@ export function decideController(settings: ControllerSettings) {
     const { message, now } = command;
     switch (message.type) {
       case 'FaultConfirmed':
-        return decideOnFault(settings, beforeVerdict(state, message.data.verdictId), message, now);
+        return decideOnFault(FAULT_POLICIES, settings, beforeVerdict(state, message.data.verdictId), message, now);
       case 'RecoveryCommandSucceeded':
         return commandSucceeded(state, message.data.commandId, now);
       case 'RecoveryCommandFailed':
@@ -93,9 +94,14 @@ function beforeVerdict(state: ControllerState, verdictId: string): ControllerSta
   return { ...state, machines };
 }
 
-interface FaultCase {
+/**
+ * What a fault policy decides on. A policy that reads only the facts (`ControllerData`: no index, no
+ * open-recovery lookup) is exported, and the full-recompute reference the specs hold the controller to
+ * lists it in its own FAULT_POLICIES as it is.
+ */
+export interface FaultCase<S extends ControllerData = ControllerState> {
   settings: ControllerSettings;
-  state: ControllerState;
+  state: S;
   verdict: MessageOf<'FaultConfirmed'>['data'];
   recovery: { recoveryId: string; verdictId: string; machineId: string };
   now: number;
@@ -103,7 +109,7 @@ interface FaultCase {
 }
 
 /** A fault policy: the decision it makes, or null when it does not apply. Tried in order; the first that applies decides. */
-type FaultPolicy = (c: FaultCase) => ControllerDraft[] | null;
+export type FaultPolicy<S extends ControllerData = ControllerState> = (c: FaultCase<S>) => ControllerDraft[] | null;
 
 /**
  * A machine confirmed faulty while an open recovery's command still waits on it — a member of the
@@ -197,7 +203,7 @@ const coveredByActiveRecovery: FaultPolicy = ({ state, verdict, decided }) => {
  * stopped because the promotion stopped it, and its rollout rules no longer apply. While the recovery
  * that lent it is open, coveredByActiveRecovery records it; after, this does.
  */
-const verdictForFormerRole: FaultPolicy = ({ state, verdict, decided }) => {
+export const verdictForFormerRole: FaultPolicy<ControllerData> = ({ state, verdict, decided }) => {
   const m = state.machines[verdict.machineId];
   if (verdict.handledAs !== 'rollout' || m?.role !== 'trainer') return null;
   return [
@@ -226,7 +232,7 @@ const plannedDepartureOf: FaultPolicy = ({ state, verdict, recovery, now, decide
 };
 
 /** The baseline policy: every fault restarts the whole task. */
-const taskRestartPolicy: FaultPolicy = ({ settings, state, recovery, decided }) =>
+export const taskRestartPolicy: FaultPolicy<ControllerData> = ({ settings, state, recovery, decided }) =>
   settings.policy === 'task-restart'
     ? [decided('restart-task', 'task-restart-policy'), restartTask(state, recovery.recoveryId, 1, 'task-restart-policy')]
     : null;
@@ -249,7 +255,7 @@ const trainerRestartBudgetSpent: FaultPolicy = ({ settings, state, verdict, reco
 };
 
 /** Paper §5.1.2 rules 1 and 2 (escalation-rules.ts): the whole task restarts. */
-const escalation: FaultPolicy = ({ state, verdict, recovery, decided }) => {
+export const escalation: FaultPolicy<ControllerData> = ({ state, verdict, recovery, decided }) => {
   const rule = firstIterationFault(state) ?? repeatedFaultInStep(state, verdict.handledAs);
   return rule ? [decided('restart-task', rule), restartTask(state, recovery.recoveryId, 1, rule)] : null;
 };
@@ -259,7 +265,7 @@ const escalation: FaultPolicy = ({ state, verdict, recovery, decided }) => {
  * unless the machine used its in-place restarts within the window — then it is replaced, and the decision
  * says why.
  */
-const rolloutProcessFault: FaultPolicy = ({ settings, state, verdict, recovery, now, decided }) => {
+export const rolloutProcessFault: FaultPolicy<ControllerData> = ({ settings, state, verdict, recovery, now, decided }) => {
   if (verdict.handledAs !== 'rollout' || verdict.machineFaulty || settings.engineRestartBudget <= 0) return null;
   const m = state.machines[verdict.machineId];
   // A machine the controller knows only from the verdict has no agent it could address.
@@ -275,7 +281,7 @@ const rolloutProcessFault: FaultPolicy = ({ settings, state, verdict, recovery, 
 };
 
 /** A rollout fault: isolate the machine and bring a new one; the job never restarts for a rollout. */
-const rolloutFault: FaultPolicy = ({ state, verdict, recovery, decided }) => {
+export const rolloutFault: FaultPolicy<ControllerData> = ({ state, verdict, recovery, decided }) => {
   if (verdict.handledAs !== 'rollout') return null;
   const m = state.machines[verdict.machineId] ?? unknownMachine(verdict.machineId, verdict.role);
   return [decided('replace-rollout', 'rollout-fault'), replaceMachine(recovery.recoveryId, 1, m, 'rollout')];
@@ -286,7 +292,7 @@ const trainerMachineFaulty: FaultPolicy = ({ state, verdict, recovery }) =>
   verdict.machineFaulty ? faultyTrainerMachine(state, recovery, 1, verdict.machineId, verdict.evidence) : null;
 
 /** Any other trainer fault: restart only the trainer group, in place. */
-const trainerFault: FaultPolicy = ({ state, recovery, decided }) => [
+export const trainerFault: FaultPolicy<ControllerData> = ({ state, recovery, decided }) => [
   decided('restart-trainer-group', 'trainer-fault'),
   restartTrainerGroup(state, recovery.recoveryId, 1, trainerGroup(state)),
 ];
@@ -307,11 +313,18 @@ export const FAULT_POLICIES: readonly FaultPolicy[] = [
   trainerFault,
 ];
 
-function decideOnFault(settings: ControllerSettings, state: ControllerState, fault: MessageOf<'FaultConfirmed'>, now: number): ControllerDraft[] {
+/** The first of `policies` that applies decides on the fault (the full-recompute reference passes its own list). */
+export function decideOnFault<S extends ControllerData>(
+  policies: readonly FaultPolicy<S>[],
+  settings: ControllerSettings,
+  state: S,
+  fault: MessageOf<'FaultConfirmed'>,
+  now: number,
+): ControllerDraft[] {
   const verdict = fault.data;
   if (state.decidedVerdicts[verdict.verdictId]) return [];
   const recovery = { recoveryId: `${verdict.verdictId}/recovery`, verdictId: verdict.verdictId, machineId: verdict.machineId };
-  const c: FaultCase = {
+  const c: FaultCase<S> = {
     settings,
     state,
     verdict,
@@ -319,7 +332,7 @@ function decideOnFault(settings: ControllerSettings, state: ControllerState, fau
     now,
     decided: (action, rule, evidence = verdict.evidence) => decision(state, recovery, action, rule, evidence),
   };
-  for (const policy of FAULT_POLICIES) {
+  for (const policy of policies) {
     const decided = policy(c);
     if (decided) return decided;
   }
@@ -464,17 +477,6 @@ function timedOutCommands(settings: ControllerSettings, state: ControllerState, 
     }
   }
   return [];
-}
-
-/**
- * `state` with an outcome folded into a copy of its recovery: what decide reads after deciding that
- * outcome itself. Only that recovery changes (and only its records and counters), so the view shares
- * everything else — a timeout is rare, so copying the recovery table for it is cheap.
- */
-function withOutcome(state: ControllerState, r: Recovery, outcome: Draft<'RecoveryCommandFailed'>, at: number): ControllerState {
-  const copy: Recovery = { ...r, commands: { ...r.commands }, restartedMachines: { ...r.restartedMachines }, reportedIn: { ...r.reportedIn } };
-  applyOutcome(state, copy, outcome, at);
-  return { ...state, recoveries: { ...state.recoveries, [copy.recoveryId]: copy } };
 }
 
 /** Reconnect stage: the recovery ends when every restarted machine has reported back. */
