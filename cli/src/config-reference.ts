@@ -2,10 +2,15 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { registeredSettings, renderReference } from '@robustrl/config';
 // Each owner's readers, loaded for the registry they fill (docs/operators/configuration.md).
+import '@robustrl/agent';
+import '@robustrl/bus';
 import '@robustrl/controller';
 import '@robustrl/detector';
 import '@robustrl/embedded';
+import '@robustrl/orchestrator';
 import '@robustrl/request-manager';
+import '@robustrl/rollout-manager';
+import '@robustrl/store';
 import '@robustrl/weight-registry';
 
 /** Where the generated reference lives, from the repository's root. */

@@ -12,7 +12,17 @@ describe('the configuration reference is the registry', () => {
 
   it('every owner that reads through the registry is in it, each variable with a meaning and a form', () => {
     const settings = registeredSettings();
-    expect([...new Set(settings.map((s) => s.owner))].sort()).toEqual(['controller', 'detector', 'main job', 'request-manager', 'weight-registry']);
+    expect([...new Set(settings.map((s) => s.owner))].sort()).toEqual([
+      'agent',
+      'controller',
+      'controller, rollout-manager',
+      'detector',
+      'main job',
+      'request-manager',
+      'router',
+      'services',
+      'weight-registry',
+    ]);
     expect(settings.filter((s) => s.meaning.trim() === '' || s.accepted.trim() === '' || !s.name.startsWith('ROBUSTRL_'))).toEqual([]);
   });
 });

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { InProcessBus } from './in-process/in-process-bus';
 import { KafkaBus } from './kafka/kafka-bus';
 import { BusIdentity, BusLogger, DeadLetterLedger, MessageBus } from './message-bus';
+import { KAFKA_EVICT_DEAD_MEMBERS, TOPIC_PREFIX } from './bus-settings';
 
 /** Which bus a process uses: Kafka when `KAFKA_BROKERS` is set, else the in-process bus (embedded mode). */
 export const BusConfig = z.discriminatedUnion('adapter', [
@@ -26,26 +27,23 @@ export function busConfigFromEnv(env: NodeJS.ProcessEnv, clientId: string): BusC
   const brokers = env.KAFKA_BROKERS?.split(',')
     .map((b) => b.trim())
     .filter(Boolean);
-  const evict = env.ROBUSTRL_KAFKA_EVICT_DEAD_MEMBERS;
-  if (evict !== undefined && evict !== '' && evict !== 'on' && evict !== 'off') {
-    throw new Error(`ROBUSTRL_KAFKA_EVICT_DEAD_MEMBERS must be 'on' or 'off', got '${evict}'`);
-  }
+  const evictDeadMembers = KAFKA_EVICT_DEAD_MEMBERS.read(env);
+  // The prefix names Kafka's topics and groups: the in-process bus has none to name.
+  const topicPrefix = brokers && brokers.length > 0 ? TOPIC_PREFIX.read(env) : undefined;
   const raw =
-    brokers && brokers.length > 0
+    topicPrefix !== undefined
       ? {
           adapter: 'kafka',
           brokers,
           clientId,
-          topicPrefix: env.ROBUSTRL_TOPIC_PREFIX ?? '',
-          evictDeadMembers: evict !== 'off',
+          topicPrefix,
+          evictDeadMembers,
           ...kafkaSecurityFromEnv(env),
         }
       : { adapter: 'in-process' };
   const parsed = BusConfig.safeParse(raw);
   if (!parsed.success) {
-    throw new Error(
-      `invalid bus configuration (KAFKA_BROKERS=${env.KAFKA_BROKERS}, ROBUSTRL_TOPIC_PREFIX=${env.ROBUSTRL_TOPIC_PREFIX}): ${z.prettifyError(parsed.error)}`,
-    );
+    throw new Error(`invalid bus configuration (KAFKA_BROKERS=${env.KAFKA_BROKERS}, ROBUSTRL_TOPIC_PREFIX=${topicPrefix}): ${z.prettifyError(parsed.error)}`);
   }
   return parsed.data;
 }

@@ -1,6 +1,7 @@
 import { HttpOrchestrator } from './http/orchestrator-http';
 import { KubernetesOrchestrator } from './kubernetes/kubernetes-orchestrator';
 import { Orchestrator } from './orchestrator';
+import { ORCHESTRATOR } from './orchestrator-settings';
 
 /**
  * The orchestrator a service uses, from ROBUSTRL_ORCHESTRATOR: `kubernetes` (in-cluster or kubeconfig
@@ -10,9 +11,8 @@ import { Orchestrator } from './orchestrator';
  * (tests, the demo) or served by a machine host: it must own the processes it supervises.
  */
 export function orchestratorFromEnv(env: NodeJS.ProcessEnv): Orchestrator | null {
-  const kind = env.ROBUSTRL_ORCHESTRATOR ?? 'none';
-  if (kind === 'none') return null;
+  const kind = ORCHESTRATOR.read(env);
   if (kind === 'kubernetes') return KubernetesOrchestrator.fromEnv(env);
   if (kind === 'http') return HttpOrchestrator.fromEnv(env);
-  throw new Error(`ROBUSTRL_ORCHESTRATOR must be 'kubernetes', 'http' or 'none', got '${kind}'`);
+  return null;
 }

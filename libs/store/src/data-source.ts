@@ -1,6 +1,7 @@
 import { DataSource, DataSourceOptions } from 'typeorm';
 import { STORE_MIGRATIONS, StoreMigration } from './migrations';
 import { pgliteDriver } from './pglite/pglite-pool';
+import { PGLITE_DIR } from './store-settings';
 
 /** PostgreSQL server when `DATABASE_URL` is set; otherwise PGlite in this process (embedded mode). */
 export type StoreConfig = { kind: 'postgres'; url: string; poolSize?: number } | { kind: 'pglite'; dataDir?: string };
@@ -12,7 +13,7 @@ export function storeConfigFromEnv(env: NodeJS.ProcessEnv): StoreConfig {
     }
     return { kind: 'postgres', url: env.DATABASE_URL };
   }
-  return { kind: 'pglite', dataDir: env.ROBUSTRL_PGLITE_DIR };
+  return { kind: 'pglite', dataDir: PGLITE_DIR.read(env) };
 }
 
 export interface OpenedDataSource {

@@ -1,5 +1,4 @@
-import { DEFAULT_AGENT_LEASE_SECONDS } from './broker-lease';
-import { z } from 'zod';
+import { ConfigError, Env, Setting } from '@robustrl/config';
 import { machineKeyFromEnv, roleCertificateFromEnv } from '@robustrl/bus';
 import { Role } from '@robustrl/contracts';
 import { randomBytes } from 'node:crypto';
@@ -7,6 +6,7 @@ import { hostname } from 'node:os';
 import { SCOPE_SETTINGS } from '@robustrl/service-kit';
 import { EngineEndpoint, enginesFromEnv } from './engine-endpoints';
 import { NoticeSource, parseNoticeSources } from './notices/cloud-notices';
+import * as S from './agent-settings';
 
 /** Everything an agent needs to know about its machine and its role process, validated at start. */
 export interface AgentConfig {
@@ -106,160 +106,161 @@ export interface AgentConfig {
   };
 }
 
-const Env = z.object({
-  ROBUSTRL_JOB_ID: z.string({ error: 'required: the job this machine works for' }).min(1),
-  ROBUSTRL_MACHINE_ID: z.string({ error: "required: this machine's id (the host name, or the pod name on Kubernetes)" }).min(1),
-  ROBUSTRL_ROLE: z.enum(Role.options, { error: 'required, one of trainer, rollout, hybrid' }),
-  ROBUSTRL_ZONE: z.string().min(1).default('default'),
-  ROBUSTRL_HARDWARE_CLASS: z.string().min(1).default('default'),
-  ROBUSTRL_GPUS: z.coerce.number().int().positive().default(8),
-  ROBUSTRL_DP_RANK: z.coerce.number().int().nonnegative().optional(),
-  ROBUSTRL_AGENT_PORT: z.coerce.number().int().min(0).max(65535).default(8086),
-  ROBUSTRL_ROLE_COMMAND: z.string().min(1).optional(),
-  ROBUSTRL_TRAINER_COMMAND: z.string().min(1).optional(),
-  ROBUSTRL_ROLLOUT_COMMAND: z.string().min(1).optional(),
-  ROBUSTRL_HYBRID_COMMAND: z.string().min(1).optional(),
-  ROBUSTRL_INTEGRATION: z
-    .enum(['supervise', 'cooperate'], {
-      error: "'supervise' (the agent runs the role command) or 'cooperate' (the framework owns its processes and follows GET /v1/commands)",
-    })
-    .default('supervise'),
-  // Past it without a poll, a cooperating framework is taken for gone: the agent stops vouching for its role.
-  ROBUSTRL_FRAMEWORK_ATTACHED_SECONDS: z.coerce.number().positive().default(45),
-  ROBUSTRL_GPU_SAMPLE_SECONDS: z.coerce.number().positive().default(10),
-  ROBUSTRL_DCGM_URL: z.url().optional(),
-  ROBUSTRL_GPU_SOURCE: z.enum(['dcgm', 'nvml', 'nvidia-smi', 'emulated', 'process-cpu']).optional(),
-  ROBUSTRL_STOP_GRACE_SECONDS: z.coerce.number().nonnegative().default(10),
-  // A command that names no incarnation and is older than the agent's start by more than this is a replay.
-  ROBUSTRL_COMMAND_CLOCK_SKEW_SECONDS: z.coerce.number().nonnegative().default(5),
-  // What other machines reach this one at: the trainer group's rendezvous (rank 0's), and by default the weight server's address.
-  ROBUSTRL_ADVERTISE_HOST: z.string().min(1).default('127.0.0.1'),
-  ROBUSTRL_TRAINER_WORLD_SIZE: z.coerce.number().int().positive().optional(),
-  // Unset: the advertised address, so the weight server listens on that interface only.
-  ROBUSTRL_WEIGHTS_BIND_HOST: z.ipv4({ error: 'an IPv4 address to bind (UCX listens on IPv4)' }).optional(),
-  ROBUSTRL_WEIGHTS_PORT: z.coerce.number().int().min(0).max(65535).default(13337),
-  // What other machines dial: the pod IP / host name on a cluster (the bind address may be 0.0.0.0).
-  ROBUSTRL_WEIGHTS_ADVERTISE_HOST: z.string().min(1).optional(),
-  ROBUSTRL_WEIGHTS_SHM_DIR: z.string().min(1).default('/dev/shm'),
-  ROBUSTRL_WEIGHTS_CHUNK_MIB: z.coerce.number().positive().default(8),
-  ROBUSTRL_WEIGHTS_MAX_MIB_PER_SECOND: z.coerce.number().nonnegative().default(0),
-  // GETs of one bucket outstanding at once: device memory moves at link speed only with several in flight.
-  ROBUSTRL_WEIGHTS_GETS_IN_FLIGHT: z.coerce.number().int().min(1).max(256).default(8),
-  ROBUSTRL_WEIGHTS_OP_TIMEOUT_SECONDS: z.coerce.number().positive().default(30),
-  ROBUSTRL_WEIGHTS_CATALOG_WAIT_SECONDS: z.coerce.number().positive().default(10),
-  // The CUDA device whose memory the weight plane moves: auto (device 0 where UCX has CUDA), none, or an ordinal.
-  ROBUSTRL_WEIGHTS_CUDA_DEVICE: z
-    .union([z.enum(['auto', 'none']), z.coerce.number().int().nonnegative()], { error: "'auto', 'none' or a CUDA device ordinal" })
-    .default('auto'),
-  ROBUSTRL_REQUEST_MANAGER_URL: z.url({ protocol: /^https?$/, error: "the request manager's base URL, http(s)://host:port" }).optional(),
-  ROBUSTRL_REQUEST_MANAGER_TOKEN: z.string().trim().min(1).optional(),
-  ROBUSTRL_RENDEZVOUS_PORT: z.coerce.number().int().min(1).max(65535).default(29500),
-  // A load past it is a fault of the engine (engine-weight-sync.ts): the controller restarts the engine.
-  ROBUSTRL_ENGINE_LOAD_DEADLINE_SECONDS: z.coerce.number().positive().default(120),
-  /**
-   * The trainer's lease (broker-lease.ts): with no record taken by the broker for this long, the agent stops
-   * its trainer or hybrid role itself. Below the control plane's agent-silent window plus its probe
-   * timeout (60 + 10 s by default), so a partitioned trainer stops before its replacement starts. 0: no lease.
-   */
-  ROBUSTRL_AGENT_LEASE_SECONDS: z.coerce.number().nonnegative().default(DEFAULT_AGENT_LEASE_SECONDS),
-  ROBUSTRL_INFERENCE_URL: z.url({ protocol: /^https?$/, error: "the engine's base URL, http(s)://host:port" }).optional(),
-  ROBUSTRL_AGENT_SOCKET: z
-    .string()
-    .regex(/^\/\S+$/, { error: "the socket's absolute path, e.g. /run/robustrl/agent.sock" })
-    .optional(),
-  // Several engines on the machine: name=url, comma separated (engine-endpoints.ts checks the list).
-  ROBUSTRL_ENGINES: z.string().optional(),
-  // Cloud notices: format=url, comma separated (notices/cloud-notices.ts checks the list).
-  ROBUSTRL_AGENT_NOTICES: z.string().optional(),
-  ROBUSTRL_AGENT_NOTICE_POLL_SECONDS: z.coerce.number().positive().default(5),
-  // The pod's terminationGracePeriodSeconds: SIGTERM is then a notice with that much time (0: SIGTERM stops at once).
-  ROBUSTRL_AGENT_TERMINATION_GRACE_SECONDS: z.coerce.number().nonnegative().default(0),
-  // Azure's scheduled events name the VMs they concern: this one's name (default: the host name).
-  ROBUSTRL_AGENT_AZURE_VM_NAME: z.string().trim().min(1).optional(),
-  ROBUSTRL_ENGINE_WEIGHTS: z
-    .enum(['off', 'vllm'], { error: "'off' (the framework loads versions) or 'vllm' (the agent loads them into its vLLM engine)" })
-    .default('off'),
-});
-
 const MiB = 1 << 20;
 
-export function agentConfigFromEnv(env: NodeJS.ProcessEnv): AgentConfig {
-  const parsed = Env.safeParse(Object.fromEntries(Object.entries(env).filter(([k, v]) => k.startsWith('ROBUSTRL_') && v !== '')));
-  if (!parsed.success) {
-    const problems = parsed.error.issues.map((i) => `${i.path.join('.') || 'env'}: ${i.message}`).join('; ');
-    throw new Error(`agent configuration is invalid: ${problems}`);
+/** Every variable agentConfigFromEnv reads (agent-settings.ts), by the name it is read as. */
+const SETTINGS = {
+  jobId: S.JOB_ID,
+  machineId: S.MACHINE_ID,
+  role: S.ROLE,
+  zone: S.ZONE,
+  hardwareClass: S.HARDWARE_CLASS,
+  gpus: S.GPUS,
+  dpRank: S.DP_RANK,
+  apiPort: S.AGENT_PORT,
+  roleCommand: S.ROLE_COMMAND,
+  trainerCommand: S.TRAINER_COMMAND,
+  rolloutCommand: S.ROLLOUT_COMMAND,
+  hybridCommand: S.HYBRID_COMMAND,
+  integration: S.INTEGRATION,
+  frameworkAttachedSeconds: S.FRAMEWORK_ATTACHED,
+  gpuSampleSeconds: S.GPU_SAMPLE,
+  dcgmUrl: S.DCGM_URL,
+  gpuSource: S.GPU_SOURCE,
+  stopGraceSeconds: S.STOP_GRACE,
+  commandClockSkewSeconds: S.COMMAND_CLOCK_SKEW,
+  advertiseHost: S.ADVERTISE_HOST,
+  trainerWorldSize: S.TRAINER_WORLD_SIZE,
+  weightsBindHost: S.WEIGHTS_BIND_HOST,
+  weightsPort: S.WEIGHTS_PORT,
+  weightsAdvertiseHost: S.WEIGHTS_ADVERTISE_HOST,
+  weightsShmDir: S.WEIGHTS_SHM_DIR,
+  weightsChunkMib: S.WEIGHTS_CHUNK_MIB,
+  weightsMaxMibPerSecond: S.WEIGHTS_MAX_MIB_PER_SECOND,
+  weightsGetsInFlight: S.WEIGHTS_GETS_IN_FLIGHT,
+  weightsOpTimeoutSeconds: S.WEIGHTS_OP_TIMEOUT,
+  weightsCatalogWaitSeconds: S.WEIGHTS_CATALOG_WAIT,
+  weightsCudaDevice: S.WEIGHTS_CUDA_DEVICE,
+  requestManagerUrl: S.REQUEST_MANAGER_URL,
+  requestManagerToken: S.REQUEST_MANAGER_TOKEN,
+  rendezvousPort: S.RENDEZVOUS_PORT,
+  engineLoadDeadlineSeconds: S.ENGINE_LOAD_DEADLINE,
+  leaseSeconds: S.AGENT_LEASE,
+  inferenceUrl: S.INFERENCE_URL,
+  apiSocket: S.AGENT_SOCKET,
+  engines: S.ENGINES,
+  notices: S.AGENT_NOTICES,
+  noticePollSeconds: S.AGENT_NOTICE_POLL,
+  terminationGraceSeconds: S.AGENT_TERMINATION_GRACE,
+  azureVmName: S.AGENT_AZURE_VM_NAME,
+  engineWeights: S.ENGINE_WEIGHTS,
+} satisfies Record<string, Setting<unknown>>;
+
+type Read<T extends Record<string, Setting<unknown>>> = { [K in keyof T]: ReturnType<T[K]['read']> };
+
+/**
+ * Reads every setting, gathering each bad value as `NAME: form, got 'value'` in `problems`, so that
+ * the agent names all of them at once; the values are used only when `problems` stays empty.
+ */
+function readAll<T extends Record<string, Setting<unknown>>>(settings: T, env: Env, problems: string[]): Read<T> {
+  const values: Record<string, unknown> = {};
+  for (const [key, setting] of Object.entries(settings)) {
+    try {
+      values[key] = setting.read(env);
+    } catch (err) {
+      if (!(err instanceof ConfigError)) throw err;
+      problems.push(`${err.variable}: ${err.accepted}, got '${err.got}'`);
+    }
   }
-  const e = parsed.data;
+  return values as Read<T>;
+}
+
+export function agentConfigFromEnv(env: NodeJS.ProcessEnv): AgentConfig {
+  const problems: string[] = [];
+  const e = readAll(SETTINGS, env, problems);
+  const required = <T>(value: T | undefined, name: string, why: string): T => {
+    if (value === undefined && !problems.some((p) => p.startsWith(`${name}:`))) problems.push(`${name}: ${why}`);
+    return value as T;
+  };
+  const jobId = required(e.jobId, 'ROBUSTRL_JOB_ID', 'required: the job this machine works for');
+  const machineId = required(e.machineId, 'ROBUSTRL_MACHINE_ID', "required: this machine's id (the host name, or the pod name on Kubernetes)");
+  const role = required(e.role, 'ROBUSTRL_ROLE', 'required, one of trainer, rollout, hybrid');
+  if (problems.length) throw new Error(`agent configuration is invalid: ${problems.join('; ')}`);
   // ROBUSTRL_ROLE_COMMAND is the command of the machine's starting role; per-role commands let a
   // rollout machine start a trainer process when it is promoted to warm standby (paper §5.1.3).
   const roleCommands: Partial<Record<Role, string>> = {
-    trainer: e.ROBUSTRL_TRAINER_COMMAND,
-    rollout: e.ROBUSTRL_ROLLOUT_COMMAND,
-    hybrid: e.ROBUSTRL_HYBRID_COMMAND,
+    trainer: e.trainerCommand,
+    rollout: e.rolloutCommand,
+    hybrid: e.hybridCommand,
   };
-  if (e.ROBUSTRL_ROLE_COMMAND) roleCommands[e.ROBUSTRL_ROLE] ??= e.ROBUSTRL_ROLE_COMMAND;
-  const commands = ['ROBUSTRL_ROLE_COMMAND', 'ROBUSTRL_TRAINER_COMMAND', 'ROBUSTRL_ROLLOUT_COMMAND', 'ROBUSTRL_HYBRID_COMMAND'] as const;
-  const given = commands.filter((name) => e[name] !== undefined);
-  if (e.ROBUSTRL_INTEGRATION === 'cooperate' && given.length)
+  if (e.roleCommand) roleCommands[role] ??= e.roleCommand;
+  const commands = [
+    [S.ROLE_COMMAND, e.roleCommand],
+    [S.TRAINER_COMMAND, e.trainerCommand],
+    [S.ROLLOUT_COMMAND, e.rolloutCommand],
+    [S.HYBRID_COMMAND, e.hybridCommand],
+  ] as const;
+  const given = commands.filter(([, value]) => value !== undefined).map(([setting]) => setting.info.name);
+  if (e.integration === 'cooperate' && given.length)
     throw new Error(
       `agent configuration is invalid: ${given.join(', ')}: not with ROBUSTRL_INTEGRATION=cooperate, where the framework starts its own processes`,
     );
   let engines: EngineEndpoint[];
   let noticeSources: NoticeSource[];
   try {
-    engines = enginesFromEnv(e.ROBUSTRL_MACHINE_ID, e);
-    noticeSources = parseNoticeSources(e.ROBUSTRL_AGENT_NOTICES ?? '');
+    engines = enginesFromEnv(machineId, env);
+    noticeSources = parseNoticeSources(e.notices ?? '');
   } catch (err) {
     throw new Error(`agent configuration is invalid: ${(err as Error).message}`);
   }
   return {
-    jobId: e.ROBUSTRL_JOB_ID,
-    machineId: e.ROBUSTRL_MACHINE_ID,
-    role: e.ROBUSTRL_ROLE,
-    zone: e.ROBUSTRL_ZONE,
-    hardwareClass: e.ROBUSTRL_HARDWARE_CLASS,
-    gpus: e.ROBUSTRL_GPUS,
-    dpRank: e.ROBUSTRL_DP_RANK ?? null,
-    inferenceUrl: e.ROBUSTRL_INFERENCE_URL,
+    jobId,
+    machineId,
+    role,
+    zone: e.zone,
+    hardwareClass: e.hardwareClass,
+    gpus: e.gpus,
+    dpRank: e.dpRank ?? null,
+    inferenceUrl: e.inferenceUrl,
     engines,
-    engineWeights: e.ROBUSTRL_ENGINE_WEIGHTS,
-    engineLoadDeadlineMs: Math.round(e.ROBUSTRL_ENGINE_LOAD_DEADLINE_SECONDS * 1000),
-    leaseMs: Math.round(e.ROBUSTRL_AGENT_LEASE_SECONDS * 1000),
-    requestManagerUrl: e.ROBUSTRL_REQUEST_MANAGER_URL,
-    requestManagerToken: e.ROBUSTRL_REQUEST_MANAGER_TOKEN,
-    rendezvousPort: e.ROBUSTRL_RENDEZVOUS_PORT,
-    hostAddress: e.ROBUSTRL_ADVERTISE_HOST,
-    trainerWorldSize: e.ROBUSTRL_TRAINER_WORLD_SIZE ?? null,
-    apiPort: e.ROBUSTRL_AGENT_PORT,
-    apiSocket: e.ROBUSTRL_AGENT_SOCKET,
+    engineWeights: e.engineWeights,
+    engineLoadDeadlineMs: Math.round(e.engineLoadDeadlineSeconds * 1000),
+    leaseMs: Math.round(e.leaseSeconds * 1000),
+    requestManagerUrl: e.requestManagerUrl,
+    requestManagerToken: e.requestManagerToken,
+    rendezvousPort: e.rendezvousPort,
+    hostAddress: e.advertiseHost,
+    trainerWorldSize: e.trainerWorldSize ?? null,
+    apiPort: e.apiPort,
+    apiSocket: e.apiSocket,
     apiToken: roleApiToken(env),
     roleCommands,
-    integration: e.ROBUSTRL_INTEGRATION,
-    frameworkAttachedMs: Math.round(e.ROBUSTRL_FRAMEWORK_ATTACHED_SECONDS * 1000),
-    gpuSampleSeconds: e.ROBUSTRL_GPU_SAMPLE_SECONDS,
-    dcgmUrl: e.ROBUSTRL_DCGM_URL,
-    preferredGpuSource: e.ROBUSTRL_GPU_SOURCE,
-    stopGraceMs: Math.round(e.ROBUSTRL_STOP_GRACE_SECONDS * 1000),
-    commandClockSkewMs: Math.round(e.ROBUSTRL_COMMAND_CLOCK_SKEW_SECONDS * 1000),
+    integration: e.integration,
+    frameworkAttachedMs: Math.round(e.frameworkAttachedSeconds * 1000),
+    gpuSampleSeconds: e.gpuSampleSeconds,
+    dcgmUrl: e.dcgmUrl,
+    preferredGpuSource: e.gpuSource,
+    stopGraceMs: Math.round(e.stopGraceSeconds * 1000),
+    commandClockSkewMs: Math.round(e.commandClockSkewSeconds * 1000),
     machineKey: machineKeyFromEnv(env),
-    roleCertificate: roleCertificateFromEnv(env, e.ROBUSTRL_MACHINE_ID, e.ROBUSTRL_ROLE),
+    roleCertificate: roleCertificateFromEnv(env, machineId, role),
     notices: {
       sources: noticeSources,
-      pollMs: Math.round(e.ROBUSTRL_AGENT_NOTICE_POLL_SECONDS * 1000),
-      vmName: e.ROBUSTRL_AGENT_AZURE_VM_NAME ?? hostname(),
+      pollMs: Math.round(e.noticePollSeconds * 1000),
+      vmName: e.azureVmName ?? hostname(),
     },
-    terminationGraceMs: Math.round(e.ROBUSTRL_AGENT_TERMINATION_GRACE_SECONDS * 1000),
+    terminationGraceMs: Math.round(e.terminationGraceSeconds * 1000),
     weights: {
-      bindHost: e.ROBUSTRL_WEIGHTS_BIND_HOST ?? null,
-      port: e.ROBUSTRL_WEIGHTS_PORT,
-      advertiseHost: e.ROBUSTRL_WEIGHTS_ADVERTISE_HOST ?? e.ROBUSTRL_ADVERTISE_HOST,
-      shmDir: e.ROBUSTRL_WEIGHTS_SHM_DIR,
-      chunkBytes: Math.round(e.ROBUSTRL_WEIGHTS_CHUNK_MIB * MiB),
-      maxBytesPerSecond: Math.round(e.ROBUSTRL_WEIGHTS_MAX_MIB_PER_SECOND * MiB),
-      getsInFlight: e.ROBUSTRL_WEIGHTS_GETS_IN_FLIGHT,
-      opTimeoutMs: Math.round(e.ROBUSTRL_WEIGHTS_OP_TIMEOUT_SECONDS * 1000),
-      catalogWaitMs: Math.round(e.ROBUSTRL_WEIGHTS_CATALOG_WAIT_SECONDS * 1000),
-      cudaDevice: e.ROBUSTRL_WEIGHTS_CUDA_DEVICE,
+      bindHost: e.weightsBindHost ?? null,
+      port: e.weightsPort,
+      advertiseHost: e.weightsAdvertiseHost ?? e.advertiseHost,
+      shmDir: e.weightsShmDir,
+      chunkBytes: Math.round(e.weightsChunkMib * MiB),
+      maxBytesPerSecond: Math.round(e.weightsMaxMibPerSecond * MiB),
+      getsInFlight: e.weightsGetsInFlight,
+      opTimeoutMs: Math.round(e.weightsOpTimeoutSeconds * 1000),
+      catalogWaitMs: Math.round(e.weightsCatalogWaitSeconds * 1000),
+      cudaDevice: e.weightsCudaDevice,
     },
   };
 }

@@ -1,3 +1,6 @@
+import { Env } from '@robustrl/config';
+import { ENGINES, INFERENCE_URL } from './agent-settings';
+
 /**
  * The inference engines a rollout machine hosts, as its agent registers them (docs/integrators/engines.md).
  * One engine is `ROBUSTRL_INFERENCE_URL` and carries the machine's own id; several —
@@ -38,12 +41,14 @@ export function parseEngineList(machineId: string, list: string): EngineEndpoint
   });
 }
 
-/** The machine's engines from its settings: the list, the one URL (named as the machine), or none. */
-export function enginesFromEnv(machineId: string, env: { ROBUSTRL_ENGINES?: string; ROBUSTRL_INFERENCE_URL?: string }): EngineEndpoint[] {
-  if (env.ROBUSTRL_ENGINES !== undefined && env.ROBUSTRL_INFERENCE_URL !== undefined)
+/** The machine's engines from its settings (agent-settings.ts): the list, the one URL (named as the machine), or none. */
+export function enginesFromEnv(machineId: string, env: Env): EngineEndpoint[] {
+  const list = ENGINES.read(env);
+  const url = INFERENCE_URL.read(env);
+  if (list !== undefined && url !== undefined)
     throw new Error('ROBUSTRL_ENGINES and ROBUSTRL_INFERENCE_URL: set one (the list names every engine, the URL is the one engine)');
-  if (env.ROBUSTRL_ENGINES !== undefined) return parseEngineList(machineId, env.ROBUSTRL_ENGINES);
-  return env.ROBUSTRL_INFERENCE_URL ? [{ engineId: machineId, url: env.ROBUSTRL_INFERENCE_URL }] : [];
+  if (list !== undefined) return parseEngineList(machineId, list);
+  return url ? [{ engineId: machineId, url }] : [];
 }
 
 /** Whether the machine names its engines itself (several, or one under its own name) rather than by `inferenceUrl`. */

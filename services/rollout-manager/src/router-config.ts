@@ -1,8 +1,8 @@
 import { hostname } from 'node:os';
 import { ContinuationPolicy } from '@robustrl/contracts';
 import { HttpAuth, httpAuthFromEnv } from '@robustrl/service-kit';
-import { z } from 'zod';
-import { ENGINE_KINDS, EngineKind, EngineSpec, isEngineKind } from './router';
+import { EngineKind, EngineSpec } from './router';
+import * as R from './router-settings';
 
 /** The router's settings (docs/operators/configuration.md), read from the environment by routerConfigFromEnv. */
 export interface RouterConfig {
@@ -51,96 +51,59 @@ export interface RouterConfig {
 
 const Engine = /^(?<id>[^=@,\s]+)(@(?<machine>[^=,\s]+))?=(?<url>https?:\/\/\S+)$/;
 
-/**
- * The router is on when ROBUSTRL_ROUTER=on, or when ROBUSTRL_ROUTER_ENGINES lists engines to start
- * with (`id=url` or `id@machine=url`, comma separated); rollout machines whose agents tell their
- * engine's URL (ROBUSTRL_INFERENCE_URL) join as they come. ROBUSTRL_ROUTER_PORT (default 8000),
- * ROBUSTRL_ROUTER_HOST (default ROBUSTRL_HTTP_HOST, loopback; on a cluster the pod's address, since
- * agent loops run elsewhere — and then ROBUSTRL_ROUTER_TOKENS or _TOKENS_FILE, the loops' API key),
- * ROBUSTRL_TRAJECTORY_DATABASE_URL (the trajectory store's PostgreSQL: the router records there itself),
- * else ROBUSTRL_REQUEST_MANAGER_URL and ROBUSTRL_REQUEST_MANAGER_TOKEN (recording over its HTTP API),
- * ROBUSTRL_JOB_ID, ROBUSTRL_THROUGHPUT_SECONDS (default 10), ROBUSTRL_MAX_STALENESS (default 1; 0
- * for a synchronous job), ROBUSTRL_CONTINUATION_POLICY (keep, the default, or restart-from-prompt),
- * ROBUSTRL_ROUTER_ENGINE_KIND (vllm, the default, sglang or llama.cpp: the engines' API beyond OpenAI's),
- * ROBUSTRL_ROUTER_EVIDENCE_SECONDS (default 1: how often each engine's request stalls and failures are
- * reported to the detector), ROBUSTRL_EXTERNAL_ROUTER_URL and _API_KEY (an SGLang Model Gateway the
- * agent loops use instead: its workers follow the engines this router would route to).
- */
-/** ROBUSTRL_TRAJECTORY_DATABASE_URL: the trajectory store's PostgreSQL, where the router records itself. */
+/** ROBUSTRL_TRAJECTORY_DATABASE_URL: the trajectory store's PostgreSQL, where the router records itself (its error hides the password). */
 function trajectoryDatabaseUrlFromEnv(env: NodeJS.ProcessEnv): string | null {
-  const url = env.ROBUSTRL_TRAJECTORY_DATABASE_URL?.trim();
+  const url = R.TRAJECTORY_DATABASE_URL.read(env);
   if (!url) return null;
   if (!/^postgres(ql)?:\/\//.test(url))
     throw new Error(`ROBUSTRL_TRAJECTORY_DATABASE_URL must be a postgres:// URL, got '${url.replace(/:[^:@/]*@/, ':***@')}'`);
   return url;
 }
 
+/**
+ * The router's settings (router-settings.ts), or null when it is off: it is on with ROBUSTRL_ROUTER=on, as a
+ * replica (ROBUSTRL_ROUTER_REPLICA=on), or when ROBUSTRL_ROUTER_ENGINES lists engines to start with; rollout
+ * machines whose agents tell their engine's URL join as they come.
+ */
 export function routerConfigFromEnv(env: NodeJS.ProcessEnv): RouterConfig | null {
-  const list = env.ROBUSTRL_ROUTER_ENGINES?.trim() ?? '';
-  const replica = env.ROBUSTRL_ROUTER_REPLICA?.trim().toLowerCase();
-  if (replica !== undefined && replica !== '' && replica !== 'on' && replica !== 'off')
-    throw new Error(`ROBUSTRL_ROUTER_REPLICA must be on or off, got '${env.ROBUSTRL_ROUTER_REPLICA}'`);
-  const on = replica === 'on' ? 'on' : env.ROBUSTRL_ROUTER?.trim().toLowerCase();
-  if (on !== undefined && on !== '' && on !== 'on' && on !== 'off') throw new Error(`ROBUSTRL_ROUTER must be on or off, got '${env.ROBUSTRL_ROUTER}'`);
-  if (on === 'off' || (!list && on !== 'on')) return null;
+  const list = R.ROUTER_ENGINES.read(env) ?? '';
+  const replica = R.ROUTER_REPLICA.read(env) === true;
+  const on = replica ? true : R.ROUTER.read(env);
+  if (on === false || (!list && on !== true)) return null;
   const engines = (list ? list.split(',') : []).map((item) => {
     const m = Engine.exec(item.trim());
     if (!m?.groups) throw new Error(`ROBUSTRL_ROUTER_ENGINES: '${item}' is not id=url or id@machine=url`);
     return { id: m.groups.id, machineId: m.groups.machine ?? m.groups.id, baseUrl: m.groups.url };
   });
-  if (!env.ROBUSTRL_JOB_ID) throw new Error('ROBUSTRL_JOB_ID is required with the router: the job the engines serve');
-  const port = z.coerce
-    .number()
-    .int()
-    .min(0)
-    .max(65535)
-    .safeParse(env.ROBUSTRL_ROUTER_PORT ?? '8000');
-  if (!port.success) throw new Error(`ROBUSTRL_ROUTER_PORT must be a port number, got '${env.ROBUSTRL_ROUTER_PORT}'`);
-  const seconds = z.coerce
-    .number()
-    .positive()
-    .safeParse(env.ROBUSTRL_THROUGHPUT_SECONDS ?? '10');
-  if (!seconds.success) throw new Error(`ROBUSTRL_THROUGHPUT_SECONDS must be a positive number, got '${env.ROBUSTRL_THROUGHPUT_SECONDS}'`);
-  const staleness = z.coerce
-    .number()
-    .int()
-    .nonnegative()
-    .safeParse(env.ROBUSTRL_MAX_STALENESS ?? '1');
-  if (!staleness.success) throw new Error(`ROBUSTRL_MAX_STALENESS must be a whole number of weight versions, got '${env.ROBUSTRL_MAX_STALENESS}'`);
-  const policy = ContinuationPolicy.safeParse(env.ROBUSTRL_CONTINUATION_POLICY?.trim() || 'keep');
-  if (!policy.success) throw new Error(`ROBUSTRL_CONTINUATION_POLICY must be keep or restart-from-prompt, got '${env.ROBUSTRL_CONTINUATION_POLICY}'`);
-  const host = env.ROBUSTRL_ROUTER_HOST?.trim() || env.ROBUSTRL_HTTP_HOST?.trim() || '127.0.0.1';
-  const engineKind = env.ROBUSTRL_ROUTER_ENGINE_KIND?.trim() || 'vllm';
-  if (!isEngineKind(engineKind)) throw new Error(`ROBUSTRL_ROUTER_ENGINE_KIND must be one of ${ENGINE_KINDS.join(', ')}, got '${engineKind}'`);
-  const evidence = z.coerce
-    .number()
-    .positive()
-    .safeParse(env.ROBUSTRL_ROUTER_EVIDENCE_SECONDS ?? '1');
-  if (!evidence.success) throw new Error(`ROBUSTRL_ROUTER_EVIDENCE_SECONDS must be a positive number, got '${env.ROBUSTRL_ROUTER_EVIDENCE_SECONDS}'`);
-  const requestManagerToken = env.ROBUSTRL_REQUEST_MANAGER_TOKEN?.trim();
+  const jobId = R.JOB_ID.read(env);
+  if (!jobId) throw new Error('ROBUSTRL_JOB_ID is required with the router: the job the engines serve');
+  const port = R.ROUTER_PORT.read(env);
+  const throughputSeconds = R.THROUGHPUT.read(env);
+  const maxStaleness = R.MAX_STALENESS.read(env);
+  const continuationPolicy = R.CONTINUATION_POLICY.read(env);
+  // ROBUSTRL_HTTP_HOST is every service's own address (service-kit's service-config.ts).
+  const host = R.ROUTER_HOST.read(env) || env.ROBUSTRL_HTTP_HOST?.trim() || '127.0.0.1';
+  const engineKind = R.ENGINE_KIND.read(env);
+  const evidenceSeconds = R.EVIDENCE.read(env);
+  const requestManagerToken = R.REQUEST_MANAGER_TOKEN.read(env);
+  const externalRouterUrl = R.EXTERNAL_ROUTER_URL.read(env);
+  const externalRouterApiKey = R.EXTERNAL_ROUTER_API_KEY.read(env);
   return {
-    jobId: env.ROBUSTRL_JOB_ID,
-    port: port.data,
+    jobId,
+    port,
     host,
     auth: httpAuthFromEnv(env, host, 'ROBUSTRL_ROUTER'),
     authSettings: env,
     ...(requestManagerToken ? { requestManagerToken } : {}),
     engines,
-    maxStaleness: staleness.data,
-    continuationPolicy: policy.data,
-    requestManagerUrl: env.ROBUSTRL_REQUEST_MANAGER_URL ?? null,
+    maxStaleness,
+    continuationPolicy,
+    requestManagerUrl: R.REQUEST_MANAGER_URL.read(env) ?? null,
     trajectoryDatabaseUrl: trajectoryDatabaseUrlFromEnv(env),
-    ...(replica === 'on' ? { replica: { replicaId: env.ROBUSTRL_ROUTER_REPLICA_ID?.trim() || hostname() } } : {}),
-    throughputSeconds: seconds.data,
-    evidenceSeconds: evidence.data,
+    ...(replica ? { replica: { replicaId: R.ROUTER_REPLICA_ID.read(env) || hostname() } } : {}),
+    throughputSeconds,
+    evidenceSeconds,
     engineKind,
-    ...(env.ROBUSTRL_EXTERNAL_ROUTER_URL?.trim()
-      ? {
-          externalRouter: {
-            url: env.ROBUSTRL_EXTERNAL_ROUTER_URL.trim(),
-            ...(env.ROBUSTRL_EXTERNAL_ROUTER_API_KEY ? { apiKey: env.ROBUSTRL_EXTERNAL_ROUTER_API_KEY } : {}),
-          },
-        }
-      : {}),
+    ...(externalRouterUrl ? { externalRouter: { url: externalRouterUrl, ...(externalRouterApiKey ? { apiKey: externalRouterApiKey } : {}) } } : {}),
   };
 }

@@ -4,6 +4,7 @@ import { Role } from '@robustrl/contracts';
 import { checkBearer, HttpAuth, httpAuthFromEnv, limitServer, tokensFromEnv, unauthorizedResponse } from '@robustrl/service-kit';
 import { z } from 'zod';
 import { MachineSpec, Orchestrator, OrchestratorError } from '../orchestrator';
+import { ORCHESTRATOR_URL } from '../orchestrator-settings';
 
 /**
  * The orchestrator port over HTTP, both ends: `serveOrchestrator` puts any orchestrator behind an HTTP
@@ -140,10 +141,8 @@ export class HttpOrchestrator implements Orchestrator {
   ) {}
 
   static fromEnv(env: NodeJS.ProcessEnv): HttpOrchestrator {
-    const url = env.ROBUSTRL_ORCHESTRATOR_URL?.trim();
-    if (!url || !/^https?:\/\/[^/\s]+/.test(url)) {
-      throw new Error(`ROBUSTRL_ORCHESTRATOR=http needs ROBUSTRL_ORCHESTRATOR_URL, the machine host's base URL (http://host:port), got '${url ?? ''}'`);
-    }
+    const url = ORCHESTRATOR_URL.read(env);
+    if (!url) throw new Error("ROBUSTRL_ORCHESTRATOR=http needs ROBUSTRL_ORCHESTRATOR_URL, the machine host's base URL (http://host:port)");
     const [token] = tokensFromEnv(env, TOKEN_SETTING);
     return new HttpOrchestrator(url.replace(/\/+$/, ''), { token });
   }

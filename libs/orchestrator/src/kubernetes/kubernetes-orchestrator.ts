@@ -32,6 +32,14 @@ import { Role } from '@robustrl/contracts';
 import { MachineSpec, Orchestrator, OrchestratorError } from '../orchestrator';
 import { BoundedMap, MAX_REMEMBERED_OPERATIONS, OperationKind, OperationMemo } from '../operation-memo';
 import { Departure, DepartureSource } from '../departures';
+import {
+  DEFAULT_POLL_INTERVAL_MS,
+  DEFAULT_READY_TIMEOUT_MS,
+  K8S_NAMESPACE,
+  K8S_NOTICE_TAINTS,
+  K8S_POLL_INTERVAL_MS,
+  K8S_READY_TIMEOUT_MS,
+} from '../orchestrator-settings';
 import { statusOf, toOrchestratorError } from './api-errors';
 import { DEFAULT_NOTICE_TAINTS } from './disruption-notices';
 import { KubernetesDepartures } from './kubernetes-departures';
@@ -51,7 +59,6 @@ import {
   podUid,
   poolKey,
   poolSelector,
-  positiveIntegerFromEnv,
   sleep,
   toMachineSpec,
 } from './pods';
@@ -69,8 +76,6 @@ export interface KubernetesOrchestratorOptions {
   noticeTaints?: readonly string[];
 }
 
-const DEFAULT_READY_TIMEOUT_MS = 10 * 60_000;
-const DEFAULT_POLL_INTERVAL_MS = 2_000;
 /** The pod-deletion-cost range is int32; the minimum puts the released pod first in line. */
 const LOWEST_DELETION_COST = String(-(2 ** 31));
 
@@ -139,31 +144,25 @@ export class KubernetesOrchestrator implements Orchestrator, DepartureSource {
   }
 
   /**
-   * ROBUSTRL_K8S_NAMESPACE (else the kubeconfig context's namespace, which in a pod is the service
-   * account's), ROBUSTRL_K8S_READY_TIMEOUT_MS, ROBUSTRL_K8S_POLL_INTERVAL_MS, ROBUSTRL_K8S_NOTICE_TAINTS
-   * (taint keys, comma-separated, that announce a node's removal besides DEFAULT_NOTICE_TAINTS).
+   * The adapter from the ROBUSTRL_K8S_* settings (orchestrator-settings.ts): the namespace (else the
+   * kubeconfig context's, which in a pod is the service account's), the waits, and taint keys that announce
+   * a node's removal besides DEFAULT_NOTICE_TAINTS.
    */
   static fromEnv(env: NodeJS.ProcessEnv = process.env, kubeConfig?: KubeConfig): KubernetesOrchestrator {
     if (!kubeConfig) {
       kubeConfig = new KubeConfig();
       kubeConfig.loadFromDefault();
     }
-    const namespace = env.ROBUSTRL_K8S_NAMESPACE || kubeConfig.getContextObject(kubeConfig.getCurrentContext())?.namespace;
+    const namespace = K8S_NAMESPACE.read(env) || kubeConfig.getContextObject(kubeConfig.getCurrentContext())?.namespace;
     if (!namespace) {
       throw new Error('ROBUSTRL_K8S_NAMESPACE is not set and the current kubeconfig context names no namespace');
     }
     return new KubernetesOrchestrator({
       kubeConfig,
       namespace,
-      readyTimeoutMs: positiveIntegerFromEnv(env, 'ROBUSTRL_K8S_READY_TIMEOUT_MS'),
-      pollIntervalMs: positiveIntegerFromEnv(env, 'ROBUSTRL_K8S_POLL_INTERVAL_MS'),
-      noticeTaints: [
-        ...DEFAULT_NOTICE_TAINTS,
-        ...(env.ROBUSTRL_K8S_NOTICE_TAINTS ?? '')
-          .split(',')
-          .map((k) => k.trim())
-          .filter(Boolean),
-      ],
+      readyTimeoutMs: K8S_READY_TIMEOUT_MS.read(env),
+      pollIntervalMs: K8S_POLL_INTERVAL_MS.read(env),
+      noticeTaints: [...DEFAULT_NOTICE_TAINTS, ...K8S_NOTICE_TAINTS.read(env)],
     });
   }
 
