@@ -1,5 +1,5 @@
 import type { DecisionRule } from '@robustrl/contracts';
-import type { ControllerState, Recovery } from './controller.state';
+import type { ControllerData, Recovery } from './controller.state';
 
 /**
  * When a role restart is not enough and the whole task restarts (paper §5.1.2). Role restarts
@@ -8,12 +8,12 @@ import type { ControllerState, Recovery } from './controller.state';
  */
 
 /** Rule 1: a fault in the first iteration of the job, or the first after a resume — rollout faults included (paper footnote 2). */
-export function firstIterationFault(state: ControllerState): DecisionRule | null {
+export function firstIterationFault(state: ControllerData): DecisionRule | null {
   return state.firstIteration ? 'escalate-first-iteration' : null;
 }
 
 /** Rule 2: a second trainer fault detected in the same step is reproducible. */
-export function repeatedFaultInStep(state: ControllerState, handledAs: 'trainer' | 'rollout'): DecisionRule | null {
+export function repeatedFaultInStep(state: ControllerData, handledAs: 'trainer' | 'rollout'): DecisionRule | null {
   const seen = state.trainerFaultsInStep;
   return handledAs === 'trainer' && seen.step === state.step && seen.count >= 1 ? 'escalate-repeated-fault-in-step' : null;
 }

@@ -80,7 +80,7 @@ export function afterHandover(state: ControllerData, r: Recovery, h: HandoverSta
 export const awaitingCheckpoint = (r: Recovery): boolean => r.handover?.status === 'waiting';
 
 /** How decide restarts a trainer group (controller.decide.ts restartGroupOf): given here, so this file needs no decide. */
-export type Regroup = (state: ControllerState, r: Recovery, seq: number, now: number) => ControllerDraft[];
+export type Regroup<S extends ControllerData = ControllerState> = (state: S, r: Recovery, seq: number, now: number) => ControllerDraft[];
 
 /** The checkpoint a departing trainer's group waits for is saved: the group moves to the step after it. */
 export function checkpointForHandover(state: ControllerState, step: number, now: number, regroup: Regroup): ControllerDraft[] {
@@ -115,9 +115,10 @@ export function handoverEnded(state: ControllerState, r: Recovery, h: HandoverSt
 /**
  * The departing machine's place in a group that moves now (its handover ended): with a standby lent,
  * the machine is refilled as a rollout — isolating it — and the group restarts once the standby is
- * promoted; without one, the machine is replaced by a new one, whose arrival restarts the group.
+ * promoted; without one, the machine is replaced by a new one, whose arrival restarts the group. It
+ * reads the facts only (the full-recompute reference the specs hold the controller to moves with it).
  */
-export function moveFromDepartingMachine(state: ControllerState, r: Recovery, now: number, regroup: Regroup): ControllerDraft[] {
+export function moveFromDepartingMachine<S extends ControllerData>(state: S, r: Recovery, now: number, regroup: Regroup<S>): ControllerDraft[] {
   const next = r.commandSeq + 1;
   const faulty = state.machines[r.machineId] ?? unknownMachine(r.machineId, 'trainer');
   const promote = Object.values(r.commands).find((c) => c.type === 'PromoteRolloutToTrainer');

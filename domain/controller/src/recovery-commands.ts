@@ -1,14 +1,16 @@
 import { DecisionRule, Draft, draft, Evidence, Handover, RecoveryAction } from '@robustrl/contracts';
-import { batchOfStep, ControllerDraft, ControllerState, Recovery, RosterMachine } from './controller.state';
+import { batchOfStep, ControllerDraft, ControllerData, Recovery, RosterMachine } from './controller.state';
 
 /**
  * The controller's outputs, built in one place. Command ids are `<recovery>/<n>` and recovery ids
- * `<verdict>/recovery`, so deciding twice from the same state yields the same ids.
+ * `<verdict>/recovery`, so deciding twice from the same state yields the same ids. They read the facts
+ * only (`ControllerData`, no index): the full-recompute reference the specs hold the controller to
+ * builds its outputs with them too.
  */
 
 /** The decision record of a recovery, naming the rule that fired. */
 export function decision(
-  state: ControllerState,
+  state: ControllerData,
   r: { recoveryId: string; verdictId: string; machineId: string },
   action: RecoveryAction,
   rule: DecisionRule,
@@ -31,7 +33,7 @@ export function decision(
  * The registered incarnations of `machines`, as far as the roster knows them: a command names the agent
  * processes it was issued for, so an agent started after it (a replay, a restart) does not act on it.
  */
-function addressedTo(state: ControllerState, machines: readonly string[]): { incarnations?: Record<string, string> } {
+function addressedTo(state: ControllerData, machines: readonly string[]): { incarnations?: Record<string, string> } {
   const known = machines.flatMap((id) => {
     const incarnation = state.machines[id]?.incarnation;
     return incarnation ? [[id, incarnation] as const] : [];
@@ -45,7 +47,7 @@ function addressedTo(state: ControllerState, machines: readonly string[]): { inc
  * the retried step keeps.
  */
 function groupContext(
-  state: ControllerState,
+  state: ControllerData,
   machines: readonly string[],
   batchId: string | null,
 ): { agentAddresses?: Record<string, string>; hostAddresses?: Record<string, string>; batchId?: string } {
@@ -64,7 +66,7 @@ function groupContext(
 }
 
 /** Restart the trainer group in place: reload the per-step checkpoint and retry the step on its batch (paper §5.1.2). */
-export function restartTrainerGroup(state: ControllerState, recoveryId: string, seq: number, machines: string[]): ControllerDraft {
+export function restartTrainerGroup(state: ControllerData, recoveryId: string, seq: number, machines: string[]): ControllerDraft {
   return draft('RestartTrainerGroup', {
     recoveryId,
     commandId: `${recoveryId}/${seq}`,
@@ -79,7 +81,7 @@ export function restartTrainerGroup(state: ControllerState, recoveryId: string, 
 }
 
 /** The same restart for a recovery already under way: its step and checkpoint, its (re-formed) group plus a new machine. */
-export function restartTrainerGroupOf(state: ControllerState, recovery: Recovery, seq: number, add: string | null = null): Draft<'RestartTrainerGroup'> {
+export function restartTrainerGroupOf(state: ControllerData, recovery: Recovery, seq: number, add: string | null = null): Draft<'RestartTrainerGroup'> {
   const machines = add && !recovery.trainerGroup.includes(add) ? [...recovery.trainerGroup, add] : recovery.trainerGroup;
   return draft('RestartTrainerGroup', {
     recoveryId: recovery.recoveryId,
@@ -120,12 +122,12 @@ export function restartRolloutEngine(recoveryId: string, seq: number, m: RosterM
   });
 }
 
-export function restartTask(state: ControllerState, recoveryId: string, seq: number, rule: DecisionRule): ControllerDraft {
+export function restartTask(state: ControllerData, recoveryId: string, seq: number, rule: DecisionRule): ControllerDraft {
   return draft('RestartTask', { recoveryId, commandId: `${recoveryId}/${seq}`, rule, trainerEpoch: nextTrainerEpoch(state) });
 }
 
 /** A newly formed group fences every older one (docs/contributors/recovery.md "Fencing"): one more than the newest the controller formed. */
-const nextTrainerEpoch = (state: ControllerState): number => (state.trainerEpoch ?? 0) + 1;
+const nextTrainerEpoch = (state: ControllerData): number => (state.trainerEpoch ?? 0) + 1;
 
 /** The end of a recovery with its stage latencies: detect, decide, restart (commands issued → done), reconnect (done → reported in). */
 export function completed(r: Recovery, now: number, outcome: 'recovered' | 'escalated' | 'abandoned'): ControllerDraft {

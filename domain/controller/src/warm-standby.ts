@@ -1,4 +1,4 @@
-import type { ControllerState, RosterMachine } from './controller.state';
+import type { ControllerData, ControllerState, RosterMachine } from './controller.state';
 import { isSuspected } from './open-suspicions';
 
 /**
@@ -11,7 +11,20 @@ import { isSuspected } from './open-suspicions';
  */
 export function chooseWarmStandby(state: ControllerState, faulty: RosterMachine, exclude: readonly string[] = []): RosterMachine | null {
   // Gathered once: asking per candidate walked every open recovery's trainer group once per rollout.
-  const busy = machinesInActiveRecoveries(state);
+  return warmStandbyAmong(state, faulty, machinesInActiveRecoveries(state), exclude);
+}
+
+/**
+ * The choice above, given `busy`: every machine an unfinished recovery is about or is rebuilding the
+ * trainer group with (never lent). Reads the facts only, so the full-recompute reference the specs hold
+ * the controller to chooses with it, gathering `busy` its own way.
+ */
+export function warmStandbyAmong(
+  state: ControllerData,
+  faulty: RosterMachine,
+  busy: ReadonlySet<string>,
+  exclude: readonly string[] = [],
+): RosterMachine | null {
   const candidates = Object.values(state.machines).filter(
     (m) =>
       m.status === 'active' &&

@@ -1,7 +1,16 @@
-import type { DowntimeCategory, EttrIndex, EttrView, IdleWait, LedgerEntry, MachineView, Outage } from './ettr-view';
+import type { Bucket, DowntimeCategory, EttrIndex, EttrView, IdleWait, LedgerEntry, MachineView, Outage } from './ettr-view';
 
 /** Phases in which a rollout machine generates work a task restart would throw away. */
-const GENERATING = new Set(['rollout', 'awaiting-tools']);
+export const GENERATING: ReadonlySet<string> = new Set(['rollout', 'awaiting-tools']);
+
+/**
+ * What the accounting primitives at the end of this file (`ledgerAdd`, `overBuckets`, `reclassify`,
+ * `chargeUnaccounted`) read and write of a view and a machine: the clock, totals, sliding series and
+ * ledger, never the machine table or the index, so the full-recompute reference the specs hold the
+ * projection to accounts with them too.
+ */
+type Accounts = Pick<EttrView, 'settings' | 'startedAt' | 'clock' | 'effectiveGpuMs' | 'totalGpuMs' | 'ledger' | 'buckets'>;
+type Accounted = Pick<MachineView, 'machineId' | 'role' | 'gpus'>;
 
 /*
  * Incremental accounting. Between two events every machine counts the same way, so the
@@ -11,7 +20,7 @@ const GENERATING = new Set(['rollout', 'awaiting-tools']);
  * counted) and its new way of counting is taken then (`recount`). An idle machine counts by the
  * wait of its side (`IdleWait`: the other side's open outages and serving machines), so when that wait
  * changes the idle machines of the side are recounted.
- * The result is the same as accounting every machine on every event (`full-recompute/`, held to it
+ * The result is the same as accounting every machine on every event (`spec-support/full-recompute/`, held to it
  * by `ettr-incremental.spec.ts`): GPU-milliseconds are whole numbers, so the sums do not depend on
  * how the time is split.
  */
@@ -179,7 +188,8 @@ function heldSet(index: EttrIndex, outageId: string): Set<MachineView> {
   return set;
 }
 
-function ledgerAdd(view: EttrView, category: DowntimeCategory, outageId: string | null, m: MachineView, gpuMs: number): void {
+/** Adds `gpuMs` of `m` to the ledger row of `category` and `outageId`. */
+export function ledgerAdd(view: Accounts, category: DowntimeCategory, outageId: string | null, m: Accounted, gpuMs: number): void {
   if (gpuMs <= 0) return;
   const key = `${category}|${outageId ?? ''}|${m.machineId}`;
   const e = view.ledger[key];
@@ -215,7 +225,7 @@ export function settleAll(view: EttrView): void {
   for (const m of Object.values(view.machines)) settle(view, m);
 }
 
-function bucketAt(view: EttrView, t: number) {
+function bucketAt(view: Accounts, t: number) {
   const { sampleMs, maxBuckets } = view.settings;
   const start = (view.startedAt ?? 0) + Math.floor((t - (view.startedAt ?? 0)) / sampleMs) * sampleMs;
   const last = view.buckets[view.buckets.length - 1];
@@ -235,7 +245,7 @@ function bucketAt(view: EttrView, t: number) {
 }
 
 /** Splits [from, to) at bucket boundaries and applies `apply(bucket, ms)` to each piece. */
-function overBuckets(view: EttrView, from: number, to: number, apply: (b: NonNullable<ReturnType<typeof bucketAt>>, ms: number) => void): void {
+export function overBuckets(view: Accounts, from: number, to: number, apply: (b: Bucket, ms: number) => void): void {
   const { sampleMs } = view.settings;
   const origin = view.startedAt ?? 0;
   let t = from;
@@ -274,7 +284,7 @@ export function advance(view: EttrView, to: number): void {
  * Moves effective GPU time of one machine over [from, to) into the ledger after the fact: detection
  * (the verdict names the fault's start) and rollout work a task restart throws away.
  */
-export function reclassify(view: EttrView, m: MachineView, from: number, to: number, category: DowntimeCategory, outageId: string | null): void {
+export function reclassify(view: Accounts, m: Accounted, from: number, to: number, category: DowntimeCategory, outageId: string | null): void {
   const start = Math.max(from, view.startedAt ?? from);
   if (to > view.clock!) to = view.clock!;
   if (to <= start) return;
@@ -290,7 +300,7 @@ export function reclassify(view: EttrView, m: MachineView, from: number, to: num
  * Adds GPU time of one machine over [from, to) that nothing accounted (it was not known yet) to the
  * total and the ledger under `category`: a machine of the job that registered after its start.
  */
-export function chargeUnaccounted(view: EttrView, m: MachineView, from: number, to: number, category: DowntimeCategory): void {
+export function chargeUnaccounted(view: Accounts, m: Accounted, from: number, to: number, category: DowntimeCategory): void {
   const start = Math.max(from, view.startedAt ?? from);
   if (to > view.clock!) to = view.clock!;
   if (to <= start) return;

@@ -1,6 +1,15 @@
 import { draft } from '@robustrl/contracts';
 import { assertNever } from '@robustrl/domain-kit';
-import { isActive, MovingTrajectory, RolloutPoolCommand, RolloutPoolDraft, RolloutPoolState, servingInstances, stranded } from './rollout-pool.state';
+import {
+  isActive,
+  MovingTrajectory,
+  RolloutPoolCommand,
+  RolloutPoolData,
+  RolloutPoolDraft,
+  RolloutPoolState,
+  servingInstances,
+  stranded,
+} from './rollout-pool.state';
 import { Trajectories } from './trajectory-table';
 
 /**
@@ -57,8 +66,11 @@ function stopsServing(state: RolloutPoolState, machineId: string, reason: string
   return assign(state, stranded(state, machineId, reason));
 }
 
-/** `state` has the new rollout registered; orphans still in flight go to the serving instances. */
-function orphansAdopted(state: RolloutPoolState): RolloutPoolDraft[] {
+/**
+ * `state` has the new rollout registered; orphans still in flight go to the serving instances. This and
+ * `assign` read the facts only: the full-recompute reference the specs hold the pool to moves with them.
+ */
+export function orphansAdopted(state: RolloutPoolData): RolloutPoolDraft[] {
   return assign(
     state,
     state.orphans.filter((o) => {
@@ -69,14 +81,14 @@ function orphansAdopted(state: RolloutPoolState): RolloutPoolDraft[] {
 }
 
 /** Trajectories per serving instance (what is active on it). */
-function load(state: RolloutPoolState): Map<string, number> {
+function load(state: RolloutPoolData): Map<string, number> {
   const counts = new Map<string, number>(servingInstances(state).map((i) => [i, 0]));
   for (const t of Trajectories.all(state.trajectories)) if (t.owner && isActive(t) && counts.has(t.owner)) counts.set(t.owner, counts.get(t.owner)! + 1);
   return counts;
 }
 
 /** Spread trajectories over the least loaded serving instances, one at a time, so the load stays even. */
-function assign(state: RolloutPoolState, moving: MovingTrajectory[]): RolloutPoolDraft[] {
+export function assign(state: RolloutPoolData, moving: MovingTrajectory[]): RolloutPoolDraft[] {
   const counts = load(state);
   for (const m of moving) counts.delete(m.fromRolloutId);
   if (counts.size === 0 || moving.length === 0) return [];

@@ -83,7 +83,8 @@ export interface MovingTrajectory {
   reason: string;
 }
 
-export interface RolloutPoolState {
+/** The pool's facts: what it folds from its inputs (the full-recompute reference the specs hold it to keeps just these). */
+export interface RolloutPoolData {
   machines: Record<string, PoolMachine>;
   /** rollout id → machine id, learned from throughput samples (else the id's head before '/'). */
   instanceMachine: Record<string, string>;
@@ -95,6 +96,9 @@ export interface RolloutPoolState {
   awaitingRefill: string[];
   /** The trainer's newest published weight version, null before the first: what "holds weights" is judged by. */
   publishedVersion: number | null;
+}
+
+export interface RolloutPoolState extends RolloutPoolData {
   /**
    * The machine the input folded last took out of serving, else null. The pool evolves in place, so
    * its decision on an input reads the state with the input in: this is what tells "it stopped serving
@@ -113,16 +117,16 @@ export const initialRolloutPoolState = (): RolloutPoolState => ({
   stoppedServing: null,
 });
 
-export const machineOfInstance = (state: RolloutPoolState, rolloutId: string) => state.instanceMachine[rolloutId] ?? rolloutId.split('/')[0];
+export const machineOfInstance = (state: RolloutPoolData, rolloutId: string) => state.instanceMachine[rolloutId] ?? rolloutId.split('/')[0];
 export const isActive = (t: PoolTrajectory) => t.status === 'in-flight' || t.status === 'reassigned';
 
 /** Whether trajectories may move to the machine: it serves and holds weights (a fresh one waits for its first pull). */
-export function takesWork(state: RolloutPoolState, machine: PoolMachine | undefined): boolean {
+export function takesWork(state: RolloutPoolData, machine: PoolMachine | undefined): boolean {
   return machine?.status === 'serving' && holdsWeights(machine, state.publishedVersion ?? null);
 }
 
 /** The instances trajectories may move to: on machines that serve and hold weights. */
-export function servingInstances(state: RolloutPoolState): string[] {
+export function servingInstances(state: RolloutPoolData): string[] {
   const instances = new Set<string>();
   for (const [rolloutId, machineId] of Object.entries(state.instanceMachine)) if (takesWork(state, state.machines[machineId])) instances.add(rolloutId);
   // A serving machine no sample has named an instance for yet serves under its own id. (The named
@@ -133,7 +137,7 @@ export function servingInstances(state: RolloutPoolState): string[] {
 }
 
 /** Everything in flight on the instances of `machineId`, which just stopped serving. */
-export function stranded(state: RolloutPoolState, machineId: string, reason: string): MovingTrajectory[] {
+export function stranded(state: RolloutPoolData, machineId: string, reason: string): MovingTrajectory[] {
   return Trajectories.all(state.trajectories)
     .filter((t) => t.owner !== null && isActive(t) && machineOfInstance(state, t.owner) === machineId)
     .sort((a, b) => a.trajectoryId.localeCompare(b.trajectoryId))

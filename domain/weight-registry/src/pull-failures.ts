@@ -27,7 +27,7 @@ export function abandonments(state: WeightRegistryState): WeightRegistryDraft[] 
   for (const version of [...ix.live]) {
     const v = state.versions[version];
     if (trainerCanServe(state, v) || ix.wholeCount.has(version)) continue;
-    for (const pull of sortedPulls(state, ix.pullsOfVersion.get(version))) out.push(failed(pull, PullFailureReason.versionAbandoned));
+    for (const pull of sortedPulls(state, ix.pullsOfVersion.get(version))) out.push(pullFailed(pull, PullFailureReason.versionAbandoned));
     out.push(draft('WeightVersionRetired', { version }));
   }
   return out;
@@ -42,7 +42,7 @@ export function abandonments(state: WeightRegistryState): WeightRegistryDraft[] 
  */
 export function stalePulls(state: WeightRegistryState): WeightRegistryDraft[] {
   return sortedPulls(state, state.index.stalePulls).map((pull) =>
-    failed(
+    pullFailed(
       pull,
       !state.index.rolloutSet.has(pull.pullerId)
         ? PullFailureReason.pullerGone
@@ -56,7 +56,8 @@ export function stalePulls(state: WeightRegistryState): WeightRegistryDraft[] {
 const sortedPulls = (state: WeightRegistryState, ids: Iterable<string> | undefined): InFlightPull[] =>
   [...(ids ?? [])].map((id) => state.pulls[id]).sort((a, b) => a.pullId.localeCompare(b.pullId));
 
-const failed = (p: InFlightPull, reason: string) =>
+/** The WeightPullFailed that ends pull `p` for `reason` (the full-recompute reference the specs hold the registry to fails pulls with it too). */
+export const pullFailed = (p: InFlightPull, reason: string) =>
   draft('WeightPullFailed', {
     pullId: p.pullId,
     version: p.version,

@@ -1,15 +1,21 @@
 /**
- * The rollout pool as it was before it evolved in place: every fold a new state, the machine
- * table copied on every weight version a relay reports. Kept, out of the build, as the reference the
- * in-place pool is held to (`rollout-pool-in-place.spec.ts`): these files are the previous
- * implementation, with the rules changed since applied to both (a rollout takes work only
- * once it holds weights).
+ * The copying fold of the full-recompute rollout pool (see rollout-pool.state.ts): every event a new
+ * state, the machine table and the trajectory shards copied where they change.
  */
 import type { DataOf } from '@robustrl/contracts';
 import { assertNever } from '@robustrl/domain-kit';
-import { PoolTrajectory, RolloutPoolEvent, RolloutPoolState, machineOfInstance, servingInstances, stranded, withMachine } from './rollout-pool.state';
-import { Trajectories } from '../trajectory-table';
-import { agentOf, weightsAfterRegistration } from '../rollout-pool.state';
+import { Trajectories } from '../../trajectory-table';
+import {
+  agentOf,
+  machineOfInstance,
+  PoolTrajectory,
+  RolloutPoolEvent,
+  RolloutPoolState,
+  servingInstances,
+  stranded,
+  weightsAfterRegistration,
+  withMachine,
+} from './rollout-pool.state';
 
 /**
  * Folds one event into the pool; then, if it made the last serving machine stop serving, keeps what

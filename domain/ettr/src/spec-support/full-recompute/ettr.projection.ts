@@ -1,33 +1,13 @@
 /**
- * The ETTR projection as it was before its accounting went incremental: every event
- * accounted every machine, and looked for the outage an idle machine waits on among every outage the
- * job ever had. Kept, out of the build, as the reference the incremental projection is held to
- * (`ettr-incremental.spec.ts`): these files are the previous implementation, unchanged.
+ * The fold of the full-recompute ETTR projection (see ettr-view.ts): before each event every machine is
+ * accounted (time-accounting.ts `advance`), and the outages an event concerns are looked for among all
+ * of them. Its inputs are the live projection's (`EttrInput`).
  */
-import type { MessageOf } from '@robustrl/contracts';
 import type { Projection } from '@robustrl/domain-kit';
+import type { EttrInput } from '../../ettr.projection';
+import { chargeUnaccounted, reclassify } from '../../time-accounting';
 import { DEFAULT_ETTR_SETTINGS, EttrSettings, EttrView, MachineView, Outage } from './ettr-view';
-import { advance, chargeUnaccounted, reclassify } from './time-accounting';
-
-/** The messages the ETTR projection folds; everything else is ignored. */
-export const ETTR_INPUT_TYPES = [
-  'JobStarted',
-  'MachineRegistered',
-  'MachineRoleChanged',
-  'MachineDeregistered',
-  'RolePhaseChanged',
-  'FaultConfirmed',
-  'RecoveryDecided',
-  'RestartTrainerGroup',
-  'RestartRolloutEngine',
-  'PromoteRolloutToTrainer',
-  'ReplaceMachine',
-  'RestartTask',
-  'RecoveryCompleted',
-  'TrainingStepStarted',
-  'TrainingStepCompleted',
-] as const;
-export type EttrInput = MessageOf<(typeof ETTR_INPUT_TYPES)[number]>;
+import { advance } from './time-accounting';
 
 const timeOf = (iso: string) => Date.parse(iso);
 const isTrainer = (m: MachineView) => m.role !== 'rollout';

@@ -1,4 +1,5 @@
 import { draft } from '@robustrl/contracts';
+import { pendingKey, servingKey } from '../../registry-index';
 import {
   attemptsOf,
   holdsBucket,
@@ -15,10 +16,6 @@ import {
   WeightShard,
   WeightVersion,
 } from './weight-registry.state';
-
-const pendingKey = (version: number, shard: number, bucketIndex: number, pullerId: string) => `${version}/${shard}/${bucketIndex}/${pullerId}`;
-
-export const DEFAULT_PULL_WINDOW = 1;
 
 /**
  * PullScheduler — greedy, recomputed from state on every change (paper §5.2.1 ➁ ➂):
@@ -120,5 +117,3 @@ function sourcesOf(state: WeightRegistryState, v: WeightVersion, shard: WeightSh
   }
   return out;
 }
-
-const servingKey = (sourceId: string, version: number, shard: number, bucketIndex: number) => `${sourceId}|${version}|${shard}|${bucketIndex}`;

@@ -1,9 +1,6 @@
 /**
- * The rollout pool as it was before it evolved in place: every fold a new state, the machine
- * table copied on every weight version a relay reports. Kept, out of the build, as the reference the
- * in-place pool is held to (`rollout-pool-in-place.spec.ts`): these files are the previous
- * implementation, with the rules changed since applied to both (a rollout takes work only
- * once it holds weights).
+ * The rollout pool as it was before it evolved in place, as a decider: the reference the in-place pool
+ * is held to (`rollout-pool-in-place.spec.ts`), spec code only (see rollout-pool.state.ts).
  */
 import { Decider } from '@robustrl/domain-kit';
 import { decideRolloutPool } from './rollout-pool.decide';

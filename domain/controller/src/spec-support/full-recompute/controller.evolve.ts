@@ -1,7 +1,11 @@
+/**
+ * The copying fold of the full-recompute controller (see controller.state.ts): every fact a new state,
+ * the roster and the recovery table copied where they change, and no index to keep.
+ */
 import type { Draft } from '@robustrl/contracts';
 import { assertNever } from '@robustrl/domain-kit';
-import { verdictMeansMachineGone } from '../machine-gone';
-import { restartsItsMachine, withTrainerRestart } from '../machine-restart-budget';
+import { verdictMeansMachineGone } from '../../machine-gone';
+import { restartsItsMachine, withTrainerRestart } from '../../machine-restart-budget';
 import {
   batchOfStep,
   ControllerFact,
@@ -14,8 +18,8 @@ import {
   trainerGroup,
   unknownMachine,
 } from './controller.state';
-import { OpenSuspicions, settle, suspect } from '../open-suspicions';
-import { afterHandover, handoverOf } from '../planned-handover';
+import { OpenSuspicions, settle, suspect } from '../../open-suspicions';
+import { afterHandover, handoverOf } from '../../planned-handover';
 
 /**
  * Folds one fact into the controller state at `at`: the event's own time, or `now` for an output the

@@ -1,3 +1,7 @@
+/**
+ * The controller as it was before it evolved in place, as a decider: the reference the in-place
+ * controller is held to (`controller-in-place.spec.ts`), spec code only (see controller.state.ts).
+ */
 import { Decider } from '@robustrl/domain-kit';
 import { decideController } from './controller.decide';
 import { evolveController } from './controller.evolve';

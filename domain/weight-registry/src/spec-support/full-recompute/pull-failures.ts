@@ -1,4 +1,5 @@
 import { draft } from '@robustrl/contracts';
+import { pullFailed } from '../../pull-failures';
 import {
   holdsBucket,
   holdsWhole,
@@ -41,7 +42,7 @@ export function abandonments(state: WeightRegistryState): WeightRegistryDraft[] 
   for (const version of liveVersions(state)) {
     const v = state.versions[version];
     if (trainerCanServe(state, v) || rollouts.some((r) => holdsWhole(state, r, version))) continue;
-    for (const pull of pullsOf(state, (p) => p.version === version)) out.push(failed(pull, PullFailureReason.versionAbandoned));
+    for (const pull of pullsOf(state, (p) => p.version === version)) out.push(pullFailed(pull, PullFailureReason.versionAbandoned));
     out.push(draft('WeightVersionRetired', { version }));
   }
   return out;
@@ -56,9 +57,9 @@ export function abandonments(state: WeightRegistryState): WeightRegistryDraft[] 
 export function stalePulls(state: WeightRegistryState): WeightRegistryDraft[] {
   const out: WeightRegistryDraft[] = [];
   for (const pull of pullsOf(state, () => true)) {
-    if (!isLiveRollout(state, pull.pullerId)) out.push(failed(pull, PullFailureReason.pullerGone));
-    else if (pullerRestarted(state.machines, pull)) out.push(failed(pull, PullFailureReason.pullerRestarted));
-    else if (!sourceStillServes(state, pull)) out.push(failed(pull, PullFailureReason.sourceLost));
+    if (!isLiveRollout(state, pull.pullerId)) out.push(pullFailed(pull, PullFailureReason.pullerGone));
+    else if (pullerRestarted(state.machines, pull)) out.push(pullFailed(pull, PullFailureReason.pullerRestarted));
+    else if (!sourceStillServes(state, pull)) out.push(pullFailed(pull, PullFailureReason.sourceLost));
   }
   return out;
 }
@@ -77,14 +78,3 @@ const pullsOf = (state: WeightRegistryState, keep: (p: InFlightPull) => boolean)
   Object.values(state.pulls)
     .filter(keep)
     .sort((a, b) => a.pullId.localeCompare(b.pullId));
-
-const failed = (p: InFlightPull, reason: string) =>
-  draft('WeightPullFailed', {
-    pullId: p.pullId,
-    version: p.version,
-    ...(p.shard !== undefined ? { shard: p.shard } : {}),
-    bucketIndex: p.bucketIndex,
-    pullerId: p.pullerId,
-    sourceId: p.sourceId,
-    reason,
-  });

@@ -1,8 +1,6 @@
 import { draft } from '@robustrl/contracts';
 import { liveRollouts, liveVersions, newestWhole, WeightRegistryDraft, WeightRegistryState } from './weight-registry.state';
 
-export const DEFAULT_RETAINED_VERSIONS = 2;
-
 /**
  * Retention: the newest `keep` live versions stay; an older one is retired only when no living rollout
  * still needs it — no pull of it in flight, and no living rollout whose newest whole version (the one it

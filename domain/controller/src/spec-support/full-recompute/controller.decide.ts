@@ -1,5 +1,36 @@
+/**
+ * The controller's decisions (paper Figure 7) as the full recomputation makes them (see
+ * controller.state.ts): the same steps as the live controller.decide.ts, each on a state of its own.
+ * Outcomes and life signs are decided on a copy with the message folded in (this folder's evolve), a
+ * fault on the state before it; where a decision must see an output of its own (a command failed on the
+ * controller's say), it folds that output into a copy too. Open recoveries are found by walking every
+ * recovery (no index).
+ *
+ * The fault policies that read only the facts, how the first that applies decides (`decideOnFault`),
+ * the commands and escalation rules, the warm-standby choice and a departing trainer's move are the live
+ * ones. Kept here: the policies and steps that look up open recoveries or fold outputs, and the list of
+ * policies in the live order (a policy added there is added here, as its own copy when it looks up open
+ * recoveries).
+ */
 import { DecisionRule, draft, Evidence, MessageOf, RecoveryAction } from '@robustrl/contracts';
 import { assertNever } from '@robustrl/domain-kit';
+import {
+  decideOnFault,
+  escalation,
+  FaultPolicy,
+  rolloutFault,
+  rolloutProcessFault,
+  taskRestartPolicy,
+  trainerFault,
+  verdictForFormerRole,
+} from '../../controller.decide';
+import { restartFailedTwice } from '../../escalation-rules';
+import { machineRestartBudgetSpent, stoppedByItsLease, trainerRestartsInWindow } from '../../machine-restart-budget';
+import { verdictFailsCommand, verdictMeansMachineGone } from '../../machine-gone';
+import { departureEvidence, plannedDeparture } from '../../planned-departures';
+import { handoverEvidence, handoverRecord, HandoverState, moveFromDepartingMachine, planHandover } from '../../planned-handover';
+import { completed, decision, promoteRollout, replaceMachine, restartTask, restartTrainerGroupOf } from '../../recovery-commands';
+import { warmStandbyAmong } from '../../warm-standby';
 import { evolveController } from './controller.evolve';
 import {
   ControllerCommand,
@@ -9,40 +40,9 @@ import {
   ownerOf,
   Recovery,
   reportedInFully,
-  trainerGroup,
   unknownMachine,
 } from './controller.state';
-import { firstIterationFault, repeatedFaultInStep, restartFailedTwice } from './escalation-rules';
-import {
-  completed,
-  decision,
-  promoteRollout,
-  replaceMachine,
-  restartRolloutEngine,
-  restartTask,
-  restartTrainerGroup,
-  restartTrainerGroupOf,
-} from './recovery-commands';
-import { verdictFailsCommand, verdictMeansMachineGone } from '../machine-gone';
-import { machineRestartBudgetSpent, stoppedByItsLease, trainerRestartsInWindow } from '../machine-restart-budget';
-import { engineRestartBudgetSpent, engineRestartsInWindow } from '../rollout-engine-restarts';
-import { departureEvidence, plannedDeparture } from '../planned-departures';
-import { handoverEvidence, handoverRecord, planHandover } from '../planned-handover';
-import type { HandoverState } from '../controller.state';
-import { chooseWarmStandby } from './warm-standby';
 
-/**
- * The controller's decisions (paper Figure 7), one named step per input:
- *
- *   FaultConfirmed            → decideOnFault: the first fault policy that applies decides (FAULT_POLICIES)
- *   RecoveryCommandSucceeded  → commandSucceeded: the recovery's next command, or its completion
- *   RecoveryCommandFailed     → commandFailed: retry, escalate (rule 3), or a faulty trainer machine
- *   MachineRegistered / RolePhaseChanged → lifeSign: a restarted machine reported in (reconnect stage)
- *   tick                      → timedOutCommands: a command with no answer in time has failed
- *
- * Outcomes and life signs are decided on the state with the message folded in; a fault on the state
- * before it (a redelivered verdict is then recognised as decided).
- */
 export function decideController(settings: ControllerSettings) {
   return (command: ControllerCommand, state: ControllerState): ControllerDraft[] => {
     if (command.kind === 'tick') return handoverPastDeadline(state, command.now) ?? timedOutCommands(settings, state, command.now);
@@ -50,7 +50,7 @@ export function decideController(settings: ControllerSettings) {
     const folded = () => evolveController(state, message, Date.parse(message.occurredAt), now);
     switch (message.type) {
       case 'FaultConfirmed':
-        return decideOnFault(settings, state, message, now);
+        return decideOnFault(FAULT_POLICIES, settings, state, message, now);
       case 'RecoveryCommandSucceeded':
         return commandSucceeded(folded(), message.data.commandId, now);
       case 'RecoveryCommandFailed':
@@ -77,17 +77,7 @@ export function decideController(settings: ControllerSettings) {
 
 // ── deciding on a fault ──────────────────────────────────────────────────────────────────────
 
-interface FaultCase {
-  settings: ControllerSettings;
-  state: ControllerState;
-  verdict: MessageOf<'FaultConfirmed'>['data'];
-  recovery: { recoveryId: string; verdictId: string; machineId: string };
-  now: number;
-  decided: (action: RecoveryAction, rule: DecisionRule, evidence?: Evidence) => ControllerDraft;
-}
-
-/** A fault policy: the decision it makes, or null when it does not apply. Tried in order; the first that applies decides. */
-type FaultPolicy = (c: FaultCase) => ControllerDraft[] | null;
+type Policy = FaultPolicy<ControllerState>;
 
 /**
  * A trainer machine confirmed faulty while an open recovery's trainer restart still waits on it: that
@@ -96,7 +86,7 @@ type FaultPolicy = (c: FaultCase) => ControllerDraft[] | null;
  * verdict itself is covered by that recovery. Only a trainer verdict: a rollout lent as standby goes quiet
  * as a rollout by design (verdictForFormerRole).
  */
-const restartWaitsOnFaultyMachine: FaultPolicy = ({ state, verdict, decided, now }) => {
+const restartWaitsOnFaultyMachine: Policy = ({ state, verdict, decided, now }) => {
   if (!verdict.machineFaulty) return null;
   const covering = coveringRecovery(state, verdict.machineId, verdict.handledAs);
   const stalled = covering
@@ -130,7 +120,7 @@ const restartWaitsOnFaultyMachine: FaultPolicy = ({ state, verdict, decided, now
  * reconnect stage): no command waits on it any more, so no timeout would ever end that recovery. The
  * machine is replaced now (warm standby or a new machine) and the recovery goes on without it.
  */
-const restartedMachineGone: FaultPolicy = ({ state, verdict, decided }) => {
+const restartedMachineGone: Policy = ({ state, verdict, decided }) => {
   if (!verdictMeansMachineGone(verdict)) return null;
   const covering = coveringRecovery(state, verdict.machineId, verdict.handledAs);
   const m = verdict.machineId;
@@ -143,7 +133,7 @@ const restartedMachineGone: FaultPolicy = ({ state, verdict, decided }) => {
 };
 
 /** A fault of the departing machine while its group waits for the step's checkpoint: the group moves now. */
-const departingMachineFailed: FaultPolicy = ({ state, verdict, decided, now }) => {
+const departingMachineFailed: Policy = ({ state, verdict, decided, now }) => {
   const covering = coveringRecovery(state, verdict.machineId, verdict.handledAs);
   if (!covering || covering.handover?.status !== 'waiting' || covering.machineId !== verdict.machineId) return null;
   if (plannedDeparture(verdict.evidence, verdict.handledAs)) return null;
@@ -161,7 +151,7 @@ const departingMachineFailed: FaultPolicy = ({ state, verdict, decided, now }) =
 };
 
 /** A fault on a machine an unfinished recovery already covers (a rank hanging on its dead peer) is recorded, not acted on. */
-const coveredByActiveRecovery: FaultPolicy = ({ state, verdict, decided }) => {
+const coveredByActiveRecovery: Policy = ({ state, verdict, decided }) => {
   const covering = coveringRecovery(state, verdict.machineId, verdict.handledAs);
   return covering
     ? [decided('report-only', 'covered-by-active-recovery', { ...verdict.evidence, detail: `covered by ${covering.recoveryId} (${covering.action})` })]
@@ -169,26 +159,10 @@ const coveredByActiveRecovery: FaultPolicy = ({ state, verdict, decided }) => {
 };
 
 /**
- * A rollout verdict about a machine the controller made a trainer (warm standby, paper §5.1.3): its engine
- * stopped because the promotion stopped it, and its rollout rules no longer apply. While the recovery
- * that lent it is open, coveredByActiveRecovery records it; after, this does.
- */
-const verdictForFormerRole: FaultPolicy = ({ state, verdict, decided }) => {
-  const m = state.machines[verdict.machineId];
-  if (verdict.handledAs !== 'rollout' || m?.role !== 'trainer') return null;
-  return [
-    decided('report-only', 'verdict-for-former-role', {
-      ...verdict.evidence,
-      detail: `${m.machineId} is a trainer now; ${verdict.evidence.detail ?? verdict.rule}`,
-    }),
-  ];
-};
-
-/**
  * A machine that announced its departure (planned-departures.ts): replaced before it goes, never an
  * escalation — a rollout by a new machine, a trainer by a warm standby or a new machine.
  */
-const plannedDepartureOf: FaultPolicy = ({ state, verdict, recovery, now, decided }) => {
+const plannedDepartureOf: Policy = ({ state, verdict, recovery, now, decided }) => {
   const rule = plannedDeparture(verdict.evidence, verdict.handledAs);
   if (!rule) return null;
   const evidence = departureEvidence(verdict.evidence, now);
@@ -200,13 +174,7 @@ const plannedDepartureOf: FaultPolicy = ({ state, verdict, recovery, now, decide
   return [decided('replace-rollout', rule, evidence), replaceMachine(recovery.recoveryId, 1, m, 'rollout')];
 };
 
-/** The baseline policy: every fault restarts the whole task. */
-const taskRestartPolicy: FaultPolicy = ({ settings, state, recovery, decided }) =>
-  settings.policy === 'task-restart'
-    ? [decided('restart-task', 'task-restart-policy'), restartTask(state, recovery.recoveryId, 1, 'task-restart-policy')]
-    : null;
-
-const trainerRestartBudgetSpent: FaultPolicy = ({ settings, state, verdict, recovery, now }) => {
+const trainerRestartBudgetSpent: Policy = ({ settings, state, verdict, recovery, now }) => {
   if (verdict.handledAs !== 'trainer' || verdict.machineFaulty || stoppedByItsLease(verdict.evidence)) return null;
   const m = state.machines[verdict.machineId];
   if (!m || m.status !== 'active' || (m.role !== 'trainer' && m.role !== 'hybrid')) return null;
@@ -218,50 +186,12 @@ const trainerRestartBudgetSpent: FaultPolicy = ({ settings, state, verdict, reco
   return faultyTrainerMachine(state, recovery, 1, m.machineId, { ...verdict.evidence, detail }, rule);
 };
 
-/** Paper §5.1.2 rules 1 and 2 (escalation-rules.ts): the whole task restarts. */
-const escalation: FaultPolicy = ({ state, verdict, recovery, decided }) => {
-  const rule = firstIterationFault(state) ?? repeatedFaultInStep(state, verdict.handledAs);
-  return rule ? [decided('restart-task', rule), restartTask(state, recovery.recoveryId, 1, rule)] : null;
-};
-
-/**
- * A rollout's engine process failed with no hardware evidence (it exited or raised): restart it in place,
- * unless the machine used its in-place restarts within the window — then it is replaced, and the decision
- * says why.
- */
-const rolloutProcessFault: FaultPolicy = ({ settings, state, verdict, recovery, now, decided }) => {
-  if (verdict.handledAs !== 'rollout' || verdict.machineFaulty || settings.engineRestartBudget <= 0) return null;
-  const m = state.machines[verdict.machineId];
-  // A machine the controller knows only from the verdict has no agent it could address.
-  if (!m || m.status !== 'active' || m.role !== 'rollout') return null;
-  const used = engineRestartsInWindow(state, settings, m.machineId, now);
-  const spent = engineRestartBudgetSpent(used, settings);
-  if (spent) {
-    const window = `${Math.round(settings.engineRestartWindowMs / 60_000)} min`;
-    const detail = `${used} in-place engine restart(s) of ${m.machineId} within ${window} (budget ${settings.engineRestartBudget}); ${verdict.evidence.detail ?? verdict.rule}`;
-    return [decided('replace-rollout', spent, { ...verdict.evidence, detail }), replaceMachine(recovery.recoveryId, 1, m, 'rollout')];
-  }
-  return [decided('restart-rollout-engine', 'rollout-process-fault'), restartRolloutEngine(recovery.recoveryId, 1, m, used + 1, settings.engineRestartBudget)];
-};
-
-/** A rollout fault: isolate the machine and bring a new one; the job never restarts for a rollout. */
-const rolloutFault: FaultPolicy = ({ state, verdict, recovery, decided }) => {
-  if (verdict.handledAs !== 'rollout') return null;
-  const m = state.machines[verdict.machineId] ?? unknownMachine(verdict.machineId, verdict.role);
-  return [decided('replace-rollout', 'rollout-fault'), replaceMachine(recovery.recoveryId, 1, m, 'rollout')];
-};
-
 /** Hardware evidence on a trainer machine: it must go (warm standby or a new machine). */
-const trainerMachineFaulty: FaultPolicy = ({ state, verdict, recovery }) =>
+const trainerMachineFaulty: Policy = ({ state, verdict, recovery }) =>
   verdict.machineFaulty ? faultyTrainerMachine(state, recovery, 1, verdict.machineId, verdict.evidence) : null;
 
-/** Any other trainer fault: restart only the trainer group, in place. */
-const trainerFault: FaultPolicy = ({ state, recovery, decided }) => [
-  decided('restart-trainer-group', 'trainer-fault'),
-  restartTrainerGroup(state, recovery.recoveryId, 1, trainerGroup(state)),
-];
-
-export const FAULT_POLICIES: readonly FaultPolicy[] = [
+/** The live FAULT_POLICIES in their order: those that look up open recoveries (or the machines they hold) are this folder's own. */
+export const FAULT_POLICIES: readonly Policy[] = [
   restartWaitsOnFaultyMachine,
   restartedMachineGone,
   departingMachineFailed,
@@ -276,25 +206,6 @@ export const FAULT_POLICIES: readonly FaultPolicy[] = [
   trainerMachineFaulty,
   trainerFault,
 ];
-
-function decideOnFault(settings: ControllerSettings, state: ControllerState, fault: MessageOf<'FaultConfirmed'>, now: number): ControllerDraft[] {
-  const verdict = fault.data;
-  if (state.decidedVerdicts[verdict.verdictId]) return [];
-  const recovery = { recoveryId: `${verdict.verdictId}/recovery`, verdictId: verdict.verdictId, machineId: verdict.machineId };
-  const c: FaultCase = {
-    settings,
-    state,
-    verdict,
-    recovery,
-    now,
-    decided: (action, rule, evidence = verdict.evidence) => decision(state, recovery, action, rule, evidence),
-  };
-  for (const policy of FAULT_POLICIES) {
-    const decided = policy(c);
-    if (decided) return decided;
-  }
-  return [];
-}
 
 /**
  * A trainer machine that must go (hardware evidence, unreachable, or a failed restart there):
@@ -311,7 +222,7 @@ function faultyTrainerMachine(
   handover?: HandoverState,
 ): ControllerDraft[] {
   const faulty = state.machines[machineId] ?? unknownMachine(machineId, 'trainer');
-  const standby = state.mode !== 'sync' ? chooseWarmStandby(state, faulty) : null;
+  const standby = state.mode !== 'sync' ? warmStandbyAmong(state, faulty, machinesInActiveRecoveries(state)) : null;
   const record = handover && handoverRecord(handover);
   if (standby) {
     const lent = [decision(state, recovery, 'warm-standby-from-rollout', rule, evidence, record), promoteRollout(recovery.recoveryId, seq, standby, machineId)];
@@ -321,7 +232,18 @@ function faultyTrainerMachine(
   return handover ? [decided] : [decided, replaceMachine(recovery.recoveryId, seq, faulty, faulty.role)];
 }
 
-// ── a departing trainer's handover (../planned-handover.ts) ───────────────────────────────────
+/** Every machine an unfinished recovery is about or is rebuilding the trainer group with (never lent): every recovery walked. */
+function machinesInActiveRecoveries(state: ControllerState): Set<string> {
+  const busy = new Set<string>();
+  for (const r of Object.values(state.recoveries)) {
+    if (r.done) continue;
+    busy.add(r.machineId);
+    for (const m of r.trainerGroup) busy.add(m);
+  }
+  return busy;
+}
+
+// ── a departing trainer's handover (../../planned-handover.ts) ────────────────────────────────
 
 function checkpointForHandover(state: ControllerState, step: number, now: number): ControllerDraft[] {
   const r = Object.values(state.recoveries).find((x) => !x.done && x.handover?.status === 'waiting' && step >= x.handover.checkpointStep);
@@ -346,17 +268,7 @@ function handoverPastDeadline(state: ControllerState, now: number): ControllerDr
 function handoverEnded(state: ControllerState, r: Recovery, h: HandoverState, detail: string, now: number): ControllerDraft[] {
   const decided = decision(state, r, r.action, r.rule, { signal: 'node-draining', detail }, handoverRecord(h));
   const after = evolveController(state, decided, now);
-  return [decided, ...moveGroup(after, after.recoveries[r.recoveryId], now)];
-}
-
-function moveGroup(state: ControllerState, r: Recovery, now: number): ControllerDraft[] {
-  const next = r.commandSeq + 1;
-  const faulty = state.machines[r.machineId] ?? unknownMachine(r.machineId, 'trainer');
-  const promote = Object.values(r.commands).find((c) => c.type === 'PromoteRolloutToTrainer');
-  if (!promote) return [replaceMachine(r.recoveryId, next, faulty, faulty.role)];
-  if (promote.status !== 'succeeded') return [];
-  const refilled = Object.values(r.commands).some((c) => c.type === 'ReplaceMachine' && c.subject === r.machineId);
-  return refilled ? restartGroupOf(state, r, next, now) : [replaceMachine(r.recoveryId, next, faulty, 'rollout'), ...restartGroupOf(state, r, next + 1, now)];
+  return [decided, ...moveFromDepartingMachine(after, after.recoveries[r.recoveryId], now, regroup)];
 }
 
 /** An unfinished recovery that already covers this fault: the same machine, or the trainer group it is restarting. */
@@ -381,7 +293,7 @@ function commandSucceeded(state: ControllerState, commandId: string, now: number
   const next = recovery.commandSeq + 1;
   switch (cmd.type) {
     case 'PromoteRolloutToTrainer':
-      if (recovery.handover) return recovery.handover.status === 'waiting' ? [] : moveGroup(state, recovery, now);
+      if (recovery.handover) return recovery.handover.status === 'waiting' ? [] : moveFromDepartingMachine(state, recovery, now, regroup);
       return restartGroupOf(state, recovery, next, now);
     case 'ReplaceMachine':
       if (cmd.background) return [];
@@ -451,6 +363,9 @@ function restartGroupOf(state: ControllerState, recovery: Recovery, seq: number,
   const failed = draft('RecoveryCommandFailed', failure);
   return [restart, failed, ...commandFailed(evolveController(evolveController(state, restart, now), failed, now), failure, now)];
 }
+
+/** restartGroupOf as a departing trainer's group moves (moveFromDepartingMachine). */
+const regroup = (state: ControllerState, r: Recovery, seq: number, now: number) => restartGroupOf(state, r, seq, now);
 
 /** A command unanswered past the timeout has failed (a dead agent cannot say so itself); one per tick, so each decision sees the last. */
 function timedOutCommands(settings: ControllerSettings, state: ControllerState, now: number): ControllerDraft[] {

@@ -1,10 +1,18 @@
+/**
+ * The registry as it was before the index, as a decider: the reference the indexed registry is held to
+ * (`weight-registry-index.spec.ts`), spec code only (see weight-registry.state.ts). Its options, defaults
+ * and publication refusals are the live registry's.
+ */
 import { Decider } from '@robustrl/domain-kit';
-import { PUBLICATION_GRACE_MS, publicationRefusals } from '../publication-authority';
+import { PUBLICATION_GRACE_MS, publicationRefusals } from '../../publication-authority';
+import { DEFAULT_PULL_WINDOW } from '../../pull-scheduler';
+import { DEFAULT_RETAINED_VERSIONS } from '../../retention';
+import type { WeightRegistryOptions } from '../../weight-registry.decider';
 import { abandonments, stalePulls } from './pull-failures';
-import { DEFAULT_PULL_WINDOW, schedulePulls } from './pull-scheduler';
+import { schedulePulls } from './pull-scheduler';
 import { RelaySet } from './relay-set';
 import { releases } from './releases';
-import { DEFAULT_RETAINED_VERSIONS, retirements } from './retention';
+import { retirements } from './retention';
 import { evolveWeightRegistry } from './weight-registry.evolve';
 import {
   initialWeightRegistryState,
@@ -14,20 +22,6 @@ import {
   WeightRegistryEvent,
   WeightRegistryState,
 } from './weight-registry.state';
-
-export interface WeightRegistryOptions {
-  /** Versions kept however old (paper: the newest weights and the one rollouts may still serve). */
-  retainVersions?: number;
-  /** Buckets one puller may have in flight at once (1: strictly one at a time). */
-  pullWindow?: number;
-  /**
-   * Whether rollouts serve what they hold (paper §5.2.1 ➂). `false` is the baseline every other framework
-   * uses — every rollout pulls every bucket from the trainer — kept for comparison (bench:weights).
-   */
-  relays?: boolean;
-  /** How long a publication whose publisher the roster does not say is a trainer waits before it is refused (publication-authority.ts). */
-  publicationGraceMs?: number;
-}
 
 /**
  * The weight registry of one job (paper §5.2.1 UCX-based weight update, §5.2.2 failure cases), as a
