@@ -164,7 +164,7 @@ identity
   .description('the public key agents check a retirement, a release or a probe with (their ROBUSTRL_CONTROL_PLANE_PUBLIC_KEY)')
   .action(() => printKey('control-plane-public-key'));
 
-const kafka = program.command('kafka').description('the broker side of a secured deployment (README "Kafka: TLS, logins and ACLs")');
+const kafka = program.command('kafka').description('the broker side of a secured deployment (docs/operators/kafka.md)');
 const waitSeconds = (v: string) => {
   const n = Number(v);
   if (!Number.isFinite(n) || n < 0) throw new InvalidArgumentError('expected seconds (0 or more)');

@@ -309,7 +309,7 @@ describe('faulty trainer machine → a rollout as warm standby (semi-sync/async)
     );
   });
 
-  it('each group formed after another (a restarted task\'s too) carries a higher trainer epoch, so the older one is fenced (README "Fencing")', () => {
+  it('each group formed after another (a restarted task\'s too) carries a higher trainer epoch, so the older one is fenced (docs/contributors/recovery.md "Fencing")', () => {
     const { emitted } = play(jobAtStep3(), [
       fault(400, 'trainer-1', { machineFaulty: true }),
       succeeded(410, 'trainer-1/v400/recovery/1', 'rollout-0'),

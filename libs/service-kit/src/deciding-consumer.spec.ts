@@ -105,7 +105,7 @@ const tally: Decider<Tally, JobCommand<Step | Sample>, Step | Sample, Draft> = {
   decide: () => [],
 };
 
-describe('DecidingConsumer: snapshots and restart (README "Snapshots and restart")', () => {
+describe('DecidingConsumer: snapshots and restart (docs/contributors/snapshots.md)', () => {
   let bus: InProcessBus;
   let store: EventStore;
   let consumer: DecidingConsumer<Tally, Step | Sample>;

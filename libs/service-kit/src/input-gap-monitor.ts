@@ -20,7 +20,7 @@ export interface InputSample {
 }
 
 /**
- * Tells when a consumer is blind to its input (README "Detection knows when it is blind"), from
+ * Tells when a consumer is blind to its input (docs/contributors/detection.md "Detection knows when it is blind"), from
  * periodic samples. Pure: time is an input, no I/O. Blind while
  *  - the broker is unreachable (`broker-unreachable`);
  *  - the consumer is stopped or not subscribed (`consumer-stopped`);

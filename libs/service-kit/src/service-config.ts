@@ -25,7 +25,7 @@ export interface ServiceConfig {
   httpAuthSettings?: NodeJS.ProcessEnv;
   /**
    * Who the process is on the bus: it signs what it publishes and drops what is not signed by whom it
-   * speaks for (ROBUSTRL_IDENTITY_SECRET; README "Who speaks on the bus"). Absent: unsigned.
+   * speaks for (ROBUSTRL_IDENTITY_SECRET; docs/operators/security.md "Who speaks on the bus"). Absent: unsigned.
    */
   identity?: BusIdentity;
   /** The clock deciders read (default: the wall clock). The main job runs its emulated cluster in scaled time. */

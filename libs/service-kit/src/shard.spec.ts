@@ -43,7 +43,7 @@ const announcer: Decider<{ steps: number }, JobCommand<Step>, Step | MessageOf<'
     c.kind === 'observe' ? [draft('DetectionPaused', { reason: 'consumer-lag', blindSince: c.message.occurredAt, detail: `step ${c.message.data.step}` })] : [],
 };
 
-describe('DecidingConsumer in shards (README "Sharding the detector")', () => {
+describe('DecidingConsumer in shards (docs/contributors/snapshots.md "Sharding the detector")', () => {
   const PARTITIONS = 4;
   const JOBS = Array.from({ length: 24 }, (_, i) => `job-${i}`);
   let bus: InProcessBus;

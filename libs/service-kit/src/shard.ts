@@ -1,7 +1,7 @@
 import { hostname as osHostname } from 'node:os';
 
 /**
- * A static shard of a deciding service (README "Sharding the detector"): shard `index` of `count` decides
+ * A static shard of a deciding service (docs/contributors/snapshots.md "Sharding the detector"): shard `index` of `count` decides
  * the jobs whose records are on the partitions p with p mod count = index, of every topic it reads.
  * Every topic has as many partitions and records are keyed by job id, so a job is in one shard on every
  * topic: its state, windows and decisions live in one process, and shards share nothing but the broker

@@ -234,7 +234,7 @@ describe('agent', () => {
     });
   });
 
-  it('a trainer a newer group left out stops by itself (README "Fencing"); a group of an older epoch, or one it is in, does not stop it', async () => {
+  it('a trainer a newer group left out stops by itself (docs/contributors/recovery.md "Fencing"); a group of an older epoch, or one it is in, does not stop it', async () => {
     await bus.publish(command('PromoteRolloutToTrainer', { recoveryId: 'r-1', commandId: 'r-1/1', rolloutMachineId: 'm-1', replacesMachineId: 't-0' }));
     await eventually('promoted', () => published('RecoveryCommandSucceeded').find((m) => (m.data as { commandId: string }).commandId === 'r-1/1'));
     const group = (commandId: string, machines: string[], trainerEpoch: number) =>

@@ -143,7 +143,7 @@ export const RoutedEngineKind = z.enum(['vllm', 'sglang', 'llama.cpp']);
 export const RouterEnginesAnnounced = event(
   'RouterEnginesAnnounced',
   Topics.membership,
-  'The engines the job\'s router routes to now, as the rollout manager\'s pool decided them: router replicas follow it (README "Routing", docs/router.md "Scaling out"). Announced on every change and again every few seconds, so a replica that starts late catches up.',
+  'The engines the job\'s router routes to now, as the rollout manager\'s pool decided them: router replicas follow it (docs/router.md "Routing for the cache", "Scaling out"). Announced on every change and again every few seconds, so a replica that starts late catches up.',
   z.object({
     engines: z
       .array(
