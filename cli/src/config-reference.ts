@@ -10,6 +10,7 @@ import '@robustrl/embedded';
 import '@robustrl/orchestrator';
 import '@robustrl/request-manager';
 import '@robustrl/rollout-manager';
+import '@robustrl/service-kit';
 import '@robustrl/store';
 import '@robustrl/weight-registry';
 

@@ -14,7 +14,7 @@ describe('configuration readers', () => {
     expect(timeout.read({})).toBe(600);
     expect(timeout.read({ SPEC_TIMEOUT_SECONDS: '' })).toBe(600);
     expect(timeout.read({ SPEC_TIMEOUT_SECONDS: ' 2.5 ' })).toBe(2.5);
-    expect(() => timeout.read({ SPEC_TIMEOUT_SECONDS: '0' })).toThrow("SPEC_TIMEOUT_SECONDS must be a number of seconds > 0, got '0'");
+    expect(() => timeout.read({ SPEC_TIMEOUT_SECONDS: '0' })).toThrow("SPEC_TIMEOUT_SECONDS must be a positive number of seconds, got '0'");
     expect(() => timeout.read({ SPEC_TIMEOUT_SECONDS: '10s' })).toThrow(ConfigError);
     const poll = seconds('SPEC_POLL_SECONDS', { ...about('a poll'), default: 2, zero: 'never polled' });
     expect(poll.read({ SPEC_POLL_SECONDS: '0' })).toBe(0);
@@ -27,7 +27,7 @@ describe('configuration readers', () => {
     const retention = secondsOrOff('SPEC_RETENTION_SECONDS', { ...about('retention'), default: 3600 });
     expect(retention.read({ SPEC_RETENTION_SECONDS: 'off' })).toBeNull();
     expect(retention.read({ SPEC_RETENTION_SECONDS: '60' })).toBe(60);
-    expect(() => retention.read({ SPEC_RETENTION_SECONDS: 'never' })).toThrow(/SPEC_RETENTION_SECONDS must be a number of seconds > 0, or 'off'/);
+    expect(() => retention.read({ SPEC_RETENTION_SECONDS: 'never' })).toThrow(/SPEC_RETENTION_SECONDS must be a positive number of seconds or 'off'/);
   });
 
   it('int and number: whole numbers within their range, numbers above a bound', () => {
@@ -92,7 +92,7 @@ describe('the registry', () => {
     seconds('SPEC_REGISTERED_SECONDS', { ...about('registered'), default: 5 });
     seconds('SPEC_REGISTERED_SECONDS', { ...about('registered'), default: 5 });
     const mine = registeredSettings().filter((s) => s.name === 'SPEC_REGISTERED_SECONDS');
-    expect(mine).toEqual([{ name: 'SPEC_REGISTERED_SECONDS', owner, meaning: 'registered', accepted: 'a number of seconds > 0', defaultText: '5' }]);
+    expect(mine).toEqual([{ name: 'SPEC_REGISTERED_SECONDS', owner, meaning: 'registered', accepted: 'a positive number of seconds', defaultText: '5' }]);
   });
 
   it('refuses the same variable and owner registered differently, and a name no environment has', () => {

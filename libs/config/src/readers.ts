@@ -44,7 +44,7 @@ const toNumber = (raw: string) => (NUMBER.test(raw) ? Number(raw) : undefined);
 
 /** Seconds, a number: `> 0` unless `zero` says what 0 means (then `≥ 0`). Read as seconds. */
 export function seconds<D extends number | undefined>(name: string, o: Described<D> & { zero?: string }): Setting<number | D> {
-  const accepted = o.zero ? `a number of seconds ≥ 0 (0: ${o.zero})` : 'a number of seconds > 0';
+  const accepted = o.zero ? `a number of seconds ≥ 0 (0: ${o.zero})` : 'a positive number of seconds';
   return custom(name, { ...o, accepted, parse: (raw) => within(toNumber(raw), o.zero ? 0 : null, o.zero ? null : 0) });
 }
 
@@ -52,7 +52,7 @@ export function seconds<D extends number | undefined>(name: string, o: Described
 export function secondsOrOff<D extends number | null>(name: string, o: Described<D>): Setting<number | null | D> {
   return custom(name, {
     ...o,
-    accepted: "a number of seconds > 0, or 'off'",
+    accepted: "a positive number of seconds or 'off'",
     parse: (raw) => (raw === 'off' ? null : within(toNumber(raw), null, 0)),
   });
 }

@@ -10,7 +10,7 @@ export interface SettingInfo {
   owner: string;
   /** What it sets, in a sentence (Markdown). */
   meaning: string;
-  /** What it may be set to, as the error for a bad value says it (e.g. `a number of seconds > 0`). */
+  /** What it may be set to, as the error for a bad value says it (e.g. `a positive number of seconds`). */
   accepted: string;
   /** What applies when it is unset or empty, as a reader would say it (e.g. `600`, `none`). */
   defaultText: string;

@@ -14,3 +14,4 @@ export * from './outbox-relay';
 export * from './shard';
 export * from './http-auth';
 export * from './http-server-limits';
+export * from './service-settings';

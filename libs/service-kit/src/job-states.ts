@@ -1,19 +1,14 @@
 import { Logger } from '@nestjs/common';
 import { RobustrlMessage } from '@robustrl/contracts';
 import { codecOf, Decider, StateCodec } from '@robustrl/domain-kit';
+import { JOB_STATE_RETENTION } from './service-settings';
 
-/** One hour: a live job reports GPU activity and throughput every few seconds, so an hour of silence is a job that is gone. */
-export const DEFAULT_IDLE_JOB_RETENTION_MS = 3_600_000;
+export { DEFAULT_IDLE_JOB_RETENTION_MS } from './service-settings';
 
-/** `ROBUSTRL_JOB_STATE_RETENTION_SECONDS`: seconds, or `off`; a bad value stops start-up with a message naming it. */
+/** `ROBUSTRL_JOB_STATE_RETENTION_SECONDS` in milliseconds, or null (`off`); a bad value stops start-up with a message naming it. */
 export function idleJobRetentionFromEnv(env: NodeJS.ProcessEnv = process.env): number | null {
-  const raw = env.ROBUSTRL_JOB_STATE_RETENTION_SECONDS;
-  if (raw === undefined || raw === '') return DEFAULT_IDLE_JOB_RETENTION_MS;
-  if (raw === 'off') return null;
-  const seconds = Number(raw);
-  if (!Number.isFinite(seconds) || seconds <= 0)
-    throw new Error(`ROBUSTRL_JOB_STATE_RETENTION_SECONDS must be a positive number of seconds or 'off', got '${raw}'`);
-  return Math.round(seconds * 1000);
+  const seconds = JOB_STATE_RETENTION.read(env);
+  return seconds === null ? null : Math.round(seconds * 1000);
 }
 
 /** What of its decider the states need: a fresh state, folding a message, and the snapshot codec. */

@@ -1,8 +1,8 @@
 import { isIP } from 'node:net';
-import { z } from 'zod';
 import { BusIdentity, busConfigFromEnv, BusConfig, busIdentityFromEnv } from '@robustrl/bus';
 import { StoreConfig, storeConfigFromEnv } from '@robustrl/store';
 import { HttpAuth, httpAuthFromEnv } from './http-auth';
+import { HTTP_HOST, HTTP_PORT } from './service-settings';
 
 export interface ServiceConfig {
   serviceName: string;
@@ -32,21 +32,13 @@ export interface ServiceConfig {
   clock?: () => number;
 }
 
-const Port = z.coerce.number().int().min(0).max(65535);
-export const DEFAULT_HTTP_HOST = '127.0.0.1';
+export { DEFAULT_HTTP_HOST } from './service-settings';
 
 /** Read and validate a service's configuration; a bad value stops start-up with a message naming it. */
 export function serviceConfigFromEnv(serviceName: string, defaultPort: number | null, env: NodeJS.ProcessEnv = process.env): ServiceConfig {
-  let httpPort: number | null = defaultPort;
-  if (env.ROBUSTRL_HTTP_PORT !== undefined) {
-    if (env.ROBUSTRL_HTTP_PORT === 'off') httpPort = null;
-    else {
-      const parsed = Port.safeParse(env.ROBUSTRL_HTTP_PORT);
-      if (!parsed.success) throw new Error(`ROBUSTRL_HTTP_PORT must be a port number or 'off', got '${env.ROBUSTRL_HTTP_PORT}'`);
-      httpPort = parsed.data;
-    }
-  }
-  const httpHost = env.ROBUSTRL_HTTP_HOST?.trim() || DEFAULT_HTTP_HOST;
+  const port = HTTP_PORT.read(env);
+  const httpPort: number | null = port === undefined ? defaultPort : port;
+  const httpHost = HTTP_HOST.read(env);
   if (isIP(httpHost) === 0 && !/^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*$/.test(httpHost))
     throw new Error(`ROBUSTRL_HTTP_HOST must be an IP address or a host name to bind, got '${env.ROBUSTRL_HTTP_HOST}'`);
   return {

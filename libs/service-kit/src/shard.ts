@@ -1,3 +1,4 @@
+import { SHARD, SHARD_COUNT, SHARD_LAYOUT_CHANGE } from './service-settings';
 import { hostname as osHostname } from 'node:os';
 
 /**
@@ -42,37 +43,28 @@ export function layoutOf(consumer: string, name: string): number | null {
  * a message naming it.
  */
 export function shardFromEnv(env: NodeJS.ProcessEnv = process.env, hostname = (): string => env.HOSTNAME ?? osHostname()): PartitionShard {
-  const raw = env.ROBUSTRL_SHARD?.trim();
-  if (raw === undefined || raw === '') return UNSHARDED;
+  const raw = SHARD.read(env);
+  if (raw === undefined) return UNSHARDED;
   if (raw === 'auto') {
-    const count = positiveInteger(env.ROBUSTRL_SHARD_COUNT, 'ROBUSTRL_SHARD_COUNT (needed by ROBUSTRL_SHARD=auto)');
+    const count = SHARD_COUNT.read(env);
+    if (count === undefined) throw new Error("ROBUSTRL_SHARD_COUNT (needed by ROBUSTRL_SHARD=auto) must be a positive integer, got ''");
     const ordinal = /-(\d+)$/.exec(hostname());
     if (!ordinal) throw new Error(`ROBUSTRL_SHARD=auto takes the shard index from a hostname ending in -<ordinal> (a StatefulSet pod's), got '${hostname()}'`);
     return checked(Number(ordinal[1]), count, `ROBUSTRL_SHARD=auto (hostname '${hostname()}')`);
   }
-  const m = /^(\d+)\/(\d+)$/.exec(raw);
-  if (!m) throw new Error(`ROBUSTRL_SHARD must be <index>/<count> (e.g. 0/4) or 'auto', got '${raw}'`);
-  return checked(Number(m[1]), Number(m[2]), `ROBUSTRL_SHARD=${raw}`);
+  const [index, count] = raw.split('/').map(Number);
+  return checked(index!, count!, `ROBUSTRL_SHARD=${raw}`);
 }
 
 /** `ROBUSTRL_SHARD_LAYOUT_CHANGE`: `replay` to start a new shard count over the topics' retention (see DecidingConsumerSpec). */
 export function shardLayoutChangeFromEnv(env: NodeJS.ProcessEnv = process.env): 'refuse' | 'replay' {
-  const raw = env.ROBUSTRL_SHARD_LAYOUT_CHANGE?.trim();
-  if (raw === undefined || raw === '' || raw === 'refuse') return 'refuse';
-  if (raw === 'replay') return 'replay';
-  throw new Error(`ROBUSTRL_SHARD_LAYOUT_CHANGE must be 'refuse' (the default) or 'replay', got '${raw}'`);
+  return SHARD_LAYOUT_CHANGE.read(env);
 }
 
 function checked(index: number, count: number, what: string): PartitionShard {
   if (!Number.isSafeInteger(count) || count < 1) throw new Error(`${what}: the shard count must be at least 1`);
   if (!Number.isSafeInteger(index) || index >= count) throw new Error(`${what}: the shard index must be from 0 to ${count - 1}`);
   return { index, count };
-}
-
-function positiveInteger(raw: string | undefined, what: string): number {
-  const n = Number(raw);
-  if (raw === undefined || raw.trim() === '' || !Number.isSafeInteger(n) || n < 1) throw new Error(`${what} must be a positive integer, got '${raw ?? ''}'`);
-  return n;
 }
 
 const escapeRegExp = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');

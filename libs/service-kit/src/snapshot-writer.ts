@@ -5,17 +5,13 @@ import { EventStore } from '@robustrl/store';
 import { InputWatermark, ReloadingError, Reloads } from './deciding-types';
 import { DecisionWriter } from './decision-writer';
 import { JobStates } from './job-states';
+import { SNAPSHOT_INTERVAL } from './service-settings';
 
-/** Ten seconds: what a restart replays at most, against one snapshot write of every busy job per interval. */
-export const DEFAULT_SNAPSHOT_INTERVAL_MS = 10_000;
+export { DEFAULT_SNAPSHOT_INTERVAL_MS } from './service-settings';
 
-/** `ROBUSTRL_SNAPSHOT_INTERVAL_SECONDS`: seconds between snapshots; a bad value stops start-up with a message naming it. */
+/** `ROBUSTRL_SNAPSHOT_INTERVAL_SECONDS` in milliseconds; a bad value stops start-up with a message naming it. */
 export function snapshotIntervalFromEnv(env: NodeJS.ProcessEnv = process.env): number {
-  const raw = env.ROBUSTRL_SNAPSHOT_INTERVAL_SECONDS;
-  if (raw === undefined || raw === '') return DEFAULT_SNAPSHOT_INTERVAL_MS;
-  const seconds = Number(raw);
-  if (!Number.isFinite(seconds) || seconds <= 0) throw new Error(`ROBUSTRL_SNAPSHOT_INTERVAL_SECONDS must be a positive number of seconds, got '${raw}'`);
-  return Math.round(seconds * 1000);
+  return Math.round(SNAPSHOT_INTERVAL.read(env) * 1000);
 }
 
 /** What a snapshot writer works with: the consumer's states, where its writes are chained, and its reload. */
