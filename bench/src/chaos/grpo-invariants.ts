@@ -18,6 +18,8 @@ export interface GrpoRecord {
   sampleIds?: string[];
   /** Completed samples of the step the trainer's fetch left out as beyond the staleness bound. */
   staleIds?: string[];
+  /** Completed samples left out because the request manager had no training sample for them (kept_batches.py). */
+  unusableIds?: string[];
   batch?: string;
   digest?: { params: string; optimizer: string };
   recovered?: boolean;
@@ -60,6 +62,7 @@ export function stepsTrainedOnRecordedTrajectories(shape: GrpoShape, ledger: Grp
   for (let s = 1; s <= shape.steps; s++) if (!commits.includes(s)) problems.push(`step ${s} never committed`);
   let retries = 0;
   let excluded = 0;
+  let unusable = 0;
   ledger.forEach((r, i) => {
     if (r.kind !== 'checkpoint' || r.recovered) return;
     const before = ledger.slice(0, i);
@@ -67,8 +70,9 @@ export function stepsTrainedOnRecordedTrajectories(shape: GrpoShape, ledger: Grp
     const mine = Array.from({ length: shape.ranks }, (_, rank) => lastTrained(rank));
     if (mine.some((t) => !t)) return void problems.push(`step ${r.step} committed without every rank training it`);
     if (new Set(mine.map((t) => t!.batch)).size > 1) problems.push(`step ${r.step}: ranks trained on different batches`);
-    const stale = mine[0]!.staleIds ?? [];
-    excluded += stale.length;
+    const stale = [...(mine[0]!.staleIds ?? []), ...(mine[0]!.unusableIds ?? [])];
+    excluded += (mine[0]!.staleIds ?? []).length;
+    unusable += (mine[0]!.unusableIds ?? []).length;
     const ids = [...(mine[0]!.sampleIds ?? []), ...stale].sort();
     const batch = batches.find((b) => b.step === r.step);
     if (!batch) return void problems.push(`batch step-${r.step} not read from the request manager`);
@@ -85,7 +89,7 @@ export function stepsTrainedOnRecordedTrajectories(shape: GrpoShape, ledger: Grp
   return fail(
     what,
     problems,
-    `${commits.length} steps committed in order on the ${shape.batchSize} recorded samples each (${excluded} left out as beyond the staleness bound when trained); ${Math.max(0, retries)} rank-step(s) trained again after a fault`,
+    `${commits.length} steps committed in order on the ${shape.batchSize} recorded samples each (${excluded} left out as beyond the staleness bound when trained${unusable ? `, ${unusable} as without a training sample` : ''}); ${Math.max(0, retries)} rank-step(s) trained again after a fault`,
   );
 }
 

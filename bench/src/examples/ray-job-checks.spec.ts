@@ -34,6 +34,11 @@ describe('the Ray example’s checks', () => {
     // Left out as stale is accounted for: trained and left out make the batch.
     const leftOut = cleanRun().map((r) => (r.kind === 'trained' && r.step === 3 ? { ...r, sampleIds: ['s3-a'], staleIds: ['s3-b'] } : r));
     expect(everyStepTrainedWhole(shape, leftOut).ok).toBe(true);
+    // So is a sample left out for having no training sample, and the detail names it.
+    const unusable = cleanRun().map((r) => (r.kind === 'trained' && r.step === 3 ? { ...r, sampleIds: ['s3-a'], unusableIds: ['s3-b'] } : r));
+    expect(everyStepTrainedWhole(shape, unusable)).toMatchObject({ ok: true, detail: expect.stringContaining('1 as without a training sample') });
+    const twice = cleanRun().map((r) => (r.kind === 'trained' && r.step === 3 ? { ...r, unusableIds: ['s3-b'] } : r));
+    expect(everyStepTrainedWhole(shape, twice).ok).toBe(false);
   });
 
   it('a sample beyond the staleness bound, or untagged past the first steps, fails', () => {

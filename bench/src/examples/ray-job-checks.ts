@@ -39,6 +39,7 @@ export function everyStepTrainedWhole(shape: RayJobShape, ledger: GrpoRecord[]):
   for (const r of ledger) if (r.kind === 'trained' && r.step !== undefined) last.set(`${r.step}/${r.rank}`, r);
   const problems: string[] = [];
   let leftOut = 0;
+  let withoutSample = 0;
   for (let step = 1; step <= shape.steps; step++) {
     const ranks = Array.from({ length: shape.ranks }, (_, rank) => last.get(`${step}/${rank}`));
     const missing = ranks.flatMap((r, rank) => (r ? [] : [rank]));
@@ -49,16 +50,22 @@ export function everyStepTrainedWhole(shape: RayJobShape, ledger: GrpoRecord[]):
     if (new Set(ranks.map((r) => r!.batch)).size !== 1) problems.push(`step ${step}: the ranks trained different batches`);
     // The trainer leaves out completed samples beyond the staleness bound (kept_batches.py): trained and
     // left out together are the step's whole batch, each sample once.
+    // A sample the request manager had no training sample for is left out too, named apart (unusableIds).
     const trained = ranks[0]!.sampleIds ?? [];
     const stale = ranks[0]!.staleIds ?? [];
+    const unusable = ranks[0]!.unusableIds ?? [];
     leftOut += stale.length;
-    if (new Set([...trained, ...stale]).size !== shape.batchSize || trained.length + stale.length !== shape.batchSize)
-      problems.push(`step ${step}: ${trained.length} samples trained and ${stale.length} left out as stale, not ${shape.batchSize} distinct`);
+    withoutSample += unusable.length;
+    const all = [...trained, ...stale, ...unusable];
+    if (new Set(all).size !== shape.batchSize || all.length !== shape.batchSize)
+      problems.push(
+        `step ${step}: ${trained.length} samples trained, ${stale.length} left out as stale and ${unusable.length} without a training sample, not ${shape.batchSize} distinct`,
+      );
   }
   return check(
     `every step 1..${shape.steps} trained by all ${shape.ranks} ranks on one whole batch`,
     problems,
-    `${shape.steps} steps × ${shape.batchSize} samples (${leftOut} left out as beyond the staleness bound)`,
+    `${shape.steps} steps × ${shape.batchSize} samples (${leftOut} left out as beyond the staleness bound${withoutSample ? `, ${withoutSample} as without a training sample` : ''})`,
   );
 }
 

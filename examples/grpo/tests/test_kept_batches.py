@@ -32,7 +32,7 @@ def _sample(tid: str) -> Dict[str, Any]:
 
 @pytest.fixture
 def store() -> Iterator[Dict[str, Any]]:
-    state: Dict[str, Any] = {"within": ["t-1", "t-2", "t-3"], "stale": ["t-4"]}
+    state: Dict[str, Any] = {"within": ["t-1", "t-2", "t-3"], "stale": ["t-4"], "unusable": []}
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args: Any) -> None:
@@ -42,7 +42,9 @@ def store() -> Iterator[Dict[str, Any]]:
             if self.path.endswith("/batches/step-5"):
                 body: Any = {"total": 4, "completed": 4}
             else:
-                body = {"trajectories": [], "samples": [_sample(t) for t in state["within"]], "stale": [{"trajectoryId": t, "staleness": 2} for t in state["stale"]]}
+                samples = [_sample(t) for t in state["within"]]
+                samples += [{"trajectoryId": t, "sample": None, "reason": "turn 1 has no token ids (recorded as text only)"} for t in state["unusable"]]
+                body = {"trajectories": [], "samples": samples, "stale": [{"trajectoryId": t, "staleness": 2} for t in state["stale"]]}
             data = json.dumps(body).encode()
             self.send_response(200)
             self.send_header("content-type", "application/json")
@@ -75,3 +77,21 @@ def test_a_batch_with_nothing_within_the_bound_is_an_error(store: Dict[str, Any]
     store["within"], store["stale"] = [], ["t-1", "t-2", "t-3", "t-4"]
     with pytest.raises(RuntimeError, match="none of its 4 samples is within the staleness bound"):
         _batches(store["url"]).batch(5)
+
+
+def test_a_trajectory_without_a_training_sample_is_left_out_and_named(store: Dict[str, Any], caplog: pytest.LogCaptureFixture) -> None:
+    store["within"], store["unusable"] = ["t-1", "t-2"], ["t-3"]
+    batches = _batches(store["url"])
+    with caplog.at_level("WARNING", logger="robustrl_grpo.kept_batches"):
+        samples = batches.batch(5)
+    assert sorted(s.id for s in samples) == ["t-1", "t-2"]
+    assert batches.unusable(5) == ["t-3"]
+    assert batches.excluded(5) == ["t-4"]
+    assert "trajectory t-3 left out, it has no training sample: turn 1 has no token ids" in caplog.text
+
+
+def test_a_batch_short_of_samples_even_counting_those_left_out_is_an_error(store: Dict[str, Any]) -> None:
+    store["within"], store["stale"], store["unusable"] = ["t-1"], [], ["t-3"]
+    with pytest.raises(RuntimeError, match="1 samples, 0 stale ones and 1 without a training sample of 4"):
+        _batches(store["url"]).batch(5)
+

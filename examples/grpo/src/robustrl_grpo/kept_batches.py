@@ -9,27 +9,40 @@ restarted trainer takes the same batch again (the paper's "keep the batch", §5.
 A sample the router served within its bound (its version at most ``max_staleness`` behind the newest
 then) can be further behind by the time its step trains: the request manager leaves it out, and the
 step trains on the rest (semi-synchronous RL's rule, paper §2); ``excluded`` names what was left out.
+
+A trajectory the request manager has no training sample for (a turn recorded as text only, ids that do
+not add up: its ``reason``) cannot be trained exactly. It is left out too, with a warning naming it, and
+``unusable`` names it: failing the step instead would fail it again on every restart, since a restarted
+trainer takes the same batch.
 """
 
 from __future__ import annotations
 
+import logging
 import urllib.parse
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from .config import JobConfig
 from .grpo import Sample
 from .http_json import HttpError, request_json, retrying
 
-__all__ = ["KeptBatches", "samples_of"]
+__all__ = ["KeptBatches", "samples_of", "unusable_of"]
+
+logger = logging.getLogger("robustrl_grpo.kept_batches")
+
+
+def unusable_of(batch: Dict[str, Any]) -> List[Tuple[str, str]]:
+    """The trajectories of a completed batch with no training sample, each with the request manager's reason."""
+    return [(str(e.get("trajectoryId")), str(e.get("reason"))) for e in batch.get("samples", []) if e.get("sample") is None]
 
 
 def samples_of(batch: Dict[str, Any]) -> List[Sample]:
-    """Training samples from a completed batch; a trajectory without one is an error naming why."""
+    """Training samples from a completed batch: the trajectories that have one (``unusable_of`` names the rest)."""
     out: List[Sample] = []
     for entry in batch.get("samples", []):
         sample = entry.get("sample")
         if sample is None:
-            raise ValueError(f"trajectory {entry.get('trajectoryId')} has no training sample: {entry.get('reason')}")
+            continue
         metadata = sample.get("metadata") or {}
         out.append(
             Sample(
@@ -51,6 +64,7 @@ class KeptBatches:
         self.store = request_manager_url.rstrip("/")
         self.auth = {"authorization": f"Bearer {token}"} if token else {}
         self._excluded: Dict[int, List[str]] = {}
+        self._unusable: Dict[int, List[str]] = {}
 
     @property
     def expected(self) -> int:
@@ -79,12 +93,26 @@ class KeptBatches:
         batch = retrying(f"fetch batch step-{step}", fetch)
         samples = samples_of(batch)
         self._excluded[step] = sorted(str(s["trajectoryId"]) for s in batch.get("stale", []))
+        unusable = unusable_of(batch)
+        for trajectory_id, reason in unusable:
+            logger.warning("batch step-%s: trajectory %s left out, it has no training sample: %s", step, trajectory_id, reason)
+        self._unusable[step] = sorted(t for t, _ in unusable)
         if not samples:
-            raise RuntimeError(f"batch step-{step}: none of its {self.expected} samples is within the staleness bound ({self.cfg.max_staleness})")
-        if len(samples) + len(self._excluded[step]) < self.expected:
-            raise RuntimeError(f"batch step-{step}: {len(samples)} samples and {len(self._excluded[step])} stale ones of {self.expected}")
+            raise RuntimeError(
+                f"batch step-{step}: none of its {self.expected} samples is within the staleness bound ({self.cfg.max_staleness})"
+                f" and usable ({len(unusable)} without a training sample)"
+            )
+        if len(samples) + len(self._excluded[step]) + len(unusable) < self.expected:
+            raise RuntimeError(
+                f"batch step-{step}: {len(samples)} samples, {len(self._excluded[step])} stale ones"
+                f" and {len(unusable)} without a training sample of {self.expected}"
+            )
         return samples
 
     def excluded(self, step: int) -> List[str]:
         """Completed samples of ``step`` left out as beyond the staleness bound when it was fetched."""
         return self._excluded.get(step, [])
+
+    def unusable(self, step: int) -> List[str]:
+        """Completed samples of ``step`` left out because the request manager has no training sample for them."""
+        return self._unusable.get(step, [])

@@ -43,6 +43,8 @@ class BatchSource(Protocol):
 
     def excluded(self, step: int) -> List[str]: ...
 
+    def unusable(self, step: int) -> List[str]: ...
+
 
 class EngineBatches:
     """The local job's batches: rank 0 samples the step from the engine (holding version ``s-1``) and
@@ -53,6 +55,9 @@ class EngineBatches:
 
     def excluded(self, step: int) -> List[str]:
         return []  # sampled from the engine holding version s-1: never stale
+
+    def unusable(self, step: int) -> List[str]:
+        return []  # sampled here, with their ids: always a sample
 
     def batch(self, step: int) -> List[Sample]:
         box: List[Optional[List[Sample]]] = [sample_batch(self.cfg, step, self.sampler, self.tokenizer) if self.rank == 0 else None]
@@ -162,6 +167,7 @@ def run_trainer(cfg: JobConfig) -> None:
             prompts=prompt_digest(samples),
             sampleIds=sorted(s.id for s in samples),
             staleIds=batches.excluded(step),
+            unusableIds=batches.unusable(step),
             **stats,
         )
         reports.phase("checkpoint", step)
