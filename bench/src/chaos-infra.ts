@@ -12,7 +12,7 @@
  * also writes the scorecard as JSON. Exits when done (exitWhenDone), naming anything left open.
  */
 import { exitWhenDone, parseIntegerOptions, writeScorecardJson } from './bench-kit';
-import { DEFAULT_CHAOS_OPTIONS, formatScorecard, runInfraChaos } from './chaos/infra-chaos';
+import { DEFAULT_CHAOS_OPTIONS, formatScorecard, runInfraChaos } from '@robustrl/harness';
 
 async function main(): Promise<void> {
   const o = parseIntegerOptions(process.argv.slice(2), process.env, 'bench/dist/chaos-infra.js', {

@@ -16,12 +16,20 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { exitWhenDone, writeScorecardJson } from './bench-kit';
-import { FAULT_KINDS, parseFaultMix } from './chaos/fault-schedule';
-import { passRateSvg } from './chaos/pass-rate-chart';
-import { DEFAULT_GRPO_JOB, GrpoJob } from './chaos/grpo-job';
-import { DEFAULT_SYSTEM_CHAOS, DEFAULT_TIME_SCALE, formatSystemScorecard, runSystemChaos, SystemScorecard } from './chaos/system-chaos';
-import { formatSideBySide } from './chaos/system-scorecard';
-import { NetnsHosts } from './hosts/netns-hosts';
+import {
+  FAULT_KINDS,
+  parseFaultMix,
+  passRateSvg,
+  DEFAULT_GRPO_JOB,
+  GrpoJob,
+  DEFAULT_SYSTEM_CHAOS,
+  DEFAULT_TIME_SCALE,
+  formatSystemScorecard,
+  runSystemChaos,
+  SystemScorecard,
+  formatSideBySide,
+  NetnsHosts,
+} from '@robustrl/harness';
 
 function passRate(raw: string | undefined): number | null {
   if (raw === undefined || raw === '') return null;

@@ -27,7 +27,7 @@ import { createMessage, DataOf, Draft, isOneOf, MessageOf, MessageType, Robustrl
 import { DETECTOR_INPUT_TYPES, DetectorDecider } from '@robustrl/detector-domain';
 import { EnginePool, OpenAiRouter, RequestEvidence, requestsObserved, ThroughputMeter, throughputSampled } from '@robustrl/rollout-manager';
 import { median, parseIntegerOptions } from './bench-kit';
-import { LlamaEngine, startLlamaEngines } from './engines/llama-server';
+import { LlamaEngine, startLlamaEngines } from '@robustrl/harness';
 
 const JOB = 'job-engine-hang';
 const LOOPS = 8;

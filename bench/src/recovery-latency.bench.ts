@@ -52,7 +52,7 @@
  * keeps the folder (service logs in `<folder>/logs`) after a normal end.
  */
 import { median, parseIntegerOptions, percentile } from './bench-kit';
-import { FaultSample, RecoveryLatencyResult, RecoveryLatencyRun } from './recovery-latency';
+import { FaultSample, RecoveryLatencyResult, RecoveryLatencyRun } from '@robustrl/harness';
 
 const progress = (line: string) => process.stderr.write(`[bench:recovery-latency] ${line}\n`);
 

@@ -50,7 +50,7 @@ stage() {
       local rel="${dir#"${ROOT}/"}"
       mkdir -p "${app}/${rel}"
       cp "${dir}/package.json" "${app}/${rel}/"
-      [[ "${rel}" == bench ]] && continue # benchmarks are not shipped
+      [[ "${rel}" == bench || "${rel}" == libs/harness ]] && continue # benchmarks and the test harness are not shipped
       [[ -d "${dir}/dist" ]] && cp -r "${dir}/dist" "${app}/${rel}/"
       [[ -d "${dir}/bin" ]] && cp -r "${dir}/bin" "${app}/${rel}/"
     done

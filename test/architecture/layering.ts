@@ -6,7 +6,7 @@ import * as ts from 'typescript';
 /**
  * The dependency rules of the code base (docs/contributors/architecture.md "Layout"): arrows point down —
  *
- *   contracts, domain-kit  ←  domain/*  ←  sim, services/*  ←  services/embedded, cli, bench, test
+ *   contracts, domain-kit  ←  domain/*  ←  sim, services/*  ←  services/embedded, cli, libs/harness  ←  bench, test
  *                              libs/* (infrastructure: bus, store, telemetry, service-kit, …) ← services/*
  *
  * Each layer names the workspace packages it may import; `pure` layers may not import the frameworks
@@ -61,8 +61,23 @@ export const LAYERS: readonly Layer[] = [
   },
   {
     name: 'composition',
-    folders: ['services/embedded', 'cli', 'bench'],
+    folders: ['services/embedded', 'cli'],
     mayImport: ['kernel', 'config', 'domain', 'native', 'infrastructure', 'stores', 'simulator', 'services', 'composition'],
+    pure: false,
+  },
+  // What the chaos campaigns, the benches and the end-to-end tests run on (private infrastructure, hosts,
+  // fault injection, engines): composes services and the simulator as composition does; no product package imports it.
+  {
+    name: 'harness',
+    folders: ['libs/harness'],
+    mayImport: ['kernel', 'config', 'domain', 'native', 'infrastructure', 'stores', 'simulator', 'services', 'harness'],
+    pure: false,
+  },
+  // The benches and the campaigns' commands: entry points and measurements, on the harness.
+  {
+    name: 'benches',
+    folders: ['bench'],
+    mayImport: ['kernel', 'config', 'domain', 'native', 'infrastructure', 'stores', 'simulator', 'services', 'composition', 'harness', 'benches'],
     pure: false,
   },
   { name: 'test-support', folders: ['libs/testing'], mayImport: ['kernel', 'config', 'infrastructure', 'test-support'], pure: false },

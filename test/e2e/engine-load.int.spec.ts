@@ -8,7 +8,7 @@ import { MESSAGE_BUS, RunningService, runService } from '@robustrl/service-kit';
 import { ucxInfo } from '@robustrl/ucx';
 import { WeightRegistryModule } from '@robustrl/weight-registry';
 import { eventually } from '@robustrl/testing/eventually';
-import { startVllmEngine, VllmEngine, vllmPaths } from '@robustrl/bench/engines/vllm-server';
+import { startVllmEngine, VllmEngine, vllmPaths } from '@robustrl/harness';
 
 /**
  * The engine loads the weights robustrl moves: two trainer ranks publish their shards of a version (named

@@ -6,7 +6,7 @@ import { RouterRuntime } from '@robustrl/rollout-manager';
 import { MESSAGE_BUS, RunningService, runService } from '@robustrl/service-kit';
 import { freshDatabaseUrl } from '@robustrl/testing/databases';
 import { eventually } from '@robustrl/testing/eventually';
-import { LlamaEngine, startLlamaEngines } from '@robustrl/bench/engines/llama-server';
+import { LlamaEngine, startLlamaEngines } from '@robustrl/harness';
 
 /**
  * A wedged engine found from the router's evidence, end to end: the rollout manager's router

@@ -1,7 +1,4 @@
-import { FAULT_KINDS, FaultKind } from '../../bench/src/chaos/fault-schedule';
-import { DEFAULT_GRPO_JOB, GrpoJob } from '../../bench/src/chaos/grpo-job';
-import { formatSystemScorecard, runSystemChaos, SystemScorecard } from '../../bench/src/chaos/system-chaos';
-import { NetnsHosts } from '../../bench/src/hosts/netns-hosts';
+import { FAULT_KINDS, FaultKind, DEFAULT_GRPO_JOB, GrpoJob, formatSystemScorecard, runSystemChaos, SystemScorecard, NetnsHosts } from '@robustrl/harness';
 
 /**
  * The short version of the campaign on the real job (`npm run chaos -- --job grpo`): the GRPO example

@@ -1,9 +1,9 @@
-import { DEFAULT_CHAOS_OPTIONS, Scorecard } from '../../bench/src/chaos/infra-chaos';
+import { DEFAULT_CHAOS_OPTIONS, Scorecard } from '@robustrl/harness';
 import { runCampaignCommand } from './campaign-command';
 
 /**
  * The infrastructure's fault classes against the running control plane, with their stated durations: the same
- * campaign as `npm run chaos:infra` (bench/src/chaos/infra-chaos.ts), run as that command
+ * campaign as `npm run chaos:infra` (libs/harness/src/chaos/infra-chaos.ts), run as that command
  * (`node bench/dist/chaos-infra.js`, a child process that must exit when done) — a broker and PostgreSQL
  * server of its own, the detector, controller and rollout manager as their own processes (built by
  * `npm test` before jest), a healthy job reporting every second. Each scenario's checks are asserted

@@ -5,7 +5,7 @@ import { EnginePool, HttpTrajectoryRecorder, OpenAiRouter, trajectoryIdOf } from
 import { httpAuthFromEnv, RunningService, runService } from '@robustrl/service-kit';
 import { freshDatabaseUrl } from '@robustrl/testing/databases';
 import { EngineTap, TappedRequest } from '@robustrl/testing/engine-tap';
-import { LlamaEngine, startLlamaEngines } from '@robustrl/bench/engines/llama-server';
+import { LlamaEngine, startLlamaEngines } from '@robustrl/harness';
 import { ChatMessage } from '@robustrl/testing/fake-inference-engine';
 import { streamChat } from '@robustrl/testing/openai-client';
 

@@ -1,7 +1,7 @@
-import { BASELINE_WARMUP, ROLLOUT_ANSWERS, RecoveryLatencyResult, RecoveryLatencyRun } from '../../bench/src/recovery-latency';
+import { BASELINE_WARMUP, ROLLOUT_ANSWERS, RecoveryLatencyResult, RecoveryLatencyRun } from '@robustrl/harness';
 
 /**
- * The short version of `npm run bench:recovery-latency` (bench/src/recovery-latency.ts): a broker and
+ * The short version of `npm run bench:recovery-latency` (libs/harness/src/recovery-latency.ts): a broker and
  * PostgreSQL server of its own, the built detector and controller as their own processes (built by
  * `npm test` before jest), two synthetic jobs, four explicit faults. Timings are not asserted (they are
  * the benchmark's business); what is asserted is that the bench still measures what it says: every fault

@@ -10,7 +10,7 @@ import { DecidingConsumer } from '@robustrl/service-kit';
 import { EventStore } from '@robustrl/store';
 import { eventually } from '@robustrl/testing/eventually';
 import { KafkaTopicReader } from '@robustrl/testing/kafka-topic-reader';
-import { freePort } from '../../bench/src/chaos/private-infra';
+import { freePort } from '@robustrl/harness';
 
 const POSTGRES = join(__dirname, '..', '..', 'deploy', 'local', 'postgres.sh');
 

@@ -1,11 +1,9 @@
-import { FAULT_KINDS } from '../../bench/src/chaos/fault-schedule';
-import { SystemScorecard } from '../../bench/src/chaos/system-chaos';
-import { NetnsHosts } from '../../bench/src/hosts/netns-hosts';
+import { FAULT_KINDS, SystemScorecard, NetnsHosts } from '@robustrl/harness';
 import { runCampaignCommand } from './campaign-command';
 
 /**
  * The short version of the whole-system chaos campaign (`npm run chaos`,
- * bench/src/chaos/system-chaos.ts): every service, the machine host and its agents, and the Python reference job as processes
+ * libs/harness/src/chaos/system-chaos.ts): every service, the machine host and its agents, and the Python reference job as processes
  * on a broker and PostgreSQL server of the test's own; one fault of each of its kinds — a trainer
  * process, an engine process, a rollout machine, a control-plane service, the controller in the
  * middle of the recovery from a trainer fault, a rack (a trainer and rollouts at once) and machines lost

@@ -4,7 +4,7 @@ import { RequestManagerModule } from '@robustrl/request-manager';
 import { adapterFor, EnginePool, HttpTrajectoryRecorder, OpenAiRouter } from '@robustrl/rollout-manager';
 import { httpAuthFromEnv, RunningService, runService } from '@robustrl/service-kit';
 import { freshDatabaseUrl } from '@robustrl/testing/databases';
-import { startVllmEngine, VllmEngine, vllmPaths } from '@robustrl/bench/engines/vllm-server';
+import { startVllmEngine, VllmEngine, vllmPaths } from '@robustrl/harness';
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

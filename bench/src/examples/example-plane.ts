@@ -6,7 +6,7 @@ import { ControllerModule } from '@robustrl/controller';
 import { DetectorModule } from '@robustrl/detector';
 import { LocalProcessSupervisor, MachineSpec } from '@robustrl/orchestrator';
 import { MESSAGE_BUS, RunningService, runService } from '@robustrl/service-kit';
-import { freePorts, PrivateInfra } from '../chaos/private-infra';
+import { freePorts, PrivateInfra } from '@robustrl/harness';
 
 /**
  * What the integration examples (`npm run example:torchrun`, `npm run example:ray`) share: the project's

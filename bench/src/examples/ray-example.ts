@@ -5,11 +5,16 @@ import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { createMessage, RobustrlMessage, Topics } from '@robustrl/contracts';
 import { MachineSpec } from '@robustrl/orchestrator';
-import { CampaignPlane, startCampaignPlane, stopCampaignPlane } from '../chaos/campaign-plane';
-import { campaignTimings, DEFAULT_TIME_SCALE } from '../chaos/campaign-settings';
-import { readGrpoLedger } from '../chaos/grpo-job';
-import { Partitions } from '../chaos/partition-faults';
-import { PrivateInfra } from '../chaos/private-infra';
+import {
+  CampaignPlane,
+  startCampaignPlane,
+  stopCampaignPlane,
+  campaignTimings,
+  DEFAULT_TIME_SCALE,
+  readGrpoLedger,
+  Partitions,
+  PrivateInfra,
+} from '@robustrl/harness';
 import { projectPythonAndModel, REPO, runExample, say, story } from './example-plane';
 import { rayJobChecks } from './ray-job-checks';
 

@@ -1,4 +1,4 @@
-import type { GrpoRecord } from '../chaos/grpo-invariants';
+import type { GrpoRecord } from '@robustrl/harness';
 import { everyStepTrainedWhole, rayJobChecks, samplesFromMovedVersions, trainersResumeWhatRobustrlNamed } from './ray-job-checks';
 
 /** The Ray example's checks of the job's own ledger: each holds on a clean run and fails on what it names. */

@@ -1,5 +1,4 @@
-import { GrpoRecord, restartsResumeTheCheckpoint } from '../chaos/grpo-invariants';
-import type { Check } from '../chaos/system-invariants';
+import { GrpoRecord, restartsResumeTheCheckpoint, type Check } from '@robustrl/harness';
 
 /**
  * What the Ray example (examples/ray/README.md) checks of its run, from the job's own ledger

@@ -6,7 +6,7 @@ import { createInterface } from 'node:readline';
 import { Topics } from '@robustrl/contracts';
 import { MachineSpec } from '@robustrl/orchestrator';
 import { WeightRegistryModule } from '@robustrl/weight-registry';
-import { startVllmEngine, VllmEngine } from '../engines/vllm-server';
+import { startVllmEngine, VllmEngine } from '@robustrl/harness';
 import { projectPythonAndModel, REPO, runExample, say, startExamplePlane } from './example-plane';
 
 /**

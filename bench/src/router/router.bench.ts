@@ -25,7 +25,7 @@
 import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { IDENTITY_HEADERS } from '@robustrl/rollout-manager';
-import { freePort } from '../chaos/private-infra';
+import { freePort } from '@robustrl/harness';
 import { exitWhenDone, localServiceSetting, writeScorecardJson } from '../bench-kit';
 import { createBenchDatabase, deleteTopics, Engines, recordedTrajectories, routerBaselines, startEngines } from './bench-infra';
 import { CPU_ROLES, enginesForget, LevelResult, runLevel } from './measure';

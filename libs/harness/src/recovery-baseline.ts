@@ -103,7 +103,7 @@ async function bareRoute(owner: BaselineOwner, kafka: Kafka, sendTo: string, con
  * it fails); resolves once its consumer joined.
  */
 async function startRelay(owner: BaselineOwner, brokers: string[], from: string, to: string, databaseUrl?: string): Promise<void> {
-  // The built script, whether this runs built (bench/dist) or from its source (tests).
+  // The built script, whether this runs built (libs/harness/dist) or from its source (tests).
   const script = resolve(__dirname, '..', 'dist', 'bare-relay.js');
   const child = spawn(process.execPath, [script, brokers.join(','), from, to, ...(databaseUrl ? [databaseUrl] : [])], { stdio: ['ignore', 'pipe', 'pipe'] });
   owner.relays.push(child);

@@ -14,7 +14,7 @@ import { checkInvariants, JobShape, LedgerRecord } from './system-invariants';
  */
 const JOB = { batchSize: 8, toolRounds: 2, maxStaleness: 1, trainSeconds: 1, tokensPerReply: 8, tokenSeconds: 0.01, toolSeconds: 0.05, concurrency: 4 };
 
-const REPO_ROOT = resolve(__dirname, '..', '..', '..');
+const REPO_ROOT = resolve(__dirname, '..', '..', '..', '..');
 const REFERENCE = join(REPO_ROOT, 'clients', 'python', 'robustrl_reference.py');
 
 export function python(): string {

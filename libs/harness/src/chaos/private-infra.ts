@@ -5,7 +5,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
-const REPO_ROOT = resolve(__dirname, '..', '..', '..');
+const REPO_ROOT = resolve(__dirname, '..', '..', '..', '..');
 const KAFKA_SH = join(REPO_ROOT, 'deploy', 'local', 'kafka.sh');
 const POSTGRES_SH = join(REPO_ROOT, 'deploy', 'local', 'postgres.sh');
 

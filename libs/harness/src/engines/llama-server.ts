@@ -3,8 +3,8 @@ import { resolve } from 'node:path';
 import { freePort } from '../chaos/private-infra';
 
 /**
- * Real inference engines for benchmarks and tests (tests import it as
- * `@robustrl/bench/engines/llama-server`): llama.cpp's `llama-server` processes serving the tiny
+ * Real inference engines for benchmarks and tests (tests import it from
+ * `@robustrl/harness`): llama.cpp's `llama-server` processes serving the tiny
  * random model that `deploy/local/llama.sh ensure` builds and writes (the integration tier's global
  * setup runs it). Each is a separate OS process, so a test can SIGKILL one mid-stream or SIGSTOP it to
  * make it hang, as a real engine dies or wedges.
@@ -23,8 +23,8 @@ export interface LlamaEngine {
   readonly exited: Promise<void>;
 }
 
-// From bench/src/engines (jest) or bench/dist/engines (node): three levels up is the repository.
-const REPO_ROOT = resolve(__dirname, '..', '..', '..');
+// From libs/harness/src/engines (jest) or libs/harness/dist/engines (node): four levels up is the repository.
+const REPO_ROOT = resolve(__dirname, '..', '..', '..', '..');
 
 /** The server binary and model paths (`llama.sh status`); throws with the fix when they are not built. */
 export function llamaPaths(): { server: string; model: string } {

@@ -4,7 +4,7 @@ import { resolve } from 'node:path';
 import { freePort } from '../chaos/private-infra';
 
 /**
- * A real vLLM engine for tests and benchmarks (tests import it as `@robustrl/bench/engines/vllm-server`):
+ * A real vLLM engine for tests and benchmarks (tests import it from `@robustrl/harness`):
  * the GRPO example's engine (`python -m robustrl_grpo engine`: vLLM's OpenAI server with robustrl's
  * worker extension, the RL routes and the generate endpoint) from the environment
  * `deploy/local/vllm.sh ensure` makes. About 3.9 GiB and half a minute to start on a CPU machine: tests
@@ -19,7 +19,7 @@ export interface VllmEngine {
   readonly exited: Promise<void>;
 }
 
-const REPO_ROOT = resolve(__dirname, '..', '..', '..');
+const REPO_ROOT = resolve(__dirname, '..', '..', '..', '..');
 
 /** The venv's python and the example's base model (`vllm.sh status`); throws with the fix when not ready. */
 export function vllmPaths(): { python: string; model: string } {

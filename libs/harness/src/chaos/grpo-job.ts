@@ -30,7 +30,7 @@ import { Check, everyFaultEndedInRecoveryOrEscalation, noDuplicateRestartPerFaul
  *
  * Everything Python runs in the environment deploy/local/vllm.sh makes (vLLM, torch, the example).
  */
-const REPO_ROOT = resolve(__dirname, '..', '..', '..');
+const REPO_ROOT = resolve(__dirname, '..', '..', '..', '..');
 const VLLM_SH = join(REPO_ROOT, 'deploy', 'local', 'vllm.sh');
 
 export interface GrpoJobOptions {

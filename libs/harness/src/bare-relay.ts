@@ -13,7 +13,7 @@
  * before publishing). One durable relay between two crossings is the floor of a design with a single
  * deciding service on the recovery path, which is what the goal's "two round trips" allows for.
  *
- *   node bench/dist/bare-relay.js <brokers> <from-topic> <to-topic> [<postgres-url>]
+ *   node libs/harness/dist/bare-relay.js <brokers> <from-topic> <to-topic> [<postgres-url>]
  *
  * Prints `ready` on stdout once its consumer joined its group; stops on SIGTERM/SIGINT.
  */
@@ -24,7 +24,7 @@ import { DURABLE_RELAY_TABLE as DURABLE_TABLE } from './bare-relay-table';
 
 async function main(): Promise<void> {
   const [brokers, from, to, databaseUrl] = process.argv.slice(2);
-  if (!brokers || !from || !to) throw new Error('usage: node bench/dist/bare-relay.js <brokers> <from-topic> <to-topic> [<postgres-url>]');
+  if (!brokers || !from || !to) throw new Error('usage: node libs/harness/dist/bare-relay.js <brokers> <from-topic> <to-topic> [<postgres-url>]');
   const kafka = new Kafka({ brokers: brokers.split(','), clientId: 'bench-bare-relay', logLevel: logLevel.NOTHING });
   const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false });
   const consumer = kafka.consumer({ groupId: `bench-bare-relay-${randomUUID()}`, maxWaitTimeInMs: 1_000 });

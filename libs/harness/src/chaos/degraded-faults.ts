@@ -63,7 +63,7 @@ async function slowPostgres(host: FaultHost & DegradedHost, fault: ScheduledFaul
  * the drawn down time: its agent stamps what it reports with the wrong time meanwhile.
  */
 async function clockSkew(host: FaultHost & DegradedHost, fault: ScheduledFault): Promise<Injection> {
-  if (!host.clocksSkewable) return { target: 'none', note: 'agents run without the clock preload (no build of bench/src/chaos/skewed-clock.ts)' };
+  if (!host.clocksSkewable) return { target: 'none', note: 'agents run without the clock preload (no build of libs/harness/src/chaos/skewed-clock.ts)' };
   const candidates = [...runningMachines(host, 'trainer'), ...runningMachines(host, 'rollout')];
   const target = pickOf(candidates, fault.pick);
   if (!target) return { target: 'none', note: 'no running machine' };

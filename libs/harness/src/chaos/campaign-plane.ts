@@ -13,7 +13,7 @@ import { PartitionedOrchestrator, Partitions } from './partition-faults';
 import { freePorts, PrivateInfra, ServiceProcess } from './private-infra';
 import { awaitServicesReady } from './services-ready';
 
-const AGENT_MAIN = join(resolve(__dirname, '..', '..', '..'), 'services', 'agent', 'dist', 'main.js');
+const AGENT_MAIN = join(resolve(__dirname, '..', '..', '..', '..'), 'services', 'agent', 'dist', 'main.js');
 const quiet: BusLogger = { info: () => undefined, warn: () => undefined, error: () => undefined };
 
 /** The ports of a campaign's control plane, the router, the trainers' rendezvous, and a pool for engines. */
