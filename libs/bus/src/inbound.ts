@@ -3,19 +3,8 @@ import { DEAD_LETTER_TOPIC, decodeMessage, MessageType, topicOf } from '@robustr
 import { extractTraceContext, inSpan, SpanKind } from '@robustrl/telemetry';
 import { DeadLetterKind, toDeadLetterRecord } from './dead-letter';
 import type { RecordVerifier } from './identity/record-identity';
-import { isInfrastructureError } from './infrastructure-errors';
-import {
-  BatchHandler,
-  BusLogger,
-  DeadLetterLedger,
-  DEFAULT_RETRY,
-  Delivery,
-  isRetriable,
-  MessageHandler,
-  RawRecord,
-  RecordTooLargeError,
-  RetryPolicy,
-} from './message-bus';
+import { failureClass, RobustrlError } from './errors';
+import { BatchHandler, BusLogger, DeadLetterLedger, DEFAULT_RETRY, Delivery, MessageHandler, RawRecord, RecordTooLargeError, RetryPolicy } from './message-bus';
 
 export interface InboundRecord {
   topic: string;
@@ -49,9 +38,10 @@ export interface InboundPipeline {
 
 export type InboundOutcome = 'handled' | 'skipped' | 'dead-lettered' | 'abandoned';
 
-export class SubscriptionClosingError extends Error {
+/** Retriable: the record stays uncommitted and the group's next member handles it again. */
+export class SubscriptionClosingError extends RobustrlError {
   constructor() {
-    super('subscription closing while a record was being retried; it stays uncommitted and will be redelivered');
+    super('subscription closing while a record was being retried; it stays uncommitted and will be redelivered', { retriable: true });
   }
 }
 
@@ -93,10 +83,11 @@ export async function processInbound(record: InboundRecord, p: InboundPipeline):
     } catch (err) {
       const reason = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
       // A dependency that is down is not the record's fault: wait for it, however long, and do not
-      // spend the record's retry budget (infrastructure-errors.ts).
-      const infrastructure = isInfrastructureError(err);
+      // spend the record's retry budget (errors.ts, docs/contributors/delivery-guarantees.md).
+      const failure = failureClass(err);
+      const infrastructure = failure === 'unavailable';
       if (infrastructure) attemptsOnRecord -= 1;
-      if (!infrastructure && (!isRetriable(err) || attemptsOnRecord >= p.retry.maxAttempts)) {
+      if (!infrastructure && (failure === 'final' || attemptsOnRecord >= p.retry.maxAttempts)) {
         await deadLetter(record, p, 'handler-failed', `handler failed after ${attempt} attempt(s): ${reason}`);
         return 'dead-lettered';
       }
@@ -231,9 +222,11 @@ async function handleBatch(
       return 'handled';
     } catch (err) {
       const reason = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
-      const infrastructure = isInfrastructureError(err);
+      const failure = failureClass(err);
+      const infrastructure = failure === 'unavailable';
       if (infrastructure) attemptsOnBatch -= 1;
-      if (!infrastructure && (!isRetriable(err) || attemptsOnBatch >= maxAttempts)) return { reason: `handler failed after ${attempt} attempt(s): ${reason}` };
+      if (!infrastructure && (failure === 'final' || attemptsOnBatch >= maxAttempts))
+        return { reason: `handler failed after ${attempt} attempt(s): ${reason}` };
       p.logger.warn(infrastructure ? 'a dependency is unavailable, the batch waits' : 'batch handler failed, retrying', {
         group: p.groupId,
         topic,

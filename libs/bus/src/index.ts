@@ -1,3 +1,4 @@
+export * from './errors';
 export * from './message-bus';
 export * from './dead-letter';
 export * from './dead-letter-counts';

@@ -179,19 +179,8 @@ export interface Subscription {
   acknowledge(positions: readonly PartitionPosition[]): Promise<void>;
 }
 
-/** Throw this (or any error with `retriable: false`) to dead-letter a record without retrying. */
-export class NonRetriableError extends Error {
-  readonly retriable = false;
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = 'NonRetriableError';
-    Object.setPrototypeOf(this, NonRetriableError.prototype);
-  }
-}
-
-export function isRetriable(err: unknown): boolean {
-  return !(typeof err === 'object' && err !== null && (err as { retriable?: unknown }).retriable === false);
-}
+// The errors a handler throws and the rule for retrying them live in errors.ts; these names stay importable from here.
+export { NonRetriableError, isRetriable } from './errors';
 
 export interface BusLogger {
   info(msg: string, fields?: Record<string, unknown>): void;

@@ -1,5 +1,7 @@
 /** A record as the bus writes it, below the contracts: what both adapters count and bound. */
 
+import { RobustrlError } from './errors';
+
 /**
  * Kafka's default limit (`message.max.bytes`, 1 MiB) less room for the record batch's own framing:
  * what both adapters accept unless told otherwise.
@@ -14,11 +16,9 @@ export function recordBytes(r: { key: string | null; value: Buffer | string | nu
 }
 
 /** A record larger than the bus accepts: not retriable as it is (the dead-letter path sends a reference instead). */
-export class RecordTooLargeError extends Error {
-  readonly retriable = false;
+export class RecordTooLargeError extends RobustrlError {
   constructor(topic: string, bytes: number, max: number) {
-    super(`record of ${bytes} bytes for ${topic} exceeds the bus's limit of ${max} bytes`);
-    this.name = 'RecordTooLargeError';
+    super(`record of ${bytes} bytes for ${topic} exceeds the bus's limit of ${max} bytes`, { retriable: false });
   }
 }
 

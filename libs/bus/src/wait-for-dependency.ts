@@ -1,4 +1,4 @@
-import { isInfrastructureError } from './infrastructure-errors';
+import { isInfrastructureError } from './errors';
 import { BusLogger } from './message-bus';
 
 export interface WaitOptions {

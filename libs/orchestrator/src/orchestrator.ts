@@ -1,4 +1,5 @@
 import type { Role } from '@robustrl/contracts';
+import { RobustrlError } from '@robustrl/bus';
 
 /**
  * The orchestrator port: what the controller's recovery executor (the paper's TaskRunner) asks of the
@@ -74,14 +75,9 @@ export interface Orchestrator {
   close(): Promise<void>;
 }
 
-/** An orchestrator failure, with kafkajs's line between "try again" and "give up". */
-export class OrchestratorError extends Error {
-  constructor(
-    message: string,
-    readonly retriable: boolean,
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
-    this.name = 'OrchestratorError';
+/** An orchestrator failure, with kafkajs's line between "try again" (`retriable`) and "give up" (libs/bus/src/errors.ts). */
+export class OrchestratorError extends RobustrlError {
+  constructor(message: string, retriable: boolean, options?: { cause?: unknown }) {
+    super(message, { ...options, retriable });
   }
 }

@@ -2,6 +2,7 @@ import { Draft, MessageType, RobustrlMessage, TopicName } from '@robustrl/contra
 import { Decider, JobCommand } from '@robustrl/domain-kit';
 import { InputGap } from './input-gap-monitor';
 import { PartitionShard } from './shard';
+import { RobustrlError } from '@robustrl/bus';
 
 // What the parts of a deciding consumer (deciding-consumer.ts and the files it composes) share: its
 // spec, the write a batch hands over, and how a part asks for a reload. Imports none of them.
@@ -98,10 +99,10 @@ export interface PendingWrite {
 
 export const emptyWrite = (): PendingWrite => ({ applied: [], outbox: [], emitted: new Map(), inputs: [] });
 
-/** The state is being reloaded from the store: the batch in hand is delivered again after the reload. */
-export class ReloadingError extends Error {
+/** The state is being reloaded from the store: the batch in hand is delivered again after the reload (retriable). */
+export class ReloadingError extends RobustrlError {
   constructor() {
-    super('state is being reloaded from the last snapshot; the records come again');
+    super('state is being reloaded from the last snapshot; the records come again', { retriable: true });
   }
 }
 

@@ -1,20 +1,19 @@
 import { TrajectoryStatus } from '@robustrl/contracts';
+import { RobustrlError } from '@robustrl/bus';
 
-export class TrajectoryNotFoundError extends Error {
+export class TrajectoryNotFoundError extends RobustrlError {
   constructor(readonly trajectoryId: string) {
     super(`trajectory '${trajectoryId}' is not stored`);
-    this.name = 'TrajectoryNotFoundError';
   }
 }
 
-export class InvalidTransitionError extends Error {
+export class InvalidTransitionError extends RobustrlError {
   constructor(
     readonly trajectoryId: string,
     readonly from: TrajectoryStatus,
     readonly to: TrajectoryStatus,
   ) {
     super(`trajectory '${trajectoryId}' cannot go from ${from} to ${to}`);
-    this.name = 'InvalidTransitionError';
   }
 }
 

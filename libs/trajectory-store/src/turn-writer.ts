@@ -1,6 +1,7 @@
 import { AppendOutcome, AppendResult, TurnInput } from '@robustrl/contracts';
 import { GroupBatch } from './group-batch';
 import { DURABLE_OUTCOMES, TrajectoryStore } from './trajectory-store';
+import { RobustrlError } from '@robustrl/bus';
 
 export interface TurnWriterOptions {
   /** How long an append waits for company before its batch is written. */
@@ -15,13 +16,12 @@ export interface TurnWriterOptions {
 }
 
 /** The turn was valid but not stored; `outcome` says why (see AppendOutcome). */
-export class TurnRejectedError extends Error {
+export class TurnRejectedError extends RobustrlError {
   constructor(
     readonly turnId: string,
     readonly outcome: Exclude<AppendOutcome, 'new' | 'duplicate'>,
   ) {
     super(`turn '${turnId}' was not stored: ${outcome}`);
-    this.name = 'TurnRejectedError';
   }
 }
 

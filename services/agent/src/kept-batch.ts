@@ -1,9 +1,8 @@
 import type { AgentConfig } from './agent-config';
+import { RobustrlError } from '@robustrl/bus';
 
 /** The kept batch cannot be fetched now (no request manager configured, or it did not answer): a 503 with why. */
-export class KeptBatchUnavailableError extends Error {
-  override name = 'KeptBatchUnavailableError';
-}
+export class KeptBatchUnavailableError extends RobustrlError {}
 
 /**
  * The kept batch of a restart, from the request manager: its completed trajectories within the

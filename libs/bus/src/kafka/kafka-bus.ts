@@ -1,6 +1,7 @@
 import { Admin, Kafka, KafkaConfig, logLevel, Producer, SASLOptions } from 'kafkajs';
 import { ALL_TOPICS, DEAD_LETTER_TOPIC, RobustrlMessage } from '@robustrl/contracts';
 import { DeadLetterCount, DeadLetterCounter } from '../dead-letter-counts';
+import { RobustrlError } from '../errors';
 import {
   BusHealth,
   BusLogger,
@@ -267,6 +268,9 @@ export class KafkaBus implements MessageBus {
           await this.createMissingTopics();
           return;
         } catch (err) {
+          // kafkajs's own flag, read strictly (not errors.ts's wider rule): only what kafkajs itself marks
+          // retriable is tried again here; a subscriber waits out a broker that is down around this
+          // (wait-for-dependency.ts).
           if ((err as { retriable?: boolean }).retriable !== true || attempt >= 5) throw err;
           this.options.logger.warn('creating topics failed, retrying', { attempt, error: String(err) });
           await new Promise((r) => setTimeout(r, 500 * attempt));
@@ -392,10 +396,8 @@ function underLimit(records: OutboundRecord[], limit: number): OutboundRecord[][
 }
 
 /** Topics a sharded subscription reads differ in partition count: a setting to fix, not a dependency to wait for. */
-export class NotCoPartitionedError extends Error {
-  readonly retriable = false;
+export class NotCoPartitionedError extends RobustrlError {
   constructor(message: string) {
-    super(message);
-    this.name = 'NotCoPartitionedError';
+    super(message, { retriable: false });
   }
 }

@@ -392,6 +392,10 @@ describe('LocalProcessSupervisor', () => {
         const options = { jsc: { parser: { syntax: 'typescript' as const }, target: 'es2022' as const }, module: { type: 'commonjs' as const } };
         writeFileSync(join(dir, target), transformFileSync(join(__dirname, source), options).code);
       };
+      // OrchestratorError's base is the bus's (libs/bus/src/errors.ts, which imports nothing): the host's
+      // `@robustrl/bus` is that one module.
+      mkdirSync(join(dir, 'node_modules', '@robustrl', 'bus'), { recursive: true });
+      compile('../../../bus/src/errors.ts', 'node_modules/@robustrl/bus/index.js');
       compile('../orchestrator.ts', 'orchestrator.js');
       compile('../operation-memo.ts', 'operation-memo.js');
       compile('local-process-supervisor.ts', 'local/local-process-supervisor.js');

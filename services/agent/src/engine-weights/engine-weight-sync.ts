@@ -1,6 +1,7 @@
 import { Logger } from '@nestjs/common';
 import { nextEngineWeightAction } from './engine-weight-action';
 import { EnginePart, VllmEngineClient } from './vllm-engine-client';
+import { RobustrlError } from '@robustrl/bus';
 
 /** The newest version this machine holds whole, as the weight plane's `latest()` describes it. */
 export interface HeldVersion {
@@ -45,7 +46,7 @@ export interface LoadDeadline {
 }
 const NO_DEADLINE: LoadDeadline = { deadlineMs: Number.POSITIVE_INFINITY, onStalled: () => undefined };
 
-class LoadStalledError extends Error {
+class LoadStalledError extends RobustrlError {
   constructor(
     message: string,
     readonly startedAt: number,

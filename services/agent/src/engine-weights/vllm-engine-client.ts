@@ -1,3 +1,5 @@
+import { RobustrlError } from '@robustrl/bus';
+
 /**
  * The agent's side of vLLM's in-place weight load (clients/python/robustrl/vllm_extension.py states the
  * sequence and why each step is there): pause with requests kept, the robustrl worker extension reads
@@ -11,14 +13,13 @@ export interface EnginePart {
   bucketStarts: number[];
 }
 
-export class EngineCallError extends Error {
+export class EngineCallError extends RobustrlError {
   constructor(
     readonly call: string,
     readonly status: number | null,
     detail: string,
   ) {
     super(`${call} ${status === null ? 'failed' : `answered ${status}`}: ${detail}`);
-    this.name = 'EngineCallError';
   }
 }
 

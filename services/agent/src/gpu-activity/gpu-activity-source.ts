@@ -1,3 +1,5 @@
+import { RobustrlError } from '@robustrl/bus';
+
 /**
  * Where the agent reads its machine's TensorCore activity from. The detector flags a trainer whose
  * activity stays at zero for 300 s of the training phase (paper §4), so every source must err toward
@@ -31,9 +33,7 @@ export interface GpuActivitySource {
 }
 
 /** A source that could not produce a reading; the message names the source, its target and why. */
-export class GpuActivitySourceError extends Error {
-  override readonly name = 'GpuActivitySourceError';
-
+export class GpuActivitySourceError extends RobustrlError {
   constructor(
     readonly kind: GpuActivitySourceKind,
     /** The URL scraped or the command run. */

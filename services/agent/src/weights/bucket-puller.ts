@@ -2,6 +2,7 @@ import { isEmulatedProtocol, MemoryType } from '@robustrl/ucx';
 import { checksumLike, regionReader, strideOf } from './bucket-checksum';
 import { SourceLinks } from './source-links';
 import type { BucketPlace } from './weight-server';
+import { RobustrlError } from '@robustrl/bus';
 
 export interface PullLimits {
   /** Bytes per GET; pacing and progress work at this granularity. */
@@ -118,4 +119,9 @@ export async function pullBucket(links: SourceLinks, into: BucketPlace, pull: Bu
   return { ok: true, bytes: sizeBytes, durationMs: Date.now() - started, transfer };
 }
 
-class PullStopping extends Error {}
+/** The puller is stopping: the pull ends unfinished (no message, as ever). */
+class PullStopping extends RobustrlError {
+  constructor() {
+    super('');
+  }
+}

@@ -1,4 +1,5 @@
 import { MemoryRegion, UcxUnavailableError, UcxWorker } from '@robustrl/ucx';
+import { RobustrlError } from '@robustrl/bus';
 
 /** One bucket handed over as a CUDA IPC handle (python/robustrl_weights exports them). */
 export interface IpcBucket {
@@ -10,7 +11,7 @@ export interface IpcBucket {
   device: number;
 }
 
-export class WeightTransferUnavailableError extends Error {}
+export class WeightTransferUnavailableError extends RobustrlError {}
 
 /**
  * Registers one region per bucket from its IPC handle (a trainer's published buckets, or a rollout's

@@ -2,6 +2,7 @@ import { Logger } from '@nestjs/common';
 import { EndpointClosedError, Endpoint, MemoryType, RemoteKey, RemoteRegion, UcxWorker } from '@robustrl/ucx';
 import { describeShard } from './held-copies';
 import { Catalog, CATALOG_MAX_BYTES, CATALOG_REQUEST_TAG, CATALOG_TAG, CatalogEntry, CatalogRequest, Hello, HELLO_TAG, offerKey } from './weight-server';
+import { RobustrlError } from '@robustrl/bus';
 
 /** Where a source holds one bucket of a version's shard, usable for GETs: the endpoint, and the bucket's span with its key unpacked on it. */
 export interface SourceRegion {
@@ -10,7 +11,7 @@ export interface SourceRegion {
   memoryType: MemoryType;
 }
 
-export class SourceNotServingError extends Error {}
+export class SourceNotServingError extends RobustrlError {}
 
 /** What a puller asks a source's region with: the assigned pull, and with identity on its grant's token. */
 export interface PullCredentials {

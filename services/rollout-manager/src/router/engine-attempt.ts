@@ -13,6 +13,7 @@ import { Api, Json, StreamSplice } from './stream-splice';
 import { streamAnswer } from './stream-answer';
 import { LeanRelay } from './lean-relay';
 import { ROLLOUT_HEADER } from './trajectory-identity';
+import { RobustrlError } from '@robustrl/bus';
 
 /**
  * One engine's try at a request, for failover: forward it (or, once a stream began, its continuation
@@ -44,7 +45,7 @@ export interface EngineTransport {
 }
 
 /** An engine that reports an error in its stream is unfit for the request, not dead. */
-class UpstreamError extends Error {}
+class UpstreamError extends RobustrlError {}
 
 /** What one attempt carries besides the request: who came before, its name, and what ends it. */
 export interface AttemptSpec {

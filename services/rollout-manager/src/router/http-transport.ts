@@ -1,5 +1,6 @@
 import { Agent, ClientRequest, IncomingMessage, request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
+import { RobustrlError } from '@robustrl/bus';
 
 /** How `send` reaches the engine. */
 export interface SendOptions {
@@ -25,7 +26,7 @@ export function send(url: string, method: 'GET' | 'POST', payload: string | null
 }
 
 /** A request that failed on a reused keep-alive socket before any response (node's `req.reusedSocket`). */
-class StaleSocketError extends Error {
+class StaleSocketError extends RobustrlError {
   constructor(readonly original: unknown) {
     super('stale keep-alive socket');
   }
@@ -77,10 +78,9 @@ function abortWith(req: ClientRequest, signal: AbortSignal): void {
 }
 
 /** The engine sent nothing for the idle timeout: the one failure a slow engine shares with a hung one. */
-export class UpstreamSilentError extends Error {
+export class UpstreamSilentError extends RobustrlError {
   constructor(idleTimeoutMs: number) {
     super(`no bytes for ${idleTimeoutMs} ms`);
-    this.name = 'UpstreamSilentError';
   }
 }
 
@@ -93,10 +93,9 @@ export function wentSilent(err: unknown, res?: IncomingMessage): boolean {
 }
 
 /** A body past the reader's limit: from an engine, a misbehaving engine (never buffered whole). */
-export class BodyTooLargeError extends Error {
+export class BodyTooLargeError extends RobustrlError {
   constructor(readonly limit: number) {
     super(`the body exceeds ${limit} bytes`);
-    this.name = 'BodyTooLargeError';
   }
 }
 

@@ -1,4 +1,5 @@
 import { EngineKind } from './engines';
+import { RobustrlError } from '@robustrl/bus';
 
 /**
  * Drives an existing SGLang Model Gateway (sgl-router) the way its operators do, so robustrl can keep an
@@ -11,13 +12,12 @@ import { EngineKind } from './engines';
  * Idempotent both ways: adding a worker the gateway has, or removing one it has not, is not an error —
  * a mirror that retries after a crash must not fail on what it did before.
  */
-export class ModelGatewayError extends Error {
+export class ModelGatewayError extends RobustrlError {
   constructor(
     message: string,
     readonly status: number,
   ) {
     super(message);
-    this.name = 'ModelGatewayError';
   }
 }
 

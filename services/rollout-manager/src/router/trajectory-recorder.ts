@@ -1,5 +1,6 @@
 import type { Continuation, ContinuationDecision, NewTrajectory, StoredTurn, TurnInput } from '@robustrl/contracts';
 import { decideContinuation, policyVersionOf } from '@robustrl/request-manager-domain';
+import { RobustrlError } from '@robustrl/bus';
 
 /** The one TurnKind is the contracts'; re-exported because the router's public API always named it. */
 export type { TurnKind } from '@robustrl/contracts';
@@ -59,18 +60,16 @@ export interface TrajectoryRecorder {
 }
 
 /** The store refused the request itself (a 4xx other than 404 and 409): the caller's input, which asking again cannot fix. */
-export class RecordRefusedError extends Error {
+export class RecordRefusedError extends RobustrlError {
   constructor(message: string) {
     super(message);
-    this.name = 'RecordRefusedError';
   }
 }
 
 /** A turn that contradicts what is stored: same index, different content (or a gap in the indices). */
-export class TurnConflictError extends Error {
+export class TurnConflictError extends RobustrlError {
   constructor(message: string) {
     super(message);
-    this.name = 'TurnConflictError';
   }
 }
 
