@@ -12,6 +12,7 @@ import '@robustrl/request-manager';
 import '@robustrl/rollout-manager';
 import '@robustrl/service-kit';
 import '@robustrl/store';
+import '@robustrl/telemetry';
 import '@robustrl/weight-registry';
 
 /** Where the generated reference lives, from the repository's root. */

@@ -2,7 +2,17 @@ import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
-import { busIdentityFromEnv, CLIENT_ROLES, grantAcls, KafkaBus, KafkaBusOptions, kafkaSecurityFromEnv, untilAvailable } from '@robustrl/bus';
+import {
+  busIdentityFromEnv,
+  CLIENT_ROLES,
+  grantAcls,
+  KAFKA_BROKERS,
+  KafkaBus,
+  KafkaBusOptions,
+  kafkaSecurityFromEnv,
+  TOPIC_PREFIX,
+  untilAvailable,
+} from '@robustrl/bus';
 import { formatMessageLine } from '@robustrl/contracts';
 import { IdentityKey, identityKeyOf, IdentityUsageError } from './identity-command';
 import { aclLine, Grant, grantOf, KafkaGrantArgs, KafkaGrantUsageError, standardGrants } from './kafka-grant';
@@ -33,7 +43,7 @@ program
       brokers,
       security: kafkaSecurityFromEnv(process.env),
       topics,
-      topicPrefix: opts.topicPrefix ?? process.env.ROBUSTRL_TOPIC_PREFIX ?? '',
+      topicPrefix: opts.topicPrefix ?? TOPIC_PREFIX.read(process.env),
       job: opts.job,
       json: opts.json,
       fromBeginning: opts.fromBeginning,
@@ -73,10 +83,13 @@ program
 
 /** Bootstrap servers from --brokers or KAFKA_BROKERS; a clear error when neither names one. */
 function brokersOf(flag: string | undefined): string[] {
-  const brokers = (flag ?? process.env.KAFKA_BROKERS ?? '')
-    .split(',')
-    .map((b) => b.trim())
-    .filter(Boolean);
+  const brokers =
+    flag === undefined
+      ? (KAFKA_BROKERS.read(process.env) ?? [])
+      : flag
+          .split(',')
+          .map((b) => b.trim())
+          .filter(Boolean);
   if (brokers.length === 0) {
     program.error('no Kafka brokers: pass --brokers host:port or set KAFKA_BROKERS (deploy/local/services.sh env prints the local one)');
   }
@@ -112,7 +125,7 @@ job
     const bus = new KafkaBus({
       brokers: brokersOf(opts.brokers),
       clientId: 'robustrl-cli',
-      topicPrefix: opts.topicPrefix ?? process.env.ROBUSTRL_TOPIC_PREFIX ?? '',
+      topicPrefix: opts.topicPrefix ?? TOPIC_PREFIX.read(process.env),
       // kafkajs's start-up notices are noise here; a publish that fails throws, and that is reported.
       logger: { info: () => undefined, warn: () => undefined, error: (m) => process.stderr.write(`${m}\n`) },
       // A deployment that signs its records takes the operator's only when signed (docs/operators/security.md "Who speaks on the bus").
@@ -203,7 +216,7 @@ grantOptions(
 ).action(async (username: string, opts: KafkaGrantArgs & { print: boolean; brokers?: string; wait: number }) => {
   let grant;
   try {
-    grant = grantOf(username, { ...opts, topicPrefix: opts.topicPrefix ?? process.env.ROBUSTRL_TOPIC_PREFIX ?? '' });
+    grant = grantOf(username, { ...opts, topicPrefix: opts.topicPrefix ?? TOPIC_PREFIX.read(process.env) });
   } catch (e) {
     if (e instanceof KafkaGrantUsageError) program.error(`robustrl kafka grant: ${e.message}`, { exitCode: 2 });
     throw e;
@@ -225,7 +238,7 @@ grantOptions(
       .split(',')
       .map((a) => a.trim())
       .filter(Boolean);
-    grants = standardGrants(agents, { topicPrefix: opts.topicPrefix ?? process.env.ROBUSTRL_TOPIC_PREFIX ?? '', loginPrefix: opts.loginPrefix });
+    grants = standardGrants(agents, { topicPrefix: opts.topicPrefix ?? TOPIC_PREFIX.read(process.env), loginPrefix: opts.loginPrefix });
   } catch (e) {
     if (e instanceof KafkaGrantUsageError) program.error(`robustrl kafka grant-all: ${e.message}`, { exitCode: 2 });
     throw e;

@@ -35,6 +35,17 @@ describe('bus configuration from the environment', () => {
     expect(() => busConfigFromEnv({ ...kafka, KAFKA_SASL_USERNAME: 'x' }, 'c')).toThrow(/without KAFKA_SASL_MECHANISM/);
     expect(() => busConfigFromEnv({ ...kafka, KAFKA_SSL: 'yes' }, 'c')).toThrow(/KAFKA_SSL must be true or false/);
   });
+
+  it('takes the password file over the password when both are set, and KAFKA_SSL in any case', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'robustrl-bus-config-'));
+    writeFileSync(join(dir, 'password'), 'from-a-file\n');
+    const login = { KAFKA_SSL: 'TRUE', KAFKA_SASL_MECHANISM: 'plain', KAFKA_SASL_USERNAME: 'detector' };
+    expect(busConfigFromEnv({ ...kafka, ...login, KAFKA_SASL_PASSWORD: 'inline', KAFKA_SASL_PASSWORD_FILE: join(dir, 'password') }, 'c')).toMatchObject({
+      ssl: {},
+      sasl: { mechanism: 'plain', username: 'detector', password: 'from-a-file' },
+    });
+    expect(busConfigFromEnv({ KAFKA_BROKERS: ' , ' }, 'c')).toEqual({ adapter: 'in-process' });
+  });
 });
 
 describe('topic ACLs by role', () => {

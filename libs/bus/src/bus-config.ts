@@ -3,7 +3,16 @@ import { z } from 'zod';
 import { InProcessBus } from './in-process/in-process-bus';
 import { KafkaBus } from './kafka/kafka-bus';
 import { BusIdentity, BusLogger, DeadLetterLedger, MessageBus } from './message-bus';
-import { KAFKA_EVICT_DEAD_MEMBERS, TOPIC_PREFIX } from './bus-settings';
+import {
+  KAFKA_BROKERS,
+  KAFKA_EVICT_DEAD_MEMBERS,
+  KAFKA_SASL_MECHANISM,
+  KAFKA_SASL_PASSWORD,
+  KAFKA_SASL_USERNAME,
+  KAFKA_SSL,
+  KAFKA_SSL_CA_FILE,
+  TOPIC_PREFIX,
+} from './bus-settings';
 
 /** Which bus a process uses: Kafka when `KAFKA_BROKERS` is set, else the in-process bus (embedded mode). */
 export const BusConfig = z.discriminatedUnion('adapter', [
@@ -24,9 +33,7 @@ export const BusConfig = z.discriminatedUnion('adapter', [
 export type BusConfig = z.infer<typeof BusConfig>;
 
 export function busConfigFromEnv(env: NodeJS.ProcessEnv, clientId: string): BusConfig {
-  const brokers = env.KAFKA_BROKERS?.split(',')
-    .map((b) => b.trim())
-    .filter(Boolean);
+  const brokers = KAFKA_BROKERS.read(env);
   const evictDeadMembers = KAFKA_EVICT_DEAD_MEMBERS.read(env);
   // The prefix names Kafka's topics and groups: the in-process bus has none to name.
   const topicPrefix = brokers && brokers.length > 0 ? TOPIC_PREFIX.read(env) : undefined;
@@ -55,10 +62,8 @@ export function busConfigFromEnv(env: NodeJS.ProcessEnv, clientId: string): BusC
  * expose who connects and what they then read and write).
  */
 export function kafkaSecurityFromEnv(env: NodeJS.ProcessEnv): { ssl?: { ca?: string }; sasl?: { mechanism: string; username: string; password: string } } {
-  const caFile = env.KAFKA_SSL_CA_FILE?.trim();
-  const sslFlag = env.KAFKA_SSL?.trim().toLowerCase();
-  if (sslFlag !== undefined && sslFlag !== '' && sslFlag !== 'true' && sslFlag !== 'false')
-    throw new Error(`KAFKA_SSL must be true or false, got '${env.KAFKA_SSL}'`);
+  const caFile = KAFKA_SSL_CA_FILE.read(env);
+  const sslFlag = KAFKA_SSL.read(env);
   let ssl: { ca?: string } | undefined;
   if (caFile) {
     try {
@@ -66,25 +71,18 @@ export function kafkaSecurityFromEnv(env: NodeJS.ProcessEnv): { ssl?: { ca?: str
     } catch (err) {
       throw new Error(`KAFKA_SSL_CA_FILE: cannot read ${caFile}: ${(err as Error).message}`);
     }
-  } else if (sslFlag === 'true') ssl = {};
-  const mechanism = env.KAFKA_SASL_MECHANISM?.trim().toLowerCase();
+  } else if (sslFlag) ssl = {};
+  const mechanism = KAFKA_SASL_MECHANISM.read(env);
+  const username = KAFKA_SASL_USERNAME.read(env);
   if (!mechanism) {
-    if (env.KAFKA_SASL_USERNAME) throw new Error('KAFKA_SASL_USERNAME is set without KAFKA_SASL_MECHANISM (scram-sha-512, scram-sha-256 or plain)');
+    if (username) throw new Error('KAFKA_SASL_USERNAME is set without KAFKA_SASL_MECHANISM (scram-sha-512, scram-sha-256 or plain)');
     return ssl ? { ssl } : {};
   }
   if (!ssl) throw new Error('KAFKA_SASL_MECHANISM needs TLS to the brokers (KAFKA_SSL_CA_FILE, or KAFKA_SSL=true): a login is never sent in the clear');
-  const passwordFile = env.KAFKA_SASL_PASSWORD_FILE?.trim();
-  let password = env.KAFKA_SASL_PASSWORD;
-  if (passwordFile) {
-    try {
-      password = readFileSync(passwordFile, 'utf8').trim();
-    } catch (err) {
-      throw new Error(`KAFKA_SASL_PASSWORD_FILE: cannot read ${passwordFile}: ${(err as Error).message}`);
-    }
-  }
-  if (!env.KAFKA_SASL_USERNAME || !password)
-    throw new Error('KAFKA_SASL_MECHANISM needs KAFKA_SASL_USERNAME and KAFKA_SASL_PASSWORD (or KAFKA_SASL_PASSWORD_FILE)');
-  return { ssl, sasl: { mechanism, username: env.KAFKA_SASL_USERNAME, password } };
+  // The file wins over the value when both are set (bus-settings.ts).
+  const password = KAFKA_SASL_PASSWORD.read(env);
+  if (!username || !password) throw new Error('KAFKA_SASL_MECHANISM needs KAFKA_SASL_USERNAME and KAFKA_SASL_PASSWORD (or KAFKA_SASL_PASSWORD_FILE)');
+  return { ssl, sasl: { mechanism, username, password } };
 }
 
 export function createBus(config: BusConfig, logger?: BusLogger, deadLetterLedger?: DeadLetterLedger, identity?: BusIdentity): MessageBus {

@@ -14,6 +14,7 @@ export * from './kafka/member-identity';
 export * from './kafka/predecessor-eviction';
 export * from './kafka/restart-backoff';
 export * from './bus-config';
+export * from './bus-settings';
 export * from './identity/record-identity';
 export * from './identity/identity-keys';
 export * from './identity/signers';

@@ -85,6 +85,31 @@ describe('configuration readers', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it('fileOrValue: the file may win, or both set and an empty file may be refused; the _FILE entry says which', () => {
+    const password = fileOrValue('SPEC_PASSWORD', { ...about('a password'), both: 'file wins' });
+    const key = fileOrValue('SPEC_KEY', { ...about('a key'), both: 'refused', emptyFile: 'refused' });
+    const dir = mkdtempSync(join(tmpdir(), 'robustrl-config-'));
+    try {
+      writeFileSync(join(dir, 's'), ' from-file\n');
+      writeFileSync(join(dir, 'empty'), '\n');
+      expect(password.read({ SPEC_PASSWORD: 'given', SPEC_PASSWORD_FILE: join(dir, 's') })).toBe('from-file');
+      expect(password.read({ SPEC_PASSWORD: 'given', SPEC_PASSWORD_FILE: join(dir, 'empty') })).toBeUndefined();
+      expect(password.read({ SPEC_PASSWORD: 'given', SPEC_PASSWORD_FILE: ' ' })).toBe('given');
+      expect(key.read({ SPEC_KEY: ' given ' })).toBe('given');
+      expect(key.read({ SPEC_KEY_FILE: join(dir, 's') })).toBe('from-file');
+      expect(() => key.read({ SPEC_KEY: 'given', SPEC_KEY_FILE: join(dir, 's') })).toThrow('SPEC_KEY and SPEC_KEY_FILE are both set: give one');
+      expect(() => key.read({ SPEC_KEY_FILE: join(dir, 'empty') })).toThrow(`SPEC_KEY_FILE: ${join(dir, 'empty')} is empty`);
+      expect(() => key.read({ SPEC_KEY_FILE: join(dir, 'missing') })).toThrow(/SPEC_KEY_FILE: cannot read .*missing/);
+      const files = registeredSettings().filter((s) => s.name === 'SPEC_PASSWORD_FILE' || s.name === 'SPEC_KEY_FILE');
+      expect(files.map((s) => [s.name, s.meaning, s.accepted])).toEqual([
+        ['SPEC_KEY_FILE', "a file holding `SPEC_KEY`'s value (a mounted secret); not with `SPEC_KEY` too", 'a readable, non-empty file'],
+        ['SPEC_PASSWORD_FILE', "a file holding `SPEC_PASSWORD`'s value (a mounted secret); it wins over `SPEC_PASSWORD`", 'a readable file'],
+      ]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });
 
 describe('the registry', () => {

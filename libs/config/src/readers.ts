@@ -116,24 +116,46 @@ export function text<D extends string | undefined>(name: string, o: Described<D>
 
 /**
  * A secret given as the value itself or, with `_FILE`, as the path of a file holding it (a mounted
- * secret): the value wins when both are set. Both variables are registered.
+ * secret), the file's content trimmed; `accepted` says the value's form where its caller checks one. Both
+ * variables are registered. When both are set the value wins, unless `both` says the file wins or that
+ * both set is refused (`<NAME> and <NAME>_FILE are both set`); an empty file reads as unset unless
+ * `emptyFile` refuses it (`<NAME>_FILE: <path> is empty`).
  */
-export function fileOrValue(name: string, o: Omit<Described<undefined>, 'default'>): Setting<string | undefined> {
+export function fileOrValue(
+  name: string,
+  o: Omit<Described<undefined>, 'default'> & { accepted?: string; both?: 'value wins' | 'file wins' | 'refused'; emptyFile?: 'unset' | 'refused' },
+): Setting<string | undefined> {
   const fileName = `${name}_FILE`;
-  register({ name: fileName, owner: o.owner, meaning: `a file holding ${name}'s value (a mounted secret)`, accepted: 'a readable file', defaultText: 'none' });
-  const value = text(name, { ...o, default: undefined });
+  const both = o.both ?? 'value wins';
+  const whenBoth = both === 'file wins' ? `; it wins over \`${name}\`` : both === 'refused' ? `; not with \`${name}\` too` : '';
+  register({
+    name: fileName,
+    owner: o.owner,
+    meaning: `a file holding \`${name}\`'s value (a mounted secret)${whenBoth}`,
+    accepted: o.emptyFile === 'refused' ? 'a readable, non-empty file' : 'a readable file',
+    defaultText: 'none',
+  });
+  const value = text(name, { owner: o.owner, meaning: o.meaning, defaultText: o.defaultText, accepted: o.accepted, default: undefined });
+  const fromFile = (path: string): string | undefined => {
+    let content: string;
+    try {
+      content = readFileSync(path, 'utf8').trim();
+    } catch (err) {
+      throw new Error(`${fileName}: cannot read ${path}: ${(err as Error).message}`);
+    }
+    if (!content && o.emptyFile === 'refused') throw new Error(`${fileName}: ${path} is empty`);
+    return content || undefined;
+  };
   return {
     info: value.info,
     read(env: Env = process.env) {
       const given = value.read(env);
-      if (given !== undefined) return given;
-      const path = env[fileName]?.trim();
-      if (!path) return undefined;
-      try {
-        return readFileSync(path, 'utf8').trim() || undefined;
-      } catch (err) {
-        throw new Error(`${fileName}: cannot read ${path}: ${(err as Error).message}`);
+      const path = env[fileName]?.trim() || undefined;
+      if (given !== undefined && path !== undefined) {
+        if (both === 'refused') throw new Error(`${name} and ${fileName} are both set: give one`);
+        if (both === 'value wins') return given;
       }
+      return path === undefined ? given : fromFile(path);
     },
   };
 }

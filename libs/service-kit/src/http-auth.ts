@@ -1,6 +1,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { readFileSync, unwatchFile, watchFile } from 'node:fs';
 import { isIP } from 'node:net';
+import { custom, Setting, text } from '@robustrl/config';
 
 /**
  * What a token lets its holder do. Each scope includes the ones below it:
@@ -37,6 +38,79 @@ export const PUBLIC_PATHS: ReadonlySet<string> = new Set(['/healthz', '/readyz']
 export const MIN_TOKEN_LENGTH = 16;
 
 /**
+ * The listeners whose tokens robustrl reads, by their settings' prefix (docs/operators/security.md "Securing the
+ * HTTP APIs"): every service's API (the agent's too), the router's, and the machine host's orchestrator API.
+ */
+export type HttpAuthPrefix = 'ROBUSTRL_HTTP' | 'ROBUSTRL_ROUTER' | 'ROBUSTRL_ORCHESTRATOR';
+
+/** One listener's settings: `<prefix>_AUTH`, and per scope its token list and its file. */
+export interface HttpAuthSettings {
+  auth: Setting<'token' | 'none'>;
+  tokens: Record<TokenScope, Setting<string[]>>;
+  files: Record<TokenScope, Setting<string | undefined>>;
+}
+
+const SCOPE_MEANINGS: Readonly<Record<TokenScope, string>> = {
+  admin: "admin scope: everything, and what changes who serves (the router's engine membership)",
+  caller: "caller scope: the API's own work",
+  read: 'read scope: GET of what it holds',
+  metrics: 'metrics scope: GET /metrics only (a Prometheus scrape)',
+};
+
+/** Registers one listener's settings (each concrete name its tokens are read from). */
+function httpAuthSettings(prefix: HttpAuthPrefix, owner: string, api: string, callerNote = ''): HttpAuthSettings {
+  const scoped = <T>(of: (name: string, scope: TokenScope) => T) =>
+    Object.fromEntries(TOKEN_SCOPES.map((scope) => [scope, of(`${prefix}_${SCOPE_SETTINGS[scope]}`, scope)])) as Record<TokenScope, T>;
+  return {
+    auth: custom(`${prefix}_AUTH`, {
+      owner,
+      meaning:
+        `\`token\`: ${api} takes the tokens given, and without any stays open on loopback only (elsewhere it refuses to start); ` +
+        '`none`: no token, where something else guards it (a mesh with mTLS, a network policy)',
+      default: 'token' as const,
+      accepted: 'token or none (any case)',
+      parse: (raw) => (['token', 'none'] as const).find((mode) => mode === raw.toLowerCase()),
+    }),
+    tokens: scoped((name, scope) =>
+      custom(name, {
+        owner,
+        meaning: `bearer tokens of ${api}, ${SCOPE_MEANINGS[scope]}${scope === 'caller' ? callerNote : ''}`,
+        default: [] as string[],
+        defaultText: 'none',
+        accepted: `tokens of at least ${MIN_TOKEN_LENGTH} characters without white space, comma separated`,
+        parse: (raw) => tokensFromList(raw, name),
+      }),
+    ),
+    files: scoped((name) =>
+      text(`${name}_FILE`, {
+        owner,
+        meaning: `a file of \`${name}\` tokens, one a line (\`#\` comments; a mounted secret), read again when it changes and on SIGHUP`,
+        default: undefined,
+        accepted: 'a readable file holding at least one token',
+      }),
+    ),
+  };
+}
+
+/** The settings of each listener robustrl serves or calls with tokens. */
+export const HTTP_AUTH_SETTINGS: Readonly<Record<HttpAuthPrefix, HttpAuthSettings>> = {
+  ROBUSTRL_HTTP: httpAuthSettings('ROBUSTRL_HTTP', 'services', "the service's HTTP API"),
+  ROBUSTRL_ROUTER: httpAuthSettings('ROBUSTRL_ROUTER', 'router', "the router's API", ' (agent loops give one as their OpenAI `api_key`)'),
+  ROBUSTRL_ORCHESTRATOR: httpAuthSettings(
+    'ROBUSTRL_ORCHESTRATOR',
+    'controller, rollout-manager',
+    "the machine host's orchestrator API (`ROBUSTRL_ORCHESTRATOR=http`; a host serves it with serveOrchestrator, libs/orchestrator/README.md)",
+    '; the controller and the rollout manager send the first',
+  ),
+};
+
+/** Whether any scope's tokens are given for `prefix` (a list or a file), unread. */
+export function httpTokensGiven(env: NodeJS.ProcessEnv, prefix: HttpAuthPrefix = 'ROBUSTRL_HTTP'): boolean {
+  const settings = HTTP_AUTH_SETTINGS[prefix];
+  return TOKEN_SCOPES.some((scope) => !!env[settings.tokens[scope].info.name]?.trim() || !!env[settings.files[scope].info.name]?.trim());
+}
+
+/**
  * The auth of an HTTP listener from its settings: per scope `<prefix>_TOKENS`, `<prefix>_ADMIN_TOKENS`,
  * `<prefix>_READ_TOKENS`, `<prefix>_METRICS_TOKENS` (comma separated) and each with `_FILE` (one per
  * line, `#` comments; a mounted Kubernetes secret), and `<prefix>_AUTH` (`token`, the default, or `none`).
@@ -48,9 +122,8 @@ export const MIN_TOKEN_LENGTH = 16;
  * enforced, whatever the address. A token given in two scopes is refused: its holder's rights must be
  * read in one place.
  */
-export function httpAuthFromEnv(env: NodeJS.ProcessEnv, bindHost: string, prefix = 'ROBUSTRL_HTTP'): HttpAuth {
-  const mode = env[`${prefix}_AUTH`]?.trim().toLowerCase() || 'token';
-  if (mode !== 'token' && mode !== 'none') throw new Error(`${prefix}_AUTH must be token or none, got '${env[`${prefix}_AUTH`]}'`);
+export function httpAuthFromEnv(env: NodeJS.ProcessEnv, bindHost: string, prefix: HttpAuthPrefix = 'ROBUSTRL_HTTP'): HttpAuth {
+  const mode = HTTP_AUTH_SETTINGS[prefix].auth.read(env);
   const scoped = scopedTokensFromEnv(env, prefix);
   const given = TOKEN_SCOPES.some((scope) => scoped[scope].length > 0);
   if (mode === 'none') {
@@ -69,7 +142,7 @@ export function httpAuthFromEnv(env: NodeJS.ProcessEnv, bindHost: string, prefix
  * The caller-scope tokens `<prefix>_TOKENS` and `<prefix>_TOKENS_FILE` give, checked, in order. For a
  * process that must hand one on.
  */
-export function tokensFromEnv(env: NodeJS.ProcessEnv, prefix = 'ROBUSTRL_HTTP'): string[] {
+export function tokensFromEnv(env: NodeJS.ProcessEnv, prefix: HttpAuthPrefix = 'ROBUSTRL_HTTP'): string[] {
   return tokensOfScope(env, prefix, 'caller');
 }
 
@@ -141,7 +214,7 @@ export function scopeOfServiceRequest(method: string | undefined, path: string):
 export function reloadTokens(
   auth: HttpAuth,
   env: NodeJS.ProcessEnv,
-  prefix = 'ROBUSTRL_HTTP',
+  prefix: HttpAuthPrefix = 'ROBUSTRL_HTTP',
   options: { intervalMs?: number; log?: (message: string) => void } = {},
 ): () => void {
   if (auth.kind !== 'bearer') return () => undefined;
@@ -157,7 +230,7 @@ export function reloadTokens(
       log(`${prefix}_TOKENS: ${(err as Error).message}; the tokens in force stay`);
     }
   };
-  const files = TOKEN_SCOPES.map((scope) => env[`${prefix}_${SCOPE_SETTINGS[scope]}_FILE`]?.trim()).filter((f): f is string => !!f);
+  const files = TOKEN_SCOPES.map((scope) => HTTP_AUTH_SETTINGS[prefix].files[scope].read(env)).filter((f): f is string => !!f);
   for (const file of files) watchFile(file, { interval: options.intervalMs ?? 5_000, persistent: false }, reload);
   process.on('SIGHUP', reload);
   return () => {
@@ -180,12 +253,12 @@ function digestOf(token: string): Buffer {
   return createHash('sha256').update(token, 'utf8').digest();
 }
 
-function tokensOfScope(env: NodeJS.ProcessEnv, prefix: string, scope: TokenScope): string[] {
-  const setting = `${prefix}_${SCOPE_SETTINGS[scope]}`;
-  return [...tokensFromList(env[setting], setting), ...tokensFromFile(env[`${setting}_FILE`], `${setting}_FILE`)];
+function tokensOfScope(env: NodeJS.ProcessEnv, prefix: HttpAuthPrefix, scope: TokenScope): string[] {
+  const { tokens, files } = HTTP_AUTH_SETTINGS[prefix];
+  return [...tokens[scope].read(env), ...tokensFromFile(files[scope].read(env), files[scope].info.name)];
 }
 
-function scopedTokensFromEnv(env: NodeJS.ProcessEnv, prefix: string): Record<TokenScope, string[]> {
+function scopedTokensFromEnv(env: NodeJS.ProcessEnv, prefix: HttpAuthPrefix): Record<TokenScope, string[]> {
   const scoped = { admin: [], caller: [], read: [], metrics: [] } as Record<TokenScope, string[]>;
   const seen = new Map<string, TokenScope>();
   for (const scope of TOKEN_SCOPES)
@@ -203,20 +276,19 @@ function digestsOf(scoped: Record<TokenScope, string[]>): Record<TokenScope, Buf
   return { admin: scoped.admin.map(digestOf), caller: scoped.caller.map(digestOf), read: scoped.read.map(digestOf), metrics: scoped.metrics.map(digestOf) };
 }
 
-function tokensFromList(value: string | undefined, setting: string): string[] {
-  if (!value?.trim()) return [];
+function tokensFromList(value: string, setting: string): string[] {
   return value.split(',').map((t, i) => checkedToken(t.trim(), `${setting} (item ${i + 1})`));
 }
 
 function tokensFromFile(path: string | undefined, setting: string): string[] {
-  if (!path?.trim()) return [];
-  let text: string;
+  if (!path) return [];
+  let content: string;
   try {
-    text = readFileSync(path.trim(), 'utf8');
+    content = readFileSync(path, 'utf8');
   } catch (err) {
     throw new Error(`${setting}: cannot read ${path}: ${(err as Error).message}`);
   }
-  const tokens = text
+  const tokens = content
     .split('\n')
     .map((line, i) => ({ token: line.replace(/#.*$/, '').trim(), line: i + 1 }))
     .filter((t) => t.token !== '')

@@ -1,18 +1,14 @@
 import { DataSource, DataSourceOptions } from 'typeorm';
 import { STORE_MIGRATIONS, StoreMigration } from './migrations';
 import { pgliteDriver } from './pglite/pglite-pool';
-import { PGLITE_DIR } from './store-settings';
+import { DATABASE_URL, PGLITE_DIR } from './store-settings';
 
 /** PostgreSQL server when `DATABASE_URL` is set; otherwise PGlite in this process (embedded mode). */
 export type StoreConfig = { kind: 'postgres'; url: string; poolSize?: number } | { kind: 'pglite'; dataDir?: string };
 
 export function storeConfigFromEnv(env: NodeJS.ProcessEnv): StoreConfig {
-  if (env.DATABASE_URL) {
-    if (!/^postgres(ql)?:\/\//.test(env.DATABASE_URL)) {
-      throw new Error(`DATABASE_URL must be a postgres:// URL, got '${env.DATABASE_URL.replace(/:[^:@/]*@/, ':***@')}'`);
-    }
-    return { kind: 'postgres', url: env.DATABASE_URL };
-  }
+  const url = DATABASE_URL.read(env);
+  if (url !== undefined) return { kind: 'postgres', url };
   return { kind: 'pglite', dataDir: PGLITE_DIR.read(env) };
 }
 

@@ -1,5 +1,12 @@
 import { context } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
+import {
+  OTEL_EXPORTER_OTLP_ENDPOINT,
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,
+  OTEL_SDK_DISABLED,
+  OTEL_SERVICE_NAME,
+  OTEL_TRACES_EXPORTER,
+} from './telemetry-settings';
 
 export interface TelemetryHandle {
   /** True when spans are exported (an OTEL_* exporter variable was set). */
@@ -18,22 +25,23 @@ export function ensureContextManager(): void {
 
 /**
  * Tracing is configured the standard way, by `OTEL_*` variables (OTEL_TRACES_EXPORTER,
- * OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_SERVICE_NAME, ...), and is off when none is set: no exporter,
+ * OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_SERVICE_NAME, ...; telemetry-settings.ts), and is off when none is set: no exporter,
  * no background work, but trace context still propagates through Kafka headers.
  */
 export async function setupTelemetry(serviceName: string, env: NodeJS.ProcessEnv = process.env): Promise<TelemetryHandle> {
+  const exporter = OTEL_TRACES_EXPORTER.read(env);
   const wanted =
-    env.OTEL_SDK_DISABLED !== 'true' &&
-    ((env.OTEL_TRACES_EXPORTER !== undefined && env.OTEL_TRACES_EXPORTER !== 'none') ||
-      env.OTEL_EXPORTER_OTLP_ENDPOINT !== undefined ||
-      env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT !== undefined);
+    !OTEL_SDK_DISABLED.read(env) &&
+    ((exporter !== undefined && exporter !== 'none') ||
+      OTEL_EXPORTER_OTLP_ENDPOINT.read(env) !== undefined ||
+      OTEL_EXPORTER_OTLP_TRACES_ENDPOINT.read(env) !== undefined);
   if (!wanted) {
     ensureContextManager();
     return { exporting: false, shutdown: async () => undefined };
   }
   // Loaded lazily: the SDK is heavy and most processes (tests, CLI) never need it.
   const { NodeSDK } = await import('@opentelemetry/sdk-node');
-  const sdk = new NodeSDK({ serviceName: env.OTEL_SERVICE_NAME ?? serviceName });
+  const sdk = new NodeSDK({ serviceName: OTEL_SERVICE_NAME.read(env) ?? serviceName });
   sdk.start();
   contextManagerInstalled = true;
   return { exporting: true, shutdown: () => sdk.shutdown() };

@@ -3,7 +3,7 @@ import { machineKeyFromEnv, roleCertificateFromEnv } from '@robustrl/bus';
 import { Role } from '@robustrl/contracts';
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import { SCOPE_SETTINGS } from '@robustrl/service-kit';
+import { httpTokensGiven } from '@robustrl/service-kit';
 import { EngineEndpoint, enginesFromEnv } from './engine-endpoints';
 import { NoticeSource, parseNoticeSources } from './notices/cloud-notices';
 import * as S from './agent-settings';
@@ -267,8 +267,7 @@ export function agentConfigFromEnv(env: NodeJS.ProcessEnv): AgentConfig {
 
 /** A fresh token for the role process where the agent's API takes tokens (any scope set), else none: an open API needs none. */
 function roleApiToken(env: NodeJS.ProcessEnv): string | undefined {
-  const guarded = Object.values(SCOPE_SETTINGS).some((s) => env[`ROBUSTRL_HTTP_${s}`]?.trim() || env[`ROBUSTRL_HTTP_${s}_FILE`]?.trim());
-  return guarded ? randomBytes(24).toString('base64url') : undefined;
+  return httpTokensGiven(env, 'ROBUSTRL_HTTP') ? randomBytes(24).toString('base64url') : undefined;
 }
 
 /** The settings the agent's API is served with: its own, and the role process's token among the caller tokens. */

@@ -1,4 +1,4 @@
-import { busIdentityFromEnv } from '@robustrl/bus';
+import { busIdentityFromEnv, CONTROL_PLANE_PUBLIC_KEY } from '@robustrl/bus';
 import { runService, serviceConfigFromEnv } from '@robustrl/service-kit';
 import { agentApiEnv, agentConfigFromEnv } from './agent-config';
 import { AgentModule } from './agent.module';
@@ -10,7 +10,7 @@ async function main(): Promise<void> {
   // An agent speaks for its machine only (its machine key), never as a service: given the control
   // plane's secret it refuses to start, here, before anything reads it.
   const identity = busIdentityFromEnv(process.env, { machineId: agent.machineId });
-  if (identity && !process.env.ROBUSTRL_CONTROL_PLANE_PUBLIC_KEY?.trim() && !process.env.ROBUSTRL_CONTROL_PLANE_PUBLIC_KEY_FILE?.trim())
+  if (identity && CONTROL_PLANE_PUBLIC_KEY.read(process.env) === undefined)
     console.warn(
       'agent: no ROBUSTRL_CONTROL_PLANE_PUBLIC_KEY (robustrl identity control-plane-public-key): a retirement, release or probe is acted on ' +
         'without checking that the control plane sent it (any agent may write those topics)',

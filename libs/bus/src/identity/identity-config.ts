@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { CONTROL_PLANE_PUBLIC_KEY, CONTROLLER_COMMAND_SECRET, CONTROLLER_PUBLIC_KEY, IDENTITY_SECRET, MACHINE_KEY, ROLE_CERTIFICATE } from '../bus-settings';
 import type { BusIdentity } from '../message-bus';
 import { machineKeyFromText, MIN_SECRET_LENGTH, publicKeyFromText, publicKeyText, publisherKeyPairOf } from './identity-keys';
 import { certifiedPublisherKey, ROLES_NEEDING_CERTIFICATE } from './role-certificates';
@@ -9,7 +9,8 @@ import { AgentCommandVerifier, ControlPlaneVerifier } from './verifiers';
 export type BusSpeaker = { service: string } | { machineId: string };
 
 /**
- * The bus identity of a process from its settings (each also as `<NAME>_FILE`, a mounted secret):
+ * The bus identity of a process from its settings (bus-settings.ts; each also as `<NAME>_FILE`, a mounted
+ * secret, not both):
  *
  *  - a control-plane service: `ROBUSTRL_IDENTITY_SECRET` (at least 32 characters) — it signs as itself
  *    and accepts only records signed by whom they speak for; the controller also
@@ -26,16 +27,16 @@ export type BusSpeaker = { service: string } | { machineId: string };
  * No setting: undefined, an unsigned deployment (the embedded main, a developer's machine).
  */
 export function busIdentityFromEnv(env: NodeJS.ProcessEnv, speaker: BusSpeaker): BusIdentity | undefined {
-  const secret = settingOf(env, 'ROBUSTRL_IDENTITY_SECRET');
+  const secret = IDENTITY_SECRET.read(env);
   if ('service' in speaker) {
     if (secret === undefined) return undefined;
     if (secret.length < MIN_SECRET_LENGTH) throw new Error(`ROBUSTRL_IDENTITY_SECRET must have at least ${MIN_SECRET_LENGTH} characters`);
-    const commandSecret = settingOf(env, 'ROBUSTRL_CONTROLLER_COMMAND_SECRET');
+    const commandSecret = CONTROLLER_COMMAND_SECRET.read(env);
     if (commandSecret !== undefined && commandSecret.length < MIN_SECRET_LENGTH)
       throw new Error(`ROBUSTRL_CONTROLLER_COMMAND_SECRET must have at least ${MIN_SECRET_LENGTH} characters`);
     return { signer: new ServiceSigner(speaker.service, secret, commandSecret), verifier: new ControlPlaneVerifier(secret) };
   }
-  if (settingOf(env, 'ROBUSTRL_CONTROLLER_COMMAND_SECRET') !== undefined)
+  if (CONTROLLER_COMMAND_SECRET.read(env) !== undefined)
     throw new Error(
       "ROBUSTRL_CONTROLLER_COMMAND_SECRET is the controller's: an agent holding it could issue commands. Give the agent ROBUSTRL_CONTROLLER_PUBLIC_KEY " +
         '(robustrl identity controller-public-key) instead',
@@ -45,14 +46,14 @@ export function busIdentityFromEnv(env: NodeJS.ProcessEnv, speaker: BusSpeaker):
       "ROBUSTRL_IDENTITY_SECRET is the control plane's: an agent holding it could speak for every machine. Give the agent ROBUSTRL_MACHINE_KEY " +
         '(robustrl identity machine-key <machine>) and ROBUSTRL_CONTROLLER_PUBLIC_KEY instead',
     );
-  const machineKey = settingOf(env, 'ROBUSTRL_MACHINE_KEY');
-  const controllerKey = settingOf(env, 'ROBUSTRL_CONTROLLER_PUBLIC_KEY');
+  const machineKey = MACHINE_KEY.read(env);
+  const controllerKey = CONTROLLER_PUBLIC_KEY.read(env);
   if (machineKey === undefined && controllerKey === undefined) return undefined;
   if (machineKey === undefined || controllerKey === undefined)
     throw new Error(
       'ROBUSTRL_MACHINE_KEY and ROBUSTRL_CONTROLLER_PUBLIC_KEY go together: the agent signs with the one and checks the commands it executes with the other',
     );
-  const controlPlaneKey = settingOf(env, 'ROBUSTRL_CONTROL_PLANE_PUBLIC_KEY');
+  const controlPlaneKey = CONTROL_PLANE_PUBLIC_KEY.read(env);
   return {
     signer: new MachineSigner(
       speaker.machineId,
@@ -70,14 +71,14 @@ export function busIdentityFromEnv(env: NodeJS.ProcessEnv, speaker: BusSpeaker):
  * from it beyond the bus (the weight registry's pull grants); undefined in an unsigned deployment.
  */
 export function identitySecretFromEnv(env: NodeJS.ProcessEnv): string | undefined {
-  const secret = settingOf(env, 'ROBUSTRL_IDENTITY_SECRET');
+  const secret = IDENTITY_SECRET.read(env);
   if (secret !== undefined && secret.length < MIN_SECRET_LENGTH) throw new Error(`ROBUSTRL_IDENTITY_SECRET must have at least ${MIN_SECRET_LENGTH} characters`);
   return secret;
 }
 
 /** An agent's own key (`ROBUSTRL_MACHINE_KEY` or `_FILE`), for what it opens beyond the bus (pull grants); undefined when unset. */
 export function machineKeyFromEnv(env: NodeJS.ProcessEnv): Buffer | undefined {
-  const key = settingOf(env, 'ROBUSTRL_MACHINE_KEY');
+  const key = MACHINE_KEY.read(env);
   return key === undefined ? undefined : parsed('ROBUSTRL_MACHINE_KEY', () => machineKeyFromText(key));
 }
 
@@ -88,8 +89,8 @@ export function machineKeyFromEnv(env: NodeJS.ProcessEnv): Buffer | undefined {
  * control plane's public key, one that does not hold for this machine and role is too.
  */
 export function roleCertificateFromEnv(env: NodeJS.ProcessEnv, machineId: string, role: string): string | undefined {
-  const certificate = settingOf(env, 'ROBUSTRL_ROLE_CERTIFICATE');
-  const signed = settingOf(env, 'ROBUSTRL_MACHINE_KEY') !== undefined;
+  const certificate = ROLE_CERTIFICATE.read(env);
+  const signed = MACHINE_KEY.read(env) !== undefined;
   if (certificate === undefined) {
     if (signed && ROLES_NEEDING_CERTIFICATE.has(role))
       throw new Error(
@@ -104,7 +105,7 @@ export function roleCertificateFromEnv(env: NodeJS.ProcessEnv, machineId: string
   const machineKey = machineKeyFromEnv(env);
   if (machineKey && Buffer.from(certificate, 'base64url').subarray(0, 32).toString('base64url') !== publicKeyText(publisherKeyPairOf(machineKey).publicKey))
     throw wrong();
-  const publicKey = settingOf(env, 'ROBUSTRL_CONTROL_PLANE_PUBLIC_KEY');
+  const publicKey = CONTROL_PLANE_PUBLIC_KEY.read(env);
   if (
     publicKey !== undefined &&
     !certifiedPublisherKey(
@@ -116,22 +117,6 @@ export function roleCertificateFromEnv(env: NodeJS.ProcessEnv, machineId: string
   )
     throw wrong();
   return certificate;
-}
-
-/** `<name>` or the contents of the file `<name>_FILE` names (trimmed); both set is an error. */
-function settingOf(env: NodeJS.ProcessEnv, name: string): string | undefined {
-  const inline = env[name]?.trim() || undefined;
-  const file = env[`${name}_FILE`]?.trim() || undefined;
-  if (inline !== undefined && file !== undefined) throw new Error(`${name} and ${name}_FILE are both set: give one`);
-  if (file === undefined) return inline;
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8').trim();
-  } catch (err) {
-    throw new Error(`${name}_FILE: cannot read ${file}: ${(err as Error).message}`);
-  }
-  if (!text) throw new Error(`${name}_FILE: ${file} is empty`);
-  return text;
 }
 
 function parsed<T>(name: string, parse: () => T): T {
