@@ -3,12 +3,12 @@ import { codecOf, step } from '@robustrl/domain-kit';
 import { at, timeline } from '@robustrl/testing/job-timeline';
 import { createControllerDecider } from './controller.decider';
 import { ControllerData, ControllerEvent, ControllerInput, ControllerSettings, ControllerState, rebuildControllerIndex } from './controller.state';
-import { createControllerDecider as createFullRecompute } from './spec-support/full-recompute/controller.decider';
+import { createControllerDecider as createFullRecompute } from '../test/full-recompute/controller.decider';
 import { prng } from '@robustrl/testing/seeded-random';
 
 /**
  * At scale: the controller evolves in place and keeps its unfinished recoveries indexed. These
- * specs hold it to the controller as it was (`spec-support/full-recompute/`: every fold a new state, every decision
+ * specs hold it to the controller as it was (`domain/controller/test/full-recompute/`: every fold a new state, every decision
  * a walk over every recovery) on random jobs: the same drafts for every input, the same facts after,
  * an index equal to one rebuilt from the facts, and a snapshot that decodes to a controller deciding
  * the same.

@@ -1,8 +1,8 @@
 import { downtimeLedger, ettrReport, slidingEttr } from './ettr-report';
 import type { EttrView, MachineView } from './ettr-view';
 import { createEttrProjection, EttrInput, viewAt } from './ettr.projection';
-import type { EttrView as ReferenceView } from './spec-support/full-recompute/ettr-view';
-import { createEttrProjection as createReference, viewAt as referenceViewAt } from './spec-support/full-recompute/ettr.projection';
+import type { EttrView as ReferenceView } from '../test/full-recompute/ettr-view';
+import { createEttrProjection as createReference, viewAt as referenceViewAt } from '../test/full-recompute/ettr.projection';
 import { ledgerEntries } from './time-accounting';
 import { prng } from '@robustrl/testing/seeded-random';
 import { RecoveryAction, type Role, RolePhase } from '@robustrl/contracts';
@@ -10,7 +10,7 @@ import { RecoveryAction, type Role, RolePhase } from '@robustrl/contracts';
 /**
  * At scale: the ETTR projection accounts a machine when it changes, not on every event, and
  * keeps its open outages and held machines indexed. These specs hold it to the projection as it was
- * (`spec-support/full-recompute/`: every event accounted every machine) on random jobs: after every event the same
+ * (`domain/ettr/test/full-recompute/`: every event accounted every machine) on random jobs: after every event the same
  * totals, sliding series and ledger (to the GPU-millisecond: the sums are of whole numbers), the same
  * outages, and once settled the same machines; read later (`viewAt`), the same report.
  */

@@ -20,7 +20,7 @@ type Accounted = Pick<MachineView, 'machineId' | 'role' | 'gpus'>;
  * counted) and its new way of counting is taken then (`recount`). An idle machine counts by the
  * wait of its side (`IdleWait`: the other side's open outages and serving machines), so when that wait
  * changes the idle machines of the side are recounted.
- * The result is the same as accounting every machine on every event (`spec-support/full-recompute/`, held to it
+ * The result is the same as accounting every machine on every event (`domain/ettr/test/full-recompute/`, held to it
  * by `ettr-incremental.spec.ts`): GPU-milliseconds are whole numbers, so the sums do not depend on
  * how the time is split.
  */

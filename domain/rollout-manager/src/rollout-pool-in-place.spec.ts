@@ -3,13 +3,13 @@ import { codecOf, step } from '@robustrl/domain-kit';
 import { at, timeline } from '@robustrl/testing/job-timeline';
 import { createRolloutPoolDecider } from './rollout-pool.decider';
 import { RolloutPoolEvent, RolloutPoolInput, RolloutPoolState } from './rollout-pool.state';
-import { createRolloutPoolDecider as createFullRecompute } from './spec-support/full-recompute/rollout-pool.decider';
-import type { RolloutPoolState as ReferenceState } from './spec-support/full-recompute/rollout-pool.state';
+import { createRolloutPoolDecider as createFullRecompute } from '../test/full-recompute/rollout-pool.decider';
+import type { RolloutPoolState as ReferenceState } from '../test/full-recompute/rollout-pool.state';
 import { prng } from '@robustrl/testing/seeded-random';
 
 /**
  * At scale: the rollout pool evolves in place. These specs hold it to the pool as it was
- * (`spec-support/full-recompute/`: every fold a new state) on random jobs: the same drafts for every input and the
+ * (`domain/rollout-manager/test/full-recompute/`: every fold a new state) on random jobs: the same drafts for every input and the
  * same facts after it, and a snapshot that decodes to a pool deciding the same.
  */
 

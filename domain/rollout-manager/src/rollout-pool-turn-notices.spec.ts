@@ -2,7 +2,7 @@ import { DataOf } from '@robustrl/contracts';
 import { timeline } from '@robustrl/testing/job-timeline';
 import { RolloutPoolDecider } from './rollout-pool.decider';
 import { RolloutPoolEvent } from './rollout-pool.state';
-import { evolveRolloutPool as evolveByCopy } from './spec-support/full-recompute/rollout-pool.evolve';
+import { evolveRolloutPool as evolveByCopy } from '../test/full-recompute/rollout-pool.evolve';
 
 const msg = timeline('job-notices');
 const register = (machineId: string) =>

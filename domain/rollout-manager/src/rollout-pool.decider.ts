@@ -13,7 +13,7 @@ export * from './rollout-pool.state';
  * `rollout-pool.state.ts`, `rollout-pool.evolve.ts` and `rollout-pool.decide.ts`.
  *
  * It evolves in place (a job of thousands of machines); the previous, copying pool is kept
- * under `spec-support/full-recompute/` as the reference `rollout-pool-in-place.spec.ts` holds it to.
+ * under `domain/rollout-manager/test/full-recompute/` as the reference `rollout-pool-in-place.spec.ts` holds it to.
  */
 export function createRolloutPoolDecider(): Decider<RolloutPoolState, RolloutPoolCommand, RolloutPoolEvent, RolloutPoolDraft> {
   return { initialState: initialRolloutPoolState, decide: decideRolloutPool, evolve: evolveRolloutPool, evolution: 'in-place' };

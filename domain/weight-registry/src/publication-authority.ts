@@ -14,7 +14,7 @@ import { machineOf, PendingPublication, RegistryData } from './weight-registry.s
  * the roster says they are, and refused only once it has waited its grace (PUBLICATION_GRACE_MS unless
  * the registry is told otherwise): the refusal is a
  * fact, WeightPublicationRefused, with the reason. Folded by the same functions in the indexed registry
- * and its full recomputation (`spec-support/full-recompute/`), like shard-publication.ts.
+ * and its full recomputation (`domain/weight-registry/test/full-recompute/`), like shard-publication.ts.
  *
  * Fencing (docs/contributors/recovery.md "Fencing"): a publication names the trainer epoch its publisher was started at. One
  * older than the newest group the registry knows of comes from a trainer that group replaced (a machine

@@ -6,7 +6,7 @@ import { RegistryData, shardOf, WeightShard, WeightVersion } from './weight-regi
  * each trainer rank publishes its own shard — its buckets, its weight server — and a version is whole
  * once every one of its `count` shards is. Folded as a function of the facts (a new record where one
  * changes, never a write into one the state shares), so the in-place evolve and the full recomputation
- * the index is held to (`spec-support/full-recompute/`) fold publications alike; both rebuild what they derive after.
+ * the index is held to (`domain/weight-registry/test/full-recompute/`) fold publications alike; both rebuild what they derive after.
  *
  *  - A version not live (new, or republished after it was abandoned or retired) starts from nothing with
  *    this shard: every copy of it is dropped (paper §5.2.2, "rollouts wait for the trainer to recover

@@ -1,7 +1,7 @@
 import { Draft } from '@robustrl/contracts';
 import { codecOf, foldInput, settle, step } from '@robustrl/domain-kit';
 import { at, timeline } from '@robustrl/testing/job-timeline';
-import { createWeightRegistryDecider as createFullRecompute } from './spec-support/full-recompute/weight-registry.decider';
+import { createWeightRegistryDecider as createFullRecompute } from '../test/full-recompute/weight-registry.decider';
 import { createWeightRegistryDecider } from './weight-registry.decider';
 import { rebuildRegistryIndex } from './registry-reindex';
 import { RegistryData, WeightRegistryEvent, WeightRegistryInput, WeightRegistryState } from './weight-registry.state';
@@ -10,7 +10,7 @@ import { prng } from '@robustrl/testing/seeded-random';
 /**
  * At scale: the registry evolves in place, keeps a derived index, and decides from it — folding
  * its steps' drafts on a copy only when one step can change what a later one decides. These specs hold
- * it to the registry as it was (`spec-support/full-recompute/`: every step recomputed from the whole state, every
+ * it to the registry as it was (`domain/weight-registry/test/full-recompute/`: every step recomputed from the whole state, every
  * fold a new state) on random jobs: the same drafts for every input, the same facts after, an index
  * equal to one rebuilt from the facts, and a snapshot that decodes to a registry deciding the same.
  */

@@ -23,14 +23,14 @@ import {
   taskRestartPolicy,
   trainerFault,
   verdictForFormerRole,
-} from '../../controller.decide';
-import { restartFailedTwice } from '../../escalation-rules';
-import { machineRestartBudgetSpent, stoppedByItsLease, trainerRestartsInWindow } from '../../machine-restart-budget';
-import { verdictFailsCommand, verdictMeansMachineGone } from '../../machine-gone';
-import { departureEvidence, plannedDeparture } from '../../planned-departures';
-import { handoverEvidence, handoverRecord, HandoverState, moveFromDepartingMachine, planHandover } from '../../planned-handover';
-import { completed, decision, promoteRollout, replaceMachine, restartTask, restartTrainerGroupOf } from '../../recovery-commands';
-import { warmStandbyAmong } from '../../warm-standby';
+} from '../../src/controller.decide';
+import { restartFailedTwice } from '../../src/escalation-rules';
+import { machineRestartBudgetSpent, stoppedByItsLease, trainerRestartsInWindow } from '../../src/machine-restart-budget';
+import { verdictFailsCommand, verdictMeansMachineGone } from '../../src/machine-gone';
+import { departureEvidence, plannedDeparture } from '../../src/planned-departures';
+import { handoverEvidence, handoverRecord, HandoverState, moveFromDepartingMachine, planHandover } from '../../src/planned-handover';
+import { completed, decision, promoteRollout, replaceMachine, restartTask, restartTrainerGroupOf } from '../../src/recovery-commands';
+import { warmStandbyAmong } from '../../src/warm-standby';
 import { evolveController } from './controller.evolve';
 import {
   ControllerCommand,

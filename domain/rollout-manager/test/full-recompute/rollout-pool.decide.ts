@@ -5,7 +5,7 @@
  * trajectories move (`orphansAdopted`, `assign`) is the live pool's own.
  */
 import { assertNever } from '@robustrl/domain-kit';
-import { assign, orphansAdopted } from '../../rollout-pool.decide';
+import { assign, orphansAdopted } from '../../src/rollout-pool.decide';
 import { evolveRolloutPool } from './rollout-pool.evolve';
 import { RolloutPoolCommand, RolloutPoolDraft, RolloutPoolState, stranded, withMachine } from './rollout-pool.state';
 

@@ -6,8 +6,8 @@
  * after-the-fact corrections (`reclassify`, `chargeUnaccounted`) are the live primitives
  * (../../time-accounting.ts), which read and write only the view's totals, series and ledger.
  */
-import type { IdleWait } from '../../ettr-view';
-import { GENERATING, ledgerAdd, overBuckets } from '../../time-accounting';
+import type { IdleWait } from '../../src/ettr-view';
+import { GENERATING, ledgerAdd, overBuckets } from '../../src/time-accounting';
 import type { DowntimeCategory, EttrView, MachineView } from './ettr-view';
 
 /**

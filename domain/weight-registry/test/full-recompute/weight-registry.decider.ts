@@ -4,10 +4,10 @@
  * and publication refusals are the live registry's.
  */
 import { Decider } from '@robustrl/domain-kit';
-import { PUBLICATION_GRACE_MS, publicationRefusals } from '../../publication-authority';
-import { DEFAULT_PULL_WINDOW } from '../../pull-scheduler';
-import { DEFAULT_RETAINED_VERSIONS } from '../../retention';
-import type { WeightRegistryOptions } from '../../weight-registry.decider';
+import { PUBLICATION_GRACE_MS, publicationRefusals } from '../../src/publication-authority';
+import { DEFAULT_PULL_WINDOW } from '../../src/pull-scheduler';
+import { DEFAULT_RETAINED_VERSIONS } from '../../src/retention';
+import type { WeightRegistryOptions } from '../../src/weight-registry.decider';
 import { abandonments, stalePulls } from './pull-failures';
 import { schedulePulls } from './pull-scheduler';
 import { RelaySet } from './relay-set';

@@ -4,7 +4,7 @@
  */
 import type { DataOf } from '@robustrl/contracts';
 import { assertNever } from '@robustrl/domain-kit';
-import { Trajectories } from '../../trajectory-table';
+import { Trajectories } from '../../src/trajectory-table';
 import {
   agentOf,
   machineOfInstance,

@@ -6,8 +6,8 @@
  * of its own is what differs: the copying fold (controller.evolve.ts) and the decisions that walk every
  * recovery or fold their own outputs (controller.decide.ts).
  */
-export * from '../../controller.state';
-import { ControllerData, initialControllerData } from '../../controller.state';
+export * from '../../src/controller.state';
+import { ControllerData, initialControllerData } from '../../src/controller.state';
 
 /** The facts alone: no index beside them. */
 export type ControllerState = ControllerData;

@@ -1,5 +1,5 @@
 import { draft } from '@robustrl/contracts';
-import { pullFailed } from '../../pull-failures';
+import { pullFailed } from '../../src/pull-failures';
 import {
   holdsBucket,
   holdsWhole,

@@ -9,10 +9,10 @@
  * records. What it keeps of its own is what differs: accounting every machine on every event
  * (time-accounting.ts) and the fold that does so (ettr.projection.ts).
  */
-import type { EttrView as LiveView, MachineView as LiveMachine } from '../../ettr-view';
+import type { EttrView as LiveView, MachineView as LiveMachine } from '../../src/ettr-view';
 
-export type { Bucket, DowntimeCategory, EttrSettings, LedgerEntry, Outage, StageSample } from '../../ettr-view';
-export { DEFAULT_ETTR_SETTINGS, DOWNTIME_CATEGORIES } from '../../ettr-view';
+export type { Bucket, DowntimeCategory, EttrSettings, LedgerEntry, Outage, StageSample } from '../../src/ettr-view';
+export { DEFAULT_ETTR_SETTINGS, DOWNTIME_CATEGORIES } from '../../src/ettr-view';
 
 /** A machine as the job knows it: the live record less the incremental accounting's bookkeeping. */
 export type MachineView = Omit<LiveMachine, 'accountedTo' | 'countsAs' | 'countsGpus' | 'countsGenerating' | 'countsSide' | 'countsServing'>;

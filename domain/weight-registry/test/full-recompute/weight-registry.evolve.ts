@@ -1,6 +1,6 @@
 import { assertNever } from '@robustrl/domain-kit';
-import { adoptPendingPublications, dropPendingPublication, foldAuthorizedPublication, raiseFence } from '../../publication-authority';
-import { dropCopies, foldTrainerFault } from '../../shard-publication';
+import { adoptPendingPublications, dropPendingPublication, foldAuthorizedPublication, raiseFence } from '../../src/publication-authority';
+import { dropCopies, foldTrainerFault } from '../../src/shard-publication';
 import {
   attemptKey,
   inFlight,

@@ -4,8 +4,8 @@
  * of them. Its inputs are the live projection's (`EttrInput`).
  */
 import type { Projection } from '@robustrl/domain-kit';
-import type { EttrInput } from '../../ettr.projection';
-import { chargeUnaccounted, reclassify } from '../../time-accounting';
+import type { EttrInput } from '../../src/ettr.projection';
+import { chargeUnaccounted, reclassify } from '../../src/time-accounting';
 import { DEFAULT_ETTR_SETTINGS, EttrSettings, EttrView, MachineView, Outage } from './ettr-view';
 import { advance } from './time-accounting';
 

@@ -9,7 +9,7 @@
  * and the steps that recompute from the whole state what the live ones read from the index (relay-set.ts,
  * releases.ts, pull-failures.ts, retention.ts, pull-scheduler.ts).
  */
-export * from '../../weight-registry.state';
-import { initialRegistryData, RegistryData } from '../../weight-registry.state';
+export * from '../../src/weight-registry.state';
+import { initialRegistryData, RegistryData } from '../../src/weight-registry.state';
 export type WeightRegistryState = RegistryData;
 export const initialWeightRegistryState = initialRegistryData;

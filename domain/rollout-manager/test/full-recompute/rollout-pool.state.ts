@@ -6,9 +6,9 @@
  * (../../rollout-pool.state.ts). What it keeps of its own is what differs: the copying fold
  * (rollout-pool.evolve.ts) and the decisions on a copy with the input folded in (rollout-pool.decide.ts).
  */
-export * from '../../rollout-pool.state';
-import { PoolMachine, RolloutPoolData } from '../../rollout-pool.state';
-import { Trajectories } from '../../trajectory-table';
+export * from '../../src/rollout-pool.state';
+import { PoolMachine, RolloutPoolData } from '../../src/rollout-pool.state';
+import { Trajectories } from '../../src/trajectory-table';
 
 /** The facts alone: which machine an input took out of serving is told by comparing the states before and after it. */
 export type RolloutPoolState = RolloutPoolData;

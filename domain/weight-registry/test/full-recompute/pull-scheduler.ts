@@ -1,5 +1,5 @@
 import { draft } from '@robustrl/contracts';
-import { pendingKey, servingKey } from '../../registry-index';
+import { pendingKey, servingKey } from '../../src/registry-index';
 import {
   attemptsOf,
   holdsBucket,

@@ -4,8 +4,8 @@
  */
 import type { Draft } from '@robustrl/contracts';
 import { assertNever } from '@robustrl/domain-kit';
-import { verdictMeansMachineGone } from '../../machine-gone';
-import { restartsItsMachine, withTrainerRestart } from '../../machine-restart-budget';
+import { verdictMeansMachineGone } from '../../src/machine-gone';
+import { restartsItsMachine, withTrainerRestart } from '../../src/machine-restart-budget';
 import {
   batchOfStep,
   ControllerFact,
@@ -18,8 +18,8 @@ import {
   trainerGroup,
   unknownMachine,
 } from './controller.state';
-import { OpenSuspicions, settle, suspect } from '../../open-suspicions';
-import { afterHandover, handoverOf } from '../../planned-handover';
+import { OpenSuspicions, settle, suspect } from '../../src/open-suspicions';
+import { afterHandover, handoverOf } from '../../src/planned-handover';
 
 /**
  * Folds one fact into the controller state at `at`: the event's own time, or `now` for an output the
