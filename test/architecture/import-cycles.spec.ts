@@ -1,7 +1,7 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { cyclesOf, decideReachingEvolve, fileCycles, fileGraph, packageCycles } from './import-cycles';
+import { scratchTree } from './scratch-tree';
 
 const ROOT = join(__dirname, '..', '..');
 
@@ -32,20 +32,17 @@ describe('import cycles', () => {
 
   describe('flags what it is there to flag (a scratch tree)', () => {
     let root: string;
-    const write = (path: string, text: string) => {
-      mkdirSync(dirname(join(root, path)), { recursive: true });
-      writeFileSync(join(root, path), text);
-    };
     beforeAll(() => {
-      root = mkdtempSync(join(tmpdir(), 'robustrl-cycles-'));
-      write('libs/a/package.json', '{"name":"@robustrl/a"}');
-      write('libs/a/src/index.ts', "export * from './state';\n");
-      write('libs/a/src/state.ts', "import type { Index } from './index-of-state';\nexport interface State { index: Index }\n");
-      write('libs/a/src/index-of-state.ts', "import type { State } from './state';\nexport type Index = (s: State) => void;\n");
-      write('libs/a/src/uses-b.ts', "import { b } from '@robustrl/b';\nexport const a = b;\n");
-      write('libs/a/src/state.spec.ts', "import './uses-b';\nimport './state.spec';\n");
-      write('libs/b/package.json', '{"name":"@robustrl/b"}');
-      write('libs/b/src/index.ts', "import { a } from '@robustrl/a/src/uses-b';\nexport const b = 1;\nvoid a;\n");
+      root = scratchTree('robustrl-cycles-', {
+        'libs/a/package.json': '{"name":"@robustrl/a"}',
+        'libs/a/src/index.ts': "export * from './state';\n",
+        'libs/a/src/state.ts': "import type { Index } from './index-of-state';\nexport interface State { index: Index }\n",
+        'libs/a/src/index-of-state.ts': "import type { State } from './state';\nexport type Index = (s: State) => void;\n",
+        'libs/a/src/uses-b.ts': "import { b } from '@robustrl/b';\nexport const a = b;\n",
+        'libs/a/src/state.spec.ts': "import './uses-b';\nimport './state.spec';\n",
+        'libs/b/package.json': '{"name":"@robustrl/b"}',
+        'libs/b/src/index.ts': "import { a } from '@robustrl/a/src/uses-b';\nexport const b = 1;\nvoid a;\n",
+      });
     });
     afterAll(() => rmSync(root, { recursive: true, force: true }));
 

@@ -1,8 +1,8 @@
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { checkLayering, FORBIDDEN_IN_PURE_CODE, importsOf, LAYERS } from './layering';
+import { scratchTree } from './scratch-tree';
 
 const ROOT = join(__dirname, '..', '..');
 
@@ -28,27 +28,19 @@ describe('layering: dependency arrows point down', () => {
 
   describe('flags what it is there to flag (a scratch tree)', () => {
     let root: string;
-    const write = (path: string, text: string) => {
-      mkdirSync(dirname(join(root, path)), { recursive: true });
-      writeFileSync(join(root, path), text);
-    };
     beforeAll(() => {
-      root = mkdtempSync(join(tmpdir(), 'robustrl-layering-'));
-      write('libs/contracts/package.json', '{"name":"@x/contracts"}');
-      write('libs/contracts/src/index.ts', 'export const x = 1;\n');
-      write('domain/detector/package.json', '{"name":"@x/detector-domain"}');
-      write(
-        'domain/detector/src/index.ts',
-        "import { Injectable } from '@nestjs/common';\nimport { y } from '@x/detector';\nimport { x } from '@x/contracts';\n",
-      );
-      write('domain/detector/src/ok.spec.ts', "import { y } from '@x/detector';\n");
-      write('services/detector/package.json', '{"name":"@x/detector"}');
-      write('services/detector/src/index.ts', 'export const y = 2;\n');
-      write('libs/bus/package.json', '{"name":"@x/bus"}');
-      write(
-        'libs/bus/src/index.ts',
-        "import { y } from '@x/detector';\nimport { z } from '../../../services/detector/src/index';\nimport { Kafka } from 'kafkajs';\n",
-      );
+      root = scratchTree('robustrl-layering-', {
+        'libs/contracts/package.json': '{"name":"@x/contracts"}',
+        'libs/contracts/src/index.ts': 'export const x = 1;\n',
+        'domain/detector/package.json': '{"name":"@x/detector-domain"}',
+        'domain/detector/src/index.ts': "import { Injectable } from '@nestjs/common';\nimport { y } from '@x/detector';\nimport { x } from '@x/contracts';\n",
+        'domain/detector/src/ok.spec.ts': "import { y } from '@x/detector';\n",
+        'services/detector/package.json': '{"name":"@x/detector"}',
+        'services/detector/src/index.ts': 'export const y = 2;\n',
+        'libs/bus/package.json': '{"name":"@x/bus"}',
+        'libs/bus/src/index.ts':
+          "import { y } from '@x/detector';\nimport { z } from '../../../services/detector/src/index';\nimport { Kafka } from 'kafkajs';\n",
+      });
     });
     afterAll(() => rmSync(root, { recursive: true, force: true }));
 
