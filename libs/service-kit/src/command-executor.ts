@@ -1,5 +1,5 @@
 import { Logger } from '@nestjs/common';
-import { context } from '@opentelemetry/api';
+import { Context, context } from '@opentelemetry/api';
 import { Delivery, MessageBus, Subscription } from '@robustrl/bus';
 import { MessageType, RobustrlMessage, TopicName } from '@robustrl/contracts';
 import { EventStore } from '@robustrl/store';
@@ -74,18 +74,20 @@ export class CommandExecutor<C extends RobustrlMessage> {
 
   private async onCommand(delivery: Delivery<C>): Promise<void> {
     const command = delivery.message;
+    // Captured before the first await: the outcome stays in the command's trace whichever context manager the process runs.
+    const trace = context.active();
     if (await this.store.inbox.has(this.store.dataSource.manager, this.spec.consumer, command.eventId)) return;
-    const outcome = await this.spec.execute(command, { emit: (messages) => this.emit(messages) });
+    const outcome = await this.spec.execute(command, { emit: (messages) => this.emit(messages, trace) });
     await this.store.applyOnce(this.spec.consumer, delivery, async (m) => {
       await this.store.inbox.add(m, this.spec.consumer, [command]);
-      await this.store.outbox.enqueue(m, this.spec.consumer, traced(outcome));
+      await this.store.outbox.enqueue(m, this.spec.consumer, traced(outcome, trace));
     });
     await this.outbox.relay();
   }
 
-  private async emit(messages: readonly RobustrlMessage[]): Promise<void> {
+  private async emit(messages: readonly RobustrlMessage[], trace: Context): Promise<void> {
     if (messages.length === 0) return;
-    await this.store.transaction((m) => this.store.outbox.enqueue(m, this.spec.consumer, traced(messages)));
+    await this.store.transaction((m) => this.store.outbox.enqueue(m, this.spec.consumer, traced(messages, trace)));
     if (!(await this.outbox.relay())) throw new Error(`the bus did not take ${messages.map((m) => m.type).join(', ')} now; it stays in the outbox`);
   }
 }
@@ -94,7 +96,7 @@ export class CommandExecutor<C extends RobustrlMessage> {
  * The relay publishes later, outside the command's handler: messages carry the handler's trace
  * context (as the deciding consumer's outputs do), so they stay in the command's trace.
  */
-function traced(messages: readonly RobustrlMessage[]): RobustrlMessage[] {
-  const trace = injectTraceHeaders(context.active());
+function traced(messages: readonly RobustrlMessage[], of: Context): RobustrlMessage[] {
+  const trace = injectTraceHeaders(of);
   return messages.map((m) => (m.trace || !trace ? m : ({ ...m, trace } as RobustrlMessage)));
 }

@@ -3,7 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { DynamicModule, INestApplication, Logger, LogLevel, Module, Type } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import type { NestExpressApplication } from '@nestjs/platform-express';
-import { setupTelemetry } from '@robustrl/telemetry';
+import { ContextPropagation, setupTelemetry } from '@robustrl/telemetry';
 import { CoreModule } from './core.module';
 import { HealthController } from './health.controller';
 import { MetricsController } from './metrics.controller';
@@ -29,9 +29,15 @@ export async function runService(
     jsonBodyLimit?: string;
     /** The signals that close the application at once (default SIGINT and SIGTERM); a service may handle others itself. */
     shutdownSignals?: NodeJS.Signals[];
+    /**
+     * How trace context follows the service's code (ContextPropagation; default `async`). `synchronous`
+     * suits a service whose outputs carry their trace explicitly (decisions, command executors) and whose
+     * hot path is many promises (the router).
+     */
+    contextPropagation?: ContextPropagation;
   } = {},
 ): Promise<RunningService> {
-  const telemetry = await setupTelemetry(`robustrl-${config.serviceName}`);
+  const telemetry = await setupTelemetry(`robustrl-${config.serviceName}`, process.env, options.contextPropagation);
   @Module({ imports: [CoreModule.forRoot(config), ...modules], controllers: config.httpPort === null ? [] : [HealthController, MetricsController] })
   class ProcessModule {}
 

@@ -3,10 +3,15 @@ import { createMessage, DataOf, decodeMessage, MessageOf, MessageType, RobustrlM
 import { LocalProcessSupervisor } from '@robustrl/orchestrator';
 import { DecidingConsumer } from '@robustrl/service-kit';
 import { EventStore } from '@robustrl/store';
+import { ensureContextManager, installInMemoryTracing } from '@robustrl/telemetry';
 import { eventually } from '@robustrl/testing/eventually';
 import { createRolloutPoolDecider, ROLLOUT_POOL_INPUT_TYPES, Trajectories } from '@robustrl/rollout-manager-domain';
 import { ROLLOUT_MANAGER_INPUTS } from '../rollout-manager.module';
 import { PoolScaler } from './pool-scaler';
+
+// As the rollout manager's process runs (main.ts): trace context within synchronous calls only.
+ensureContextManager('synchronous');
+const tracing = installInMemoryTracing();
 
 /**
  * The elastic pool end to end in one process: the pool decider in its shell, the scaler, and the
@@ -103,6 +108,20 @@ describe('elastic rollout pool', () => {
     await bus.publish({ ...command }); // redelivered: carried out once
     await new Promise((r) => setTimeout(r, 300));
     expect(onBus('RolloutPoolScaled')).toHaveLength(1);
+  });
+
+  it("keeps the command's outcome and the moves it causes in the command's trace, with synchronous trace context", async () => {
+    tracing.reset();
+    await publish('ScaleRolloutPool', { commandId: 'scale-3', targetMachines: 1, zone: 'az-1', hardwareClass: 'h100x8', reason: 'batch tail' });
+    const scaled = await eventually('scaled', () => onBus('RolloutPoolScaled')[0]);
+    const moved = await eventually('reassigned', () => onBus('TrajectoriesReassigned')[0]);
+    const send = tracing.spans().find((s) => s.name === 'send ScaleRolloutPool');
+    expect(send).toBeDefined();
+    const traceId = send!.spanContext().traceId;
+    // The executor's outcome is published long after the command's handler awaited the orchestrator and the store.
+    expect(scaled.trace?.traceparent).toContain(traceId);
+    // The pool decided the moves on the scaler's MachineDeregistered: one trace from the command to the moves.
+    expect(moved.trace?.traceparent).toContain(traceId);
   });
 
   it('scales up by asking the orchestrator for new machines', async () => {
