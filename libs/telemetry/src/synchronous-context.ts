@@ -7,8 +7,8 @@ import { Context, ContextManager, ROOT_CONTEXT } from '@opentelemetry/api';
  * every `with` has restored its predecessor by then.
  *
  * Why: the async manager (AsyncLocalStorage) makes Node run a hook on every promise of the process once
- * it is first used. In the router that was about a tenth of its CPU with recording on, where a recorded
- * request creates dozens of promises (docs/benchmarks.md "The router on every request"). A process that
+ * it is first used, and a request the router records creates dozens of promises: 2–13 % of the router's
+ * CPU with recording on, depending on the run (docs/benchmarks.md "The router on every request"). A process that
  * chooses this manager carries trace context explicitly where it crosses an `await`: decisions stamp
  * it into their outputs' envelopes inside a synchronous span (decision-steps.ts), a command executor
  * captures it when the command arrives (command-executor.ts), and a publish reads it before its first
