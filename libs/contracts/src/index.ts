@@ -14,5 +14,6 @@ export { InputGapReason } from './events/verdicts';
 export { publicationDigest, PublicationContent } from './events/publication-digest';
 export { manifestProblems, SINGLE_SHARD, TENSOR_DTYPE_BYTES, TensorDtype, tensorBytes, WeightShardRef, WeightTensor } from './events/weights';
 export * from './http/trajectory-api';
+export * from './http/trajectory-input-checks';
 export * from './http/job-start-api';
 export * from './samples';

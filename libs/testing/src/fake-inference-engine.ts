@@ -38,6 +38,16 @@ export interface FakeEngineOptions {
    * vLLM, which ignores the field.
    */
   tokenIds?: boolean;
+  /**
+   * Answer log-probs where a streamed request asks for them (chat `logprobs: true`, completions a number),
+   * in vLLM's shapes, each token's value `logprobOf(token)`. Off: `logprobs` is always null.
+   */
+  logprobs?: boolean;
+}
+
+/** The log-prob the fake engine reports for a token (with `logprobs`): deterministic, so a test knows what is recorded. */
+export function logprobOf(token: string): number {
+  return -((tokenIdOf(token) % 97) + 1) / 64;
 }
 
 export interface ChatMessage {
@@ -330,13 +340,18 @@ export class FakeInferenceEngine {
       });
     }
     const ids = this.idsAsked(body);
-    const chunk = (delta: Record<string, unknown>, finish: string | null = null, tokenIds?: number[]) => ({
-      id,
-      object: 'chat.completion.chunk',
-      created,
-      model: this.model,
-      choices: [{ index: 0, delta, logprobs: null, finish_reason: finish, ...(ids && tokenIds ? { token_ids: tokenIds } : {}) }],
-    });
+    const logprobs = this.options.logprobs === true && body.logprobs === true;
+    const chunk = (delta: Record<string, unknown>, finish: string | null = null, tokenIds?: number[]) => {
+      const token = typeof delta.content === 'string' && delta.content !== '' ? delta.content : null;
+      const lp = logprobs && token ? { content: [{ token, logprob: logprobOf(token), bytes: [...Buffer.from(token)], top_logprobs: [] }] } : null;
+      return {
+        id,
+        object: 'chat.completion.chunk',
+        created,
+        model: this.model,
+        choices: [{ index: 0, delta, logprobs: lp, finish_reason: finish, ...(ids && tokenIds ? { token_ids: tokenIds } : {}) }],
+      };
+    };
     startSse(res);
     const alive = () => !this.killed && !res.destroyed;
     // vLLM's first chunk: the role, and the prompt's ids at the top level when asked.
@@ -385,12 +400,15 @@ export class FakeInferenceEngine {
       });
     }
     const ids = this.idsAsked(body);
+    const logprobs = this.options.logprobs === true && typeof body.logprobs === 'number';
     let first = true;
     const chunk = (text: string, finish: string | null = null) => {
       // vLLM's completions chunks carry both lists in the choice, the prompt's on the first one only.
       const tokenIds = ids ? { token_ids: text === '' ? [] : [tokenIdOf(text)], ...(first ? { prompt_token_ids: plan.promptIds } : {}) } : {};
       first = false;
-      return { id, object: 'text_completion', created, model: this.model, choices: [{ index: 0, text, logprobs: null, finish_reason: finish, ...tokenIds }] };
+      const lp =
+        logprobs && text !== '' ? { text_offset: [0], token_logprobs: [logprobOf(text)], tokens: [text], top_logprobs: [{ [text]: logprobOf(text) }] } : null;
+      return { id, object: 'text_completion', created, model: this.model, choices: [{ index: 0, text, logprobs: lp, finish_reason: finish, ...tokenIds }] };
     };
     startSse(res);
     for (const token of plan.tokens) {

@@ -104,4 +104,23 @@ describe('TrajectoryStore on PostgreSQL', () => {
       await reopened.close();
     }
   });
+
+  it('keeps room for heap-only summary updates and compresses large turns with LZ4 where the server has it', async () => {
+    const trajectories = new TrajectoryStore(db.store);
+    await trajectories.startTrajectory(trajectory('big-0', { batchId: 'big' }));
+    // Spans carrying a long prompt's ids: past the 2 KB at which PostgreSQL compresses a row's values.
+    const promptTokenIds = Array.from({ length: 3_000 }, (_, i) => (i * 7919) % 32_000);
+    const spans = [{ rolloutId: 'e1', weightVersion: 0, tokenIds: [1, 2], logprobs: [-0.5, -1], sampled: 2, context: 'prompt' as const, promptTokenIds }];
+    expect((await trajectories.appendTurns([turn('big-0', 0, { spans })]))[0].outcome).toBe('new');
+    expect((await trajectories.trajectory('big-0'))!.turns[0].spans).toEqual(spans);
+
+    const [{ options }] = await db.store.dataSource.query(`SELECT reloptions AS options FROM pg_class WHERE relname = 'robustrl_trajectories'`);
+    expect(options).toContain('fillfactor=80');
+    const [{ lz4 }] = await db.store.dataSource.query(`SELECT 'lz4' = ANY (enumvals) AS lz4 FROM pg_settings WHERE name = 'default_toast_compression'`);
+    const [{ method }] = await db.store.dataSource.query(
+      `SELECT pg_column_compression(spans) AS method FROM robustrl_trajectory_turns WHERE trajectory_id = 'big-0'`,
+    );
+    // Debian's PostgreSQL (deploy/local) is built with lz4; a server without it keeps its default.
+    expect(method).toBe(lz4 ? 'lz4' : 'pglz');
+  });
 });

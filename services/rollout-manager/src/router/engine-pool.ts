@@ -1,4 +1,5 @@
 import { EngineKind } from './engines/engine-adapter';
+import { evictOldest } from './evict-oldest';
 import { httpProbe } from './engine-probe';
 
 /** A rollout engine (one vLLM / SGLang server) as the router sees it. */
@@ -125,7 +126,7 @@ export interface EnginePoolOptions {
    * their KV cache for good; a request that fails on the engine still takes it out at once (markDead).
    */
   probeFailuresToLeave?: number;
-  /** Sticky assignments kept; the oldest is forgotten beyond it (a finished trajectory never says so). */
+  /** Sticky assignments kept; the oldest are forgotten beyond it (a finished trajectory never says so), a hundredth at a time. */
   maxStickyTrajectories?: number;
   probe?: ProbeFn;
   onChange?: (engine: EngineView, change: 'dead' | 'alive') => void;
@@ -393,9 +394,6 @@ export class EnginePool {
     // Re-inserting moves the trajectory to the end of the map's order: the oldest entry is the least recently used.
     this.sticky.set(trajectoryId, record.id);
     record.stickyCount += 1;
-    while (this.sticky.size > this.maxSticky) {
-      const oldest = this.sticky.keys().next().value as string;
-      this.forget(oldest);
-    }
+    evictOldest(this.sticky, this.maxSticky, (oldest) => this.forget(oldest));
   }
 }

@@ -1,4 +1,4 @@
-import { AppendResult, ContinuationDecision, NewTrajectory, StartResult, StatusChange, TurnInput } from '@robustrl/contracts';
+import { AppendResult, ContinuationDecision, isStorableStart, isStorableTurn, NewTrajectory, StartResult, StatusChange, TurnInput } from '@robustrl/contracts';
 import { AttemptPrefix, GroupBatch, GroupBatchOptions, OpenResult, TrajectoryNotFoundError, TrajectoryStore } from '@robustrl/trajectory-store';
 import {
   ContinuationRequest,
@@ -61,7 +61,9 @@ export class StoreTrajectoryRecorder implements TrajectoryRecorder {
 
   async appendTurns(turns: RecordedTurn[]): Promise<void> {
     // Checked with the store's own contract, as the HTTP API would: a turn it cannot hold is the caller's 400.
+    // The schema only where the quick check is unsure: it says what is wrong (trajectory-input-checks.ts).
     for (const t of turns) {
+      if (isStorableTurn(t)) continue;
       const parsed = TurnInput.safeParse(t);
       if (!parsed.success)
         throw new RecordRefusedError(`turn ${t.turnIndex} cannot be stored: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
@@ -101,6 +103,11 @@ export class StoreTrajectoryRecorder implements TrajectoryRecorder {
 }
 
 function checked(t: TrajectoryStart): NewTrajectory {
+  // The schema's answer without it where the quick check is sure; its output keeps only the contract's fields.
+  if (isStorableStart(t)) {
+    const { trajectoryId, jobId, batchId, step, promptId, sampleIndex, prompt, ownerRolloutId } = t;
+    return { trajectoryId, jobId, batchId, step, promptId, sampleIndex, prompt, ...(ownerRolloutId !== undefined ? { ownerRolloutId } : {}) };
+  }
   const parsed = NewTrajectory.safeParse(t);
   if (!parsed.success) throw new RecordRefusedError(`the trajectory's start cannot be stored: ${parsed.error.message}`);
   return parsed.data;

@@ -1,4 +1,5 @@
 import { EnginePool } from './engine-pool';
+import { evictOldest } from './evict-oldest';
 import { RouterLogger } from './router-reporting';
 
 /**
@@ -24,7 +25,7 @@ export class ToolIterationLiveness {
     this.awaiting.delete(trajectoryId); // re-inserted last: the map's order is the age order
     this.awaiting.set(trajectoryId, engineId);
     // A trajectory that never comes back must not be remembered forever.
-    if (this.awaiting.size > 100_000) this.awaiting.delete(this.awaiting.keys().next().value as string);
+    evictOldest(this.awaiting, 100_000);
   }
 
   /** The trajectory is back (with its tool's result, if it was waiting on one): check its engine first. */
