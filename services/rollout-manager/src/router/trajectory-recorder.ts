@@ -123,6 +123,8 @@ export class InMemoryTrajectoryRecorder implements TrajectoryRecorder {
         kind: t.kind,
         content: structuredClone(t.content),
         weightVersion: t.weightVersion,
+        // As the store: what the engines sampled, for a token prompt to be matched against.
+        ...(t.spans ? { spans: structuredClone(t.spans) } : {}),
       })),
     };
   }

@@ -9,6 +9,7 @@ import { PrefixTurn, RecordedTurn, RecordRefusedError, TrajectoryRecorder, TurnC
 import { isOutputKind, planTurns, splitChatConversation, splitCompletionPrompt, TurnDraft, turnIdOf, TurnPlan } from './turn-plan';
 import { splitTokenPrompt } from './token-prompt';
 import { isIdList } from './engines/engine-adapter';
+import { evictOldest } from './evict-oldest';
 
 /** What to do with a recorded request, given what the store holds of its trajectory. */
 export type RecordingPlan =
@@ -47,7 +48,11 @@ export interface ContinuationSettings {
  * the plan says: ask again (503), a conflict (409) or a refusal (400), never an answer the store lacks.
  */
 export class TrajectoryRecording {
-  /** Completions: each trajectory's first prompt, so later prompts split into segments unambiguously. */
+  /**
+   * Completions: each trajectory's first prompt, so later prompts split into segments unambiguously.
+   * Bounded like the sticky map (`maxBases`, the least recently used forgotten): a trajectory whose prompt
+   * is forgotten splits against its stored turns, as on a replica that never saw it.
+   */
   private readonly completionBases = new Map<string, string>();
   /** The same for token-id prompts. */
   private readonly tokenBases = new Map<string, number[]>();
@@ -59,6 +64,8 @@ export class TrajectoryRecording {
     private readonly stats: RouterStats,
     private readonly log: RouterLogger,
     private readonly continuation: ContinuationSettings = { policy: 'keep' },
+    /** Trajectories whose first prompt is kept, for each kind of completions prompt. */
+    private readonly maxBases = 100_000,
   ) {}
 
   /**
@@ -110,7 +117,7 @@ export class TrajectoryRecording {
       if ('conflict' in split) plan = { kind: 'conflict', message: split.conflict };
       else {
         prompt = split.base;
-        this.tokenBases.set(identity.trajectoryId, split.base);
+        remember(this.tokenBases, identity.trajectoryId, split.base, this.maxBases);
         plan = planTurns(split.turns, stored.turns);
       }
     } else {
@@ -118,7 +125,7 @@ export class TrajectoryRecording {
       if ('conflict' in split) plan = { kind: 'conflict', message: split.conflict };
       else {
         prompt = split.base;
-        this.completionBases.set(identity.trajectoryId, split.base);
+        remember(this.completionBases, identity.trajectoryId, split.base, this.maxBases);
         plan = planTurns(split.turns, stored.turns);
       }
     }
@@ -222,6 +229,13 @@ export class TrajectoryRecording {
     this.stats.recordingErrors += 1;
     this.log.error(`recording failed (${what})`, { trajectoryId: identity.trajectoryId, error: String(err) });
   }
+}
+
+/** Kept as the most recently used (a Map's order is its insertion order), the oldest forgotten beyond `limit`. */
+function remember<V>(map: Map<string, V>, key: string, value: V, limit: number): void {
+  map.delete(key);
+  map.set(key, value);
+  evictOldest(map, limit);
 }
 
 /** A chat answer with tool calls is a `tool-call` turn (the trajectory now waits on its tool); any other answer a `model-output`. */
