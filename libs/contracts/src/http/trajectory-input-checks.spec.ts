@@ -1,17 +1,6 @@
+import { prng as rng } from '@robustrl/testing/seeded-random';
 import { NewTrajectory, TurnInput } from './trajectory-api';
 import { isStorableStart, isStorableTurn } from './trajectory-input-checks';
-
-/** A small seeded generator (mulberry32): the same values on every run, many shapes per run. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** Values that break one schema rule or another, and some that are odd yet allowed. */
 const ODD: unknown[] = [
